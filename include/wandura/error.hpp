@@ -1,0 +1,134 @@
+// Error codes, error conditions and the exception type of the Wandura SDK.
+//
+// Every failure the SDK reports is a std::error_code. Codes of the `wandura::errc` enum belong to
+// `wandura::error_category()`; cancellation is reported as `asio::error::operation_aborted` (Asio's own code), so
+// that code written against Asio recognises it. Codes compare equal to the broad `wandura::condition`s below, so a
+// caller can ask "is this retryable?" or "was this a timeout?" without listing codes:
+//
+//     catch (wandura::error const& e) {
+//       if (e.code() == wandura::condition::rate_limited) { ... }
+//     }
+//
+// Thread safety: everything here is immutable after construction and safe to use from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace wandura {
+
+/// Failures of the SDK. The numeric values are stable and never reused.
+enum class errc {
+  // --- transport: one HTTP attempt -------------------------------------------------------------------------
+  /// The host name could not be resolved or no connection could be made (refused, unreachable, connect timeout).
+  /// The request was never sent, so retrying it is always safe, even for writes without an idempotency key.
+  connect_failed = 1,
+  /// The per-attempt timeout fired before any byte of the response arrived. The request may have been executed.
+  attempt_timeout = 2,
+  /// The per-attempt timeout fired after part of the response had arrived.
+  response_timeout = 3,
+  /// The connection was reset or closed by the peer after the request was (at least partly) sent: mid-request,
+  /// before the response, or mid-body. The request may have been executed.
+  connection_reset = 4,
+  /// TLS handshake or certificate verification failed (untrusted certificate, wrong host name, protocol error).
+  tls_failed = 5,
+  /// The response body exceeded the configured cap (`transport_options::max_response_bytes`, default 1 MiB).
+  response_too_large = 6,
+  /// The peer sent something that is not valid HTTP.
+  protocol_error = 7,
+  /// Any other transport failure (out of memory in libcurl, an unsupported URL, ...). The message says which.
+  transport_failed = 8,
+
+  // --- resilience: the retry loop around the attempts ----------------------------------------------------
+  /// The call's total deadline passed, or the next retry would have ended past it.
+  deadline_exceeded = 20,
+  /// The client's retry budget (10 % of the last minute's requests, at least 10 a minute) refused a retry.
+  budget_exhausted = 21,
+  /// A caller-chosen idempotency key is not 1-200 visible ASCII characters (0x21-0x7E). Seed 004 code 90010.
+  invalid_idempotency_key = 22,
+  /// The server answered with an HTTP status that is final for this call (see `wandura::error::http_status`).
+  http_error = 23,
+  /// The server refused for rate (HTTP 429) and the call stopped, or the client held it back after a 429 longer
+  /// than its deadline allowed.
+  rate_limited = 24,
+
+  // --- playback: typed API ----------------------------------------------------------------------------------
+  /// A response body is not the JSON the API documents (malformed, truncated, wrong types, numbers out of range).
+  invalid_response = 40,
+  /// An argument is outside what the API accepts (more than 3 episodes, an empty film_ref, ...); nothing was sent.
+  invalid_argument = 41,
+  /// The API key was missing or unknown (HTTP 401 `unauthorized`).
+  unauthorized = 42,
+  /// The viewer reached the per-viewer ticket limit configured in the client; nothing was sent.
+  viewer_limited = 43,
+};
+
+/// Broad classes of failures that `errc` values, Asio and system codes compare equal to.
+enum class condition {
+  /// Worth retrying later: connection failures and resets, timeouts, 429, 5xx the policy retries.
+  retryable = 1,
+  /// A timeout: attempt, response or the call's deadline.
+  timeout = 2,
+  /// The server refused for rate (HTTP 429) or the client held the call back after a 429.
+  rate_limited = 3,
+  /// The client's retry budget refused a retry.
+  budget_exhausted = 4,
+};
+
+/// The category of `wandura::errc`. Its name is "wandura".
+[[nodiscard]] std::error_category const& error_category() noexcept;
+/// The category of `wandura::condition`. Its name is "wandura.condition".
+[[nodiscard]] std::error_category const& condition_category() noexcept;
+
+[[nodiscard]] inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+[[nodiscard]] inline std::error_condition make_error_condition(condition c) noexcept {
+  return {static_cast<int>(c), condition_category()};
+}
+
+/// The short stable name of a code, e.g. "connect_failed"; "unknown" for values outside the enum.
+[[nodiscard]] std::string_view to_string(errc e) noexcept;
+
+/// The exception every throwing SDK call uses. It carries, besides the error code, what the server said (when it
+/// answered) and how many attempts were made, so that a log line needs nothing else.
+///
+/// `what()` says where and why the call stopped, for example
+/// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable".
+/// What the server said about a failed call, and how many attempts were made. Carried by `wandura::error`.
+struct error_info {
+  int http_status = 0;       ///< HTTP status of the last response; 0 when none arrived.
+  std::string error_code;    ///< The server's `error_code` string (or numeric code as text); empty when none.
+  std::string reason;        ///< The server's `reason`, e.g. "prefetch_shed"; empty when none.
+  std::string request_id;    ///< The server's `request_id` (body or `X-Request-Id`); empty when none.
+  int attempts = 0;          ///< Attempts made, the first one included; 0 when nothing was sent.
+};
+
+/// The exception every throwing SDK call uses. It carries, besides the error code, what the server said (when it
+/// answered) and how many attempts were made, so that a log line needs nothing else.
+///
+/// `what()` says where and why the call stopped, for example
+/// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable".
+class error : public std::system_error {
+public:
+  error(std::error_code code, std::string const& message, error_info info = {});
+
+  [[nodiscard]] int http_status() const noexcept { return info_.http_status; }
+  [[nodiscard]] std::string const& server_error_code() const noexcept { return info_.error_code; }
+  [[nodiscard]] std::string const& reason() const noexcept { return info_.reason; }
+  [[nodiscard]] std::string const& request_id() const noexcept { return info_.request_id; }
+  [[nodiscard]] int attempts() const noexcept { return info_.attempts; }
+  [[nodiscard]] error_info const& info() const noexcept { return info_; }
+
+private:
+  error_info info_;
+};
+
+} // namespace wandura
+
+template <>
+struct std::is_error_code_enum<wandura::errc> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<wandura::condition> : std::true_type {};

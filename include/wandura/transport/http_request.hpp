@@ -1,0 +1,41 @@
+// One HTTP request as the transport sends it, and the options of one attempt.
+//
+// Thread safety: plain values; distinct objects may be used from distinct threads.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace wandura {
+
+enum class http_method { get, post };
+
+/// A request header. Names are sent as given; HTTP treats them case-insensitively.
+struct http_header {
+  std::string name;
+  std::string value;
+};
+
+/// An HTTP request. The transport copies nothing out of it after the attempt completes; it must stay alive and
+/// unchanged until the awaited `send` completes.
+struct http_request {
+  http_method method = http_method::get;
+  /// Absolute URL, `http://` or `https://`, e.g. "https://api.example/v1/config".
+  std::string url;
+  /// Extra headers (Authorization, Content-Type, Idempotency-Key, ...). The transport adds nothing else but
+  /// what libcurl needs (Host, Content-Length, Accept-Encoding when compression is on).
+  std::vector<http_header> headers;
+  /// Request body; sent byte-identical on every attempt. Empty for GET.
+  std::string body;
+};
+
+/// Options of one attempt. Zero means "no limit" for the timeouts.
+struct attempt_options {
+  /// The whole attempt: connecting, sending and receiving the full response. Milliseconds.
+  std::chrono::milliseconds timeout{8000};
+  /// Connecting only (DNS, TCP, TLS handshake); bounded by `timeout` too. Milliseconds.
+  std::chrono::milliseconds connect_timeout{3000};
+};
+
+} // namespace wandura

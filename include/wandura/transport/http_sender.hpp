@@ -1,0 +1,50 @@
+// The seam between the transport and everything above it: "send one attempt of one request".
+//
+// `wandura::transport` (libcurl multi on Asio) implements it for real; `wandura::testing::fake_transport`
+// implements it for tests, scripting a failure at any step. The retry loop and the playback client only ever see
+// this interface.
+#pragma once
+
+#include <system_error>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+
+#include "wandura/transport/http_request.hpp"
+#include "wandura/transport/http_response.hpp"
+
+namespace wandura {
+
+/// What one attempt produced: either a transport failure in `error`, or an HTTP response (any status) in
+/// `response` with `error` empty. An HTTP error status is a response, not a transport failure.
+struct attempt_result {
+  std::error_code error;
+  http_response response;
+};
+
+/// Sends single attempts. Implementations must be safe to call from any thread and from many coroutines at once.
+class http_sender {
+public:
+  http_sender() = default;
+  http_sender(http_sender const&) = delete;
+  http_sender& operator=(http_sender const&) = delete;
+  virtual ~http_sender() = default;
+
+  /// Sends `request` once, with no retry.
+  ///
+  /// Completes with `attempt_result::error` set to a `wandura::errc` transport code (connect_failed,
+  /// attempt_timeout, response_timeout, connection_reset, tls_failed, response_too_large, protocol_error,
+  /// transport_failed) or `asio::error::operation_aborted`; never throws for those.
+  ///
+  /// @param request must stay alive and unchanged until the returned awaitable completes.
+  /// @par Cancellation
+  /// Terminal cancellation through the awaiting coroutine's cancellation slot aborts the attempt in any phase and
+  /// completes with `asio::error::operation_aborted`.
+  [[nodiscard]] virtual asio::awaitable<attempt_result> send_attempt(http_request const& request,
+                                                                     attempt_options const& options) = 0;
+
+  /// The executor completions are delivered on when the caller has none of its own.
+  [[nodiscard]] virtual asio::any_io_executor get_executor() const = 0;
+};
+
+} // namespace wandura

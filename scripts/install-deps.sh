@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that the build, tests, benchmarks and demo need. Does nothing when all are
+# present. Run as root, or as a user with sudo.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev
+  catch2 nlohmann-json3-dev
+  nginx-light openssl wrk curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# nginx is started only by the tests and benchmarks, on loopback, with their own config; never as a service.
+if command -v systemctl >/dev/null 2>&1; then
+  $sudo systemctl disable --now nginx >/dev/null 2>&1 || true
+fi
