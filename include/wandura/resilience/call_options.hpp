@@ -1,0 +1,91 @@
+// Options of the retry loop at three levels, and how they merge (docs/adr/0003-options-precedence.md):
+//
+//   per-call `call_options`  >  client `retry_options`  >  preset defaults (`retry_policy` fields)
+//
+// For each of the total deadline and the attempt timeout, the first that is set wins among: the per-call explicit
+// field, the per-call policy's field, the client's explicit field, the client policy's field. The idempotency key
+// is per-call only; automatic keys are a client switch. `merge_options` runs once when a call starts; the result
+// (`call_settings`, with the deadline made absolute) lives in the call's coroutine frame, never in thread-locals.
+//
+// Cancellation is not an option field: it is Asio's per-operation cancellation, through the cancellation slot bound
+// to the completion token of the call (e.g. `asio::bind_cancellation_slot(signal.slot(), token)`).
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "wandura/resilience/clock.hpp"
+#include "wandura/resilience/retry_budget.hpp"
+#include "wandura/resilience/retry_event.hpp"
+#include "wandura/resilience/retry_policy.hpp"
+
+namespace wandura {
+
+/// Per-call overrides (seed 004 `RequestOptions`). Unset fields fall back to the client's options.
+struct call_options {
+  /// A caller-chosen idempotency key for a write (e.g. an order number), validated before sending: 1-200
+  /// characters 0x21-0x7E, else the call fails with `errc::invalid_idempotency_key` (90010) and nothing is sent.
+  /// Ignored for reads.
+  std::optional<std::string> idempotency_key;
+  /// Replaces the client's policy for this call (its time limits included, unless set explicitly below).
+  std::optional<retry_policy> policy;
+  /// Turns retries off for this call (`max_retries = 0`) while keeping the effective time limits.
+  bool disable_retries = false;
+  /// Total deadline of this call, waits and retries included, measured from the start of the call.
+  std::optional<std::chrono::milliseconds> total_timeout;
+  /// Limit of each attempt of this call.
+  std::optional<std::chrono::milliseconds> attempt_timeout;
+};
+
+/// Client-level options of the retry loop.
+struct retry_options {
+  /// Default policy of every call (seed 000 INTERACTIVE unless changed).
+  retry_policy policy = retry_policy::interactive();
+  /// Client-wide total deadline; overrides `policy.total_timeout` when set.
+  std::optional<std::chrono::milliseconds> total_timeout;
+  /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set.
+  std::optional<std::chrono::milliseconds> attempt_timeout;
+  /// Whether writes get an automatic idempotency key. When false, a write without a caller key is never retried
+  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (seed 004).
+  bool auto_idempotency_keys = true;
+  /// The retry budget's parameters (seed 000: 10 %, at least 10, per 60 s).
+  retry_budget::config budget;
+  /// Receives one WARN line per retry; none when empty.
+  logger log;
+  /// Called once per retry with the structured event; none when empty. Must be thread-safe and must not throw.
+  retry_hook on_retry;
+  /// Uniform random numbers in [0, 1) for jitter; must be thread-safe. Empty: a per-thread `std::mt19937_64`
+  /// seeded from `std::random_device`.
+  std::function<double()> random;
+  /// The time source; empty: a shared `wandura::real_clock`.
+  std::shared_ptr<wandura::clock> time_source;
+};
+
+/// The settings of one logical call after merging; made once at the call's start.
+struct call_settings {
+  retry_policy policy;
+  /// The caller's key, when one was given (not yet validated).
+  std::optional<std::string> idempotency_key;
+  bool auto_idempotency_keys = true;
+  std::chrono::milliseconds attempt_timeout{0};
+  /// The total deadline as a duration, for messages ("deadline of 15000 ms reached").
+  std::chrono::milliseconds total_timeout{0};
+  /// The absolute deadline on the client's clock. Shared by every request of a logical call: the playback layer
+  /// passes the same settings to the per-item retry requests of a batch.
+  clock::time_point deadline{};
+  /// Whether `retry_engine::call` counts this request in the retry budget. The playback layer clears it for
+  /// per-item retry requests, which belong to a logical call already counted.
+  bool count_request = true;
+};
+
+/// Merges per-call and client options (precedence in the file comment); `deadline = now + total_timeout`,
+/// saturating instead of overflowing.
+[[nodiscard]] call_settings merge_options(call_options const& per_call, retry_options const& client,
+                                          clock::time_point now);
+
+} // namespace wandura

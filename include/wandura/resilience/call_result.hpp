@@ -1,0 +1,77 @@
+// The final outcome of one logical call through the retry loop, and its conversion to an exception.
+//
+// The loop returns the final outcome instead of throwing (docs/adr/0004-error-model.md): a final 429 or 503 batch
+// still carries per-item outcomes that the playback layer reads. Callers that want an exception use `to_error` /
+// `throw_if_failed`.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "wandura/error.hpp"
+#include "wandura/transport/http_response.hpp"
+
+namespace wandura {
+
+/// Why the retry loop stopped.
+enum class stop_reason {
+  success,           ///< A 2xx response.
+  not_retryable,     ///< The last failure is final (see classify.hpp), or it was a write without a key.
+  retries_exhausted, ///< `max_retries` retries were made and the last attempt failed.
+  budget_exhausted,  ///< The client's retry budget refused the next retry.
+  deadline_exceeded, ///< The deadline passed, or the next wait (backoff or 429 hold-off) would have ended past it.
+  cancelled,         ///< The call was cancelled (in an attempt, a backoff sleep or a hold-off wait).
+  invalid_request,   ///< Nothing was sent: an invalid caller idempotency key, or no key could be made.
+};
+
+/// The short name of a stop reason, e.g. "budget_exhausted".
+[[nodiscard]] std::string_view to_string(stop_reason r) noexcept;
+
+struct call_result {
+  stop_reason stopped = stop_reason::success;
+  /// The last real error when the last attempt produced no response: a transport code (`connect_failed`,
+  /// `connection_reset`, ...). Also: `operation_aborted` when cancelled; `errc::invalid_idempotency_key` when
+  /// refused before sending; `errc::rate_limited` when a 429 hold-off outlasted the deadline before any attempt;
+  /// `errc::deadline_exceeded` when the deadline passed before any attempt. Empty when `response` is the outcome.
+  std::error_code error;
+  /// The last response (status 0 when the last attempt produced none). On failure it is still complete: headers
+  /// and body of a final 429/503 batch are there for per-item outcomes.
+  http_response response;
+  /// `error_code` and `reason` of the last response's body (numeric codes as decimal text); empty when none.
+  std::string error_code;
+  std::string reason;
+  /// Attempts made, the first included; 0 when nothing was sent.
+  int attempts = 0;
+  /// Retries made (attempts - 1 when attempts > 0).
+  int retries = 0;
+  /// The last response carried `Idempotency-Replayed: true`: the server returned a stored first result.
+  bool replayed = false;
+  /// The key sent on every attempt (automatic or the caller's); empty for reads and unkeyed writes.
+  std::string idempotency_key;
+  /// The call's total deadline, for messages.
+  std::chrono::milliseconds total_timeout{0};
+  /// A note on why a retryable failure was not retried ("not retried: write without idempotency key"); empty
+  /// otherwise.
+  std::string note;
+
+  [[nodiscard]] bool ok() const noexcept { return stopped == stop_reason::success; }
+  [[nodiscard]] bool has_response() const noexcept { return response.status != 0; }
+};
+
+/// The exception for a failed call. Its code: `operation_aborted` (cancelled), `errc::deadline_exceeded`,
+/// `errc::budget_exhausted`, `errc::rate_limited` (final 429, or held back past the deadline),
+/// `errc::unauthorized` (401), `errc::http_error` (other statuses), or the transport code / the refusal code.
+/// `what()` is "<operation>: <where and why it stopped>: <last real error>", e.g.
+/// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=50200",
+/// "issue_tickets: deadline of 15000 ms reached after 3 attempts: connection reset",
+/// "issue_tickets: not retried: write without idempotency key: connection reset".
+/// The `error_info` carries the last status, server code, reason, request id and attempts.
+/// @pre `!result.ok()`.
+[[nodiscard]] error to_error(call_result const& result, std::string_view operation);
+
+/// Throws `to_error(result, operation)` unless `result.ok()`.
+void throw_if_failed(call_result const& result, std::string_view operation);
+
+} // namespace wandura

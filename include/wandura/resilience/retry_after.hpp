@@ -1,0 +1,41 @@
+// Parsing the `Retry-After` response header (RFC 9110 §10.2.3) into a delay.
+//
+// Accepted forms, with optional surrounding spaces and tabs:
+// - delta-seconds: `120`; a fraction (`1.5`) or exponent (`1e3`) is accepted and rounded UP to whole milliseconds;
+// - IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime
+//   `Sun Nov  6 08:49:37 1994`: the delay is the date minus the response's own `Date` header when that parses
+//   (so a skewed local clock does not matter), else minus the local wall clock. A date in the past means 0.
+//
+// Results:
+// - nullopt: absent, empty or junk (`0x10`, `+30`, `5s`, `-1`, ...): the caller falls back to its normal backoff;
+// - 0 ms: "retry now" (`0`, or a past date). This is not the same as absent: it is a server statement;
+// - values above `max_retry_after_value` (one year), `9223372037`, `99999999999999999999`, `1e400` included,
+//   saturate to it, so that adding the result to any `std::chrono` time point cannot overflow. The policy then caps
+//   it (`retry_policy::max_retry_after`).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+namespace wandura {
+
+/// The largest delay `parse_retry_after` returns: one year.
+inline constexpr std::chrono::milliseconds max_retry_after_value{std::chrono::hours(24 * 365)};
+
+/// Parses one HTTP-date in any of the three forms of RFC 9110 §5.6.7 (always UTC). nullopt when malformed
+/// (bad day/month names, out-of-range fields, trailing junk). RFC 850 two-digit years are read as 1970-2069.
+[[nodiscard]] std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) noexcept;
+
+/// Parses a `Retry-After` value (see the file comment for every case).
+///
+/// @param value the raw header text (`http_response::retry_after()`).
+/// @param date the raw `Date` header of the same response, or nullopt; used to correct HTTP-dates for clock skew.
+/// @param now the local wall-clock time, used only when `value` is an HTTP-date and `date` is absent or malformed.
+[[nodiscard]] std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
+                                                                         std::optional<std::string_view> date,
+                                                                         std::chrono::system_clock::time_point now) noexcept;
+
+} // namespace wandura

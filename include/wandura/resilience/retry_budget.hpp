@@ -1,0 +1,75 @@
+// The client's retry budget (seed 000 `RetryBudget`, SPEC §3): retries may be at most 10 % of the requests of the
+// last minute, never fewer than 10 a minute.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace wandura {
+
+/// Parameters of a `retry_budget` (seed 000 values by default).
+struct retry_budget_config {
+  /// Retries always allowed per window (seed: 10).
+  std::int64_t min_retries = 10;
+  /// Retries allowed as a percentage of the window's requests (seed: 10).
+  std::int64_t percent = 10;
+  /// Length of a window (seed: 60 s). At least 1 ms.
+  std::chrono::milliseconds window{60000};
+};
+
+/// A lock-free retry budget, shared by every call of a client.
+///
+/// The rule, exactly as the seed's reference code: a window starts when the budget is created; on every operation,
+/// when MORE than `window` has passed since the window started, both counts reset and the window restarts at that
+/// moment. A retry is allowed while `retries < max(min_retries, percent % of requests)` and then counted. Requests
+/// are counted once per logical call (not per attempt) through `note_request`.
+///
+/// Time is passed in explicitly (`wandura::clock::now()` of the client), so the budget is deterministic under a
+/// hand-stepped clock. Times are measured in whole milliseconds since `start`; earlier times count as `start`.
+///
+/// @par Thread safety
+/// All member functions may be called from any number of threads at once. No mutex: the state is two 64-bit atomic
+/// words updated with compare-and-swap, and no interleaving lets more retries through than the rule allows.
+class retry_budget {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  using config = retry_budget_config;
+
+  /// The current window as seen at some time (for metrics and the `on_retry` event).
+  struct state {
+    std::int64_t requests = 0; ///< Requests noted in the current window.
+    std::int64_t retries = 0;  ///< Retries allowed in the current window.
+    std::int64_t left = 0;     ///< Retries still allowed now: `max(min_retries, percent% of requests) - retries`.
+    std::chrono::milliseconds window_age{0}; ///< Time since the current window started.
+  };
+
+  explicit retry_budget(time_point start, config cfg = {}) noexcept;
+  retry_budget(retry_budget const&) = delete;
+  retry_budget& operator=(retry_budget const&) = delete;
+
+  /// Counts one logical call (seed `noteRequest`). Counts saturate at 2^24 - 1 per window.
+  void note_request(time_point now) noexcept;
+
+  /// Asks for one retry (seed `tryRetry`): true and counted when the rule allows it, false otherwise.
+  [[nodiscard]] bool try_retry(time_point now) noexcept;
+
+  /// The window as it would be at `now` (a window older than `window` reads as empty); does not change anything.
+  [[nodiscard]] state snapshot(time_point now) const noexcept;
+
+  [[nodiscard]] config const& settings() const noexcept { return config_; }
+
+private:
+  [[nodiscard]] std::uint64_t elapsed_ms(time_point now) const noexcept;
+  [[nodiscard]] std::uint64_t current_window(std::uint64_t now_ms) noexcept;
+
+  config config_;
+  time_point start_;
+  /// Window start in ms since `start_` (high 48 bits) and the window's generation (low 16 bits).
+  std::atomic<std::uint64_t> window_;
+  /// Generation (high 16 bits), requests (middle 24 bits), retries (low 24 bits) of the window they belong to.
+  std::atomic<std::uint64_t> counts_;
+};
+
+} // namespace wandura

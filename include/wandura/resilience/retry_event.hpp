@@ -1,0 +1,43 @@
+// What the retry loop tells the outside world about each retry: a structured `retry_event` to the `on_retry` hook
+// and one WARN line to the logger (seed 004: "每次重试都回调 onRetry，同时写一条 WARN 日志"; SPEC §3).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "wandura/resilience/retry_policy.hpp"
+
+namespace wandura {
+
+enum class log_level { debug, info, warn, error };
+
+/// A pluggable log sink. Called from whichever thread runs the call; must be thread-safe. The message has no
+/// trailing newline.
+using logger = std::function<void(log_level level, std::string_view message)>;
+
+/// One retry about to happen (emitted after the budget granted it, before the wait).
+/// The views are valid only during the hook call.
+struct retry_event {
+  int retry = 0;                        ///< 1-based number of this retry.
+  int max_retries = 0;                  ///< The policy's `max_retries`.
+  std::chrono::milliseconds delay{0};   ///< The wait before the next attempt, rounded to the nearest ms.
+  delay_source source = delay_source::backoff;
+  int http_status = 0;                  ///< Status of the failed attempt; 0 for a network error.
+  std::error_code error;                ///< The network error; empty when a response arrived.
+  std::string_view error_code;          ///< The body's `error_code` (string or number as text); empty when none.
+  std::int64_t budget_left = 0;         ///< Retries the client's budget still allows after this one.
+  std::string_view idempotency_key;     ///< The key sent (and re-sent); empty for reads.
+  std::string_view counter;             ///< The rate-limit counter of the request, e.g. `playback`.
+};
+
+using retry_hook = std::function<void(retry_event const&)>;
+
+/// The WARN line for `event`, exactly `retry 1/2 in 231 ms: HTTP 503 code=50200`, `retry 1/2 in 231 ms: HTTP 503`
+/// (no body code) or `retry 1/3 in 412 ms: connection reset` (the network error's message).
+[[nodiscard]] std::string format_retry_line(retry_event const& event);
+
+} // namespace wandura
