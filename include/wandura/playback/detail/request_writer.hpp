@@ -1,0 +1,33 @@
+// Writes request bodies as JSON (SPEC §1). Not public API (wandura::detail): the client uses it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "wandura/playback/ticket.hpp"
+
+namespace wandura::detail {
+
+/// Appends `text` to `out` as a JSON string literal, quotes included: `"` and `\` are escaped, control characters
+/// (U+0000-U+001F) become `\b \f \n \r \t` or `\u00XX`, everything else (non-ASCII included) is copied as UTF-8.
+/// @pre `text` is valid UTF-8 (checked by `write_ticket_batch`; call `is_valid_utf8` first otherwise).
+void append_json_string(std::string& out, std::string_view text);
+
+/// True when `text` is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+[[nodiscard]] bool is_valid_utf8(std::string_view text) noexcept;
+
+/// Writes the body of `POST /v1/playback/tickets` into `out` (cleared first, capacity kept and grown once, so a
+/// reused string allocates nothing in the steady state):
+/// `{"episodes":[{"film_ref":"...","episode_no":4,"intent":"play"},...],"union_info":"...","drm_kek":"...",
+/// "viewer_ref":"..."}` (`viewer_ref` only when set).
+///
+/// Completes with an empty code, or with `errc::invalid_argument` and nothing usable in `out` when the batch is
+/// one the server would refuse or that cannot be written: no episode or more than `ticket_batch::max_episodes`, an
+/// empty `film_ref`, `episode_no` < 1, `intent::other`, an empty `union_info` or `drm_kek`, an empty `viewer_ref`
+/// when one is given, or any string that is not valid UTF-8. `message`, when given, receives what was wrong, e.g.
+/// "episodes[1].film_ref is not valid UTF-8".
+[[nodiscard]] std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out,
+                                                 std::string* message = nullptr);
+
+} // namespace wandura::detail

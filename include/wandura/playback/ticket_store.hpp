@@ -1,0 +1,103 @@
+// Ticket reuse on the SDK's side (seed 000 "Dùng lại vé cho đúng"; SPEC §3): a ticket is reused only for the same
+// viewer, device, film, episode and intent, and only until 5 minutes before `expires_at`; never across devices.
+//
+// `ticket_store` is the small interface the client talks to, so that another store (a shared cache, a database)
+// can plug in; `memory_ticket_store` is the default: in memory, bounded in entries (LRU) and by time (TTL).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "wandura/playback/ticket.hpp"
+
+namespace wandura {
+
+/// What a reusable ticket is keyed by. Two keys are equal only when every field is: a ticket for another device
+/// (`union_info`) or another viewer is never found.
+struct ticket_key {
+  std::string viewer_ref; ///< Required for caching: without it nothing is stored (as on the server, SPEC §4).
+  std::string union_info; ///< The device the ticket is bound to. Required for caching.
+  std::string film_ref;
+  std::int32_t episode_no = 0;
+  wandura::intent intent = wandura::intent::play;
+
+  friend bool operator==(ticket_key const&, ticket_key const&) = default;
+};
+
+/// Hash of every field of a `ticket_key`.
+struct ticket_key_hash {
+  [[nodiscard]] std::size_t operator()(ticket_key const& key) const noexcept;
+};
+
+/// Where reusable tickets are kept.
+///
+/// Implementations must never return a ticket for a key other than the one asked for, nor one that is no longer
+/// reusable (see `memory_ticket_store` for the rule), and must be safe to call from many threads at once.
+class ticket_store {
+public:
+  ticket_store() = default;
+  ticket_store(ticket_store const&) = delete;
+  ticket_store& operator=(ticket_store const&) = delete;
+  virtual ~ticket_store() = default;
+
+  /// The ticket stored for exactly `key`, if it may still be reused; nullopt otherwise.
+  [[nodiscard]] virtual std::optional<ticket> find(ticket_key const& key) = 0;
+  /// Stores `t` for `key`, replacing any earlier one. Implementations may decline (a ticket too close to expiry, a
+  /// key without viewer or device), in which case `find` keeps returning nullopt for it.
+  virtual void insert(ticket_key const& key, ticket const& t) = 0;
+  /// Forgets the ticket of `key`, if any (for example after the player reported it rejected).
+  virtual void erase(ticket_key const& key) = 0;
+};
+
+/// Options of `memory_ticket_store`.
+struct memory_ticket_store_options {
+  /// The most tickets kept; the least recently used goes first. Rounded up to a multiple of the shard count.
+  std::size_t max_entries = 10'000;
+  /// A ticket is reused only while `now < expires_at - reuse_margin` (seed 000: 5 minutes).
+  std::chrono::seconds reuse_margin{300};
+  /// Independent locks, to spread contention; each shard has its own LRU. Clamped to [1, max_entries].
+  std::size_t shards = 16;
+  /// The wall clock compared with `expires_at`. Empty means `std::chrono::system_clock::now`. Tests inject a fake.
+  std::function<std::chrono::system_clock::time_point()> clock;
+};
+
+/// The default `ticket_store`: a sharded in-memory LRU whose entries also expire `reuse_margin` before the
+/// ticket's `expires_at`.
+///
+/// `insert` declines keys with an empty `viewer_ref` or `union_info` and tickets already inside the margin. `find`
+/// drops an entry it finds expired. Memory is bounded by `max_entries` tickets (plus the unordered_map overhead).
+///
+/// @par Thread safety
+/// All member functions may be called from any thread at once; each shard is guarded by its own mutex, held only
+/// for the map and list operations (tickets are copied out under the lock).
+class memory_ticket_store final : public ticket_store {
+public:
+  explicit memory_ticket_store(memory_ticket_store_options options = {});
+  ~memory_ticket_store() override;
+
+  [[nodiscard]] std::optional<ticket> find(ticket_key const& key) override;
+  void insert(ticket_key const& key, ticket const& t) override;
+  void erase(ticket_key const& key) override;
+
+  /// Tickets currently held, expired ones not yet dropped included.
+  [[nodiscard]] std::size_t size() const;
+  /// Forgets every ticket.
+  void clear();
+
+private:
+  struct shard;
+  [[nodiscard]] shard& shard_for(ticket_key const& key) const noexcept;
+  [[nodiscard]] std::chrono::system_clock::time_point now() const;
+
+  memory_ticket_store_options options_;
+  std::size_t per_shard_capacity_ = 1;
+  std::unique_ptr<shard[]> shards_;
+  std::size_t shard_count_ = 1;
+};
+
+} // namespace wandura

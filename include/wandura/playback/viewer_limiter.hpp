@@ -1,0 +1,74 @@
+// An optional per-viewer ticket limit enforced by the client before anything is sent (seed 001 "Cách đếm": anyone
+// who can drive *your* ticket endpoint can spend your organisation's limit, so limit tickets per viewer on your
+// side; SPEC §1 issue 6).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+namespace wandura {
+
+/// Options of `viewer_limiter`.
+struct viewer_limiter_options {
+  /// Tickets one viewer may obtain per minute, refilled continuously (limit/60 per second); a viewer idle for a
+  /// minute may take the whole minute's allowance at once. Must be > 0.
+  double tickets_per_minute = 60;
+  /// The most viewers tracked; beyond it the least recently seen viewer is forgotten (and starts again with a full
+  /// allowance). Viewers whose allowance has refilled completely are equivalent to untracked ones.
+  std::size_t max_viewers = 100'000;
+  /// Independent locks, each with its own LRU. Clamped to [1, max_viewers].
+  std::size_t shards = 16;
+  /// Monotonic time. Empty means `std::chrono::steady_clock::now`. Tests inject a hand-stepped clock.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
+/// A continuous token bucket per viewer (capacity `tickets_per_minute`, refill `tickets_per_minute / 60` per
+/// second), keyed by `viewer_ref`.
+///
+/// @par Thread safety
+/// All member functions may be called from any thread at once (sharded mutexes, held for O(1) work).
+class viewer_limiter {
+public:
+  /// What `try_acquire` decided.
+  struct decision {
+    bool allowed = false;
+    /// When refused: how long until the requested tickets fit (rounded up to a millisecond). Zero when allowed.
+    /// For a request larger than the whole allowance, the time to refill it completely.
+    std::chrono::milliseconds retry_after{0};
+  };
+
+  /// @throws wandura::error with `errc::invalid_argument` when `tickets_per_minute` is not > 0.
+  explicit viewer_limiter(viewer_limiter_options options);
+  ~viewer_limiter();
+  viewer_limiter(viewer_limiter const&) = delete;
+  viewer_limiter& operator=(viewer_limiter const&) = delete;
+
+  /// Takes `tickets` from `viewer_ref`'s allowance if all of them fit; takes nothing otherwise (all or nothing, so
+  /// a batch is either sent whole or refused whole). A request for 0 tickets is always allowed. A request for more
+  /// than `tickets_per_minute` is always refused.
+  [[nodiscard]] decision try_acquire(std::string_view viewer_ref, std::uint32_t tickets = 1);
+
+  /// Gives back tickets taken but not used (items the cache answered, prefetches the server shed, items never
+  /// sent). The allowance never exceeds its capacity. Unknown viewers are ignored.
+  void release(std::string_view viewer_ref, std::uint32_t tickets);
+
+  /// Viewers currently tracked (at most `max_viewers` rounded up to a multiple of the shard count).
+  [[nodiscard]] std::size_t tracked_viewers() const;
+
+private:
+  struct shard;
+  [[nodiscard]] shard& shard_for(std::string_view viewer_ref) const noexcept;
+  [[nodiscard]] std::chrono::steady_clock::time_point now() const;
+
+  viewer_limiter_options options_;
+  double per_second_ = 1;
+  std::size_t per_shard_capacity_ = 1;
+  std::size_t shard_count_ = 1;
+  std::unique_ptr<shard[]> shards_;
+};
+
+} // namespace wandura
