@@ -25,9 +25,10 @@ namespace wandura {
 /// The largest delay `parse_retry_after` returns: one year.
 inline constexpr std::chrono::milliseconds max_retry_after_value{std::chrono::hours(24 * 365)};
 
-/// Parses one HTTP-date in any of the three forms of RFC 9110 §5.6.7 (always UTC). nullopt when malformed
-/// (bad day/month names, out-of-range fields, trailing junk). RFC 850 two-digit years are read as 1970-2069.
-[[nodiscard]] std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) noexcept;
+/// Parses one HTTP-date in any of the three forms of RFC 9110 §5.6.7 (always UTC) to whole seconds. nullopt when
+/// malformed (bad day/month names, out-of-range fields, 31 Feb, trailing junk). RFC 850 two-digit years are read as
+/// 1970-2069. Seconds precision keeps every four-digit year representable (a nanosecond time point would not).
+[[nodiscard]] std::optional<std::chrono::sys_seconds> parse_http_date(std::string_view text) noexcept;
 
 /// Parses a `Retry-After` value (see the file comment for every case).
 ///

@@ -55,7 +55,8 @@ struct recorded_attempt {
 ///
 /// Steps are consumed in order, one per attempt; when the script is exhausted the default step answers (200 with
 /// body `{}` unless `set_default` changed it). `fail_at(n, ec)` makes attempt `n` (1-based, counted over the
-/// fake's lifetime) fail with `ec` instead of consuming its step.
+/// fake's lifetime) fail with `ec` in place of its scripted step (which is consumed, as the server's answer to that
+/// attempt is lost).
 ///
 /// @par Thread safety
 /// All member functions may be called from any thread; attempts may run concurrently. Latencies and stalls sleep on
@@ -70,7 +71,7 @@ public:
   void push(fake_step step);
   /// The answer once the script is exhausted.
   void set_default(fake_step step);
-  /// Attempt number `attempt` (1-based) fails with `error` instead of consuming a step.
+  /// Attempt number `attempt` (1-based) fails with `error` in place of its scripted step.
   void fail_at(std::size_t attempt, std::error_code error);
 
   [[nodiscard]] asio::awaitable<attempt_result> send_attempt(http_request const& request,

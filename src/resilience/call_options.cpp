@@ -1,0 +1,59 @@
+#include "wandura/resilience/call_options.hpp"
+
+#include <algorithm>
+
+namespace wandura {
+namespace {
+
+/// now + d without overflowing the clock's representation (and never before now).
+clock::time_point saturating_add(clock::time_point now, std::chrono::milliseconds d) noexcept {
+  if (d.count() <= 0) {
+    return now;
+  }
+  auto const room = clock::time_point::max() - now;
+  auto const room_ms = std::chrono::duration_cast<std::chrono::milliseconds>(room);
+  if (d >= room_ms) {
+    return clock::time_point::max();
+  }
+  return now + std::chrono::duration_cast<clock::duration>(d);
+}
+
+} // namespace
+
+call_settings merge_options(call_options const& per_call, retry_options const& client, clock::time_point now) {
+  call_settings s;
+  // Policy: per-call > client (the client's defaults to the INTERACTIVE preset).
+  s.policy = per_call.policy ? *per_call.policy : client.policy;
+  if (per_call.disable_retries) {
+    s.policy.max_retries = 0;
+  }
+  s.policy.max_retries = std::max(s.policy.max_retries, 0);
+
+  // Each time limit: per-call field > per-call policy > client field > client policy (preset).
+  auto pick = [&](std::optional<std::chrono::milliseconds> call_field, std::chrono::milliseconds retry_policy::*member,
+                  std::optional<std::chrono::milliseconds> client_field) {
+    if (call_field) {
+      return *call_field;
+    }
+    if (per_call.policy) {
+      return (*per_call.policy).*member;
+    }
+    if (client_field) {
+      return *client_field;
+    }
+    return client.policy.*member;
+  };
+  s.total_timeout = std::max(pick(per_call.total_timeout, &retry_policy::total_timeout, client.total_timeout),
+                             std::chrono::milliseconds(0));
+  s.attempt_timeout = std::max(pick(per_call.attempt_timeout, &retry_policy::attempt_timeout, client.attempt_timeout),
+                               std::chrono::milliseconds(0));
+  s.policy.total_timeout = s.total_timeout;
+  s.policy.attempt_timeout = s.attempt_timeout;
+
+  s.idempotency_key = per_call.idempotency_key;
+  s.auto_idempotency_keys = client.auto_idempotency_keys;
+  s.deadline = saturating_add(now, s.total_timeout);
+  return s;
+}
+
+} // namespace wandura

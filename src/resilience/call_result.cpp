@@ -1,0 +1,124 @@
+#include "wandura/resilience/call_result.hpp"
+
+#include <asio/error.hpp>
+
+namespace wandura {
+
+std::string_view to_string(stop_reason r) noexcept {
+  switch (r) {
+  case stop_reason::success: return "success";
+  case stop_reason::not_retryable: return "not_retryable";
+  case stop_reason::retries_exhausted: return "retries_exhausted";
+  case stop_reason::budget_exhausted: return "budget_exhausted";
+  case stop_reason::deadline_exceeded: return "deadline_exceeded";
+  case stop_reason::cancelled: return "cancelled";
+  case stop_reason::invalid_request: return "invalid_request";
+  }
+  return "unknown";
+}
+
+namespace {
+
+/// "HTTP 503 code=50200", "HTTP 404", or the transport error's message.
+std::string last_error_text(call_result const& r) {
+  if (r.has_response()) {
+    std::string text = "HTTP " + std::to_string(r.response.status);
+    if (!r.error_code.empty()) {
+      text += " code=" + r.error_code;
+    }
+    return text;
+  }
+  if (r.error) {
+    return r.error.message();
+  }
+  return "no attempt made";
+}
+
+std::string attempts_text(int attempts) {
+  return std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts");
+}
+
+/// The code a caller matches on when the call stopped for what the server said.
+std::error_code code_for_last_error(call_result const& r) {
+  if (r.has_response()) {
+    if (r.response.status == 429) {
+      return errc::rate_limited;
+    }
+    if (r.response.status == 401) {
+      return errc::unauthorized;
+    }
+    return errc::http_error;
+  }
+  return r.error ? r.error : std::error_code(errc::transport_failed);
+}
+
+} // namespace
+
+error to_error(call_result const& r, std::string_view operation) {
+  error_info info;
+  info.http_status = r.response.status;
+  info.error_code = r.error_code;
+  info.reason = r.reason;
+  info.attempts = r.attempts;
+  if (auto id = r.response.request_id()) {
+    info.request_id = std::string(*id);
+  }
+
+  std::error_code code;
+  std::string why;
+  switch (r.stopped) {
+  case stop_reason::success:
+  case stop_reason::not_retryable:
+    code = code_for_last_error(r);
+    why = r.note.empty() ? std::string("failed after ") + attempts_text(r.attempts) : r.note;
+    break;
+  case stop_reason::retries_exhausted:
+    code = code_for_last_error(r);
+    why = "retries exhausted after " + attempts_text(r.attempts);
+    break;
+  case stop_reason::budget_exhausted:
+    code = errc::budget_exhausted;
+    why = "retry budget exhausted after " + attempts_text(r.attempts);
+    break;
+  case stop_reason::deadline_exceeded:
+    if (r.attempts == 0 && r.error == errc::rate_limited) {
+      code = errc::rate_limited;
+      why = "held back after a 429 past the deadline of " + std::to_string(r.total_timeout.count()) + " ms";
+    } else {
+      code = errc::deadline_exceeded;
+      why = "deadline of " + std::to_string(r.total_timeout.count()) + " ms reached after " +
+            attempts_text(r.attempts);
+    }
+    break;
+  case stop_reason::cancelled:
+    code = asio::error::operation_aborted;
+    why = "cancelled after " + attempts_text(r.attempts);
+    break;
+  case stop_reason::invalid_request:
+    code = r.error ? r.error : std::error_code(errc::invalid_argument);
+    why = "not sent";
+    break;
+  }
+  std::string message(operation);
+  if (!message.empty()) {
+    message += ": ";
+  }
+  message += why;
+  bool const had_attempt = r.attempts > 0;
+  if (r.stopped == stop_reason::deadline_exceeded && had_attempt && !r.note.empty()) {
+    message += " (" + r.note + ")";
+  }
+  // The last real error, when there is one to report (a cancellation or a deadline before any attempt has none).
+  if (r.stopped != stop_reason::cancelled && (had_attempt || r.stopped == stop_reason::invalid_request)) {
+    message += ": " + last_error_text(r);
+  }
+  return error(code, message, std::move(info));
+}
+
+void throw_if_failed(call_result const& result, std::string_view operation) {
+  if (!result.ok()) {
+    throw to_error(result, operation);
+  }
+}
+
+} // namespace wandura

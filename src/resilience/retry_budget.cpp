@@ -1,0 +1,123 @@
+#include "wandura/resilience/retry_budget.hpp"
+
+#include <algorithm>
+
+namespace wandura {
+namespace {
+
+// window_: | start ms since creation (48 bits) | generation (16 bits) |
+// counts_: | generation (16 bits) | requests (24 bits) | retries (24 bits) |
+//
+// A window change is published first (CAS on window_ bumps the generation); counts carry the generation of the
+// window they belong to, and a thread that sees counts of an older generation than the window it loaded AFTER
+// them treats them as zero. Counts can never be newer than a window loaded after them, because a generation only
+// reaches counts_ after it reached window_. So every allowed retry was checked against the counts of its window.
+constexpr std::uint64_t gen_mask = 0xFFFF;
+constexpr std::uint64_t count_mask = 0xFF'FFFF;
+constexpr std::uint64_t max_start_ms = (std::uint64_t{1} << 48) - 1;
+
+constexpr std::uint64_t window_start(std::uint64_t w) noexcept { return w >> 16; }
+constexpr std::uint64_t window_gen(std::uint64_t w) noexcept { return w & gen_mask; }
+constexpr std::uint64_t counts_gen(std::uint64_t c) noexcept { return c >> 48; }
+constexpr std::uint64_t counts_requests(std::uint64_t c) noexcept { return (c >> 24) & count_mask; }
+constexpr std::uint64_t counts_retries(std::uint64_t c) noexcept { return c & count_mask; }
+constexpr std::uint64_t pack_counts(std::uint64_t gen, std::uint64_t requests, std::uint64_t retries) noexcept {
+  return (gen << 48) | (requests << 24) | retries;
+}
+
+/// 100 x the number of retries a window with `requests` requests allows: max(min_retries, percent% of requests).
+std::uint64_t limit_x100(retry_budget_config const& cfg, std::uint64_t requests) noexcept {
+  auto const min_x100 = static_cast<std::uint64_t>(std::max<std::int64_t>(cfg.min_retries, 0)) * 100;
+  auto const pct_x100 = static_cast<std::uint64_t>(std::max<std::int64_t>(cfg.percent, 0)) * requests;
+  return std::max(min_x100, pct_x100);
+}
+
+retry_budget_config sanitize(retry_budget_config cfg) noexcept {
+  cfg.min_retries = std::clamp<std::int64_t>(cfg.min_retries, 0, std::int64_t{1} << 30);
+  cfg.percent = std::clamp<std::int64_t>(cfg.percent, 0, std::int64_t{1} << 20);
+  cfg.window = std::max(cfg.window, std::chrono::milliseconds(1));
+  return cfg;
+}
+
+} // namespace
+
+retry_budget::retry_budget(time_point start, config cfg) noexcept
+    : config_(sanitize(cfg)), start_(start), window_(0), counts_(0) {}
+
+std::uint64_t retry_budget::elapsed_ms(time_point now) const noexcept {
+  if (now <= start_) {
+    return 0;
+  }
+  auto const ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count();
+  return std::min(static_cast<std::uint64_t>(ms), max_start_ms);
+}
+
+std::uint64_t retry_budget::current_window(std::uint64_t now_ms) noexcept {
+  auto const length = static_cast<std::uint64_t>(config_.window.count());
+  std::uint64_t w = window_.load(std::memory_order_seq_cst);
+  for (;;) {
+    std::uint64_t const start = window_start(w);
+    // Seed roll(): more than a window since it started -> restart it now. A caller with an older `now` than the
+    // window start (a race between threads) just uses the current window.
+    if (now_ms <= start || now_ms - start <= length) {
+      return w;
+    }
+    std::uint64_t const next = (now_ms << 16) | ((window_gen(w) + 1) & gen_mask);
+    if (window_.compare_exchange_weak(w, next, std::memory_order_seq_cst)) {
+      return next;
+    }
+  }
+}
+
+void retry_budget::note_request(time_point now) noexcept {
+  std::uint64_t const now_ms = elapsed_ms(now);
+  std::uint64_t c = counts_.load(std::memory_order_seq_cst);
+  for (;;) {
+    std::uint64_t const gen = window_gen(current_window(now_ms)); // loaded after c: never older than c's
+    std::uint64_t requests = counts_gen(c) == gen ? counts_requests(c) : 0;
+    std::uint64_t const retries = counts_gen(c) == gen ? counts_retries(c) : 0;
+    requests = std::min(requests + 1, count_mask);
+    if (counts_.compare_exchange_weak(c, pack_counts(gen, requests, retries), std::memory_order_seq_cst)) {
+      return;
+    }
+  }
+}
+
+bool retry_budget::try_retry(time_point now) noexcept {
+  std::uint64_t const now_ms = elapsed_ms(now);
+  std::uint64_t c = counts_.load(std::memory_order_seq_cst);
+  for (;;) {
+    std::uint64_t const gen = window_gen(current_window(now_ms));
+    std::uint64_t const requests = counts_gen(c) == gen ? counts_requests(c) : 0;
+    std::uint64_t const retries = counts_gen(c) == gen ? counts_retries(c) : 0;
+    // Seed: if (retries >= max(10, sent * 0.1)) refuse; exact in integers: 100 * retries >= max(1000, 10 * sent).
+    if (retries * 100 >= limit_x100(config_, requests) || retries == count_mask) {
+      return false;
+    }
+    if (counts_.compare_exchange_weak(c, pack_counts(gen, requests, retries + 1), std::memory_order_seq_cst)) {
+      return true;
+    }
+  }
+}
+
+retry_budget::state retry_budget::snapshot(time_point now) const noexcept {
+  std::uint64_t const now_ms = elapsed_ms(now);
+  std::uint64_t const c = counts_.load(std::memory_order_seq_cst);
+  std::uint64_t const w = window_.load(std::memory_order_seq_cst);
+  auto const length = static_cast<std::uint64_t>(config_.window.count());
+  bool const expired = now_ms > window_start(w) && now_ms - window_start(w) > length;
+  bool const current = !expired && counts_gen(c) == window_gen(w);
+  std::uint64_t const requests = current ? counts_requests(c) : 0;
+  std::uint64_t const retries = current ? counts_retries(c) : 0;
+  std::uint64_t const allowed = (limit_x100(config_, requests) + 99) / 100;
+  state s;
+  s.requests = static_cast<std::int64_t>(requests);
+  s.retries = static_cast<std::int64_t>(retries);
+  s.left = allowed > retries ? static_cast<std::int64_t>(allowed - retries) : 0;
+  s.window_age = expired ? std::chrono::milliseconds(0)
+                         : std::chrono::milliseconds(static_cast<std::int64_t>(
+                               now_ms > window_start(w) ? now_ms - window_start(w) : 0));
+  return s;
+}
+
+} // namespace wandura

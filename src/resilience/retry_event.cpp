@@ -1,0 +1,26 @@
+#include "wandura/resilience/retry_event.hpp"
+
+namespace wandura {
+
+std::string format_retry_line(retry_event const& event) {
+  std::string line = "retry ";
+  line += std::to_string(event.retry);
+  line += '/';
+  line += std::to_string(event.max_retries);
+  line += " in ";
+  line += std::to_string(event.delay.count());
+  line += " ms: ";
+  if (event.error) {
+    line += event.error.message();
+  } else {
+    line += "HTTP ";
+    line += std::to_string(event.http_status);
+    if (!event.error_code.empty()) {
+      line += " code=";
+      line += event.error_code;
+    }
+  }
+  return line;
+}
+
+} // namespace wandura

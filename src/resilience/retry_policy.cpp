@@ -1,0 +1,103 @@
+#include "wandura/resilience/retry_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace wandura {
+
+retry_policy retry_policy::interactive() noexcept {
+  retry_policy p;
+  p.max_retries = 3;
+  p.backoff = backoff_kind::full_jitter;
+  p.classifier = retry_classifier::seed_default;
+  p.initial_delay = std::chrono::milliseconds(500);
+  p.max_delay = std::chrono::milliseconds(8000);
+  p.attempt_timeout = std::chrono::milliseconds(8000);
+  p.total_timeout = std::chrono::milliseconds(15000);
+  return p;
+}
+
+retry_policy retry_policy::background() noexcept {
+  retry_policy p = interactive();
+  p.max_retries = 5;
+  p.initial_delay = std::chrono::milliseconds(1000);
+  p.max_delay = std::chrono::milliseconds(30000);
+  p.attempt_timeout = std::chrono::milliseconds(15000);
+  p.total_timeout = std::chrono::milliseconds(120000);
+  return p;
+}
+
+retry_policy retry_policy::standard() noexcept {
+  retry_policy p;
+  p.max_retries = 2;
+  p.backoff = backoff_kind::exponential;
+  p.classifier = retry_classifier::standard;
+  p.initial_delay = std::chrono::milliseconds(200);
+  p.multiplier = 2.0;
+  p.max_delay = std::chrono::milliseconds(4000);
+  p.jitter = 0.3;
+  p.respect_retry_after = true;
+  p.max_retry_after = std::chrono::milliseconds(30000);
+  p.attempt_timeout = std::chrono::milliseconds(30000);
+  p.total_timeout = std::chrono::milliseconds(300000);
+  return p;
+}
+
+retry_policy retry_policy::none() noexcept {
+  retry_policy p = interactive();
+  p.max_retries = 0;
+  return p;
+}
+
+namespace {
+
+using fms = std::chrono::duration<double, std::milli>;
+
+double clamp_unit(double u) noexcept {
+  if (!(u >= 0.0)) { // NaN or negative
+    return 0.0;
+  }
+  return std::min(u, std::nextafter(1.0, 0.0));
+}
+
+double non_negative_ms(std::chrono::milliseconds d) noexcept {
+  return d.count() > 0 ? static_cast<double>(d.count()) : 0.0;
+}
+
+} // namespace
+
+backoff_delay compute_backoff(retry_policy const& policy, int retry, std::optional<std::chrono::milliseconds> retry_after,
+                              double u) noexcept {
+  u = clamp_unit(u);
+  int const n = std::max(retry, 1);
+  double const initial = non_negative_ms(policy.initial_delay);
+  double const cap = non_negative_ms(policy.max_delay);
+
+  std::optional<double> ra_ms;
+  if (policy.respect_retry_after && retry_after) {
+    ra_ms = std::min(non_negative_ms(*retry_after), non_negative_ms(policy.max_retry_after));
+  }
+
+  if (policy.backoff == backoff_kind::full_jitter) {
+    // Seed 000 backoffMs: Retry-After (> 0) plus up to 1 s of jitter wins; else full jitter under the cap.
+    if (ra_ms && *ra_ms > 0.0) {
+      return {fms(*ra_ms + u * 1000.0), delay_source::retry_after};
+    }
+    // 2^(n-1) in double: saturates to inf for huge n, and min() with the cap keeps it finite.
+    double const step = std::min(cap, initial * std::exp2(static_cast<double>(n - 1)));
+    return {fms(u * step), delay_source::backoff};
+  }
+
+  // Seed 004: min(maxDelay, initial * multiplier^(n-1)) * (1 + U(-jitter, +jitter)).
+  double const multiplier = policy.multiplier > 0.0 ? policy.multiplier : 1.0;
+  double const jitter = std::clamp(policy.jitter, 0.0, 1.0);
+  double const grown = initial * std::pow(multiplier, static_cast<double>(n - 1));
+  double const base = std::isfinite(grown) ? std::min(cap, grown) : cap;
+  double const delay = base * (1.0 + (-jitter + 2.0 * jitter * u));
+  if (ra_ms && *ra_ms > delay) {
+    return {fms(*ra_ms), delay_source::retry_after};
+  }
+  return {fms(delay), delay_source::backoff};
+}
+
+} // namespace wandura
