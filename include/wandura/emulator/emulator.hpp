@@ -1,0 +1,234 @@
+// The Wandura API emulator: an in-process HTTP/1.1 server that reproduces the playback API of SPEC §1, its
+// behaviour under load (SPEC §2, seed 001 "Rate limit") and the admin API of SPEC §4.
+//
+// It shares no code path with the client (docs/adr/0001-architecture.md): it speaks plain HTTP on a loopback socket,
+// so it tests the SDK, `curl` or any other client alike. Tests and examples start it on an ephemeral port:
+//
+//     auto emu = wandura::emulator::server::start({});          // defaults: key "test-key", demo catalogue
+//     // ... point a client at emu->base_url() ...
+//     auto s = emu->stats();                                     // what the server counted
+//     emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"status","status":503,"count":2}]})");
+//     emu->stop();                                               // also done by the destructor
+//
+// The design (rate model, clock, idempotency store, fault semantics) is recorded in docs/adr/0005-emulator.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace wandura::emulator {
+
+/// The rate-limit counters of SPEC §1. Each organisation has one of each; a runaway job on one never blocks another.
+enum class counter {
+  playback,  ///< `POST /v1/playback/tickets`, counts tickets granted; continuous refill.
+  catalog,   ///< `GET /v1/catalog/films/{film_ref}`, counts requests; continuous refill.
+  creatives, ///< `GET /v1/creatives`, counts requests; fixed UTC minute.
+  videos,    ///< `GET /v1/videos`, counts requests; fixed UTC minute.
+  video,     ///< `GET /v1/videos/{video_ref}`, counts requests; fixed UTC minute.
+  config,    ///< `GET /v1/config`, counts requests; fixed UTC minute.
+};
+
+/// Number of `counter` values.
+inline constexpr std::size_t counter_count = 6;
+
+/// The counter's name as the wire and the stats use it ("playback", "catalog", ...).
+[[nodiscard]] std::string_view to_string(counter c) noexcept;
+
+/// Per-minute limits of one organisation (SPEC §4 defaults). `playback` is in tickets, the others in requests.
+struct limits {
+  std::uint32_t playback = 6000;
+  std::uint32_t catalog = 1200;
+  std::uint32_t creatives = 600;
+  std::uint32_t videos = 600;
+  std::uint32_t video = 600;
+  std::uint32_t config = 600;
+
+  /// The limit of counter `c`.
+  [[nodiscard]] std::uint32_t of(counter c) const noexcept;
+};
+
+/// An organisation: its API keys share its limits (adding keys never raises them, seed 001 "Cách đếm").
+struct organisation {
+  std::string id = "org_demo";
+  std::vector<std::string> keys = {"test-key"};
+  emulator::limits limits;
+};
+
+/// A film of the catalogue. Episodes are numbered 1..episodes; asking past the last gets `404 not_ready`.
+struct film {
+  std::string film_ref;
+  std::string title;
+  std::uint32_t episodes = 1;
+  /// When false, every ticket item for this film gets `403 not_entitled`.
+  bool entitled = true;
+};
+
+/// The kinds of scripted fault of SPEC §4.
+enum class fault_kind {
+  status,          ///< Answer with `status` (flat error body, `Retry-After` when given) without executing.
+  delay,           ///< Wait `ms` before handling the request normally.
+  reset,           ///< Execute, send the headers and half of the body, then reset the connection.
+  drop_after_read, ///< Read the whole request, then close without replying and without executing.
+  truncate,        ///< Execute, then send a well-framed response whose JSON body is cut in half.
+  garbage,         ///< Execute, then send a well-framed response whose body is not JSON.
+  huge,            ///< Execute, then send the real JSON body padded with `bytes` of filler in an extra field.
+  slow_body,       ///< Execute, then drip the body at `bytes_per_s`.
+  stale_db,        ///< Handle the request as if the database were slow: catalog and licence checks come from the
+                   ///< last good answer (at most 5 min old, SPEC §2), else `503 service_unavailable`.
+};
+
+/// The kind's name on the wire ("status", "delay", ...).
+[[nodiscard]] std::string_view to_string(fault_kind k) noexcept;
+
+/// One scripted fault. It matches requests whose path equals `path` or continues it with `/...`; an empty path or
+/// `*` matches every API path (admin paths never). Without `count` and `probability` it hits every match.
+struct fault_rule {
+  std::string path;
+  fault_kind kind = fault_kind::status;
+  /// `status`: the HTTP status to answer with.
+  int status = 503;
+  /// `status`: the `Retry-After` header (seconds) and per-item `retry_after`; none when empty.
+  std::optional<std::uint32_t> retry_after;
+  /// `status`: overrides the `error_code` the status implies (`503` -> `service_unavailable`, ...).
+  std::string error_code;
+  /// `delay`: milliseconds to wait.
+  std::uint32_t ms = 0;
+  /// `huge`: bytes of padding.
+  std::uint64_t bytes = 1u << 20;
+  /// `slow_body`: drip rate in bytes per second (at least 1).
+  std::uint64_t bytes_per_s = 1024;
+  /// How many matching requests the rule hits; none = unlimited (or governed by `probability`).
+  std::optional<std::uint64_t> count;
+  /// Chance in [0,1] that a matching request is hit, drawn from the emulator's seeded generator.
+  std::optional<double> probability;
+};
+
+/// Everything the emulator serves. Every field has the default of SPEC §4.
+struct config {
+  /// Organisations and their keys. Default: `org_demo` with key `test-key` and the default limits.
+  std::vector<organisation> orgs = {organisation{}};
+  /// The catalogue. Empty = the demo catalogue (about 50 films of 1-40 episodes, `the-heiress-returns` has 12).
+  std::vector<film> films;
+  /// Lifetime of issued tickets in seconds.
+  std::uint32_t ticket_ttl_s = 1800;
+  /// Faults installed at start.
+  std::vector<fault_rule> faults;
+  /// Seed of every random choice (ticket ids, request ids, fault probabilities). None = seeded from the OS.
+  std::optional<std::uint64_t> seed;
+  /// When true the clock starts at the real UTC time and moves only through `server::advance_clock` or
+  /// `POST /_emulator/clock`; play requests are then never held (they get 429 instead).
+  bool manual_clock = false;
+  /// Address to listen on. The admin API answers loopback peers only.
+  std::string host = "127.0.0.1";
+  /// Port to listen on; 0 picks a free one (read it back with `server::port`).
+  std::uint16_t port = 0;
+  /// Threads running the server's io_context (at least 1). One thread = one core.
+  unsigned threads = 1;
+  /// How far a burst may overshoot a limit before 429 starts, as a fraction of the limit (SPEC §1: up to ~2.5 %).
+  /// 0 makes the counters exact, which tests of the arithmetic prefer.
+  double overshoot = 0.025;
+  /// Longest time a play item is held waiting for room before it is refused (seed 001: about 0.5 s).
+  std::chrono::milliseconds hold_window{500};
+  /// Connections idle this long (no byte read or written) are closed.
+  std::chrono::milliseconds idle_timeout{60000};
+};
+
+/// A configuration file, the body of `POST /_emulator/faults` or a command-line value was not acceptable.
+/// `what()` names the offending field, e.g. `orgs[0].limits.playback: expected an unsigned integer`.
+class config_error : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Reads a configuration in the JSON format of SPEC §4 (`orgs`, `films`, `ticket_ttl_s`, `faults`) plus the
+/// emulator's own optional fields `seed`, `overshoot` (fraction), `hold_window_ms` and `idle_timeout_ms`. Fields left
+/// out keep their defaults; a limit left out keeps its default; `films`, when given, replaces the demo catalogue.
+/// Unknown fields are ignored.
+/// @throws config_error when the text is not JSON or a field has the wrong type or range.
+[[nodiscard]] config parse_config(std::string_view json);
+
+/// Reads the body of `POST /_emulator/faults`: `{"rules":[...]}` (a bare array is accepted too).
+/// @throws config_error when a rule has an unknown kind or a field has the wrong type or range.
+[[nodiscard]] std::vector<fault_rule> parse_fault_rules(std::string_view json);
+
+/// What the server counted since it started (SPEC §4 `GET /_emulator/stats`).
+struct stats_snapshot {
+  /// Tickets granted and counted against a playback limit (held plays included, reused excluded).
+  std::uint64_t tickets_counted = 0;
+  /// Ticket items answered with a ticket already issued (`"reused": true`), counting 0.
+  std::uint64_t tickets_reused = 0;
+  /// Prefetch items refused with reason `prefetch_shed`.
+  std::uint64_t tickets_shed = 0;
+  /// Play items that waited for room (at most `hold_window`) and were then granted.
+  std::uint64_t held_play = 0;
+  /// Authorised API requests per counter name, refused ones included.
+  std::map<std::string, std::uint64_t> requests;
+  /// API responses by HTTP status (admin calls excluded).
+  std::map<int, std::uint64_t> responses;
+  /// Responses replayed from the idempotency store (`Idempotency-Replayed: true`).
+  std::uint64_t idempotent_replays = 0;
+  /// Requests a scripted fault hit.
+  std::uint64_t faults_injected = 0;
+};
+
+/// A running emulator: a listening socket served by its own io_context thread(s), so that a test can drive a
+/// client on another io_context or thread.
+///
+/// @par Thread safety
+/// Every member function may be called from any thread, concurrently with requests being served.
+class server {
+public:
+  /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
+  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film without episodes).
+  /// @throws std::system_error when the address cannot be bound.
+  [[nodiscard]] static std::unique_ptr<server> start(config cfg);
+
+  /// Stops the server (see `stop`).
+  ~server();
+  server(server const&) = delete;
+  server& operator=(server const&) = delete;
+
+  /// The port it listens on (the chosen one when `config::port` was 0).
+  [[nodiscard]] std::uint16_t port() const noexcept;
+  /// `http://HOST:PORT` without a trailing slash.
+  [[nodiscard]] std::string base_url() const;
+  /// A consistent copy of the counters of `GET /_emulator/stats`.
+  [[nodiscard]] stats_snapshot stats() const;
+  /// The same JSON text `GET /_emulator/stats` returns.
+  [[nodiscard]] std::string stats_json() const;
+
+  /// Appends scripted fault rules, as `POST /_emulator/faults` does. Rules are tried in order; the first that hits a
+  /// request applies, and only one applies per request.
+  /// @throws config_error when the JSON is not a valid rule list (nothing is installed then).
+  void install_faults(std::string_view json);
+  /// Appends typed fault rules.
+  void install_faults(std::vector<fault_rule> rules);
+  /// Removes every fault rule, as `DELETE /_emulator/faults` does.
+  void clear_faults();
+
+  /// Moves the manual clock forward, as `POST /_emulator/clock` does. Refill, fixed windows, ticket expiry and the
+  /// idempotency memory all follow it.
+  /// @throws std::logic_error when the server was not started with `manual_clock`.
+  void advance_clock(std::chrono::milliseconds by);
+  /// The emulator's current UTC time.
+  [[nodiscard]] std::chrono::system_clock::time_point now() const;
+
+  /// Closes the listening socket and every connection, then joins the threads. Requests in flight are abandoned.
+  /// Idempotent; the destructor calls it.
+  void stop();
+
+  struct impl;
+
+private:
+  explicit server(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace wandura::emulator

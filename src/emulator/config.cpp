@@ -1,0 +1,307 @@
+// Configuration parsing (SPEC §4 file format and fault rules) and the demo catalogue.
+#include "wandura/emulator/emulator.hpp"
+
+#include "emulator/catalogue.hpp"
+
+#include <simdjson.h>
+
+#include <array>
+#include <cmath>
+#include <set>
+#include <string>
+
+namespace wandura::emulator {
+
+std::string_view to_string(counter c) noexcept {
+  switch (c) {
+  case counter::playback: return "playback";
+  case counter::catalog: return "catalog";
+  case counter::creatives: return "creatives";
+  case counter::videos: return "videos";
+  case counter::video: return "video";
+  case counter::config: return "config";
+  }
+  return "unknown";
+}
+
+std::uint32_t limits::of(counter c) const noexcept {
+  switch (c) {
+  case counter::playback: return playback;
+  case counter::catalog: return catalog;
+  case counter::creatives: return creatives;
+  case counter::videos: return videos;
+  case counter::video: return video;
+  case counter::config: return config;
+  }
+  return 0;
+}
+
+std::string_view to_string(fault_kind k) noexcept {
+  switch (k) {
+  case fault_kind::status: return "status";
+  case fault_kind::delay: return "delay";
+  case fault_kind::reset: return "reset";
+  case fault_kind::drop_after_read: return "drop_after_read";
+  case fault_kind::truncate: return "truncate";
+  case fault_kind::garbage: return "garbage";
+  case fault_kind::huge: return "huge";
+  case fault_kind::slow_body: return "slow_body";
+  case fault_kind::stale_db: return "stale_db";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using simdjson::dom::element;
+
+[[noreturn]] void fail(std::string const& where, std::string_view what) {
+  throw config_error(where + ": " + std::string(what));
+}
+
+std::uint64_t get_unsigned(element e, std::string const& where, std::uint64_t max) {
+  std::uint64_t v = 0;
+  if (e.get_uint64().get(v) != simdjson::SUCCESS) {
+    // Accept 12.0 as 12, as some config writers emit doubles.
+    double d = 0;
+    if (e.get_double().get(d) != simdjson::SUCCESS || d < 0 || d != std::floor(d) || d > 1.8e19) {
+      fail(where, "expected an unsigned integer");
+    }
+    v = static_cast<std::uint64_t>(d);
+  }
+  if (v > max) {
+    fail(where, "must be at most " + std::to_string(max));
+  }
+  return v;
+}
+
+double get_number(element e, std::string const& where) {
+  double d = 0;
+  if (e.get_double().get(d) != simdjson::SUCCESS || !std::isfinite(d)) {
+    fail(where, "expected a number");
+  }
+  return d;
+}
+
+std::string get_string(element e, std::string const& where) {
+  std::string_view s;
+  if (e.get_string().get(s) != simdjson::SUCCESS) {
+    fail(where, "expected a string");
+  }
+  return std::string(s);
+}
+
+bool get_bool(element e, std::string const& where) {
+  bool b = false;
+  if (e.get_bool().get(b) != simdjson::SUCCESS) {
+    fail(where, "expected true or false");
+  }
+  return b;
+}
+
+simdjson::dom::object get_object(element e, std::string const& where) {
+  simdjson::dom::object o;
+  if (e.get_object().get(o) != simdjson::SUCCESS) {
+    fail(where, "expected an object");
+  }
+  return o;
+}
+
+simdjson::dom::array get_array(element e, std::string const& where) {
+  simdjson::dom::array a;
+  if (e.get_array().get(a) != simdjson::SUCCESS) {
+    fail(where, "expected an array");
+  }
+  return a;
+}
+
+fault_kind parse_kind(std::string const& s, std::string const& where) {
+  static constexpr std::array kinds = {fault_kind::status,   fault_kind::delay,   fault_kind::reset,
+                                       fault_kind::drop_after_read, fault_kind::truncate, fault_kind::garbage,
+                                       fault_kind::huge,     fault_kind::slow_body, fault_kind::stale_db};
+  for (auto k : kinds) {
+    if (to_string(k) == s) {
+      return k;
+    }
+  }
+  fail(where, "unknown fault kind \"" + s + "\"");
+}
+
+fault_rule parse_rule(element e, std::string const& where) {
+  fault_rule r;
+  bool has_kind = false;
+  for (auto [k, v] : get_object(e, where)) {
+    std::string at = where + "." + std::string(k);
+    if (k == "path") {
+      r.path = get_string(v, at);
+    } else if (k == "kind") {
+      r.kind = parse_kind(get_string(v, at), at);
+      has_kind = true;
+    } else if (k == "status") {
+      r.status = static_cast<int>(get_unsigned(v, at, 599));
+      if (r.status < 100) {
+        fail(at, "expected an HTTP status (100-599)");
+      }
+    } else if (k == "retry_after") {
+      r.retry_after = static_cast<std::uint32_t>(get_unsigned(v, at, 86400));
+    } else if (k == "error_code") {
+      r.error_code = get_string(v, at);
+    } else if (k == "ms") {
+      r.ms = static_cast<std::uint32_t>(get_unsigned(v, at, 600000));
+    } else if (k == "bytes") {
+      r.bytes = get_unsigned(v, at, std::uint64_t{1} << 30);
+    } else if (k == "bytes_per_s") {
+      r.bytes_per_s = get_unsigned(v, at, std::uint64_t{1} << 30);
+      if (r.bytes_per_s == 0) {
+        fail(at, "must be at least 1");
+      }
+    } else if (k == "count") {
+      r.count = get_unsigned(v, at, std::uint64_t{1} << 53);
+    } else if (k == "probability") {
+      double p = get_number(v, at);
+      if (p < 0.0 || p > 1.0) {
+        fail(at, "must be in [0,1]");
+      }
+      r.probability = p;
+    }
+  }
+  if (!has_kind) {
+    fail(where + ".kind", "missing");
+  }
+  return r;
+}
+
+std::vector<fault_rule> parse_rules_array(element e, std::string const& where) {
+  std::vector<fault_rule> rules;
+  std::size_t i = 0;
+  for (auto rule : get_array(e, where)) {
+    rules.push_back(parse_rule(rule, where + "[" + std::to_string(i++) + "]"));
+  }
+  return rules;
+}
+
+element parse_document(simdjson::dom::parser& parser, std::string_view json) {
+  element doc;
+  simdjson::padded_string padded(json);
+  if (auto err = parser.parse(padded).get(doc); err != simdjson::SUCCESS) {
+    fail("json", simdjson::error_message(err));
+  }
+  return doc;
+}
+
+limits parse_limits(element e, std::string const& where) {
+  limits l;
+  for (auto [k, v] : get_object(e, where)) {
+    std::string at = where + "." + std::string(k);
+    auto value = [&] {
+      auto n = static_cast<std::uint32_t>(get_unsigned(v, at, 100000000));
+      if (n == 0) {
+        fail(at, "must be at least 1");
+      }
+      return n;
+    };
+    if (k == "playback") {
+      l.playback = value();
+    } else if (k == "catalog") {
+      l.catalog = value();
+    } else if (k == "creatives") {
+      l.creatives = value();
+    } else if (k == "videos") {
+      l.videos = value();
+    } else if (k == "video") {
+      l.video = value();
+    } else if (k == "config") {
+      l.config = value();
+    }
+  }
+  return l;
+}
+
+} // namespace
+
+std::vector<fault_rule> parse_fault_rules(std::string_view json) {
+  simdjson::dom::parser parser;
+  element doc = parse_document(parser, json);
+  if (doc.is_array()) {
+    return parse_rules_array(doc, "rules");
+  }
+  element rules;
+  if (get_object(doc, "json")["rules"].get(rules) != simdjson::SUCCESS) {
+    fail("rules", "missing");
+  }
+  return parse_rules_array(rules, "rules");
+}
+
+config parse_config(std::string_view json) {
+  simdjson::dom::parser parser;
+  element doc = parse_document(parser, json);
+  config cfg;
+  for (auto [k, v] : get_object(doc, "json")) {
+    std::string at(k);
+    if (k == "orgs") {
+      cfg.orgs.clear();
+      std::size_t i = 0;
+      for (auto o : get_array(v, at)) {
+        std::string where = "orgs[" + std::to_string(i++) + "]";
+        organisation org;
+        org.keys.clear();
+        for (auto [ok, ov] : get_object(o, where)) {
+          std::string oat = where + "." + std::string(ok);
+          if (ok == "id") {
+            org.id = get_string(ov, oat);
+          } else if (ok == "keys") {
+            for (auto key : get_array(ov, oat)) {
+              org.keys.push_back(get_string(key, oat));
+            }
+          } else if (ok == "limits") {
+            org.limits = parse_limits(ov, oat);
+          }
+        }
+        cfg.orgs.push_back(std::move(org));
+      }
+    } else if (k == "films") {
+      std::size_t i = 0;
+      for (auto f : get_array(v, at)) {
+        std::string where = "films[" + std::to_string(i++) + "]";
+        film fm;
+        for (auto [fk, fv] : get_object(f, where)) {
+          std::string fat = where + "." + std::string(fk);
+          if (fk == "film_ref") {
+            fm.film_ref = get_string(fv, fat);
+          } else if (fk == "title") {
+            fm.title = get_string(fv, fat);
+          } else if (fk == "episodes") {
+            fm.episodes = static_cast<std::uint32_t>(get_unsigned(fv, fat, 100000));
+          } else if (fk == "entitled") {
+            fm.entitled = get_bool(fv, fat);
+          }
+        }
+        if (fm.film_ref.empty()) {
+          fail(where + ".film_ref", "missing or empty");
+        }
+        if (fm.title.empty()) {
+          fm.title = detail::title_from_ref(fm.film_ref);
+        }
+        cfg.films.push_back(std::move(fm));
+      }
+    } else if (k == "ticket_ttl_s") {
+      cfg.ticket_ttl_s = static_cast<std::uint32_t>(get_unsigned(v, at, 7 * 86400));
+    } else if (k == "faults") {
+      cfg.faults = parse_rules_array(v, at);
+    } else if (k == "seed") {
+      cfg.seed = get_unsigned(v, at, UINT64_MAX);
+    } else if (k == "overshoot") {
+      cfg.overshoot = get_number(v, at);
+      if (cfg.overshoot < 0.0 || cfg.overshoot > 1.0) {
+        fail(at, "must be in [0,1]");
+      }
+    } else if (k == "hold_window_ms") {
+      cfg.hold_window = std::chrono::milliseconds(get_unsigned(v, at, 60000));
+    } else if (k == "idle_timeout_ms") {
+      cfg.idle_timeout = std::chrono::milliseconds(get_unsigned(v, at, 86400000));
+    }
+  }
+  return cfg;
+}
+
+} // namespace wandura::emulator

@@ -1,0 +1,170 @@
+// The emulated API behind the HTTP layer: organisations and keys, rate-limit counters, the ticket batch with
+// shedding, holding and reuse, the idempotency store, the catalogue with its stale-database mode, fault rules and
+// stats. The HTTP layer (server.cpp) parses requests and writes replies; everything the API decides is here.
+//
+// Thread safety: every public member may be called from any thread; state is guarded by one mutex, never held
+// across a suspension point (a held play waits on a steady_timer with the mutex released).
+#pragma once
+
+#include "wandura/emulator/emulator.hpp"
+
+#include "emulator/catalogue.hpp"
+#include "emulator/clock.hpp"
+#include "emulator/rate_limiter.hpp"
+
+#include <asio/awaitable.hpp>
+#include <simdjson.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace wandura::emulator::detail {
+
+/// One parsed HTTP request, as the HTTP layer hands it over.
+struct http_request {
+  std::string_view method;
+  std::string target;
+  std::string authorization;
+  std::string idempotency_key;
+  bool has_authorization = false;
+  bool has_idempotency_key = false;
+  std::string body;
+  bool keep_alive = true;
+  bool peer_is_loopback = false;
+  /// A scratch parser owned by the connection (simdjson parsers are not thread-safe).
+  simdjson::dom::parser* json = nullptr;
+
+  /// The path part of the target (without `?query`).
+  [[nodiscard]] std::string_view path() const noexcept {
+    std::string_view t = target;
+    return t.substr(0, t.find('?'));
+  }
+};
+
+/// What the API answers; the HTTP layer adds Date, Content-Type, Content-Length and Connection.
+struct http_reply {
+  int status = 200;
+  /// Extra header lines, each ending in CRLF (`Retry-After: 2\r\n`).
+  std::string headers;
+  std::string body;
+};
+
+/// The reason phrase of an HTTP status ("Too Many Requests").
+std::string_view reason_phrase(int status) noexcept;
+
+class service {
+public:
+  service(config cfg, emulator_clock& clock);
+
+  [[nodiscard]] config const& cfg() const noexcept { return cfg_; }
+  [[nodiscard]] emulator_clock& clock() noexcept { return clock_; }
+
+  /// Handles one API request (`/v1/...`). `stale_db` serves catalog and licence checks from the last good answer.
+  asio::awaitable<http_reply> handle(http_request const& req, bool stale_db);
+
+  /// Finds the first fault rule that hits a request to `path`, consuming one of its `count`.
+  std::optional<fault_rule> take_fault(std::string_view path);
+  /// The answer of a `status` fault (before authentication and idempotency).
+  http_reply fault_reply(fault_rule const& rule, http_request const& req);
+
+  void install_faults(std::vector<fault_rule> rules);
+  std::size_t clear_faults();
+  /// Counts an API response by status.
+  void note_response(int status);
+
+  [[nodiscard]] stats_snapshot stats() const;
+  [[nodiscard]] std::string stats_json() const;
+
+  /// A fresh `req_...` identifier.
+  std::string next_request_id();
+
+  /// A flat error reply `{"error":..,"error_code":..,"reason":..,"request_id":..}`.
+  http_reply error_reply(int status, std::string_view error_code, std::string_view message,
+                         std::string_view reason = {}, std::string_view extra_headers = {});
+
+private:
+  struct org_state {
+    organisation org;
+    continuous_bucket playback;
+    continuous_bucket catalog;
+    fixed_window creatives;
+    fixed_window videos;
+    fixed_window video;
+    fixed_window config;
+  };
+
+  struct issued_ticket {
+    std::string ticket_id;
+    std::string manifest_url;
+    std::string license_url;
+    std::string drm_payload;
+    time_point expires_at;
+  };
+
+  struct idempotency_entry {
+    std::array<unsigned char, 32> digest{};
+    bool running = true;
+    std::uint64_t generation = 0;
+    time_point created;
+    http_reply reply;
+  };
+
+  /// Outcome of one film lookup: found, not found, or (stale mode) no answer recent enough.
+  enum class lookup_result { found, not_found, unavailable };
+  struct film_lookup {
+    lookup_result result = lookup_result::not_found;
+    film const* f = nullptr;
+    std::chrono::seconds age{0};
+  };
+
+  struct batch_item;
+
+  org_state* authenticate(http_request const& req);
+  film_lookup lookup_film(std::string_view film_ref, bool stale_db, time_point now);
+  asio::awaitable<http_reply> handle_tickets(http_request const& req, org_state& org, bool stale_db);
+  asio::awaitable<http_reply> execute_batch(http_request const& req, org_state& org, bool stale_db,
+                                            bool& granted_any);
+  http_reply handle_get(counter c, std::string_view rest, org_state& org, bool stale_db);
+  http_reply rate_limited_reply(counter c, org_state& org, std::uint32_t retry_after);
+  issued_ticket issue_ticket(std::string_view film_ref, std::uint32_t episode_no, std::string_view union_info,
+                             std::string_view drm_kek, time_point now);
+  std::string random_token(std::size_t chars);
+  void purge_idempotency(time_point now);
+
+  config cfg_;
+  emulator_clock& clock_;
+
+  mutable std::mutex mutex_;
+  std::vector<org_state> orgs_;
+  std::unordered_map<std::string, std::size_t> key_to_org_;
+  std::unordered_map<std::string, std::size_t> films_;
+  std::vector<open_video> videos_;
+  std::vector<creative> creatives_;
+  /// When each film_ref (known or not) was last answered by the "database": the stale_db mode's cache.
+  std::unordered_map<std::string, time_point> last_good_;
+  /// Tickets by org, viewer_ref, union_info, film, episode and intent (SPEC §2 reuse).
+  std::unordered_map<std::string, issued_ticket> reuse_;
+  /// Idempotency records by org and key; `idempotency_order_` evicts them oldest first (24 h, bounded).
+  std::unordered_map<std::string, idempotency_entry> idempotency_;
+  std::deque<std::pair<std::uint64_t, std::string>> idempotency_order_;
+  std::uint64_t idempotency_generation_ = 0;
+  std::vector<fault_rule> faults_;
+  std::mt19937_64 rng_;
+  stats_snapshot stats_;
+  std::array<std::uint64_t, counter_count> requests_{};
+};
+
+/// The RFC 3339 UTC form `2026-11-30T11:00:00Z` of `t`.
+std::string rfc3339(time_point t);
+/// The HTTP-date form `Mon, 30 Nov 2026 11:00:00 GMT` of `t`.
+std::string http_date(time_point t);
+
+} // namespace wandura::emulator::detail
