@@ -1,0 +1,96 @@
+#include "wandura/resilience/call_result.hpp"
+
+#include <asio/error.hpp>
+#include <catch2/catch.hpp>
+
+using wandura::call_result;
+using wandura::errc;
+using wandura::stop_reason;
+
+namespace {
+call_result http_failure(stop_reason why, int status, std::string code, int attempts) {
+  call_result r;
+  r.stopped = why;
+  r.response.status = status;
+  r.response.headers.add("X-Request-Id", "req_42");
+  r.error_code = std::move(code);
+  r.attempts = attempts;
+  r.total_timeout = std::chrono::milliseconds(15000);
+  return r;
+}
+std::string what(call_result const& r) { return wandura::to_error(r, "issue_tickets").what(); }
+} // namespace
+
+TEST_CASE("call result: budget exhaustion names the budget, the attempts and the last real error") {
+  auto const r = http_failure(stop_reason::budget_exhausted, 503, "50200", 2);
+  auto const e = wandura::to_error(r, "issue_tickets");
+  CHECK(e.code() == errc::budget_exhausted);
+  CHECK(std::string(e.what()).rfind("issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=50200", 0) ==
+        0);
+  CHECK(e.http_status() == 503);
+  CHECK(e.server_error_code() == "50200");
+  CHECK(e.request_id() == "req_42");
+  CHECK(e.attempts() == 2);
+}
+
+TEST_CASE("call result: a deadline stop says which deadline and keeps the last real error") {
+  auto r = http_failure(stop_reason::deadline_exceeded, 503, "", 1);
+  r.note = "the next retry in 8000 ms would end past it";
+  auto const e = wandura::to_error(r, "issue_tickets");
+  CHECK(e.code() == errc::deadline_exceeded);
+  CHECK(e.code() == wandura::condition::timeout);
+  CHECK(std::string(e.what()).rfind("issue_tickets: deadline of 15000 ms reached after 1 attempt (the next retry in "
+                                    "8000 ms would end past it): HTTP 503",
+                                    0) == 0);
+}
+
+TEST_CASE("call result: an unkeyed write that failed mid-transfer says why it was not retried") {
+  call_result r;
+  r.stopped = stop_reason::not_retryable;
+  r.error = errc::connection_reset;
+  r.attempts = 1;
+  r.note = "not retried: write without idempotency key";
+  auto const e = wandura::to_error(r, "issue_tickets");
+  CHECK(e.code() == errc::connection_reset);
+  CHECK(std::string(e.what()).rfind("issue_tickets: not retried: write without idempotency key: connection reset", 0) ==
+        0);
+}
+
+TEST_CASE("call result: final statuses map to codes a caller can match") {
+  CHECK(wandura::to_error(http_failure(stop_reason::retries_exhausted, 429, "rate_limited", 4), "x").code() ==
+        wandura::condition::rate_limited);
+  CHECK(wandura::to_error(http_failure(stop_reason::not_retryable, 401, "unauthorized", 1), "x").code() ==
+        errc::unauthorized);
+  CHECK(wandura::to_error(http_failure(stop_reason::not_retryable, 404, "not_found", 1), "x").code() ==
+        errc::http_error);
+  CHECK(what(http_failure(stop_reason::retries_exhausted, 503, "", 4)).rfind(
+            "issue_tickets: retries exhausted after 4 attempts: HTTP 503", 0) == 0);
+}
+
+TEST_CASE("call result: cancellation, refusal before sending and hold-back past the deadline") {
+  call_result cancelled;
+  cancelled.stopped = stop_reason::cancelled;
+  cancelled.error = asio::error::operation_aborted;
+  cancelled.attempts = 1;
+  CHECK(wandura::to_error(cancelled, "x").code() == asio::error::operation_aborted);
+
+  call_result refused;
+  refused.stopped = stop_reason::invalid_request;
+  refused.error = errc::invalid_idempotency_key;
+  auto const e = wandura::to_error(refused, "issue_tickets");
+  CHECK(e.code() == errc::invalid_idempotency_key);
+  CHECK(e.attempts() == 0);
+
+  call_result held;
+  held.stopped = stop_reason::deadline_exceeded;
+  held.error = errc::rate_limited;
+  held.total_timeout = std::chrono::milliseconds(5000);
+  auto const h = wandura::to_error(held, "issue_tickets");
+  CHECK(h.code() == errc::rate_limited);
+  CHECK(std::string(h.what()).find("held back after a 429") != std::string::npos);
+
+  call_result ok;
+  CHECK_NOTHROW(wandura::throw_if_failed(ok, "x"));
+  CHECK_THROWS_AS(wandura::throw_if_failed(refused, "x"), wandura::error);
+  CHECK(wandura::to_string(stop_reason::budget_exhausted) == "budget_exhausted");
+}

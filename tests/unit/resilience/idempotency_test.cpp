@@ -1,0 +1,39 @@
+#include "wandura/resilience/idempotency.hpp"
+
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+
+TEST_CASE("idempotency keys: automatic keys are 32 lowercase hex characters and differ every time") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 200; ++i) {
+    std::string key;
+    REQUIRE_FALSE(wandura::make_idempotency_key(key));
+    REQUIRE(key.size() == 32);
+    for (char c : key) {
+      CHECK(((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')));
+    }
+    CHECK_FALSE(wandura::validate_idempotency_key(key));
+    seen.insert(key);
+  }
+  CHECK(seen.size() == 200);
+}
+
+TEST_CASE("idempotency keys: caller keys of 1-200 visible ASCII characters are accepted") {
+  CHECK_FALSE(wandura::validate_idempotency_key("order-20261008-0001"));
+  CHECK_FALSE(wandura::validate_idempotency_key("x"));
+  CHECK_FALSE(wandura::validate_idempotency_key(std::string(200, '~')));
+  CHECK_FALSE(wandura::validate_idempotency_key("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"));
+}
+
+TEST_CASE("idempotency keys: anything else is refused with invalid_idempotency_key (90010)") {
+  using namespace std::string_literals;
+  for (auto const& bad : {""s, std::string(201, 'a'), "has space"s, "tab\there"s, "new\nline"s, "nul\0x"s,
+                          "caf\xc3\xa9"s, "\x7f"s}) {
+    INFO("key: " << bad);
+    CHECK(wandura::validate_idempotency_key(bad) == wandura::errc::invalid_idempotency_key);
+  }
+  CHECK(std::error_code(wandura::errc::invalid_idempotency_key).message().find("90010") != std::string::npos);
+}

@@ -1,0 +1,151 @@
+#include "wandura/resilience/retry_budget.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+using wandura::retry_budget;
+
+namespace {
+auto const t0 = std::chrono::steady_clock::time_point(std::chrono::hours(10));
+}
+
+TEST_CASE("retry budget: at least 10 retries a minute even without requests") {
+  retry_budget b(t0);
+  for (int i = 0; i < 10; ++i) {
+    CHECK(b.try_retry(t0 + std::chrono::milliseconds(i)));
+  }
+  CHECK_FALSE(b.try_retry(t0 + 20ms));
+  auto const s = b.snapshot(t0 + 20ms);
+  CHECK(s.retries == 10);
+  CHECK(s.left == 0);
+}
+
+TEST_CASE("retry budget: 10 percent of the window's requests once that is above 10") {
+  retry_budget b(t0);
+  for (int i = 0; i < 250; ++i) {
+    b.note_request(t0 + 1s);
+  }
+  int allowed = 0;
+  for (int i = 0; i < 40; ++i) {
+    allowed += b.try_retry(t0 + 2s) ? 1 : 0;
+  }
+  CHECK(allowed == 25);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s);
+  b.note_request(t0 + 3s); // 260 requests: 26 allowed
+  CHECK(b.try_retry(t0 + 3s));
+  CHECK_FALSE(b.try_retry(t0 + 3s));
+}
+
+TEST_CASE("retry budget: the window resets only when MORE than 60 s have passed since it started") {
+  retry_budget b(t0);
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(b.try_retry(t0 + 1s));
+  }
+  CHECK_FALSE(b.try_retry(t0 + 60s)); // exactly 60 s: same window
+  CHECK(b.try_retry(t0 + 60s + 1ms)); // new window starting now
+  auto const s = b.snapshot(t0 + 60s + 2ms);
+  CHECK(s.retries == 1);
+  CHECK(s.window_age == 1ms);
+  // The new window started at 60.001 s, so it lasts until 120.001 s.
+  for (int i = 0; i < 9; ++i) {
+    REQUIRE(b.try_retry(t0 + 120s + 1ms));
+  }
+  CHECK_FALSE(b.try_retry(t0 + 120s + 1ms));
+  CHECK(b.try_retry(t0 + 120s + 2ms));
+}
+
+TEST_CASE("retry budget: snapshot reads an expired window as empty without changing it") {
+  retry_budget b(t0);
+  b.note_request(t0);
+  REQUIRE(b.try_retry(t0));
+  CHECK(b.snapshot(t0 + 10s).requests == 1);
+  CHECK(b.snapshot(t0 + 10s).left == 9);
+  CHECK(b.snapshot(t0 + 61s).requests == 0);
+  CHECK(b.snapshot(t0 + 61s).left == 10);
+  CHECK(b.snapshot(t0 + 10s).retries == 1); // nothing was reset by looking
+}
+
+TEST_CASE("retry budget: custom parameters and times before the start") {
+  retry_budget b(t0, {.min_retries = 1, .percent = 50, .window = 1s});
+  CHECK(b.try_retry(t0 - 5s)); // before the start counts as the start
+  CHECK_FALSE(b.try_retry(t0));
+  b.note_request(t0);
+  b.note_request(t0);
+  b.note_request(t0);
+  b.note_request(t0); // 50 % of 4 = 2
+  CHECK(b.try_retry(t0));
+  CHECK_FALSE(b.try_retry(t0));
+}
+
+TEST_CASE("retry budget: two threads never get more retries than the rule allows") {
+  // Fixed time, so the whole run is one window: the total allowed must be exactly max(10, 10 % of requests), and
+  // at no moment may a thread observe more retries than the requests noted so far allow.
+  retry_budget b(t0);
+  constexpr int requests_per_thread = 5000;
+  std::atomic<int> allowed{0};
+  std::atomic<bool> go{false};
+  auto worker = [&] {
+    while (!go.load()) {
+    }
+    for (int i = 0; i < requests_per_thread; ++i) {
+      b.note_request(t0 + 1s);
+      if (i % 3 == 0 && b.try_retry(t0 + 1s)) {
+        allowed.fetch_add(1);
+      }
+    }
+  };
+  std::thread a(worker);
+  std::thread c(worker);
+  go = true;
+  a.join();
+  c.join();
+  // Every allowed retry was checked against counts of the same window: the total is bounded by the final rule,
+  // and since retries were asked for far more often than allowed, the budget is used exactly up to the rule.
+  int const total_requests = 2 * requests_per_thread;
+  int const rule = std::max(10, total_requests / 10);
+  CHECK(allowed.load() <= rule);
+  CHECK(allowed.load() >= rule - 2 * 3); // the last few requests may come after the last retry attempts
+  CHECK(b.snapshot(t0 + 1s).retries == allowed.load());
+  CHECK(b.snapshot(t0 + 1s).requests == total_requests);
+}
+
+TEST_CASE("retry budget: two threads racing over window resets never exceed the rule of any window") {
+  // Time advances 1 ms per 20 operations from a shared counter and windows are 100 ms, so both threads race over
+  // about 20 window resets; TSan checks the atomics, the bound checks that resets never hand out extra retries.
+  retry_budget b(t0, {.min_retries = 10, .percent = 10, .window = 100ms});
+  std::atomic<std::int64_t> ticks{0};
+  std::atomic<int> allowed{0};
+  auto worker = [&] {
+    for (int i = 0; i < 20000; ++i) {
+      auto const now = t0 + std::chrono::milliseconds(ticks.fetch_add(1) / 20);
+      if (i % 2 == 0) {
+        b.note_request(now);
+      } else if (b.try_retry(now)) {
+        allowed.fetch_add(1);
+      }
+    }
+  };
+  std::thread a(worker);
+  std::thread c(worker);
+  a.join();
+  c.join();
+  // 40000 ticks / 20 = 2000 ms of time and windows longer than 100 ms: at most 20 windows. Window w allows
+  // max(10, r_w / 10) <= 10 + r_w / 10 retries, so all of them together at most 10 * 20 + 20000 / 10.
+  int const windows = 2000 / 100;
+  int const total_requests = 20000;
+  CHECK(allowed.load() <= 10 * windows + total_requests / 10);
+  CHECK(allowed.load() > 0);
+}

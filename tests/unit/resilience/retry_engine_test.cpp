@@ -1,0 +1,620 @@
+#include "wandura/resilience/retry_engine.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/testing/fake_transport.hpp"
+#include "wandura/testing/manual_clock.hpp"
+
+using namespace std::chrono_literals;
+using wandura::call_options;
+using wandura::call_result;
+using wandura::errc;
+using wandura::http_method;
+using wandura::http_request;
+using wandura::request_traits;
+using wandura::retry_policy;
+using wandura::stop_reason;
+using wandura::testing::fake_step;
+
+namespace {
+
+/// A retry_event with its views copied out (they are valid only during the hook).
+struct seen_event {
+  wandura::retry_event event;
+  std::string error_code;
+  std::string key;
+  std::string counter;
+};
+
+/// An engine on a fake transport and a hand-stepped clock; every call runs in zero real time.
+struct harness {
+  asio::io_context io;
+  std::shared_ptr<wandura::testing::manual_clock> clock = std::make_shared<wandura::testing::manual_clock>();
+  wandura::testing::fake_transport fake{io.get_executor(), *clock};
+  std::vector<seen_event> events;
+  std::vector<std::string> lines;
+  double u = 0.5;
+  std::unique_ptr<wandura::retry_engine> engine;
+
+  explicit harness(wandura::retry_options options = {}) {
+    options.time_source = clock;
+    options.random = [this] { return u; };
+    options.on_retry = [this](wandura::retry_event const& e) {
+      events.push_back({e, std::string(e.error_code), std::string(e.idempotency_key), std::string(e.counter)});
+      events.back().event.error_code = {};
+      events.back().event.idempotency_key = {};
+      events.back().event.counter = {};
+    };
+    options.log = [this](wandura::log_level level, std::string_view line) {
+      CHECK(level == wandura::log_level::warn);
+      lines.emplace_back(line);
+    };
+    engine = std::make_unique<wandura::retry_engine>(fake, std::move(options));
+  }
+
+  /// Runs one call to completion, advancing the clock whenever everything waits on it. Bounded.
+  call_result run(http_request request, request_traits traits, call_options const& per_call = {}) {
+    std::optional<call_result> out;
+    asio::co_spawn(io, engine->call(std::move(request), std::move(traits), engine->settings_for(per_call)),
+                   [&](std::exception_ptr e, call_result r) {
+                     REQUIRE_FALSE(e);
+                     out = std::move(r);
+                   });
+    drive(out);
+    REQUIRE(out.has_value());
+    return std::move(*out);
+  }
+
+  template <typename T>
+  void drive(std::optional<T> const& done) {
+    for (int i = 0; i < 1000 && !done; ++i) {
+      io.restart();
+      io.poll();
+      if (!done) {
+        clock->advance_to_next_wakeup();
+      }
+    }
+  }
+};
+
+http_request get(std::string url = "http://127.0.0.1:1/v1/config") {
+  http_request r;
+  r.method = http_method::get;
+  r.url = std::move(url);
+  return r;
+}
+
+http_request post(std::string body = R"({"episodes":[{"film_ref":"f","episode_no":1,"intent":"play"}]})") {
+  http_request r;
+  r.method = http_method::post;
+  r.url = "http://127.0.0.1:1/v1/playback/tickets";
+  r.headers.push_back({"Content-Type", "application/json"});
+  r.body = std::move(body);
+  return r;
+}
+
+request_traits reads(std::string counter = "config") { return {std::move(counter), false, 0ms}; }
+request_traits writes() { return {"playback", true, 0ms}; }
+
+bool is_lower_hex(std::string const& s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("retry loop: transient 503 then success") {
+  harness h;
+  h.fake.push(fake_step::respond(503, R"({"error":"busy","error_code":"service_unavailable"})"));
+  h.fake.push(fake_step::respond(200, R"({"ok":true})"));
+  auto const r = h.run(get(), reads());
+  CHECK(r.ok());
+  CHECK(r.stopped == stop_reason::success);
+  CHECK(r.attempts == 2);
+  CHECK(r.retries == 1);
+  CHECK(r.response.status == 200);
+  CHECK(r.response.body.view() == R"({"ok":true})");
+  REQUIRE(h.events.size() == 1);
+  CHECK(h.clock->elapsed() == 250ms); // INTERACTIVE full jitter: 0.5 * min(8 s, 500 ms)
+  REQUIRE(h.lines.size() == 1);
+  CHECK(h.lines[0] == "retry 1/3 in 250 ms: HTTP 503 code=service_unavailable");
+  CHECK(r.idempotency_key.empty());
+  CHECK(h.fake.attempts()[0].header("Idempotency-Key").empty()); // reads carry no key
+}
+
+TEST_CASE("retry loop: a failure injected at step N, for every N, retries up to the policy and no further") {
+  struct failure_kind {
+    char const* name;
+    fake_step step;
+  };
+  std::vector<failure_kind> kinds{
+      {"connection reset", fake_step::fail(errc::connection_reset)},
+      {"connect failed", fake_step::fail(errc::connect_failed)},
+      {"attempt timeout", fake_step::fail(errc::attempt_timeout)},
+      {"HTTP 503", fake_step::respond(503, R"({"error_code":"service_unavailable"})")},
+      {"HTTP 429 with Retry-After", fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "1"}})},
+      {"HTTP 500", fake_step::respond(500)},
+  };
+  for (auto const& kind : kinds) {
+    for (int n = 1; n <= 5; ++n) {
+      INFO(kind.name << ": the first " << n << " attempts fail");
+      harness h;
+      for (int i = 0; i < n; ++i) {
+        h.fake.push(kind.step);
+      }
+      auto const r = h.run(post(), writes());
+      int const max_retries = retry_policy::interactive().max_retries;
+      if (n <= max_retries) {
+        CHECK(r.stopped == stop_reason::success);
+        CHECK(r.attempts == n + 1);
+      } else {
+        CHECK(r.stopped == stop_reason::retries_exhausted);
+        CHECK(r.attempts == max_retries + 1);
+        CHECK((r.has_response() ? r.response.status : 0) == (kind.step.error ? 0 : kind.step.response.status));
+        CHECK(r.error == kind.step.error);
+      }
+      CHECK(h.events.size() == static_cast<std::size_t>(std::min(n, max_retries)));
+      // Every attempt carried the same key and the same bytes.
+      auto const seen = h.fake.attempts();
+      REQUIRE(seen.size() == static_cast<std::size_t>(r.attempts));
+      for (auto const& a : seen) {
+        CHECK(a.header("Idempotency-Key") == r.idempotency_key);
+        CHECK(a.request.body == seen.front().request.body);
+      }
+    }
+  }
+}
+
+TEST_CASE("retry loop: fail_at injects one failure at attempt N while the script continues") {
+  for (std::size_t n = 1; n <= 4; ++n) {
+    INFO("failure at attempt " << n);
+    harness h;
+    h.fake.push(fake_step::respond(503));
+    h.fake.push(fake_step::respond(503));
+    h.fake.push(fake_step::respond(200));
+    h.fake.fail_at(n, errc::connection_reset);
+    auto const r = h.run(get(), reads());
+    // Attempts 1-3 are 503, 503, 200 with one of them replaced by a reset; attempt 4 is the default 200.
+    CHECK(r.ok());
+    CHECK(r.attempts == (n == 3 ? 4 : 3));
+  }
+}
+
+TEST_CASE("retry loop: a POST gets one automatic key, sent unchanged with a byte-identical body") {
+  harness h;
+  h.fake.push(fake_step::respond(503));
+  h.fake.push(fake_step::fail(errc::connection_reset));
+  h.fake.push(fake_step::respond(200, "{}", {{"Idempotency-Replayed", "true"}}));
+  auto const r = h.run(post(), writes());
+  REQUIRE(r.ok());
+  CHECK(r.attempts == 3);
+  CHECK(r.replayed);
+  REQUIRE(r.idempotency_key.size() == 32);
+  CHECK(is_lower_hex(r.idempotency_key));
+  auto const seen = h.fake.attempts();
+  REQUIRE(seen.size() == 3);
+  for (auto const& a : seen) {
+    CHECK(a.header("Idempotency-Key") == r.idempotency_key);
+    CHECK(a.request.body == seen[0].request.body);
+    CHECK(a.request.headers.size() == seen[0].request.headers.size()); // the key is added once, not per attempt
+  }
+  REQUIRE(h.events.size() == 2);
+  CHECK(h.events[0].key == r.idempotency_key);
+
+  harness other;
+  auto const second = other.run(post(), writes());
+  CHECK(second.idempotency_key != r.idempotency_key); // one key per logical call
+  CHECK_FALSE(second.replayed);
+}
+
+TEST_CASE("retry loop: a caller key is validated and sent; an invalid one fails before sending") {
+  harness h;
+  call_options with_key;
+  with_key.idempotency_key = "order-20261008-0001";
+  h.fake.push(fake_step::respond(503));
+  auto const r = h.run(post(), writes(), with_key);
+  CHECK(r.ok());
+  CHECK(r.idempotency_key == "order-20261008-0001");
+  for (auto const& a : h.fake.attempts()) {
+    CHECK(a.header("Idempotency-Key") == "order-20261008-0001");
+  }
+
+  for (auto const& bad : {std::string("has space"), std::string(), std::string(201, 'k'), std::string("caf\xc3\xa9")}) {
+    INFO("key '" << bad << "'");
+    harness refused;
+    call_options o;
+    o.idempotency_key = bad;
+    auto const res = refused.run(post(), writes(), o);
+    CHECK(res.stopped == stop_reason::invalid_request);
+    CHECK(res.error == errc::invalid_idempotency_key);
+    CHECK(res.attempts == 0);
+    CHECK(refused.fake.attempt_count() == 0);
+    CHECK(wandura::to_error(res, "issue_tickets").code() == errc::invalid_idempotency_key);
+  }
+
+  harness preset;
+  auto req = post();
+  req.headers.push_back({"idempotency-key", "from-header"});
+  auto const p = preset.run(std::move(req), writes());
+  CHECK(p.idempotency_key == "from-header");
+  CHECK(preset.fake.attempts()[0].request.headers.size() == 2); // not added a second time
+}
+
+TEST_CASE("retry loop: with automatic keys off, writes without a key are not retried but reads are") {
+  wandura::retry_options options;
+  options.auto_idempotency_keys = false;
+  {
+    harness h(options);
+    h.fake.push(fake_step::respond(503));
+    auto const r = h.run(post(), writes());
+    CHECK(r.stopped == stop_reason::not_retryable);
+    CHECK(r.attempts == 1);
+    CHECK(r.note == "not retried: write without idempotency key");
+    CHECK(r.idempotency_key.empty());
+    CHECK(h.fake.attempts()[0].header("Idempotency-Key").empty());
+    CHECK(std::string(wandura::to_error(r, "issue_tickets").what())
+              .rfind("issue_tickets: not retried: write without idempotency key: HTTP 503", 0) == 0);
+  }
+  {
+    harness h(options);
+    h.fake.push(fake_step::fail(errc::response_timeout)); // timed out mid-transfer: may have been executed
+    auto const r = h.run(post(), writes());
+    CHECK(r.stopped == stop_reason::not_retryable);
+    CHECK(r.error == errc::response_timeout);
+  }
+  {
+    harness h(options);
+    h.fake.push(fake_step::fail(errc::connect_failed)); // never sent: always safe
+    auto const r = h.run(post(), writes());
+    CHECK(r.ok());
+    CHECK(r.attempts == 2);
+  }
+  {
+    harness h(options);
+    h.fake.push(fake_step::respond(503));
+    auto const r = h.run(get(), reads());
+    CHECK(r.ok());
+    CHECK(r.attempts == 2);
+  }
+  {
+    harness h(options); // a caller key still makes the write retryable
+    call_options o;
+    o.idempotency_key = "job-7";
+    h.fake.push(fake_step::respond(503));
+    CHECK(h.run(post(), writes(), o).attempts == 2);
+  }
+}
+
+TEST_CASE("retry loop: 409 is final for idempotency_conflict and retried for idempotency_in_progress") {
+  harness conflict;
+  conflict.fake.push(fake_step::respond(409, R"({"error_code":"idempotency_conflict"})"));
+  auto const a = conflict.run(post(), writes());
+  CHECK(a.stopped == stop_reason::not_retryable);
+  CHECK(a.error_code == "idempotency_conflict");
+  CHECK(a.attempts == 1);
+
+  harness in_progress;
+  in_progress.fake.push(fake_step::respond(409, R"({"error_code":40901})"));
+  auto const b = in_progress.run(post(), writes());
+  CHECK(b.ok());
+  CHECK(b.attempts == 2);
+}
+
+TEST_CASE("retry loop: final statuses and transport failures that would repeat are not retried") {
+  for (int status : {400, 401, 403, 404}) {
+    harness h;
+    h.fake.push(fake_step::respond(status, R"({"error_code":"x","reason":"y"})"));
+    auto const r = h.run(get(), reads());
+    CHECK(r.stopped == stop_reason::not_retryable);
+    CHECK(r.response.status == status);
+    CHECK(r.error_code == "x");
+    CHECK(r.reason == "y");
+    CHECK(h.events.empty());
+  }
+  harness not_ready;
+  not_ready.fake.push(fake_step::respond(503, R"({"error_code":"not_ready"})"));
+  CHECK(not_ready.run(get(), reads()).stopped == stop_reason::not_retryable);
+
+  harness tls;
+  tls.fake.push(fake_step::fail(errc::tls_failed));
+  auto const t = tls.run(get(), reads());
+  CHECK(t.stopped == stop_reason::not_retryable);
+  CHECK(t.error == errc::tls_failed);
+}
+
+TEST_CASE("retry loop: retries exhausted keeps the last response for the caller to read") {
+  harness h;
+  h.fake.set_default(fake_step::respond(503, R"({"error_code":"service_unavailable","items":[1]})"));
+  auto const r = h.run(get(), reads());
+  CHECK(r.stopped == stop_reason::retries_exhausted);
+  CHECK(r.attempts == 4);
+  CHECK(r.response.status == 503);
+  CHECK(r.response.body.view().find("items") != std::string_view::npos);
+  CHECK(h.events.size() == 3);
+  CHECK(h.lines.size() == 3);
+  CHECK(h.lines[2] == "retry 3/3 in 1000 ms: HTTP 503 code=service_unavailable"); // 0.5 * 500 * 2^2
+}
+
+TEST_CASE("retry loop: the on_retry event and the WARN line follow seed 004") {
+  harness h;
+  h.u = 0.7583333333333333; // 200 ms * (1 - 0.3 + 0.6 u) = 231 ms
+  call_options standard;
+  standard.policy = retry_policy::standard();
+  h.fake.push(fake_step::respond(503, R"({"error_code":50200})"));
+  auto const r = h.run(post(), writes(), standard);
+  CHECK(r.ok());
+  REQUIRE(h.lines.size() == 1);
+  CHECK(h.lines[0] == "retry 1/2 in 231 ms: HTTP 503 code=50200");
+  REQUIRE(h.events.size() == 1);
+  auto const& e = h.events[0];
+  CHECK(e.event.retry == 1);
+  CHECK(e.event.max_retries == 2);
+  CHECK(e.event.delay == 231ms);
+  CHECK(e.event.source == wandura::delay_source::backoff);
+  CHECK(e.event.http_status == 503);
+  CHECK(e.error_code == "50200");
+  CHECK(e.event.budget_left == 9); // 10 a minute, one used
+  CHECK(e.key == r.idempotency_key);
+  CHECK(e.counter == "playback");
+
+  harness net;
+  net.u = 0.824;
+  net.fake.push(fake_step::fail(errc::connection_reset));
+  net.run(get(), reads());
+  REQUIRE(net.lines.size() == 1);
+  CHECK(net.lines[0] == "retry 1/3 in 412 ms: connection reset");
+  CHECK(net.events[0].event.error == errc::connection_reset);
+  CHECK(net.events[0].event.http_status == 0);
+}
+
+TEST_CASE("retry loop: Retry-After decides the wait and is reported as its source") {
+  harness h;
+  h.u = 0.25;
+  h.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "2"}}));
+  auto const r = h.run(get(), reads());
+  CHECK(r.ok());
+  CHECK(h.clock->elapsed() == 2250ms); // seed 000: 2 s + 0.25 s of jitter
+  REQUIRE(h.events.size() == 1);
+  CHECK(h.events[0].event.source == wandura::delay_source::retry_after);
+
+  harness junk; // junk falls back to normal backoff
+  junk.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "5s"}}));
+  junk.run(get(), reads());
+  CHECK(junk.clock->elapsed() == 250ms);
+  CHECK(junk.events[0].event.source == wandura::delay_source::backoff);
+}
+
+TEST_CASE("deadline: deadline 5 s and a next backoff of 8 s fails at once with the last real error") {
+  harness h;
+  retry_policy slow = retry_policy::standard();
+  slow.initial_delay = 8s;
+  slow.max_delay = 8s;
+  slow.jitter = 0.0;
+  call_options o;
+  o.policy = slow;
+  o.total_timeout = 5s;
+  h.fake.set_default(fake_step::respond(503, R"({"error_code":50200})"));
+  auto const r = h.run(get(), reads(), o);
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(r.attempts == 1);
+  CHECK(r.response.status == 503);
+  CHECK(r.error_code == "50200");
+  CHECK(h.clock->elapsed() == 0ms); // at once, no sleep
+  CHECK(h.events.empty());
+  auto const e = wandura::to_error(r, "get_config");
+  CHECK(e.code() == errc::deadline_exceeded);
+  CHECK(std::string(e.what()).rfind("get_config: deadline of 5000 ms reached after 1 attempt (the next retry in 8000 "
+                                    "ms would end past it): HTTP 503 code=50200",
+                                    0) == 0);
+}
+
+TEST_CASE("deadline: a Retry-After beyond the deadline stops the call at once") {
+  harness h;
+  call_options o;
+  o.total_timeout = 5s;
+  h.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "8"}}));
+  auto const r = h.run(get(), reads(), o);
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(h.clock->elapsed() == 0ms);
+  CHECK(h.fake.attempt_count() == 1);
+}
+
+TEST_CASE("deadline: each attempt's timeout is min(attempt timeout, time left), never under the request's floor") {
+  harness h;
+  call_options o;
+  o.total_timeout = 5s;
+  h.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "1"}}));
+  h.u = 0.0;
+  auto const r = h.run(get(), reads(), o);
+  REQUIRE(r.ok());
+  auto const seen = h.fake.attempts();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].options.timeout == 5000ms); // 8 s attempt timeout, 5 s left
+  CHECK(seen[1].options.timeout == 4000ms); // after the 1 s wait
+  CHECK(seen[1].options.connect_timeout == 3000ms);
+
+  harness floor;
+  call_options short_attempts;
+  short_attempts.attempt_timeout = 2s;
+  floor.run(post(), request_traits{"playback", true, 5s}, short_attempts);
+  CHECK(floor.fake.attempts()[0].options.timeout == 5000ms); // SPEC §3: ticket requests never under 5 s
+  harness plain;
+  plain.run(get(), reads(), short_attempts);
+  CHECK(plain.fake.attempts()[0].options.timeout == 2000ms);
+}
+
+TEST_CASE("deadline: an attempt that stalls until the deadline ends the call with deadline_exceeded") {
+  harness h;
+  call_options o;
+  o.total_timeout = 3s;
+  h.fake.push(fake_step::stall());
+  auto const r = h.run(get(), reads(), o);
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(r.error == errc::attempt_timeout);
+  CHECK(r.attempts == 1);
+  CHECK(h.clock->elapsed() == 3s);
+}
+
+TEST_CASE("budget: a denied retry stops the call and says so") {
+  wandura::retry_options options;
+  options.budget = {.min_retries = 1, .percent = 0, .window = 60s};
+  harness h(options);
+  h.fake.set_default(fake_step::respond(503, R"({"error_code":50200})"));
+  auto const r = h.run(get(), reads());
+  CHECK(r.stopped == stop_reason::budget_exhausted);
+  CHECK(r.attempts == 2);
+  CHECK(h.events.size() == 1);
+  CHECK(h.engine->stats().budget_denied == 1);
+  CHECK(std::string(wandura::to_error(r, "issue_tickets").what())
+            .rfind("issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=50200", 0) == 0);
+  // The budget is shared by the client: the next call gets no retry either.
+  auto const again = h.run(get(), reads());
+  CHECK(again.stopped == stop_reason::budget_exhausted);
+  CHECK(again.attempts == 1);
+  CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 2); // counted per logical call
+}
+
+TEST_CASE("hold-off: after a 429 every request to that counter waits for its Retry-After") {
+  harness h;
+  call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "3"}}));
+  auto const first = h.run(post(), writes(), no_retries);
+  CHECK(first.stopped == stop_reason::retries_exhausted);
+  CHECK(h.clock->elapsed() == 0ms);
+
+  auto const other = h.run(get(), reads("catalog")); // another counter is not held
+  CHECK(other.ok());
+  CHECK(h.clock->elapsed() == 0ms);
+
+  auto const second = h.run(post(), writes()); // same counter: waits 3 s first
+  CHECK(second.ok());
+  CHECK(h.clock->elapsed() == 3s);
+  CHECK(h.engine->stats().holdoff_waits == 1);
+}
+
+TEST_CASE("hold-off: a hold-off that outlasts the deadline fails at once as rate limited") {
+  harness h;
+  call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake.push(fake_step::respond(429, "{}", {{"Retry-After", "30"}}));
+  h.run(post(), writes(), no_retries);
+  call_options short_call;
+  short_call.total_timeout = 5s;
+  auto const r = h.run(post(), writes(), short_call);
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(r.attempts == 0);
+  CHECK(r.error == errc::rate_limited);
+  CHECK(h.fake.attempt_count() == 1);
+  CHECK(h.clock->elapsed() == 0ms);
+  CHECK(wandura::to_error(r, "issue_tickets").code() == wandura::condition::rate_limited);
+}
+
+TEST_CASE("cancellation: cancelling during a backoff sleep ends the call at once with operation_aborted") {
+  harness h;
+  h.fake.set_default(fake_step::respond(503));
+  asio::cancellation_signal signal;
+  std::optional<call_result> out;
+  asio::co_spawn(h.io, h.engine->call(get(), reads(), h.engine->settings_for()),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, call_result r) {
+                   REQUIRE_FALSE(e);
+                   out = std::move(r);
+                 }));
+  h.io.poll();
+  REQUIRE_FALSE(out);
+  REQUIRE(h.clock->pending_sleeps() == 1); // the engine sleeps before retry 1
+  signal.emit(asio::cancellation_type::terminal);
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(out);
+  CHECK(out->stopped == stop_reason::cancelled);
+  CHECK(out->error == asio::error::operation_aborted);
+  CHECK(out->attempts == 1);
+  CHECK(h.clock->elapsed() == 0ms); // nothing waited for the sleep to end
+  CHECK(h.clock->pending_sleeps() == 0);
+  CHECK(h.fake.attempt_count() == 1);
+}
+
+TEST_CASE("cancellation: cancelling during a request aborts the attempt and the call") {
+  harness h;
+  h.fake.push(fake_step::stall());
+  asio::cancellation_signal signal;
+  std::optional<call_result> out;
+  asio::co_spawn(h.io, h.engine->call(post(), writes(), h.engine->settings_for()),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, call_result r) {
+                   REQUIRE_FALSE(e);
+                   out = std::move(r);
+                 }));
+  h.io.poll();
+  REQUIRE(h.fake.attempt_count() == 1);
+  REQUIRE_FALSE(out);
+  signal.emit(asio::cancellation_type::terminal);
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(out);
+  CHECK(out->stopped == stop_reason::cancelled);
+  CHECK(out->error == asio::error::operation_aborted);
+  CHECK(h.fake.attempt_count() == 1);
+  CHECK(h.events.empty());
+}
+
+TEST_CASE("retry loop: async_call completes a plain callback") {
+  harness h;
+  h.fake.push(fake_step::respond(502));
+  std::optional<call_result> out;
+  h.engine->async_call(get(), reads(), h.engine->settings_for(), [&](std::exception_ptr e, call_result r) {
+    REQUIRE_FALSE(e);
+    out = std::move(r);
+  });
+  h.drive(out);
+  REQUIRE(out);
+  CHECK(out->ok());
+  CHECK(out->attempts == 2);
+}
+
+TEST_CASE("primitives: per-item retries share the deadline, budget and hooks of the engine") {
+  harness h;
+  call_options five_seconds;
+  five_seconds.total_timeout = 5s;
+  auto settings = h.engine->settings_for(five_seconds);
+  // An item's retry_after of 2 s, under seed 000: 2 s + up to 1 s of jitter.
+  auto const d = h.engine->next_delay(settings.policy, 1, 2000ms);
+  CHECK(d.delay.count() == Approx(2500.0));
+  CHECK(d.source == wandura::delay_source::retry_after);
+  CHECK(h.engine->fits_deadline(settings, 4s));
+  CHECK_FALSE(h.engine->fits_deadline(settings, 5s));
+  h.clock->advance(2s);
+  CHECK_FALSE(h.engine->fits_deadline(settings, 3s)); // the deadline is absolute: it spans the logical call
+  wandura::retry_event item_retry;
+  item_retry.retry = 1;
+  item_retry.max_retries = 3;
+  item_retry.delay = 2500ms;
+  item_retry.http_status = 503;
+  h.engine->notify_retry(item_retry);
+  CHECK(h.lines.back() == "retry 1/3 in 2500 ms: HTTP 503");
+  CHECK(h.events.size() == 1);
+
+  // A per-item retry request is not counted as a new logical call in the budget.
+  settings.count_request = false;
+  std::optional<call_result> out;
+  asio::co_spawn(h.io, h.engine->call(post(), writes(), settings), [&](std::exception_ptr, call_result r) {
+    out = std::move(r);
+  });
+  h.drive(out);
+  REQUIRE(out);
+  CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 0);
+}

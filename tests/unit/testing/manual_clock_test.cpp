@@ -1,0 +1,88 @@
+#include "wandura/testing/manual_clock.hpp"
+
+#include <optional>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+using wandura::testing::manual_clock;
+
+namespace {
+void sleep(asio::io_context& io, manual_clock& clock, manual_clock::time_point when, std::vector<int>& order, int id,
+           asio::cancellation_slot slot = {}) {
+  asio::co_spawn(io, clock.sleep_until(when), asio::bind_cancellation_slot(slot, [&order, id](std::exception_ptr, std::error_code ec) {
+                   order.push_back(ec ? -id : id);
+                 }));
+}
+} // namespace
+
+TEST_CASE("manual clock: time moves only when advanced, wall clock with it") {
+  manual_clock clock;
+  auto const t = clock.now();
+  auto const w = clock.system_now();
+  CHECK(clock.now() == t);
+  clock.advance(1500ms);
+  CHECK(clock.now() - t == 1500ms);
+  CHECK(clock.system_now() - w == 1500ms);
+  CHECK(clock.elapsed() == 1500ms);
+  clock.advance(-5s); // never backwards
+  CHECK(clock.now() - t == 1500ms);
+}
+
+TEST_CASE("manual clock: sleepers wake in time order when the clock passes them, never inline") {
+  manual_clock clock;
+  asio::io_context io;
+  std::vector<int> order;
+  auto const t = clock.now();
+  sleep(io, clock, t + 3s, order, 3);
+  sleep(io, clock, t + 1s, order, 1);
+  sleep(io, clock, t + 2s, order, 2);
+  io.poll();
+  CHECK(clock.pending_sleeps() == 3);
+  CHECK(clock.next_wakeup() == t + 1s);
+  clock.advance(2s);
+  CHECK(order.empty()); // completions are posted, not run inside advance()
+  io.restart();
+  io.poll();
+  CHECK(order == std::vector<int>{1, 2});
+  CHECK(clock.advance_to_next_wakeup());
+  io.restart();
+  io.poll();
+  CHECK(order == std::vector<int>{1, 2, 3});
+  CHECK(clock.now() - t == 3s);
+  CHECK_FALSE(clock.advance_to_next_wakeup());
+}
+
+TEST_CASE("manual clock: a sleep until a past time completes without advancing") {
+  manual_clock clock;
+  asio::io_context io;
+  std::vector<int> order;
+  sleep(io, clock, clock.now() - 1s, order, 7);
+  io.poll();
+  CHECK(order == std::vector<int>{7});
+  CHECK(clock.elapsed() == 0ms);
+}
+
+TEST_CASE("manual clock: cancelling a sleep completes it with operation_aborted and forgets it") {
+  manual_clock clock;
+  asio::io_context io;
+  std::vector<int> order;
+  asio::cancellation_signal signal;
+  sleep(io, clock, clock.now() + 10s, order, 4, signal.slot());
+  io.poll();
+  REQUIRE(clock.pending_sleeps() == 1);
+  signal.emit(asio::cancellation_type::terminal);
+  io.restart();
+  io.poll();
+  CHECK(order == std::vector<int>{-4});
+  CHECK(clock.pending_sleeps() == 0);
+  clock.advance(20s);
+  io.restart();
+  io.poll();
+  CHECK(order == std::vector<int>{-4}); // completed exactly once
+}
