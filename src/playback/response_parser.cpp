@@ -562,7 +562,7 @@ std::error_code response_parser::read_error_body(simdjson::padded_string_view js
       switch (key_hash(key)) {
       case key_hash("error"):
         if (key == "error") {
-          return r.string(value, {}, key, out.error);
+          return r.string(value, {}, key, out.message);
         }
         break;
       case key_hash("error_code"):

@@ -63,7 +63,7 @@ struct memory_ticket_store_options {
   /// Independent locks, to spread contention; each shard has its own LRU. Clamped to [1, max_entries].
   std::size_t shards = 16;
   /// The wall clock compared with `expires_at`. Empty means `std::chrono::system_clock::now`. Tests inject a fake.
-  std::function<std::chrono::system_clock::time_point()> clock;
+  std::function<std::chrono::system_clock::time_point()> clock{};
 };
 
 /// The default `ticket_store`: a sharded in-memory LRU whose entries also expire `reuse_margin` before the

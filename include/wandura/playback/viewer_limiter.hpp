@@ -23,7 +23,7 @@ struct viewer_limiter_options {
   /// Independent locks, each with its own LRU. Clamped to [1, max_viewers].
   std::size_t shards = 16;
   /// Monotonic time. Empty means `std::chrono::steady_clock::now`. Tests inject a hand-stepped clock.
-  std::function<std::chrono::steady_clock::time_point()> clock;
+  std::function<std::chrono::steady_clock::time_point()> clock{};
 };
 
 /// A continuous token bucket per viewer (capacity `tickets_per_minute`, refill `tickets_per_minute / 60` per

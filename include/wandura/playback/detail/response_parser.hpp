@@ -12,21 +12,13 @@
 
 #include "wandura/playback/catalog.hpp"
 #include "wandura/playback/ticket_result.hpp"
+#include "wandura/resilience/error_body.hpp"
 #include "wandura/transport/http_response.hpp"
 
 namespace wandura::detail {
 
 static_assert(wandura::body_padding == simdjson::SIMDJSON_PADDING,
               "response_body must keep exactly the slack simdjson reads past the end of a document");
-
-/// The flat error body every error response carries: `{"error":"...","error_code":"...","reason":"..."}` (SPEC §1
-/// "Errors"). Any field may be absent.
-struct error_body {
-  std::string error;      ///< Human text.
-  std::string error_code; ///< The code; a numeric code (seed 004, e.g. 50200) as its decimal text.
-  std::string reason;     ///< e.g. "prefetch_shed".
-  std::string request_id; ///< When the body names one.
-};
 
 /// Reads response bodies into typed values in one pass.
 ///
@@ -63,7 +55,9 @@ public:
   [[nodiscard]] std::error_code parse_ticket_batch(response_body const& body, ticket_batch_result& out);
   [[nodiscard]] std::error_code parse_ticket_batch(std::string_view body, ticket_batch_result& out);
 
-  /// A flat error body. `error_code` may be a string or an integer.
+  /// A flat error body (SPEC §1 "Errors"), into the resilience layer's `wandura::error_body` value. Unlike the
+  /// tolerant `wandura::parse_error_body`, this one is strict: a body that is not a JSON object, or a field of the
+  /// wrong type, is `errc::invalid_response` with a message. `error_code` may be a string or an integer.
   [[nodiscard]] std::error_code parse_error_body(response_body const& body, error_body& out);
   [[nodiscard]] std::error_code parse_error_body(std::string_view body, error_body& out);
 

@@ -1,0 +1,362 @@
+#include "wandura/playback/detail/response_parser.hpp"
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+
+using wandura::item_outcome;
+using wandura::detail::response_parser;
+using namespace std::chrono;
+
+namespace {
+
+// SPEC §1, "Ticket batch" response, verbatim.
+constexpr char const* spec_example = R"({ "request_id": "req_...",
+  "items": [
+    {"film_ref":"the-heiress-returns","episode_no":4,"intent":"play","status":200,"reused":false,
+     "ticket":{"ticket_id":"tkt_...","manifest_url":"https://...","license_url":"https://...",
+               "expires_at":"2026-11-30T11:00:00Z","drm_payload":"..."}},
+    {"film_ref":"the-heiress-returns","episode_no":5,"intent":"prefetch","status":429,
+     "error_code":"rate_limited","reason":"prefetch_shed","retry_after":2},
+    {"film_ref":"the-heiress-returns","episode_no":9,"intent":"prefetch","status":404,"error_code":"not_ready"},
+    {"film_ref":"x","episode_no":1,"intent":"play","status":503,"error_code":"service_unavailable","retry_after":1}
+  ] })";
+
+constexpr char const* full_batch =
+    R"({"request_id":"req_7","items":[)"
+    R"({"film_ref":"the-heiress-returns","episode_no":4,"intent":"play","status":200,"reused":true,)"
+    R"("ticket":{"ticket_id":"tkt_1","manifest_url":"https://cdn.example/m/1.mpd","license_url":"https://lic.example/1",)"
+    R"("expires_at":"2026-11-30T11:00:00Z","drm_payload":"AAEC\u00e9\"q\\"}},)"
+    R"({"film_ref":"the-heiress-returns","episode_no":5,"intent":"prefetch","status":429,"error_code":"rate_limited",)"
+    R"("reason":"prefetch_shed","retry_after":2},)"
+    R"({"film_ref":"the-heiress-returns","episode_no":6,"intent":"prefetch","status":404,"error_code":"not_ready"}]})";
+
+wandura::response_body body_of(std::string_view text) {
+  wandura::response_body body;
+  body.assign(text);
+  return body;
+}
+
+} // namespace
+
+TEST_CASE("response parser: the SPEC example reads into four typed outcomes") {
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  REQUIRE_FALSE(parser.parse_ticket_batch(body_of(spec_example), result));
+  CHECK(parser.message().empty());
+  CHECK(result.request_id == "req_...");
+  REQUIRE(result.items.size() == 4);
+
+  auto const& granted = result.items[0];
+  CHECK(granted.film_ref == "the-heiress-returns");
+  CHECK(granted.episode_no == 4);
+  CHECK(granted.intent == wandura::intent::play);
+  CHECK(granted.status == 200);
+  CHECK(granted.outcome == item_outcome::granted);
+  CHECK_FALSE(granted.reused);
+  REQUIRE(granted.ticket);
+  CHECK(granted.ticket->ticket_id == "tkt_...");
+  CHECK(granted.ticket->manifest_url == "https://...");
+  CHECK(granted.ticket->license_url == "https://...");
+  CHECK(granted.ticket->drm_payload == "...");
+  CHECK(granted.ticket->expires_at_text == "2026-11-30T11:00:00Z");
+  CHECK(granted.ticket->expires_at == sys_days{year{2026} / 11 / 30} + hours{11});
+  CHECK_FALSE(granted.error);
+
+  auto const& shed = result.items[1];
+  CHECK(shed.outcome == item_outcome::shed);
+  CHECK(shed.intent == wandura::intent::prefetch);
+  CHECK(shed.error_code == "rate_limited");
+  CHECK(shed.reason == "prefetch_shed");
+  CHECK(shed.retry_after == seconds(2));
+  CHECK_FALSE(shed.ticket);
+
+  CHECK(result.items[2].outcome == item_outcome::not_ready);
+  CHECK(result.items[2].episode_no == 9);
+  CHECK_FALSE(result.items[2].retry_after);
+  CHECK(result.items[3].outcome == item_outcome::unavailable);
+  CHECK(result.items[3].retry_after == seconds(1));
+}
+
+TEST_CASE("response parser: escaped strings are unescaped and copied out before the parser is reused") {
+  response_parser parser;
+  wandura::ticket_batch_result first;
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(full_batch), first));
+  REQUIRE(first.items.size() == 3);
+  REQUIRE(first.items[0].ticket);
+  CHECK(first.items[0].reused);
+  CHECK(first.items[0].ticket->drm_payload == "AAEC\xC3\xA9\"q\\");
+
+  wandura::ticket_batch_result second;
+  REQUIRE_FALSE(parser.parse_ticket_batch(body_of(spec_example), second));
+  // The first result owns its strings: parsing another body changed nothing in it.
+  CHECK(first.request_id == "req_7");
+  CHECK(first.items[0].ticket->ticket_id == "tkt_1");
+  CHECK(first.items[0].ticket->manifest_url == "https://cdn.example/m/1.mpd");
+  CHECK(first.items[1].reason == "prefetch_shed");
+}
+
+TEST_CASE("response parser: unknown fields anywhere are ignored and unknown enum values keep their text") {
+  constexpr char const* body = R"({"api_version":3,"nested":{"a":[1,{"b":null}],"items":"not these"},
+    "items":[{"film_ref":"f","future":{"x":[true,false]},"episode_no":2,"intent":"preload","status":200,
+      "ticket":{"ticket_id":"t","expires_at":"2026-11-30T11:00:00Z","watermark":{"k":"v"}},"error":"ok"},
+     {"film_ref":"f","episode_no":3,"intent":"prefetch","status":418,"error_code":"teapot_mode","reason":"new",
+      "retry_after":null}],
+    "error":"partial","error_code":"rate_limited"})";
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(body), result));
+  REQUIRE(result.items.size() == 2);
+  CHECK(result.request_id.empty());
+  CHECK(result.items[0].intent == wandura::intent::other);
+  CHECK(result.items[0].intent_text == "preload");
+  CHECK(result.items[0].outcome == item_outcome::granted);
+  CHECK(result.items[0].ticket->manifest_url.empty());
+  CHECK(result.items[1].intent_text.empty());
+  CHECK(result.items[1].outcome == item_outcome::failed);
+  CHECK(result.items[1].error == wandura::errc::http_error);
+  CHECK(result.items[1].error_code == "teapot_mode");
+  CHECK_FALSE(result.items[1].retry_after);
+}
+
+TEST_CASE("response parser: numeric error codes, fractional retry_after and a ticket on a refused item") {
+  constexpr char const* body = R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":503,
+      "error_code":50200,"retry_after":1.2,"ticket":{"ticket_id":"t","expires_at":"2026-11-30T11:00:00Z"}}]})";
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(body), result));
+  REQUIRE(result.items.size() == 1);
+  CHECK(result.items[0].error_code == "50200");
+  CHECK(result.items[0].retry_after == seconds(2)); // rounded up: never retry early
+  CHECK(result.items[0].outcome == item_outcome::unavailable);
+  CHECK_FALSE(result.items[0].ticket); // a ticket is present exactly when granted
+}
+
+TEST_CASE("response parser: an empty items list is a valid batch") {
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  result.items.resize(2);
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(R"({"request_id":"r","items":[]})"), result));
+  CHECK(result.items.empty());
+}
+
+TEST_CASE("response parser: every truncation of a valid body is invalid_response, never a crash") {
+  for (std::string_view const valid : {std::string_view(full_batch), std::string_view(spec_example)}) {
+    response_parser parser;
+    wandura::ticket_batch_result result;
+    REQUIRE_FALSE(parser.parse_ticket_batch(valid, result));
+    for (std::size_t n = 0; n < valid.size(); ++n) {
+      auto const prefix = valid.substr(0, n);
+      INFO("prefix of " << n << " bytes: " << prefix);
+      // Through the in-place path (the padding past the end holds whatever the buffer held).
+      wandura::response_body body;
+      body.reserve(valid.size());
+      body.assign(prefix);
+      auto ec = parser.parse_ticket_batch(body, result);
+      CHECK(ec == wandura::errc::invalid_response);
+      CHECK_FALSE(parser.message().empty());
+      // And through the copying path.
+      CHECK(parser.parse_ticket_batch(prefix, result) == wandura::errc::invalid_response);
+    }
+  }
+}
+
+TEST_CASE("response parser: garbage bodies are invalid_response with a message") {
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  struct bad_case {
+    std::string body;
+    std::string message_part;
+  };
+  std::vector<bad_case> const cases = {
+      {"", "empty"},
+      {"   ", "empty"},
+      {"null", "not a JSON object"},
+      {"42", "not a JSON object"},
+      {"\"items\"", "not a JSON object"},
+      {"[]", "not a JSON object"},
+      {"<html><body>502 Bad Gateway</body></html>", ""},
+      {"{", ""},
+      {"}", ""},
+      {R"({"items":[]} {"items":[]})", "trailing"},
+      {R"({"items":[]}x)", ""},
+      {R"({"items":{}})", "items: expected an array"},
+      {R"({"request_id":"r"})", "missing items"},
+      {R"({"items":[1]})", "items[0]: expected an object"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play"}]})", "items[0]: missing status"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"status":200}]})", "items[0]: missing intent"},
+      {R"({"items":[{"episode_no":1,"intent":"play","status":200}]})", "items[0]: missing film_ref"},
+      {R"({"items":[{"film_ref":"f","intent":"play","status":404}]})", "items[0]: missing episode_no"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":"200"}]})", "items[0].status: expected"},
+      {R"({"items":[{"film_ref":7,"episode_no":1,"intent":"play","status":200}]})", "items[0].film_ref: expected"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200}]})", "without a ticket"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":{"expires_at":"2026-11-30T11:00:00Z"}}]})",
+       "items[0].ticket: missing ticket_id"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":{"ticket_id":"t"}}]})",
+       "items[0].ticket: missing expires_at"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":{"ticket_id":"t","expires_at":"tomorrow"}}]})",
+       "items[0].ticket.expires_at: not an RFC 3339"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":"tkt"}]})",
+       "items[0].ticket: expected an object"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":429,"reused":"no"}]})", "reused"},
+      {"{\"items\":[],\"x\":\"\xff\xfe\"}", "UTF-8"},
+      {std::string("{\"items\":[]\0}", 13), ""},
+      {R"({"items":[{"film_ref":"f\u00"}]})", ""},
+      {std::string(2000, '[') + std::string(2000, ']'), ""},
+  };
+  for (auto const& c : cases) {
+    INFO(c.body.substr(0, 200));
+    CHECK(parser.parse_ticket_batch(std::string_view(c.body), result) == wandura::errc::invalid_response);
+    CHECK_FALSE(parser.message().empty());
+    CHECK(parser.message().find(c.message_part) != std::string::npos);
+  }
+}
+
+TEST_CASE("response parser: numbers out of range are refused, not wrapped") {
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  auto item = [](std::string_view episode, std::string_view status, std::string_view extra = {}) {
+    return std::string(R"({"items":[{"film_ref":"f","intent":"prefetch","episode_no":)") + std::string(episode) +
+           R"(,"status":)" + std::string(status) + std::string(extra) + "}]}";
+  };
+  struct bad_case {
+    std::string body;
+    std::string message_part;
+  };
+  std::vector<bad_case> const cases = {
+      {item("0", "404"), "items[0].episode_no: out of range"},
+      {item("-1", "404"), "items[0].episode_no: out of range"},
+      {item("2147483648", "404"), "items[0].episode_no: out of range"},
+      {item("99999999999999999999", "404"), "items[0].episode_no"},
+      {item("1.5", "404"), "items[0].episode_no: expected an integer"},
+      {item("1e3", "404"), "items[0].episode_no"},
+      {item("1", "99"), "items[0].status: out of range"},
+      {item("1", "600"), "items[0].status: out of range"},
+      {item("1", "-200"), "items[0].status: out of range"},
+      {item("1", "1e400"), "items[0].status"},
+      {item("1", "429", R"(,"retry_after":-1)"), "items[0].retry_after: out of range"},
+      {item("1", "429", R"(,"retry_after":1e8)"), "items[0].retry_after: out of range"},
+      {item("1", "429", R"(,"retry_after":"2")"), "items[0].retry_after: expected"},
+      {item("1", "429", R"(,"error_code":1.5)"), "items[0].error_code"},
+      {item("1", "429", R"(,"error_code":123456789012345678901234)"), "items[0].error_code"},
+  };
+  for (auto const& c : cases) {
+    INFO(c.body);
+    CHECK(parser.parse_ticket_batch(std::string_view(c.body), result) == wandura::errc::invalid_response);
+    CHECK(parser.message().find(c.message_part) != std::string::npos);
+  }
+  // The edges themselves are fine.
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(item("2147483647", "599", R"(,"retry_after":0)")), result));
+  CHECK(result.items[0].episode_no == 2147483647);
+  CHECK(result.items[0].retry_after == seconds(0));
+}
+
+TEST_CASE("response parser: huge strings and many items are read intact") {
+  std::string payload(1 << 20, 'A');
+  for (std::size_t i = 0; i < payload.size(); i += 97) {
+    payload[i] = static_cast<char>('a' + (i % 26));
+  }
+  std::string body = R"({"items":[)";
+  for (int i = 1; i <= 300; ++i) {
+    if (i > 1) {
+      body += ',';
+    }
+    body += R"({"film_ref":"f","episode_no":)" + std::to_string(i) + R"(,"intent":"play","status":200,"ticket":)"
+            R"({"ticket_id":"t)" + std::to_string(i) + R"(","expires_at":"2026-11-30T11:00:00Z","drm_payload":")" +
+            (i == 150 ? payload : std::string("p")) + R"("}})";
+  }
+  body += "]}";
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  REQUIRE_FALSE(parser.parse_ticket_batch(body_of(body), result));
+  REQUIRE(result.items.size() == 300);
+  CHECK(result.items[149].ticket->drm_payload == payload);
+  CHECK(result.items[299].ticket->ticket_id == "t300");
+  CHECK(result.items[299].episode_no == 300);
+}
+
+TEST_CASE("response parser: the flat error body, with a string or a numeric code") {
+  response_parser parser;
+  wandura::error_body e;
+  REQUIRE_FALSE(parser.parse_error_body(
+      body_of(R"({"error":"Prefetch requests are paused","error_code":"rate_limited","reason":"prefetch_shed"})"), e));
+  CHECK(e.message == "Prefetch requests are paused");
+  CHECK(e.error_code == "rate_limited");
+  CHECK(e.reason == "prefetch_shed");
+  REQUIRE_FALSE(parser.parse_error_body(std::string_view(R"({"error_code":50200,"request_id":"req_9","x":[]})"), e));
+  CHECK(e.error_code == "50200");
+  CHECK(e.request_id == "req_9");
+  CHECK(e.message.empty());
+  CHECK(e.reason.empty());
+  REQUIRE_FALSE(parser.parse_error_body(std::string_view(R"({"error_code":"unauthorized","reason":null})"), e));
+  CHECK(e.error_code == "unauthorized");
+  CHECK(parser.parse_error_body(std::string_view("<html>"), e) == wandura::errc::invalid_response);
+  CHECK(parser.parse_error_body(std::string_view(R"({"error_code":["x"]})"), e) == wandura::errc::invalid_response);
+  CHECK(parser.message().find("error_code") != std::string::npos);
+}
+
+TEST_CASE("response parser: config reads every counter's limit") {
+  response_parser parser;
+  wandura::org_config config;
+  REQUIRE_FALSE(parser.parse_org_config(
+      std::string_view(R"({"org_id":"org_demo","limits":{"playback":6000,"catalog":1200,"creatives":600,)"
+                       R"("videos":600,"video":600,"config":600,"future_counter":5},"plan":"x"})"),
+      config));
+  CHECK(config.org_id == "org_demo");
+  CHECK(config.limits.size() == 7);
+  CHECK(config.limit("playback") == 6000);
+  CHECK(config.limit("catalog") == 1200);
+  CHECK(config.limit("future_counter") == 5);
+  CHECK(parser.parse_org_config(std::string_view(R"({"limits":{"playback":-1}})"), config) ==
+        wandura::errc::invalid_response);
+  CHECK(parser.message().find("limits.playback: out of range") != std::string::npos);
+  CHECK(parser.parse_org_config(std::string_view(R"({"limits":{"playback":"6000"}})"), config) ==
+        wandura::errc::invalid_response);
+}
+
+TEST_CASE("response parser: a film's episodes may be a count or a list") {
+  response_parser parser;
+  wandura::film f;
+  REQUIRE_FALSE(parser.parse_film(std::string_view(R"({"film_ref":"the-heiress-returns","title":"The Heiress Returns",)"
+                                                   R"("episodes":12,"genres":["drama"]})"),
+                                  f));
+  CHECK(f == wandura::film{"the-heiress-returns", "The Heiress Returns", 12});
+  REQUIRE_FALSE(parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":[{"no":1},{"no":2},3]})"), f));
+  CHECK(f.episode_count == 3);
+  CHECK(f.title.empty());
+  CHECK(parser.parse_film(std::string_view(R"({"title":"no ref","episodes":1})"), f) == wandura::errc::invalid_response);
+  CHECK(parser.message().find("missing film_ref") != std::string::npos);
+  CHECK(parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":-3})"), f) == wandura::errc::invalid_response);
+}
+
+TEST_CASE("response parser: videos, one video and creatives") {
+  response_parser parser;
+  std::vector<wandura::video> videos;
+  REQUIRE_FALSE(parser.parse_videos(
+      std::string_view(R"({"videos":[{"video_ref":"v1","title":"Trailer","url":"https://v/1","len":3},)"
+                       R"({"video_ref":"v2"}],"next":null})"),
+      videos));
+  REQUIRE(videos.size() == 2);
+  CHECK(videos[0] == wandura::video{"v1", "Trailer", "https://v/1"});
+  CHECK(videos[1] == wandura::video{"v2", "", ""});
+  CHECK(parser.parse_videos(std::string_view(R"({"videos":[{"title":"x"}]})"), videos) ==
+        wandura::errc::invalid_response);
+  CHECK(parser.message().find("videos[0]: missing video_ref") != std::string::npos);
+
+  wandura::video v;
+  REQUIRE_FALSE(parser.parse_video(std::string_view(R"({"video_ref":"v9","title":"T","url":"u"})"), v));
+  CHECK(v == wandura::video{"v9", "T", "u"});
+  CHECK(parser.parse_video(std::string_view("[]"), v) == wandura::errc::invalid_response);
+  CHECK(parser.message() == "not a JSON object");
+
+  std::vector<wandura::creative> creatives;
+  REQUIRE_FALSE(parser.parse_creatives(
+      std::string_view(R"({"creatives":[{"creative_id":"c1","url":"https://c/1"},{"creative_id":42}]})"), creatives));
+  REQUIRE(creatives.size() == 2);
+  CHECK(creatives[0] == wandura::creative{"c1", "https://c/1"});
+  CHECK(creatives[1].creative_id == "42");
+  CHECK(parser.parse_creatives(std::string_view(R"({"creatives":{}})"), creatives) == wandura::errc::invalid_response);
+}

@@ -1,0 +1,146 @@
+#include "wandura/playback/ticket_store.hpp"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono;
+using wandura::intent;
+using wandura::memory_ticket_store;
+using wandura::memory_ticket_store_options;
+using wandura::ticket;
+using wandura::ticket_key;
+
+namespace {
+
+/// A hand-stepped wall clock.
+struct fake_wall_clock {
+  system_clock::time_point now = sys_days{year{2026} / 11 / 30} + hours{10};
+  std::function<system_clock::time_point()> function() {
+    return [this] { return now; };
+  }
+};
+
+ticket make_ticket(std::string id, system_clock::time_point expires_at) {
+  ticket t;
+  t.ticket_id = std::move(id);
+  t.expires_at = expires_at;
+  t.manifest_url = "https://cdn.example/m.mpd";
+  return t;
+}
+
+ticket_key key(std::string viewer, std::string device, std::int32_t episode, intent what = intent::play) {
+  return ticket_key{std::move(viewer), std::move(device), "the-heiress-returns", episode, what};
+}
+
+} // namespace
+
+TEST_CASE("ticket store: a stored ticket is found for exactly its key") {
+  fake_wall_clock clock;
+  memory_ticket_store store({.max_entries = 100, .reuse_margin = minutes(5), .shards = 4, .clock = clock.function()});
+  auto const t = make_ticket("tkt_1", clock.now + minutes(30));
+  store.insert(key("viewer-a", "device-1", 4), t);
+  auto found = store.find(key("viewer-a", "device-1", 4));
+  REQUIRE(found);
+  CHECK(*found == t);
+  CHECK_FALSE(store.find(key("viewer-a", "device-1", 4, intent::prefetch)));
+  CHECK_FALSE(store.find(key("viewer-a", "device-1", 5)));
+  CHECK_FALSE(store.find(key("viewer-b", "device-1", 4)));
+  auto other_film = key("viewer-a", "device-1", 4);
+  other_film.film_ref = "another-film";
+  CHECK_FALSE(store.find(other_film));
+}
+
+TEST_CASE("ticket store: never returns a ticket issued for another device") {
+  fake_wall_clock clock;
+  memory_ticket_store store({.clock = clock.function()});
+  store.insert(key("viewer-a", "phone", 4), make_ticket("tkt_phone", clock.now + hours(1)));
+  CHECK_FALSE(store.find(key("viewer-a", "tv", 4)));
+  store.insert(key("viewer-a", "tv", 4), make_ticket("tkt_tv", clock.now + hours(1)));
+  CHECK(store.find(key("viewer-a", "phone", 4))->ticket_id == "tkt_phone");
+  CHECK(store.find(key("viewer-a", "tv", 4))->ticket_id == "tkt_tv");
+}
+
+TEST_CASE("ticket store: reuse stops 5 minutes before expires_at") {
+  fake_wall_clock clock;
+  memory_ticket_store store({.clock = clock.function()});
+  auto const expires = clock.now + minutes(20);
+  store.insert(key("v", "d", 1), make_ticket("t", expires));
+  clock.now = expires - minutes(5) - seconds(1);
+  CHECK(store.find(key("v", "d", 1)));
+  clock.now = expires - minutes(5);
+  CHECK_FALSE(store.find(key("v", "d", 1)));
+  CHECK(store.size() == 0); // dropped when found expired
+}
+
+TEST_CASE("ticket store: declines tickets already inside the margin and keys without viewer or device") {
+  fake_wall_clock clock;
+  memory_ticket_store store({.clock = clock.function()});
+  store.insert(key("v", "d", 1), make_ticket("t", clock.now + minutes(5)));
+  store.insert(key("v", "d", 2), make_ticket("t", clock.now - minutes(1)));
+  store.insert(key("", "d", 3), make_ticket("t", clock.now + hours(1)));
+  store.insert(key("v", "", 4), make_ticket("t", clock.now + hours(1)));
+  CHECK(store.size() == 0);
+  CHECK_FALSE(store.find(key("", "d", 3)));
+}
+
+TEST_CASE("ticket store: the least recently used ticket is evicted first") {
+  fake_wall_clock clock;
+  memory_ticket_store store({.max_entries = 3, .shards = 1, .clock = clock.function()});
+  auto const expires = clock.now + hours(1);
+  store.insert(key("v", "d", 1), make_ticket("t1", expires));
+  store.insert(key("v", "d", 2), make_ticket("t2", expires));
+  store.insert(key("v", "d", 3), make_ticket("t3", expires));
+  REQUIRE(store.find(key("v", "d", 1))); // 1 is now the most recent; 2 the least
+  store.insert(key("v", "d", 4), make_ticket("t4", expires));
+  CHECK(store.size() == 3);
+  CHECK_FALSE(store.find(key("v", "d", 2)));
+  CHECK(store.find(key("v", "d", 1)));
+  CHECK(store.find(key("v", "d", 3)));
+  CHECK(store.find(key("v", "d", 4)));
+  // Replacing an existing key does not evict anything and refreshes it.
+  store.insert(key("v", "d", 3), make_ticket("t3b", expires));
+  CHECK(store.size() == 3);
+  CHECK(store.find(key("v", "d", 3))->ticket_id == "t3b");
+}
+
+TEST_CASE("ticket store: erase and clear forget tickets") {
+  fake_wall_clock clock;
+  memory_ticket_store store({.clock = clock.function()});
+  store.insert(key("v", "d", 1), make_ticket("t1", clock.now + hours(1)));
+  store.insert(key("v", "d", 2), make_ticket("t2", clock.now + hours(1)));
+  store.erase(key("v", "d", 1));
+  store.erase(key("v", "d", 9));
+  CHECK_FALSE(store.find(key("v", "d", 1)));
+  CHECK(store.size() == 1);
+  store.clear();
+  CHECK(store.size() == 0);
+}
+
+TEST_CASE("ticket store: stays bounded and consistent under concurrent use") {
+  memory_ticket_store store({.max_entries = 64, .shards = 8});
+  auto const expires = system_clock::now() + hours(1);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        auto k = key("viewer-" + std::to_string(i % 50), "device-" + std::to_string(t), i % 7);
+        store.insert(k, make_ticket("tkt-" + std::to_string(t) + "-" + std::to_string(i % 7), expires));
+        if (auto found = store.find(k); found && found->ticket_id.rfind("tkt-" + std::to_string(t) + "-", 0) != 0) {
+          ++wrong; // a ticket of another device
+        }
+        if (i % 13 == 0) {
+          store.erase(k);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  CHECK(wrong == 0);
+  CHECK(store.size() <= 64);
+}

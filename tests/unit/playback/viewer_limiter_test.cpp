@@ -1,0 +1,106 @@
+#include "wandura/playback/viewer_limiter.hpp"
+
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+
+using namespace std::chrono;
+using wandura::viewer_limiter;
+
+namespace {
+
+struct fake_steady_clock {
+  steady_clock::time_point now{hours(1)};
+  std::function<steady_clock::time_point()> function() {
+    return [this] { return now; };
+  }
+};
+
+} // namespace
+
+TEST_CASE("viewer limiter: an idle viewer may take a whole minute's allowance at once, then waits for refill") {
+  fake_steady_clock clock;
+  viewer_limiter limiter({.tickets_per_minute = 6, .clock = clock.function()});
+  CHECK(limiter.try_acquire("viewer-a", 3).allowed);
+  CHECK(limiter.try_acquire("viewer-a", 3).allowed);
+  auto refused = limiter.try_acquire("viewer-a", 1);
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.retry_after == seconds(10)); // 6 a minute: one every 10 s
+  clock.now += seconds(9);
+  CHECK_FALSE(limiter.try_acquire("viewer-a", 1).allowed);
+  clock.now += seconds(1);
+  CHECK(limiter.try_acquire("viewer-a", 1).allowed);
+  CHECK_FALSE(limiter.try_acquire("viewer-a", 1).allowed);
+}
+
+TEST_CASE("viewer limiter: all or nothing for a batch, and the wait covers the missing tickets") {
+  fake_steady_clock clock;
+  viewer_limiter limiter({.tickets_per_minute = 6, .clock = clock.function()});
+  REQUIRE(limiter.try_acquire("v", 5).allowed);
+  auto refused = limiter.try_acquire("v", 3);
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.retry_after == seconds(20));
+  CHECK(limiter.try_acquire("v", 1).allowed); // the refused batch took nothing
+  CHECK(limiter.try_acquire("v", 0).allowed);
+  CHECK_FALSE(limiter.try_acquire("v", 7).allowed); // larger than the allowance: never
+}
+
+TEST_CASE("viewer limiter: viewers are independent and released tickets come back, up to the capacity") {
+  fake_steady_clock clock;
+  viewer_limiter limiter({.tickets_per_minute = 3, .clock = clock.function()});
+  REQUIRE(limiter.try_acquire("a", 3).allowed);
+  CHECK(limiter.try_acquire("b", 3).allowed);
+  CHECK_FALSE(limiter.try_acquire("a", 1).allowed);
+  limiter.release("a", 2); // two items were answered from the cache
+  CHECK(limiter.try_acquire("a", 2).allowed);
+  CHECK_FALSE(limiter.try_acquire("a", 1).allowed);
+  limiter.release("a", 100);
+  CHECK(limiter.try_acquire("a", 3).allowed);
+  CHECK_FALSE(limiter.try_acquire("a", 1).allowed);
+  limiter.release("unknown", 1);
+  CHECK(limiter.tracked_viewers() == 2);
+}
+
+TEST_CASE("viewer limiter: memory is bounded by forgetting the least recently seen viewer") {
+  fake_steady_clock clock;
+  viewer_limiter limiter({.tickets_per_minute = 1, .max_viewers = 2, .shards = 1, .clock = clock.function()});
+  REQUIRE(limiter.try_acquire("a").allowed);
+  REQUIRE(limiter.try_acquire("b").allowed);
+  CHECK_FALSE(limiter.try_acquire("a").allowed); // a is now the most recently seen
+  REQUIRE(limiter.try_acquire("c").allowed);     // evicts b
+  CHECK(limiter.tracked_viewers() == 2);
+  CHECK_FALSE(limiter.try_acquire("a").allowed); // a was kept, still empty
+  CHECK(limiter.try_acquire("b").allowed);       // b was forgotten: a fresh allowance
+  for (int i = 0; i < 1000; ++i) {
+    (void)limiter.try_acquire("viewer-" + std::to_string(i));
+  }
+  CHECK(limiter.tracked_viewers() == 2);
+}
+
+TEST_CASE("viewer limiter: a non-positive limit is refused at construction") {
+  CHECK_THROWS_AS(viewer_limiter({.tickets_per_minute = 0}), wandura::error);
+  CHECK_THROWS_AS(viewer_limiter({.tickets_per_minute = -5}), wandura::error);
+}
+
+TEST_CASE("viewer limiter: concurrent callers never get more than the allowance") {
+  fake_steady_clock clock; // time does not move: exactly the allowance may be taken
+  viewer_limiter limiter({.tickets_per_minute = 100, .max_viewers = 1000, .clock = clock.function()});
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        if (limiter.try_acquire("shared-viewer").allowed) {
+          ++granted;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  CHECK(granted == 100);
+}
