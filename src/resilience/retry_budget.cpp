@@ -6,23 +6,34 @@ namespace wandura {
 namespace {
 
 // window_: | start ms since creation (48 bits) | generation (16 bits) |
-// counts_: | generation (16 bits) | requests (24 bits) | retries (24 bits) |
+// counts_: | generation mod 256 (8 bits) | requests (32 bits) | retries (24 bits) |
 //
 // A window change is published first (CAS on window_ bumps the generation); counts carry the generation of the
-// window they belong to, and a thread that sees counts of an older generation than the window it loaded AFTER
-// them treats them as zero. Counts can never be newer than a window loaded after them, because a generation only
-// reaches counts_ after it reached window_. So every allowed retry was checked against the counts of its window.
+// window they belong to, and a thread that sees counts of another generation than the window it loaded AFTER them
+// treats them as zero. Counts can never be newer than a window loaded after them, because a generation only
+// reaches counts_ after it reached window_, and they lag it by at most a few generations (the thread that rolls a
+// window writes counts next), so 8 bits tell them apart. Every allowed retry was checked against the counts of
+// its own window.
+//
+// note_request, 90 % of the traffic, is one fetch_add on the fast path: the increment lands in whatever counts are
+// current, and only when those turn out to belong to an older window does the caller take the CAS path, which
+// resets them (discarding the stray increment) and counts the request again in the new window.
 constexpr std::uint64_t gen_mask = 0xFFFF;
-constexpr std::uint64_t count_mask = 0xFF'FFFF;
+constexpr std::uint64_t counts_gen_mask = 0xFF;
+constexpr std::uint64_t retries_mask = 0xFF'FFFF;
+constexpr std::uint64_t requests_mask = 0xFFFF'FFFF;
+constexpr std::uint64_t requests_one = std::uint64_t{1} << 24;
+/// Above this many requests in a window the fast path stops (threads racing past it cannot reach the field's top).
+constexpr std::uint64_t requests_fast_limit = std::uint64_t{1} << 31;
 constexpr std::uint64_t max_start_ms = (std::uint64_t{1} << 48) - 1;
 
 constexpr std::uint64_t window_start(std::uint64_t w) noexcept { return w >> 16; }
-constexpr std::uint64_t window_gen(std::uint64_t w) noexcept { return w & gen_mask; }
-constexpr std::uint64_t counts_gen(std::uint64_t c) noexcept { return c >> 48; }
-constexpr std::uint64_t counts_requests(std::uint64_t c) noexcept { return (c >> 24) & count_mask; }
-constexpr std::uint64_t counts_retries(std::uint64_t c) noexcept { return c & count_mask; }
+constexpr std::uint64_t window_gen(std::uint64_t w) noexcept { return w & counts_gen_mask; }
+constexpr std::uint64_t counts_gen(std::uint64_t c) noexcept { return c >> 56; }
+constexpr std::uint64_t counts_requests(std::uint64_t c) noexcept { return (c >> 24) & requests_mask; }
+constexpr std::uint64_t counts_retries(std::uint64_t c) noexcept { return c & retries_mask; }
 constexpr std::uint64_t pack_counts(std::uint64_t gen, std::uint64_t requests, std::uint64_t retries) noexcept {
-  return (gen << 48) | (requests << 24) | retries;
+  return (gen << 56) | (requests << 24) | retries;
 }
 
 /// 100 x the number of retries a window with `requests` requests allows: max(min_retries, percent% of requests).
@@ -62,7 +73,7 @@ std::uint64_t retry_budget::current_window(std::uint64_t now_ms) noexcept {
     if (now_ms <= start || now_ms - start <= length) {
       return w;
     }
-    std::uint64_t const next = (now_ms << 16) | ((window_gen(w) + 1) & gen_mask);
+    std::uint64_t const next = (now_ms << 16) | (((w & gen_mask) + 1) & gen_mask);
     if (window_.compare_exchange_weak(w, next, std::memory_order_seq_cst)) {
       return next;
     }
@@ -71,12 +82,18 @@ std::uint64_t retry_budget::current_window(std::uint64_t now_ms) noexcept {
 
 void retry_budget::note_request(time_point now) noexcept {
   std::uint64_t const now_ms = elapsed_ms(now);
+  if (counts_requests(counts_.load(std::memory_order_relaxed)) < requests_fast_limit) {
+    std::uint64_t const before = counts_.fetch_add(requests_one, std::memory_order_seq_cst);
+    if (counts_gen(before) == window_gen(current_window(now_ms))) {
+      return; // counted in the current window
+    }
+  }
   std::uint64_t c = counts_.load(std::memory_order_seq_cst);
   for (;;) {
     std::uint64_t const gen = window_gen(current_window(now_ms)); // loaded after c: never older than c's
-    std::uint64_t requests = counts_gen(c) == gen ? counts_requests(c) : 0;
-    std::uint64_t const retries = counts_gen(c) == gen ? counts_retries(c) : 0;
-    requests = std::min(requests + 1, count_mask);
+    bool const same = counts_gen(c) == gen;
+    std::uint64_t const requests = std::min((same ? counts_requests(c) : 0) + 1, requests_mask >> 1);
+    std::uint64_t const retries = same ? counts_retries(c) : 0;
     if (counts_.compare_exchange_weak(c, pack_counts(gen, requests, retries), std::memory_order_seq_cst)) {
       return;
     }
@@ -91,7 +108,7 @@ bool retry_budget::try_retry(time_point now) noexcept {
     std::uint64_t const requests = counts_gen(c) == gen ? counts_requests(c) : 0;
     std::uint64_t const retries = counts_gen(c) == gen ? counts_retries(c) : 0;
     // Seed: if (retries >= max(10, sent * 0.1)) refuse; exact in integers: 100 * retries >= max(1000, 10 * sent).
-    if (retries * 100 >= limit_x100(config_, requests) || retries == count_mask) {
+    if (retries * 100 >= limit_x100(config_, requests) || retries == retries_mask) {
       return false;
     }
     if (counts_.compare_exchange_weak(c, pack_counts(gen, requests, retries + 1), std::memory_order_seq_cst)) {

@@ -30,7 +30,8 @@ struct retry_budget_config {
 ///
 /// @par Thread safety
 /// All member functions may be called from any number of threads at once. No mutex: the state is two 64-bit atomic
-/// words updated with compare-and-swap, and no interleaving lets more retries through than the rule allows.
+/// words (window start + generation; counts), updated with fetch_add and compare-and-swap, and no interleaving lets
+/// more retries through than the rule allows.
 class retry_budget {
 public:
   using time_point = std::chrono::steady_clock::time_point;
@@ -49,7 +50,8 @@ public:
   retry_budget(retry_budget const&) = delete;
   retry_budget& operator=(retry_budget const&) = delete;
 
-  /// Counts one logical call (seed `noteRequest`). Counts saturate at 2^24 - 1 per window.
+  /// Counts one logical call (seed `noteRequest`). Requests saturate at 2^31 per window, retries at 2^24 - 1.
+  /// One `fetch_add` unless a window has just ended.
   void note_request(time_point now) noexcept;
 
   /// Asks for one retry (seed `tryRetry`): true and counted when the rule allows it, false otherwise.
@@ -68,7 +70,8 @@ private:
   time_point start_;
   /// Window start in ms since `start_` (high 48 bits) and the window's generation (low 16 bits).
   std::atomic<std::uint64_t> window_;
-  /// Generation (high 16 bits), requests (middle 24 bits), retries (low 24 bits) of the window they belong to.
+  /// Generation mod 256 (high 8 bits), requests (middle 32 bits), retries (low 24 bits) of the window they
+  /// belong to.
   std::atomic<std::uint64_t> counts_;
 };
 
