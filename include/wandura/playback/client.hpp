@@ -1,0 +1,185 @@
+// wandura::client: the typed Wandura playback API over one transport and one retry engine (seed 000 "Phát mượt khi
+// tải cao"; SPEC §1 and §3).
+//
+//     asio::io_context io;
+//     wandura::client api(io.get_executor(), {.base_url = "https://api.wandura.example", .api_key = key});
+//     wandura::viewer v{wandura::make_viewer_ref(secret, user_id, install_id), device_id, device_key};
+//     auto start = co_await api.start_episode(v, "the-heiress-returns", 4, /*unlocked_through=*/12);
+//     if (start.play.outcome == wandura::item_outcome::granted) play(*start.play.ticket);
+//
+// What a call does on the wire: `issue_tickets` and `start_episode` send `POST /v1/playback/tickets` (counter
+// `playback`) with an `Idempotency-Key`; the typed reads send `GET` to their own counter. Every request carries
+// `Authorization: Bearer <api_key>`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+
+#include "wandura/playback/catalog.hpp"
+#include "wandura/playback/metrics.hpp"
+#include "wandura/playback/ticket.hpp"
+#include "wandura/playback/ticket_result.hpp"
+#include "wandura/playback/ticket_store.hpp"
+#include "wandura/resilience/call_options.hpp"
+#include "wandura/resilience/retry_engine.hpp"
+#include "wandura/transport/http_sender.hpp"
+#include "wandura/transport/transport_options.hpp"
+
+namespace wandura {
+
+/// Options of one client. Per-call `call_options` override the retry settings here (docs/adr/0003).
+struct client_options {
+  /// Where the API lives, e.g. "https://api.wandura.example" or the emulator's "http://127.0.0.1:8787". A trailing
+  /// slash is ignored.
+  std::string base_url = "http://127.0.0.1:8787";
+  /// The organisation's API key, sent as `Authorization: Bearer <api_key>`.
+  std::string api_key;
+  /// Connection pool, TLS and size limits of the owned transport (ignored when the client is given a sender).
+  transport_options transport;
+  /// Retry policy, budget, hooks, logger, clock and random source shared by every call of the client. The default
+  /// policy is seed 000 INTERACTIVE: a viewer is waiting.
+  retry_options retry;
+  /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries).
+  std::shared_ptr<ticket_store> tickets;
+  /// Whether tickets are reused from `tickets` at all (seed 000 "Dùng lại vé cho đúng"). Needs `viewer_ref`.
+  bool reuse_tickets = true;
+  /// Whether a concurrent identical ticket request joins the one in flight instead of sending another.
+  bool coalesce = true;
+  /// Per-viewer limit in tickets per minute, enforced before anything is sent (seed 001, trust boundary: whoever
+  /// controls your ticket endpoint can spend your organisation's limit). nullopt: no limit.
+  std::optional<std::uint32_t> viewer_tickets_per_minute;
+  /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported
+  /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there (seed 000).
+  bool retry_prefetch = false;
+};
+
+/// The viewer and device a ticket is for. Tickets are bound to `union_info` and never reused across devices.
+struct viewer {
+  /// Stable, non-personal viewer id: `make_viewer_ref(secret, user_id, install_id)`. May be empty: then neither the
+  /// server nor the client reuses tickets.
+  std::string viewer_ref;
+  /// The device id from the player SDK. Required.
+  std::string union_info;
+  /// The device public key from the player SDK. Required.
+  std::string drm_kek;
+};
+
+/// What `start_episode` produced: the play ticket and the prefetches, each with its own outcome.
+struct episode_start {
+  /// Episode N as `play`. `outcome == item_outcome::granted` means the viewer can watch.
+  ticket_item_result play;
+  /// N+1 and N+2 as `prefetch`, those up to `unlocked_through` (0 to 2 items). Never affects `play`.
+  std::vector<ticket_item_result> prefetch;
+  /// HTTP requests sent for this start, retries and per-item retries included; 0 when all came from the cache.
+  int requests = 0;
+};
+
+/// Counters of one client since it was created.
+struct client_stats {
+  metrics_snapshot metrics;
+  retry_engine_stats engine;
+};
+
+/// The Wandura playback API client.
+///
+/// @par Thread safety
+/// Every member function may be called from any thread and from many coroutines at once. The client must outlive
+/// every call on it; destroying it while calls are in flight is undefined.
+/// @par Cancellation
+/// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
+/// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
+/// `wandura::error`, whether it is sending, waiting to retry or waiting for a 429 hold-off.
+class client {
+public:
+  /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may
+  /// be run by several threads.
+  client(asio::any_io_executor executor, client_options options);
+  /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.
+  client(std::shared_ptr<http_sender> sender, client_options options);
+  client(client const&) = delete;
+  client& operator=(client const&) = delete;
+  ~client();
+
+  /// Issues the tickets of one batch: `POST /v1/playback/tickets` (SPEC §1), at most 3 episodes.
+  ///
+  /// Items answered from the ticket store or refused by the per-viewer limit are not sent. The rest go in one
+  /// request; an identical request already in flight is joined instead (`coalesce`). The whole request is retried by
+  /// the retry engine (429, 5xx, network errors; `Retry-After`; budget; deadline); after a 200, failed items that
+  /// are needed (play, and prefetch when `retry_prefetch`) and retryable (`rate_limited`, `unavailable`) are retried
+  /// alone, in a new request with a new idempotency key, after their own `retry_after` plus jitter, within the same
+  /// deadline and budget. Fresh tickets are stored for reuse.
+  ///
+  /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
+  ///          error; one item's failure never affects another's.
+  /// @throws wandura::error for whole-call failures only: `errc::invalid_argument` (nothing sent: more than 3
+  ///         episodes, empty `union_info`/`drm_kek`/`film_ref`, `episode_no < 1`, invalid UTF-8),
+  ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded`,
+  ///         `errc::budget_exhausted`, `operation_aborted` (cancelled), a transport code when no response ever
+  ///         arrived, `errc::invalid_response` when the body is not the documented JSON, `errc::http_error` for a
+  ///         final status without items (e.g. 400).
+  /// @par Retries and idempotency
+  /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
+  /// first request; per-item retry requests always get fresh automatic keys. Attempt timeouts are never under 5 s
+  /// (seed 000 checklist).
+  [[nodiscard]] asio::awaitable<ticket_batch_result> issue_tickets(ticket_batch batch, call_options options = {});
+
+  /// Starts episode N for a viewer (seed 000 "Xin vé sớm"): one request with N as `play` plus N+1 and N+2 as
+  /// `prefetch` when they are `<= unlocked_through`. Failures of N+1 or N+2 never affect N.
+  ///
+  /// @param episode_no N, >= 1. @param unlocked_through the last episode the viewer may watch (0: only N).
+  /// @throws as `issue_tickets`.
+  [[nodiscard]] asio::awaitable<episode_start> start_episode(viewer who, std::string film_ref, std::int32_t episode_no,
+                                                             std::int32_t unlocked_through, call_options options = {});
+
+  /// `GET /v1/config` (counter `config`): the organisation's limits. @throws wandura::error as for any call.
+  [[nodiscard]] asio::awaitable<org_config> get_config(call_options options = {});
+  /// `GET /v1/catalog/films/{film_ref}` (counter `catalog`). @throws wandura::error, `errc::http_error` with
+  /// status 404 for an unknown film.
+  [[nodiscard]] asio::awaitable<film> get_film(std::string film_ref, call_options options = {});
+  /// `GET /v1/videos` (counter `videos`): the open videos.
+  [[nodiscard]] asio::awaitable<std::vector<video>> list_videos(call_options options = {});
+  /// `GET /v1/videos/{video_ref}` (counter `video`).
+  [[nodiscard]] asio::awaitable<video> get_video(std::string video_ref, call_options options = {});
+  /// `GET /v1/creatives` (counter `creatives`).
+  [[nodiscard]] asio::awaitable<std::vector<creative>> list_creatives(call_options options = {});
+
+  /// `issue_tickets` for any completion token; signature `void(std::exception_ptr, ticket_batch_result)`.
+  template <typename CompletionToken>
+  auto async_issue_tickets(ticket_batch batch, call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_, issue_tickets(std::move(batch), std::move(options)),
+                          std::forward<CompletionToken>(token));
+  }
+  /// `start_episode` for any completion token; signature `void(std::exception_ptr, episode_start)`.
+  template <typename CompletionToken>
+  auto async_start_episode(viewer who, std::string film_ref, std::int32_t episode_no, std::int32_t unlocked_through,
+                           call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_,
+                          start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through,
+                                        std::move(options)),
+                          std::forward<CompletionToken>(token));
+  }
+
+  /// Counters: requests, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.
+  [[nodiscard]] client_stats stats() const;
+  /// The same counters in the Prometheus text exposition format (prefix `wandura_`).
+  [[nodiscard]] std::string metrics_text() const;
+  /// The retry engine (budget, hold-offs) shared by every call of this client.
+  [[nodiscard]] retry_engine& engine() noexcept;
+  /// The executor calls run on when spawned through an `async_` form.
+  [[nodiscard]] asio::any_io_executor get_executor() const noexcept { return executor_; }
+
+private:
+  struct impl;
+  asio::any_io_executor executor_;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace wandura
