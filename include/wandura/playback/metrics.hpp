@@ -63,8 +63,8 @@ public:
   playback_metrics& operator=(playback_metrics const&) = delete;
 
   void add_request() noexcept { requests_.fetch_add(1, std::memory_order_relaxed); }
-  void add_attempt() noexcept { attempts_.fetch_add(1, std::memory_order_relaxed); }
-  void add_retry() noexcept { retries_.fetch_add(1, std::memory_order_relaxed); }
+  void add_attempt(std::uint64_t n = 1) noexcept { attempts_.fetch_add(n, std::memory_order_relaxed); }
+  void add_retry(std::uint64_t n = 1) noexcept { retries_.fetch_add(n, std::memory_order_relaxed); }
   void add_budget_denied() noexcept { budget_denied_.fetch_add(1, std::memory_order_relaxed); }
   void add_held_off() noexcept { held_off_.fetch_add(1, std::memory_order_relaxed); }
   void add_cache_hit() noexcept { cache_hits_.fetch_add(1, std::memory_order_relaxed); }

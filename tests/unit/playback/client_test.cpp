@@ -1,0 +1,419 @@
+#include "wandura/playback/client.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <simdjson.h>
+
+#include "wandura/error.hpp"
+#include "wandura/testing/fake_transport.hpp"
+#include "wandura/testing/manual_clock.hpp"
+
+using namespace std::chrono_literals;
+using wandura::item_outcome;
+using wandura::testing::fake_step;
+
+namespace {
+
+std::string granted_item(std::string_view film, int episode, std::string_view intent, std::string_view id,
+                         bool reused = false) {
+  return std::string(R"({"film_ref":")") + std::string(film) + R"(","episode_no":)" + std::to_string(episode) +
+         R"(,"intent":")" + std::string(intent) + R"(","status":200,"reused":)" + (reused ? "true" : "false") +
+         R"(,"ticket":{"ticket_id":")" + std::string(id) +
+         R"(","manifest_url":"https://m/1","license_url":"https://l/1","expires_at":"2099-01-01T00:00:00Z","drm_payload":"p"}})";
+}
+
+std::string refused_item(std::string_view film, int episode, std::string_view intent, int status,
+                         std::string_view code, std::string_view reason = {}, int retry_after = -1) {
+  std::string s = std::string(R"({"film_ref":")") + std::string(film) + R"(","episode_no":)" +
+                  std::to_string(episode) + R"(,"intent":")" + std::string(intent) + R"(","status":)" +
+                  std::to_string(status) + R"(,"error_code":")" + std::string(code) + '"';
+  if (!reason.empty()) {
+    s += R"(,"reason":")" + std::string(reason) + '"';
+  }
+  if (retry_after >= 0) {
+    s += R"(,"retry_after":)" + std::to_string(retry_after);
+  }
+  return s + "}";
+}
+
+std::string batch_body(std::vector<std::string> const& items) {
+  std::string s = R"({"request_id":"req_1","items":[)";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    s += (i ? "," : "") + items[i];
+  }
+  return s + "]}";
+}
+
+/// Episodes in a recorded request body, as "film/episode/intent" strings.
+std::vector<std::string> sent_episodes(std::string const& body) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string json(body);
+  std::vector<std::string> out;
+  auto doc = parser.iterate(json);
+  for (auto e : doc["episodes"].get_array()) {
+    std::string_view film = e["film_ref"].get_string().value();
+    std::int64_t no = e["episode_no"].get_int64().value();
+    std::string_view in = e["intent"].get_string().value();
+    out.push_back(std::string(film) + "/" + std::to_string(no) + "/" + std::string(in));
+  }
+  return out;
+}
+
+/// A client on a fake transport and a hand-stepped clock: every call runs in zero real time.
+struct harness {
+  asio::io_context io;
+  std::shared_ptr<wandura::testing::manual_clock> clock = std::make_shared<wandura::testing::manual_clock>();
+  std::shared_ptr<wandura::testing::fake_transport> fake =
+      std::make_shared<wandura::testing::fake_transport>(io.get_executor(), *clock);
+  std::vector<std::string> warn_lines;
+  std::unique_ptr<wandura::client> api;
+
+  explicit harness(wandura::client_options options = {}) {
+    options.base_url = "http://127.0.0.1:1/";
+    options.api_key = "test-key";
+    options.retry.time_source = clock;
+    options.retry.random = [] { return 0.5; };
+    options.retry.log = [this](wandura::log_level, std::string_view line) { warn_lines.emplace_back(line); };
+    api = std::make_unique<wandura::client>(fake, std::move(options));
+  }
+
+  template <typename T>
+  T run(asio::awaitable<T> op) {
+    std::optional<T> out;
+    std::exception_ptr failure;
+    bool done = false;
+    asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T r) {
+      failure = e;
+      if (!e) {
+        out = std::move(r);
+      }
+      done = true;
+    });
+    for (int i = 0; i < 1000 && !done; ++i) {
+      io.restart();
+      io.poll();
+      if (!done) {
+        clock->advance_to_next_wakeup();
+      }
+    }
+    REQUIRE(done);
+    if (failure) {
+      std::rethrow_exception(failure);
+    }
+    return std::move(*out);
+  }
+
+  wandura::episode_start start(int episode, int unlocked_through, std::string device = "dev-1",
+                               wandura::call_options options = {}) {
+    wandura::viewer v{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", std::move(device), "kek"};
+    return run(api->start_episode(std::move(v), "the-heiress-returns", episode, unlocked_through, std::move(options)));
+  }
+};
+
+} // namespace
+
+TEST_CASE("client: start_episode asks for N as play and N+1, N+2 as prefetch in one request") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                   granted_item("the-heiress-returns", 5, "prefetch", "t5"),
+                                                   granted_item("the-heiress-returns", 6, "prefetch", "t6")})));
+  auto s = h.start(4, 12);
+  REQUIRE(h.fake->attempt_count() == 1);
+  auto const seen = h.fake->attempts().front();
+  CHECK(seen.request.url == "http://127.0.0.1:1/v1/playback/tickets");
+  CHECK(seen.header("Authorization") == "Bearer test-key");
+  CHECK(seen.header("Idempotency-Key").size() == 32);
+  CHECK(sent_episodes(seen.request.body) ==
+        std::vector<std::string>{"the-heiress-returns/4/play", "the-heiress-returns/5/prefetch",
+                                 "the-heiress-returns/6/prefetch"});
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.play.ticket);
+  CHECK(s.play.ticket->ticket_id == "t4");
+  REQUIRE(s.prefetch.size() == 2);
+  CHECK(s.prefetch[1].ticket->ticket_id == "t6");
+  CHECK(s.requests == 1);
+}
+
+TEST_CASE("client: only unlocked episodes are prefetched") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                   granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto s = h.start(4, 5);
+  CHECK(sent_episodes(h.fake->attempts().front().request.body) ==
+        std::vector<std::string>{"the-heiress-returns/4/play", "the-heiress-returns/5/prefetch"});
+  CHECK(s.prefetch.size() == 1);
+}
+
+TEST_CASE("client: a shed prefetch is reported, not retried, and leaves the play alone") {
+  harness h;
+  h.fake->push(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                       refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed", 2),
+                       refused_item("the-heiress-returns", 6, "prefetch", 404, "not_ready")})));
+  auto s = h.start(4, 12);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.prefetch[0].outcome == item_outcome::shed);
+  CHECK(s.prefetch[0].retry_after == std::chrono::seconds(2));
+  CHECK(s.prefetch[1].outcome == item_outcome::not_ready);
+  CHECK(h.warn_lines.empty());
+}
+
+TEST_CASE("client: a failed play item is retried alone, with a new key, after its retry_after") {
+  harness h;
+  h.fake->push(fake_step::respond(
+      200, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 1),
+                       granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto const before = h.clock->now();
+  auto s = h.start(4, 5);
+  REQUIRE(h.fake->attempt_count() == 2);
+  auto const attempts = h.fake->attempts();
+  CHECK(sent_episodes(attempts[1].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  CHECK(attempts[0].header("Idempotency-Key") != attempts[1].header("Idempotency-Key"));
+  // seed 000: Retry-After (1 s) plus up to 1 s of jitter (u = 0.5).
+  CHECK(h.clock->now() - before >= 1500ms);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.play.ticket->ticket_id == "t4");
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(s.requests == 2);
+  REQUIRE(h.warn_lines.size() == 1);
+  CHECK(h.warn_lines[0] == "retry 1/3 in 1500 ms: HTTP 503 code=service_unavailable");
+}
+
+TEST_CASE("client: a failed prefetch item is not retried by default") {
+  harness h;
+  h.fake->push(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                       refused_item("the-heiress-returns", 5, "prefetch", 503, "service_unavailable", {}, 1)})));
+  auto s = h.start(4, 5);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(s.prefetch[0].outcome == item_outcome::unavailable);
+}
+
+TEST_CASE("client: a whole-batch 429 is retried after Retry-After and holds prefetches back meanwhile") {
+  harness h;
+  h.fake->push(fake_step::respond(
+      429,
+      batch_body({refused_item("the-heiress-returns", 4, "play", 429, "rate_limited", {}, 2),
+                  refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed", 2)}),
+      {{"Retry-After", "2"}}));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                   granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto s = h.start(4, 5);
+  CHECK(h.fake->attempt_count() == 2);
+  CHECK(s.play.outcome == item_outcome::granted);
+  // Same logical request: same key on the retry.
+  auto const attempts = h.fake->attempts();
+  CHECK(attempts[0].header("Idempotency-Key") == attempts[1].header("Idempotency-Key"));
+}
+
+TEST_CASE("client: while the playback counter is held off, prefetches are deferred and not sent") {
+  harness h;
+  h.api->engine().hold_counter("playback", 3000ms);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto s = h.start(4, 6);
+  REQUIRE(h.fake->attempt_count() == 1);
+  CHECK(sent_episodes(h.fake->attempts()[0].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.prefetch.size() == 2);
+  CHECK(s.prefetch[0].outcome == item_outcome::deferred);
+  CHECK(s.prefetch[1].outcome == item_outcome::deferred);
+}
+
+TEST_CASE("client: a granted ticket is reused for the same viewer and device, never for another device") {
+  harness h;
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto first = h.start(4, 0);
+  CHECK_FALSE(first.play.reused);
+  auto again = h.start(4, 0);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(again.play.reused);
+  CHECK(again.play.ticket->ticket_id == "t4");
+  CHECK(again.requests == 0);
+  auto other_device = h.start(4, 0, "dev-2");
+  CHECK(h.fake->attempt_count() == 2);
+  CHECK_FALSE(other_device.play.reused);
+  CHECK(h.api->stats().metrics.cache_hits == 1);
+}
+
+TEST_CASE("client: concurrent identical requests share one request") {
+  harness h;
+  auto step = fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")}));
+  step.latency = 100ms;
+  h.fake->push(step);
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  batch.union_info = "dev-1";
+  batch.drm_kek = "kek";
+  std::vector<wandura::ticket_batch_result> results;
+  for (int i = 0; i < 3; ++i) {
+    asio::co_spawn(h.io, h.api->issue_tickets(batch), [&](std::exception_ptr e, wandura::ticket_batch_result r) {
+      REQUIRE_FALSE(e);
+      results.push_back(std::move(r));
+    });
+  }
+  for (int i = 0; i < 100 && results.size() < 3; ++i) {
+    h.io.restart();
+    h.io.poll();
+    if (results.size() < 3) {
+      h.clock->advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(results.size() == 3);
+  CHECK(h.fake->attempt_count() == 1);
+  int fresh = 0;
+  for (auto const& r : results) {
+    CHECK(r.items[0].outcome == item_outcome::granted);
+    fresh += r.items[0].reused ? 0 : 1;
+  }
+  CHECK(fresh == 1); // the other two joined it: nothing is counted twice
+  CHECK(h.api->stats().metrics.coalesced == 2);
+}
+
+TEST_CASE("client: the per-viewer limit refuses tickets before anything is sent") {
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 2;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                   granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto s = h.start(4, 12);
+  REQUIRE(h.fake->attempt_count() == 1);
+  CHECK(sent_episodes(h.fake->attempts()[0].request.body).size() == 2);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.prefetch[1].outcome == item_outcome::viewer_limited);
+  CHECK(s.prefetch[1].status == 0);
+  // The allowance is spent: the next start is refused whole, without a request.
+  auto refused = h.start(7, 7);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(refused.play.outcome == item_outcome::viewer_limited);
+  CHECK(refused.play.retry_after.has_value());
+}
+
+TEST_CASE("client: invalid batches are refused before sending") {
+  harness h;
+  wandura::ticket_batch batch;
+  batch.union_info = "dev";
+  batch.drm_kek = "kek";
+  for (int i = 1; i <= 4; ++i) {
+    batch.episodes.push_back({"f", i, wandura::intent::play});
+  }
+  try {
+    (void)h.run(h.api->issue_tickets(batch));
+    FAIL("expected invalid_argument");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+  }
+  batch.episodes.resize(1);
+  batch.union_info.clear();
+  CHECK_THROWS_AS(h.run(h.api->issue_tickets(batch)), wandura::error);
+  CHECK(h.fake->attempt_count() == 0);
+}
+
+TEST_CASE("client: a 401 fails the whole call as unauthorized, without retries") {
+  harness h;
+  h.fake->push(fake_step::respond(401, R"({"error":"no","error_code":"unauthorized"})"));
+  try {
+    (void)h.start(4, 4);
+    FAIL("expected unauthorized");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::unauthorized);
+    CHECK(e.http_status() == 401);
+    CHECK(e.attempts() == 1);
+  }
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("client: a garbage 200 body is a typed invalid_response error") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)"));
+  try {
+    (void)h.start(4, 4);
+    FAIL("expected invalid_response");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_response);
+  }
+}
+
+TEST_CASE("client: network errors on every attempt end the call with the last real error") {
+  harness h;
+  h.fake->set_default(fake_step::fail(wandura::errc::connection_reset));
+  try {
+    (void)h.start(4, 4);
+    FAIL("expected connection_reset");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::connection_reset);
+    CHECK(e.attempts() == 4); // INTERACTIVE: 3 retries
+  }
+  CHECK(h.warn_lines.size() == 3);
+}
+
+TEST_CASE("client: cancelling a call during a per-item backoff ends it with operation_aborted") {
+  harness h;
+  h.fake->push(fake_step::respond(
+      200, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 5)})));
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  batch.union_info = "dev";
+  batch.drm_kek = "kek";
+  asio::cancellation_signal signal;
+  std::exception_ptr failure;
+  bool done = false;
+  asio::co_spawn(h.io, h.api->issue_tickets(batch),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, wandura::ticket_batch_result) {
+                   failure = e;
+                   done = true;
+                 }));
+  h.io.poll();
+  REQUIRE_FALSE(done);
+  REQUIRE(h.clock->pending_sleeps() == 1); // sleeping before the per-item retry
+  signal.emit(asio::cancellation_type::terminal);
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(done);
+  REQUIRE(failure);
+  try {
+    std::rethrow_exception(failure);
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == asio::error::operation_aborted);
+  }
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("client: typed reads parse their bodies and percent-encode path segments") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"film_ref":"a b/c","title":"T","episodes":12})"));
+  auto f = h.run(h.api->get_film("a b/c"));
+  CHECK(f.episode_count == 12);
+  CHECK(h.fake->attempts()[0].request.url == "http://127.0.0.1:1/v1/catalog/films/a%20b%2Fc");
+  CHECK(h.fake->attempts()[0].header("Idempotency-Key").empty());
+  h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000,"catalog":1200}})"));
+  auto cfg = h.run(h.api->get_config());
+  CHECK(cfg.limit("playback") == 6000);
+  h.fake->push(fake_step::respond(404, R"({"error":"x","error_code":"not_found"})"));
+  CHECK_THROWS_AS(h.run(h.api->get_video("nope")), wandura::error);
+}
+
+TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
+  harness h;
+  h.fake->push(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                       refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed", 2)})));
+  (void)h.start(4, 5);
+  auto const st = h.api->stats();
+  CHECK(st.metrics.requests == 1);
+  CHECK(st.metrics.attempts == 1);
+  CHECK(st.metrics.outcome(item_outcome::granted) == 1);
+  CHECK(st.metrics.outcome(item_outcome::shed) == 1);
+  auto const text = h.api->metrics_text();
+  CHECK(text.find("wandura_") != std::string::npos);
+  CHECK(text.find("shed") != std::string::npos);
+}
