@@ -1,6 +1,8 @@
 #include "wandura/playback/detail/response_parser.hpp"
 
+#include <bit>
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -15,14 +17,43 @@ namespace {
 namespace od = simdjson::ondemand;
 using json_error = simdjson::error_code;
 
-/// FNV-1a, so that readers can `switch` on a key; every case still compares the text (see `is`).
-[[nodiscard]] constexpr std::uint64_t key_hash(std::string_view s) noexcept {
-  std::uint64_t h = 14695981039346656037ULL;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
+[[nodiscard]] constexpr bool is_json_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/// The offset of the first '"' or '\\' at or after `p`, which must exist inside a simdjson-padded buffer (stage 1
+/// proved every string of the document closed, and the padding makes reading up to 7 bytes past it safe). Eight
+/// bytes at a time on little-endian machines.
+[[nodiscard]] std::size_t quote_or_backslash(char const* p) noexcept {
+  if constexpr (std::endian::native == std::endian::little) {
+    constexpr std::uint64_t ones = 0x0101010101010101ULL;
+    constexpr std::uint64_t highs = 0x8080808080808080ULL;
+    for (std::size_t i = 0;; i += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, p + i, sizeof word);
+      std::uint64_t const quotes = word ^ (ones * '"');
+      std::uint64_t const slashes = word ^ (ones * '\\');
+      std::uint64_t const found = ((quotes - ones) & ~quotes & highs) | ((slashes - ones) & ~slashes & highs);
+      if (found != 0) {
+        return i + static_cast<std::size_t>(std::countr_zero(found) / 8);
+      }
+    }
+  } else {
+    std::size_t i = 0;
+    while (p[i] != '"' && p[i] != '\\') {
+      ++i;
+    }
+    return i;
   }
-  return h;
+}
+
+/// A cheap code of a key (length, first and last byte), so that readers can `switch` on keys in O(1). Distinct for
+/// the keys of each reader (a clash would be a duplicate `case`, a compile error); every case still compares the
+/// full text, so unknown keys with a known code are ignored as they should be.
+[[nodiscard]] constexpr std::uint32_t key_hash(std::string_view s) noexcept {
+  if (s.empty()) {
+    return 0;
+  }
+  return (static_cast<std::uint32_t>(s.size()) << 16) | (static_cast<std::uint32_t>(static_cast<unsigned char>(s.front())) << 8) |
+         static_cast<unsigned char>(s.back());
 }
 
 /// Where in the document a reader is, for messages: "items[2].ticket.expires_at". Built only on failure.
@@ -105,11 +136,30 @@ public:
   }
 
   /// A string copied into `out`; null reads as empty. Returns false (with the message set) on failure.
+  ///
+  /// Fast path: a string without escapes is copied straight from the input (its bytes were validated as UTF-8 by
+  /// simdjson's first stage); only strings with a backslash go through simdjson's unescaping.
   bool string(od::value& v, location const& where, std::string_view field, std::string& out) {
-    bool ok = true;
-    if (is_null(v, where, field, ok) || !ok) {
+    std::string_view token = v.raw_json_token();
+    while (!token.empty() && is_json_space(token.back())) {
+      token.remove_suffix(1);
+    }
+    if (token.size() >= 2 && token.front() == '"' && token.back() == '"') {
+      auto const inner = token.substr(1, token.size() - 2);
+      if (std::memchr(inner.data(), '\\', inner.size()) == nullptr) {
+        out.assign(inner.data(), inner.size());
+        return true;
+      }
+    } else if (!token.empty() && token.front() == 'n') {
+      bool null = false;
+      if (auto e = v.is_null().get(null)) {
+        return fail_json(where, field, e, "a string");
+      }
+      if (!null) {
+        return fail_json(where, field, simdjson::INCORRECT_TYPE, "a string");
+      }
       out.clear();
-      return ok;
+      return true;
     }
     std::string_view text;
     if (auto e = v.get_string().get(text)) {
@@ -204,12 +254,18 @@ private:
 template <class OnField>
 bool for_each_field(reader& r, location const& where, od::object& obj, OnField&& on_field) {
   for (auto field_result : obj) {
-    od::field field;
-    if (auto e = std::move(field_result).get(field)) {
+    if (auto e = field_result.error()) {
       return r.fail_json(where, {}, e);
     }
+    od::field& field = field_result.value_unsafe(); // checked above; no copy of the field
+
+    // Keys without escapes (all of the API's) are read in place; others are unescaped by simdjson.
     std::string_view key;
-    if (auto e = field.unescaped_key().get(key)) {
+    char const* const raw = field.key().raw();
+    std::size_t const length = quote_or_backslash(raw);
+    if (raw[length] == '"') {
+      key = std::string_view(raw, length);
+    } else if (auto e = field.unescaped_key().get(key)) {
       return r.fail_json(where, {}, e);
     }
     if (!on_field(key, field.value())) {
@@ -224,10 +280,10 @@ template <class OnElement>
 bool for_each_element(reader& r, std::string_view name, od::array& arr, OnElement&& on_element) {
   std::size_t index = 0;
   for (auto element_result : arr) {
-    od::value element;
-    if (auto e = std::move(element_result).get(element)) {
+    if (auto e = element_result.error()) {
       return r.fail_json(location{name, index, true, {}}, {}, e);
     }
+    od::value& element = element_result.value_unsafe(); // checked above; no copy of the value
     if (!on_element(index, element)) {
       return false;
     }
@@ -241,7 +297,13 @@ bool read_ticket(reader& r, location const& where, od::value& v, ticket& out) {
   if (!r.object(v, where, {}, obj)) {
     return false;
   }
-  out = ticket{};
+  // Cleared field by field, so that a reused result keeps its strings' capacity.
+  out.ticket_id.clear();
+  out.manifest_url.clear();
+  out.license_url.clear();
+  out.expires_at = {};
+  out.expires_at_text.clear();
+  out.drm_payload.clear();
   bool has_expires = false;
   bool ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
     switch (key_hash(key)) {
@@ -298,12 +360,29 @@ bool read_ticket(reader& r, location const& where, od::value& v, ticket& out) {
   return true;
 }
 
+/// Resets every field but keeps the strings' capacity, for reuse of a result object.
+void reset_item(ticket_item_result& item) noexcept {
+  item.film_ref.clear();
+  item.episode_no = 0;
+  item.intent = intent::play;
+  item.intent_text.clear();
+  item.outcome = item_outcome::failed;
+  item.status = 0;
+  item.reused = false;
+  item.error_code.clear();
+  item.reason.clear();
+  item.retry_after.reset();
+  item.error = {};
+}
+
 bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& item) {
   location const where{"items", index, true, {}};
   od::object obj;
   if (!r.object(v, where, {}, obj)) {
     return false;
   }
+  reset_item(item);
+  bool has_ticket = false;
   bool has_film = false;
   bool has_episode = false;
   bool has_intent = false;
@@ -359,10 +438,13 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
       if (key == "ticket") {
         bool not_null = true;
         if (r.is_null(value, where, key, not_null) || !not_null) {
-          item.ticket.reset();
+          has_ticket = false;
           return not_null;
         }
-        item.ticket.emplace();
+        if (!item.ticket) {
+          item.ticket.emplace();
+        }
+        has_ticket = true;
         return read_ticket(r, location{"items", index, true, "ticket"}, value, *item.ticket);
       }
       break;
@@ -387,6 +469,9 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
   });
   if (!ok) {
     return false;
+  }
+  if (!has_ticket) {
+    item.ticket.reset();
   }
   if (!has_film) {
     return r.fail_missing(where, "film_ref");
@@ -523,7 +608,7 @@ simdjson::padded_string_view response_parser::padded(response_body const& body) 
 std::error_code response_parser::read_ticket_batch(simdjson::padded_string_view json, ticket_batch_result& out) {
   return run(json, [&](reader& r, od::object& obj) {
     out.request_id.clear();
-    out.items.clear();
+    std::size_t count = 0; // items read; earlier items of `out` are reused in place, the rest dropped at the end
     bool has_items = false;
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
@@ -539,8 +624,11 @@ std::error_code response_parser::read_ticket_batch(simdjson::padded_string_view 
             return false;
           }
           has_items = true;
+          count = 0;
           return for_each_element(r, "items", items, [&](std::size_t index, od::value& element) {
-            return read_item(r, index, element, out.items.emplace_back());
+            auto& item = index < out.items.size() ? out.items[index] : out.items.emplace_back();
+            count = index + 1;
+            return read_item(r, index, element, item);
           });
         }
         break;
@@ -548,6 +636,7 @@ std::error_code response_parser::read_ticket_batch(simdjson::padded_string_view 
       }
       return true;
     });
+    out.items.resize(count);
     if (ok && !has_items) {
       return r.fail_missing({}, "items");
     }

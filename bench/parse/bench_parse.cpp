@@ -1,0 +1,220 @@
+// parse_vs_nlohmann: reads the same ticket batch responses into the same `wandura::ticket_batch_result` with the
+// SDK's simdjson On Demand parser and with nlohmann::json (what most users would pick), side by side in one run,
+// and prints the ratio of their median throughputs.
+//
+// Bodies: a 3-item batch with three tickets, a partial batch (granted + shed + not_ready) and an all-refused
+// batch with the flat error fields. Each run parses every body the same number of times with both parsers,
+// alternating which goes first; the medians over the runs are compared. Both results are checked equal first, so
+// the two parsers do the same work.
+//
+// Usage: bench_parse [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/playback/detail/response_parser.hpp"
+#include "wandura/playback/ticket_result.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string base64ish(std::size_t n, unsigned seed) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string s(n, 'A');
+  for (std::size_t i = 0; i < n; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    s[i] = alphabet[(seed >> 16) % 64];
+  }
+  return s;
+}
+
+std::string granted_item(int episode, char const* intent, bool reused, unsigned seed) {
+  std::string const id = "tkt_" + base64ish(24, seed);
+  return R"({"film_ref":"the-heiress-returns","episode_no":)" + std::to_string(episode) + R"(,"intent":")" + intent +
+         R"(","status":200,"reused":)" + (reused ? "true" : "false") + R"(,"ticket":{"ticket_id":")" + id +
+         R"(","manifest_url":"https://cdn.wandura.example/v1/manifests/the-heiress-returns/)" +
+         std::to_string(episode) + "/" + id + R"(/master.mpd?sig=)" + base64ish(43, seed + 1) +
+         R"(","license_url":"https://license.wandura.example/v1/widevine/)" + id +
+         R"(","expires_at":"2026-11-30T11:00:00Z","drm_payload":")" + base64ish(512, seed + 2) + R"("}})";
+}
+
+std::vector<std::string> bodies() {
+  std::vector<std::string> out;
+  out.push_back(R"({"request_id":"req_01HZX3K9","items":[)" + granted_item(4, "play", false, 1) + "," +
+                granted_item(5, "prefetch", false, 2) + "," + granted_item(6, "prefetch", true, 3) + "]}");
+  out.push_back(R"({"request_id":"req_01HZX3KA","items":[)" + granted_item(7, "play", false, 4) +
+                R"(,{"film_ref":"the-heiress-returns","episode_no":8,"intent":"prefetch","status":429,)"
+                R"("error_code":"rate_limited","reason":"prefetch_shed","retry_after":2},)"
+                R"({"film_ref":"the-heiress-returns","episode_no":13,"intent":"prefetch","status":404,)"
+                R"("error_code":"not_ready"}]})");
+  out.push_back(
+      R"({"request_id":"req_01HZX3KB","error":"Prefetch requests are paused while your playback traffic is close )"
+      R"(to its ceiling.","error_code":"rate_limited","reason":"prefetch_shed","items":[)"
+      R"({"film_ref":"the-heiress-returns","episode_no":9,"intent":"prefetch","status":429,"error_code":"rate_limited",)"
+      R"("reason":"prefetch_shed","retry_after":2},)"
+      R"({"film_ref":"the-heiress-returns","episode_no":10,"intent":"prefetch","status":429,)"
+      R"("error_code":"rate_limited","reason":"prefetch_shed","retry_after":1},)"
+      R"({"film_ref":"another-film","episode_no":1,"intent":"play","status":429,"error_code":"rate_limited",)"
+      R"("retry_after":1}]})");
+  return out;
+}
+
+/// The same typed result, the way a user would write it with nlohmann::json: parse to a DOM, then `at()` and
+/// `get<>()` with the same required fields, ranges and outcome mapping as the SDK's parser.
+std::error_code parse_with_nlohmann(std::string_view body, wandura::ticket_batch_result& out) {
+  try {
+    auto const j = nlohmann::json::parse(body);
+    if (!j.is_object()) {
+      return wandura::errc::invalid_response;
+    }
+    out.request_id = j.value("request_id", std::string());
+    out.items.clear();
+    for (auto const& it : j.at("items")) {
+      auto& item = out.items.emplace_back();
+      item.film_ref = it.at("film_ref").get<std::string>();
+      auto const episode = it.at("episode_no").get<std::int64_t>();
+      if (episode < 1 || episode > 2147483647) {
+        return wandura::errc::invalid_response;
+      }
+      item.episode_no = static_cast<std::int32_t>(episode);
+      item.intent_text = it.at("intent").get<std::string>();
+      item.intent = wandura::intent_from_string(item.intent_text);
+      if (item.intent != wandura::intent::other) {
+        item.intent_text.clear();
+      }
+      auto const status = it.at("status").get<std::int64_t>();
+      if (status < 100 || status > 599) {
+        return wandura::errc::invalid_response;
+      }
+      item.status = static_cast<int>(status);
+      item.reused = it.value("reused", false);
+      if (auto code = it.find("error_code"); code != it.end()) {
+        item.error_code = code->is_string() ? code->get<std::string>() : std::to_string(code->get<std::int64_t>());
+      }
+      item.reason = it.value("reason", std::string());
+      if (auto ra = it.find("retry_after"); ra != it.end() && !ra->is_null()) {
+        item.retry_after = std::chrono::seconds(static_cast<std::int64_t>(std::ceil(ra->get<double>())));
+      }
+      auto const c = wandura::classify_item(item.status, item.error_code, item.reason, item.intent);
+      item.outcome = c.outcome;
+      item.error = c.error;
+      if (item.outcome == wandura::item_outcome::granted) {
+        auto const& t = it.at("ticket");
+        auto& ticket = item.ticket.emplace();
+        ticket.ticket_id = t.at("ticket_id").get<std::string>();
+        ticket.manifest_url = t.value("manifest_url", std::string());
+        ticket.license_url = t.value("license_url", std::string());
+        ticket.drm_payload = t.value("drm_payload", std::string());
+        ticket.expires_at_text = t.at("expires_at").get<std::string>();
+        auto when = wandura::parse_rfc3339(ticket.expires_at_text);
+        if (!when) {
+          return wandura::errc::invalid_response;
+        }
+        ticket.expires_at = *when;
+      }
+    }
+    return {};
+  } catch (nlohmann::json::exception const&) {
+    return wandura::errc::invalid_response;
+  }
+}
+
+bool same(wandura::ticket_batch_result const& a, wandura::ticket_batch_result const& b) {
+  if (a.request_id != b.request_id || a.items.size() != b.items.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.items.size(); ++i) {
+    auto const& x = a.items[i];
+    auto const& y = b.items[i];
+    if (x.film_ref != y.film_ref || x.episode_no != y.episode_no || x.intent != y.intent || x.status != y.status ||
+        x.outcome != y.outcome || x.reused != y.reused || x.ticket != y.ticket || x.error_code != y.error_code ||
+        x.reason != y.reason || x.retry_after != y.retry_after || x.error != y.error) {
+      return false;
+    }
+  }
+  return true;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool const quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  int const runs = quick ? 5 : 11;
+  int const iterations = quick ? 300 : 2000; // per body per run
+
+  auto const texts = bodies();
+  std::vector<wandura::response_body> padded(texts.size());
+  std::size_t bytes_per_round = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    padded[i].assign(texts[i]);
+    bytes_per_round += texts[i].size();
+  }
+
+  wandura::detail::response_parser parser;
+  wandura::ticket_batch_result ours;
+  wandura::ticket_batch_result theirs;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    if (parser.parse_ticket_batch(padded[i], ours) || parse_with_nlohmann(texts[i], theirs) || !same(ours, theirs)) {
+      std::fprintf(stderr, "bench_parse: the two parsers disagree on body %zu (%s)\n", i, parser.message().c_str());
+      return 1;
+    }
+  }
+
+  auto time_ours = [&] {
+    auto const start = clock_type::now();
+    for (int n = 0; n < iterations; ++n) {
+      for (auto const& body : padded) {
+        if (parser.parse_ticket_batch(body, ours)) {
+          throw std::runtime_error("parse failed");
+        }
+      }
+    }
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+  };
+  auto time_theirs = [&] {
+    auto const start = clock_type::now();
+    for (int n = 0; n < iterations; ++n) {
+      for (auto const& body : texts) {
+        if (parse_with_nlohmann(body, theirs)) {
+          throw std::runtime_error("parse failed");
+        }
+      }
+    }
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+  };
+
+  (void)time_ours(); // warm up caches and the parsers' buffers
+  (void)time_theirs();
+  std::vector<double> ours_mbps;
+  std::vector<double> theirs_mbps;
+  double const megabytes = static_cast<double>(bytes_per_round) * iterations / 1e6;
+  for (int r = 0; r < runs; ++r) {
+    if (r % 2 == 0) {
+      ours_mbps.push_back(megabytes / time_ours());
+      theirs_mbps.push_back(megabytes / time_theirs());
+    } else {
+      theirs_mbps.push_back(megabytes / time_theirs());
+      ours_mbps.push_back(megabytes / time_ours());
+    }
+  }
+  double const a = median(ours_mbps);
+  double const b = median(theirs_mbps);
+  std::printf("parse_vs_nlohmann: ratio=%.1f (wandura %.0f MB/s, nlohmann %.0f MB/s; median of %d runs, "
+              "%zu bodies of %zu bytes in all)\n",
+              a / b, a, b, runs, texts.size(), bytes_per_round);
+  return 0;
+}
