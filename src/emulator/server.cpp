@@ -123,6 +123,10 @@ private:
     if (c.in_value_ && !c.commit_header()) {
       return -1;
     }
+    if (p->http_major != 1) {
+      c.bad_request_ = "HTTP version not supported";
+      return -1;
+    }
     if ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length > max_body_bytes) {
       c.bad_request_ = "request body larger than 65536 bytes";
       return -1;
@@ -162,6 +166,23 @@ private:
       slot = value_;
       return true;
     };
+    // http_parser (non-strict build) tolerates some bad header bytes; RFC 9110 does not.
+    auto tchar = [](char ch) {
+      auto u = static_cast<unsigned char>(ch);
+      return (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ||
+             std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+    };
+    if (field_.empty() || !std::all_of(field_.begin(), field_.end(), tchar)) {
+      bad_request_ = "invalid header name";
+      return false;
+    }
+    if (std::any_of(value_.begin(), value_.end(), [](char ch) {
+          auto u = static_cast<unsigned char>(ch);
+          return (u < 0x20 && u != '\t') || u == 0x7F;
+        })) {
+      bad_request_ = "invalid header value";
+      return false;
+    }
     bool ok = true;
     if (detail_iequals(field_, "authorization")) {
       ok = set_once(req_.has_authorization, req_.authorization, "Authorization");
@@ -220,6 +241,7 @@ private:
   asio::awaitable<bool> write(std::string_view bytes);
   asio::awaitable<outcome> send(http_reply const& r, bool keep_alive);
   asio::awaitable<outcome> send_bad_request(std::string_view why);
+  asio::awaitable<void> linger_close();
   asio::awaitable<outcome> handle_request();
   asio::awaitable<outcome> deliver(http_reply r, std::optional<fault_rule> const& fault, bool keep_alive);
   http_reply handle_admin();
@@ -318,6 +340,7 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       req_.json = &json_;
       if (parser_.upgrade != 0 || req_.method == std::string_view("CONNECT")) {
         co_await send_bad_request("protocol upgrades are not supported");
+        co_await linger_close();
         break;
       }
       if (co_await handle_request() == outcome::close) {
@@ -326,11 +349,15 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       continue;
     }
     if (err != HPE_OK) {
-      co_await send_bad_request(bad_request_.empty() ? http_errno_description(err) : bad_request_);
+      // Named first: GCC 12 destroys a temporary of a conditional inside a co_await expression twice.
+      std::string why = bad_request_.empty() ? std::string(http_errno_description(err)) : bad_request_;
+      co_await send_bad_request(why);
+      co_await linger_close();
       break;
     }
     if (parser_.upgrade != 0) {
       co_await send_bad_request("protocol upgrades are not supported");
+      co_await linger_close();
       break;
     }
     pos = end; // everything was consumed; read more
@@ -352,6 +379,31 @@ asio::awaitable<connection::outcome> connection::send_bad_request(std::string_vi
     auto result = co_await send(r, false);
     co_return result;
   }
+}
+
+/// After refusing a request, stop sending but keep reading (and discarding) for a while: closing with unread data
+/// would reset the connection and could destroy the 400 before the client reads it (nginx's "lingering close").
+asio::awaitable<void> connection::linger_close() {
+  std::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  asio::steady_timer deadline(socket_.get_executor());
+  deadline.expires_after(std::chrono::seconds(2));
+  deadline.async_wait([this](std::error_code wait_ec) {
+    if (!wait_ec) {
+      std::error_code ignored;
+      socket_.close(ignored);
+    }
+  });
+  std::vector<char> sink(64 * 1024);
+  std::size_t discarded = 0;
+  while (discarded < 32 * 1024 * 1024) {
+    auto [read_ec, n] = co_await socket_.async_read_some(asio::buffer(sink), use_tuple);
+    if (read_ec || n == 0) {
+      break;
+    }
+    discarded += n;
+  }
+  deadline.cancel();
 }
 
 http_reply connection::handle_admin() {
@@ -420,6 +472,7 @@ asio::awaitable<connection::outcome> connection::handle_request() {
   // SPEC §4: a scripted fault answers before authentication and idempotency are looked at.
   auto fault = svc.take_fault(req_.path());
   bool stale_db = false;
+  std::chrono::milliseconds delay{0};
   if (fault) {
     switch (fault->kind) {
     case fault_kind::status: {
@@ -431,20 +484,14 @@ asio::awaitable<connection::outcome> connection::handle_request() {
       }
     }
     case fault_kind::drop_after_read: co_return outcome::close;
-    case fault_kind::delay: {
-      asio::steady_timer t(socket_.get_executor());
-      t.expires_after(std::chrono::milliseconds(fault->ms));
-      co_await t.async_wait(use_tuple);
-      touch();
-      break;
-    }
+    case fault_kind::delay: delay = std::chrono::milliseconds(fault->ms); break;
     case fault_kind::stale_db: stale_db = true; break;
     default: break;
     }
   }
   http_reply r;
   try {
-    r = co_await svc.handle(req_, stale_db);
+    r = co_await svc.handle(req_, stale_db, delay);
   } catch (std::exception const& e) {
     r = svc.error_reply(500, "internal", e.what());
   }

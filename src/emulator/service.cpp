@@ -89,7 +89,8 @@ void canonical_json(simdjson::dom::element e, std::string& out) {
   switch (e.type()) {
   case element_type::OBJECT: {
     std::vector<std::pair<std::string_view, simdjson::dom::element>> fields;
-    for (auto [k, v] : e.get_object().value_unsafe()) {
+    simdjson::dom::object object = e.get_object().value_unsafe();
+    for (auto [k, v] : object) {
       fields.emplace_back(k, v);
     }
     std::stable_sort(fields.begin(), fields.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
@@ -108,7 +109,8 @@ void canonical_json(simdjson::dom::element e, std::string& out) {
   case element_type::ARRAY: {
     out.push_back('[');
     bool first = true;
-    for (auto v : e.get_array().value_unsafe()) {
+    simdjson::dom::array array = e.get_array().value_unsafe();
+    for (auto v : array) {
       if (!first) {
         out.push_back(',');
       }
@@ -339,7 +341,19 @@ service::film_lookup service::lookup_film(std::string_view film_ref, bool stale_
   return out;
 }
 
-asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_db) {
+namespace {
+
+asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  if (d.count() > 0) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    timer.expires_after(d);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+}
+
+} // namespace
+
+asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_db, std::chrono::milliseconds delay) {
   auto path = req.path();
   std::optional<counter> c;
   std::string_view rest;
@@ -377,10 +391,11 @@ asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_
   }
   if (is_post) {
     {
-      auto result = co_await handle_tickets(req, *org, stale_db);
+      auto result = co_await handle_tickets(req, *org, stale_db, delay);
       co_return result;
     }
   }
+  co_await sleep_for(delay);
   co_return handle_get(*c, rest, *org, stale_db);
 }
 
@@ -511,11 +526,12 @@ struct service::batch_item {
   issued_ticket ticket;
 };
 
-asio::awaitable<http_reply> service::handle_tickets(http_request const& req, org_state& org, bool stale_db) {
+asio::awaitable<http_reply> service::handle_tickets(http_request const& req, org_state& org, bool stale_db,
+                                                    std::chrono::milliseconds delay) {
   if (!req.has_idempotency_key) {
     bool granted = false;
     {
-      auto result = co_await execute_batch(req, org, stale_db, granted);
+      auto result = co_await execute_batch(req, org, stale_db, delay, granted);
       co_return result;
     }
   }
@@ -575,7 +591,7 @@ asio::awaitable<http_reply> service::handle_tickets(http_request const& req, org
   bool granted = false;
   http_reply reply;
   try {
-    reply = co_await execute_batch(req, org, stale_db, granted);
+    reply = co_await execute_batch(req, org, stale_db, delay, granted);
   } catch (...) {
     std::lock_guard lock(mutex_);
     idempotency_.erase(store_key);
@@ -637,7 +653,8 @@ service::issued_ticket service::issue_ticket(std::string_view film_ref, std::uin
 }
 
 asio::awaitable<http_reply> service::execute_batch(http_request const& req, org_state& org, bool stale_db,
-                                                   bool& granted_any) {
+                                                   std::chrono::milliseconds delay, bool& granted_any) {
+  co_await sleep_for(delay);
   // --- validate (400 invalid_request; nothing counted) ---
   simdjson::dom::element doc;
   if (auto err = req.json->parse(req.body.data(), req.body.size(), true).get(doc); err != simdjson::SUCCESS) {

@@ -67,8 +67,10 @@ public:
   [[nodiscard]] config const& cfg() const noexcept { return cfg_; }
   [[nodiscard]] emulator_clock& clock() noexcept { return clock_; }
 
-  /// Handles one API request (`/v1/...`). `stale_db` serves catalog and licence checks from the last good answer.
-  asio::awaitable<http_reply> handle(http_request const& req, bool stale_db);
+  /// Handles one API request (`/v1/...`). `stale_db` serves catalog and licence checks from the last good answer;
+  /// `delay` makes the execution slow: it waits after authentication and after the idempotency key is registered
+  /// (so a repeat meanwhile gets `409 idempotency_in_progress`), before anything is decided or counted.
+  asio::awaitable<http_reply> handle(http_request const& req, bool stale_db, std::chrono::milliseconds delay);
 
   /// Finds the first fault rule that hits a request to `path`, consuming one of its `count`.
   std::optional<fault_rule> take_fault(std::string_view path);
@@ -129,9 +131,10 @@ private:
 
   org_state* authenticate(http_request const& req);
   film_lookup lookup_film(std::string_view film_ref, bool stale_db, time_point now);
-  asio::awaitable<http_reply> handle_tickets(http_request const& req, org_state& org, bool stale_db);
+  asio::awaitable<http_reply> handle_tickets(http_request const& req, org_state& org, bool stale_db,
+                                             std::chrono::milliseconds delay);
   asio::awaitable<http_reply> execute_batch(http_request const& req, org_state& org, bool stale_db,
-                                            bool& granted_any);
+                                            std::chrono::milliseconds delay, bool& granted_any);
   http_reply handle_get(counter c, std::string_view rest, org_state& org, bool stale_db);
   http_reply rate_limited_reply(counter c, org_state& org, std::uint32_t retry_after);
   issued_ticket issue_ticket(std::string_view film_ref, std::uint32_t episode_no, std::string_view union_info,

@@ -73,7 +73,8 @@ struct film {
 /// The kinds of scripted fault of SPEC §4.
 enum class fault_kind {
   status,          ///< Answer with `status` (flat error body, `Retry-After` when given) without executing.
-  delay,           ///< Wait `ms` before handling the request normally.
+  delay,           ///< Execute slowly: after authentication and after the idempotency key is registered, wait `ms`
+                   ///< before deciding (a repeat meanwhile gets `409 idempotency_in_progress`).
   reset,           ///< Execute, send the headers and half of the body, then reset the connection.
   drop_after_read, ///< Read the whole request, then close without replying and without executing.
   truncate,        ///< Execute, then send a well-framed response whose JSON body is cut in half.

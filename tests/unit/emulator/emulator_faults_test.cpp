@@ -1,0 +1,301 @@
+// Scripted faults (SPEC §4) and robustness against bad input, over real sockets. Faults whose point is real time
+// (delay, slow_body) are in emulator_realtime_test.cpp.
+#include "wandura/emulator/emulator.hpp"
+
+#include "http_test_client.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+
+using namespace wandura::emulator;
+using wandura::testing::batch_body;
+using wandura::testing::http_test_client;
+using wandura::testing::play;
+
+namespace {
+
+std::unique_ptr<server> start_manual() {
+  config cfg;
+  cfg.manual_clock = true;
+  cfg.seed = 1;
+  return server::start(cfg);
+}
+
+/// The server still answers a normal request on a new connection.
+void require_serving(server& emu) {
+  http_test_client c(emu.port());
+  auto r = c.tickets(play(1));
+  REQUIRE(r.status == 200);
+  REQUIRE(r.is_json());
+}
+
+} // namespace
+
+TEST_CASE("faults: status answers before authentication, with Retry-After and the batch's items") {
+  auto emu = start_manual();
+  emu->install_faults(
+      R"({"rules":[{"path":"/v1/playback/tickets","kind":"status","status":503,"retry_after":1,"count":2}]})");
+  http_test_client c(emu->port());
+  auto body = batch_body({{"the-heiress-returns", 1, "play"}, {"the-heiress-returns", 2, "prefetch"}});
+  auto unauthenticated = c.tickets(body, "");
+  REQUIRE(unauthenticated.status == 503);
+  CHECK(unauthenticated.header("retry-after") == "1");
+  auto j = unauthenticated.json();
+  CHECK(j["error_code"] == "service_unavailable");
+  REQUIRE(j["items"].size() == 2);
+  CHECK(j["items"][1]["status"] == 503);
+  CHECK(j["items"][1]["retry_after"] == 1);
+  auto keyed = c.tickets(body, "test-key", "same-key");
+  CHECK(keyed.status == 503);
+  // The count is used up; the key was never registered, so this is a first execution.
+  auto ok = c.tickets(body, "test-key", "same-key");
+  CHECK(ok.status == 200);
+  CHECK_FALSE(ok.has_header("idempotency-replayed"));
+  auto s = emu->stats();
+  CHECK(s.faults_injected == 2);
+  CHECK(s.tickets_counted == 2);
+  CHECK(s.responses[503] == 2);
+  CHECK(s.requests["playback"] == 1); // faulted requests were answered before authentication
+}
+
+TEST_CASE("faults: status 429 carries the rate-limit headers and a custom error_code is kept") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":429,"retry_after":7,"count":1},
+                                   {"path":"/v1/config","kind":"status","status":500,"error_code":"internal","count":1}]})");
+  http_test_client c(emu->port());
+  auto limited = c.get("/v1/config");
+  CHECK(limited.status == 429);
+  CHECK(limited.header("retry-after") == "7");
+  CHECK(limited.header("x-ratelimit-limit") == "600");
+  CHECK(limited.header("x-ratelimit-window") == "60");
+  auto internal = c.get("/v1/config");
+  CHECK(internal.status == 500);
+  CHECK(internal.json()["error_code"] == "internal");
+  CHECK(c.get("/v1/config").status == 200);
+}
+
+TEST_CASE("faults: path matching covers sub-paths and never the admin API") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/catalog/films","kind":"status","status":502},
+                                   {"path":"*","kind":"status","status":500,"count":1}]})");
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/catalog/films/the-heiress-returns").status == 502);
+  CHECK(c.get("/_emulator/stats", "").status == 200);
+  CHECK(c.get("/v1/videos").status == 500);
+  CHECK(c.get("/v1/videos").status == 200);
+}
+
+TEST_CASE("faults: probability 0 never hits and probability 1 always does") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":500,"probability":0}]})");
+  http_test_client c(emu->port());
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(c.get("/v1/config").status == 200);
+  }
+  emu->clear_faults();
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":500,"probability":1}]})");
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(c.get("/v1/config").status == 500);
+  }
+  CHECK(emu->stats().faults_injected == 20);
+}
+
+TEST_CASE("faults: a probability is drawn from the seeded generator, so a seed repeats the same hits") {
+  auto pattern = [] {
+    auto emu = start_manual(); // seed 1
+    emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":500,"probability":0.5}]})");
+    http_test_client c(emu->port());
+    std::string hits;
+    for (int i = 0; i < 40; ++i) {
+      hits.push_back(c.get("/v1/config").status == 500 ? 'x' : '.');
+    }
+    return hits;
+  };
+  auto a = pattern();
+  CHECK(a == pattern());
+  CHECK(a.find('x') != std::string::npos);
+  CHECK(a.find('.') != std::string::npos);
+}
+
+TEST_CASE("faults: reset executes the request, sends half the body and resets the connection") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"reset","count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.tickets(play(1), "test-key", "reset-key");
+  CHECK(r.closed_early);
+  CHECK_FALSE(r.complete);
+  CHECK(r.status == 200);
+  CHECK_FALSE(r.is_json());
+  // The work was done: the retry with the same key is a replay, counted once.
+  auto retry = c.tickets(play(1), "test-key", "reset-key");
+  CHECK(retry.status == 200);
+  CHECK(retry.header("idempotency-replayed") == "true");
+  CHECK(emu->stats().tickets_counted == 1);
+}
+
+TEST_CASE("faults: drop_after_read closes without replying and without executing") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"drop_after_read","count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.tickets(play(1));
+  CHECK(r.status == 0);
+  CHECK(r.closed_early);
+  CHECK(r.body.empty());
+  CHECK(emu->stats().tickets_counted == 0);
+  CHECK(emu->stats().faults_injected == 1);
+  require_serving(*emu);
+}
+
+TEST_CASE("faults: truncate sends a well-framed response whose JSON is cut") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"truncate","count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.tickets(play(1));
+  CHECK(r.complete);
+  CHECK(r.status == 200);
+  CHECK(r.header("content-length") == std::to_string(r.body.size()));
+  CHECK_FALSE(r.is_json());
+  CHECK(r.body.rfind("{\"request_id\"", 0) == 0);
+  // The connection stays usable.
+  CHECK(c.tickets(play(2)).is_json());
+}
+
+TEST_CASE("faults: garbage sends a body that is not JSON") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"garbage","count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.get("/v1/config");
+  CHECK(r.complete);
+  CHECK_FALSE(r.body.empty());
+  CHECK_FALSE(r.is_json());
+  CHECK(c.get("/v1/config").is_json());
+}
+
+TEST_CASE("faults: huge pads the real JSON body with the given number of bytes") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"huge","bytes":300000,"count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.tickets(play(1));
+  REQUIRE(r.complete);
+  CHECK(r.body.size() > 300000);
+  REQUIRE(r.is_json());
+  auto j = r.json();
+  CHECK(j["padding"].get<std::string>().size() == 300000);
+  CHECK(j["items"][0]["status"] == 200);
+  CHECK(c.get("/v1/config").status == 200);
+}
+
+TEST_CASE("robustness: random bytes get a 400 and leave the server serving") {
+  auto emu = start_manual();
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 20; ++round) {
+    std::string junk(static_cast<std::size_t>(64 + rng() % 4000), '\0');
+    for (auto& ch : junk) {
+      ch = static_cast<char>(rng() & 0xFF);
+    }
+    http_test_client c(emu->port(), std::chrono::milliseconds(3000));
+    auto r = c.send_raw(junk);
+    // Either a 400 and a close, or (when the junk happens to look like the start of a request line) a close at
+    // the idle timeout is not allowed to block: the receive timeout bounds this test.
+    if (r.status != 0) {
+      CHECK(r.status == 400);
+      CHECK(r.json()["error_code"] == "invalid_request");
+    }
+  }
+  require_serving(*emu);
+}
+
+TEST_CASE("robustness: malformed requests get a 400 JSON error") {
+  auto emu = start_manual();
+  std::vector<std::string> bad = {
+      "GARBAGE / HTTP/1.1\r\n\r\n",
+      "GET /v1/config HTTP/9.9\r\n\r\n",
+      "GET /v1/config HTTP/1.1\r\nBad Header Name: x\r\n\r\n",
+      "POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+      "POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: 10485760\r\n\r\n",
+      "POST /v1/playback/tickets HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+      "GET /v1/config HTTP/1.1\r\nX-Big: " + std::string(100 * 1024, 'a') + "\r\n\r\n",
+      "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\n\r\n",
+      "GET /v1/config HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+  };
+  for (auto const& raw : bad) {
+    CAPTURE(raw.substr(0, 80));
+    http_test_client c(emu->port(), std::chrono::milliseconds(5000));
+    auto r = c.send_raw(raw);
+    CHECK(r.status == 400);
+    CHECK(r.header("connection") == "close");
+    REQUIRE(r.is_json());
+    CHECK(r.json()["error_code"] == "invalid_request");
+  }
+  require_serving(*emu);
+}
+
+TEST_CASE("robustness: a 10 MB body is refused and the server keeps serving") {
+  auto emu = start_manual();
+  std::string huge_body(10 * 1024 * 1024, 'x');
+  std::string raw = "POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-key\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n";
+  char size_line[32];
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", huge_body.size());
+  raw.append(size_line).append(huge_body).append("\r\n0\r\n\r\n");
+  http_test_client c(emu->port(), std::chrono::milliseconds(5000));
+  auto r = c.send_raw(raw); // the server refuses after 64 KiB and closes; the write may fail midway
+  if (r.status != 0) {
+    CHECK(r.status == 400);
+  }
+  http_test_client declared(emu->port(), std::chrono::milliseconds(5000));
+  auto d = declared.send_raw("POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: 10485760\r\n\r\n" +
+                             huge_body.substr(0, 100000));
+  CHECK(d.status == 400);
+  CHECK_THAT(d.json()["error"].get<std::string>(), Catch::Contains("65536"));
+  require_serving(*emu);
+}
+
+TEST_CASE("robustness: truncated headers and abandoned connections never block other clients") {
+  auto emu = start_manual();
+  std::vector<std::unique_ptr<http_test_client>> stalled;
+  for (int i = 0; i < 20; ++i) {
+    auto c = std::make_unique<http_test_client>(emu->port());
+    c->write_only("POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: 500\r\nAuthor");
+    stalled.push_back(std::move(c));
+  }
+  require_serving(*emu);
+  for (auto& c : stalled) {
+    c->disconnect(); // closing mid-request must not disturb the server either
+  }
+  require_serving(*emu);
+}
+
+TEST_CASE("http: keep-alive, pipelining, chunked bodies, Expect 100-continue and HTTP/1.0 close") {
+  auto emu = start_manual();
+  http_test_client c(emu->port());
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(c.get("/v1/config").status == 200);
+    REQUIRE(c.connected()); // the same connection throughout
+  }
+  auto req = "GET /v1/videos HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-key\r\n\r\n";
+  c.write_only(std::string(req) + req);
+  CHECK(c.read_response().status == 200);
+  CHECK(c.read_response().status == 200);
+  auto body = play(1);
+  char size_line[16];
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", body.size());
+  auto chunked = c.send_raw("POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-key\r\n"
+                            "Transfer-Encoding: chunked\r\n\r\n" +
+                            std::string(size_line) + body + "\r\n0\r\n\r\n");
+  CHECK(chunked.status == 200);
+  http_test_client expect(emu->port());
+  expect.write_only("POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-key\r\n"
+                    "Expect: 100-continue\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n");
+  auto interim = expect.read_response();
+  CHECK(interim.status == 100);
+  expect.write_only(body);
+  CHECK(expect.read_response().status == 200);
+  http_test_client old(emu->port());
+  auto r = old.send_raw("GET /v1/config HTTP/1.0\r\nAuthorization: Bearer test-key\r\n\r\n");
+  CHECK(r.status == 200);
+  CHECK(r.header("connection") == "close");
+  CHECK_FALSE(old.connected());
+}

@@ -1,0 +1,301 @@
+// The behaviours that exist only in real time: the ~0.5 s hold of play requests, slow executions and slow bodies,
+// concurrent identical requests, and the command line. Assertions on time have generous margins (shared machine).
+#include "wandura/emulator/emulator.hpp"
+
+#include "http_test_client.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace wandura::emulator;
+using wandura::testing::batch_body;
+using wandura::testing::http_result;
+using wandura::testing::http_test_client;
+using wandura::testing::play;
+using namespace std::chrono_literals;
+
+extern char** environ;
+
+namespace {
+
+/// 60 tickets a minute (one a second), exact counters.
+std::unique_ptr<server> start_slow_refill(std::chrono::milliseconds hold_window) {
+  config cfg;
+  cfg.overshoot = 0;
+  cfg.orgs[0].limits.playback = 60;
+  cfg.hold_window = hold_window;
+  cfg.films = {film{"long-saga", "Long Saga", 1000, true}, film{"the-heiress-returns", "The Heiress Returns", 12, true}};
+  return server::start(cfg);
+}
+
+void spend_all(http_test_client& c, int n) {
+  for (int ep = 1; ep <= n; ep += 3) {
+    REQUIRE(c.tickets(batch_body({{"long-saga", ep, "play"}, {"long-saga", ep + 1, "play"}, {"long-saga", ep + 2, "play"}}))
+                .status == 200);
+  }
+}
+
+} // namespace
+
+TEST_CASE("hold: a play arriving shortly before room returns is held on a timer, then granted") {
+  // Room returns within a second (1 ticket/s); a 1.5 s hold window covers it.
+  auto emu = start_slow_refill(1500ms);
+  http_test_client c(emu->port());
+  spend_all(c, 60);
+  // Prefetch is never held: refused at once.
+  auto prefetch = c.tickets(batch_body({{"long-saga", 900, "prefetch"}}));
+  CHECK(prefetch.status == 429);
+  CHECK(prefetch.elapsed < 400ms);
+  // While one play is held, other connections are served (the hold is a timer, not a blocked thread).
+  auto held = std::async(std::launch::async, [&] {
+    http_test_client other(emu->port());
+    return other.tickets(play(1));
+  });
+  std::this_thread::sleep_for(100ms);
+  http_test_client side(emu->port());
+  auto during = side.get("/v1/config");
+  CHECK(during.status == 200);
+  auto r = held.get();
+  CHECK(r.status == 200);
+  CHECK(r.json()["items"][0]["status"] == 200);
+  CHECK(r.elapsed > 200ms);
+  CHECK(emu->stats().held_play == 1);
+  CHECK(emu->stats().tickets_counted == 61);
+}
+
+TEST_CASE("hold: a play that would wait longer than the hold window is refused with Retry-After") {
+  auto emu = start_slow_refill(500ms); // room returns up to 1 s later: beyond ~0.5 s
+  http_test_client c(emu->port());
+  spend_all(c, 60);
+  // The held reservation of one play pushes the next one's wait past the window.
+  int refused = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.tickets(play(1 + i));
+    if (r.status == 429) {
+      ++refused;
+      CHECK(r.header("retry-after") == "1");
+      CHECK(r.elapsed < 400ms);
+    }
+  }
+  CHECK(refused >= 2);
+}
+
+TEST_CASE("faults: delay makes the execution slow, after the key is registered") {
+  auto emu = server::start({});
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"delay","ms":400,"count":1}]})");
+  http_test_client c(emu->port());
+  auto slow = c.get("/v1/config");
+  CHECK(slow.status == 200);
+  CHECK(slow.elapsed >= 350ms);
+  auto fast = c.get("/v1/config");
+  CHECK(fast.elapsed < slow.elapsed);
+}
+
+TEST_CASE("faults: slow_body drips the real body at the given rate") {
+  auto emu = server::start({});
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"slow_body","bytes_per_s":1000,"count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.tickets(play(1));
+  REQUIRE(r.complete);
+  CHECK(r.is_json());
+  // About 500 bytes at 1000 bytes/s: at least ~0.3 s.
+  REQUIRE(r.body.size() > 400);
+  CHECK(r.elapsed >= 300ms);
+}
+
+TEST_CASE("idempotency: a repeat while the first is still running is 409 idempotency_in_progress") {
+  auto emu = server::start({});
+  // The delay fault makes the first execution slow after its key is registered.
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":1500,"count":1}]})");
+  http_test_client slow(emu->port());
+  slow.write_only("POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-key\r\n"
+                  "Idempotency-Key: busy\r\nContent-Length: " +
+                  std::to_string(play(1).size()) + "\r\n\r\n" + play(1));
+  http_test_client c(emu->port());
+  wandura::testing::http_result busy;
+  // Bounded: the first request is registered within a few ms; allow up to ~1 s for a loaded machine.
+  for (int i = 0; i < 100; ++i) {
+    busy = c.tickets(play(1), "test-key", "busy");
+    if (busy.status == 409) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(busy.status == 409);
+  CHECK(busy.json()["error_code"] == "idempotency_in_progress");
+  CHECK(busy.header("retry-after") == "1");
+  auto first = slow.read_response();
+  CHECK(first.status == 200);
+  CHECK(c.tickets(play(1), "test-key", "busy").header("idempotency-replayed") == "true");
+  CHECK(emu->stats().tickets_counted == 1);
+}
+
+TEST_CASE("idempotency: 50 concurrent identical keyed requests execute once") {
+  config cfg;
+  cfg.threads = 2;
+  auto emu = server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":300,"count":1}]})");
+  auto body = batch_body({{"the-heiress-returns", 1, "play"}, {"the-heiress-returns", 2, "prefetch"},
+                          {"the-heiress-returns", 3, "prefetch"}});
+  std::vector<std::future<http_result>> results;
+  for (int i = 0; i < 50; ++i) {
+    results.push_back(std::async(std::launch::async, [&] {
+      http_test_client c(emu->port());
+      return c.tickets(body, "test-key", "fifty");
+    }));
+  }
+  int executed = 0;
+  int replayed = 0;
+  int in_progress = 0;
+  for (auto& f : results) {
+    auto r = f.get();
+    if (r.status == 409) {
+      CHECK(r.json()["error_code"] == "idempotency_in_progress");
+      ++in_progress;
+    } else {
+      REQUIRE(r.status == 200);
+      (r.header("idempotency-replayed") == "true" ? replayed : executed) += 1;
+    }
+  }
+  CHECK(executed == 1);
+  CHECK(executed + replayed + in_progress == 50);
+  auto s = emu->stats();
+  CHECK(s.tickets_counted == 3);
+  CHECK(s.idempotent_replays == static_cast<std::uint64_t>(replayed));
+}
+
+TEST_CASE("server: two io threads serve many concurrent connections consistently") {
+  config cfg;
+  cfg.threads = 2;
+  cfg.overshoot = 0;
+  cfg.orgs[0].limits.playback = 6000;
+  auto emu = server::start(cfg);
+  std::vector<std::future<int>> workers;
+  for (int w = 0; w < 8; ++w) {
+    workers.push_back(std::async(std::launch::async, [&, w] {
+      http_test_client c(emu->port());
+      int ok = 0;
+      for (int i = 0; i < 100; ++i) {
+        auto r = c.tickets(batch_body({{"the-heiress-returns", 1 + i % 12, "play"}}, "dev-" + std::to_string(w)));
+        ok += r.status == 200 ? 1 : 0;
+      }
+      return ok;
+    }));
+  }
+  int ok = 0;
+  for (auto& f : workers) {
+    ok += f.get();
+  }
+  CHECK(ok == 800);
+  CHECK(emu->stats().tickets_counted == 800);
+  CHECK(emu->stats().responses[200] == 800);
+}
+
+namespace {
+
+/// Runs the wandura-emulator binary with `args`, reads its first line, and stops it with SIGTERM at scope exit.
+class emulator_process {
+public:
+  explicit emulator_process(std::vector<std::string> args) {
+    int out[2];
+    REQUIRE(pipe(out) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    args.insert(args.begin(), WANDURA_EMULATOR_BINARY);
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    REQUIRE(posix_spawn(&pid_, WANDURA_EMULATOR_BINARY, &actions, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    out_ = fdopen(out[0], "r");
+    char line[512] = {};
+    if (std::fgets(line, sizeof line, out_) != nullptr) {
+      first_line_ = line;
+    }
+  }
+  ~emulator_process() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    if (out_ != nullptr) {
+      std::fclose(out_);
+    }
+  }
+  /// Waits for the process to exit (it must already be exiting) and returns its exit code.
+  int wait_exit() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void terminate() { kill(pid_, SIGTERM); }
+  [[nodiscard]] std::string const& first_line() const { return first_line_; }
+  [[nodiscard]] std::uint16_t port() const {
+    auto colon = first_line_.rfind(':');
+    return static_cast<std::uint16_t>(std::stoi(first_line_.substr(colon + 1)));
+  }
+
+private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  std::string first_line_;
+};
+
+} // namespace
+
+TEST_CASE("command line: --port 0 prints the chosen port once ready and serves until SIGTERM") {
+  emulator_process p({"--port", "0", "--seed", "3"});
+  REQUIRE(p.first_line().rfind("listening on http://127.0.0.1:", 0) == 0);
+  http_test_client c(p.port());
+  CHECK(c.tickets(play(1)).status == 200);
+  CHECK(c.get("/v1/catalog/films/the-heiress-returns").json()["episodes"] == 12);
+  p.terminate();
+  CHECK(p.wait_exit() == 0);
+}
+
+TEST_CASE("command line: --config and --manual-clock are applied") {
+  auto path = std::string("emulator_cli_config_test.json");
+  {
+    std::ofstream f(path);
+    f << R"({"orgs":[{"id":"org_cli","keys":["cli-key"],"limits":{"config":2}}],
+             "films":[{"film_ref":"tiny","episodes":1}],
+             "faults":[{"path":"/v1/videos","kind":"status","status":503,"count":1}]})";
+  }
+  emulator_process p({"--port", "0", "--config", path, "--manual-clock"});
+  REQUIRE(p.first_line().rfind("listening on ", 0) == 0);
+  http_test_client c(p.port());
+  CHECK(c.get("/v1/config", "test-key").status == 401);
+  CHECK(c.get("/v1/config", "cli-key").json()["org_id"] == "org_cli");
+  CHECK(c.get("/v1/catalog/films/the-heiress-returns", "cli-key").status == 404);
+  CHECK(c.get("/v1/catalog/films/tiny", "cli-key").json()["episodes"] == 1);
+  CHECK(c.get("/v1/videos", "cli-key").status == 503);
+  CHECK(c.request("POST", "/_emulator/clock", R"({"advance_ms":1000})").status == 200);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("command line: bad arguments exit with status 2 and a message") {
+  emulator_process missing_port({"--seed", "1"});
+  CHECK_THAT(missing_port.first_line(), Catch::Contains("--port"));
+  CHECK(missing_port.wait_exit() == 2);
+  emulator_process bad_config({"--port", "0", "--config", "/nonexistent/emulator.json"});
+  CHECK_THAT(bad_config.first_line(), Catch::Contains("cannot read"));
+  CHECK(bad_config.wait_exit() == 2);
+  emulator_process bad_port({"--port", "70000"});
+  CHECK(bad_port.wait_exit() == 2);
+}

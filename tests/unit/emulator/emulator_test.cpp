@@ -1,0 +1,249 @@
+#include "wandura/emulator/emulator.hpp"
+
+#include "http_test_client.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace wandura::emulator;
+using wandura::testing::http_test_client;
+
+TEST_CASE("emulator config: defaults are those of SPEC section 4") {
+  config cfg;
+  REQUIRE(cfg.orgs.size() == 1);
+  CHECK(cfg.orgs[0].id == "org_demo");
+  CHECK(cfg.orgs[0].keys == std::vector<std::string>{"test-key"});
+  CHECK(cfg.orgs[0].limits.playback == 6000);
+  CHECK(cfg.orgs[0].limits.catalog == 1200);
+  CHECK(cfg.orgs[0].limits.of(counter::creatives) == 600);
+  CHECK(cfg.orgs[0].limits.of(counter::config) == 600);
+  CHECK(cfg.ticket_ttl_s == 1800);
+  CHECK(cfg.port == 0);
+  CHECK(cfg.host == "127.0.0.1");
+}
+
+TEST_CASE("emulator config: a file overrides what it names and keeps the other defaults") {
+  auto cfg = parse_config(R"({
+    "orgs": [ {"id": "org_a", "keys": ["k1", "k2"], "limits": {"playback": 100, "config": 5}},
+              {"id": "org_b", "keys": ["k3"]} ],
+    "films": [ {"film_ref": "short-film", "episodes": 3}, {"film_ref": "locked", "episodes": 2, "entitled": false} ],
+    "ticket_ttl_s": 600,
+    "faults": [ {"path": "/v1/config", "kind": "status", "status": 500, "count": 1} ],
+    "seed": 42, "overshoot": 0, "hold_window_ms": 250, "some_future_field": {"ignored": true} })");
+  REQUIRE(cfg.orgs.size() == 2);
+  CHECK(cfg.orgs[0].id == "org_a");
+  CHECK(cfg.orgs[0].keys.size() == 2);
+  CHECK(cfg.orgs[0].limits.playback == 100);
+  CHECK(cfg.orgs[0].limits.config == 5);
+  CHECK(cfg.orgs[0].limits.catalog == 1200); // left out: default kept
+  CHECK(cfg.orgs[1].limits.playback == 6000);
+  REQUIRE(cfg.films.size() == 2);
+  CHECK(cfg.films[0].title == "Short Film");
+  CHECK_FALSE(cfg.films[1].entitled);
+  CHECK(cfg.ticket_ttl_s == 600);
+  REQUIRE(cfg.faults.size() == 1);
+  CHECK(cfg.faults[0].kind == fault_kind::status);
+  CHECK(cfg.faults[0].status == 500);
+  CHECK(cfg.faults[0].count == std::uint64_t{1});
+  CHECK(cfg.seed == std::uint64_t{42});
+  CHECK(cfg.overshoot == 0.0);
+  CHECK(cfg.hold_window == std::chrono::milliseconds(250));
+}
+
+TEST_CASE("emulator config: bad input is a config_error naming the field") {
+  auto message = [](std::string_view json) {
+    try {
+      (void)parse_config(json);
+    } catch (config_error const& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message("{"), Catch::Contains("json"));
+  CHECK_THAT(message("[]"), Catch::Contains("expected an object"));
+  CHECK_THAT(message(R"({"orgs":[{"limits":{"playback":-1}}]})"), Catch::Contains("orgs[0].limits.playback"));
+  CHECK_THAT(message(R"({"orgs":[{"limits":{"playback":0}}]})"), Catch::Contains("at least 1"));
+  CHECK_THAT(message(R"({"films":[{"episodes":3}]})"), Catch::Contains("films[0].film_ref"));
+  CHECK_THAT(message(R"({"ticket_ttl_s":"long"})"), Catch::Contains("ticket_ttl_s"));
+  CHECK_THAT(message(R"({"faults":[{"kind":"meteor"}]})"), Catch::Contains("unknown fault kind"));
+  CHECK_THAT(message(R"({"faults":[{"kind":"status","probability":1.5}]})"), Catch::Contains("faults[0].probability"));
+  CHECK_THAT(message(R"({"faults":[{"path":"/v1/config"}]})"), Catch::Contains("faults[0].kind"));
+  CHECK_THAT(message(R"({"overshoot":2})"), Catch::Contains("overshoot"));
+}
+
+TEST_CASE("emulator config: every fault kind of SPEC section 4 parses with its parameters") {
+  auto rules = parse_fault_rules(R"({"rules":[
+    {"kind":"status","status":503,"retry_after":1,"count":2},
+    {"kind":"delay","ms":300}, {"kind":"reset"}, {"kind":"drop_after_read"}, {"kind":"truncate"},
+    {"kind":"garbage"}, {"kind":"huge","bytes":2048}, {"kind":"slow_body","bytes_per_s":100},
+    {"kind":"stale_db","probability":0.5}]})");
+  REQUIRE(rules.size() == 9);
+  CHECK(rules[0].retry_after == std::uint32_t{1});
+  CHECK(rules[1].kind == fault_kind::delay);
+  CHECK(rules[1].ms == 300);
+  CHECK(rules[2].kind == fault_kind::reset);
+  CHECK(rules[3].kind == fault_kind::drop_after_read);
+  CHECK(rules[4].kind == fault_kind::truncate);
+  CHECK(rules[5].kind == fault_kind::garbage);
+  CHECK(rules[6].bytes == 2048);
+  CHECK(rules[7].bytes_per_s == 100);
+  CHECK(rules[8].probability == 0.5);
+  CHECK(to_string(rules[8].kind) == "stale_db");
+  CHECK(parse_fault_rules(R"([{"kind":"reset"}])").size() == 1);
+  CHECK_THROWS_AS(parse_fault_rules(R"({"rules":[{"kind":"slow_body","bytes_per_s":0}]})"), config_error);
+}
+
+TEST_CASE("emulator server: an inconsistent configuration is refused at start") {
+  config two_orgs_one_key;
+  two_orgs_one_key.orgs.push_back(organisation{"org_b", {"test-key"}, {}});
+  CHECK_THROWS_AS(server::start(two_orgs_one_key), config_error);
+  config no_orgs;
+  no_orgs.orgs.clear();
+  CHECK_THROWS_AS(server::start(no_orgs), config_error);
+  config empty_film;
+  empty_film.films.push_back(film{"nothing", "Nothing", 0, true});
+  CHECK_THROWS_AS(server::start(empty_film), config_error);
+  config bad_host;
+  bad_host.host = "not-an-address";
+  CHECK_THROWS_AS(server::start(bad_host), config_error);
+}
+
+TEST_CASE("emulator server: starts on an ephemeral port, serves, and stops cleanly") {
+  auto emu = server::start({});
+  REQUIRE(emu->port() != 0);
+  CHECK(emu->base_url() == "http://127.0.0.1:" + std::to_string(emu->port()));
+  http_test_client client(emu->port());
+  auto r = client.get("/v1/config");
+  REQUIRE(r.status == 200);
+  auto j = r.json();
+  CHECK(j["org_id"] == "org_demo");
+  CHECK(j["limits"]["playback"] == 6000);
+  CHECK(j["limits"]["catalog"] == 1200);
+  CHECK(j["limits"]["video"] == 600);
+  CHECK(j["window_s"] == 60);
+  CHECK(r.header("content-type") == "application/json");
+  CHECK(r.has_header("date"));
+  CHECK(r.header("x-request-id").rfind("req_", 0) == 0);
+  emu->stop();
+  emu->stop(); // idempotent
+  http_test_client after(emu->port(), std::chrono::milliseconds(500));
+  CHECK_THROWS(after.get("/v1/config"));
+}
+
+TEST_CASE("emulator server: the demo catalogue has about 50 films of 1-40 episodes") {
+  auto emu = server::start({});
+  http_test_client client(emu->port());
+  auto heiress = client.get("/v1/catalog/films/the-heiress-returns");
+  REQUIRE(heiress.status == 200);
+  CHECK(heiress.json()["episodes"] == 12);
+  CHECK(heiress.json()["title"] == "The Heiress Returns");
+  auto unknown = client.get("/v1/catalog/films/no-such-film");
+  CHECK(unknown.status == 404);
+  CHECK(unknown.json()["error_code"] == "not_found");
+}
+
+TEST_CASE("emulator server: open videos, one video and creatives have the documented shapes") {
+  auto emu = server::start({});
+  http_test_client client(emu->port());
+  auto videos = client.get("/v1/videos");
+  REQUIRE(videos.status == 200);
+  auto list = videos.json()["videos"];
+  REQUIRE(list.size() >= 1);
+  auto ref = list[0]["video_ref"].get<std::string>();
+  CHECK(list[0]["url"].get<std::string>().rfind("https://", 0) == 0);
+  auto one = client.get("/v1/videos/" + ref);
+  REQUIRE(one.status == 200);
+  CHECK(one.json()["video_ref"] == ref);
+  CHECK(client.get("/v1/videos/nope").status == 404);
+  auto creatives = client.get("/v1/creatives");
+  REQUIRE(creatives.status == 200);
+  CHECK(creatives.json()["creatives"][0]["url"].get<std::string>().rfind("https://", 0) == 0);
+  CHECK(client.get("/v1/unknown").status == 404);
+  CHECK(client.request("DELETE", "/v1/config", {}, {{"Authorization", "Bearer test-key"}}).status == 405);
+}
+
+TEST_CASE("emulator auth: a missing or unknown key gets 401 and is never counted") {
+  auto emu = server::start({});
+  http_test_client client(emu->port());
+  auto body = wandura::testing::play(1);
+  auto none = client.tickets(body, "");
+  auto unknown = client.tickets(body, "stolen-key");
+  auto wrong_scheme = client.request("POST", "/v1/playback/tickets", body, {{"Authorization", "Basic test-key"}});
+  for (auto const* r : {&none, &unknown, &wrong_scheme}) {
+    CHECK(r->status == 401);
+    CHECK(r->json()["error_code"] == "unauthorized");
+  }
+  CHECK(client.get("/v1/config", "").status == 401);
+  auto s = emu->stats();
+  CHECK(s.tickets_counted == 0);
+  CHECK(s.requests["playback"] == 0);
+  CHECK(s.requests["config"] == 0);
+  CHECK(s.responses[401] == 4);
+  // Keys are per organisation; a second key of the same organisation shares its limits.
+  config cfg;
+  cfg.orgs[0].keys.push_back("second-key");
+  auto emu2 = server::start(cfg);
+  http_test_client c2(emu2->port());
+  CHECK(c2.tickets(body, "second-key").status == 200);
+}
+
+TEST_CASE("emulator admin: stats over HTTP match the in-process snapshot and exclude admin calls") {
+  auto emu = server::start({});
+  http_test_client client(emu->port());
+  REQUIRE(client.tickets(wandura::testing::play(1)).status == 200);
+  auto r = client.get("/_emulator/stats", "");
+  REQUIRE(r.status == 200);
+  auto j = r.json();
+  CHECK(j["tickets_counted"] == 1);
+  CHECK(j["tickets_reused"] == 0);
+  CHECK(j["tickets_shed"] == 0);
+  CHECK(j["held_play"] == 0);
+  CHECK(j["requests"]["playback"] == 1);
+  CHECK(j["requests"]["catalog"] == 0);
+  CHECK(j["responses"]["200"] == 1);
+  CHECK(j["idempotent_replays"] == 0);
+  CHECK(j["faults_injected"] == 0);
+  CHECK(nlohmann::json::parse(emu->stats_json()) == j);
+  CHECK(emu->stats().responses.size() == 1); // the admin GET was not counted
+}
+
+TEST_CASE("emulator admin: the clock moves only when told, and only in manual mode") {
+  config cfg;
+  cfg.manual_clock = true;
+  auto emu = server::start(cfg);
+  http_test_client client(emu->port());
+  auto t0 = emu->now();
+  auto r = client.request("POST", "/_emulator/clock", R"({"advance_ms":90000})");
+  REQUIRE(r.status == 200);
+  CHECK(emu->now() - t0 == std::chrono::milliseconds(90000));
+  CHECK(r.json()["now_ms"] ==
+        std::chrono::duration_cast<std::chrono::milliseconds>(emu->now().time_since_epoch()).count());
+  emu->advance_clock(std::chrono::milliseconds(500));
+  CHECK(emu->now() - t0 == std::chrono::milliseconds(90500));
+  CHECK(client.request("POST", "/_emulator/clock", R"({"advance_ms":-5})").status == 400);
+  CHECK(client.request("POST", "/_emulator/clock", "not json").status == 400);
+
+  auto real = server::start({});
+  http_test_client rc(real->port());
+  CHECK(rc.request("POST", "/_emulator/clock", R"({"advance_ms":1})").status == 409);
+  CHECK_THROWS_AS(real->advance_clock(std::chrono::milliseconds(1)), std::logic_error);
+}
+
+TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, and cleared") {
+  auto emu = server::start({});
+  http_test_client client(emu->port());
+  auto bad = client.request("POST", "/_emulator/faults", R"({"rules":[{"kind":"volcano"}]})");
+  CHECK(bad.status == 400);
+  CHECK_THAT(bad.json()["error"].get<std::string>(), Catch::Contains("volcano"));
+  auto ok = client.request("POST", "/_emulator/faults", R"({"rules":[{"path":"/v1/config","kind":"status","status":500}]})");
+  REQUIRE(ok.status == 200);
+  CHECK(ok.json()["installed"] == 1);
+  CHECK(client.get("/v1/config").status == 500);
+  CHECK(client.get("/v1/config").status == 500); // no count: hits every match
+  CHECK(client.get("/v1/videos").status == 200); // another path
+  auto cleared = client.request("DELETE", "/_emulator/faults");
+  REQUIRE(cleared.status == 200);
+  CHECK(cleared.json()["cleared"] == 1);
+  CHECK(client.get("/v1/config").status == 200);
+  CHECK(emu->stats().faults_injected == 2);
+  CHECK(client.get("/_emulator/nothing", "").status == 404);
+}

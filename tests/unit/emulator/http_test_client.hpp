@@ -1,0 +1,234 @@
+// A small blocking HTTP/1.1 client for the emulator's black-box tests: keep-alive requests, raw bytes, and the
+// response exactly as it came off the socket (so that damaged responses can be asserted on). Deliberately not the
+// SDK's transport: the emulator must be testable on its own (ADR 0001). Every read has a receive timeout, so a
+// test can never hang on a silent server.
+#pragma once
+
+#include <asio/connect.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <http_parser.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace wandura::testing {
+
+struct http_result {
+  /// 0 when no status line arrived (connection closed or reset first).
+  int status = 0;
+  /// Header names lower-cased.
+  std::map<std::string, std::string> headers;
+  std::string body;
+  /// True when the whole message (per Content-Length) arrived.
+  bool complete = false;
+  /// True when the server closed (or reset) the connection before a complete message.
+  bool closed_early = false;
+  std::chrono::steady_clock::duration elapsed{};
+
+  [[nodiscard]] std::string header(std::string const& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+  [[nodiscard]] bool has_header(std::string const& name) const { return headers.count(name) != 0; }
+  [[nodiscard]] nlohmann::json json() const { return nlohmann::json::parse(body); }
+  [[nodiscard]] bool is_json() const { return nlohmann::json::accept(body); }
+};
+
+class http_test_client {
+public:
+  explicit http_test_client(std::uint16_t port, std::chrono::milliseconds timeout = std::chrono::seconds(10))
+      : port_(port), timeout_(timeout) {}
+
+  /// Sends one request on the kept-alive connection (reconnecting when needed) and reads the response.
+  http_result request(std::string_view method, std::string_view target, std::string_view body = {},
+                      std::vector<std::pair<std::string, std::string>> const& headers = {}) {
+    std::string raw;
+    raw.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    for (auto const& [k, v] : headers) {
+      raw.append(k).append(": ").append(v).append("\r\n");
+    }
+    if (!body.empty() || method == "POST") {
+      raw.append("Content-Type: application/json\r\nContent-Length: ").append(std::to_string(body.size()));
+      raw.append("\r\n");
+    }
+    raw.append("\r\n").append(body);
+    return send_raw(raw);
+  }
+
+  /// `POST /v1/playback/tickets` with the bearer key and, when given, an idempotency key.
+  http_result tickets(std::string_view body, std::string const& key = "test-key",
+                      std::string const& idempotency_key = {}) {
+    std::vector<std::pair<std::string, std::string>> h;
+    if (!key.empty()) {
+      h.emplace_back("Authorization", "Bearer " + key);
+    }
+    if (!idempotency_key.empty()) {
+      h.emplace_back("Idempotency-Key", idempotency_key);
+    }
+    return request("POST", "/v1/playback/tickets", body, h);
+  }
+
+  http_result get(std::string_view target, std::string const& key = "test-key") {
+    std::vector<std::pair<std::string, std::string>> h;
+    if (!key.empty()) {
+      h.emplace_back("Authorization", "Bearer " + key);
+    }
+    return request("GET", target, {}, h);
+  }
+
+  /// Writes `raw` as is and reads one response (or until the server closes).
+  http_result send_raw(std::string_view raw) {
+    auto start = std::chrono::steady_clock::now();
+    http_result result;
+    ensure_connected();
+    std::error_code ec;
+    asio::write(*socket_, asio::buffer(raw.data(), raw.size()), ec);
+    // Even when the write failed (the server may refuse early and close), read what the server sent.
+    result = read_response();
+    result.elapsed = std::chrono::steady_clock::now() - start;
+    return result;
+  }
+
+  /// Writes bytes without reading (for requests sent in pieces); errors are ignored.
+  void write_only(std::string_view raw) {
+    ensure_connected();
+    std::error_code ec;
+    asio::write(*socket_, asio::buffer(raw.data(), raw.size()), ec);
+  }
+
+  /// Reads one response on the current connection.
+  http_result read_response() {
+    http_result r;
+    parse_state st{&r, {}, {}, false};
+    http_parser parser;
+    http_parser_init(&parser, HTTP_RESPONSE);
+    parser.data = &st;
+    http_parser_settings s{};
+    s.on_header_field = [](http_parser* p, char const* at, std::size_t n) {
+      auto& ps = *static_cast<parse_state*>(p->data);
+      if (ps.in_value) {
+        ps.commit();
+      }
+      ps.field.append(at, n);
+      return 0;
+    };
+    s.on_header_value = [](http_parser* p, char const* at, std::size_t n) {
+      auto& ps = *static_cast<parse_state*>(p->data);
+      ps.in_value = true;
+      ps.value.append(at, n);
+      return 0;
+    };
+    s.on_headers_complete = [](http_parser* p) {
+      auto& ps = *static_cast<parse_state*>(p->data);
+      if (ps.in_value) {
+        ps.commit();
+      }
+      ps.r->status = static_cast<int>(p->status_code);
+      return 0;
+    };
+    s.on_body = [](http_parser* p, char const* at, std::size_t n) {
+      static_cast<parse_state*>(p->data)->r->body.append(at, n);
+      return 0;
+    };
+    s.on_message_complete = [](http_parser* p) {
+      static_cast<parse_state*>(p->data)->r->complete = true;
+      http_parser_pause(p, 1);
+      return 0;
+    };
+    char buf[16384];
+    for (;;) {
+      std::error_code ec;
+      auto n = socket_->read_some(asio::buffer(buf), ec);
+      if (ec || n == 0) {
+        http_parser_execute(&parser, &s, buf, 0); // EOF: ends a close-delimited body
+        r.closed_early = !r.complete;
+        socket_.reset();
+        return r;
+      }
+      http_parser_execute(&parser, &s, buf, n);
+      if (r.complete) {
+        if (r.header("connection") == "close") {
+          socket_.reset();
+        }
+        return r;
+      }
+      if (HTTP_PARSER_ERRNO(&parser) != HPE_OK) {
+        r.closed_early = true;
+        socket_.reset();
+        return r;
+      }
+    }
+  }
+
+  /// Closes the connection.
+  void disconnect() { socket_.reset(); }
+  [[nodiscard]] bool connected() const { return socket_ != nullptr; }
+
+private:
+  struct parse_state {
+    http_result* r;
+    std::string field;
+    std::string value;
+    bool in_value = false;
+    void commit() {
+      for (auto& c : field) {
+        c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      }
+      r->headers[field] = value;
+      field.clear();
+      value.clear();
+      in_value = false;
+    }
+  };
+
+  void ensure_connected() {
+    if (socket_) {
+      return;
+    }
+    socket_ = std::make_unique<asio::ip::tcp::socket>(io_);
+    socket_->connect({asio::ip::make_address("127.0.0.1"), port_});
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout_.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((timeout_.count() % 1000) * 1000);
+    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+
+  asio::io_context io_;
+  std::uint16_t port_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<asio::ip::tcp::socket> socket_;
+};
+
+/// A ticket batch body. `items` are (film_ref, episode_no, intent).
+inline std::string batch_body(std::vector<std::tuple<std::string, int, std::string>> const& items,
+                              std::string const& union_info = "device-1", std::string const& viewer_ref = {}) {
+  nlohmann::json j;
+  j["episodes"] = nlohmann::json::array();
+  for (auto const& [film, ep, intent] : items) {
+    j["episodes"].push_back({{"film_ref", film}, {"episode_no", ep}, {"intent", intent}});
+  }
+  j["union_info"] = union_info;
+  j["drm_kek"] = "kek-" + union_info;
+  if (!viewer_ref.empty()) {
+    j["viewer_ref"] = viewer_ref;
+  }
+  return j.dump();
+}
+
+/// One play item for `the-heiress-returns` episode `ep`.
+inline std::string play(int ep = 1, std::string const& union_info = "device-1", std::string const& viewer_ref = {}) {
+  return batch_body({{"the-heiress-returns", ep, "play"}}, union_info, viewer_ref);
+}
+
+} // namespace wandura::testing
