@@ -54,8 +54,7 @@ private:
   time_point since_;
 };
 
-template <typename Budget>
-double run_once(int threads, std::int64_t ops_per_thread, std::int64_t& allowed_out) {
+template <typename Budget> double run_once(int threads, std::int64_t ops_per_thread, std::int64_t& allowed_out) {
   time_point const start(std::chrono::hours(1));
   Budget budget(start);
   std::atomic<bool> go{false};

@@ -86,8 +86,7 @@ error to_error(call_result const& r, std::string_view operation) {
       why = "held back after a 429 past the deadline of " + std::to_string(r.total_timeout.count()) + " ms";
     } else {
       code = errc::deadline_exceeded;
-      why = "deadline of " + std::to_string(r.total_timeout.count()) + " ms reached after " +
-            attempts_text(r.attempts);
+      why = "deadline of " + std::to_string(r.total_timeout.count()) + " ms reached after " + attempts_text(r.attempts);
     }
     break;
   case stop_reason::cancelled:

@@ -4,7 +4,8 @@
 
 namespace wandura {
 
-static_assert(body_padding == simdjson::SIMDJSON_PADDING, "response_body must keep exactly the padding simdjson reads past the end");
+static_assert(body_padding == simdjson::SIMDJSON_PADDING,
+              "response_body must keep exactly the padding simdjson reads past the end");
 
 namespace {
 

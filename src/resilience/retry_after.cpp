@@ -7,7 +7,9 @@
 namespace wandura {
 namespace {
 
-constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+constexpr bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
 
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -117,7 +119,7 @@ constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "M
                                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 constexpr std::array<std::string_view, 7> short_days{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
 constexpr std::array<std::string_view, 7> long_days{"Monday", "Tuesday",  "Wednesday", "Thursday",
-                                                     "Friday", "Saturday", "Sunday"};
+                                                    "Friday", "Saturday", "Sunday"};
 
 /// A tiny cursor over the date text; every read checks bounds.
 struct cursor {
@@ -156,8 +158,7 @@ struct cursor {
     }
     return false;
   }
-  template <std::size_t N>
-  bool one_of(std::array<std::string_view, N> const& names) noexcept {
+  template <std::size_t N> bool one_of(std::array<std::string_view, N> const& names) noexcept {
     for (auto name : names) {
       if (literal(name)) {
         return true;
@@ -172,7 +173,7 @@ struct cursor {
 };
 
 std::optional<std::chrono::sys_seconds> make_time(int year, unsigned month, int day, int hour, int minute,
-                                                               int second) noexcept {
+                                                  int second) noexcept {
   using namespace std::chrono;
   if (day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
     return std::nullopt;

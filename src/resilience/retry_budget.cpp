@@ -27,11 +27,21 @@ constexpr std::uint64_t requests_one = std::uint64_t{1} << 24;
 constexpr std::uint64_t requests_fast_limit = std::uint64_t{1} << 31;
 constexpr std::uint64_t max_start_ms = (std::uint64_t{1} << 48) - 1;
 
-constexpr std::uint64_t window_start(std::uint64_t w) noexcept { return w >> 16; }
-constexpr std::uint64_t window_gen(std::uint64_t w) noexcept { return w & counts_gen_mask; }
-constexpr std::uint64_t counts_gen(std::uint64_t c) noexcept { return c >> 56; }
-constexpr std::uint64_t counts_requests(std::uint64_t c) noexcept { return (c >> 24) & requests_mask; }
-constexpr std::uint64_t counts_retries(std::uint64_t c) noexcept { return c & retries_mask; }
+constexpr std::uint64_t window_start(std::uint64_t w) noexcept {
+  return w >> 16;
+}
+constexpr std::uint64_t window_gen(std::uint64_t w) noexcept {
+  return w & counts_gen_mask;
+}
+constexpr std::uint64_t counts_gen(std::uint64_t c) noexcept {
+  return c >> 56;
+}
+constexpr std::uint64_t counts_requests(std::uint64_t c) noexcept {
+  return (c >> 24) & requests_mask;
+}
+constexpr std::uint64_t counts_retries(std::uint64_t c) noexcept {
+  return c & retries_mask;
+}
 constexpr std::uint64_t pack_counts(std::uint64_t gen, std::uint64_t requests, std::uint64_t retries) noexcept {
   return (gen << 56) | (requests << 24) | retries;
 }
@@ -132,8 +142,8 @@ retry_budget::state retry_budget::snapshot(time_point now) const noexcept {
   s.retries = static_cast<std::int64_t>(retries);
   s.left = allowed > retries ? static_cast<std::int64_t>(allowed - retries) : 0;
   s.window_age = expired ? std::chrono::milliseconds(0)
-                         : std::chrono::milliseconds(static_cast<std::int64_t>(
-                               now_ms > window_start(w) ? now_ms - window_start(w) : 0));
+                         : std::chrono::milliseconds(
+                               static_cast<std::int64_t>(now_ms > window_start(w) ? now_ms - window_start(w) : 0));
   return s;
 }
 

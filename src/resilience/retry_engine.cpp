@@ -48,8 +48,7 @@ bool is_cancelled(asio::cancellation_state const& state) noexcept {
 
 retry_engine::retry_engine(http_sender& sender, retry_options options)
     : sender_(sender), options_(std::move(options)),
-      clock_(options_.time_source ? options_.time_source : default_clock()),
-      budget_(clock_->now(), options_.budget) {}
+      clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget) {}
 
 retry_engine::~retry_engine() = default;
 
@@ -265,9 +264,8 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
       }
     }
 
-    auto const verdict =
-        classify_attempt({outcome.error, result.response.status, result.error_code}, settings.policy.classifier,
-                         safety);
+    auto const verdict = classify_attempt({outcome.error, result.response.status, result.error_code},
+                                          settings.policy.classifier, safety);
     switch (verdict.verdict) {
     case attempt_verdict::success: co_return finish(stop_reason::success);
     case attempt_verdict::cancelled: co_return finish(stop_reason::cancelled);

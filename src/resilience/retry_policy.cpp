@@ -66,8 +66,8 @@ double non_negative_ms(std::chrono::milliseconds d) noexcept {
 
 } // namespace
 
-backoff_delay compute_backoff(retry_policy const& policy, int retry, std::optional<std::chrono::milliseconds> retry_after,
-                              double u) noexcept {
+backoff_delay compute_backoff(retry_policy const& policy, int retry,
+                              std::optional<std::chrono::milliseconds> retry_after, double u) noexcept {
   u = clamp_unit(u);
   int const n = std::max(retry, 1);
   double const initial = non_negative_ms(policy.initial_delay);

@@ -35,8 +35,8 @@ inline constexpr std::chrono::milliseconds max_retry_after_value{std::chrono::ho
 /// @param value the raw header text (`http_response::retry_after()`).
 /// @param date the raw `Date` header of the same response, or nullopt; used to correct HTTP-dates for clock skew.
 /// @param now the local wall-clock time, used only when `value` is an HTTP-date and `date` is absent or malformed.
-[[nodiscard]] std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value,
-                                                                         std::optional<std::string_view> date,
-                                                                         std::chrono::system_clock::time_point now) noexcept;
+[[nodiscard]] std::optional<std::chrono::milliseconds>
+parse_retry_after(std::string_view value, std::optional<std::string_view> date,
+                  std::chrono::system_clock::time_point now) noexcept;
 
 } // namespace wandura

@@ -97,8 +97,7 @@ public:
   /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or a hold-off wait.
   /// @par Retries and idempotency
   /// Seed 000 / 004 as configured by the policy; one key per logical call, reused on every attempt.
-  [[nodiscard]] asio::awaitable<call_result> call(http_request request, request_traits traits,
-                                                  call_settings settings);
+  [[nodiscard]] asio::awaitable<call_result> call(http_request request, request_traits traits, call_settings settings);
 
   /// `call` for any completion token (callbacks, `asio::use_future`, `use_awaitable`, ...), run on the sender's
   /// executor. Completion signature `void(std::exception_ptr, call_result)`.

@@ -22,16 +22,16 @@ using logger = std::function<void(log_level level, std::string_view message)>;
 /// One retry about to happen (emitted after the budget granted it, before the wait).
 /// The views are valid only during the hook call.
 struct retry_event {
-  int retry = 0;                        ///< 1-based number of this retry.
-  int max_retries = 0;                  ///< The policy's `max_retries`.
-  std::chrono::milliseconds delay{0};   ///< The wait before the next attempt, rounded to the nearest ms.
+  int retry = 0;                      ///< 1-based number of this retry.
+  int max_retries = 0;                ///< The policy's `max_retries`.
+  std::chrono::milliseconds delay{0}; ///< The wait before the next attempt, rounded to the nearest ms.
   delay_source source = delay_source::backoff;
-  int http_status = 0;                  ///< Status of the failed attempt; 0 for a network error.
-  std::error_code error;                ///< The network error; empty when a response arrived.
-  std::string_view error_code;          ///< The body's `error_code` (string or number as text); empty when none.
-  std::int64_t budget_left = 0;         ///< Retries the client's budget still allows after this one.
-  std::string_view idempotency_key;     ///< The key sent (and re-sent); empty for reads.
-  std::string_view counter;             ///< The rate-limit counter of the request, e.g. `playback`.
+  int http_status = 0;              ///< Status of the failed attempt; 0 for a network error.
+  std::error_code error;            ///< The network error; empty when a response arrived.
+  std::string_view error_code;      ///< The body's `error_code` (string or number as text); empty when none.
+  std::int64_t budget_left = 0;     ///< Retries the client's budget still allows after this one.
+  std::string_view idempotency_key; ///< The key sent (and re-sent); empty for reads.
+  std::string_view counter;         ///< The rate-limit counter of the request, e.g. `playback`.
 };
 
 using retry_hook = std::function<void(retry_event const&)>;

@@ -62,7 +62,7 @@ asio::awaitable<std::error_code> manual_clock::sleep_until(time_point when) {
       // Completion is posted, never run inline in advance(); the slot is cleared on the coroutine's own executor.
       asio::post(executor, [shared, slot, ec]() mutable {
         slot.clear();
-        std::move(*shared)(ec);
+        std::move (*shared)(ec);
       });
     };
     std::uint64_t id = 0;

@@ -18,7 +18,9 @@ call_result http_failure(stop_reason why, int status, std::string code, int atte
   r.total_timeout = std::chrono::milliseconds(15000);
   return r;
 }
-std::string what(call_result const& r) { return wandura::to_error(r, "issue_tickets").what(); }
+std::string what(call_result const& r) {
+  return wandura::to_error(r, "issue_tickets").what();
+}
 } // namespace
 
 TEST_CASE("call result: budget exhaustion names the budget, the attempts and the last real error") {
@@ -63,8 +65,8 @@ TEST_CASE("call result: final statuses map to codes a caller can match") {
         errc::unauthorized);
   CHECK(wandura::to_error(http_failure(stop_reason::not_retryable, 404, "not_found", 1), "x").code() ==
         errc::http_error);
-  CHECK(what(http_failure(stop_reason::retries_exhausted, 503, "", 4)).rfind(
-            "issue_tickets: retries exhausted after 4 attempts: HTTP 503", 0) == 0);
+  CHECK(what(http_failure(stop_reason::retries_exhausted, 503, "", 4))
+            .rfind("issue_tickets: retries exhausted after 4 attempts: HTTP 503", 0) == 0);
 }
 
 TEST_CASE("call result: cancellation, refusal before sending and hold-back past the deadline") {

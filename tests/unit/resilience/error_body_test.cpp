@@ -11,7 +11,8 @@ wandura::error_body parse(std::string_view text) {
 } // namespace
 
 TEST_CASE("error body: flat fields are read, string or numeric codes alike") {
-  auto const a = parse(R"({"error":"Too many","error_code":"rate_limited","reason":"prefetch_shed","request_id":"req_1"})");
+  auto const a =
+      parse(R"({"error":"Too many","error_code":"rate_limited","reason":"prefetch_shed","request_id":"req_1"})");
   CHECK(a.error_code == "rate_limited");
   CHECK(a.reason == "prefetch_shed");
   CHECK(a.message == "Too many");
@@ -22,7 +23,8 @@ TEST_CASE("error body: flat fields are read, string or numeric codes alike") {
 }
 
 TEST_CASE("error body: unknown fields and wrong types are skipped") {
-  auto const e = parse(R"({"items":[{"status":429,"error_code":"x"}],"error_code":"not_ready","reason":{"a":1},"z":null})");
+  auto const e =
+      parse(R"({"items":[{"status":429,"error_code":"x"}],"error_code":"not_ready","reason":{"a":1},"z":null})");
   CHECK(e.error_code == "not_ready");
   CHECK(e.reason.empty());
 }

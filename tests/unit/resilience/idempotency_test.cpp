@@ -30,8 +30,8 @@ TEST_CASE("idempotency keys: caller keys of 1-200 visible ASCII characters are a
 
 TEST_CASE("idempotency keys: anything else is refused with invalid_idempotency_key (90010)") {
   using namespace std::string_literals;
-  for (auto const& bad : {""s, std::string(201, 'a'), "has space"s, "tab\there"s, "new\nline"s, "nul\0x"s,
-                          "caf\xc3\xa9"s, "\x7f"s}) {
+  for (auto const& bad :
+       {""s, std::string(201, 'a'), "has space"s, "tab\there"s, "new\nline"s, "nul\0x"s, "caf\xc3\xa9"s, "\x7f"s}) {
     INFO("key: " << bad);
     CHECK(wandura::validate_idempotency_key(bad) == wandura::errc::invalid_idempotency_key);
   }

@@ -10,14 +10,15 @@ using ms = std::chrono::milliseconds;
 namespace {
 
 // 1994-11-06T08:49:37Z, the RFC's example instant.
-std::chrono::sys_seconds const rfc_instant =
-    std::chrono::sys_days(std::chrono::year(1994) / 11 / 6) + 8h + 49min + 37s;
+std::chrono::sys_seconds const rfc_instant = std::chrono::sys_days(std::chrono::year(1994) / 11 / 6) + 8h + 49min + 37s;
 
 std::chrono::system_clock::time_point local(std::chrono::sys_seconds t) {
   return std::chrono::time_point_cast<std::chrono::system_clock::duration>(t);
 }
 
-std::optional<ms> parse(std::string_view value) { return parse_retry_after(value, std::nullopt, local(rfc_instant)); }
+std::optional<ms> parse(std::string_view value) {
+  return parse_retry_after(value, std::nullopt, local(rfc_instant));
+}
 
 } // namespace
 
@@ -38,16 +39,16 @@ TEST_CASE("Retry-After: zero is a value, not the same as absent") {
 
 TEST_CASE("Retry-After: fractional values round up to the next millisecond, exactly in decimal") {
   CHECK(parse("1.5") == ms(1500));
-  CHECK(parse("1.1") == ms(1100));   // binary floating point would give 1100.0000000000002 -> 1101
-  CHECK(parse("0.0001") == ms(1));   // positive below 1 ms is still a wait
+  CHECK(parse("1.1") == ms(1100)); // binary floating point would give 1100.0000000000002 -> 1101
+  CHECK(parse("0.0001") == ms(1)); // positive below 1 ms is still a wait
   CHECK(parse("2.0001") == ms(2001));
   CHECK(parse("1e3") == ms(1000000));
   CHECK(parse("15e-1") == ms(1500));
 }
 
 TEST_CASE("Retry-After: junk falls back to normal backoff") {
-  for (auto junk : {"0x10", "+30", "5s", "-1", "-0", "1.", ".5", "1e", "1,5", "12 34", "abc", "NaN", "inf",
-                    "\xff", "1e+", "Sun, 06 Nov 1994 08:49:37 UTC"}) {
+  for (auto junk : {"0x10", "+30", "5s", "-1", "-0", "1.", ".5", "1e", "1,5", "12 34", "abc", "NaN", "inf", "\xff",
+                    "1e+", "Sun, 06 Nov 1994 08:49:37 UTC"}) {
     INFO("value: " << junk);
     CHECK_FALSE(parse(junk).has_value());
   }

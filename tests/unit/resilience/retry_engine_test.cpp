@@ -75,8 +75,7 @@ struct harness {
     return std::move(*out);
   }
 
-  template <typename T>
-  void drive(std::optional<T> const& done) {
+  template <typename T> void drive(std::optional<T> const& done) {
     for (int i = 0; i < 1000 && !done; ++i) {
       io.restart();
       io.poll();
@@ -103,8 +102,12 @@ http_request post(std::string body = R"({"episodes":[{"film_ref":"f","episode_no
   return r;
 }
 
-request_traits reads(std::string counter = "config") { return {std::move(counter), false, 0ms}; }
-request_traits writes() { return {"playback", true, 0ms}; }
+request_traits reads(std::string counter = "config") {
+  return {std::move(counter), false, 0ms};
+}
+request_traits writes() {
+  return {"playback", true, 0ms};
+}
 
 bool is_lower_hex(std::string const& s) {
   for (char c : s) {
@@ -146,7 +149,8 @@ TEST_CASE("retry loop: a failure injected at step N, for every N, retries up to 
       {"connect failed", fake_step::fail(errc::connect_failed)},
       {"attempt timeout", fake_step::fail(errc::attempt_timeout)},
       {"HTTP 503", fake_step::respond(503, R"({"error_code":"service_unavailable"})")},
-      {"HTTP 429 with Retry-After", fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "1"}})},
+      {"HTTP 429 with Retry-After",
+       fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "1"}})},
       {"HTTP 500", fake_step::respond(500)},
   };
   for (auto const& kind : kinds) {
@@ -611,9 +615,8 @@ TEST_CASE("primitives: per-item retries share the deadline, budget and hooks of 
   // A per-item retry request is not counted as a new logical call in the budget.
   settings.count_request = false;
   std::optional<call_result> out;
-  asio::co_spawn(h.io, h.engine->call(post(), writes(), settings), [&](std::exception_ptr, call_result r) {
-    out = std::move(r);
-  });
+  asio::co_spawn(h.io, h.engine->call(post(), writes(), settings),
+                 [&](std::exception_ptr, call_result r) { out = std::move(r); });
   h.drive(out);
   REQUIRE(out);
   CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 0);

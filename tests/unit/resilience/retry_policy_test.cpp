@@ -91,8 +91,8 @@ TEST_CASE("backoff: absurd inputs stay finite and bounded") {
   CHECK(huge_retry.delay.count() <= 4000.0 * 1.3 + 1e-6);
   auto f = retry_policy::interactive();
   CHECK(compute_backoff(f, 5000, std::nullopt, 0.5).delay.count() == Approx(4000.0));
-  CHECK(compute_backoff(f, 1, std::nullopt, -3.0).delay.count() == 0.0);               // u clamped
-  CHECK(compute_backoff(f, 1, std::nullopt, 7.0).delay.count() < 500.0);               // u clamped below 1
-  CHECK(compute_backoff(f, 1, std::nullopt, std::nan("")).delay.count() == 0.0);       // NaN treated as 0
+  CHECK(compute_backoff(f, 1, std::nullopt, -3.0).delay.count() == 0.0);         // u clamped
+  CHECK(compute_backoff(f, 1, std::nullopt, 7.0).delay.count() < 500.0);         // u clamped below 1
+  CHECK(compute_backoff(f, 1, std::nullopt, std::nan("")).delay.count() == 0.0); // NaN treated as 0
   CHECK(compute_backoff(f, 1, std::chrono::hours(24 * 365), 0.0).delay.count() == Approx(24.0 * 3600 * 1000));
 }

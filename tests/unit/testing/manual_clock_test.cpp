@@ -15,9 +15,9 @@ using wandura::testing::manual_clock;
 namespace {
 void sleep(asio::io_context& io, manual_clock& clock, manual_clock::time_point when, std::vector<int>& order, int id,
            asio::cancellation_slot slot = {}) {
-  asio::co_spawn(io, clock.sleep_until(when), asio::bind_cancellation_slot(slot, [&order, id](std::exception_ptr, std::error_code ec) {
-                   order.push_back(ec ? -id : id);
-                 }));
+  asio::co_spawn(io, clock.sleep_until(when),
+                 asio::bind_cancellation_slot(
+                     slot, [&order, id](std::exception_ptr, std::error_code ec) { order.push_back(ec ? -id : id); }));
 }
 } // namespace
 
