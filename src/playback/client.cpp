@@ -275,6 +275,21 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
                                sent.attempts});
       }
     }
+    if (!have_items && sent.attempts == 0 && sent.error == errc::rate_limited) {
+      // The counter's 429 hold-off outlasts the deadline: nothing was sent. Like a refused item, it is an outcome
+      // with the time left, not a failure of the call.
+      auto const held = self.engine.holdoffs().held_until(playback_counter) - self.engine.get_clock().now();
+      for (std::size_t const i : pending) {
+        auto& item = result.items[i];
+        item.outcome = item_outcome::rate_limited;
+        item.status = 0;
+        item.error_code = "rate_limited";
+        item.reason = "held_off";
+        item.retry_after = std::chrono::ceil<std::chrono::seconds>(std::max(held, clock::duration::zero()));
+      }
+      self.metrics.add_held_off();
+      break;
+    }
     if (!have_items) {
       self.metrics.add_call_failure();
       for (std::size_t const i : acquired) {

@@ -1,0 +1,302 @@
+// The client against the in-process emulator over real loopback sockets: SPEC §2 (server behaviour under load) and
+// §3 (SDK behaviour) observed end to end, and nothing counted twice when attempts are lost.
+#include "wandura/playback/client.hpp"
+
+#include <future>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/use_future.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/emulator/emulator.hpp"
+#include "wandura/error.hpp"
+#include "wandura/playback/viewer_ref.hpp"
+
+using namespace std::chrono_literals;
+using wandura::item_outcome;
+
+namespace {
+
+/// An emulator plus a client whose io_context runs on two threads, as a backend would run it.
+struct live {
+  std::unique_ptr<wandura::emulator::server> emu;
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::vector<std::thread> threads;
+  std::mutex lines_mutex;
+  std::vector<std::string> warn_lines;
+  std::unique_ptr<wandura::client> api;
+
+  explicit live(wandura::emulator::config cfg = {}, wandura::client_options options = {}) {
+    cfg.seed = 7;
+    emu = wandura::emulator::server::start(std::move(cfg));
+    options.base_url = emu->base_url();
+    if (options.api_key.empty()) {
+      options.api_key = "test-key";
+    }
+    options.retry.log = [this](wandura::log_level, std::string_view line) {
+      std::lock_guard lock(lines_mutex);
+      warn_lines.emplace_back(line);
+    };
+    api = std::make_unique<wandura::client>(io.get_executor(), std::move(options));
+    for (int i = 0; i < 2; ++i) {
+      threads.emplace_back([this] { io.run(); });
+    }
+  }
+  ~live() {
+    api.reset();
+    work.reset();
+    io.stop();
+    for (auto& t : threads) {
+      t.join();
+    }
+  }
+  live(live const&) = delete;
+  live& operator=(live const&) = delete;
+
+  template <typename T>
+  T wait(asio::awaitable<T> op) {
+    auto f = asio::co_spawn(io, std::move(op), asio::use_future);
+    REQUIRE(f.wait_for(60s) == std::future_status::ready);
+    return f.get();
+  }
+
+  wandura::episode_start start(std::string film, int episode, int unlocked_through, std::string device = "device-1",
+                               wandura::call_options options = {}) {
+    wandura::viewer v{wandura::make_viewer_ref("secret", "user-1", "install-1"), std::move(device), "kek-1"};
+    return wait(api->start_episode(std::move(v), std::move(film), episode, unlocked_through, std::move(options)));
+  }
+};
+
+wandura::emulator::config with_playback_limit(std::uint32_t per_minute, bool manual_clock) {
+  wandura::emulator::config cfg;
+  cfg.orgs[0].limits.playback = per_minute;
+  cfg.overshoot = 0;
+  cfg.manual_clock = manual_clock;
+  return cfg;
+}
+
+} // namespace
+
+TEST_CASE("client and emulator: starting an episode grants play and both prefetches, counted once each") {
+  live t;
+  auto s = t.start("the-heiress-returns", 4, 12);
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.play.ticket);
+  CHECK(s.play.ticket->ticket_id.rfind("tkt_", 0) == 0);
+  REQUIRE(s.prefetch.size() == 2);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(s.prefetch[1].outcome == item_outcome::granted);
+  CHECK(t.emu->stats().tickets_counted == 3);
+}
+
+TEST_CASE("client and emulator: past the last episode is not_ready and never retried") {
+  live t;
+  auto s = t.start("the-heiress-returns", 12, 14);
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.prefetch.size() == 2); // unlocked through 14, but the film has 12 episodes
+  CHECK(s.prefetch[0].outcome == item_outcome::not_ready);
+  CHECK(s.prefetch[1].outcome == item_outcome::not_ready);
+  auto past = t.start("the-heiress-returns", 13, 13);
+  CHECK(past.play.outcome == item_outcome::not_ready);
+  CHECK(past.requests == 1);
+  CHECK(t.warn_lines.empty());
+}
+
+TEST_CASE("client and emulator: the same viewer and device reuse the ticket, another device gets its own") {
+  SECTION("from the client's own store: no second request") {
+    live t;
+    auto first = t.start("the-heiress-returns", 2, 2);
+    auto again = t.start("the-heiress-returns", 2, 2);
+    CHECK(again.play.reused);
+    CHECK(again.requests == 0);
+    CHECK(again.play.ticket->ticket_id == first.play.ticket->ticket_id);
+    auto other = t.start("the-heiress-returns", 2, 2, "device-2");
+    CHECK_FALSE(other.play.reused);
+    CHECK(other.play.ticket->ticket_id != first.play.ticket->ticket_id);
+    CHECK(t.emu->stats().tickets_counted == 2);
+  }
+  SECTION("from the server, with the client's store off: reused, counted 0") {
+    wandura::client_options options;
+    options.reuse_tickets = false;
+    live t({}, options);
+    auto first = t.start("the-heiress-returns", 2, 2);
+    auto again = t.start("the-heiress-returns", 2, 2);
+    CHECK(again.requests == 1);
+    CHECK(again.play.reused);
+    CHECK(again.play.ticket->ticket_id == first.play.ticket->ticket_id);
+    auto const st = t.emu->stats();
+    CHECK(st.tickets_counted == 1);
+    CHECK(st.tickets_reused == 1);
+  }
+}
+
+TEST_CASE("client and emulator: near the limit prefetches are shed while play is still granted") {
+  // 100 tickets a minute, exact counters, manual clock. Plays are never shed: spend 85 with play-only starts on
+  // distinct devices (no reuse), leaving 15 %, under the 20 % at which prefetches are shed.
+  live t(with_playback_limit(100, true));
+  for (int i = 0; i < 85; ++i) {
+    wandura::viewer v{"", "warm-" + std::to_string(i), "kek"};
+    auto r = t.wait(t.api->start_episode(v, "the-heiress-returns", 1, 1));
+    REQUIRE(r.play.outcome == item_outcome::granted);
+  }
+  auto s = t.start("the-heiress-returns", 4, 6);
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.prefetch.size() == 2);
+  CHECK(s.prefetch[0].outcome == item_outcome::shed);
+  CHECK(s.prefetch[0].reason == "prefetch_shed");
+  CHECK(s.prefetch[0].retry_after.has_value());
+  CHECK(s.prefetch[1].outcome == item_outcome::shed);
+  auto const st = t.emu->stats();
+  CHECK(st.tickets_shed >= 2);
+  CHECK(st.tickets_counted == 86);
+}
+
+TEST_CASE("client and emulator: scripted 503s are retried with WARN lines and the key is reused") {
+  live t;
+  t.emu->install_faults(
+      R"({"rules":[{"path":"/v1/playback/tickets","kind":"status","status":503,"retry_after":1,"count":2}]})");
+  wandura::call_options fast;
+  fast.policy = wandura::retry_policy::standard();
+  auto s = t.start("the-heiress-returns", 1, 1, "device-1", fast);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.requests == 3);
+  std::lock_guard lock(t.lines_mutex);
+  REQUIRE(t.warn_lines.size() == 2);
+  CHECK(t.warn_lines[0].rfind("retry 1/2 in ", 0) == 0);
+  CHECK(t.warn_lines[0].find(": HTTP 503 code=service_unavailable") != std::string::npos);
+  CHECK(t.emu->stats().tickets_counted == 1);
+  CHECK(t.emu->stats().faults_injected == 2);
+}
+
+TEST_CASE("client and emulator: a request lost after the server read it is not counted twice") {
+  live t;
+  t.emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"drop_after_read","count":1}]})");
+  auto s = t.start("the-heiress-returns", 5, 7);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.requests == 2);
+  CHECK(t.emu->stats().tickets_counted == 3);
+}
+
+TEST_CASE("client and emulator: a reset mid-body is retried under the same key and replayed, not re-executed") {
+  live t;
+  t.emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"reset","count":1}]})");
+  auto s = t.start("the-heiress-returns", 5, 7);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.requests == 2);
+  auto const st = t.emu->stats();
+  CHECK(st.tickets_counted == 3);        // executed once, by the first attempt
+  CHECK(st.idempotent_replays == 1);     // the retry got the stored result
+}
+
+TEST_CASE("client and emulator: a first attempt slower than the attempt timeout still counts each ticket once") {
+  live t;
+  // The first attempt is held 6 s by the server; the client gives up on it at its 5 s floor and retries with the
+  // same key, which waits (409 in progress) until the first has executed and then gets the stored result.
+  t.emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":6000,"count":1}]})");
+  wandura::call_options options;
+  options.attempt_timeout = 1000ms; // raised to the 5 s floor of ticket requests
+  options.total_timeout = 30000ms;
+  auto s = t.start("the-heiress-returns", 8, 9, "device-1", options);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.requests >= 2);
+  CHECK(t.emu->stats().tickets_counted == 2);
+}
+
+TEST_CASE("client and emulator: an unknown key fails the call as unauthorized and is not counted") {
+  wandura::client_options options;
+  options.api_key = "wrong-key";
+  live t({}, options);
+  try {
+    (void)t.start("the-heiress-returns", 1, 1);
+    FAIL("expected unauthorized");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::unauthorized);
+    CHECK(e.http_status() == 401);
+  }
+  CHECK(t.emu->stats().tickets_counted == 0);
+}
+
+TEST_CASE("client and emulator: garbage and truncated bodies are typed errors, the client keeps working") {
+  live t;
+  for (auto kind : {"garbage", "truncate"}) {
+    t.emu->install_faults(std::string(R"({"rules":[{"path":"/v1/config","kind":")") + kind + R"(","count":1}]})");
+    try {
+      (void)t.wait(t.api->get_config());
+      FAIL("expected invalid_response");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_response);
+    }
+  }
+  auto cfg = t.wait(t.api->get_config());
+  CHECK(cfg.limit("playback") == 6000);
+}
+
+TEST_CASE("client and emulator: typed reads of config, catalogue, videos and creatives") {
+  live t;
+  auto f = t.wait(t.api->get_film("the-heiress-returns"));
+  CHECK(f.episode_count == 12);
+  auto videos = t.wait(t.api->list_videos());
+  REQUIRE_FALSE(videos.empty());
+  auto one = t.wait(t.api->get_video(videos.front().video_ref));
+  CHECK(one.video_ref == videos.front().video_ref);
+  auto creatives = t.wait(t.api->list_creatives());
+  CHECK_FALSE(creatives.empty());
+  try {
+    (void)t.wait(t.api->get_film("no-such-film"));
+    FAIL("expected 404");
+  } catch (wandura::error const& e) {
+    CHECK(e.http_status() == 404);
+  }
+}
+
+TEST_CASE("client and emulator: after a 429 the counter is held and prefetches wait their turn") {
+  // 3 tickets a minute, exact counters, manual clock (plays are refused, not held): the first start takes all 3.
+  live t(with_playback_limit(3, true));
+  auto first = t.start("the-heiress-returns", 1, 12);
+  REQUIRE(first.play.outcome == item_outcome::granted);
+  wandura::call_options quick;
+  quick.total_timeout = 3000ms; // Retry-After is ~20 s here: the deadline decides at once
+  auto second = t.start("the-heiress-returns", 7, 12, "device-2", quick);
+  CHECK(second.play.outcome == item_outcome::rate_limited);
+  CHECK(second.requests == 1);
+  CHECK(second.play.retry_after.has_value());
+  // The 429 set the playback counter's hold-off: the next start sends nothing; its play is reported rate_limited
+  // with the time left, its prefetches deferred.
+  auto third = t.start("the-heiress-returns", 10, 12, "device-3", quick);
+  CHECK(third.requests == 0);
+  CHECK(third.play.outcome == item_outcome::rate_limited);
+  CHECK(third.play.retry_after.has_value());
+  for (auto const& p : third.prefetch) {
+    CHECK(p.outcome == item_outcome::deferred);
+  }
+  CHECK(t.emu->stats().tickets_counted == 3);
+}
+
+TEST_CASE("client and emulator: concurrent identical starts from one device share one request") {
+  live t;
+  wandura::viewer v{wandura::make_viewer_ref("secret", "user-9", "install-9"), "device-9", "kek"};
+  std::vector<std::future<wandura::episode_start>> futures;
+  for (int i = 0; i < 8; ++i) {
+    futures.push_back(asio::co_spawn(t.io, t.api->start_episode(v, "the-heiress-returns", 3, 3), asio::use_future));
+  }
+  std::set<std::string> ids;
+  int fresh = 0;
+  for (auto& f : futures) {
+    REQUIRE(f.wait_for(30s) == std::future_status::ready);
+    auto s = f.get();
+    REQUIRE(s.play.outcome == item_outcome::granted);
+    ids.insert(s.play.ticket->ticket_id);
+    fresh += s.play.reused ? 0 : 1;
+  }
+  CHECK(ids.size() == 1);
+  CHECK(fresh == 1);
+  CHECK(t.emu->stats().tickets_counted == 1);
+}
