@@ -1,6 +1,5 @@
 #include "wandura/playback/detail/response_parser.hpp"
 
-#include <bit>
 #include <charconv>
 #include <cstring>
 #include <cmath>
@@ -19,32 +18,6 @@ using json_error = simdjson::error_code;
 
 [[nodiscard]] constexpr bool is_json_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/// The offset of the first '"' or '\\' at or after `p`, which must exist inside a simdjson-padded buffer (stage 1
-/// proved every string of the document closed, and the padding makes reading up to 7 bytes past it safe). Eight
-/// bytes at a time on little-endian machines.
-[[nodiscard]] std::size_t quote_or_backslash(char const* p) noexcept {
-  if constexpr (std::endian::native == std::endian::little) {
-    constexpr std::uint64_t ones = 0x0101010101010101ULL;
-    constexpr std::uint64_t highs = 0x8080808080808080ULL;
-    for (std::size_t i = 0;; i += 8) {
-      std::uint64_t word = 0;
-      std::memcpy(&word, p + i, sizeof word);
-      std::uint64_t const quotes = word ^ (ones * '"');
-      std::uint64_t const slashes = word ^ (ones * '\\');
-      std::uint64_t const found = ((quotes - ones) & ~quotes & highs) | ((slashes - ones) & ~slashes & highs);
-      if (found != 0) {
-        return i + static_cast<std::size_t>(std::countr_zero(found) / 8);
-      }
-    }
-  } else {
-    std::size_t i = 0;
-    while (p[i] != '"' && p[i] != '\\') {
-      ++i;
-    }
-    return i;
-  }
-}
-
 /// A cheap code of a key (length, first and last byte), so that readers can `switch` on keys in O(1). Distinct for
 /// the keys of each reader (a clash would be a duplicate `case`, a compile error); every case still compares the
 /// full text, so unknown keys with a known code are ignored as they should be.
@@ -54,6 +27,12 @@ using json_error = simdjson::error_code;
   }
   return (static_cast<std::uint32_t>(s.size()) << 16) | (static_cast<std::uint32_t>(static_cast<unsigned char>(s.front())) << 8) |
          static_cast<unsigned char>(s.back());
+}
+
+/// `key == literal`, with the length known at compile time so that the comparison is inlined.
+template <std::size_t N>
+[[nodiscard]] bool is(std::string_view key, char const (&literal)[N]) noexcept {
+  return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
 }
 
 /// Where in the document a reader is, for messages: "items[2].ticket.expires_at". Built only on failure.
@@ -259,15 +238,19 @@ bool for_each_field(reader& r, location const& where, od::object& obj, OnField&&
     }
     od::field& field = field_result.value_unsafe(); // checked above; no copy of the field
 
-    // Keys without escapes (all of the API's) are read in place; others are unescaped by simdjson.
-    std::string_view key;
-    char const* const raw = field.key().raw();
-    std::size_t const length = quote_or_backslash(raw);
-    if (raw[length] == '"') {
-      key = std::string_view(raw, length);
-    } else if (auto e = field.unescaped_key().get(key)) {
-      return r.fail_json(where, {}, e);
+    // The key is read in place, without scanning it: it ends at the last quote before the ':' that precedes the
+    // value (stage 1 and the object iterator proved that shape). Keys are matched as written; the API's keys never
+    // use escapes, and a key spelled with them reads as unknown.
+    char const* const key_begin = field.key().raw();
+    char const* end = field.value().raw_json_token().data() - 1;
+    while (is_json_space(*end)) {
+      --end;
     }
+    --end; // the ':'
+    while (is_json_space(*end)) {
+      --end;
+    }
+    std::string_view const key(key_begin, static_cast<std::size_t>(end - key_begin));
     if (!on_field(key, field.value())) {
       return false;
     }
@@ -308,27 +291,27 @@ bool read_ticket(reader& r, location const& where, od::value& v, ticket& out) {
   bool ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
     switch (key_hash(key)) {
     case key_hash("ticket_id"):
-      if (key == "ticket_id") {
+      if (is(key, "ticket_id")) {
         return r.string(value, where, key, out.ticket_id);
       }
       break;
     case key_hash("manifest_url"):
-      if (key == "manifest_url") {
+      if (is(key, "manifest_url")) {
         return r.string(value, where, key, out.manifest_url);
       }
       break;
     case key_hash("license_url"):
-      if (key == "license_url") {
+      if (is(key, "license_url")) {
         return r.string(value, where, key, out.license_url);
       }
       break;
     case key_hash("drm_payload"):
-      if (key == "drm_payload") {
+      if (is(key, "drm_payload")) {
         return r.string(value, where, key, out.drm_payload);
       }
       break;
     case key_hash("expires_at"):
-      if (key == "expires_at") {
+      if (is(key, "expires_at")) {
         if (!r.string(value, where, key, out.expires_at_text)) {
           return false;
         }
@@ -391,13 +374,13 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
     std::int64_t n = 0;
     switch (key_hash(key)) {
     case key_hash("film_ref"):
-      if (key == "film_ref") {
+      if (is(key, "film_ref")) {
         has_film = true;
         return r.string(value, where, key, item.film_ref);
       }
       break;
     case key_hash("episode_no"):
-      if (key == "episode_no") {
+      if (is(key, "episode_no")) {
         if (!r.integer(value, where, key, 1, std::numeric_limits<std::int32_t>::max(), n)) {
           return false;
         }
@@ -407,7 +390,7 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
       }
       break;
     case key_hash("intent"):
-      if (key == "intent") {
+      if (is(key, "intent")) {
         if (!r.string(value, where, key, item.intent_text)) {
           return false;
         }
@@ -420,7 +403,7 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
       }
       break;
     case key_hash("status"):
-      if (key == "status") {
+      if (is(key, "status")) {
         if (!r.integer(value, where, key, 100, 599, n)) {
           return false;
         }
@@ -430,12 +413,12 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
       }
       break;
     case key_hash("reused"):
-      if (key == "reused") {
+      if (is(key, "reused")) {
         return r.boolean(value, where, key, item.reused);
       }
       break;
     case key_hash("ticket"):
-      if (key == "ticket") {
+      if (is(key, "ticket")) {
         bool not_null = true;
         if (r.is_null(value, where, key, not_null) || !not_null) {
           has_ticket = false;
@@ -449,17 +432,17 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
       }
       break;
     case key_hash("error_code"):
-      if (key == "error_code") {
+      if (is(key, "error_code")) {
         return r.string_or_integer(value, where, key, item.error_code);
       }
       break;
     case key_hash("reason"):
-      if (key == "reason") {
+      if (is(key, "reason")) {
         return r.string(value, where, key, item.reason);
       }
       break;
     case key_hash("retry_after"):
-      if (key == "retry_after") {
+      if (is(key, "retry_after")) {
         return r.seconds(value, where, key, item.retry_after);
       }
       break;
@@ -503,17 +486,17 @@ bool read_video_fields(reader& r, location const& where, od::object& obj, video&
   bool ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
     switch (key_hash(key)) {
     case key_hash("video_ref"):
-      if (key == "video_ref") {
+      if (is(key, "video_ref")) {
         return r.string_or_integer(value, where, key, out.video_ref);
       }
       break;
     case key_hash("title"):
-      if (key == "title") {
+      if (is(key, "title")) {
         return r.string(value, where, key, out.title);
       }
       break;
     case key_hash("url"):
-      if (key == "url") {
+      if (is(key, "url")) {
         return r.string(value, where, key, out.url);
       }
       break;
@@ -541,12 +524,12 @@ bool read_creative_object(reader& r, location const& where, od::value& v, creati
   bool ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
     switch (key_hash(key)) {
     case key_hash("creative_id"):
-      if (key == "creative_id") {
+      if (is(key, "creative_id")) {
         return r.string_or_integer(value, where, key, out.creative_id);
       }
       break;
     case key_hash("url"):
-      if (key == "url") {
+      if (is(key, "url")) {
         return r.string(value, where, key, out.url);
       }
       break;
@@ -613,12 +596,12 @@ std::error_code response_parser::read_ticket_batch(simdjson::padded_string_view 
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
       case key_hash("request_id"):
-        if (key == "request_id") {
+        if (is(key, "request_id")) {
           return r.string(value, {}, key, out.request_id);
         }
         break;
       case key_hash("items"):
-        if (key == "items") {
+        if (is(key, "items")) {
           od::array items;
           if (!r.array(value, {}, key, items)) {
             return false;
@@ -650,22 +633,22 @@ std::error_code response_parser::read_error_body(simdjson::padded_string_view js
     return for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
       case key_hash("error"):
-        if (key == "error") {
+        if (is(key, "error")) {
           return r.string(value, {}, key, out.message);
         }
         break;
       case key_hash("error_code"):
-        if (key == "error_code") {
+        if (is(key, "error_code")) {
           return r.string_or_integer(value, {}, key, out.error_code);
         }
         break;
       case key_hash("reason"):
-        if (key == "reason") {
+        if (is(key, "reason")) {
           return r.string(value, {}, key, out.reason);
         }
         break;
       case key_hash("request_id"):
-        if (key == "request_id") {
+        if (is(key, "request_id")) {
           return r.string(value, {}, key, out.request_id);
         }
         break;
@@ -682,12 +665,12 @@ std::error_code response_parser::read_org_config(simdjson::padded_string_view js
     return for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
       case key_hash("org_id"):
-        if (key == "org_id") {
+        if (is(key, "org_id")) {
           return r.string_or_integer(value, {}, key, out.org_id);
         }
         break;
       case key_hash("limits"):
-        if (key == "limits") {
+        if (is(key, "limits")) {
           od::object limits;
           if (!r.object(value, {}, key, limits)) {
             return false;
@@ -716,17 +699,17 @@ std::error_code response_parser::read_film(simdjson::padded_string_view json, fi
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
       case key_hash("film_ref"):
-        if (key == "film_ref") {
+        if (is(key, "film_ref")) {
           return r.string(value, {}, key, out.film_ref);
         }
         break;
       case key_hash("title"):
-        if (key == "title") {
+        if (is(key, "title")) {
           return r.string(value, {}, key, out.title);
         }
         break;
       case key_hash("episodes"):
-        if (key == "episodes") {
+        if (is(key, "episodes")) {
           od::json_type type{};
           if (auto e = value.type().get(type)) {
             return r.fail_json({}, key, e);
@@ -774,7 +757,7 @@ std::error_code response_parser::read_videos(simdjson::padded_string_view json, 
     out.clear();
     bool has_list = false;
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
-      if (key_hash(key) != key_hash("videos") || key != "videos") {
+      if (!is(key, "videos")) {
         return true;
       }
       od::array list;
@@ -802,7 +785,7 @@ std::error_code response_parser::read_creatives(simdjson::padded_string_view jso
     out.clear();
     bool has_list = false;
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
-      if (key_hash(key) != key_hash("creatives") || key != "creatives") {
+      if (!is(key, "creatives")) {
         return true;
       }
       od::array list;

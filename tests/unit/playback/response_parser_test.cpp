@@ -122,6 +122,21 @@ TEST_CASE("response parser: unknown fields anywhere are ignored and unknown enum
   CHECK_FALSE(result.items[1].retry_after);
 }
 
+TEST_CASE("response parser: white space anywhere is fine, keys are matched as written") {
+  constexpr char const* body = "{\n\t\"items\" \t\r\n :\n [ { \"film_ref\" : \"f\" , \"episode_no\"\t:\t3 ,"
+                               " \"intent\"\n:\n\"play\", \"status\"  :  404 , \"error_code\" : \"not_ready\" ,"
+                               " \"re\\u0061son\" : \"escaped key\" } ] ,\"request_id\":\"r\" \n}\n";
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(body), result));
+  REQUIRE(result.items.size() == 1);
+  CHECK(result.items[0].film_ref == "f");
+  CHECK(result.items[0].episode_no == 3);
+  CHECK(result.items[0].outcome == item_outcome::not_ready);
+  CHECK(result.items[0].reason.empty()); // "re\u0061son" is not the key "reason" as written: ignored
+  CHECK(result.request_id == "r");
+}
+
 TEST_CASE("response parser: numeric error codes, fractional retry_after and a ticket on a refused item") {
   constexpr char const* body = R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":503,
       "error_code":50200,"retry_after":1.2,"ticket":{"ticket_id":"t","expires_at":"2026-11-30T11:00:00Z"}}]})";
