@@ -120,6 +120,6 @@ std::string_view to_string(errc e) noexcept {
 }
 
 error::error(std::error_code code, std::string const& message, error_info info)
-    : std::system_error(code, message), info_(std::move(info)) {}
+    : std::system_error(code, message), message_(message), info_(std::move(info)) {}
 
 } // namespace wandura

@@ -121,8 +121,12 @@ public:
   [[nodiscard]] std::string const& request_id() const noexcept { return info_.request_id; }
   [[nodiscard]] int attempts() const noexcept { return info_.attempts; }
   [[nodiscard]] error_info const& info() const noexcept { return info_; }
+  /// The message given at construction, exactly (unlike `std::system_error`, the code's message is not appended:
+  /// SDK messages already name the last real error).
+  [[nodiscard]] char const* what() const noexcept override { return message_.c_str(); }
 
 private:
+  std::string message_;
   error_info info_;
 };
 
