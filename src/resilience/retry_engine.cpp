@@ -143,7 +143,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
 
   // Idempotency (SPEC §1, seed 004): one key per logical call, on every attempt, with the same body.
   request_safety safety = request_safety::read;
-  if (traits.is_write) {
+  if (traits.is_write || request.method == http_method::post) { // every POST is a write, whatever the traits say
     std::string key;
     auto const existing = find_request_header(request, idempotency_key_header);
     bool const caller_key = existing.has_value() || settings.idempotency_key.has_value();

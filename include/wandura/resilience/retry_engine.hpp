@@ -44,7 +44,8 @@ struct request_traits {
   /// The rate-limit counter the request spends (SPEC §1 table): `playback`, `catalog`, `creatives`, `videos`,
   /// `video`, `config`. Hold-offs after a 429 are per counter.
   std::string counter;
-  /// A write (POST): gets an `Idempotency-Key`, and without one is retried only after `connect_failed`.
+  /// A write: gets an `Idempotency-Key`, and without one is retried only after `connect_failed`. A POST request is
+  /// always treated as a write, even when this is false.
   bool is_write = false;
   /// The smallest attempt timeout this request accepts, whatever the options say (SPEC §3, seed 000: ticket
   /// requests never use an attempt timeout under 5 s). The deadline still bounds the attempt.
