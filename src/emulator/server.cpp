@@ -48,6 +48,7 @@ struct server::impl {
   std::vector<std::thread> threads;
   std::uint16_t port = 0;
   std::string host;
+  bool single_threaded = true;
   std::mutex stop_mutex;
   bool stopped = false;
 };
@@ -585,7 +586,11 @@ asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::opti
 
 asio::awaitable<void> server::impl::accept_loop() {
   for (;;) {
-    auto [ec, socket] = co_await acceptor->async_accept(asio::make_strand(*ioc), use_tuple);
+    // A connection's two coroutines (requests and idle watchdog) share its socket: with several threads they run
+    // on a strand; with one thread the io_context itself serialises them and a strand would only cost time.
+    asio::any_io_executor conn_ex = single_threaded ? asio::any_io_executor(ioc->get_executor())
+                                                    : asio::any_io_executor(asio::make_strand(*ioc));
+    auto [ec, socket] = co_await acceptor->async_accept(conn_ex, use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) {
         co_return;
@@ -611,6 +616,7 @@ std::unique_ptr<server> server::start(config cfg) {
   auto port = cfg.port;
   auto p = std::make_unique<impl>(std::move(cfg));
   p->ioc.emplace(static_cast<int>(threads));
+  p->single_threaded = threads == 1;
   std::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) {
