@@ -299,7 +299,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     retry_event event;
     event.retry = attempt;
     event.max_retries = max_retries;
-    event.delay = std::chrono::milliseconds(std::llround(delay.delay.count()));
+    event.delay = std::chrono::round<std::chrono::milliseconds>(wait);
     event.source = delay.source;
     event.http_status = result.response.status;
     event.error = outcome.error;

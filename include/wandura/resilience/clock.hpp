@@ -36,7 +36,8 @@ public:
   /// Completes with an empty error code when the time is reached, or `asio::error::operation_aborted` when the
   /// awaiting coroutine's cancellation slot is emitted first. Never throws for those.
   /// @par Cancellation
-  /// Terminal, partial and total cancellation all end the sleep at once with `operation_aborted`.
+  /// Any cancellation that reaches the sleep (a coroutine lets terminal cancellation through by default) ends it
+  /// at once with `operation_aborted`.
   [[nodiscard]] virtual asio::awaitable<std::error_code> sleep_until(time_point when) = 0;
 };
 

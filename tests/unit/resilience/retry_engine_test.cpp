@@ -621,3 +621,103 @@ TEST_CASE("primitives: per-item retries share the deadline, budget and hooks of 
   REQUIRE(out);
   CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 0);
 }
+
+TEST_CASE("decision table end to end: each failure once, through the engine, for each policy and request kind") {
+  // Expected values written out by hand from seed 000, seed 004 and SPEC §1 (not computed by the classifier).
+  struct row {
+    char const* what;
+    fake_step step;
+    bool seed_default_read;
+    bool standard_read;
+    bool unkeyed_write; // either policy
+  };
+  auto http = [](int status, std::string_view code = {}) {
+    std::string body = code.empty() ? std::string("{}") : std::string(R"({"error_code":")") + std::string(code) + "\"}";
+    if (!code.empty() && code.front() >= '0' && code.front() <= '9') {
+      body = std::string(R"({"error_code":)") + std::string(code) + "}"; // numeric codes as JSON numbers
+    }
+    return fake_step::respond(status, body);
+  };
+  std::vector<row> const table{
+      {"connection reset", fake_step::fail(errc::connection_reset), true, true, false},
+      {"connect failed", fake_step::fail(errc::connect_failed), true, true, true},
+      {"attempt timeout", fake_step::fail(errc::attempt_timeout), true, true, false},
+      {"response timeout", fake_step::fail(errc::response_timeout), true, true, false},
+      {"TLS failure", fake_step::fail(errc::tls_failed), false, false, false},
+      {"response too large", fake_step::fail(errc::response_too_large), false, false, false},
+      {"400", http(400, "invalid_request"), false, false, false},
+      {"401", http(401, "unauthorized"), false, false, false},
+      {"403 not_entitled", http(403, "not_entitled"), false, false, false},
+      {"404 not_ready", http(404, "not_ready"), false, false, false},
+      {"408", http(408), false, true, false},
+      {"409 idempotency_conflict", http(409, "idempotency_conflict"), false, false, false},
+      {"409 40903", http(409, "40903"), false, false, false},
+      {"409 idempotency_in_progress", http(409, "idempotency_in_progress"), true, true, false},
+      {"409 40901", http(409, "40901"), true, true, false},
+      {"425", http(425), false, true, false},
+      {"429 rate_limited", http(429, "rate_limited"), true, true, false},
+      {"500", http(500, "internal"), true, true, false},
+      {"502", http(502), true, true, false},
+      {"503 service_unavailable", http(503, "service_unavailable"), true, true, false},
+      {"503 not_ready", http(503, "not_ready"), false, false, false},
+      {"504", http(504), false, true, false},
+      {"400 42900", http(400, "42900"), false, true, false},
+      {"400 42901", http(400, "42901"), false, true, false},
+      {"500 50000", http(500, "50000"), true, true, false},
+      {"503 50200", http(503, "50200"), true, true, false},
+      {"418 50200", http(418, "50200"), false, true, false},
+  };
+  for (auto const& r : table) {
+    for (auto const& policy : {retry_policy::interactive(), retry_policy::standard()}) {
+      bool const standard = policy.classifier == wandura::retry_classifier::standard;
+      call_options o;
+      o.policy = policy;
+      {
+        INFO(r.what << (standard ? " / standard" : " / seed 000") << " / read");
+        harness h;
+        h.fake.push(r.step);
+        CHECK((h.run(get(), reads(), o).attempts == 2) == (standard ? r.standard_read : r.seed_default_read));
+      }
+      {
+        INFO(r.what << (standard ? " / standard" : " / seed 000") << " / keyed write");
+        harness h;
+        h.fake.push(r.step);
+        CHECK((h.run(post(), writes(), o).attempts == 2) == (standard ? r.standard_read : r.seed_default_read));
+      }
+      {
+        INFO(r.what << (standard ? " / standard" : " / seed 000") << " / write without key");
+        wandura::retry_options no_keys;
+        no_keys.auto_idempotency_keys = false;
+        harness h(no_keys);
+        h.fake.push(r.step);
+        CHECK((h.run(post(), writes(), o).attempts == 2) == r.unkeyed_write);
+      }
+    }
+  }
+}
+
+TEST_CASE("cancellation: cancelling while held back after a 429 ends the call before any attempt") {
+  harness h;
+  call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake.push(fake_step::respond(429, "{}", {{"Retry-After", "4"}}));
+  h.run(post(), writes(), no_retries);
+  asio::cancellation_signal signal;
+  std::optional<call_result> out;
+  asio::co_spawn(h.io, h.engine->call(post(), writes(), h.engine->settings_for()),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, call_result r) {
+                   REQUIRE_FALSE(e);
+                   out = std::move(r);
+                 }));
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(h.clock->pending_sleeps() == 1); // waiting for the counter's hold-off
+  signal.emit(asio::cancellation_type::terminal);
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(out);
+  CHECK(out->stopped == stop_reason::cancelled);
+  CHECK(out->attempts == 0);
+  CHECK(h.fake.attempt_count() == 1); // only the first call's attempt
+  CHECK(h.clock->elapsed() == 0ms);
+}
