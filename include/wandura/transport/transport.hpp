@@ -1,0 +1,143 @@
+// wandura::transport: HTTP attempts over one libcurl multi handle driven by Asio.
+//
+// One `CURLM` per transport keeps the connection pool, TLS session cache, DNS cache and HTTP/2 connections that
+// every request of a client shares. Asio watches the sockets libcurl asks about (`CURLMOPT_SOCKETFUNCTION`) and
+// runs its timer (`CURLMOPT_TIMERFUNCTION`); every libcurl call happens on one strand, so the `io_context` may be
+// run by any number of threads (docs/adr/0002-transport-event-loop.md).
+//
+// No retries happen here: one call is one attempt. The retry loop (resilience layer) sits above `http_sender`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+
+#include "wandura/transport/detail/send_op.hpp"
+#include "wandura/transport/http_request.hpp"
+#include "wandura/transport/http_response.hpp"
+#include "wandura/transport/http_sender.hpp"
+#include "wandura/transport/transport_options.hpp"
+
+namespace wandura {
+
+/// Counters of one transport, for tests and metrics. A snapshot; each field is read atomically on its own.
+struct transport_stats {
+  /// Connections libcurl opened (sum of CURLINFO_NUM_CONNECTS over finished transfers). With keep-alive working,
+  /// far below `requests_completed`.
+  std::uint64_t connections_opened = 0;
+  /// Sockets currently open (connected, connecting or idle in the pool).
+  std::uint64_t sockets_open = 0;
+  /// Requests handed to libcurl and not finished yet.
+  std::uint64_t requests_in_flight = 0;
+  /// Requests waiting for a slot because `max_in_flight` were running.
+  std::uint64_t requests_queued = 0;
+  /// Requests finished, whatever the outcome (responses, transport errors, cancellations).
+  std::uint64_t requests_completed = 0;
+  /// Pooled per-request states (each with its libcurl easy handle); grows to the peak concurrency, then reused.
+  std::uint64_t pooled_transfers = 0;
+};
+
+/// The libcurl-based `http_sender`. Sends single attempts; never retries.
+///
+/// @par Thread safety
+/// All member functions may be called from any thread, concurrently. Completions are posted to the completion
+/// handler's associated executor (the awaiting coroutine's executor), never run inline inside libcurl.
+///
+/// @par Lifetime
+/// Destroying the transport aborts the requests still in flight: each completes with
+/// `asio::error::operation_aborted` (if the io_context still runs). Idle keep-alive connections are closed.
+/// The io_context must outlive the transport's pending work.
+class transport final : public http_sender {
+public:
+  /// @param ex where the transport runs libcurl (through a strand of its own) and where handlers without an
+  ///        associated executor complete. The io_context behind it may be run by several threads.
+  /// @param options pool limits and TLS settings, copied.
+  /// @throws std::system_error with `errc::transport_failed` if libcurl cannot be initialised.
+  explicit transport(asio::any_io_executor ex, transport_options options = {});
+  ~transport() override;
+
+  transport(transport const&) = delete;
+  transport& operator=(transport const&) = delete;
+
+  /// Sends `request` once and reads the whole response.
+  ///
+  /// On the wire: one HTTP/1.1 or HTTP/2 request on a pooled keep-alive connection (a new one when none is
+  /// free), no redirects followed, `Expect: 100-continue` never used.
+  ///
+  /// Completes with `(error_code{}, response)` for any HTTP status (a 503 is a response, not an error), or with
+  /// one of:
+  /// - `errc::connect_failed`: name not resolved, connection refused, connect timeout; nothing was sent.
+  /// - `errc::attempt_timeout`: `options.timeout` passed before any response byte arrived.
+  /// - `errc::response_timeout`: `options.timeout` passed mid-response.
+  /// - `errc::connection_reset`: connection reset or closed after the request was (partly) sent.
+  /// - `errc::tls_failed`: handshake or certificate verification failed.
+  /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`.
+  /// - `errc::protocol_error`: the server's reply is not valid HTTP (or HTTP/2 framing failed).
+  /// - `errc::transport_failed`: anything else (unsupported URL, out of memory); the message names the cause.
+  /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.
+  ///
+  /// @param request must stay alive and unchanged until the operation completes (the body is sent from it).
+  /// @param options the attempt's timeouts in milliseconds; zero `timeout` means none, zero `connect_timeout`
+  ///        means `transport_options::default_connect_timeout`.
+  /// @param token completion token with signature `void(std::error_code, http_response)`.
+  ///
+  /// @par Cancellation
+  /// Supports terminal, partial and total cancellation through the handler's associated cancellation slot, in
+  /// every phase (queued, resolving, connecting, sending, receiving): the easy handle is removed from libcurl on
+  /// the strand and the operation completes with `asio::error::operation_aborted`. The connection it used is
+  /// closed, not reused.
+  /// @par Retries and idempotency
+  /// None here. `connect_failed` guarantees the request was not sent (always safe to retry, seed 004); every other
+  /// error may follow a request the server executed.
+  template <class CompletionToken>
+  auto async_send(http_request const& request, attempt_options options, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, http_response)>(
+        [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto* op = detail::send_op<handler_type>::create(std::move(handler), detail::transport_executor(*impl));
+          detail::start_send(*impl, *req, opts, op, slot);
+        },
+        token, &request, options);
+  }
+
+  /// `async_send` as a coroutine that throws: the response (any HTTP status), or `wandura::error` carrying the
+  /// transport error code (`operation_aborted` when cancelled). Same cancellation and lifetime rules.
+  [[nodiscard]] asio::awaitable<http_response> send(http_request const& request, attempt_options const& options);
+
+  /// `http_sender`: `async_send` as a coroutine that never throws for transport errors; the error, if any, is in
+  /// `attempt_result::error`. Same cancellation and lifetime rules.
+  [[nodiscard]] asio::awaitable<attempt_result> send_attempt(http_request const& request,
+                                                             attempt_options const& options) override;
+
+  /// The executor given at construction.
+  [[nodiscard]] asio::any_io_executor get_executor() const override;
+
+  /// A snapshot of the counters; safe from any thread.
+  [[nodiscard]] transport_stats stats() const noexcept;
+
+private:
+  std::shared_ptr<detail::transport_impl> impl_;
+};
+
+namespace detail {
+/// Facts about a finished transfer that decide how a libcurl result maps to an error code.
+struct transfer_facts {
+  bool request_started = false;     ///< libcurl got past connecting (CURLINFO_PRETRANSFER_TIME > 0).
+  bool response_started = false;    ///< at least one byte of the response (status line) arrived.
+  bool body_too_large = false;      ///< the write or header callback refused the body for the size cap.
+  bool cancelled = false;           ///< the operation was cancelled while libcurl held it.
+};
+/// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success.
+[[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept;
+} // namespace detail
+
+} // namespace wandura

@@ -1,0 +1,895 @@
+// wandura::transport: one CURLM driven through curl_multi_socket_action by Asio, every libcurl call on one strand.
+// Design and the traps it handles: docs/adr/0002-transport-event-loop.md.
+#include "wandura/transport/transport.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <curl/curl.h>
+
+#include <asio/bind_executor.hpp>
+#include <asio/error.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+/// curl_global_init is not thread-safe in every libcurl build: run it once, before the first multi handle.
+void global_init() {
+  static CURLcode const rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (rc != CURLE_OK) {
+    throw std::system_error(make_error_code(errc::transport_failed),
+                            std::string("curl_global_init: ") + curl_easy_strerror(rc));
+  }
+}
+
+/// A socket libcurl opened through our CURLOPT_OPENSOCKETFUNCTION.
+///
+/// libcurl gets descriptor `fd`; Asio watches `socket`, a dup() of it that the transport alone owns. libcurl
+/// 7.88 does not always close through CURLOPT_CLOSESOCKETFUNCTION (a transfer removed while connecting has its
+/// socket closed with a plain close()), and the number may then be reused at once by an unrelated descriptor.
+/// Watching our own duplicate means the reactor never holds a number someone else closed: when `fd` is found
+/// closed or reused (its inode changed, see sweep_stale_sockets), the duplicate is closed and the entry dropped.
+/// Wait handlers hold a reference and check `closed` and `wanted`, so handlers that run after CURL_POLL_REMOVE
+/// or after the close do nothing.
+struct socket_state {
+  explicit socket_state(asio::any_io_executor const& ex) : socket(ex) {}
+  asio::ip::tcp::socket socket;
+  curl_socket_t fd = CURL_SOCKET_BAD; ///< libcurl's descriptor.
+  dev_t device = 0;                   ///< identity of the socket behind `fd`, to detect reuse of the number
+  ino_t inode = 0;
+  int wanted = 0; ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after CURL_POLL_REMOVE.
+  bool read_pending = false;
+  bool write_pending = false;
+  bool closed = false;
+};
+
+enum class transfer_phase { idle, starting, queued, active };
+
+} // namespace
+
+/// The pooled state of one request: the easy handle, its header list and the response being received. Created on
+/// first need, reused for every later request; never freed before the transport.
+struct transfer {
+  CURL* easy = nullptr;
+  /// Bumped each time the transfer returns to the pool, so that a late cancellation of an earlier request is
+  /// recognised and ignored.
+  std::atomic<std::uint64_t> generation{0};
+  // Everything below is touched on the strand only (and by the initiating thread before it posts the start).
+  transfer_phase phase = transfer_phase::idle;
+  send_completion* op = nullptr;
+  http_request const* request = nullptr;
+  attempt_options options;
+  clock::time_point started_at;
+  bool cancel_requested = false;
+  bool request_started = false;
+  bool response_started = false;
+  bool body_too_large = false;
+  std::size_t max_bytes = 0;
+  http_response response;
+  // The request header list, built in storage reused across requests: curl only reads a curl_slist.
+  std::vector<std::string> header_lines;
+  std::vector<curl_slist> header_nodes;
+};
+
+class transport_impl : public std::enable_shared_from_this<transport_impl> {
+public:
+  transport_impl(asio::any_io_executor ex, transport_options options)
+      : executor_(std::move(ex)), strand_(asio::make_strand(executor_)), options_(std::move(options)),
+        timer_(strand_) {
+    global_init();
+    multi_ = curl_multi_init();
+    if (multi_ == nullptr) {
+      throw std::system_error(make_error_code(errc::transport_failed), "curl_multi_init failed");
+    }
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &transport_impl::on_socket_callback);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &transport_impl::on_timer_callback);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, options_.max_connections_per_host);
+    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, options_.max_total_connections);
+    curl_multi_setopt(multi_, CURLMOPT_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);
+    if (options_.max_idle_connections > 0) {
+      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, options_.max_idle_connections);
+    }
+    if (options_.default_connect_timeout.count() <= 0) {
+      options_.default_connect_timeout = std::chrono::milliseconds(3000);
+    }
+  }
+
+  transport_impl(transport_impl const&) = delete;
+  transport_impl& operator=(transport_impl const&) = delete;
+
+  /// Runs when the last reference goes: normally on the strand after shutdown(); otherwise while the io_context
+  /// is destroyed, when handlers can no longer be invoked (pending operations are then freed without a call,
+  /// as Asio does with its own operations).
+  ~transport_impl() {
+    tearing_down_ = true;
+    for (auto& t : transfers_) {
+      if (t->phase == transfer_phase::active) {
+        curl_multi_remove_handle(multi_, t->easy);
+      }
+      if (t->op != nullptr) {
+        std::exchange(t->op, nullptr)->destroy();
+      }
+    }
+    cleanup_curl();
+  }
+
+  [[nodiscard]] asio::any_io_executor const& executor() const noexcept { return executor_; }
+
+  // --- called on the initiating thread --------------------------------------------------------------------
+
+  void initiate(http_request const& request, attempt_options const& options, send_completion* op,
+                asio::cancellation_slot slot) {
+    transfer* t = nullptr;
+    try {
+      t = acquire();
+    } catch (...) {
+      op->destroy();
+      throw;
+    }
+    t->op = op;
+    t->request = &request;
+    t->options = options;
+    t->started_at = clock::now();
+    t->phase = transfer_phase::starting;
+    if (slot.is_connected()) {
+      slot.emplace<cancellation_handler>(weak_from_this(), t, t->generation.load(std::memory_order_acquire));
+    }
+    asio::post(strand_, [self = shared_from_this(), t] { self->start(t); });
+  }
+
+  /// Called from ~transport: aborts everything on the strand, then frees libcurl. Never throws.
+  void request_shutdown() noexcept {
+    try {
+      asio::post(strand_, [self = shared_from_this()] { self->shutdown(); });
+    } catch (...) {
+      // Out of memory: the destructor will tear down when the last handler holding us is destroyed.
+    }
+  }
+
+  [[nodiscard]] transport_stats stats() const noexcept {
+    transport_stats s;
+    s.connections_opened = connections_opened_.load(std::memory_order_relaxed);
+    s.sockets_open = sockets_open_.load(std::memory_order_relaxed);
+    s.requests_in_flight = in_flight_.load(std::memory_order_relaxed);
+    s.requests_queued = queued_.load(std::memory_order_relaxed);
+    s.requests_completed = completed_.load(std::memory_order_relaxed);
+    s.pooled_transfers = pooled_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+private:
+  struct cancellation_handler {
+    std::weak_ptr<transport_impl> impl;
+    transfer* t;
+    std::uint64_t generation;
+
+    void operator()(asio::cancellation_type type) const noexcept {
+      if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial |
+                   asio::cancellation_type::total)) == asio::cancellation_type::none) {
+        return;
+      }
+      if (auto self = impl.lock()) {
+        try {
+          // Deferred, never run inline: the signal may be emitted from any thread, or from inside a libcurl
+          // callback on the strand (a header or write callback that resumed user code). The easy handle is
+          // removed only when the strand is outside libcurl.
+          asio::post(self->strand_, [self, tr = t, gen = generation] { self->cancel(tr, gen); });
+        } catch (...) {
+          // Out of memory while posting: the request runs to its own end instead.
+        }
+      }
+    }
+  };
+
+  // --- pool -----------------------------------------------------------------------------------------------
+
+  transfer* acquire() {
+    std::lock_guard lock(pool_mutex_);
+    if (free_.empty()) {
+      transfers_.push_back(std::make_unique<transfer>());
+      free_.reserve(transfers_.capacity());
+      pooled_.store(transfers_.size(), std::memory_order_relaxed);
+      return transfers_.back().get();
+    }
+    transfer* t = free_.back();
+    free_.pop_back();
+    return t;
+  }
+
+  void release(transfer* t) noexcept {
+    t->phase = transfer_phase::idle;
+    t->op = nullptr;
+    t->request = nullptr;
+    t->cancel_requested = false;
+    t->request_started = false;
+    t->response_started = false;
+    t->body_too_large = false;
+    std::lock_guard lock(pool_mutex_);
+    t->generation.fetch_add(1, std::memory_order_acq_rel);
+    free_.push_back(t); // capacity reserved in acquire(): cannot throw
+  }
+
+  // --- on the strand ----------------------------------------------------------------------------------------
+
+  void start(transfer* t) {
+    if (shut_down_ || t->cancel_requested) {
+      complete(t, asio::error::operation_aborted);
+      return;
+    }
+    if (options_.max_in_flight != 0 && active_ >= options_.max_in_flight) {
+      t->phase = transfer_phase::queued;
+      queue_.push_back(t);
+      queued_.store(queue_.size(), std::memory_order_relaxed);
+      return;
+    }
+    activate(t);
+  }
+
+  void activate(transfer* t) {
+    if (auto ec = configure(t)) {
+      complete(t, ec);
+      return;
+    }
+    if (curl_multi_add_handle(multi_, t->easy) != CURLM_OK) {
+      complete(t, make_error_code(errc::transport_failed));
+      return;
+    }
+    t->phase = transfer_phase::active;
+    ++active_;
+    in_flight_.store(active_, std::memory_order_relaxed);
+  }
+
+  void start_queued() {
+    while (!queue_.empty() && !shut_down_ && (options_.max_in_flight == 0 || active_ < options_.max_in_flight)) {
+      transfer* t = queue_.front();
+      queue_.pop_front();
+      queued_.store(queue_.size(), std::memory_order_relaxed);
+      activate(t);
+    }
+  }
+
+  void cancel(transfer* t, std::uint64_t generation) {
+    if (t->generation.load(std::memory_order_acquire) != generation) {
+      return; // that request already completed; the transfer serves another one now
+    }
+    switch (t->phase) {
+    case transfer_phase::idle: return;
+    case transfer_phase::starting: t->cancel_requested = true; return;
+    case transfer_phase::queued:
+      queue_.erase(std::find(queue_.begin(), queue_.end(), t));
+      queued_.store(queue_.size(), std::memory_order_relaxed);
+      complete(t, asio::error::operation_aborted);
+      return;
+    case transfer_phase::active:
+      remove(t);
+      sweep_stale_sockets();
+      complete(t, asio::error::operation_aborted);
+      start_queued();
+      return;
+    }
+  }
+
+  void shutdown() {
+    if (shut_down_) {
+      return;
+    }
+    shut_down_ = true;
+    timer_.cancel();
+    while (!queue_.empty()) {
+      transfer* t = queue_.front();
+      queue_.pop_front();
+      complete(t, asio::error::operation_aborted);
+    }
+    queued_.store(0, std::memory_order_relaxed);
+    std::vector<transfer*> active;
+    {
+      std::lock_guard lock(pool_mutex_);
+      for (auto& t : transfers_) {
+        if (t->phase == transfer_phase::active) {
+          active.push_back(t.get());
+        }
+      }
+    }
+    for (transfer* t : active) {
+      remove(t);
+      complete(t, asio::error::operation_aborted);
+    }
+    sweep_stale_sockets();
+    // Idle keep-alive connections are closed here, through on_close_socket, while the io_context still runs.
+    cleanup_curl();
+  }
+
+  void cleanup_curl() noexcept {
+    tearing_down_ = true;
+    if (multi_ != nullptr) {
+      curl_multi_cleanup(multi_);
+      multi_ = nullptr;
+    }
+    for (auto& t : transfers_) {
+      if (t->easy != nullptr) {
+        curl_easy_cleanup(std::exchange(t->easy, nullptr));
+      }
+    }
+    for (auto& [fd, s] : sockets_) { // only duplicates of descriptors libcurl closed without telling us
+      s->closed = true;
+      std::error_code ignored;
+      s->socket.close(ignored);
+    }
+    sockets_.clear();
+    sockets_open_.store(0, std::memory_order_relaxed);
+  }
+
+  void remove(transfer* t) noexcept {
+    curl_multi_remove_handle(multi_, t->easy);
+    --active_;
+    in_flight_.store(active_, std::memory_order_relaxed);
+  }
+
+  /// Hands the result to the operation and returns the transfer to the pool. The handler is posted, never run
+  /// here.
+  void complete(transfer* t, std::error_code ec) noexcept {
+    http_response response = std::move(t->response);
+    t->response = http_response{};
+    if (ec) {
+      response = http_response{};
+    }
+    send_completion* op = t->op;
+    release(t);
+    completed_.fetch_add(1, std::memory_order_relaxed);
+    op->complete(ec, std::move(response));
+  }
+
+  void finish(transfer* t, CURLcode rc) {
+    transfer_facts facts;
+    facts.request_started = t->request_started;
+    facts.response_started = t->response_started;
+    facts.body_too_large = t->body_too_large;
+    long connects = 0;
+    if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {
+      connections_opened_.fetch_add(static_cast<std::uint64_t>(connects), std::memory_order_relaxed);
+    }
+    auto ec = map_curl_result(static_cast<int>(rc), facts);
+    if (!ec) {
+      long status = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+      t->response.status = static_cast<int>(status);
+      long version = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
+      switch (version) {
+      case CURL_HTTP_VERSION_1_0: t->response.http_version = 10; break;
+      case CURL_HTTP_VERSION_1_1: t->response.http_version = 11; break;
+      case CURL_HTTP_VERSION_2_0: t->response.http_version = 20; break;
+      case CURL_HTTP_VERSION_3: t->response.http_version = 30; break;
+      default: t->response.http_version = 0; break;
+      }
+    }
+    remove(t);
+    if (ec) {
+      sweep_stale_sockets();
+    }
+    complete(t, ec);
+  }
+
+  /// Reaps finished transfers after every curl_multi_socket_action, then starts queued ones.
+  void drain() {
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+      if (msg->msg != CURLMSG_DONE) {
+        continue;
+      }
+      transfer* t = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+      CURLcode const rc = msg->data.result;
+      if (t != nullptr && t->phase == transfer_phase::active) {
+        finish(t, rc);
+      }
+    }
+    start_queued();
+  }
+
+  void socket_action(curl_socket_t fd, int events) {
+    if (multi_ == nullptr) {
+      return;
+    }
+    int running = 0;
+    curl_multi_socket_action(multi_, fd, events, &running);
+    drain();
+  }
+
+  void on_timeout() {
+    immediate_timeout_posted_ = false;
+    if (!shut_down_) {
+      socket_action(CURL_SOCKET_TIMEOUT, 0);
+    }
+  }
+
+  void arm(std::shared_ptr<socket_state> const& s) {
+    if ((s->wanted & CURL_POLL_IN) != 0 && !s->read_pending) {
+      s->read_pending = true;
+      s->socket.async_wait(asio::ip::tcp::socket::wait_read,
+                           asio::bind_executor(strand_, [self = shared_from_this(), s](std::error_code ec) {
+                             s->read_pending = false;
+                             self->on_ready(s, CURL_CSELECT_IN, CURL_POLL_IN, ec);
+                           }));
+    }
+    if ((s->wanted & CURL_POLL_OUT) != 0 && !s->write_pending) {
+      s->write_pending = true;
+      s->socket.async_wait(asio::ip::tcp::socket::wait_write,
+                           asio::bind_executor(strand_, [self = shared_from_this(), s](std::error_code ec) {
+                             s->write_pending = false;
+                             self->on_ready(s, CURL_CSELECT_OUT, CURL_POLL_OUT, ec);
+                           }));
+    }
+  }
+
+  void on_ready(std::shared_ptr<socket_state> const& s, int select, int poll_bit, std::error_code ec) {
+    if (s->closed || shut_down_ || ec == asio::error::operation_aborted) {
+      return; // closed by libcurl, or the transport is going away
+    }
+    if ((s->wanted & poll_bit) == 0) {
+      return; // libcurl sent CURL_POLL_REMOVE (or changed its mind) while this wait was queued
+    }
+    socket_action(s->fd, ec ? CURL_CSELECT_ERR : select);
+    if (!s->closed && !shut_down_) {
+      arm(s);
+    }
+  }
+
+  // --- libcurl callbacks: run inside curl calls on the strand; never call libcurl, never throw -------------
+
+  static int on_socket_callback(CURL* /*easy*/, curl_socket_t fd, int what, void* userp, void* /*socketp*/) noexcept {
+    auto* self = static_cast<transport_impl*>(userp);
+    if (self->tearing_down_) {
+      return 0;
+    }
+    auto it = self->sockets_.find(fd);
+    if (it == self->sockets_.end()) {
+      return 0; // already closed through on_close_socket: nothing to watch
+    }
+    auto const& s = it->second;
+    s->wanted = (what == CURL_POLL_REMOVE) ? 0 : what;
+    try {
+      self->arm(s);
+    } catch (...) {
+      return -1; // could not start a wait: libcurl fails the transfers on this socket
+    }
+    return 0;
+  }
+
+  static int on_timer_callback(CURLM* /*multi*/, long timeout_ms, void* userp) noexcept {
+    auto* self = static_cast<transport_impl*>(userp);
+    if (self->tearing_down_ || self->shut_down_) {
+      return 0;
+    }
+    try {
+      if (timeout_ms < 0) {
+        self->timer_.cancel(); // -1: delete the timer
+      } else if (timeout_ms == 0) {
+        // 0: act "as soon as possible", but not from inside this callback: post to the strand.
+        self->timer_.cancel();
+        if (!self->immediate_timeout_posted_) {
+          self->immediate_timeout_posted_ = true;
+          asio::post(self->strand_, [s = self->shared_from_this()] { s->on_timeout(); });
+        }
+      } else {
+        self->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+        self->timer_.async_wait([s = self->shared_from_this()](std::error_code ec) {
+          if (!ec) {
+            s->on_timeout();
+          }
+        });
+      }
+    } catch (...) {
+      return -1;
+    }
+    return 0;
+  }
+
+  static curl_socket_t on_open_socket(void* clientp, curlsocktype purpose, curl_sockaddr* address) noexcept {
+    auto* self = static_cast<transport_impl*>(clientp);
+    if (purpose != CURLSOCKTYPE_IPCXN || (address->family != AF_INET && address->family != AF_INET6) ||
+        self->tearing_down_) {
+      return CURL_SOCKET_BAD;
+    }
+    curl_socket_t fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd == CURL_SOCKET_BAD) {
+      return CURL_SOCKET_BAD;
+    }
+    struct stat st {};
+    int const watched = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (watched < 0 || ::fstat(fd, &st) != 0) {
+      if (watched >= 0) {
+        ::close(watched);
+      }
+      ::close(fd);
+      return CURL_SOCKET_BAD;
+    }
+    try {
+      // The number is free again: an entry still holding it is a socket libcurl closed without telling us.
+      self->forget_socket(fd);
+      auto s = std::make_shared<socket_state>(self->executor_);
+      std::error_code ec;
+      s->socket.assign(address->family == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), watched, ec);
+      if (ec) {
+        ::close(watched);
+        ::close(fd);
+        return CURL_SOCKET_BAD;
+      }
+      s->fd = fd;
+      s->device = st.st_dev;
+      s->inode = st.st_ino;
+      self->sockets_.emplace(fd, std::move(s));
+      self->sockets_open_.store(self->sockets_.size(), std::memory_order_relaxed);
+    } catch (...) {
+      ::close(watched);
+      ::close(fd);
+      return CURL_SOCKET_BAD;
+    }
+    return fd;
+  }
+
+  static int on_close_socket(void* clientp, curl_socket_t fd) noexcept {
+    static_cast<transport_impl*>(clientp)->forget_socket(fd);
+    return ::close(fd);
+  }
+
+  /// Stops watching libcurl's descriptor `fd` (if watched): closes our duplicate, which cancels its waits.
+  void forget_socket(curl_socket_t fd) noexcept {
+    auto it = sockets_.find(fd);
+    if (it == sockets_.end()) {
+      return;
+    }
+    auto s = std::move(it->second);
+    sockets_.erase(it);
+    sockets_open_.store(sockets_.size(), std::memory_order_relaxed);
+    s->closed = true;
+    s->wanted = 0;
+    std::error_code ignored;
+    s->socket.close(ignored); // our own duplicate: closing it can never hit someone else's descriptor
+  }
+
+  /// Drops entries whose libcurl descriptor was closed without CURLOPT_CLOSESOCKETFUNCTION (closed, or its number
+  /// reused by another socket). Run after transfers end abnormally, which is when libcurl 7.88 does that.
+  void sweep_stale_sockets() noexcept {
+    for (auto it = sockets_.begin(); it != sockets_.end();) {
+      struct stat st {};
+      auto const& s = it->second;
+      if (::fstat(s->fd, &st) != 0 || st.st_dev != s->device || st.st_ino != s->inode) {
+        s->closed = true;
+        s->wanted = 0;
+        std::error_code ignored;
+        s->socket.close(ignored);
+        it = sockets_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    sockets_open_.store(sockets_.size(), std::memory_order_relaxed);
+  }
+
+  static int on_prereq(void* clientp, char* /*primary_ip*/, char* /*local_ip*/, int /*primary_port*/,
+                       int /*local_port*/) noexcept {
+    static_cast<transfer*>(clientp)->request_started = true;
+    return CURL_PREREQFUNC_OK;
+  }
+
+  static std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
+    auto* t = static_cast<transfer*>(userp);
+    std::size_t const n = size * count;
+    std::string_view line(data, n);
+    t->response_started = true;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    if (line.empty()) {
+      return n; // end of a header block
+    }
+    if (line.starts_with("HTTP/")) {
+      t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
+      return n;
+    }
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return n; // not a header field (obsolete line folding, or garbage libcurl tolerated): ignored
+    }
+    auto name = line.substr(0, colon);
+    auto value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
+      value.remove_suffix(1);
+    }
+    if (iequals(name, "content-length")) {
+      std::uint64_t length = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+      if (ec == std::errc() && end == value.data() + value.size()) {
+        if (length > t->max_bytes) {
+          t->body_too_large = true;
+          return 0; // refuse before reading the body
+        }
+        try {
+          t->response.body.reserve(static_cast<std::size_t>(length));
+        } catch (...) {
+          return 0;
+        }
+      }
+    }
+    try {
+      t->response.headers.add(std::string(name), std::string(value));
+    } catch (...) {
+      return 0; // out of memory: libcurl ends the transfer with CURLE_WRITE_ERROR
+    }
+    return n;
+  }
+
+  static std::size_t on_body(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
+    auto* t = static_cast<transfer*>(userp);
+    std::size_t const n = size * count;
+    if (t->response.body.size() + n > t->max_bytes) {
+      t->body_too_large = true;
+      return 0; // libcurl aborts with CURLE_WRITE_ERROR; the removal happens later, on the strand
+    }
+    try {
+      t->response.body.append(data, n);
+    } catch (...) {
+      return 0;
+    }
+    return n;
+  }
+
+  // --- per-request configuration ----------------------------------------------------------------------------
+
+  std::error_code configure(transfer* t) {
+    if (t->easy == nullptr) {
+      t->easy = curl_easy_init();
+      if (t->easy == nullptr) {
+        return make_error_code(errc::transport_failed);
+      }
+      set_constant_options(t);
+    }
+    CURL* e = t->easy;
+    http_request const& req = *t->request;
+    t->max_bytes = options_.max_response_bytes;
+
+    // Timeouts: the attempt's, minus what the request spent queued.
+    long timeout_ms = 0;
+    if (t->options.timeout.count() > 0) {
+      auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t->started_at);
+      auto const remaining = t->options.timeout - waited;
+      if (remaining.count() <= 0) {
+        return make_error_code(errc::attempt_timeout);
+      }
+      timeout_ms = static_cast<long>(remaining.count());
+    }
+    auto connect = t->options.connect_timeout.count() > 0 ? t->options.connect_timeout
+                                                          : options_.default_connect_timeout;
+    if (curl_easy_setopt(e, CURLOPT_URL, req.url.c_str()) != CURLE_OK) {
+      return make_error_code(errc::transport_failed);
+    }
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
+    bool const is_http = req.url.size() >= 7 && iequals(std::string_view(req.url).substr(0, 7), "http://");
+    bool const prior_knowledge = is_http && options_.http2_prior_knowledge;
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     prior_knowledge ? static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+                                     : static_cast<long>(CURL_HTTP_VERSION_2TLS));
+    // Wait for a connection being set up that may multiplex (HTTP/2) rather than open another one; plain
+    // http:// without prior knowledge is HTTP/1.1, where waiting would only serialise the first requests.
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, (!is_http || prior_knowledge) ? 1L : 0L);
+    if (req.method == http_method::post) {
+      curl_easy_setopt(e, CURLOPT_POST, 1L);
+      curl_easy_setopt(e, CURLOPT_POSTFIELDS, req.body.data());
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    } else {
+      curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    }
+    build_header_list(t);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_nodes.data());
+    return {};
+  }
+
+  /// Builds the request's header list in storage reused across requests (no allocation once warm).
+  static void build_header_list(transfer* t) {
+    auto const& headers = t->request->headers;
+    std::size_t const count = headers.size() + 1;
+    if (t->header_lines.size() < count) {
+      t->header_lines.resize(count);
+    }
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+      auto& line = t->header_lines[i];
+      line.assign(headers[i].name);
+      // "Name;" is libcurl's way to send a header with an empty value ("Name:" would remove it).
+      if (headers[i].value.empty()) {
+        line.push_back(';');
+      } else {
+        line.append(": ").append(headers[i].value);
+      }
+    }
+    t->header_lines[headers.size()].assign("Expect:"); // never wait for 100-continue
+    t->header_nodes.resize(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      t->header_nodes[i].data = t->header_lines[i].data();
+      t->header_nodes[i].next = (i + 1 < count) ? &t->header_nodes[i + 1] : nullptr;
+    }
+  }
+
+  void set_constant_options(transfer* t) {
+    CURL* e = t->easy;
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &transport_impl::on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &transport_impl::on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &transport_impl::on_prereq);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, t);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &transport_impl::on_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, this);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &transport_impl::on_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options_.verify_peer ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options_.verify_host ? 2L : 0L);
+    if (!options_.ca_bundle.empty()) {
+      curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+    }
+    if (!options_.user_agent.empty()) {
+      curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
+    }
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, options_.tcp_keepalive ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, static_cast<long>(options_.tcp_keepalive_idle.count()));
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, static_cast<long>(options_.tcp_keepalive_interval.count()));
+    curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, static_cast<long>(options_.dns_cache_ttl.count()));
+    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, static_cast<long>(options_.max_idle_age.count()));
+    if (options_.accept_compressed) {
+      curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    }
+  }
+
+  asio::any_io_executor executor_;
+  asio::strand<asio::any_io_executor> strand_;
+  transport_options options_;
+  asio::steady_timer timer_;
+  CURLM* multi_ = nullptr;
+  std::unordered_map<curl_socket_t, std::shared_ptr<socket_state>> sockets_;
+  std::deque<transfer*> queue_;
+  std::size_t active_ = 0;
+  bool shut_down_ = false;
+  bool tearing_down_ = false;
+  bool immediate_timeout_posted_ = false;
+
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<transfer>> transfers_;
+  std::vector<transfer*> free_;
+
+  std::atomic<std::uint64_t> connections_opened_{0};
+  std::atomic<std::uint64_t> sockets_open_{0};
+  std::atomic<std::uint64_t> in_flight_{0};
+  std::atomic<std::uint64_t> queued_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> pooled_{0};
+
+  friend asio::any_io_executor transport_executor(transport_impl const& impl) noexcept;
+};
+
+void start_send(transport_impl& impl, http_request const& request, attempt_options const& options,
+                send_completion* op, asio::cancellation_slot slot) {
+  impl.initiate(request, options, op, slot);
+}
+
+asio::any_io_executor transport_executor(transport_impl const& impl) noexcept { return impl.executor(); }
+
+std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept {
+  auto const rc = static_cast<CURLcode>(curl_code);
+  if (rc == CURLE_OK) {
+    return {};
+  }
+  if (facts.cancelled) {
+    return asio::error::operation_aborted;
+  }
+  if (facts.body_too_large) {
+    return make_error_code(errc::response_too_large);
+  }
+  switch (rc) {
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_RESOLVE_PROXY:
+  case CURLE_COULDNT_CONNECT: return make_error_code(errc::connect_failed);
+  case CURLE_OPERATION_TIMEDOUT:
+    if (!facts.request_started) {
+      return make_error_code(errc::connect_failed); // connect (or TLS handshake) timeout: nothing was sent
+    }
+    return make_error_code(facts.response_started ? errc::response_timeout : errc::attempt_timeout);
+  case CURLE_SEND_ERROR:
+  case CURLE_RECV_ERROR:
+  case CURLE_GOT_NOTHING:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_HTTP2_STREAM:
+    // Reset before the request went out (e.g. during the TLS handshake) means it was never sent.
+    return make_error_code(facts.request_started ? errc::connection_reset : errc::connect_failed);
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_ENGINE_NOTFOUND:
+  case CURLE_SSL_ENGINE_SETFAILED:
+  case CURLE_SSL_ENGINE_INITFAILED:
+  case CURLE_SSL_SHUTDOWN_FAILED:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS:
+  case CURLE_SSL_CLIENTCERT:
+  case CURLE_USE_SSL_FAILED: return make_error_code(errc::tls_failed);
+  case CURLE_WEIRD_SERVER_REPLY:
+  case CURLE_HTTP2:
+  case CURLE_BAD_CONTENT_ENCODING:
+  case CURLE_UNSUPPORTED_PROTOCOL: return make_error_code(errc::protocol_error);
+  default: return make_error_code(errc::transport_failed);
+  }
+}
+
+} // namespace wandura::detail
+
+namespace wandura {
+
+transport::transport(asio::any_io_executor ex, transport_options options)
+    : impl_(std::make_shared<detail::transport_impl>(std::move(ex), std::move(options))) {}
+
+transport::~transport() {
+  if (impl_) {
+    impl_->request_shutdown();
+  }
+}
+
+asio::awaitable<http_response> transport::send(http_request const& request, attempt_options const& options) {
+  std::error_code ec;
+  http_response response = co_await async_send(request, options, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    throw error(ec, std::string("transport: ") + (request.method == http_method::post ? "POST " : "GET ") +
+                        request.url + ": " + ec.message());
+  }
+  co_return response;
+}
+
+asio::awaitable<attempt_result> transport::send_attempt(http_request const& request, attempt_options const& options) {
+  attempt_result result;
+  result.response = co_await async_send(request, options, asio::redirect_error(asio::use_awaitable, result.error));
+  co_return result;
+}
+
+asio::any_io_executor transport::get_executor() const { return impl_->executor(); }
+
+transport_stats transport::stats() const noexcept { return impl_->stats(); }
+
+} // namespace wandura

@@ -1,0 +1,234 @@
+// wandura::testing::test_http_server: a tiny HTTP/1.1 server on loopback for fault behaviours real servers do not
+// produce on demand: reset mid-body, stall, slow bodies, garbage, closing without a response.
+//
+// Runs its own io_context on its own thread (real time), so that the client under test shares nothing with it.
+// Loopback only: it binds 127.0.0.1 or ::1 on a free port chosen by the kernel.
+//
+// Thread safety: `set_behaviour` and the counters may be used from any thread while the server runs.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/read_until.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+namespace wandura::testing {
+
+/// What the server does with each request it reads.
+enum class server_behaviour {
+  respond,            ///< 200 with `body`, keep-alive.
+  reset_mid_body,     ///< Headers announcing the full body, half the body, then a TCP RST.
+  close_before_reply, ///< Reads the request and closes cleanly without a byte (libcurl: "empty reply").
+  stall,              ///< Reads the request and never answers (the connection stays open).
+  never_read,         ///< Accepts and never reads: a large request body fills the socket buffers and stalls.
+  slow_body,          ///< Headers at once, then the body 10 bytes every `chunk_delay`.
+  garbage,            ///< A reply that is not HTTP.
+  oversized,          ///< Chunked body (no Content-Length) of `oversized_bytes` bytes.
+};
+
+class test_http_server {
+public:
+  /// @param ipv6 bind ::1 instead of 127.0.0.1.
+  explicit test_http_server(server_behaviour behaviour = server_behaviour::respond, bool ipv6 = false)
+      : acceptor_(io_, asio::ip::tcp::endpoint(ipv6 ? asio::ip::make_address("::1")
+                                                   : asio::ip::make_address("127.0.0.1"),
+                                              0)),
+        behaviour_(behaviour), ipv6_(ipv6) {
+    body_ = R"({"ok":true,"items":[1,2,3],"pad":")" + std::string(200, 'x') + "\"}";
+    asio::co_spawn(io_, accept_loop(), asio::detached);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  test_http_server(test_http_server const&) = delete;
+  test_http_server& operator=(test_http_server const&) = delete;
+
+  ~test_http_server() {
+    io_.stop();
+    thread_.join();
+  }
+
+  [[nodiscard]] unsigned short port() const { return acceptor_.local_endpoint().port(); }
+  /// "http://127.0.0.1:<port><path>" (or the bracketed ::1 form).
+  [[nodiscard]] std::string url(std::string const& path = "/") const {
+    return std::string("http://") + (ipv6_ ? "[::1]" : "127.0.0.1") + ":" + std::to_string(port()) + path;
+  }
+
+  void set_behaviour(server_behaviour b) { behaviour_.store(b); }
+  /// Extra response header lines (each "Name: value") sent with `respond`.
+  void set_extra_headers(std::vector<std::string> lines) {
+    std::lock_guard lock(mutex_);
+    extra_headers_ = std::move(lines);
+  }
+  void set_chunk_delay(std::chrono::milliseconds d) { chunk_delay_ms_.store(static_cast<int>(d.count())); }
+  void set_oversized_bytes(std::size_t n) { oversized_bytes_.store(n); }
+
+  [[nodiscard]] std::size_t connections_accepted() const { return accepted_.load(); }
+  [[nodiscard]] std::size_t requests_read() const { return requests_.load(); }
+  [[nodiscard]] std::string const& body() const { return body_; }
+  /// The last request's raw header block, for assertions on what the client sent.
+  [[nodiscard]] std::string last_request_head() const {
+    std::lock_guard lock(mutex_);
+    return last_head_;
+  }
+
+private:
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+      if (ec) {
+        co_return;
+      }
+      ++accepted_;
+      asio::co_spawn(io_, session(std::move(socket)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> session(asio::ip::tcp::socket socket) {
+    using asio::use_awaitable;
+    auto tuple = asio::experimental::as_tuple(use_awaitable);
+    std::string buffer;
+    for (;;) {
+      if (behaviour_.load() == server_behaviour::never_read) {
+        asio::steady_timer t(io_, std::chrono::hours(1));
+        co_await t.async_wait(tuple);
+        co_return;
+      }
+      auto [ec, n] = co_await asio::async_read_until(socket, asio::dynamic_buffer(buffer), "\r\n\r\n", tuple);
+      if (ec) {
+        co_return;
+      }
+      std::string head = buffer.substr(0, n);
+      buffer.erase(0, n);
+      std::size_t content_length = 0;
+      if (auto p = lower(head).find("content-length:"); p != std::string::npos) {
+        content_length = std::stoul(head.substr(p + 15));
+      }
+      if (buffer.size() < content_length) {
+        auto [ec2, m] = co_await asio::async_read(socket, asio::dynamic_buffer(buffer),
+                                                  asio::transfer_exactly(content_length - buffer.size()), tuple);
+        if (ec2) {
+          co_return;
+        }
+      }
+      buffer.erase(0, content_length);
+      {
+        std::lock_guard lock(mutex_);
+        last_head_ = head;
+      }
+      ++requests_;
+      if (!co_await reply(socket)) {
+        co_return;
+      }
+    }
+  }
+
+  /// Returns false when the connection is finished.
+  asio::awaitable<bool> reply(asio::ip::tcp::socket& socket) {
+    auto tuple = asio::experimental::as_tuple(asio::use_awaitable);
+    auto const b = behaviour_.load();
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
+    switch (b) {
+    case server_behaviour::respond: {
+      {
+        std::lock_guard lock(mutex_);
+        for (auto const& h : extra_headers_) {
+          head += h + "\r\n";
+        }
+      }
+      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
+      auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
+      co_return !ec;
+    }
+    case server_behaviour::reset_mid_body: {
+      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_.substr(0, body_.size() / 2);
+      co_await asio::async_write(socket, asio::buffer(head), tuple);
+      std::error_code ignored;
+      socket.set_option(asio::socket_base::linger(true, 0), ignored); // close() now sends RST
+      socket.close(ignored);
+      co_return false;
+    }
+    case server_behaviour::close_before_reply: {
+      std::error_code ignored;
+      socket.shutdown(asio::socket_base::shutdown_both, ignored);
+      socket.close(ignored);
+      co_return false;
+    }
+    case server_behaviour::stall:
+    case server_behaviour::never_read: {
+      asio::steady_timer t(io_, std::chrono::hours(1));
+      co_await t.async_wait(tuple);
+      co_return false;
+    }
+    case server_behaviour::slow_body: {
+      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n";
+      auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
+      for (std::size_t off = 0; !ec && off < body_.size(); off += 10) {
+        asio::steady_timer t(io_, std::chrono::milliseconds(chunk_delay_ms_.load()));
+        co_await t.async_wait(tuple);
+        auto [ec2, m] = co_await asio::async_write(socket, asio::buffer(body_.substr(off, 10)), tuple);
+        ec = ec2;
+      }
+      co_return !ec;
+    }
+    case server_behaviour::garbage: {
+      std::string junk = "THIS IS NOT HTTP\r\n\r\n";
+      co_await asio::async_write(socket, asio::buffer(junk), tuple);
+      co_return false;
+    }
+    case server_behaviour::oversized: {
+      head += "Transfer-Encoding: chunked\r\n\r\n";
+      auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
+      std::string chunk = "4000\r\n" + std::string(0x4000, 'a') + "\r\n";
+      for (std::size_t sent = 0; !ec && sent < oversized_bytes_.load(); sent += 0x4000) {
+        auto [ec2, m] = co_await asio::async_write(socket, asio::buffer(chunk), tuple);
+        ec = ec2;
+      }
+      std::string last = "0\r\n\r\n";
+      co_await asio::async_write(socket, asio::buffer(last), tuple);
+      co_return !ec;
+    }
+    }
+    co_return false;
+  }
+
+  static std::string lower(std::string s) {
+    for (auto& c : s) {
+      if (c >= 'A' && c <= 'Z') {
+        c = static_cast<char>(c - 'A' + 'a');
+      }
+    }
+    return s;
+  }
+
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<server_behaviour> behaviour_;
+  bool ipv6_;
+  std::string body_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> extra_headers_;
+  std::string last_head_;
+  std::atomic<int> chunk_delay_ms_{20};
+  std::atomic<std::size_t> oversized_bytes_{std::size_t{2} << 20U};
+  std::atomic<std::size_t> accepted_{0};
+  std::atomic<std::size_t> requests_{0};
+  std::thread thread_;
+};
+
+} // namespace wandura::testing

@@ -1,0 +1,568 @@
+#include "wandura/transport/transport.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+#include <sys/socket.h>
+#include <curl/curl.h>
+
+#include "test_http_server.hpp"
+#include "wandura/error.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using wandura::errc;
+using wandura::testing::server_behaviour;
+using wandura::testing::test_http_server;
+using clock_type = std::chrono::steady_clock;
+
+/// Runs `aw` on `io` with `threads` threads until it completes; rethrows what it threw.
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
+  std::optional<T> result;
+  std::exception_ptr error;
+  asio::co_spawn(io, std::move(aw), [&](std::exception_ptr e, T value) {
+    error = e;
+    result = std::move(value);
+    io.stop();
+  });
+  io.restart();
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) {
+    pool.emplace_back([&] { io.run(); });
+  }
+  io.run();
+  for (auto& t : pool) {
+    t.join();
+  }
+  if (error) {
+    std::rethrow_exception(error);
+  }
+  return std::move(*result);
+}
+
+wandura::http_request post(std::string url, std::string body = R"({"items":[{"film_ref":"f1","episode":1}]})") {
+  wandura::http_request r;
+  r.method = wandura::http_method::post;
+  r.url = std::move(url);
+  r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
+  r.body = std::move(body);
+  return r;
+}
+
+std::size_t open_descriptors() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] auto const& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+/// Sends `request` with a cancellation signal emitted `after` the start; returns the result and the elapsed time.
+struct timed_result {
+  wandura::attempt_result result;
+  clock_type::duration elapsed;
+};
+
+timed_result send_and_cancel(asio::io_context& io, wandura::transport& tr, wandura::http_request const& request,
+                             std::chrono::milliseconds after, wandura::attempt_options opts = {}) {
+  asio::cancellation_signal signal;
+  std::optional<wandura::attempt_result> out;
+  auto const start = clock_type::now();
+  asio::co_spawn(io, tr.send_attempt(request, opts),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
+                   out = std::move(r);
+                   io.stop();
+                 }));
+  asio::steady_timer timer(io, after);
+  timer.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  io.restart();
+  io.run();
+  REQUIRE(out.has_value());
+  return {std::move(*out), clock_type::now() - start};
+}
+
+/// Runs the io_context until `done()` or `limit` passes.
+void run_until(asio::io_context& io, std::function<bool()> const& done, std::chrono::milliseconds limit = 2000ms) {
+  auto const end = clock_type::now() + limit;
+  io.restart();
+  while (!done() && clock_type::now() < end) {
+    io.run_for(10ms);
+    io.restart();
+  }
+}
+
+} // namespace
+
+TEST_CASE("transport errors: libcurl results map to typed error codes") {
+  using wandura::detail::map_curl_result;
+  using wandura::detail::transfer_facts;
+  transfer_facts none;
+  transfer_facts sent;
+  sent.request_started = true;
+  transfer_facts half = sent;
+  half.response_started = true;
+  transfer_facts big = half;
+  big.body_too_large = true;
+
+  CHECK_FALSE(map_curl_result(CURLE_OK, none));
+  CHECK(map_curl_result(CURLE_COULDNT_CONNECT, none) == errc::connect_failed);
+  CHECK(map_curl_result(CURLE_COULDNT_RESOLVE_HOST, none) == errc::connect_failed);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, none) == errc::connect_failed);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, sent) == errc::attempt_timeout);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, half) == errc::response_timeout);
+  for (auto rc : {CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE}) {
+    CHECK(map_curl_result(rc, sent) == errc::connection_reset);
+    CHECK(map_curl_result(rc, none) == errc::connect_failed); // reset before the request went out
+  }
+  for (auto rc : {CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE}) {
+    CHECK(map_curl_result(rc, none) == errc::tls_failed);
+  }
+  CHECK(map_curl_result(CURLE_WRITE_ERROR, big) == errc::response_too_large);
+  CHECK(map_curl_result(CURLE_WEIRD_SERVER_REPLY, sent) == errc::protocol_error);
+  CHECK(map_curl_result(CURLE_HTTP2, sent) == errc::protocol_error);
+  CHECK(map_curl_result(CURLE_URL_MALFORMAT, none) == errc::transport_failed);
+  CHECK(map_curl_result(CURLE_OUT_OF_MEMORY, none) == errc::transport_failed);
+  // The retry loop relies on the conditions: resets and timeouts are retryable, TLS failures are not.
+  CHECK(map_curl_result(CURLE_RECV_ERROR, sent) == wandura::condition::retryable);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, sent) == wandura::condition::timeout);
+  CHECK_FALSE(map_curl_result(CURLE_PEER_FAILED_VERIFICATION, none) == wandura::condition::retryable);
+}
+
+TEST_CASE("transport: a POST returns status, case-insensitive headers with repeats, and a padded body") {
+  test_http_server server;
+  server.set_extra_headers({"Retry-After: 3", "X-RateLimit-Limit: 120", "X-RateLimit-Window: 60",
+                            "Idempotency-Replayed: true", "Date: Mon, 30 Nov 2026 09:00:00 GMT",
+                            "X-Request-Id: req-42", "X-Repeat: a", "x-repeat: b"});
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url("/v1/playback/tickets"));
+  auto r = run(io, tr.send_attempt(request, {}));
+
+  REQUIRE_FALSE(r.error);
+  CHECK(r.response.status == 200);
+  CHECK(r.response.http_version == 11);
+  CHECK(r.response.body.view() == server.body());
+  CHECK(r.response.body.capacity() >= r.response.body.size() + wandura::body_padding);
+  CHECK(r.response.retry_after() == "3");
+  CHECK(r.response.rate_limit_limit() == 120);
+  CHECK(r.response.rate_limit_window() == 60);
+  CHECK(r.response.idempotency_replayed());
+  CHECK(r.response.date() == "Mon, 30 Nov 2026 09:00:00 GMT");
+  CHECK(r.response.request_id() == "req-42");
+  CHECK(r.response.headers.find_all("X-REPEAT") == std::vector<std::string_view>{"a", "b"});
+
+  auto head = server.last_request_head();
+  CHECK(head.find("POST /v1/playback/tickets HTTP/1.1") == 0);
+  CHECK(head.find("Authorization: Bearer test-key\r\n") != std::string::npos);
+  CHECK(head.find("Expect") == std::string::npos);
+  CHECK(head.find("User-Agent: wandura-cpp/") != std::string::npos);
+}
+
+TEST_CASE("transport: sequential requests reuse one keep-alive connection") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  auto statuses = run(io, [&]() -> asio::awaitable<std::vector<int>> {
+    std::vector<int> out;
+    for (int i = 0; i < 50; ++i) {
+      auto resp = co_await tr.send(request, {});
+      out.push_back(resp.status);
+    }
+    co_return out;
+  }());
+  CHECK(statuses == std::vector<int>(50, 200));
+  CHECK(server.connections_accepted() == 1);
+  CHECK(tr.stats().connections_opened == 1);
+  CHECK(tr.stats().requests_completed == 50);
+  CHECK(tr.stats().pooled_transfers == 1);
+}
+
+TEST_CASE("transport: a refused connection is connect_failed and the request was never sent") {
+  unsigned short port = 0;
+  {
+    asio::io_context tmp;
+    asio::ip::tcp::acceptor a(tmp, {asio::ip::make_address("127.0.0.1"), 0});
+    port = a.local_endpoint().port();
+  } // closed: connecting now gets RST
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post("http://127.0.0.1:" + std::to_string(port) + "/");
+  auto r = run(io, tr.send_attempt(request, {}));
+  CHECK(r.error == errc::connect_failed);
+  CHECK(r.error == wandura::condition::retryable);
+  CHECK(tr.stats().sockets_open == 0);
+}
+
+TEST_CASE("transport: send throws wandura::error carrying the transport code") {
+  test_http_server server(server_behaviour::garbage);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  try {
+    run(io, tr.send(request, {}));
+    FAIL("send did not throw");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == errc::protocol_error);
+    CHECK(std::string(e.what()).find(server.url()) != std::string::npos);
+  }
+}
+
+TEST_CASE("transport: 1,000 responses reset mid-body each end in connection_reset and leak no socket") {
+  test_http_server server(server_behaviour::reset_mid_body);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  auto const fds_before = open_descriptors();
+  auto counts = run(io, [&]() -> asio::awaitable<std::vector<int>> {
+    std::vector<int> by_code(3, 0); // connection_reset, other error, success
+    for (int i = 0; i < 1000; ++i) {
+      auto r = co_await tr.send_attempt(request, {});
+      ++by_code[r.error == errc::connection_reset ? 0 : (r.error ? 1 : 2)];
+    }
+    co_return by_code;
+  }());
+  CHECK(counts == std::vector<int>{1000, 0, 0});
+  CHECK(tr.stats().sockets_open == 0);
+  CHECK(tr.stats().requests_in_flight == 0);
+  for (int i = 0; i < 200 && open_descriptors() > fds_before; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(open_descriptors() <= fds_before);
+}
+
+TEST_CASE("transport: a reply without a byte is connection_reset, a reply that is not HTTP is protocol_error") {
+  test_http_server server(server_behaviour::close_before_reply);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  CHECK(run(io, tr.send_attempt(request, {})).error == errc::connection_reset);
+  server.set_behaviour(server_behaviour::garbage);
+  CHECK(run(io, tr.send_attempt(request, {})).error == errc::protocol_error);
+}
+
+TEST_CASE("transport: a stalled server ends the attempt with attempt_timeout within 50 ms of the timeout") {
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  wandura::attempt_options opts;
+  opts.timeout = 400ms;
+  auto const start = clock_type::now();
+  auto r = run(io, tr.send_attempt(request, opts));
+  auto const elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - start);
+  CHECK(r.error == errc::attempt_timeout);
+  CHECK(elapsed >= 390ms);
+  CHECK(elapsed <= 450ms);
+}
+
+TEST_CASE("transport: a body still arriving at the timeout is response_timeout") {
+  test_http_server server(server_behaviour::slow_body);
+  server.set_chunk_delay(50ms); // ~25 chunks: over a second in all
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  wandura::attempt_options opts;
+  opts.timeout = 300ms;
+  auto r = run(io, tr.send_attempt(request, opts));
+  CHECK(r.error == errc::response_timeout);
+  CHECK(r.error == wandura::condition::timeout);
+}
+
+TEST_CASE("transport: bodies over the cap fail with response_too_large, by Content-Length or by bytes") {
+  asio::io_context io;
+  SECTION("announced by Content-Length") {
+    test_http_server server;
+    wandura::transport_options options;
+    options.max_response_bytes = server.body().size() - 1;
+    wandura::transport tr(io.get_executor(), options);
+    auto request = post(server.url());
+    CHECK(run(io, tr.send_attempt(request, {})).error == errc::response_too_large);
+    options.max_response_bytes = server.body().size();
+    wandura::transport exact(io.get_executor(), options);
+    CHECK(run(io, exact.send_attempt(request, {})).response.body.size() == server.body().size());
+  }
+  SECTION("chunked past the default 1 MiB") {
+    test_http_server server(server_behaviour::oversized);
+    server.set_oversized_bytes(std::size_t{2} << 20U);
+    wandura::transport tr(io.get_executor());
+    auto request = post(server.url());
+    auto r = run(io, tr.send_attempt(request, {}));
+    CHECK(r.error == errc::response_too_large);
+    CHECK(tr.stats().sockets_open == 0); // the half-read connection is not pooled
+  }
+}
+
+TEST_CASE("transport: cancellation completes with operation_aborted in every phase and leaks nothing") {
+  asio::io_context io;
+  wandura::attempt_options opts;
+  opts.timeout = 5000ms;
+
+  SECTION("before libcurl saw the request (resolving)") {
+    test_http_server server;
+    wandura::transport tr(io.get_executor());
+    auto request = post("http://localhost:" + std::to_string(server.port()) + "/");
+    auto r = send_and_cancel(io, tr, request, 0ms, opts);
+    CHECK(r.result.error == asio::error::operation_aborted);
+    CHECK(tr.stats().requests_in_flight == 0);
+  }
+  SECTION("connecting (the server's accept queue is full, SYNs are dropped)") {
+    asio::io_context server_io;
+    asio::ip::tcp::acceptor acceptor(server_io);
+    asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), 0);
+    acceptor.open(ep.protocol());
+    acceptor.bind(ep);
+    acceptor.listen(0);
+    // Non-blocking connects that nobody accepts fill the accept queue; later SYNs are dropped.
+    std::vector<asio::ip::tcp::socket> fillers;
+    for (int i = 0; i < 4; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      REQUIRE(fd >= 0);
+      auto addr = acceptor.local_endpoint();
+      [[maybe_unused]] int rc = ::connect(fd, addr.data(), static_cast<socklen_t>(addr.size()));
+      fillers.emplace_back(server_io, asio::ip::tcp::v4(), fd);
+    }
+    wandura::transport tr(io.get_executor());
+    auto request = post("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "/");
+    auto r = send_and_cancel(io, tr, request, 300ms, opts);
+    CHECK(r.result.error == asio::error::operation_aborted);
+    CHECK(r.elapsed < 2000ms);
+    run_until(io, [&] { return tr.stats().sockets_open == 0; });
+    CHECK(tr.stats().sockets_open == 0);
+  }
+  SECTION("sending (the server never reads an 8 MiB body)") {
+    test_http_server server(server_behaviour::never_read);
+    wandura::transport tr(io.get_executor());
+    auto request = post(server.url(), std::string(std::size_t{8} << 20U, 'b'));
+    auto r = send_and_cancel(io, tr, request, 300ms, opts);
+    CHECK(r.result.error == asio::error::operation_aborted);
+    CHECK(r.elapsed < 2000ms);
+    run_until(io, [&] { return tr.stats().sockets_open == 0; });
+    CHECK(tr.stats().sockets_open == 0);
+  }
+  SECTION("waiting for the response") {
+    test_http_server server(server_behaviour::stall);
+    wandura::transport tr(io.get_executor());
+    auto request = post(server.url());
+    auto r = send_and_cancel(io, tr, request, 200ms, opts);
+    CHECK(r.result.error == asio::error::operation_aborted);
+    CHECK(r.elapsed < 2000ms);
+    CHECK(server.requests_read() == 1);
+    run_until(io, [&] { return tr.stats().sockets_open == 0; });
+    CHECK(tr.stats().sockets_open == 0);
+  }
+  SECTION("receiving the body") {
+    test_http_server server(server_behaviour::slow_body);
+    server.set_chunk_delay(40ms);
+    wandura::transport tr(io.get_executor());
+    auto request = post(server.url());
+    auto r = send_and_cancel(io, tr, request, 300ms, opts);
+    CHECK(r.result.error == asio::error::operation_aborted);
+    CHECK(r.elapsed < 900ms); // the whole body would take over a second
+    run_until(io, [&] { return tr.stats().sockets_open == 0; });
+    CHECK(tr.stats().sockets_open == 0);
+  }
+  SECTION("queued behind max_in_flight") {
+    test_http_server server(server_behaviour::stall);
+    wandura::transport_options options;
+    options.max_in_flight = 1;
+    wandura::transport tr(io.get_executor(), options);
+    auto request = post(server.url());
+    std::optional<wandura::attempt_result> first;
+    asio::cancellation_signal first_signal;
+    asio::co_spawn(io, tr.send_attempt(request, opts),
+                   asio::bind_cancellation_slot(first_signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
+                     first = std::move(r);
+                   }));
+    auto r = send_and_cancel(io, tr, request, 200ms, opts);
+    CHECK(r.result.error == asio::error::operation_aborted);
+    CHECK(tr.stats().requests_in_flight == 1);
+    CHECK(tr.stats().requests_queued == 0);
+    CHECK_FALSE(first.has_value());
+    first_signal.emit(asio::cancellation_type::terminal);
+    run_until(io, [&] { return first.has_value(); });
+    REQUIRE(first.has_value());
+    CHECK(first->error == asio::error::operation_aborted);
+  }
+}
+
+TEST_CASE("transport: a cancellation emitted after completion does nothing to later requests") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport_options options;
+  options.max_in_flight = 1; // the next request reuses the very same pooled transfer
+  wandura::transport tr(io.get_executor(), options);
+  auto request = post(server.url());
+  asio::cancellation_signal signal;
+  std::optional<wandura::attempt_result> first;
+  asio::co_spawn(io, tr.send_attempt(request, {}),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
+                   first = std::move(r);
+                 }));
+  run_until(io, [&] { return first.has_value(); });
+  REQUIRE(first.has_value());
+  CHECK_FALSE(first->error);
+  server.set_behaviour(server_behaviour::slow_body);
+  std::optional<wandura::attempt_result> second;
+  asio::co_spawn(io, tr.send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
+    second = std::move(r);
+  });
+  signal.emit(asio::cancellation_type::terminal); // stale: its operation is long done
+  run_until(io, [&] { return second.has_value(); }, 5000ms);
+  REQUIRE(second.has_value());
+  CHECK_FALSE(second->error);
+  CHECK(second->response.body.view() == server.body());
+}
+
+TEST_CASE("transport: IPv6 loopback works") {
+  test_http_server server(server_behaviour::respond, true);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  CHECK(server.url().find("[::1]") != std::string::npos);
+  auto r = run(io, tr.send_attempt(request, {}));
+  REQUIRE_FALSE(r.error);
+  CHECK(r.response.status == 200);
+}
+
+TEST_CASE("transport: when idle it leaves no timer behind, so the io_context runs out of work") {
+  // libcurl's timer callback says -1 ("delete the timer") once nothing is pending; a timer left armed would keep
+  // run() busy until the 30 s attempt timeout.
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  wandura::attempt_options opts;
+  opts.timeout = 30000ms;
+  std::optional<wandura::attempt_result> out;
+  asio::co_spawn(io, tr.send_attempt(request, opts), [&](std::exception_ptr, wandura::attempt_result r) {
+    out = std::move(r);
+  });
+  auto const start = clock_type::now();
+  io.run(); // returns only when no work is left
+  CHECK(clock_type::now() - start < 5s);
+  REQUIRE(out.has_value());
+  CHECK_FALSE(out->error);
+}
+
+TEST_CASE("transport: destroying it with idle pooled connections closes them") {
+  test_http_server server;
+  asio::io_context io;
+  asio::steady_timer reactor_user(io); // the io_context's reactor descriptors exist from here on
+  auto const fds_before = open_descriptors();
+  auto tr = std::make_unique<wandura::transport>(io.get_executor());
+  auto request = post(server.url());
+  // Three at once: three keep-alive connections end up idle in the pool.
+  auto n = run(io, [&]() -> asio::awaitable<int> {
+    std::vector<std::optional<wandura::attempt_result>> results(3);
+    int done = 0;
+    for (auto& slot : results) {
+      asio::co_spawn(co_await asio::this_coro::executor, tr->send_attempt(request, {}),
+                     [&slot, &done](std::exception_ptr, wandura::attempt_result r) {
+                       slot = std::move(r);
+                       ++done;
+                     });
+    }
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    while (done < 3) {
+      t.expires_after(5ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    co_return static_cast<int>(results.size());
+  }());
+  CHECK(n == 3);
+  CHECK(tr->stats().sockets_open == 3);
+  CHECK(open_descriptors() >= fds_before + 6); // three connections, each with both ends in this process
+  tr.reset();
+  io.restart();
+  io.run(); // the shutdown posted by the destructor closes the pool, then nothing is left to do
+  // The server's ends close when it sees the client's FINs, on its own thread: wait for that, boundedly.
+  for (int i = 0; i < 200 && open_descriptors() != fds_before; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(open_descriptors() == fds_before);
+}
+
+TEST_CASE("transport: destroying it aborts the requests in flight") {
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  auto tr = std::make_unique<wandura::transport>(io.get_executor());
+  auto request = post(server.url());
+  std::optional<wandura::attempt_result> out;
+  asio::co_spawn(io, tr->send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
+    out = std::move(r);
+  });
+  run_until(io, [&] { return server.requests_read() == 1; });
+  REQUIRE(server.requests_read() == 1);
+  tr.reset();
+  io.restart();
+  io.run();
+  REQUIRE(out.has_value());
+  CHECK(out->error == asio::error::operation_aborted);
+}
+
+TEST_CASE("transport: 10,000 sequential and 1,000 concurrent requests with the io_context run by 2 threads") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+
+  auto sequential_ok = run(
+      io,
+      [&]() -> asio::awaitable<int> {
+        int ok = 0;
+        for (int i = 0; i < 10000; ++i) {
+          auto r = co_await tr.send_attempt(request, {});
+          ok += (!r.error && r.response.status == 200 && r.response.body.size() == server.body().size()) ? 1 : 0;
+        }
+        co_return ok;
+      }(),
+      2);
+  CHECK(sequential_ok == 10000);
+  CHECK(tr.stats().connections_opened == 1);
+
+  auto concurrent_ok = run(
+      io,
+      [&]() -> asio::awaitable<int> {
+        auto ex = co_await asio::this_coro::executor;
+        std::atomic<int> ok{0};
+        std::atomic<int> done{0};
+        for (int i = 0; i < 1000; ++i) {
+          asio::co_spawn(ex, tr.send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
+            ok += (!r.error && r.response.status == 200) ? 1 : 0;
+            ++done;
+          });
+        }
+        asio::steady_timer t(ex);
+        for (int i = 0; i < 6000 && done.load() < 1000; ++i) { // at most a minute
+          t.expires_after(10ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        co_return ok.load();
+      }(),
+      2);
+  CHECK(concurrent_ok == 1000);
+  auto const stats = tr.stats();
+  CHECK(stats.requests_completed == 11000);
+  CHECK(stats.requests_in_flight == 0);
+  CHECK(stats.connections_opened <= 65); // at most max_connections_per_host new ones, plus the first
+}
