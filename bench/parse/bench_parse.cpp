@@ -3,8 +3,8 @@
 // and prints the ratio of their median throughputs.
 //
 // Bodies: a 3-item batch with three tickets, a partial batch (granted + shed + not_ready) and an all-refused
-// batch with the flat error fields. Each run parses every body the same number of times with both parsers,
-// alternating which goes first; the medians over the runs are compared. Both results are checked equal first, so
+// batch with the flat error fields. Short slices of both parsers alternate; the medians of the slices' throughputs
+// are compared. Both results are checked equal first, so
 // the two parsers do the same work.
 //
 // Usage: bench_parse [--quick]
@@ -154,7 +154,6 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   bool const quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   int const runs = quick ? 5 : 11;
-  int const iterations = quick ? 300 : 2000; // per body per run
 
   auto const texts = bodies();
   std::vector<wandura::response_body> padded(texts.size());
@@ -174,9 +173,14 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto time_ours = [&] {
+  // Short slices of both parsers alternate (about the same wall time each), so that load from other processes on
+  // a shared machine falls on both alike.
+  int const ours_per_slice = 200;  // rounds of all bodies
+  int const theirs_per_slice = 12; // nlohmann is ~15-20x slower: comparable slice lengths
+  int const slices = quick ? 10 : 40;
+  auto time_ours = [&](int rounds) {
     auto const start = clock_type::now();
-    for (int n = 0; n < iterations; ++n) {
+    for (int n = 0; n < rounds; ++n) {
       for (auto const& body : padded) {
         if (parser.parse_ticket_batch(body, ours)) {
           throw std::runtime_error("parse failed");
@@ -185,9 +189,9 @@ int main(int argc, char** argv) {
     }
     return std::chrono::duration<double>(clock_type::now() - start).count();
   };
-  auto time_theirs = [&] {
+  auto time_theirs = [&](int rounds) {
     auto const start = clock_type::now();
-    for (int n = 0; n < iterations; ++n) {
+    for (int n = 0; n < rounds; ++n) {
       for (auto const& body : texts) {
         if (parse_with_nlohmann(body, theirs)) {
           throw std::runtime_error("parse failed");
@@ -197,24 +201,26 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double>(clock_type::now() - start).count();
   };
 
-  (void)time_ours(); // warm up caches and the parsers' buffers
-  (void)time_theirs();
+  (void)time_ours(ours_per_slice); // warm up caches and the parsers' buffers
+  (void)time_theirs(theirs_per_slice);
+  // Every slice gives one throughput sample per parser; medians over all slices drop the slices in which the
+  // process was descheduled (2 shared cores), which a sum would smear over the whole run.
   std::vector<double> ours_mbps;
   std::vector<double> theirs_mbps;
-  double const megabytes = static_cast<double>(bytes_per_round) * iterations / 1e6;
-  for (int r = 0; r < runs; ++r) {
-    if (r % 2 == 0) {
-      ours_mbps.push_back(megabytes / time_ours());
-      theirs_mbps.push_back(megabytes / time_theirs());
+  double const round_mb = static_cast<double>(bytes_per_round) / 1e6;
+  for (int slice = 0; slice < runs * slices; ++slice) {
+    if (slice % 2 == 0) {
+      ours_mbps.push_back(round_mb * ours_per_slice / time_ours(ours_per_slice));
+      theirs_mbps.push_back(round_mb * theirs_per_slice / time_theirs(theirs_per_slice));
     } else {
-      theirs_mbps.push_back(megabytes / time_theirs());
-      ours_mbps.push_back(megabytes / time_ours());
+      theirs_mbps.push_back(round_mb * theirs_per_slice / time_theirs(theirs_per_slice));
+      ours_mbps.push_back(round_mb * ours_per_slice / time_ours(ours_per_slice));
     }
   }
   double const a = median(ours_mbps);
   double const b = median(theirs_mbps);
-  std::printf("parse_vs_nlohmann: ratio=%.1f (wandura %.0f MB/s, nlohmann %.0f MB/s; median of %d runs, "
-              "%zu bodies of %zu bytes in all)\n",
-              a / b, a, b, runs, texts.size(), bytes_per_round);
+  std::printf("parse_vs_nlohmann: ratio=%.1f (wandura %.0f MB/s, nlohmann %.0f MB/s; medians of %d interleaved "
+              "slices each, %zu bodies of %zu bytes in all)\n",
+              a / b, a, b, runs * slices, texts.size(), bytes_per_round);
   return 0;
 }

@@ -70,7 +70,32 @@ struct location {
 /// The failure state shared by the readers of one call. Every reader returns false after calling one of these.
 class reader {
 public:
-  explicit reader(std::string& message) noexcept : message_(message) {}
+  explicit reader(std::string& message, std::vector<ticket>* spare_tickets = nullptr) noexcept
+      : message_(message), spare_tickets_(spare_tickets) {}
+
+  /// Engages `slot` with a ticket whose strings keep the capacity of one dropped earlier, when there is one.
+  void engage(std::optional<ticket>& slot) {
+    if (slot) {
+      return;
+    }
+    if (spare_tickets_ != nullptr && !spare_tickets_->empty()) {
+      slot.emplace(std::move(spare_tickets_->back()));
+      spare_tickets_->pop_back();
+    } else {
+      slot.emplace();
+    }
+  }
+
+  /// Empties `slot`, keeping its ticket's storage for a later `engage` (a few at most).
+  void drop(std::optional<ticket>& slot) {
+    if (!slot) {
+      return;
+    }
+    if (spare_tickets_ != nullptr && spare_tickets_->size() < ticket_batch::max_episodes * 2) {
+      spare_tickets_->push_back(std::move(*slot));
+    }
+    slot.reset();
+  }
 
   bool fail(std::string text) {
     message_ = std::move(text);
@@ -227,6 +252,7 @@ public:
 
 private:
   std::string& message_;
+  std::vector<ticket>* spare_tickets_;
 };
 
 /// Calls `on_field(key, value)` for every field of `obj`; stops at the first failure.
@@ -424,9 +450,7 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
           has_ticket = false;
           return not_null;
         }
-        if (!item.ticket) {
-          item.ticket.emplace();
-        }
+        r.engage(item.ticket);
         has_ticket = true;
         return read_ticket(r, location{"items", index, true, "ticket"}, value, *item.ticket);
       }
@@ -454,7 +478,7 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
     return false;
   }
   if (!has_ticket) {
-    item.ticket.reset();
+    r.drop(item.ticket);
   }
   if (!has_film) {
     return r.fail_missing(where, "film_ref");
@@ -476,7 +500,7 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
       return r.fail(where.path({}) + ": status " + std::to_string(item.status) + " without a ticket");
     }
   } else {
-    item.ticket.reset(); // a ticket is present exactly when granted
+    r.drop(item.ticket); // a ticket is present exactly when granted
   }
   return true;
 }
@@ -554,7 +578,7 @@ simdjson::padded_string_view response_parser::padded(std::string_view body) {
 template <class Reader>
 std::error_code response_parser::run(simdjson::padded_string_view json, Reader&& read) {
   message_.clear();
-  reader r(message_);
+  reader r(message_, &spare_tickets_);
   od::document doc;
   if (auto e = parser_.iterate(json).get(doc)) {
     if (e == simdjson::EMPTY) {

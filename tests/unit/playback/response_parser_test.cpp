@@ -150,6 +150,42 @@ TEST_CASE("response parser: numeric error codes, fractional retry_after and a ti
   CHECK_FALSE(result.items[0].ticket); // a ticket is present exactly when granted
 }
 
+TEST_CASE("response parser: a reused result object keeps nothing stale from the previous body") {
+  response_parser parser;
+  wandura::ticket_batch_result result;
+  REQUIRE_FALSE(parser.parse_ticket_batch(std::string_view(full_batch), result));
+  REQUIRE(result.items.size() == 3);
+  REQUIRE(result.items[0].ticket);
+
+  REQUIRE_FALSE(parser.parse_ticket_batch(
+      std::string_view(R"({"items":[{"film_ref":"g","episode_no":2,"intent":"prefetch","status":404,)"
+                       R"("error_code":"not_ready"}]})"),
+      result));
+  REQUIRE(result.items.size() == 1);
+  CHECK(result.request_id.empty());
+  CHECK(result.items[0].film_ref == "g");
+  CHECK_FALSE(result.items[0].ticket);
+  CHECK_FALSE(result.items[0].reused);
+  CHECK(result.items[0].reason.empty());
+  CHECK_FALSE(result.items[0].retry_after);
+
+  REQUIRE_FALSE(parser.parse_ticket_batch(
+      std::string_view(R"({"items":[{"film_ref":"h","episode_no":1,"intent":"play","status":200,)"
+                       R"("ticket":{"ticket_id":"tkt_new","expires_at":"2026-12-01T00:00:00Z"}},)"
+                       R"({"film_ref":"h","episode_no":2,"intent":"play","status":200,)"
+                       R"("ticket":{"ticket_id":"tkt_2","expires_at":"2026-12-01T00:00:00Z","drm_payload":"d"}}]})"),
+      result));
+  REQUIRE(result.items.size() == 2);
+  REQUIRE(result.items[0].ticket);
+  CHECK(result.items[0].ticket->ticket_id == "tkt_new");
+  CHECK(result.items[0].ticket->manifest_url.empty());
+  CHECK(result.items[0].ticket->license_url.empty());
+  CHECK(result.items[0].ticket->drm_payload.empty());
+  CHECK(result.items[0].error_code.empty());
+  CHECK(result.items[1].ticket->drm_payload == "d");
+  CHECK(result.items[1].ticket->manifest_url.empty());
+}
+
 TEST_CASE("response parser: an empty items list is a valid batch") {
   response_parser parser;
   wandura::ticket_batch_result result;

@@ -102,6 +102,7 @@ private:
   simdjson::ondemand::parser parser_;
   std::string scratch_;
   std::string message_;
+  std::vector<ticket> spare_tickets_; // storage of tickets dropped from reused results, for the next ones
 };
 
 } // namespace wandura::detail
