@@ -118,6 +118,7 @@ public:
     if (options_.max_idle_connections > 0) {
       curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, options_.max_idle_connections);
     }
+    h2c_reuse_broken_ = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
     if (options_.default_connect_timeout.count() <= 0) {
       options_.default_connect_timeout = std::chrono::milliseconds(3000);
     }
@@ -705,7 +706,12 @@ private:
                                      : static_cast<long>(CURL_HTTP_VERSION_2TLS));
     // Wait for a connection being set up that may multiplex (HTTP/2) rather than open another one; plain
     // http:// without prior knowledge is HTTP/1.1, where waiting would only serialise the first requests.
-    curl_easy_setopt(e, CURLOPT_PIPEWAIT, (!is_http || prior_knowledge) ? 1L : 0L);
+    // libcurl before 8.0.0 fails every request that reuses a prior-knowledge connection with CURLE_HTTP2
+    // (curl#10634, fixed by curl#10643): there, each such request gets a connection of its own.
+    bool const fresh = prior_knowledge && h2c_reuse_broken_;
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, (!fresh && (!is_http || prior_knowledge)) ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, fresh ? 1L : 0L);
     if (req.method == http_method::post) {
       curl_easy_setopt(e, CURLOPT_POST, 1L);
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, req.body.data());
@@ -787,6 +793,7 @@ private:
   bool shut_down_ = false;
   bool tearing_down_ = false;
   bool immediate_timeout_posted_ = false;
+  bool h2c_reuse_broken_ = false; ///< libcurl < 8.0.0: see configure()
 
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<transfer>> transfers_;

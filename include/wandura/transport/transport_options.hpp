@@ -34,6 +34,8 @@ struct transport_options {
 
   /// Speak HTTP/2 without upgrade to `http://` URLs (h2c, "prior knowledge"). Only for servers known to support
   /// it. `https://` URLs always offer HTTP/2 by ALPN and fall back to HTTP/1.1.
+  /// libcurl before 8.0.0 (Debian 12 ships 7.88) fails any request that reuses a prior-knowledge connection
+  /// (curl#10634); with such a libcurl each of these requests opens, and closes, a connection of its own.
   bool http2_prior_knowledge = false;
 
   /// Path of a PEM file with the CA certificates to trust (CURLOPT_CAINFO). Empty: the system default bundle.
