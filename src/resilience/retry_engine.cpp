@@ -109,6 +109,7 @@ void retry_engine::hold_counter(std::string_view counter, std::chrono::milliseco
   if (retry_after.count() <= 0) {
     return;
   }
+  retry_after = std::min(retry_after, max_holdoff);
   holdoffs_.hold(counter, clock_->now() + std::chrono::duration_cast<clock::duration>(retry_after));
 }
 
@@ -180,8 +181,6 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
 
   auto const attempt_limit = std::max(settings.attempt_timeout, traits.attempt_timeout_floor);
   int const max_retries = std::max(settings.policy.max_retries, 0);
-  // Retry-After cap for the counter hold-off: the policy's, so one absurd header cannot block a counter for a year.
-  auto const holdoff_cap = std::max(settings.policy.max_retry_after, std::chrono::milliseconds(0));
 
   for (int attempt = 1;; ++attempt) {
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
@@ -260,7 +259,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
         retry_after = parse_retry_after(*raw, result.response.date(), clk.system_now());
       }
       if (status == 429 && retry_after) {
-        hold_counter(traits.counter, std::min(*retry_after, holdoff_cap));
+        hold_counter(traits.counter, *retry_after); // the server's full value, not the policy's backoff cap
       }
     }
 
@@ -283,10 +282,14 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     }
     auto const delay = next_delay(settings.policy, attempt, retry_after);
     auto const wait = to_clock_duration(delay.delay);
-    if (!fits_deadline(settings, wait)) {
+    // The next attempt starts after the backoff and after the counter's hold-off (a Retry-After above the policy's
+    // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
+    auto const held_to = holdoffs_.held_until(traits.counter); // time_point::min() when not held: no subtraction
+    auto const start_in = held_to > now ? std::max(wait, held_to - now) : wait;
+    if (!fits_deadline(settings, start_in)) {
       // Seed 004: stop when now + delay passes the total deadline, and report the last real error.
       result.note = "the next retry in " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) +
+                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(start_in).count()) +
                     " ms would end past it";
       co_return finish(stop_reason::deadline_exceeded);
     }

@@ -39,6 +39,9 @@
 
 namespace wandura {
 
+/// The longest hold-off a 429 can put on a counter: one hour.
+inline constexpr std::chrono::milliseconds max_holdoff{std::chrono::hours(1)};
+
 /// What the retry loop needs to know about a request besides its bytes.
 struct request_traits {
   /// The rate-limit counter the request spends (SPEC §1 table): `playback`, `catalog`, `creatives`, `videos`,
@@ -125,7 +128,9 @@ public:
   /// Sleeps on the engine's clock until `when`; empty error, or `operation_aborted` when cancelled.
   [[nodiscard]] asio::awaitable<std::error_code> sleep_until(clock::time_point when);
 
-  /// Records a 429 `Retry-After` for `counter` (the hold-off every request to it then waits for).
+  /// Records a 429 `Retry-After` for `counter` (the hold-off every request to it then waits for). The server's full
+  /// value is honoured, not the policy's `max_retry_after` (that caps a backoff, not the server's rate limit), up to
+  /// `max_holdoff`, so that one broken header cannot block a counter for a year.
   void hold_counter(std::string_view counter, std::chrono::milliseconds retry_after);
 
   [[nodiscard]] retry_budget& budget() noexcept { return budget_; }

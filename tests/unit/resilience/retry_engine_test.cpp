@@ -721,3 +721,27 @@ TEST_CASE("cancellation: cancelling while held back after a 429 ends the call be
   CHECK(h.fake.attempt_count() == 1); // only the first call's attempt
   CHECK(h.clock->elapsed() == 0ms);
 }
+
+TEST_CASE("deadline: a hold-off longer than the capped Retry-After wait counts against the deadline too") {
+  harness h;
+  call_options o;
+  o.policy = retry_policy::standard(); // Retry-After capped at 30 s for the backoff...
+  o.total_timeout = 45s;
+  h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "60"}}));
+  auto const r = h.run(post(), writes(), o);
+  // ...but the counter is held for the full 60 s, so the retry could not start before the 45 s deadline.
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(r.attempts == 1);
+  CHECK(r.response.status == 429);
+  CHECK(h.clock->elapsed() == 0ms);
+  CHECK(r.note == "the next retry in 60000 ms would end past it");
+}
+
+TEST_CASE("hold-off: an absurd Retry-After holds a counter for at most max_holdoff") {
+  harness h;
+  call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake.push(fake_step::respond(429, "{}", {{"Retry-After", "99999999999999999999"}}));
+  h.run(post(), writes(), no_retries);
+  CHECK(h.engine->holdoffs().held_until("playback") - h.clock->now() == wandura::max_holdoff);
+}
