@@ -1,0 +1,563 @@
+// smooth_playback: viewers starting episodes at an evening peak, against the in-process emulator (default) or a
+// Wandura API (`--base-url`, key from `WANDURA_API_KEY`). What it simulates and how to read the report:
+// docs/demo.md.
+//
+// Exit status: 0 when every play was granted (no viewer saw an error) and, against the emulator, the server counted
+// exactly the fresh tickets the demo received; 1 otherwise; 2 for a usage error.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/use_future.hpp>
+
+#include "audience.hpp"
+#include "emulator/catalogue.hpp" // the emulator's demo catalogue (see CMakeLists.txt)
+#include "report.hpp"
+#include "simulation.hpp"
+#include "wandura/emulator/emulator.hpp"
+#include "wandura/error.hpp"
+#include "wandura/playback/client.hpp"
+
+namespace demo {
+namespace {
+
+constexpr char const* usage_text =
+    R"(usage: smooth_playback [options]
+
+Simulates viewers starting episodes at an evening peak and shows how the SDK keeps playback smooth: prefetch is
+shed by the server first, plays are retried after Retry-After, repeated starts reuse tickets (docs/demo.md).
+
+options:
+  --viewers N          viewers arriving over the run (default 2000)
+  --duration S         seconds over which they arrive, peaking in the middle (default 30)
+  --seed N             seed of the audience plan and of the emulator (default 20261130)
+  --playback-limit N   the emulator's playback limit in tickets per minute (default: half the plan's peak demand)
+  --warmup-left F      before the first viewer, spend the playback counter down to this fraction of its limit,
+                       as for an organisation already busy when its peak begins (1 = start idle; default: the
+                       level that reaches the 20 % shed line when demand first crosses the limit).
+                       In-process emulator only.
+  --unavailable P      fraction of ticket requests the emulator answers 503 service_unavailable with
+                       Retry-After: 1, "could not issue in time" (default 0.01). In-process emulator only.
+  --catalogue FILE     films to choose from, as JSON {"films":[{"film_ref":"...","episodes":N},...]}
+                       (default: the emulator's demo catalogue)
+  --base-url URL       run against this API instead of the in-process emulator; the key comes from --api-key
+                       or WANDURA_API_KEY
+  --api-key KEY        API key for --base-url
+  --report-dir DIR     where report.json and report.svg are written (default: the current directory)
+  --client-threads N   threads running the client (default 2)
+  --help               this text
+)";
+
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct demo_options {
+  std::uint32_t viewers = 2000;
+  double duration_s = 30;
+  std::uint64_t seed = 20261130;
+  std::optional<std::uint32_t> playback_limit;
+  std::optional<double> warmup_left;
+  double unavailable = 0.01;
+  std::optional<std::string> catalogue_file;
+  std::optional<std::string> base_url;
+  std::optional<std::string> api_key;
+  std::string report_dir = ".";
+  unsigned client_threads = 2;
+};
+
+double parse_double(std::string const& flag, std::string const& text, double lo, double hi) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (std::exception const&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi) {
+    std::ostringstream o;
+    o << flag << ": expected a number from " << lo << " to " << hi << ", got \"" << text << "\"";
+    throw usage_error(o.str());
+  }
+  return v;
+}
+
+std::uint64_t parse_uint(std::string const& flag, std::string const& text, std::uint64_t lo, std::uint64_t hi) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used, 10);
+  } catch (std::exception const&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || text[0] == '-' || text[0] == '+' || v < lo || v > hi) {
+    throw usage_error(flag + ": expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                      ", got \"" + text + "\"");
+  }
+  return v;
+}
+
+demo_options parse_options(int argc, char** argv, bool& help) {
+  demo_options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string const arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        throw usage_error(arg + ": missing value");
+      }
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+      return o;
+    } else if (arg == "--viewers") {
+      o.viewers = static_cast<std::uint32_t>(parse_uint(arg, value(), 1, 1'000'000));
+    } else if (arg == "--duration") {
+      o.duration_s = parse_double(arg, value(), 1, 3600);
+    } else if (arg == "--seed") {
+      o.seed = parse_uint(arg, value(), 0, UINT64_MAX);
+    } else if (arg == "--playback-limit") {
+      o.playback_limit = static_cast<std::uint32_t>(parse_uint(arg, value(), 60, 100'000'000));
+    } else if (arg == "--warmup-left") {
+      o.warmup_left = parse_double(arg, value(), 0, 1);
+    } else if (arg == "--unavailable") {
+      o.unavailable = parse_double(arg, value(), 0, 0.5);
+    } else if (arg == "--catalogue") {
+      o.catalogue_file = value();
+    } else if (arg == "--base-url") {
+      o.base_url = value();
+    } else if (arg == "--api-key") {
+      o.api_key = value();
+    } else if (arg == "--report-dir") {
+      o.report_dir = value();
+    } else if (arg == "--client-threads") {
+      o.client_threads = static_cast<unsigned>(parse_uint(arg, value(), 1, 64));
+    } else {
+      throw usage_error("unknown argument \"" + arg + "\"");
+    }
+  }
+  if (o.base_url && !o.api_key) {
+    if (char const* key = std::getenv("WANDURA_API_KEY"); key != nullptr && *key != '\0') {
+      o.api_key = key;
+    } else {
+      throw usage_error("--base-url needs an API key: --api-key KEY or WANDURA_API_KEY");
+    }
+  }
+  return o;
+}
+
+std::vector<catalogue_film> load_catalogue(demo_options const& o) {
+  std::vector<catalogue_film> films;
+  if (o.catalogue_file) {
+    std::ifstream in(*o.catalogue_file, std::ios::binary);
+    if (!in) {
+      throw usage_error("--catalogue: cannot read " + *o.catalogue_file);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    // The emulator's configuration format, so the same file can be given to `wandura emulator --config`.
+    wandura::emulator::config cfg;
+    try {
+      cfg = wandura::emulator::parse_config(text.str());
+    } catch (wandura::emulator::config_error const& e) {
+      throw usage_error("--catalogue: " + std::string(e.what()));
+    }
+    if (cfg.films.empty()) {
+      throw usage_error("--catalogue: no \"films\" in " + *o.catalogue_file);
+    }
+    for (auto const& f : cfg.films) {
+      films.push_back({f.film_ref, static_cast<std::int32_t>(f.episodes)});
+    }
+  } else {
+    for (auto const& f : wandura::emulator::detail::demo_catalogue()) {
+      films.push_back({f.film_ref, static_cast<std::int32_t>(f.episodes)});
+    }
+  }
+  return films;
+}
+
+/// The live progress line: redrawn in place on a terminal, one line every 5 s otherwise (CI logs).
+class progress_printer {
+public:
+  explicit progress_printer(bool tty) : tty_(tty) {}
+
+  void update(progress const& p) {
+    std::lock_guard lock(mutex_);
+    if (!tty_ && p.t_s < next_line_s_) {
+      return;
+    }
+    next_line_s_ = p.t_s + 5;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "t=%5.1fs  viewers %llu/%llu  plays ok %llu/%llu  tickets/s %5.0f  retries %llu  shed %llu", p.t_s,
+                  static_cast<unsigned long long>(p.viewers_started), static_cast<unsigned long long>(p.viewers),
+                  static_cast<unsigned long long>(p.plays_done - p.play_failures),
+                  static_cast<unsigned long long>(p.plays_done), p.tickets_per_s,
+                  static_cast<unsigned long long>(p.retries), static_cast<unsigned long long>(p.shed));
+    if (tty_) {
+      std::printf("\r\033[K%s", line);
+    } else {
+      std::printf("%s\n", line);
+    }
+    std::fflush(stdout);
+    drawn_ = tty_;
+  }
+
+  /// Prints `text` as its own line, above the progress line on a terminal.
+  void note(std::string const& text) {
+    std::lock_guard lock(mutex_);
+    if (drawn_) {
+      std::printf("\r\033[K");
+    }
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+
+  void finish() {
+    std::lock_guard lock(mutex_);
+    if (drawn_) {
+      std::printf("\n");
+      drawn_ = false;
+    }
+  }
+
+private:
+  std::mutex mutex_;
+  bool tty_;
+  bool drawn_ = false;
+  double next_line_s_ = 0;
+};
+
+/// The fraction of the playback limit to leave before the first viewer so that the counter, refilled while demand
+/// is still under the limit, is back at the shed line (20 % left, SPEC §2) plus `margin` when demand first crosses
+/// the limit. Without a warm-up an idle organisation could spend a whole minute's limit at once (seed 001 "Nạp
+/// lại"), and a 30-second peak would never reach the shed line.
+double warmup_level(demand_curve const& demand, double limit_per_min, double margin = 0.02) {
+  double const rate = limit_per_min / 60.0;
+  double slack = 0;
+  for (double const d : demand.tickets_per_s) {
+    if (d >= rate) {
+      break;
+    }
+    slack += rate - d;
+  }
+  return std::clamp(0.20 + margin - slack / limit_per_min, 0.0, 1.0);
+}
+
+/// Spends the in-process emulator's playback counter down to `left` of its limit with batches of three plays for
+/// throw-away devices (no viewer_ref: nothing reused). Returns the tickets received.
+asio::awaitable<std::uint64_t> warm_up(wandura::client& api, wandura::emulator::server& emu, double limit_per_min,
+                                       double left, std::chrono::steady_clock::time_point emulator_started) {
+  double const rate = limit_per_min / 60.0;
+  auto spent_enough = [&] {
+    double const elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - emulator_started).count();
+    double const counted = static_cast<double>(emu.stats().tickets_counted);
+    return counted - rate * elapsed >= limit_per_min * (1.0 - left);
+  };
+  std::uint64_t received = 0;
+  std::uint64_t batch_no = 0;
+  wandura::call_options once;
+  once.policy = wandura::retry_policy::none();
+  while (!spent_enough()) {
+    wandura::ticket_batch batch;
+    batch.union_info = "warmup-device-" + std::to_string(batch_no);
+    batch.drm_kek = "warmup-kek-" + std::to_string(batch_no);
+    ++batch_no;
+    for (std::int32_t ep = 1; ep <= 3; ++ep) {
+      batch.episodes.push_back({"the-heiress-returns", ep, wandura::intent::play});
+    }
+    auto got = co_await api.issue_tickets(std::move(batch), once);
+    for (auto const& item : got.items) {
+      if (item.outcome == wandura::item_outcome::granted && !item.reused) {
+        ++received;
+      }
+    }
+  }
+  co_return received;
+}
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms < 10 ? "%.1f ms" : "%.0f ms", ms);
+  return buf;
+}
+
+void print_summary(summary const& s, simulation_result const& r, std::uint64_t calls, std::uint64_t held_off,
+                   std::string const& target, std::string const& json_path, std::string const& svg_path,
+                   std::uint64_t warn_lines) {
+  auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf("\nsummary (%s)\n", target.c_str());
+  std::printf("  %-26s %llu over %.0f s\n", "viewers", u(s.viewers), s.duration_s);
+  std::printf("  %-26s %llu, failed %llu, success rate %.4f\n", "plays (start_episode)", u(s.play_requests),
+              u(s.play_failures), s.play_success_rate);
+  std::printf("  %-26s p50 %s  p95 %s  p99 %s  max %s\n", "play time-to-ticket", format_ms(s.p50_ms).c_str(),
+              format_ms(s.p95_ms).c_str(), format_ms(s.p99_ms).c_str(), format_ms(s.max_ms).c_str());
+  std::printf("  %-26s %llu: fresh %llu, reused %llu (client cache %llu, joined in flight %llu)\n", "tickets granted",
+              u(s.tickets_granted), u(s.tickets_fresh), u(s.tickets_reused), u(s.cache_hits), u(s.coalesced));
+  std::printf("  %-26s asked %llu, shed by the server %llu (not an error)\n", "prefetch", u(s.prefetch_requested),
+              u(s.prefetch_shed));
+  std::printf("  %-26s %llu (WARN lines %llu), budget denied %llu, waited for a 429 hold-off %llu\n", "retries",
+              u(s.retries), u(warn_lines), u(s.budget_denied), u(held_off));
+  std::printf("  %-26s %llu requests, %llu HTTP attempts\n", "ticket calls", u(calls), u(s.requests));
+  if (s.emulator_tickets_counted) {
+    std::printf("  %-26s %llu counted, %llu plays held, %llu faults injected; fresh tickets received %llu: %s\n",
+                "emulator", u(*s.emulator_tickets_counted), u(s.held_play), u(s.faults_injected), u(s.tickets_fresh),
+                *s.emulator_tickets_counted == s.tickets_fresh ? "equal, nothing counted twice" : "MISMATCH");
+  }
+  if (s.warmup_tickets > 0) {
+    std::printf("  %-26s %llu tickets before the first viewer (counter left at %.0f %% of %.0f/min)\n", "warm-up",
+                u(s.warmup_tickets), s.warmup_left * 100, s.playback_limit_per_min);
+  }
+  std::printf("  %-26s", "outcomes");
+  bool first = true;
+  for (auto const& [kind, n] : r.outcomes_by_kind) {
+    std::printf("%s%s %llu", first ? " " : ", ", kind.c_str(), u(n));
+    first = false;
+  }
+  std::printf("\n  %-26s %s, %s\n", "report", json_path.c_str(), svg_path.c_str());
+  for (auto const& f : r.failures) {
+    std::printf("  FAILED play: viewer %u %s episode %d: %s\n", f.viewer, f.film_ref.c_str(), f.episode_no,
+                f.what.c_str());
+  }
+  if (s.play_failures > r.failures.size()) {
+    std::printf("  ... and %llu more failed plays\n", u(s.play_failures - r.failures.size()));
+  }
+}
+
+int run(demo_options const& o) {
+  bool const tty = isatty(fileno(stdout)) != 0;
+  bool const in_process = !o.base_url;
+  auto catalogue = load_catalogue(o);
+
+  arrival_profile const profile{o.duration_s, 0.5};
+  audience_mix const mix;
+  audience const plan = plan_audience(catalogue, o.viewers, profile, mix, o.seed);
+  demand_curve const demand = plan.demand(o.duration_s);
+  // Seed 001: playback refills limit/60 per second. Default: the plan's peak demand (3-s window) is twice that.
+  double const peak_demand = demand.peak_tickets_per_s(3);
+  auto const limit = o.playback_limit.value_or(
+      static_cast<std::uint32_t>(std::max(60.0, std::round(peak_demand / 2.0 * 60.0 / 100.0) * 100.0)));
+
+  double const warmup_left = o.warmup_left.value_or(warmup_level(demand, limit));
+
+  std::unique_ptr<wandura::emulator::server> emu;
+  std::string base_url;
+  std::string api_key;
+  std::string target;
+  auto const emulator_started = std::chrono::steady_clock::now();
+  if (in_process) {
+    wandura::emulator::config cfg;
+    cfg.orgs.front().limits.playback = limit;
+    cfg.seed = o.seed;
+    cfg.threads = 1;
+    if (o.catalogue_file) {
+      for (auto const& f : plan.catalogue) {
+        cfg.films.push_back({f.film_ref, {}, static_cast<std::uint32_t>(f.episodes), true});
+      }
+    }
+    emu = wandura::emulator::server::start(cfg);
+    base_url = emu->base_url();
+    api_key = cfg.orgs.front().keys.front();
+    target = "in-process emulator at " + base_url;
+  } else {
+    base_url = *o.base_url;
+    api_key = *o.api_key;
+    target = base_url;
+  }
+
+  std::printf("smooth_playback: %u viewers over %.0f s, %zu films, %zu steps; peak demand %.0f tickets/s (plays "
+              "%.0f/s)\n",
+              o.viewers, o.duration_s, plan.catalogue.size(), plan.steps, peak_demand, demand.peak_plays_per_s(3));
+  if (in_process) {
+    std::string const faults_text =
+        o.unavailable > 0 ? ", ~1 in " + std::to_string(std::lround(1 / o.unavailable)) +
+                                " ticket requests answered 503 (could not issue in time)"
+                          : std::string();
+    std::printf("emulator: %s, playback limit %u tickets/min (%.0f/s), warm-up to %.0f %% left%s\n",
+                base_url.c_str(), limit, limit / 60.0, warmup_left * 100,
+                faults_text.c_str());
+  } else {
+    std::printf("target: %s\n", base_url.c_str());
+  }
+  std::fflush(stdout);
+
+  progress_printer printer(tty);
+  std::atomic<std::uint64_t> warn_lines{0};
+  constexpr std::uint64_t warn_lines_shown = 5;
+
+  asio::io_context io;
+  wandura::client_options copt;
+  copt.base_url = base_url;
+  copt.api_key = api_key;
+  copt.retry.policy = wandura::retry_policy::interactive();
+  std::atomic<std::uint64_t> retry_events{0};
+  copt.retry.on_retry = [&retry_events](wandura::retry_event const&) { retry_events.fetch_add(1); };
+  copt.retry.log = [&](wandura::log_level level, std::string_view message) {
+    if (level != wandura::log_level::warn) {
+      return;
+    }
+    auto const n = warn_lines.fetch_add(1) + 1;
+    if (n <= warn_lines_shown) {
+      printer.note("WARN " + std::string(message) + (n == warn_lines_shown ? "  (further WARN lines counted only)" : ""));
+    }
+  };
+  auto api = std::make_unique<wandura::client>(io.get_executor(), copt);
+
+  auto work = asio::make_work_guard(io);
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < o.client_threads; ++i) {
+    threads.emplace_back([&io] { io.run(); });
+  }
+  auto stop_io = [&] {
+    work.reset();
+    io.stop();
+    for (auto& t : threads) {
+      t.join();
+    }
+    threads.clear();
+  };
+
+  summary s;
+  simulation_result result;
+  std::uint64_t counted_before = 0;
+  std::uint64_t held_before = 0;
+  wandura::client_stats before{};
+  std::uint64_t retries_before = 0;
+  try {
+    if (in_process && warmup_left < 1.0) {
+      auto warm = asio::co_spawn(io, warm_up(*api, *emu, limit, warmup_left, emulator_started), asio::use_future);
+      s.warmup_tickets = warm.get();
+      s.warmup_left = warmup_left;
+    }
+    if (in_process) {
+      auto const st = emu->stats();
+      counted_before = st.tickets_counted;
+      held_before = st.held_play;
+      s.warmup_counted = counted_before;
+      if (o.unavailable > 0) {
+        // SPEC §2 "a ticket cannot be issued in time": installed after the warm-up, so only viewers meet it.
+        wandura::emulator::fault_rule rule;
+        rule.path = "/v1/playback/tickets";
+        rule.kind = wandura::emulator::fault_kind::status;
+        rule.status = 503;
+        rule.retry_after = 1;
+        rule.probability = o.unavailable;
+        emu->install_faults(std::vector<wandura::emulator::fault_rule>{rule});
+      }
+    }
+    before = api->stats();
+    retries_before = retry_events.load();
+
+    simulation_options sim;
+    sim.call.policy = wandura::retry_policy::interactive();
+    sim.on_progress = [&printer](progress const& p) { printer.update(p); };
+    sim.retries_so_far = [&] { return retry_events.load() - retries_before; };
+    if (in_process) {
+      sim.server_tickets_counted = [&emu]() -> std::optional<std::uint64_t> { return emu->stats().tickets_counted; };
+    }
+    auto running = asio::co_spawn(io, run_audience(io.get_executor(), *api, plan, sim), asio::use_future);
+    result = running.get();
+  } catch (...) {
+    printer.finish();
+    stop_io();
+    throw;
+  }
+  printer.finish();
+  auto const after = api->stats();
+  stop_io();
+  api.reset();
+
+  s.viewers = result.totals.viewers;
+  s.play_requests = result.totals.play_requests;
+  s.play_failures = result.totals.play_failures;
+  s.play_success_rate = result.totals.play_success_rate;
+  s.p50_ms = result.totals.p50_ms;
+  s.p95_ms = result.totals.p95_ms;
+  s.p99_ms = result.totals.p99_ms;
+  s.max_ms = result.totals.max_ms;
+  s.tickets_granted = result.totals.tickets_granted;
+  s.tickets_fresh = result.totals.tickets_fresh;
+  s.tickets_reused = result.totals.tickets_reused;
+  s.prefetch_requested = result.totals.prefetch_requested;
+  s.prefetch_shed = result.totals.prefetch_shed;
+  s.duration_s = result.totals.duration_s;
+  s.playback_limit_per_min = in_process ? limit : 0;
+  s.cache_hits = after.metrics.cache_hits - before.metrics.cache_hits;
+  s.coalesced = after.metrics.coalesced - before.metrics.coalesced;
+  s.retries = retry_events.load() - retries_before; // every retry fires on_retry once (SPEC §3)
+  s.budget_denied = after.metrics.budget_denied - before.metrics.budget_denied;
+  s.requests = after.metrics.attempts - before.metrics.attempts;
+  bool counts_match = true;
+  if (in_process) {
+    auto const st = emu->stats();
+    s.emulator_tickets_counted = st.tickets_counted - counted_before;
+    s.held_play = st.held_play - held_before;
+    s.faults_injected = st.faults_injected;
+    counts_match = *s.emulator_tickets_counted == s.tickets_fresh && s.warmup_counted == s.warmup_tickets;
+    emu->stop();
+  }
+
+  std::filesystem::create_directories(o.report_dir);
+  auto const json_path = (std::filesystem::path(o.report_dir) / "report.json").string();
+  auto const svg_path = (std::filesystem::path(o.report_dir) / "report.svg").string();
+  write_report_json(json_path, s, result.samples);
+  write_report_svg(svg_path, s, result.samples);
+  print_summary(s, result, after.metrics.requests - before.metrics.requests,
+                after.metrics.held_off - before.metrics.held_off, target, json_path, svg_path, warn_lines.load());
+
+  if (!counts_match) {
+    std::printf("FAILED: the emulator counted %llu tickets (warm-up %llu) but the demo received %llu fresh (warm-up "
+                "%llu)\n",
+                static_cast<unsigned long long>(s.emulator_tickets_counted.value_or(0)),
+                static_cast<unsigned long long>(s.warmup_counted), static_cast<unsigned long long>(s.tickets_fresh),
+                static_cast<unsigned long long>(s.warmup_tickets));
+    return 1;
+  }
+  if (s.play_failures > 0) {
+    std::printf("FAILED: %llu of %llu plays would have shown the viewer an error\n",
+                static_cast<unsigned long long>(s.play_failures), static_cast<unsigned long long>(s.play_requests));
+    return 1;
+  }
+  std::printf("OK: every play was granted\n");
+  return 0;
+}
+
+} // namespace
+} // namespace demo
+
+int main(int argc, char** argv) {
+  try {
+    bool help = false;
+    auto const options = demo::parse_options(argc, argv, help);
+    if (help) {
+      std::fputs(demo::usage_text, stdout);
+      return 0;
+    }
+    return demo::run(options);
+  } catch (demo::usage_error const& e) {
+    std::fprintf(stderr, "smooth_playback: %s\n%s", e.what(), demo::usage_text);
+    return 2;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "smooth_playback: %s\n", e.what());
+    return 1;
+  }
+}
