@@ -19,8 +19,9 @@ struct error_body {
 };
 
 /// Reads the top-level fields of an error body with simdjson On Demand, straight from the padded buffer.
-/// Tolerant: unknown fields are ignored, fields of the wrong type are skipped, and a body that is not a JSON object
-/// (empty, HTML, truncated) gives an all-empty result. Never throws a simdjson exception.
+/// Tolerant: unknown fields are ignored, fields of the wrong type are skipped, a body that is not a JSON object
+/// (empty, HTML, an array) gives an all-empty result, and a malformed or truncated object gives the fields read
+/// before the damage, if any. Never throws a simdjson exception.
 [[nodiscard]] error_body parse_error_body(response_body const& body);
 
 } // namespace wandura
