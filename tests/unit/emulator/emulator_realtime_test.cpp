@@ -299,3 +299,22 @@ TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   emulator_process bad_port({"--port", "70000"});
   CHECK(bad_port.wait_exit() == 2);
 }
+
+TEST_CASE("server: a connection idle longer than idle_timeout is closed, others are unaffected") {
+  config cfg;
+  cfg.idle_timeout = 300ms;
+  auto emu = server::start(cfg);
+  http_test_client idle(emu->port());
+  REQUIRE(idle.get("/v1/config").status == 200);
+  REQUIRE(idle.connected());
+  // Bounded wait for the server to close the idle connection (the watchdog checks every idle_timeout).
+  auto start = std::chrono::steady_clock::now();
+  auto closed = idle.read_response(); // blocks until the server closes (or the 10 s receive timeout)
+  auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(closed.status == 0);
+  CHECK(closed.closed_early);
+  CHECK(waited >= 150ms);
+  CHECK(waited < 5s);
+  http_test_client fresh(emu->port());
+  CHECK(fresh.get("/v1/config").status == 200);
+}
