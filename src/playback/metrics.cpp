@@ -6,7 +6,9 @@
 namespace wandura {
 namespace {
 
-void append_uint(std::string& out, std::uint64_t v) { out.append(std::to_string(v)); }
+void append_uint(std::string& out, std::uint64_t v) {
+  out.append(std::to_string(v));
+}
 
 void append_counter(std::string& out, std::string_view prefix, std::string_view name, std::string_view help,
                     std::uint64_t value) {

@@ -21,11 +21,15 @@ std::string episode_path(std::size_t index, std::string_view field) {
 }
 
 /// Upper bound of the escaped size of `text`, so that `out` grows once.
-constexpr std::size_t escaped_bound(std::string_view text) noexcept { return text.size() * 6 + 2; }
+constexpr std::size_t escaped_bound(std::string_view text) noexcept {
+  return text.size() * 6 + 2;
+}
 
 } // namespace
 
-bool is_valid_utf8(std::string_view text) noexcept { return simdjson::validate_utf8(text.data(), text.size()); }
+bool is_valid_utf8(std::string_view text) noexcept {
+  return simdjson::validate_utf8(text.data(), text.size());
+}
 
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";

@@ -1,9 +1,9 @@
 #include "wandura/playback/detail/response_parser.hpp"
 
 #include <charconv>
-#include <cstring>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -16,7 +16,9 @@ namespace {
 namespace od = simdjson::ondemand;
 using json_error = simdjson::error_code;
 
-[[nodiscard]] constexpr bool is_json_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+[[nodiscard]] constexpr bool is_json_space(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 /// A cheap code of a key (length, first and last byte), so that readers can `switch` on keys in O(1). Distinct for
 /// the keys of each reader (a clash would be a duplicate `case`, a compile error); every case still compares the
@@ -25,22 +27,22 @@ using json_error = simdjson::error_code;
   if (s.empty()) {
     return 0;
   }
-  return (static_cast<std::uint32_t>(s.size()) << 16) | (static_cast<std::uint32_t>(static_cast<unsigned char>(s.front())) << 8) |
+  return (static_cast<std::uint32_t>(s.size()) << 16) |
+         (static_cast<std::uint32_t>(static_cast<unsigned char>(s.front())) << 8) |
          static_cast<unsigned char>(s.back());
 }
 
 /// `key == literal`, with the length known at compile time so that the comparison is inlined.
-template <std::size_t N>
-[[nodiscard]] bool is(std::string_view key, char const (&literal)[N]) noexcept {
+template <std::size_t N> [[nodiscard]] bool is(std::string_view key, char const (&literal)[N]) noexcept {
   return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
 }
 
 /// Where in the document a reader is, for messages: "items[2].ticket.expires_at". Built only on failure.
 struct location {
-  std::string_view parent;  // e.g. "items", "videos"; empty at the top level
-  std::size_t index = 0;    // meaningful when has_index
+  std::string_view parent; // e.g. "items", "videos"; empty at the top level
+  std::size_t index = 0;   // meaningful when has_index
   bool has_index = false;
-  std::string_view child;   // e.g. "ticket"; empty when none
+  std::string_view child; // e.g. "ticket"; empty when none
 
   [[nodiscard]] std::string path(std::string_view field) const {
     std::string out;
@@ -114,8 +116,7 @@ public:
     case simdjson::UTF8_ERROR: return fail(prefix + "invalid UTF-8");
     case simdjson::STRING_ERROR: return fail(prefix + "malformed string");
     case simdjson::DEPTH_ERROR: return fail(prefix + "nested too deeply");
-    default:
-      return fail(prefix + "truncated or malformed JSON (" + simdjson::error_message(e) + ")");
+    default: return fail(prefix + "truncated or malformed JSON (" + simdjson::error_message(e) + ")");
     }
   }
 
@@ -256,8 +257,7 @@ private:
 };
 
 /// Calls `on_field(key, value)` for every field of `obj`; stops at the first failure.
-template <class OnField>
-bool for_each_field(reader& r, location const& where, od::object& obj, OnField&& on_field) {
+template <class OnField> bool for_each_field(reader& r, location const& where, od::object& obj, OnField&& on_field) {
   for (auto field_result : obj) {
     if (auto e = field_result.error()) {
       return r.fail_json(where, {}, e);
@@ -575,8 +575,7 @@ simdjson::padded_string_view response_parser::padded(std::string_view body) {
   return simdjson::padded_string_view(scratch_.data(), scratch_.size(), scratch_.capacity());
 }
 
-template <class Reader>
-std::error_code response_parser::run(simdjson::padded_string_view json, Reader&& read) {
+template <class Reader> std::error_code response_parser::run(simdjson::padded_string_view json, Reader&& read) {
   message_.clear();
   reader r(message_, &spare_tickets_);
   od::document doc;
@@ -850,7 +849,9 @@ std::error_code response_parser::parse_org_config(std::string_view body, org_con
 std::error_code response_parser::parse_film(response_body const& body, film& out) {
   return read_film(padded(body), out);
 }
-std::error_code response_parser::parse_film(std::string_view body, film& out) { return read_film(padded(body), out); }
+std::error_code response_parser::parse_film(std::string_view body, film& out) {
+  return read_film(padded(body), out);
+}
 std::error_code response_parser::parse_videos(response_body const& body, std::vector<video>& out) {
   return read_videos(padded(body), out);
 }

@@ -63,8 +63,7 @@ std::string compute(std::string_view secret, std::string_view user_id, std::stri
     return {};
   }
   std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-  if (SHA256(reinterpret_cast<unsigned char const*>(install_id.data()), install_id.size(), digest.data()) ==
-      nullptr) {
+  if (SHA256(reinterpret_cast<unsigned char const*>(install_id.data()), install_id.size(), digest.data()) == nullptr) {
     message = "make_viewer_ref: OpenSSL SHA-256 failed";
     return {};
   }

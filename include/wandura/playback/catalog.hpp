@@ -27,8 +27,8 @@ struct counter_limit {
 
 /// `GET /v1/config`: `{"org_id":"org_demo","limits":{"playback":6000,"catalog":1200,...}}`.
 struct org_config {
-  std::string org_id;                 ///< May be empty when the server omits it.
-  std::vector<counter_limit> limits;  ///< In the server's order.
+  std::string org_id;                ///< May be empty when the server omits it.
+  std::vector<counter_limit> limits; ///< In the server's order.
 
   /// The limit of `counter`, or nullopt when the server did not list it.
   [[nodiscard]] std::optional<std::int64_t> limit(std::string_view counter) const noexcept {
@@ -46,8 +46,8 @@ struct org_config {
 /// `GET /v1/catalog/films/{film_ref}`: `{"film_ref":"...","title":"...","episodes":12}`. `episodes` may also be a
 /// list of objects or numbers; its length is then the count.
 struct film {
-  std::string film_ref;        ///< Required.
-  std::string title;           ///< May be empty.
+  std::string film_ref;           ///< Required.
+  std::string title;              ///< May be empty.
   std::int32_t episode_count = 0; ///< Released episodes, numbered 1..episode_count.
 
   friend bool operator==(film const&, film const&) = default;

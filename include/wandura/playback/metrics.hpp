@@ -25,24 +25,22 @@ inline constexpr std::size_t latency_bucket_count = 16; // finite buckets; the +
 /// A copy of every value at one moment. Each value is read atomically, the set as a whole is not (a call that
 /// completes while the snapshot is taken may be counted in one value and not yet in another).
 struct metrics_snapshot {
-  std::uint64_t requests = 0;       ///< Logical calls started (each `issue_tickets`, `config`, ... once).
-  std::uint64_t attempts = 0;       ///< HTTP attempts sent, first attempts and retries.
-  std::uint64_t retries = 0;        ///< Attempts after the first of a call.
-  std::uint64_t budget_denied = 0;  ///< Retries the retry budget refused.
-  std::uint64_t held_off = 0;       ///< Calls that waited for (or were refused by) a counter's hold-off after a 429.
-  std::uint64_t cache_hits = 0;     ///< Items answered from the ticket store without a request.
-  std::uint64_t coalesced = 0;      ///< Calls that joined an identical call in flight instead of sending.
-  std::uint64_t call_failures = 0;  ///< Calls that ended with an exception (auth, deadline, cancellation, budget).
+  std::uint64_t requests = 0;      ///< Logical calls started (each `issue_tickets`, `config`, ... once).
+  std::uint64_t attempts = 0;      ///< HTTP attempts sent, first attempts and retries.
+  std::uint64_t retries = 0;       ///< Attempts after the first of a call.
+  std::uint64_t budget_denied = 0; ///< Retries the retry budget refused.
+  std::uint64_t held_off = 0;      ///< Calls that waited for (or were refused by) a counter's hold-off after a 429.
+  std::uint64_t cache_hits = 0;    ///< Items answered from the ticket store without a request.
+  std::uint64_t coalesced = 0;     ///< Calls that joined an identical call in flight instead of sending.
+  std::uint64_t call_failures = 0; ///< Calls that ended with an exception (auth, deadline, cancellation, budget).
   /// Ticket batch items by outcome, indexed by `item_outcome`.
   std::array<std::uint64_t, std::size(all_item_outcomes)> outcomes{};
   /// Latency of calls, per bucket (not cumulative); the last one is +Inf.
   std::array<std::uint64_t, latency_bucket_count + 1> latency_buckets{};
-  std::uint64_t latency_count = 0;                  ///< Calls observed.
-  std::chrono::microseconds latency_sum{0};         ///< Their total latency.
+  std::uint64_t latency_count = 0;          ///< Calls observed.
+  std::chrono::microseconds latency_sum{0}; ///< Their total latency.
 
-  [[nodiscard]] std::uint64_t outcome(item_outcome o) const noexcept {
-    return outcomes[static_cast<std::size_t>(o)];
-  }
+  [[nodiscard]] std::uint64_t outcome(item_outcome o) const noexcept { return outcomes[static_cast<std::size_t>(o)]; }
 };
 
 /// Writes `snapshot` in the Prometheus text exposition format 0.0.4: for each metric a `# HELP` and a `# TYPE`

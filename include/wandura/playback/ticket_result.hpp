@@ -52,9 +52,9 @@ enum class item_outcome : std::uint8_t {
 
 /// Every outcome, in enum order: for iterating (metrics, tests).
 inline constexpr item_outcome all_item_outcomes[] = {
-    item_outcome::granted,     item_outcome::shed,           item_outcome::not_ready,
-    item_outcome::rate_limited, item_outcome::unavailable,   item_outcome::not_entitled,
-    item_outcome::failed,      item_outcome::viewer_limited, item_outcome::deferred};
+    item_outcome::granted,      item_outcome::shed,           item_outcome::not_ready,
+    item_outcome::rate_limited, item_outcome::unavailable,    item_outcome::not_entitled,
+    item_outcome::failed,       item_outcome::viewer_limited, item_outcome::deferred};
 
 /// The outcome and, for `failed`, the error that one item's server answer means. Rules, first match wins
 /// (tolerant reader, seed 000: known codes first, unknown codes by status group):
@@ -80,31 +80,31 @@ struct item_classification {
 /// @param reason the item's `reason`, empty when absent.
 /// @param what the item's intent.
 [[nodiscard]] item_classification classify_item(int status, std::string_view error_code, std::string_view reason,
-                                                 intent what) noexcept;
+                                                intent what) noexcept;
 
 /// One episode's result. Items are values: one failed item never throws the others away (STYLE "Errors").
 struct ticket_item_result {
-  std::string film_ref;                       ///< As the server echoed it.
-  std::int32_t episode_no = 0;                ///< As the server echoed it, >= 1.
+  std::string film_ref;        ///< As the server echoed it.
+  std::int32_t episode_no = 0; ///< As the server echoed it, >= 1.
   wandura::intent intent = wandura::intent::play;
-  std::string intent_text;                    ///< The raw `intent` text when `intent == intent::other`, else empty.
+  std::string intent_text; ///< The raw `intent` text when `intent == intent::other`, else empty.
   item_outcome outcome = item_outcome::failed;
-  int status = 0;                             ///< The item's own status; 0 when never sent (viewer_limited, deferred).
-  bool reused = false;                        ///< The server (or the SDK's cache) returned an earlier ticket.
-  std::optional<wandura::ticket> ticket;      ///< Present exactly when `outcome == item_outcome::granted`.
-  std::string error_code;                     ///< The server's `error_code` (numbers as decimal text); may be empty.
-  std::string reason;                         ///< The server's `reason`, e.g. "prefetch_shed"; may be empty.
+  int status = 0;                        ///< The item's own status; 0 when never sent (viewer_limited, deferred).
+  bool reused = false;                   ///< The server (or the SDK's cache) returned an earlier ticket.
+  std::optional<wandura::ticket> ticket; ///< Present exactly when `outcome == item_outcome::granted`.
+  std::string error_code;                ///< The server's `error_code` (numbers as decimal text); may be empty.
+  std::string reason;                    ///< The server's `reason`, e.g. "prefetch_shed"; may be empty.
   std::optional<std::chrono::seconds> retry_after; ///< The item's `retry_after` in whole seconds (rounded up).
-  std::error_code error;                      ///< Set only for `item_outcome::failed` (see `classify_item`).
+  std::error_code error;                           ///< Set only for `item_outcome::failed` (see `classify_item`).
 };
 
 /// The result of one `POST /v1/playback/tickets` call.
 struct ticket_batch_result {
-  std::string request_id;                 ///< The server's `request_id`; empty when it sent none.
-  std::vector<ticket_item_result> items;  ///< In the server's order, normally the request's order.
-  int http_status = 0;                    ///< The whole response's status (200 when anything was granted).
-  int attempts = 0;                       ///< HTTP attempts made, the first included.
-  bool replayed = false;                  ///< `Idempotency-Replayed: true`: a stored earlier result (seed 004).
+  std::string request_id;                ///< The server's `request_id`; empty when it sent none.
+  std::vector<ticket_item_result> items; ///< In the server's order, normally the request's order.
+  int http_status = 0;                   ///< The whole response's status (200 when anything was granted).
+  int attempts = 0;                      ///< HTTP attempts made, the first included.
+  bool replayed = false;                 ///< `Idempotency-Replayed: true`: a stored earlier result (seed 004).
 };
 
 } // namespace wandura

@@ -11,8 +11,8 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
-#include <asio/redirect_error.hpp>
 #include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
 #include <catch2/catch.hpp>
@@ -36,8 +36,7 @@ struct gate {
 };
 
 /// Runs handlers until `done()` or nothing is left; bounded.
-template <class Done>
-void run_until(asio::io_context& ctx, Done done) {
+template <class Done> void run_until(asio::io_context& ctx, Done done) {
   for (int i = 0; i < 10000 && !done(); ++i) {
     if (ctx.poll_one() == 0) {
       break;

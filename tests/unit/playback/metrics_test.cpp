@@ -58,13 +58,13 @@ TEST_CASE("metrics: counters and outcomes are counted") {
 
 TEST_CASE("metrics: latencies land in the first power-of-two millisecond bucket that holds them") {
   playback_metrics m;
-  m.observe_latency(microseconds(500));   // <= 1 ms
-  m.observe_latency(milliseconds(1));     // <= 1 ms
-  m.observe_latency(microseconds(1001));  // <= 2 ms
-  m.observe_latency(milliseconds(3));     // <= 4 ms
-  m.observe_latency(milliseconds(1024));  // <= 1.024 s
-  m.observe_latency(seconds(40));         // +Inf
-  m.observe_latency(nanoseconds(-5));     // counted as 0
+  m.observe_latency(microseconds(500));  // <= 1 ms
+  m.observe_latency(milliseconds(1));    // <= 1 ms
+  m.observe_latency(microseconds(1001)); // <= 2 ms
+  m.observe_latency(milliseconds(3));    // <= 4 ms
+  m.observe_latency(milliseconds(1024)); // <= 1.024 s
+  m.observe_latency(seconds(40));        // +Inf
+  m.observe_latency(nanoseconds(-5));    // counted as 0
   auto s = m.snapshot();
   CHECK(s.latency_buckets[0] == 3);
   CHECK(s.latency_buckets[1] == 1);

@@ -110,7 +110,10 @@ TEST_CASE("request writer: batches the server would refuse are invalid_argument 
   };
   std::vector<bad_case> const cases = {
       {[](ticket_batch& b) { b.episodes.clear(); }, "episodes is empty"},
-      {[](ticket_batch& b) { b.episodes.push_back({"x", 7, intent::prefetch}); }, "more than 3"},
+      {[](ticket_batch& b) {
+         b.episodes.push_back({"x", 7, intent::prefetch});
+       },
+       "more than 3"},
       {[](ticket_batch& b) { b.episodes[1].film_ref.clear(); }, "episodes[1].film_ref is empty"},
       {[](ticket_batch& b) { b.episodes[2].episode_no = 0; }, "episodes[2].episode_no"},
       {[](ticket_batch& b) { b.episodes[0].intent = intent::other; }, "episodes[0].intent"},
@@ -118,10 +121,10 @@ TEST_CASE("request writer: batches the server would refuse are invalid_argument 
       {[](ticket_batch& b) { b.drm_kek.clear(); }, "drm_kek is empty"},
       {[](ticket_batch& b) { b.viewer_ref = ""; }, "viewer_ref is empty"},
       {[](ticket_batch& b) { b.episodes[0].film_ref = "bad\xff"; }, "episodes[0].film_ref is not valid UTF-8"},
-      {[](ticket_batch& b) { b.union_info = "\xC0\xAF"; }, "union_info is not valid UTF-8"},          // overlong '/'
-      {[](ticket_batch& b) { b.drm_kek = "\xED\xA0\x80"; }, "drm_kek is not valid UTF-8"},            // surrogate
-      {[](ticket_batch& b) { b.viewer_ref = "\xF4\x90\x80\x80"; }, "viewer_ref is not valid UTF-8"},  // > U+10FFFF
-      {[](ticket_batch& b) { b.union_info = "cut \xE1\xBB"; }, "union_info is not valid UTF-8"},       // truncated
+      {[](ticket_batch& b) { b.union_info = "\xC0\xAF"; }, "union_info is not valid UTF-8"},         // overlong '/'
+      {[](ticket_batch& b) { b.drm_kek = "\xED\xA0\x80"; }, "drm_kek is not valid UTF-8"},           // surrogate
+      {[](ticket_batch& b) { b.viewer_ref = "\xF4\x90\x80\x80"; }, "viewer_ref is not valid UTF-8"}, // > U+10FFFF
+      {[](ticket_batch& b) { b.union_info = "cut \xE1\xBB"; }, "union_info is not valid UTF-8"},     // truncated
   };
   for (auto const& c : cases) {
     auto batch = sample_batch();

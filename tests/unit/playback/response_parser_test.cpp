@@ -315,8 +315,10 @@ TEST_CASE("response parser: huge strings and many items are read intact") {
     if (i > 1) {
       body += ',';
     }
-    body += R"({"film_ref":"f","episode_no":)" + std::to_string(i) + R"(,"intent":"play","status":200,"ticket":)"
-            R"({"ticket_id":"t)" + std::to_string(i) + R"(","expires_at":"2026-11-30T11:00:00Z","drm_payload":")" +
+    body += R"({"film_ref":"f","episode_no":)" + std::to_string(i) +
+            R"(,"intent":"play","status":200,"ticket":)"
+            R"({"ticket_id":"t)" +
+            std::to_string(i) + R"(","expires_at":"2026-11-30T11:00:00Z","drm_payload":")" +
             (i == 150 ? payload : std::string("p")) + R"("}})";
   }
   body += "]}";
@@ -378,7 +380,8 @@ TEST_CASE("response parser: a film's episodes may be a count or a list") {
   REQUIRE_FALSE(parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":[{"no":1},{"no":2},3]})"), f));
   CHECK(f.episode_count == 3);
   CHECK(f.title.empty());
-  CHECK(parser.parse_film(std::string_view(R"({"title":"no ref","episodes":1})"), f) == wandura::errc::invalid_response);
+  CHECK(parser.parse_film(std::string_view(R"({"title":"no ref","episodes":1})"), f) ==
+        wandura::errc::invalid_response);
   CHECK(parser.message().find("missing film_ref") != std::string::npos);
   CHECK(parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":-3})"), f) == wandura::errc::invalid_response);
 }

@@ -75,8 +75,8 @@ TEST_CASE("viewer_ref: shape is 22 url-safe characters, a colon, 11; stable per 
       continue;
     }
     char const c = a[i];
-    bool const url_safe = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-                          c == '_';
+    bool const url_safe =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
     CHECK(url_safe);
   }
   CHECK(a == wandura::make_viewer_ref("secret", "user-1", "install-1"));

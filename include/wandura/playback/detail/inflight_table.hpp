@@ -31,8 +31,7 @@
 namespace wandura::detail {
 
 /// What `inflight_table::run_or_join` produced for one caller.
-template <class T>
-struct joined_result {
+template <class T> struct joined_result {
   T value;                ///< The operation's result (each caller gets its own copy).
   bool coalesced = false; ///< True when this caller joined an operation another caller started.
 };
@@ -53,8 +52,7 @@ struct joined_result {
 /// @par Thread safety
 /// `run_or_join` may be called from any thread and many coroutines at once. Waiters are resumed through their own
 /// executors. The table may be destroyed while operations are in flight: they still complete their waiters.
-template <class Key, class T, class Hash = std::hash<Key>, class Equal = std::equal_to<Key>>
-class inflight_table {
+template <class Key, class T, class Hash = std::hash<Key>, class Equal = std::equal_to<Key>> class inflight_table {
   static_assert(std::is_copy_constructible_v<T>, "every waiter receives a copy of the result");
 
 public:
@@ -74,8 +72,7 @@ public:
   /// @par GCC 12
   /// GCC 12.2 destroys a class-type temporary created inside a `co_await` expression twice (fixed in GCC 13). Name
   /// the key and the callable before awaiting: `auto op = [...]{...}; co_await table.run_or_join(key, op);`.
-  template <class Start>
-  [[nodiscard]] asio::awaitable<joined_result<T>> run_or_join(Key key, Start start) {
+  template <class Start> [[nodiscard]] asio::awaitable<joined_result<T>> run_or_join(Key key, Start start) {
     auto executor = co_await asio::this_coro::executor;
     std::shared_ptr<entry> e;
     bool leader = false;
@@ -91,11 +88,9 @@ public:
       }
     }
     if (leader) {
-      asio::co_spawn(
-          executor, run_operation(std::move(start)),
-          [weak = std::weak_ptr<state>(state_), key = std::move(key), e](std::exception_ptr, outcome result) mutable {
-            publish(weak, key, e, std::move(result));
-          });
+      asio::co_spawn(executor, run_operation(std::move(start)),
+                     [weak = std::weak_ptr<state>(state_), key = std::move(key),
+                      e](std::exception_ptr, outcome result) mutable { publish(weak, key, e, std::move(result)); });
     }
     co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::error_code)>(
         [](auto handler, std::shared_ptr<state> const& s, std::shared_ptr<entry> const& target) {
@@ -132,8 +127,7 @@ private:
   class waiter {
   public:
     template <class Handler>
-    waiter(std::uint64_t id, Handler handler)
-        : id_(id), impl_(std::make_unique<model<Handler>>(std::move(handler))) {}
+    waiter(std::uint64_t id, Handler handler) : id_(id), impl_(std::make_unique<model<Handler>>(std::move(handler))) {}
     [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
     void complete(std::error_code ec) && { std::exchange(impl_, nullptr)->complete(ec); }
 
@@ -142,8 +136,7 @@ private:
       virtual ~concept_t() = default;
       virtual void complete(std::error_code ec) = 0;
     };
-    template <class Handler>
-    struct model final : concept_t {
+    template <class Handler> struct model final : concept_t {
       explicit model(Handler h)
           : handler(std::move(h)),
             work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
@@ -161,7 +154,7 @@ private:
   };
 
   struct entry {
-    outcome result;               // set once, under the mutex, before waiters are completed
+    outcome result; // set once, under the mutex, before waiters are completed
     bool done = false;
     std::vector<waiter> waiters;
   };
@@ -173,8 +166,7 @@ private:
   };
 
   /// The operation as its own coroutine; it owns `start` for as long as it runs.
-  template <class Start>
-  static asio::awaitable<outcome> run_operation(Start start) {
+  template <class Start> static asio::awaitable<outcome> run_operation(Start start) {
     outcome result;
     try {
       T value = co_await start();

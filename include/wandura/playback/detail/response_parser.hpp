@@ -24,8 +24,11 @@ static_assert(wandura::body_padding == simdjson::SIMDJSON_PADDING,
 ///
 /// Each `parse_*` function reads the body once with simdjson On Demand, dispatching on each key with a `switch`;
 /// unknown keys are skipped, unknown enum values keep their raw text, `null` reads as "absent" for optional fields.
-/// Strings are copied into the output before the function returns, so the output never points into the parser or
-/// the body. On success the output is fully replaced; on failure its content is unspecified.
+/// Keys are matched as written, in place (the API never escapes its keys; a key spelled with escapes reads as
+/// unknown). Strings are copied into the output before the function returns, so the output never points into the
+/// parser or the body. On success the output is fully replaced; on failure its content is unspecified. Passing the
+/// same output object again reuses its storage (strings, items, tickets), so that a steady stream of responses is
+/// read without allocating.
 ///
 /// Every function completes with an empty `std::error_code` or with `errc::invalid_response`, and then
 /// `message()` says what was wrong ("truncated or malformed JSON (INCOMPLETE_ARRAY_OR_OBJECT)", "not a JSON object",
@@ -89,8 +92,7 @@ public:
 private:
   static simdjson::padded_string_view padded(response_body const& body) noexcept;
   simdjson::padded_string_view padded(std::string_view body);
-  template <class Reader>
-  std::error_code run(simdjson::padded_string_view json, Reader&& read);
+  template <class Reader> std::error_code run(simdjson::padded_string_view json, Reader&& read);
   std::error_code read_ticket_batch(simdjson::padded_string_view json, ticket_batch_result& out);
   std::error_code read_error_body(simdjson::padded_string_view json, error_body& out);
   std::error_code read_org_config(simdjson::padded_string_view json, org_config& out);
