@@ -56,7 +56,7 @@ viewer_limiter::decision viewer_limiter::try_acquire(std::string_view viewer_ref
     return {true, {}};
   }
   double const capacity = options_.tickets_per_minute;
-  double const wanted = static_cast<double>(tickets);
+  auto const wanted = static_cast<double>(tickets);
   auto const t = now();
   auto to_wait = [&](double missing) {
     auto const ms = std::ceil(missing / per_second_ * 1000.0);
