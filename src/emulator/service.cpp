@@ -135,8 +135,12 @@ void canonical_json(simdjson::dom::element e, std::string& out) {
 }
 
 std::array<unsigned char, 32> sha256(std::string_view data) {
+  // Fetched once: OpenSSL 3's one-shot SHA256() fetches the algorithm (under a lock) on every call.
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   std::array<unsigned char, 32> digest{};
-  SHA256(reinterpret_cast<unsigned char const*>(data.data()), data.size(), digest.data());
+  if (md == nullptr || EVP_Digest(data.data(), data.size(), digest.data(), nullptr, md, nullptr) != 1) {
+    SHA256(reinterpret_cast<unsigned char const*>(data.data()), data.size(), digest.data());
+  }
   return digest;
 }
 
@@ -308,30 +312,33 @@ service::org_state* service::authenticate(http_request const& req) {
   }
   auto key = auth.substr(bearer.size());
   std::lock_guard lock(mutex_);
-  auto it = key_to_org_.find(std::string(key));
+  auto it = key_to_org_.find(key);
   return it == key_to_org_.end() ? nullptr : &orgs_[it->second];
 }
 
 service::film_lookup service::lookup_film(std::string_view film_ref, bool stale_db, time_point now) {
   film_lookup out;
-  std::string ref(film_ref);
   if (stale_db) {
-    auto it = last_good_.find(ref);
+    auto it = last_good_.find(film_ref);
     if (it == last_good_.end() || now - it->second > stale_limit) {
       out.result = lookup_result::unavailable;
       return out;
     }
     out.age = std::chrono::duration_cast<std::chrono::seconds>(now - it->second);
   } else {
-    if (last_good_.size() >= max_last_good_entries && last_good_.find(ref) == last_good_.end()) {
-      std::erase_if(last_good_, [&](auto const& kv) { return now - kv.second > stale_limit; });
+    if (auto it = last_good_.find(film_ref); it != last_good_.end()) {
+      it->second = now;
+    } else {
       if (last_good_.size() >= max_last_good_entries) {
-        last_good_.erase(last_good_.begin());
+        std::erase_if(last_good_, [&](auto const& kv) { return now - kv.second > stale_limit; });
+        if (last_good_.size() >= max_last_good_entries) {
+          last_good_.erase(last_good_.begin());
+        }
       }
+      last_good_.emplace(std::string(film_ref), now);
     }
-    last_good_[ref] = now;
   }
-  auto f = films_.find(ref);
+  auto f = films_.find(film_ref);
   if (f == films_.end()) {
     out.result = lookup_result::not_found;
   } else {
@@ -649,6 +656,13 @@ service::issued_ticket service::issue_ticket(std::string_view film_ref, std::uin
   auto d = sha256(material);
   t.drm_payload = base64(d.data(), d.size());
   t.expires_at = now + std::chrono::seconds(cfg_.ticket_ttl_s);
+  // Tickets issued in the same second share the text; formatting it is the costliest part of a ticket.
+  auto second = std::chrono::floor<std::chrono::seconds>(t.expires_at.time_since_epoch()).count();
+  if (second != expires_text_second_) {
+    expires_text_second_ = second;
+    expires_text_ = rfc3339(t.expires_at);
+  }
+  t.expires_at_text = expires_text_;
   return t;
 }
 
@@ -887,7 +901,7 @@ asio::awaitable<http_reply> service::execute_batch(http_request const& req, org_
           .field("ticket_id", it.ticket.ticket_id)
           .field("manifest_url", it.ticket.manifest_url)
           .field("license_url", it.ticket.license_url)
-          .field("expires_at", rfc3339(it.ticket.expires_at))
+          .field("expires_at", it.ticket.expires_at_text)
           .field("drm_payload", it.ticket.drm_payload)
           .end_object();
     } else {

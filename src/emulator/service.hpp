@@ -60,6 +60,13 @@ struct http_reply {
 /// The reason phrase of an HTTP status ("Too Many Requests").
 std::string_view reason_phrase(int status) noexcept;
 
+/// Hash and equality that let unordered maps keyed by std::string be searched with a string_view (no allocation).
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+template <typename T> using string_map = std::unordered_map<std::string, T, string_hash, std::equal_to<>>;
+
 class service {
 public:
   service(config cfg, emulator_clock& clock);
@@ -109,6 +116,7 @@ private:
     std::string license_url;
     std::string drm_payload;
     time_point expires_at;
+    std::string expires_at_text; // RFC 3339
   };
 
   struct idempotency_entry {
@@ -147,20 +155,22 @@ private:
 
   mutable std::mutex mutex_;
   std::vector<org_state> orgs_;
-  std::unordered_map<std::string, std::size_t> key_to_org_;
-  std::unordered_map<std::string, std::size_t> films_;
+  string_map<std::size_t> key_to_org_;
+  string_map<std::size_t> films_;
   std::vector<open_video> videos_;
   std::vector<creative> creatives_;
   /// When each film_ref (known or not) was last answered by the "database": the stale_db mode's cache.
-  std::unordered_map<std::string, time_point> last_good_;
+  string_map<time_point> last_good_;
   /// Tickets by org, viewer_ref, union_info, film, episode and intent (SPEC §2 reuse).
-  std::unordered_map<std::string, issued_ticket> reuse_;
+  string_map<issued_ticket> reuse_;
   /// Idempotency records by org and key; `idempotency_order_` evicts them oldest first (24 h, bounded).
-  std::unordered_map<std::string, idempotency_entry> idempotency_;
+  string_map<idempotency_entry> idempotency_;
   std::deque<std::pair<std::uint64_t, std::string>> idempotency_order_;
   std::uint64_t idempotency_generation_ = 0;
   std::vector<fault_rule> faults_;
   std::mt19937_64 rng_;
+  std::int64_t expires_text_second_ = -1;
+  std::string expires_text_;
   stats_snapshot stats_;
   std::array<std::uint64_t, counter_count> requests_{};
 };

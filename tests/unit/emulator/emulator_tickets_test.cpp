@@ -411,3 +411,17 @@ TEST_CASE("tickets: the same seed gives the same ticket ids") {
   CHECK(ids(7) == ids(7));
   CHECK(ids(7) != ids(8));
 }
+
+TEST_CASE("tickets: echoed strings are escaped so the response stays valid JSON") {
+  auto emu = start_manual();
+  http_test_client c(emu->port());
+  std::vector<std::string> refs = {"quote\"in-the-middle-of-a-long-ref", "back\\slash", "ctl\x01\x1f end",
+                                   "new\nline and tab\t", "unicode-\xc3\xa9-ok", "12345678\"", "\"12345678"};
+  for (auto const& ref : refs) {
+    CAPTURE(ref);
+    auto r = c.tickets(batch_body({{ref, 1, "play"}}));
+    REQUIRE(r.status == 404);
+    REQUIRE(r.is_json());
+    CHECK(r.json()["items"][0]["film_ref"] == ref);
+  }
+}
