@@ -74,7 +74,8 @@ error to_error(call_result const& r, std::string_view operation) {
     break;
   case stop_reason::retries_exhausted:
     code = code_for_last_error(r);
-    why = "retries exhausted after " + attempts_text(r.attempts);
+    why = r.attempts <= 1 ? std::string("not retried: retries are off for this call")
+                          : "retries exhausted after " + attempts_text(r.attempts);
     break;
   case stop_reason::budget_exhausted:
     code = errc::budget_exhausted;
