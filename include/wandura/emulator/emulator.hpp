@@ -183,7 +183,12 @@ struct stats_snapshot {
 /// client on another io_context or thread.
 ///
 /// @par Thread safety
-/// Every member function may be called from any thread, concurrently with requests being served.
+/// Every member function may be called from any thread, concurrently with requests being served, except that
+/// `stop` (and the destructor) must not be called from the server's own threads: it joins them.
+///
+/// @par Cancellation
+/// The API is synchronous; nothing here takes a completion token. Requests in flight when `stop` is called are
+/// abandoned (their connections are closed), and a play held for room is dropped without a ticket.
 class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
