@@ -346,7 +346,7 @@ bool read_ticket(reader& r, location const& where, od::value& v, ticket& out) {
         }
         auto when = parse_rfc3339(out.expires_at_text);
         if (!when) {
-          return r.fail(where.path(key) + ": not an RFC 3339 date-time");
+          return r.fail(where.path(key) + ": not an RFC 3339 date-time within the clock's range");
         }
         out.expires_at = *when;
         has_expires = true;

@@ -97,8 +97,15 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   if (s == 60) {
     s = 59; // a leap second reads as the second before it (system_clock has none)
   }
-  auto const local = sys_days{ymd} + hours{h} + minutes{mi} + seconds{s} + fraction;
-  return time_point_cast<system_clock::duration>(local - offset);
+  // In whole seconds first (never overflows for 4-digit years), then checked against the clock's range: with
+  // nanosecond ticks system_clock only spans the years 1678-2262.
+  auto const utc_seconds = sys_days{ymd} + hours{h} + minutes{mi} + seconds{s} - offset;
+  constexpr auto lowest = time_point_cast<seconds>(system_clock::time_point::min()) + seconds{1};
+  constexpr auto highest = time_point_cast<seconds>(system_clock::time_point::max()) - seconds{1};
+  if (utc_seconds < lowest || utc_seconds > highest) {
+    return std::nullopt;
+  }
+  return time_point_cast<system_clock::duration>(utc_seconds) + duration_cast<system_clock::duration>(fraction);
 }
 
 } // namespace wandura

@@ -100,7 +100,8 @@ struct ticket {
 /// Parses an RFC 3339 date-time ("2026-11-30T11:00:00Z", "2026-11-30T12:00:00.250+01:00"; 'T'/'t' or ' ' as the
 /// separator, 'Z'/'z' or a numeric offset) into a UTC time point. Fractional seconds are kept to the clock's
 /// precision. Returns nullopt for anything else, including out-of-range fields (month 13, 31 April, hour 24) and
-/// trailing text. A leap second (:60) reads as second :59 (system_clock has no leap seconds).
+/// trailing text, and instants outside `system_clock`'s range (years 1678-2262 with GCC's nanosecond clock). A leap
+/// second (:60) reads as second :59 (system_clock has no leap seconds).
 [[nodiscard]] std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text) noexcept;
 
 } // namespace wandura

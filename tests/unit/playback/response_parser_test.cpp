@@ -250,6 +250,8 @@ TEST_CASE("response parser: garbage bodies are invalid_response with a message")
        "items[0].ticket: missing expires_at"},
       {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":{"ticket_id":"t","expires_at":"tomorrow"}}]})",
        "items[0].ticket.expires_at: not an RFC 3339"},
+      {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":{"ticket_id":"t","expires_at":"9999-12-31T23:59:59Z"}}]})",
+       "items[0].ticket.expires_at: not an RFC 3339"},
       {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,"ticket":"tkt"}]})",
        "items[0].ticket: expected an object"},
       {R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":429,"reused":"no"}]})", "reused"},
