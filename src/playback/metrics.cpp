@@ -37,7 +37,9 @@ std::string seconds_text(std::int64_t microseconds) {
 } // namespace
 
 void playback_metrics::observe_latency(std::chrono::nanoseconds latency) noexcept {
-  auto const us = std::max<std::int64_t>(0, (latency.count() + 999) / 1000);
+  // Microseconds, rounded up; negative counts as 0 and the sum cannot overflow for any real latency.
+  auto const us =
+      latency.count() <= 0 ? std::int64_t{0} : latency.count() / 1000 + (latency.count() % 1000 != 0 ? 1 : 0);
   auto const ms_ceil = static_cast<std::uint64_t>((us + 999) / 1000);
   std::size_t index = ms_ceil <= 1 ? 0 : static_cast<std::size_t>(std::bit_width(ms_ceil - 1));
   if (index > latency_bucket_count) {

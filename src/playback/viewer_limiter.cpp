@@ -59,7 +59,8 @@ viewer_limiter::decision viewer_limiter::try_acquire(std::string_view viewer_ref
   auto const wanted = static_cast<double>(tickets);
   auto const t = now();
   auto to_wait = [&](double missing) {
-    auto const ms = std::ceil(missing / per_second_ * 1000.0);
+    // Clamped to ~31 years, so that absurdly small limits cannot overflow the conversion.
+    auto const ms = std::min(std::ceil(missing / per_second_ * 1000.0), 1e12);
     return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
   };
   if (wanted > capacity) {

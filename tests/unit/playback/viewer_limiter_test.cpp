@@ -80,6 +80,15 @@ TEST_CASE("viewer limiter: memory is bounded by forgetting the least recently se
   CHECK(limiter.tracked_viewers() == 2);
 }
 
+TEST_CASE("viewer limiter: a request larger than the allowance is told the time of a full refill") {
+  fake_steady_clock clock;
+  viewer_limiter limiter({.tickets_per_minute = 1e-300, .clock = clock.function()});
+  auto refused = limiter.try_acquire("v", 1);
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.retry_after >= seconds(60));
+  CHECK(refused.retry_after <= milliseconds(60'001));
+}
+
 TEST_CASE("viewer limiter: a non-positive limit is refused at construction") {
   CHECK_THROWS_AS(viewer_limiter({.tickets_per_minute = 0}), wandura::error);
   CHECK_THROWS_AS(viewer_limiter({.tickets_per_minute = -5}), wandura::error);
