@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# `wandura tickets` against `wandura emulator` on loopback (issue 7): tickets are printed and the exit status follows
+# the play item; with two scripted 503s the retries print WARN lines on stderr and the call still exits 0; usage
+# errors exit 2. Usage: cli_tickets_test.sh /path/to/wandura WORK_DIR
+set -euo pipefail
+wandura=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+# Starts `wandura emulator --port 0 "$@"` and sets $url once it prints its address (at most ~10 s).
+start_emulator() {
+  local out="emulator.$((${#pids[@]})).out"
+  "$wandura" emulator --port 0 "$@" >"$out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    url=$(sed -n 's/^listening on //p' "$out")
+    [ -n "$url" ] && return 0
+    sleep 0.1
+  done
+  cat "$out" >&2
+  fail "the emulator did not print its address"
+}
+
+# Runs wandura with the given arguments; sets $rc, stdout in out.txt, stderr in err.txt.
+run() {
+  set +e
+  "$wandura" "$@" >out.txt 2>err.txt
+  rc=$?
+  set -e
+}
+
+expect_rc() { [ "$rc" -eq "$1" ] || { cat out.txt err.txt >&2; fail "$2: exit $rc, expected $1"; }; }
+expect_out() { grep -q -- "$1" out.txt || { cat out.txt >&2; fail "stdout lacks: $1"; }; }
+expect_err() { grep -q -- "$1" err.txt || { cat err.txt >&2; fail "stderr lacks: $1"; }; }
+
+export WANDURA_API_KEY=test-key
+unset WANDURA_BASE_URL || true
+
+start_emulator --seed 7
+export WANDURA_BASE_URL=$url
+
+# A play with two prefetches: a table of three granted items, one attempt, exit 0.
+run tickets --film the-heiress-returns --episode 4 --unlocked-through 12 --viewer-secret s3cret --user u-1 --install i-1
+expect_rc 0 "granted play"
+[ "$(grep -c ' granted ' out.txt)" -eq 3 ] || { cat out.txt; fail "expected three granted items"; }
+expect_out "attempts: 1, replayed: no"
+
+# The same viewer and device again: the server reuses the tickets (counted once), --json shape.
+run tickets --film the-heiress-returns --episode 4 --unlocked-through 12 --viewer-secret s3cret --user u-1 --install i-1 --json
+expect_rc 0 "reused play"
+expect_out '"items":\[{"film_ref":"the-heiress-returns","episode_no":4,"intent":"play","outcome":"granted","status":200,"reused":true,"ticket":{"ticket_id":"tkt_'
+expect_out '"attempts":1,"replayed":false}'
+
+# The paywall: --unlocked-through 4 means no prefetch item at all.
+run tickets --film the-heiress-returns --episode 4 --unlocked-through 4 --json
+expect_rc 0 "play only"
+[ "$(grep -o '"intent":' out.txt | wc -l)" -eq 1 ] || { cat out.txt; fail "expected a single item"; }
+
+# Past the last episode: the prefetches are not_ready, the play still decides the exit status.
+run tickets --film the-heiress-returns --episode 12 --prefetch 2 --json
+expect_rc 0 "last episode"
+expect_out '"episode_no":13,"intent":"prefetch","outcome":"not_ready","status":404'
+
+# A play that cannot be granted (unknown film): exit 1, the item says why.
+run tickets --film no-such-film --episode 1
+expect_rc 1 "unknown film"
+expect_out "not_found"
+
+# Only prefetch items: exit 0 only when every one was granted.
+run tickets --film the-heiress-returns --episode 12 --intent prefetch --prefetch 1
+expect_rc 1 "prefetch past the end"
+run tickets --film the-heiress-returns --episode 2 --intent prefetch --prefetch 1
+expect_rc 0 "prefetch only"
+
+# A caller-chosen idempotency key: the repeat is a replay of the first result.
+run tickets --film the-heiress-returns --episode 7 --idempotency-key order-20261130-0001 --json
+expect_rc 0 "first with key"
+first=$(grep -o '"ticket_id":"[^"]*"' out.txt | head -1)
+run tickets --film the-heiress-returns --episode 7 --idempotency-key order-20261130-0001 --json
+expect_rc 0 "repeat with key"
+expect_out '"replayed":true'
+grep -q -- "$first" out.txt || fail "the replay returned another ticket than $first"
+
+# config: the organisation's limits.
+run config --json
+expect_rc 0 "config"
+expect_out '"playback":6000'
+
+# Usage errors exit 2 and name the problem; --help exits 0 on every command.
+run tickets --film the-heiress-returns
+expect_rc 2 "missing --episode"
+expect_err "--episode is required"
+run tickets --film the-heiress-returns --episode 0
+expect_rc 2 "episode 0"
+run tickets --film the-heiress-returns --episode 1 --user u-1
+expect_rc 2 "partial viewer"
+run tickets --film the-heiress-returns --episode 1 --idempotency-key "has space"
+expect_rc 2 "invalid idempotency key"
+run tickets --film the-heiress-returns --episode 1 --policy eager
+expect_rc 2 "unknown policy"
+run frobnicate
+expect_rc 2 "unknown command"
+run emulator
+expect_rc 2 "emulator without --port"
+for cmd in tickets config emulator; do
+  run "$cmd" --help
+  expect_rc 0 "$cmd --help"
+  expect_out "usage: wandura $cmd"
+done
+run --help
+expect_rc 0 "--help"
+( unset WANDURA_API_KEY; set +e; "$wandura" config >out.txt 2>err.txt; echo $? >rc.txt )
+[ "$(cat rc.txt)" -eq 2 ] || fail "no API key: exit $(cat rc.txt), expected 2"
+grep -q "no API key" err.txt || fail "no API key: message"
+
+# Two scripted 503s (SPEC §4 faults in the config file): two WARN lines on stderr, three attempts, exit 0.
+cat >faults.json <<'JSON'
+{"faults":[{"path":"/v1/playback/tickets","kind":"status","status":503,"retry_after":1,"count":2}]}
+JSON
+start_emulator --config faults.json
+run tickets --film the-heiress-returns --episode 1 --unlocked-through 3 --json --base-url "$url"
+expect_rc 0 "play after two 503s"
+expect_err "^WARN retry 1/3 in [0-9]* ms: HTTP 503 code=service_unavailable"
+expect_err "^WARN retry 2/3 in [0-9]* ms: HTTP 503 code=service_unavailable"
+[ "$(grep -c '^WARN retry' err.txt)" -eq 2 ] || { cat err.txt; fail "expected exactly two WARN lines"; }
+expect_out '"attempts":3,"replayed":false}'
+expect_out '"episode_no":1,"intent":"play","outcome":"granted","status":200'
+
+echo "cli tickets: all checks passed"
