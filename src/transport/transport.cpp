@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 #include <curl/curl.h>
 
 #include <asio/bind_executor.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
@@ -95,6 +97,7 @@ struct transfer {
   // The request header list, built in storage reused across requests: curl only reads a curl_slist.
   std::vector<std::string> header_lines;
   std::vector<curl_slist> header_nodes;
+  std::string url; ///< the URL libcurl holds for this handle (CURLOPT_URL copies; skipped when unchanged)
 };
 
 class transport_impl : public std::enable_shared_from_this<transport_impl> {
@@ -115,9 +118,13 @@ public:
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, options_.max_connections_per_host);
     curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, options_.max_total_connections);
     curl_multi_setopt(multi_, CURLMOPT_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);
-    if (options_.max_idle_connections > 0) {
-      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, options_.max_idle_connections);
+    // libcurl's default cache size is 4 x the easy handles added at that moment; ours are removed as they
+    // finish, so after a burst of completions it would close most idle connections. Size it from the limits.
+    long idle = options_.max_idle_connections;
+    if (idle <= 0) {
+      idle = std::max({options_.max_total_connections, options_.max_connections_per_host, 64L});
     }
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, idle);
     h2c_reuse_broken_ = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
     if (options_.default_connect_timeout.count() <= 0) {
       options_.default_connect_timeout = std::chrono::milliseconds(3000);
@@ -164,7 +171,9 @@ public:
     if (slot.is_connected()) {
       slot.emplace<cancellation_handler>(weak_from_this(), t, t->generation.load(std::memory_order_acquire));
     }
-    asio::post(strand_, [self = shared_from_this(), t] { self->start(t); });
+    // dispatch, not post: from an io_context thread with the strand idle, the start runs at once (it never calls
+    // the completion handler inline: completions are always posted).
+    asio::dispatch(strand_, [self = shared_from_this(), t] { self->start(t); });
   }
 
   /// Called from ~transport: aborts everything on the strand, then frees libcurl. Never throws.
@@ -252,7 +261,14 @@ private:
       queued_.store(queue_.size(), std::memory_order_relaxed);
       return;
     }
+    // libcurl asks (timer callback 0) to act on the new handle "at once": do it right after, rather than after a
+    // trip through the scheduler. We are in a strand handler, not inside a libcurl call.
+    defer_immediate_timeout_ = true;
     activate(t);
+    defer_immediate_timeout_ = false;
+    if (immediate_timeout_posted_ && !immediate_timeout_queued_) {
+      run_immediate_timeout();
+    }
   }
 
   void activate(transfer* t) {
@@ -426,11 +442,44 @@ private:
     drain();
   }
 
-  void on_timeout() {
+  /// Timer callback 0, posted (or run early by start()); a no-op when already run.
+  void run_immediate_timeout() {
+    immediate_timeout_queued_ = false;
+    if (!immediate_timeout_posted_) {
+      return;
+    }
     immediate_timeout_posted_ = false;
     if (!shut_down_) {
       socket_action(CURL_SOCKET_TIMEOUT, 0);
     }
+  }
+
+  /// Arms the steady_timer for `when`, replacing a pending wait. Generations tell a stale completion (one that
+  /// was already queued when the timer was re-armed) from the current one.
+  void arm_timer(clock::time_point when) {
+    timer_.expires_at(when);
+    timer_armed_ = true;
+    timer_armed_at_ = when;
+    auto const generation = ++timer_generation_;
+    timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
+      self->on_timer_fired(generation, ec);
+    });
+  }
+
+  void on_timer_fired(std::uint64_t generation, std::error_code ec) {
+    if (ec == asio::error::operation_aborted || generation != timer_generation_ || shut_down_) {
+      return;
+    }
+    timer_armed_ = false;
+    if (!timer_wanted_) {
+      return; // libcurl deleted or replaced its deadline since
+    }
+    if (clock::now() < *timer_wanted_) {
+      arm_timer(*timer_wanted_); // libcurl moved the deadline later: wait again instead of acting early
+      return;
+    }
+    timer_wanted_.reset();
+    socket_action(CURL_SOCKET_TIMEOUT, 0);
   }
 
   void arm(std::shared_ptr<socket_state> const& s) {
@@ -493,21 +542,32 @@ private:
     }
     try {
       if (timeout_ms < 0) {
-        self->timer_.cancel(); // -1: delete the timer
+        // -1: delete the timer. Cancelled, not just ignored, so that an idle transport holds no work.
+        self->timer_wanted_.reset();
+        if (self->timer_armed_) {
+          self->timer_armed_ = false;
+          ++self->timer_generation_;
+          self->timer_.cancel();
+        }
       } else if (timeout_ms == 0) {
-        // 0: act "as soon as possible", but not from inside this callback: post to the strand.
-        self->timer_.cancel();
+        // 0: act "as soon as possible", but not from inside this callback: post to the strand. A pending wait
+        // is left alone; libcurl sets its next deadline when it acts.
+        self->timer_wanted_.reset();
         if (!self->immediate_timeout_posted_) {
           self->immediate_timeout_posted_ = true;
-          asio::post(self->strand_, [s = self->shared_from_this()] { s->on_timeout(); });
+          if (!self->defer_immediate_timeout_) { // start() runs it itself, right after curl_multi_add_handle
+            self->immediate_timeout_queued_ = true;
+            asio::post(self->strand_, [s = self->shared_from_this()] { s->run_immediate_timeout(); });
+          }
         }
       } else {
-        self->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
-        self->timer_.async_wait([s = self->shared_from_this()](std::error_code ec) {
-          if (!ec) {
-            s->on_timeout();
-          }
-        });
+        // N ms. Re-arming costs a syscall and a cancelled handler, so a pending wait that fires no later than
+        // the new deadline is kept; it re-arms itself for the rest when it fires (on_timer_fired).
+        auto const when = clock::now() + std::chrono::milliseconds(timeout_ms);
+        self->timer_wanted_ = when;
+        if (!self->timer_armed_ || when < self->timer_armed_at_) {
+          self->arm_timer(when);
+        }
       }
     } catch (...) {
       return -1;
@@ -694,11 +754,16 @@ private:
     }
     auto connect = t->options.connect_timeout.count() > 0 ? t->options.connect_timeout
                                                           : options_.default_connect_timeout;
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
+    if (req.url == t->url) {
+      return configure_method(t); // same URL as this handle's last request: libcurl still holds its copy
+    }
+    t->url.clear(); // until libcurl accepted the new one
     if (curl_easy_setopt(e, CURLOPT_URL, req.url.c_str()) != CURLE_OK) {
       return make_error_code(errc::transport_failed);
     }
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
+    t->url.assign(req.url);
     bool const is_http = req.url.size() >= 7 && iequals(std::string_view(req.url).substr(0, 7), "http://");
     bool const prior_knowledge = is_http && options_.http2_prior_knowledge;
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
@@ -712,6 +777,12 @@ private:
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, (!fresh && (!is_http || prior_knowledge)) ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, fresh ? 1L : 0L);
+    return configure_method(t);
+  }
+
+  std::error_code configure_method(transfer* t) {
+    CURL* e = t->easy;
+    http_request const& req = *t->request;
     if (req.method == http_method::post) {
       curl_easy_setopt(e, CURLOPT_POST, 1L);
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, req.body.data());
@@ -792,7 +863,13 @@ private:
   std::size_t active_ = 0;
   bool shut_down_ = false;
   bool tearing_down_ = false;
-  bool immediate_timeout_posted_ = false;
+  bool immediate_timeout_posted_ = false; ///< libcurl asked for an immediate timeout action, not yet run
+  bool immediate_timeout_queued_ = false; ///< ...and a handler for it is posted
+  bool defer_immediate_timeout_ = false;  ///< inside start(): it runs the action itself, no post needed
+  bool timer_armed_ = false;                     ///< a wait is pending on timer_
+  clock::time_point timer_armed_at_;             ///< ...expiring then
+  std::optional<clock::time_point> timer_wanted_; ///< libcurl's deadline; none after -1 or 0
+  std::uint64_t timer_generation_ = 0;
   bool h2c_reuse_broken_ = false; ///< libcurl < 8.0.0: see configure()
 
   std::mutex pool_mutex_;

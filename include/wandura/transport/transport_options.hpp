@@ -22,8 +22,8 @@ struct transport_options {
   long max_connections_per_host = 64;
   /// Most connections open at a time over all hosts (CURLMOPT_MAX_TOTAL_CONNECTIONS). 0 means no limit.
   long max_total_connections = 0;
-  /// Idle keep-alive connections kept for reuse (CURLMOPT_MAXCONNECTS). 0 lets libcurl choose (4 per transfer
-  /// it has seen at once).
+  /// Idle keep-alive connections kept for reuse (CURLMOPT_MAXCONNECTS); the oldest beyond it are closed.
+  /// 0: the larger of `max_total_connections`, `max_connections_per_host` and 64.
   long max_idle_connections = 0;
   /// Requests handed to libcurl at once. Requests beyond it wait in a FIFO queue inside the transport; their
   /// attempt timeout counts from the moment they were started, queue time included. 0 means no limit.
