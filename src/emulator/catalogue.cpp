@@ -22,11 +22,10 @@ std::string title_from_ref(std::string_view film_ref) {
 }
 
 std::vector<film> demo_catalogue() {
-  static constexpr std::array<std::string_view, 10> first = {"the-heiress", "midnight",  "crimson",   "the-last",
-                                                             "silent",      "golden",    "broken",    "secret",
-                                                             "eternal",     "forbidden"};
-  static constexpr std::array<std::string_view, 10> second = {"returns", "vows",    "empire",  "letters", "harbour",
-                                                              "promise", "dynasty", "garden",  "verdict", "crown"};
+  static constexpr std::array<std::string_view, 10> first = {
+      "the-heiress", "midnight", "crimson", "the-last", "silent", "golden", "broken", "secret", "eternal", "forbidden"};
+  static constexpr std::array<std::string_view, 10> second = {"returns", "vows",    "empire", "letters", "harbour",
+                                                              "promise", "dynasty", "garden", "verdict", "crown"};
   std::vector<film> films;
   films.push_back({"the-heiress-returns", "The Heiress Returns", 12, true});
   std::set<std::string> seen{"the-heiress-returns"};

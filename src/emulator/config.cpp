@@ -116,9 +116,9 @@ simdjson::dom::array get_array(element e, std::string const& where) {
 }
 
 fault_kind parse_kind(std::string const& s, std::string const& where) {
-  static constexpr std::array kinds = {fault_kind::status,   fault_kind::delay,   fault_kind::reset,
-                                       fault_kind::drop_after_read, fault_kind::truncate, fault_kind::garbage,
-                                       fault_kind::huge,     fault_kind::slow_body, fault_kind::stale_db};
+  static constexpr std::array kinds = {
+      fault_kind::status,  fault_kind::delay, fault_kind::reset,     fault_kind::drop_after_read, fault_kind::truncate,
+      fault_kind::garbage, fault_kind::huge,  fault_kind::slow_body, fault_kind::stale_db};
   for (auto k : kinds) {
     if (to_string(k) == s) {
       return k;

@@ -4,8 +4,8 @@
 #pragma once
 
 #include <charconv>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -40,8 +40,7 @@ public:
     return *this;
   }
   template <typename Integer>
-    requires std::is_integral_v<Integer> && (!std::is_same_v<Integer, bool>)
-  json_writer& value(Integer n) {
+  requires std::is_integral_v<Integer> &&(!std::is_same_v<Integer, bool>)json_writer& value(Integer n) {
     separate();
     char buf[24];
     auto r = std::to_chars(buf, buf + sizeof buf, n);
@@ -76,7 +75,8 @@ public:
     for (; i + 8 <= s.size(); i += 8) {
       std::uint64_t w;
       std::memcpy(&w, s.data() + i, 8);
-      std::uint64_t special = has_zero(w ^ (ones * '"')) | has_zero(w ^ (ones * '\\')) | ((w - ones * 0x20) & ~w & highs);
+      std::uint64_t special =
+          has_zero(w ^ (ones * '"')) | has_zero(w ^ (ones * '\\')) | ((w - ones * 0x20) & ~w & highs);
       if (special != 0) {
         break;
       }

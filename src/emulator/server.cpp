@@ -9,8 +9,8 @@
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
-#include <asio/post.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
@@ -30,9 +30,9 @@ using detail::http_request;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 /// SPEC/issue: request bodies above 64 KiB are refused with 400.
-constexpr std::size_t max_body_bytes = 64 * 1024;
-constexpr std::size_t max_target_bytes = 8 * 1024;
-constexpr std::size_t max_header_value_bytes = 8 * 1024;
+constexpr std::size_t max_body_bytes = std::size_t{64} * 1024;
+constexpr std::size_t max_target_bytes = std::size_t{8} * 1024;
+constexpr std::size_t max_header_value_bytes = std::size_t{8} * 1024;
 
 } // namespace
 
@@ -59,7 +59,8 @@ namespace {
 /// are answered in order), closes on error, on `Connection: close` or after `idle_timeout` without traffic.
 class connection {
 public:
-  connection(tcp::socket socket, server::impl& srv) : socket_(std::move(socket)), srv_(srv), watchdog_(socket_.get_executor()) {
+  connection(tcp::socket socket, server::impl& srv)
+      : socket_(std::move(socket)), srv_(srv), watchdog_(socket_.get_executor()) {
     http_parser_init(&parser_, HTTP_REQUEST);
     parser_.data = this;
     std::error_code ec;
@@ -318,7 +319,7 @@ asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
 }
 
 asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
-  std::vector<char> buf(16 * 1024);
+  std::vector<char> buf(std::size_t{16} * 1024);
   std::size_t pos = 0;
   std::size_t end = 0;
   for (;;) {
@@ -397,7 +398,7 @@ asio::awaitable<void> connection::linger_close() {
   });
   std::vector<char> sink(64 * 1024);
   std::size_t discarded = 0;
-  while (discarded < 32 * 1024 * 1024) {
+  while (discarded < std::size_t{32} * 1024 * 1024) {
     auto [read_ec, n] = co_await socket_.async_read_some(asio::buffer(sink), use_tuple);
     if (read_ec || n == 0) {
       break;
@@ -410,7 +411,7 @@ asio::awaitable<void> connection::linger_close() {
 http_reply connection::handle_admin() {
   auto& svc = srv_.svc;
   auto path = req_.path();
-  auto json = [](std::string body) {
+  auto json = [](std::string&& body) {
     http_reply r;
     r.body = std::move(body);
     return r;
@@ -533,7 +534,7 @@ asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::opti
     std::string_view body = r.body;
     bool object = !body.empty() && body.back() == '}';
     std::string_view prefix = object ? body.substr(0, body.size() - 1) : body;
-    std::string_view open = object ? std::string_view(",\"padding\":\"") : std::string_view();
+    std::string_view open = object ? std::string_view(R"(,"padding":")") : std::string_view();
     std::string_view close_str = object ? std::string_view("\"}") : std::string_view();
     auto padding = fault->bytes;
     out_.clear();
@@ -588,8 +589,8 @@ asio::awaitable<void> server::impl::accept_loop() {
   for (;;) {
     // A connection's two coroutines (requests and idle watchdog) share its socket: with several threads they run
     // on a strand; with one thread the io_context itself serialises them and a strand would only cost time.
-    asio::any_io_executor conn_ex = single_threaded ? asio::any_io_executor(ioc->get_executor())
-                                                    : asio::any_io_executor(asio::make_strand(*ioc));
+    asio::any_io_executor conn_ex =
+        single_threaded ? asio::any_io_executor(ioc->get_executor()) : asio::any_io_executor(asio::make_strand(*ioc));
     auto [ec, socket] = co_await acceptor->async_accept(conn_ex, use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) {
@@ -608,7 +609,9 @@ asio::awaitable<void> server::impl::accept_loop() {
 
 server::server(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
-server::~server() { stop(); }
+server::~server() {
+  stop();
+}
 
 std::unique_ptr<server> server::start(config cfg) {
   unsigned threads = std::max(1u, cfg.threads);
@@ -637,7 +640,9 @@ std::unique_ptr<server> server::start(config cfg) {
   return std::unique_ptr<server>(new server(std::move(p)));
 }
 
-std::uint16_t server::port() const noexcept { return impl_->port; }
+std::uint16_t server::port() const noexcept {
+  return impl_->port;
+}
 
 std::string server::base_url() const {
   auto const& h = impl_->host;
@@ -645,15 +650,25 @@ std::string server::base_url() const {
   return "http://" + (v6 ? "[" + h + "]" : h) + ":" + std::to_string(impl_->port);
 }
 
-stats_snapshot server::stats() const { return impl_->svc.stats(); }
+stats_snapshot server::stats() const {
+  return impl_->svc.stats();
+}
 
-std::string server::stats_json() const { return impl_->svc.stats_json(); }
+std::string server::stats_json() const {
+  return impl_->svc.stats_json();
+}
 
-void server::install_faults(std::string_view json) { impl_->svc.install_faults(parse_fault_rules(json)); }
+void server::install_faults(std::string_view json) {
+  impl_->svc.install_faults(parse_fault_rules(json));
+}
 
-void server::install_faults(std::vector<fault_rule> rules) { impl_->svc.install_faults(std::move(rules)); }
+void server::install_faults(std::vector<fault_rule> rules) {
+  impl_->svc.install_faults(std::move(rules));
+}
 
-void server::clear_faults() { impl_->svc.clear_faults(); }
+void server::clear_faults() {
+  impl_->svc.clear_faults();
+}
 
 void server::advance_clock(std::chrono::milliseconds by) {
   if (!impl_->clock.manual()) {
@@ -662,7 +677,9 @@ void server::advance_clock(std::chrono::milliseconds by) {
   impl_->clock.advance(by);
 }
 
-std::chrono::system_clock::time_point server::now() const { return impl_->clock.now(); }
+std::chrono::system_clock::time_point server::now() const {
+  return impl_->clock.now();
+}
 
 void server::stop() {
   std::lock_guard lock(impl_->stop_mutex);

@@ -186,14 +186,14 @@ std::string rfc3339(time_point t) {
   std::tm tm = utc_tm(t);
   char buf[32];
   auto n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(buf, n);
+  return {buf, n};
 }
 
 std::string http_date(time_point t) {
   std::tm tm = utc_tm(t);
   char buf[40];
   auto n = std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return std::string(buf, n);
+  return {buf, n};
 }
 
 std::string_view reason_phrase(int status) noexcept {
@@ -708,8 +708,8 @@ asio::awaitable<http_reply> service::execute_batch(http_request const& req, org_
     auto& it = items[n++];
     simdjson::dom::object o;
     std::uint64_t ep = 0;
-    if (e.get_object().get(o) != simdjson::SUCCESS || o["film_ref"].get_string().get(it.film_ref) != simdjson::SUCCESS ||
-        it.film_ref.empty()) {
+    if (e.get_object().get(o) != simdjson::SUCCESS ||
+        o["film_ref"].get_string().get(it.film_ref) != simdjson::SUCCESS || it.film_ref.empty()) {
       co_return error_reply(400, "invalid_request", "Each episode needs a non-empty film_ref.");
     }
     if (o["episode_no"].get_uint64().get(ep) != simdjson::SUCCESS || ep == 0 || ep > UINT32_MAX) {
@@ -876,11 +876,11 @@ asio::awaitable<http_reply> service::execute_batch(http_request const& req, org_
     std::string_view code = r.status == 429   ? "rate_limited"
                             : r.status == 503 ? "service_unavailable"
                                               : items[0].error_code;
-    w.field("error", r.status == 429 && all_shed ? std::string_view(
-                                                       "Prefetch requests are paused while your playback traffic is "
-                                                       "close to its ceiling - tickets for viewers who pressed play "
-                                                       "are still issued.")
-                                                 : message_for(code))
+    w.field("error", r.status == 429 && all_shed
+                         ? std::string_view("Prefetch requests are paused while your playback traffic is "
+                                            "close to its ceiling - tickets for viewers who pressed play "
+                                            "are still issued.")
+                         : message_for(code))
         .field("error_code", code);
     if (r.status == 429 && all_shed) {
       w.field("reason", "prefetch_shed");
@@ -963,8 +963,8 @@ http_reply service::fault_reply(fault_rule const& rule, http_request const& req)
   if (rule.status == 429) {
     auto const& l = cfg_.orgs.front().limits;
     auto path = req.path();
-    counter c = path.starts_with("/v1/playback")   ? counter::playback
-                : path.starts_with("/v1/catalog")  ? counter::catalog
+    counter c = path.starts_with("/v1/playback")    ? counter::playback
+                : path.starts_with("/v1/catalog")   ? counter::catalog
                 : path.starts_with("/v1/creatives") ? counter::creatives
                 : path == "/v1/videos"              ? counter::videos
                 : path.starts_with("/v1/videos/")   ? counter::video

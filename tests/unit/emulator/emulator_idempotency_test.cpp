@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 
 using namespace wandura::emulator;
+using std::chrono::seconds;
 using wandura::testing::batch_body;
 using wandura::testing::http_test_client;
 using wandura::testing::play;
-using std::chrono::seconds;
 
 namespace {
 
@@ -46,7 +46,8 @@ TEST_CASE("idempotency: a repeat with the same key and body replays the first re
 TEST_CASE("idempotency: the same JSON value with other key order and white space is the same body") {
   auto emu = start_manual();
   http_test_client c(emu->port());
-  auto a = R"({"episodes":[{"film_ref":"the-heiress-returns","episode_no":1,"intent":"play"}],"union_info":"d","drm_kek":"k"})";
+  auto a =
+      R"({"episodes":[{"film_ref":"the-heiress-returns","episode_no":1,"intent":"play"}],"union_info":"d","drm_kek":"k"})";
   auto b = R"( { "drm_kek" : "k", "union_info":"d",
                  "episodes" : [ {"intent":"play", "episode_no":1, "film_ref":"the-heiress-returns"} ] } )";
   REQUIRE(c.tickets(a, "test-key", "k-1").status == 200);
@@ -78,7 +79,8 @@ TEST_CASE("idempotency: keys are scoped to the organisation") {
 TEST_CASE("idempotency: a first attempt that failed releases the key and a repeat executes afresh") {
   auto emu = start_manual(3);
   http_test_client c(emu->port());
-  REQUIRE(c.tickets(batch_body({{"the-heiress-returns", 1, "play"}, {"the-heiress-returns", 2, "play"},
+  REQUIRE(c.tickets(batch_body({{"the-heiress-returns", 1, "play"},
+                                {"the-heiress-returns", 2, "play"},
                                 {"the-heiress-returns", 3, "play"}}))
               .status == 200);
   auto refused = c.tickets(play(4), "test-key", "retry-me");

@@ -32,14 +32,16 @@ std::unique_ptr<server> start_slow_refill(std::uint32_t per_minute, std::chrono:
   cfg.overshoot = 0;
   cfg.orgs[0].limits.playback = per_minute;
   cfg.hold_window = hold_window;
-  cfg.films = {film{"long-saga", "Long Saga", 1000, true}, film{"the-heiress-returns", "The Heiress Returns", 12, true}};
+  cfg.films = {film{"long-saga", "Long Saga", 1000, true},
+               film{"the-heiress-returns", "The Heiress Returns", 12, true}};
   return server::start(cfg);
 }
 
 void spend_all(http_test_client& c, int n) {
   for (int ep = 1; ep <= n; ep += 3) {
-    REQUIRE(c.tickets(batch_body({{"long-saga", ep, "play"}, {"long-saga", ep + 1, "play"}, {"long-saga", ep + 2, "play"}}))
-                .status == 200);
+    REQUIRE(
+        c.tickets(batch_body({{"long-saga", ep, "play"}, {"long-saga", ep + 1, "play"}, {"long-saga", ep + 2, "play"}}))
+            .status == 200);
   }
 }
 
@@ -143,7 +145,8 @@ TEST_CASE("idempotency: 50 concurrent identical keyed requests execute once") {
   cfg.threads = 2;
   auto emu = server::start(cfg);
   emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":300,"count":1}]})");
-  auto body = batch_body({{"the-heiress-returns", 1, "play"}, {"the-heiress-returns", 2, "prefetch"},
+  auto body = batch_body({{"the-heiress-returns", 1, "play"},
+                          {"the-heiress-returns", 2, "prefetch"},
                           {"the-heiress-returns", 3, "prefetch"}});
   std::vector<std::future<http_result>> results;
   for (int i = 0; i < 50; ++i) {

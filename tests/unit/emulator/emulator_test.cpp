@@ -234,7 +234,8 @@ TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, 
   auto bad = client.request("POST", "/_emulator/faults", R"({"rules":[{"kind":"volcano"}]})");
   CHECK(bad.status == 400);
   CHECK_THAT(bad.json()["error"].get<std::string>(), Catch::Contains("volcano"));
-  auto ok = client.request("POST", "/_emulator/faults", R"({"rules":[{"path":"/v1/config","kind":"status","status":500}]})");
+  auto ok =
+      client.request("POST", "/_emulator/faults", R"({"rules":[{"path":"/v1/config","kind":"status","status":500}]})");
   REQUIRE(ok.status == 200);
   CHECK(ok.json()["installed"] == 1);
   CHECK(client.get("/v1/config").status == 500);

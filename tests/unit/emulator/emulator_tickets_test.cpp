@@ -6,11 +6,11 @@
 #include <catch2/catch.hpp>
 
 using namespace wandura::emulator;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
 using wandura::testing::batch_body;
 using wandura::testing::http_test_client;
 using wandura::testing::play;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
 
 namespace {
 
@@ -20,8 +20,8 @@ std::unique_ptr<server> start_manual(std::uint32_t playback = 100, double oversh
   cfg.manual_clock = true;
   cfg.overshoot = overshoot;
   cfg.orgs[0].limits.playback = playback;
-  cfg.films = {film{"the-heiress-returns", "The Heiress Returns", 12, true},
-               film{"long-saga", "Long Saga", 1000, true}, film{"locked", "Locked", 3, false}};
+  cfg.films = {film{"the-heiress-returns", "The Heiress Returns", 12, true}, film{"long-saga", "Long Saga", 1000, true},
+               film{"locked", "Locked", 3, false}};
   return server::start(cfg);
 }
 
@@ -82,7 +82,9 @@ TEST_CASE("tickets: a batch gets one ticket per item with the documented shape")
 TEST_CASE("tickets: malformed batches get 400 invalid_request and count nothing") {
   auto emu = start_manual();
   http_test_client c(emu->port());
-  auto four = batch_body({{"long-saga", 1, "play"}, {"long-saga", 2, "prefetch"}, {"long-saga", 3, "prefetch"},
+  auto four = batch_body({{"long-saga", 1, "play"},
+                          {"long-saga", 2, "prefetch"},
+                          {"long-saga", 3, "prefetch"},
                           {"long-saga", 4, "prefetch"}});
   std::vector<std::string> bad = {
       four,
@@ -247,7 +249,8 @@ TEST_CASE("partial batch: prefetch is refused first, play is granted, and the re
   auto emu = start_manual(100);
   http_test_client c(emu->port());
   spend(c, 99); // 1 left
-  auto r = c.tickets(batch_body({{"long-saga", 500, "prefetch"}, {"long-saga", 501, "play"}, {"long-saga", 502, "prefetch"}}));
+  auto r = c.tickets(
+      batch_body({{"long-saga", 500, "prefetch"}, {"long-saga", 501, "play"}, {"long-saga", 502, "prefetch"}}));
   REQUIRE(r.status == 200);
   auto j = r.json();
   CHECK_FALSE(j.contains("error_code"));
@@ -406,7 +409,8 @@ TEST_CASE("tickets: the same seed gives the same ticket ids") {
     auto emu = server::start(cfg);
     http_test_client c(emu->port());
     auto j = c.tickets(batch_body({{"the-heiress-returns", 1, "play"}, {"the-heiress-returns", 2, "prefetch"}})).json();
-    return j["items"][0]["ticket"]["ticket_id"].get<std::string>() + j["items"][1]["ticket"]["ticket_id"].get<std::string>();
+    return j["items"][0]["ticket"]["ticket_id"].get<std::string>() +
+           j["items"][1]["ticket"]["ticket_id"].get<std::string>();
   };
   CHECK(ids(7) == ids(7));
   CHECK(ids(7) != ids(8));
@@ -415,8 +419,13 @@ TEST_CASE("tickets: the same seed gives the same ticket ids") {
 TEST_CASE("tickets: echoed strings are escaped so the response stays valid JSON") {
   auto emu = start_manual();
   http_test_client c(emu->port());
-  std::vector<std::string> refs = {"quote\"in-the-middle-of-a-long-ref", "back\\slash", "ctl\x01\x1f end",
-                                   "new\nline and tab\t", "unicode-\xc3\xa9-ok", "12345678\"", "\"12345678"};
+  std::vector<std::string> refs = {"quote\"in-the-middle-of-a-long-ref",
+                                   "back\\slash",
+                                   "ctl\x01\x1f end",
+                                   "new\nline and tab\t",
+                                   "unicode-\xc3\xa9-ok",
+                                   "12345678\"",
+                                   "\"12345678"};
   for (auto const& ref : refs) {
     CAPTURE(ref);
     auto r = c.tickets(batch_body({{ref, 1, "play"}}));
