@@ -956,7 +956,17 @@ transport::~transport() {
   }
 }
 
+// send() and send_attempt() are not coroutines themselves: they copy the options into the coroutine they return,
+// so that `co_spawn(ex, tr.send_attempt(request, {}), ...)` does not leave the coroutine a dangling reference.
 asio::awaitable<http_response> transport::send(http_request const& request, attempt_options const& options) {
+  return do_send(request, options);
+}
+
+asio::awaitable<attempt_result> transport::send_attempt(http_request const& request, attempt_options const& options) {
+  return do_send_attempt(request, options);
+}
+
+asio::awaitable<http_response> transport::do_send(http_request const& request, attempt_options options) {
   std::error_code ec;
   http_response response = co_await async_send(request, options, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
@@ -966,7 +976,7 @@ asio::awaitable<http_response> transport::send(http_request const& request, atte
   co_return response;
 }
 
-asio::awaitable<attempt_result> transport::send_attempt(http_request const& request, attempt_options const& options) {
+asio::awaitable<attempt_result> transport::do_send_attempt(http_request const& request, attempt_options options) {
   attempt_result result;
   result.response = co_await async_send(request, options, asio::redirect_error(asio::use_awaitable, result.error));
   co_return result;

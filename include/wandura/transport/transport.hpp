@@ -110,7 +110,8 @@ public:
   }
 
   /// `async_send` as a coroutine that throws: the response (any HTTP status), or `wandura::error` carrying the
-  /// transport error code (`operation_aborted` when cancelled). Same cancellation and lifetime rules.
+  /// transport error code (`operation_aborted` when cancelled). Same cancellation and lifetime rules; `options` is
+  /// copied at the call, so a temporary is fine even when the awaitable is co_spawn'ed later.
   [[nodiscard]] asio::awaitable<http_response> send(http_request const& request, attempt_options const& options);
 
   /// `http_sender`: `async_send` as a coroutine that never throws for transport errors; the error, if any, is in
@@ -125,6 +126,9 @@ public:
   [[nodiscard]] transport_stats stats() const noexcept;
 
 private:
+  asio::awaitable<http_response> do_send(http_request const& request, attempt_options options);
+  asio::awaitable<attempt_result> do_send_attempt(http_request const& request, attempt_options options);
+
   std::shared_ptr<detail::transport_impl> impl_;
 };
 
