@@ -683,6 +683,11 @@ std::chrono::system_clock::time_point server::now() const {
 
 void server::stop() {
   std::lock_guard lock(impl_->stop_mutex);
+  for (auto const& t : impl_->threads) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      throw std::logic_error("server::stop called from one of the emulator's own threads (it would join itself)");
+    }
+  }
   if (impl_->stopped) {
     return;
   }

@@ -228,6 +228,7 @@ public:
 
   /// Closes the listening socket and every connection, then joins the threads. Requests in flight are abandoned.
   /// Idempotent; the destructor calls it.
+  /// @throws std::logic_error when called from one of the server's own threads.
   void stop();
 
   struct impl;

@@ -248,3 +248,18 @@ TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, 
   CHECK(emu->stats().faults_injected == 2);
   CHECK(client.get("/_emulator/nothing", "").status == 404);
 }
+
+TEST_CASE("emulator server: stop releases the port and may be repeated") {
+  auto emu = server::start({});
+  auto port = emu->port();
+  emu->stop();
+  CHECK_NOTHROW(emu->stop());
+  config again;
+  again.port = port;
+  std::unique_ptr<server> second;
+  CHECK_NOTHROW(second = server::start(again)); // the same port can be bound again at once
+  REQUIRE(second);
+  CHECK(second->port() == port);
+  http_test_client c(port);
+  CHECK(c.get("/v1/config").status == 200);
+}
