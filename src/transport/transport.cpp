@@ -35,6 +35,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "wandura/error.hpp"
+#include "wandura/transport/detail/test_hooks.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -78,7 +79,9 @@ enum class transfer_phase { idle, starting, queued, active };
 /// The pooled state of one request: the easy handle, its header list and the response being received. Created on
 /// first need, reused for every later request; never freed before the transport.
 struct transfer {
+  explicit transfer(transport_test_hooks const* h) : hooks(h) {}
   CURL* easy = nullptr;
+  transport_test_hooks const* hooks; ///< the owner's test hooks (normally empty)
   /// Bumped each time the transfer returns to the pool, so that a late cancellation of an earlier request is
   /// recognised and ignored.
   std::atomic<std::uint64_t> generation{0};
@@ -225,7 +228,7 @@ private:
   transfer* acquire() {
     std::lock_guard lock(pool_mutex_);
     if (free_.empty()) {
-      transfers_.push_back(std::make_unique<transfer>());
+      transfers_.push_back(std::make_unique<transfer>(&hooks_));
       free_.reserve(transfers_.capacity());
       pooled_.store(transfers_.size(), std::memory_order_relaxed);
       return transfers_.back().get();
@@ -668,6 +671,13 @@ private:
     std::size_t const n = size * count;
     std::string_view line(data, n);
     t->response_started = true;
+    if (t->hooks->on_header != nullptr) {
+      try {
+        t->hooks->on_header(t->hooks->context);
+      } catch (...) {
+        return 0; // never let an exception cross into libcurl: abort this transfer instead
+      }
+    }
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
       line.remove_suffix(1);
     }
@@ -883,7 +893,10 @@ private:
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> pooled_{0};
 
+  transport_test_hooks hooks_;
+
   friend asio::any_io_executor transport_executor(transport_impl const& impl) noexcept;
+  friend void set_test_hooks(transport& tr, transport_test_hooks hooks) noexcept;
 };
 
 void start_send(transport_impl& impl, http_request const& request, attempt_options const& options,
@@ -892,6 +905,8 @@ void start_send(transport_impl& impl, http_request const& request, attempt_optio
 }
 
 asio::any_io_executor transport_executor(transport_impl const& impl) noexcept { return impl.executor(); }
+
+void set_test_hooks(transport& tr, transport_test_hooks hooks) noexcept { tr.impl_->hooks_ = hooks; }
 
 std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept {
   auto const rc = static_cast<CURLcode>(curl_code);

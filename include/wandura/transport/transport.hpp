@@ -21,6 +21,7 @@
 #include <asio/associated_cancellation_slot.hpp>
 
 #include "wandura/transport/detail/send_op.hpp"
+#include "wandura/transport/detail/test_hooks.hpp"
 #include "wandura/transport/http_request.hpp"
 #include "wandura/transport/http_response.hpp"
 #include "wandura/transport/http_sender.hpp"
@@ -130,6 +131,8 @@ private:
   asio::awaitable<attempt_result> do_send_attempt(http_request const& request, attempt_options options);
 
   std::shared_ptr<detail::transport_impl> impl_;
+
+  friend void detail::set_test_hooks(transport& tr, detail::transport_test_hooks hooks) noexcept;
 };
 
 namespace detail {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "test_http_server.hpp"
+#include "wandura/transport/detail/test_hooks.hpp"
 #include "wandura/error.hpp"
 
 namespace {
@@ -565,4 +567,63 @@ TEST_CASE("transport: 10,000 sequential and 1,000 concurrent requests with the i
   CHECK(stats.requests_completed == 11000);
   CHECK(stats.requests_in_flight == 0);
   CHECK(stats.connections_opened <= 65); // at most max_connections_per_host new ones, plus the first
+}
+
+TEST_CASE("transport: a cancellation emitted inside libcurl's header callback is deferred, then aborts cleanly") {
+  test_http_server server(server_behaviour::slow_body); // headers at once, the body over ~500 ms
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  struct context {
+    asio::cancellation_signal signal;
+    int headers_seen = 0;
+  } ctx;
+  wandura::detail::set_test_hooks(tr, {[](void* c) {
+                                         auto* x = static_cast<context*>(c);
+                                         if (x->headers_seen++ == 0) {
+                                           // Inside libcurl, on the strand: removing the handle here would be
+                                           // undefined behaviour. The transport must defer it.
+                                           x->signal.emit(asio::cancellation_type::terminal);
+                                         }
+                                       },
+                                       &ctx});
+  auto request = post(server.url());
+  std::optional<wandura::attempt_result> out;
+  asio::co_spawn(io, tr.send_attempt(request, {}),
+                 asio::bind_cancellation_slot(ctx.signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
+                   out = std::move(r);
+                 }));
+  auto const start = clock_type::now();
+  run_until(io, [&] { return out.has_value(); });
+  REQUIRE(out.has_value());
+  CHECK(ctx.headers_seen >= 1);
+  CHECK(out->error == asio::error::operation_aborted);
+  CHECK(clock_type::now() - start < 400ms); // did not wait for the slow body
+  CHECK(tr.stats().requests_in_flight == 0);
+
+  // The transport is intact: the next request on it succeeds.
+  server.set_behaviour(server_behaviour::respond);
+  auto next = run(io, tr.send_attempt(request, {}));
+  CHECK_FALSE(next.error);
+  CHECK(next.response.body.view() == server.body());
+}
+
+TEST_CASE("transport: an exception thrown inside a libcurl callback never crosses into C") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  int throws_left = 1;
+  wandura::detail::set_test_hooks(tr, {[](void* c) {
+                                         auto* n = static_cast<int*>(c);
+                                         if (*n > 0) {
+                                           --*n;
+                                           throw std::runtime_error("thrown inside the header callback");
+                                         }
+                                       },
+                                       &throws_left});
+  auto request = post(server.url());
+  auto failed = run(io, tr.send_attempt(request, {}));
+  CHECK(failed.error == errc::transport_failed);
+  auto next = run(io, tr.send_attempt(request, {}));
+  CHECK_FALSE(next.error);
+  CHECK(next.response.status == 200);
 }
