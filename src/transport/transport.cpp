@@ -90,7 +90,7 @@ struct transfer {
   send_completion* op = nullptr;
   http_request const* request = nullptr;
   attempt_options options;
-  clock::time_point started_at;
+  clock::time_point queued_at; ///< when it entered the max_in_flight queue; epoch when it never did
   bool cancel_requested = false;
   bool request_started = false;
   bool response_started = false;
@@ -107,7 +107,7 @@ class transport_impl : public std::enable_shared_from_this<transport_impl> {
 public:
   transport_impl(asio::any_io_executor ex, transport_options options)
       : executor_(std::move(ex)), strand_(asio::make_strand(executor_)), options_(std::move(options)),
-        timer_(strand_) {
+        timer_(strand_), queue_timer_(strand_) {
     global_init();
     multi_ = curl_multi_init();
     if (multi_ == nullptr) {
@@ -169,7 +169,6 @@ public:
     t->op = op;
     t->request = &request;
     t->options = options;
-    t->started_at = clock::now();
     t->phase = transfer_phase::starting;
     if (slot.is_connected()) {
       slot.emplace<cancellation_handler>(weak_from_this(), t, t->generation.load(std::memory_order_acquire));
@@ -243,6 +242,7 @@ private:
     t->op = nullptr;
     t->request = nullptr;
     t->cancel_requested = false;
+    t->queued_at = clock::time_point{};
     t->request_started = false;
     t->response_started = false;
     t->body_too_large = false;
@@ -260,8 +260,12 @@ private:
     }
     if (options_.max_in_flight != 0 && active_ >= options_.max_in_flight) {
       t->phase = transfer_phase::queued;
+      t->queued_at = clock::now();
       queue_.push_back(t);
       queued_.store(queue_.size(), std::memory_order_relaxed);
+      if (t->options.timeout.count() > 0) {
+        arm_queue_timer(t->queued_at + t->options.timeout);
+      }
       return;
     }
     // libcurl asks (timer callback 0) to act on the new handle "at once": do it right after, rather than after a
@@ -286,6 +290,49 @@ private:
     t->phase = transfer_phase::active;
     ++active_;
     in_flight_.store(active_, std::memory_order_relaxed);
+  }
+
+  /// The attempt timeout runs while a request waits in the max_in_flight queue too: one timer, armed for the
+  /// earliest queued deadline; when it fires, expired requests complete with attempt_timeout (never sent).
+  void arm_queue_timer(clock::time_point deadline) {
+    if (queue_timer_armed_ && queue_timer_.expiry() <= deadline) {
+      return;
+    }
+    queue_timer_armed_ = true;
+    queue_timer_.expires_at(deadline);
+    auto const generation = ++queue_timer_generation_;
+    queue_timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
+      if (ec == asio::error::operation_aborted || generation != self->queue_timer_generation_) {
+        return;
+      }
+      self->queue_timer_armed_ = false;
+      self->expire_queued();
+    });
+  }
+
+  void expire_queued() {
+    if (shut_down_) {
+      return;
+    }
+    auto const now = clock::now();
+    std::optional<clock::time_point> next;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      transfer* t = *it;
+      if (t->options.timeout.count() > 0) {
+        auto const deadline = t->queued_at + t->options.timeout;
+        if (deadline <= now) {
+          it = queue_.erase(it);
+          complete(t, make_error_code(errc::attempt_timeout));
+          continue;
+        }
+        next = next ? std::min(*next, deadline) : deadline;
+      }
+      ++it;
+    }
+    queued_.store(queue_.size(), std::memory_order_relaxed);
+    if (next) {
+      arm_queue_timer(*next);
+    }
   }
 
   void start_queued() {
@@ -324,6 +371,7 @@ private:
     }
     shut_down_ = true;
     timer_.cancel();
+    queue_timer_.cancel();
     while (!queue_.empty()) {
       transfer* t = queue_.front();
       queue_.pop_front();
@@ -755,10 +803,12 @@ private:
     // Timeouts: the attempt's, minus what the request spent queued.
     long timeout_ms = 0;
     if (t->options.timeout.count() > 0) {
-      auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t->started_at);
-      auto const remaining = t->options.timeout - waited;
-      if (remaining.count() <= 0) {
-        return make_error_code(errc::attempt_timeout);
+      auto remaining = t->options.timeout;
+      if (t->queued_at != clock::time_point{}) {
+        remaining -= std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t->queued_at);
+        if (remaining.count() <= 0) {
+          return make_error_code(errc::attempt_timeout);
+        }
       }
       timeout_ms = static_cast<long>(remaining.count());
     }
@@ -867,6 +917,9 @@ private:
   asio::strand<asio::any_io_executor> strand_;
   transport_options options_;
   asio::steady_timer timer_;
+  asio::steady_timer queue_timer_;
+  bool queue_timer_armed_ = false;
+  std::uint64_t queue_timer_generation_ = 0;
   CURLM* multi_ = nullptr;
   std::unordered_map<curl_socket_t, std::shared_ptr<socket_state>> sockets_;
   std::deque<transfer*> queue_;

@@ -627,3 +627,31 @@ TEST_CASE("transport: an exception thrown inside a libcurl callback never crosse
   CHECK_FALSE(next.error);
   CHECK(next.response.status == 200);
 }
+
+TEST_CASE("transport: a request queued behind max_in_flight times out by its own attempt timeout") {
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport_options options;
+  options.max_in_flight = 1;
+  wandura::transport tr(io.get_executor(), options);
+  auto request = post(server.url());
+  wandura::attempt_options long_timeout;
+  long_timeout.timeout = 3000ms;
+  wandura::attempt_options short_timeout;
+  short_timeout.timeout = 200ms;
+  std::optional<wandura::attempt_result> first;
+  std::optional<wandura::attempt_result> second;
+  asio::co_spawn(io, tr.send_attempt(request, long_timeout), [&](std::exception_ptr, wandura::attempt_result r) {
+    first = std::move(r);
+  });
+  asio::co_spawn(io, tr.send_attempt(request, short_timeout), [&](std::exception_ptr, wandura::attempt_result r) {
+    second = std::move(r);
+  });
+  auto const start = clock_type::now();
+  run_until(io, [&] { return second.has_value(); }, 2000ms);
+  REQUIRE(second.has_value());
+  CHECK(second->error == errc::attempt_timeout);
+  CHECK(clock_type::now() - start < 1000ms); // did not wait for the first request's 3 s
+  CHECK_FALSE(first.has_value());
+  CHECK(server.requests_read() == 1); // the queued one was never sent
+}
