@@ -70,8 +70,13 @@ int run_config(std::span<char* const> args) {
   if (json) {
     std::string out = "{\"org_id\":" + json_string(cfg.org_id) + ",\"limits\":{";
     for (std::size_t i = 0; i < cfg.limits.size(); ++i) {
-      out += (i == 0 ? "" : ",") + json_string(cfg.limits[i].counter) + ":" +
-             std::to_string(cfg.limits[i].per_minute);
+      // Appended piece by piece: GCC 12 reports a false -Wrestrict on `char const* + std::string` at -O3.
+      if (i > 0) {
+        out += ',';
+      }
+      out += json_string(cfg.limits[i].counter);
+      out += ':';
+      out += std::to_string(cfg.limits[i].per_minute);
     }
     out += "}}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
