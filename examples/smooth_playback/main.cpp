@@ -36,6 +36,9 @@
 #include "wandura/emulator/emulator.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/client.hpp"
+#include "wandura/transport/transport.hpp"
+
+#include <simdjson.h>
 
 namespace demo {
 namespace {
@@ -295,6 +298,26 @@ asio::awaitable<std::uint64_t> warm_up(wandura::client& api, wandura::emulator::
   co_return received;
 }
 
+/// `tickets_counted` of `GET <base_url>/_emulator/stats` when the server is an emulator (SPEC §4 admin API);
+/// nullopt for a server without it (a real API answers 401 or 404) or when the body is not the stats object.
+asio::awaitable<std::optional<std::uint64_t>> emulator_tickets_counted(wandura::http_sender& http,
+                                                                       std::string base_url) {
+  wandura::http_request request;
+  request.url = std::move(base_url) + "/_emulator/stats";
+  wandura::attempt_options const options{std::chrono::milliseconds(3000), std::chrono::milliseconds(1000)};
+  auto const got = co_await http.send_attempt(request, options);
+  if (got.error || got.response.status != 200) {
+    co_return std::nullopt;
+  }
+  simdjson::dom::parser parser;
+  simdjson::padded_string const body(got.response.body.view());
+  std::uint64_t counted = 0;
+  if (parser.parse(body)["tickets_counted"].get_uint64().get(counted) != simdjson::SUCCESS) {
+    co_return std::nullopt;
+  }
+  co_return counted;
+}
+
 std::string format_ms(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, ms < 10 ? "%.1f ms" : "%.0f ms", ms);
@@ -319,9 +342,13 @@ void print_summary(summary const& s, simulation_result const& r, std::uint64_t c
               u(s.retries), u(warn_lines), u(s.budget_denied), u(held_off));
   std::printf("  %-26s %llu requests, %llu HTTP attempts\n", "ticket calls", u(calls), u(s.requests));
   if (s.emulator_tickets_counted) {
-    std::printf("  %-26s %llu counted, %llu plays held, %llu faults injected; fresh tickets received %llu: %s\n",
-                "emulator", u(*s.emulator_tickets_counted), u(s.held_play), u(s.faults_injected), u(s.tickets_fresh),
+    std::printf("  %-26s %llu tickets counted; fresh tickets received %llu: %s\n", "emulator",
+                u(*s.emulator_tickets_counted), u(s.tickets_fresh),
                 *s.emulator_tickets_counted == s.tickets_fresh ? "equal, nothing counted twice" : "MISMATCH");
+  }
+  if (s.playback_limit_per_min > 0) {
+    std::printf("  %-26s %llu plays held until room returned, %llu requests answered by the scripted 503\n", "",
+                u(s.held_play), u(s.faults_injected));
   }
   if (s.warmup_tickets > 0) {
     std::printf("  %-26s %llu tickets before the first viewer (counter left at %.0f %% of %.0f/min)\n", "warm-up",
@@ -442,6 +469,8 @@ int run(demo_options const& o) {
   std::uint64_t held_before = 0;
   wandura::client_stats before{};
   std::uint64_t retries_before = 0;
+  std::unique_ptr<wandura::transport> probe;
+  std::optional<std::uint64_t> external_before;
   try {
     if (in_process && warmup_left < 1.0) {
       auto warm = asio::co_spawn(io, warm_up(*api, *emu, limit, warmup_left, emulator_started), asio::use_future);
@@ -464,6 +493,12 @@ int run(demo_options const& o) {
         emu->install_faults(std::vector<wandura::emulator::fault_rule>{rule});
       }
     }
+    if (!in_process) {
+      // Against `wandura emulator` (or any server with the admin API), compare its count too.
+      probe = std::make_unique<wandura::transport>(io.get_executor());
+      external_before =
+          asio::co_spawn(io, emulator_tickets_counted(*probe, base_url), asio::use_future).get();
+    }
     before = api->stats();
     retries_before = retry_events.load();
 
@@ -483,6 +518,13 @@ int run(demo_options const& o) {
   }
   printer.finish();
   auto const after = api->stats();
+  if (probe && external_before) {
+    if (auto const external_after =
+            asio::co_spawn(io, emulator_tickets_counted(*probe, base_url), asio::use_future).get()) {
+      s.emulator_tickets_counted = *external_after - *external_before;
+    }
+  }
+  probe.reset();
   stop_io();
   api.reset();
 
@@ -506,7 +548,7 @@ int run(demo_options const& o) {
   s.retries = retry_events.load() - retries_before; // every retry fires on_retry once (SPEC §3)
   s.budget_denied = after.metrics.budget_denied - before.metrics.budget_denied;
   s.requests = after.metrics.attempts - before.metrics.attempts;
-  bool counts_match = true;
+  bool counts_match = !s.emulator_tickets_counted || *s.emulator_tickets_counted == s.tickets_fresh;
   if (in_process) {
     auto const st = emu->stats();
     s.emulator_tickets_counted = st.tickets_counted - counted_before;
