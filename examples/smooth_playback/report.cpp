@@ -77,8 +77,13 @@ struct panel {
       o << "<text x=\"" << left - 6 << "\" y=\"" << number(yy + 4) << "\" font-size=\"11\" text-anchor=\"end\">"
         << number(v) << "</text>\n";
     }
-    for (int i = 0; i <= 6; ++i) {
-      double const v = x_max * i / 6;
+    // Time ticks every 5 s, or 10, 20, 40 s ... so that there are at most 12.
+    double step = 5;
+    while (x_max / step > 12) {
+      step *= 2;
+    }
+    for (int i = 0; i * step <= x_max + 1e-9; ++i) {
+      double const v = i * step;
       o << "<text x=\"" << number(x(v)) << "\" y=\"" << top + height + 15
         << "\" font-size=\"11\" text-anchor=\"middle\">" << number(std::round(v)) << " s</text>\n";
     }
@@ -159,7 +164,7 @@ void write_report_svg(std::string const& path, summary const& s, std::vector<sam
     rate_max = std::max({rate_max, p.tickets_per_s, p.demand_per_s});
     ms_max = std::max(ms_max, p.play_p95_ms);
   }
-  panel const top{80, 60, w - 120, 220, nice_ceiling(x_max), nice_ceiling(rate_max * 1.05)};
+  panel const top{80, 60, w - 120, 220, std::ceil(std::max(x_max, 1.0) / 5) * 5, nice_ceiling(rate_max * 1.05)};
   panel const bottom{80, 360, w - 120, 200, top.x_max, nice_ceiling(std::max(ms_max * 1.1, 10.0))};
 
   std::vector<std::pair<double, double>> demand;
