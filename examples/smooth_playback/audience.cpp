@@ -10,9 +10,13 @@ namespace {
 
 /// Uniform in [0, 1) from 53 random bits: the same sequence on every standard library (unlike
 /// std::uniform_real_distribution, whose algorithm is unspecified).
-double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11U) * 0x1p-53; }
+double uniform(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11U) * 0x1p-53;
+}
 
-double uniform(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * uniform(rng); }
+double uniform(std::mt19937_64& rng, double lo, double hi) {
+  return lo + (hi - lo) * uniform(rng);
+}
 
 /// Uniform integer in [lo, hi].
 std::int32_t uniform_int(std::mt19937_64& rng, std::int32_t lo, std::int32_t hi) {
@@ -41,14 +45,14 @@ char const* to_string(step_kind k) noexcept {
 double arrival_profile::time_of(double u) const noexcept {
   // Triangle on [0, T] with its mode at c = peak_at * T: F(t) = t^2 / (T c) before the mode, 1 - (T - t)^2 /
   // (T (T - c)) after it.
-  double const T = duration_s;
+  double const total_s = duration_s;
   double const p = std::clamp(peak_at, 0.0, 1.0);
-  double const c = p * T;
+  double const mode_s = p * total_s;
   u = std::clamp(u, 0.0, 1.0);
   if (u < p) {
-    return std::sqrt(u * T * c);
+    return std::sqrt(u * total_s * mode_s);
   }
-  return T - std::sqrt((1 - u) * T * (T - c));
+  return total_s - std::sqrt((1 - u) * total_s * (total_s - mode_s));
 }
 
 zipf_sampler::zipf_sampler(std::size_t n, double s) {
@@ -100,7 +104,9 @@ double demand_curve::peak_tickets_per_s(std::size_t window_s) const noexcept {
   return peak_of(tickets_per_s, window_s);
 }
 
-double demand_curve::peak_plays_per_s(std::size_t window_s) const noexcept { return peak_of(plays_per_s, window_s); }
+double demand_curve::peak_plays_per_s(std::size_t window_s) const noexcept {
+  return peak_of(plays_per_s, window_s);
+}
 
 demand_curve audience::demand(double duration_s) const {
   demand_curve d;

@@ -34,7 +34,7 @@ enum class step_kind : std::uint8_t {
 [[nodiscard]] char const* to_string(step_kind k) noexcept;
 
 struct viewer_step {
-  double at_s = 0;             ///< Seconds since the start of the run.
+  double at_s = 0; ///< Seconds since the start of the run.
   step_kind kind = step_kind::start;
   std::int32_t episode_no = 1; ///< The episode played.
   std::uint8_t device = 0;     ///< 0: the viewer's first device, 1: the second.
@@ -43,14 +43,14 @@ struct viewer_step {
 /// One viewer: a user of the backend, on one or two devices, watching one film.
 struct viewer_plan {
   std::uint32_t id = 0;
-  std::size_t film = 0;                 ///< Index into the catalogue.
-  std::int32_t unlocked_through = 1;    ///< The last episode this viewer may watch (>= every episode played).
-  std::vector<viewer_step> steps;       ///< In time order; at least one `start`.
+  std::size_t film = 0;              ///< Index into the catalogue.
+  std::int32_t unlocked_through = 1; ///< The last episode this viewer may watch (>= every episode played).
+  std::vector<viewer_step> steps;    ///< In time order; at least one `start`.
 };
 
 /// The mix of behaviours, as fractions of viewers in [0, 1]. Binge, restart and device switch exclude each other.
 struct audience_mix {
-  double binge = 0.35;          ///< Start N+1 after watching N (and N+2 after N+1 with probability `binge_on`).
+  double binge = 0.35; ///< Start N+1 after watching N (and N+2 after N+1 with probability `binge_on`).
   double binge_on = 0.5;
   double restart = 0.15;        ///< Restart the same episode on the same device.
   double switch_device = 0.05;  ///< Continue the same episode on a second device.
@@ -58,7 +58,7 @@ struct audience_mix {
   double from_first = 0.4;      ///< Start the series at episode 1 (else anywhere in it).
   double watch_min_s = 2.0;     ///< Scaled watching time before the next step, uniform in [min, max].
   double watch_max_s = 5.0;
-  double zipf_s = 1.1;          ///< Zipf exponent of film popularity.
+  double zipf_s = 1.1; ///< Zipf exponent of film popularity.
 };
 
 /// How viewers arrive: a triangle over `duration_s`, rising from 0 to its peak at `peak_at` (fraction of the run)

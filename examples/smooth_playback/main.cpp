@@ -210,12 +210,11 @@ public:
     }
     next_line_s_ = p.t_s + 5;
     char line[200];
-    std::snprintf(line, sizeof line,
-                  "t=%5.1fs  viewers %llu/%llu  plays ok %llu/%llu  tickets/s %5.0f  retries %llu  shed %llu", p.t_s,
-                  static_cast<unsigned long long>(p.viewers_started), static_cast<unsigned long long>(p.viewers),
-                  static_cast<unsigned long long>(p.plays_done - p.play_failures),
-                  static_cast<unsigned long long>(p.plays_done), p.tickets_per_s,
-                  static_cast<unsigned long long>(p.retries), static_cast<unsigned long long>(p.shed));
+    std::snprintf(
+        line, sizeof line, "t=%5.1fs  viewers %llu/%llu  plays ok %llu/%llu  tickets/s %5.0f  retries %llu  shed %llu",
+        p.t_s, static_cast<unsigned long long>(p.viewers_started), static_cast<unsigned long long>(p.viewers),
+        static_cast<unsigned long long>(p.plays_done - p.play_failures), static_cast<unsigned long long>(p.plays_done),
+        p.tickets_per_s, static_cast<unsigned long long>(p.retries), static_cast<unsigned long long>(p.shed));
     if (tty_) {
       std::printf("\r\033[K%s", line);
     } else {
@@ -415,13 +414,11 @@ int run(demo_options const& o) {
               "%.0f/s)\n",
               o.viewers, o.duration_s, plan.catalogue.size(), plan.steps, peak_demand, demand.peak_plays_per_s(3));
   if (in_process) {
-    std::string const faults_text =
-        o.unavailable > 0 ? ", ~1 in " + std::to_string(std::lround(1 / o.unavailable)) +
-                                " ticket requests answered 503 (could not issue in time)"
-                          : std::string();
-    std::printf("emulator: %s, playback limit %u tickets/min (%.0f/s), warm-up to %.0f %% left%s\n",
-                base_url.c_str(), limit, limit / 60.0, warmup_left * 100,
-                faults_text.c_str());
+    std::string const faults_text = o.unavailable > 0 ? ", ~1 in " + std::to_string(std::lround(1 / o.unavailable)) +
+                                                            " ticket requests answered 503 (could not issue in time)"
+                                                      : std::string();
+    std::printf("emulator: %s, playback limit %u tickets/min (%.0f/s), warm-up to %.0f %% left%s\n", base_url.c_str(),
+                limit, limit / 60.0, warmup_left * 100, faults_text.c_str());
   } else {
     std::printf("target: %s\n", base_url.c_str());
   }
@@ -444,7 +441,8 @@ int run(demo_options const& o) {
     }
     auto const n = warn_lines.fetch_add(1) + 1;
     if (n <= warn_lines_shown) {
-      printer.note("WARN " + std::string(message) + (n == warn_lines_shown ? "  (further WARN lines counted only)" : ""));
+      printer.note("WARN " + std::string(message) +
+                   (n == warn_lines_shown ? "  (further WARN lines counted only)" : ""));
     }
   };
   auto api = std::make_unique<wandura::client>(io.get_executor(), copt);
@@ -496,8 +494,7 @@ int run(demo_options const& o) {
     if (!in_process) {
       // Against `wandura emulator` (or any server with the admin API), compare its count too.
       probe = std::make_unique<wandura::transport>(io.get_executor());
-      external_before =
-          asio::co_spawn(io, emulator_tickets_counted(*probe, base_url), asio::use_future).get();
+      external_before = asio::co_spawn(io, emulator_tickets_counted(*probe, base_url), asio::use_future).get();
     }
     before = api->stats();
     retries_before = retry_events.load();

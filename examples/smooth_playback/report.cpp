@@ -72,8 +72,8 @@ struct panel {
     for (int i = 0; i <= 4; ++i) {
       double const v = y_max * i / 4;
       double const yy = y(v);
-      o << "<line x1=\"" << left << "\" x2=\"" << left + width << "\" y1=\"" << number(yy) << "\" y2=\""
-        << number(yy) << "\" stroke=\"#ddd\"/>\n";
+      o << "<line x1=\"" << left << "\" x2=\"" << left + width << "\" y1=\"" << number(yy) << "\" y2=\"" << number(yy)
+        << "\" stroke=\"#ddd\"/>\n";
       o << "<text x=\"" << left - 6 << "\" y=\"" << number(yy + 4) << "\" font-size=\"11\" text-anchor=\"end\">"
         << number(v) << "</text>\n";
     }
@@ -184,9 +184,10 @@ void write_report_svg(std::string const& path, summary const& s, std::vector<sam
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
     << "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << w / 2 << "\" y=\"24\" font-size=\"16\" text-anchor=\"middle\">wandura smooth playback: "
-    << s.viewers << " viewers, play success " << number(s.play_success_rate * 100) << " %, p95 "
-    << number(std::round(s.p95_ms)) << " ms</text>\n";
+  o << "<text x=\"" << w / 2
+    << "\" y=\"24\" font-size=\"16\" text-anchor=\"middle\">wandura smooth playback: " << s.viewers
+    << " viewers, play success " << number(s.play_success_rate * 100) << " %, p95 " << number(std::round(s.p95_ms))
+    << " ms</text>\n";
   o << top.frame("Tickets per second", "tickets/s");
   o << polyline(demand, "#f0a030", 1.5);
   o << polyline(granted, "#2060c0", 2);

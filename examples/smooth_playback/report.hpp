@@ -11,37 +11,37 @@ namespace demo {
 
 /// One sample of the run, taken every `sample_interval_s`.
 struct sample {
-  double t_s = 0;                ///< Seconds since the start of the run.
-  double tickets_per_s = 0;      ///< Fresh tickets the server counted in this interval, per second.
-  double demand_per_s = 0;       ///< Tickets asked for (play + prefetch items sent) in this interval, per second.
-  double play_p50_ms = 0;        ///< Median time-to-ticket of the plays that completed in this interval.
-  double play_p95_ms = 0;        ///< 95th percentile of the same.
+  double t_s = 0;           ///< Seconds since the start of the run.
+  double tickets_per_s = 0; ///< Fresh tickets the server counted in this interval, per second.
+  double demand_per_s = 0;  ///< Tickets asked for (play + prefetch items sent) in this interval, per second.
+  double play_p50_ms = 0;   ///< Median time-to-ticket of the plays that completed in this interval.
+  double play_p95_ms = 0;   ///< 95th percentile of the same.
 };
 
 struct summary {
   std::uint64_t viewers = 0;
   std::uint64_t play_requests = 0;
-  std::uint64_t play_failures = 0;       ///< Plays a viewer would have seen fail.
+  std::uint64_t play_failures = 0; ///< Plays a viewer would have seen fail.
   double play_success_rate = 0;
   double p50_ms = 0, p95_ms = 0, p99_ms = 0, max_ms = 0;
-  std::uint64_t tickets_granted = 0;     ///< Granted to the demo, fresh or reused.
-  std::uint64_t tickets_fresh = 0;       ///< Granted and not reused (what the server must have counted).
-  std::uint64_t tickets_reused = 0;      ///< Reused by the server (`"reused": true`) or from the client cache.
-  std::uint64_t cache_hits = 0;          ///< Served from the client's own ticket cache (no request).
-  std::uint64_t coalesced = 0;           ///< Joined an identical request already in flight.
+  std::uint64_t tickets_granted = 0; ///< Granted to the demo, fresh or reused.
+  std::uint64_t tickets_fresh = 0;   ///< Granted and not reused (what the server must have counted).
+  std::uint64_t tickets_reused = 0;  ///< Reused by the server (`"reused": true`) or from the client cache.
+  std::uint64_t cache_hits = 0;      ///< Served from the client's own ticket cache (no request).
+  std::uint64_t coalesced = 0;       ///< Joined an identical request already in flight.
   std::uint64_t prefetch_requested = 0;
   std::uint64_t prefetch_shed = 0;
   std::uint64_t retries = 0;
   std::uint64_t budget_denied = 0;
-  std::uint64_t requests = 0;            ///< HTTP attempts sent.
-  std::uint64_t held_play = 0;           ///< Plays the server held until room returned.
-  std::uint64_t faults_injected = 0;     ///< Ticket requests the emulator answered with a scripted 503.
+  std::uint64_t requests = 0;        ///< HTTP attempts sent.
+  std::uint64_t held_play = 0;       ///< Plays the server held until room returned.
+  std::uint64_t faults_injected = 0; ///< Ticket requests the emulator answered with a scripted 503.
   /// Tickets the emulator counted while the viewers ran (warm-up excluded); nullopt when not run against the
   /// emulator. Must equal `tickets_fresh`.
   std::optional<std::uint64_t> emulator_tickets_counted;
-  std::uint64_t warmup_tickets = 0;      ///< Fresh tickets the warm-up received before the first viewer.
-  std::uint64_t warmup_counted = 0;      ///< Tickets the emulator counted during the warm-up.
-  double warmup_left = 1;                ///< Fraction of the playback limit the warm-up left.
+  std::uint64_t warmup_tickets = 0; ///< Fresh tickets the warm-up received before the first viewer.
+  std::uint64_t warmup_counted = 0; ///< Tickets the emulator counted during the warm-up.
+  double warmup_left = 1;           ///< Fraction of the playback limit the warm-up left.
   double playback_limit_per_min = 0;
   double duration_s = 0;
 };

@@ -31,7 +31,7 @@ struct run_state {
 
   std::atomic<std::uint64_t> viewers_started{0};
   std::atomic<std::uint64_t> viewers_done{0};
-  std::atomic<std::uint64_t> asked{0};         // tickets asked for (play + prefetch items)
+  std::atomic<std::uint64_t> asked{0}; // tickets asked for (play + prefetch items)
   std::atomic<std::uint64_t> fresh{0};
   std::atomic<std::uint64_t> plays_done{0};
   std::atomic<std::uint64_t> play_failures{0};
@@ -43,9 +43,7 @@ struct run_state {
 
   run_state(audience const& p, simulation_options o) : plan(p), options(std::move(o)), started(clock_type::now()) {}
 
-  [[nodiscard]] double now_s() const {
-    return std::chrono::duration<double>(clock_type::now() - started).count();
-  }
+  [[nodiscard]] double now_s() const { return std::chrono::duration<double>(clock_type::now() - started).count(); }
 
   void count_item(wandura::ticket_item_result const& item, bool is_play) {
     std::string key = is_play ? "play " : "prefetch ";
@@ -120,8 +118,8 @@ asio::awaitable<void> run_viewer(std::shared_ptr<run_state> state, wandura::clie
   auto const& film = state->plan.catalogue[v.film];
   bool started = false;
   for (auto const& step : v.steps) {
-    co_await sleep_until(state->started + std::chrono::duration_cast<clock_type::duration>(
-                                              std::chrono::duration<double>(step.at_s)));
+    co_await sleep_until(state->started +
+                         std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(step.at_s)));
     if (!started) {
       started = true;
       state->viewers_started.fetch_add(1, std::memory_order_relaxed);
@@ -181,8 +179,8 @@ asio::awaitable<simulation_result> run_audience(asio::any_io_executor executor, 
     auto const now = clock_type::now();
     if (now >= next_sample || done) {
       double const dt = std::chrono::duration<double>(now - last_sample_at).count();
-      std::optional<std::uint64_t> const server = opt.server_tickets_counted ? opt.server_tickets_counted()
-                                                                             : std::nullopt;
+      std::optional<std::uint64_t> const server =
+          opt.server_tickets_counted ? opt.server_tickets_counted() : std::nullopt;
       std::uint64_t const counted = server ? *server : state->fresh.load();
       std::uint64_t const asked = state->asked.load();
       sample s;
@@ -230,11 +228,10 @@ asio::awaitable<simulation_result> run_audience(asio::any_io_executor executor, 
   out.totals.p95_ms = percentile(latencies, 95);
   out.totals.p99_ms = percentile(latencies, 99);
   out.totals.max_ms = latencies.empty() ? 0 : latencies.back();
-  out.totals.play_success_rate =
-      out.totals.play_requests == 0
-          ? 0
-          : static_cast<double>(out.totals.play_requests - out.totals.play_failures) /
-                static_cast<double>(out.totals.play_requests);
+  out.totals.play_success_rate = out.totals.play_requests == 0
+                                     ? 0
+                                     : static_cast<double>(out.totals.play_requests - out.totals.play_failures) /
+                                           static_cast<double>(out.totals.play_requests);
   co_return out;
 }
 

@@ -70,12 +70,12 @@ struct play_failure {
 
 /// Everything the run recorded.
 struct simulation_result {
-  summary totals;                       ///< Viewer-side totals (the caller fills in server and client fields).
+  summary totals; ///< Viewer-side totals (the caller fills in server and client fields).
   std::vector<sample> samples;
-  std::vector<double> play_latencies_ms; ///< Every play's time-to-ticket, failures included.
-  std::vector<play_failure> failures;    ///< At most the first 20.
+  std::vector<double> play_latencies_ms;                 ///< Every play's time-to-ticket, failures included.
+  std::vector<play_failure> failures;                    ///< At most the first 20.
   std::map<std::string, std::uint64_t> outcomes_by_kind; ///< "play granted", "prefetch shed", ...
-  std::uint64_t starts = 0;              ///< start_episode calls.
+  std::uint64_t starts = 0;                              ///< start_episode calls.
 };
 
 /// Runs `plan` against `api` on `executor` (the client's). Completes when every viewer has finished.

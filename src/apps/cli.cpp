@@ -51,7 +51,9 @@ std::int64_t arg_reader::integer(std::int64_t lo, std::int64_t hi) {
   return v;
 }
 
-void arg_reader::unknown() const { throw usage_error("unknown option \"" + flag_ + "\""); }
+void arg_reader::unknown() const {
+  throw usage_error("unknown option \"" + flag_ + "\"");
+}
 
 bool connection::read(arg_reader& r) {
   if (r.flag() == "--base-url") {
@@ -136,8 +138,9 @@ void print_error(std::string_view command, wandura::error const& e, bool json) {
   std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(command.size()), command.data(), e.what());
   if (json) {
     std::string out = "{\"error\":{\"message\":" + json_string(e.what()) +
-                      ",\"code\":" + json_string(e.code().message()) + ",\"http_status\":" +
-                      std::to_string(e.http_status()) + ",\"error_code\":" + json_string(e.server_error_code()) +
+                      ",\"code\":" + json_string(e.code().message()) +
+                      ",\"http_status\":" + std::to_string(e.http_status()) +
+                      ",\"error_code\":" + json_string(e.server_error_code()) +
                       ",\"attempts\":" + std::to_string(e.attempts()) + "}}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   }

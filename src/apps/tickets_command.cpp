@@ -47,7 +47,6 @@ Each retry prints a WARN line on stderr. Exit status: 0 when the play ticket was
 item, every ticket); 1 otherwise or when the call failed; 2 for a usage error.
 )";
 
-
 struct tickets_args {
   connection conn;
   std::string film;
