@@ -425,10 +425,24 @@ private:
   /// Hands the result to the operation and returns the transfer to the pool. The handler is posted, never run
   /// here.
   void complete(transfer* t, std::error_code ec) noexcept {
+    // The response is moved out, leaving t->response empty without allocating: its buffers are allocated when
+    // the next response arrives, sized by its Content-Length.
     http_response response = std::move(t->response);
-    t->response = http_response{};
+    t->response.status = 0;
+    t->response.http_version = 0;
+    t->response.headers.clear();
+    t->response.body.clear();
     if (ec) {
-      response = http_response{};
+      response.headers.clear();
+      response.body.clear();
+      response.status = 0;
+    }
+    if (response.body.capacity() < response.body.size() + body_padding) {
+      try {
+        response.body.reserve(response.body.size()); // restores the simdjson padding a moved-from body lacks
+      } catch (...) {
+        ec = make_error_code(errc::transport_failed);
+      }
     }
     send_completion* op = t->op;
     release(t);
@@ -734,6 +748,11 @@ private:
     }
     if (line.starts_with("HTTP/")) {
       t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
+      try {
+        t->response.headers.reserve(12);
+      } catch (...) {
+        return 0;
+      }
       return n;
     }
     auto colon = line.find(':');

@@ -43,6 +43,8 @@ public:
 
   void add(std::string name, std::string value) { fields_.push_back({std::move(name), std::move(value)}); }
   void clear() noexcept { fields_.clear(); }
+  /// Makes room for `n` fields without reallocation (the transport reserves a typical response's count).
+  void reserve(std::size_t n) { fields_.reserve(n); }
 
   /// The first value of `name`, or nullopt. The view lives as long as this object is unchanged.
   [[nodiscard]] std::optional<std::string_view> find(std::string_view name) const noexcept {
