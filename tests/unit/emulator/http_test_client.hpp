@@ -1,7 +1,7 @@
 // A small blocking HTTP/1.1 client for the emulator's black-box tests: keep-alive requests, raw bytes, and the
 // response exactly as it came off the socket (so that damaged responses can be asserted on). Deliberately not the
-// SDK's transport: the emulator must be testable on its own (ADR 0001). Every read has a receive timeout, so a
-// test can never hang on a silent server.
+// SDK's transport: the emulator must be testable on its own (ADR 0001). Every read waits at most the client's
+// timeout (poll before read), so a test can never hang on a silent server.
 #pragma once
 
 #include <asio/connect.hpp>
@@ -11,6 +11,7 @@
 #include <asio/write.hpp>
 #include <http_parser.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -33,6 +34,8 @@ struct http_result {
   bool complete = false;
   /// True when the server closed (or reset) the connection before a complete message.
   bool closed_early = false;
+  /// True when nothing arrived within the client's timeout.
+  bool timed_out = false;
   std::chrono::steady_clock::duration elapsed{};
 
   [[nodiscard]] std::string header(std::string const& name) const {
@@ -91,8 +94,7 @@ public:
     auto start = std::chrono::steady_clock::now();
     http_result result;
     ensure_connected();
-    std::error_code ec;
-    asio::write(*socket_, asio::buffer(raw.data(), raw.size()), ec);
+    write_all(raw);
     // Even when the write failed (the server may refuse early and close), read what the server sent.
     result = read_response();
     result.elapsed = std::chrono::steady_clock::now() - start;
@@ -102,8 +104,7 @@ public:
   /// Writes bytes without reading (for requests sent in pieces); errors are ignored.
   void write_only(std::string_view raw) {
     ensure_connected();
-    std::error_code ec;
-    asio::write(*socket_, asio::buffer(raw.data(), raw.size()), ec);
+    write_all(raw);
   }
 
   /// Reads one response on the current connection.
@@ -145,8 +146,35 @@ public:
       http_parser_pause(p, 1);
       return 0;
     };
+    // Bytes of a previous read beyond the message it completed (pipelined responses) come first.
+    std::string data = std::move(pending_);
+    pending_.clear();
     char buf[16384];
     for (;;) {
+      if (!data.empty()) {
+        auto used = http_parser_execute(&parser, &s, data.data(), data.size());
+        if (r.complete) {
+          pending_ = data.substr(used);
+          if (r.header("connection") == "close") {
+            socket_.reset();
+          }
+          return r;
+        }
+        if (HTTP_PARSER_ERRNO(&parser) != HPE_OK) {
+          r.closed_early = true;
+          socket_.reset();
+          return r;
+        }
+        data.clear();
+      }
+      // Bounded wait: Asio's blocking reads ignore SO_RCVTIMEO, so poll first.
+      pollfd pfd{socket_->native_handle(), POLLIN, 0};
+      if (::poll(&pfd, 1, static_cast<int>(timeout_.count())) <= 0) {
+        r.timed_out = true;
+        r.closed_early = !r.complete;
+        socket_.reset();
+        return r;
+      }
       std::error_code ec;
       auto n = socket_->read_some(asio::buffer(buf), ec);
       if (ec || n == 0) {
@@ -155,23 +183,15 @@ public:
         socket_.reset();
         return r;
       }
-      http_parser_execute(&parser, &s, buf, n);
-      if (r.complete) {
-        if (r.header("connection") == "close") {
-          socket_.reset();
-        }
-        return r;
-      }
-      if (HTTP_PARSER_ERRNO(&parser) != HPE_OK) {
-        r.closed_early = true;
-        socket_.reset();
-        return r;
-      }
+      data.assign(buf, n);
     }
   }
 
   /// Closes the connection.
-  void disconnect() { socket_.reset(); }
+  void disconnect() {
+    socket_.reset();
+    pending_.clear();
+  }
   [[nodiscard]] bool connected() const { return socket_ != nullptr; }
 
 private:
@@ -191,23 +211,44 @@ private:
     }
   };
 
+  /// Writes as much of `raw` as the server takes, waiting at most the timeout for each step; returns whether all
+  /// of it was written. Asio's blocking writes would ignore SO_SNDTIMEO, hence the poll.
+  bool write_all(std::string_view raw) {
+    (void)socket_->non_blocking(true);
+    std::size_t off = 0;
+    while (off < raw.size()) {
+      pollfd pfd{socket_->native_handle(), POLLOUT, 0};
+      if (::poll(&pfd, 1, static_cast<int>(timeout_.count())) <= 0) {
+        break;
+      }
+      std::error_code ec;
+      auto n = socket_->write_some(asio::buffer(raw.data() + off, raw.size() - off), ec);
+      if (ec == asio::error::would_block) {
+        continue;
+      }
+      if (ec) {
+        break;
+      }
+      off += n;
+    }
+    (void)socket_->non_blocking(false);
+    return off == raw.size();
+  }
+
   void ensure_connected() {
     if (socket_) {
       return;
     }
+    pending_.clear();
     socket_ = std::make_unique<asio::ip::tcp::socket>(io_);
     socket_->connect({asio::ip::make_address("127.0.0.1"), port_});
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(timeout_.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((timeout_.count() % 1000) * 1000);
-    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
 
   asio::io_context io_;
   std::uint16_t port_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<asio::ip::tcp::socket> socket_;
+  std::string pending_;
 };
 
 /// A ticket batch body. `items` are (film_ref, episode_no, intent).
