@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
       std::atomic<int> done{0};
       for (int i = 0; i < in_flight; ++i) {
         asio::co_spawn(
-            io, [&]() -> asio::awaitable<void> {
+            io,
+            [&]() -> asio::awaitable<void> {
               co_await big.send_attempt(request, {});
               ++done;
             },

@@ -106,8 +106,8 @@ struct transfer {
 class transport_impl : public std::enable_shared_from_this<transport_impl> {
 public:
   transport_impl(asio::any_io_executor ex, transport_options options)
-      : executor_(std::move(ex)), strand_(asio::make_strand(executor_)), options_(std::move(options)),
-        timer_(strand_), queue_timer_(strand_) {
+      : executor_(std::move(ex)), strand_(asio::make_strand(executor_)), options_(std::move(options)), timer_(strand_),
+        queue_timer_(strand_) {
     global_init();
     multi_ = curl_multi_init();
     if (multi_ == nullptr) {
@@ -200,6 +200,9 @@ public:
 
 private:
   struct cancellation_handler {
+    cancellation_handler(std::weak_ptr<transport_impl> i, transfer* tr, std::uint64_t g) noexcept
+        : impl(std::move(i)), t(tr), generation(g) {}
+
     std::weak_ptr<transport_impl> impl;
     transfer* t;
     std::uint64_t generation;
@@ -526,9 +529,8 @@ private:
     timer_armed_ = true;
     timer_armed_at_ = when;
     auto const generation = ++timer_generation_;
-    timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
-      self->on_timer_fired(generation, ec);
-    });
+    timer_.async_wait(
+        [self = shared_from_this(), generation](std::error_code ec) { self->on_timer_fired(generation, ec); });
   }
 
   void on_timer_fired(std::uint64_t generation, std::error_code ec) {
@@ -831,8 +833,8 @@ private:
       }
       timeout_ms = static_cast<long>(remaining.count());
     }
-    auto connect = t->options.connect_timeout.count() > 0 ? t->options.connect_timeout
-                                                          : options_.default_connect_timeout;
+    auto connect =
+        t->options.connect_timeout.count() > 0 ? t->options.connect_timeout : options_.default_connect_timeout;
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
     if (req.url == t->url) {
@@ -945,11 +947,11 @@ private:
   std::size_t active_ = 0;
   bool shut_down_ = false;
   bool tearing_down_ = false;
-  bool immediate_timeout_posted_ = false; ///< libcurl asked for an immediate timeout action, not yet run
-  bool immediate_timeout_queued_ = false; ///< ...and a handler for it is posted
-  bool defer_immediate_timeout_ = false;  ///< inside start(): it runs the action itself, no post needed
-  bool timer_armed_ = false;                     ///< a wait is pending on timer_
-  clock::time_point timer_armed_at_;             ///< ...expiring then
+  bool immediate_timeout_posted_ = false;         ///< libcurl asked for an immediate timeout action, not yet run
+  bool immediate_timeout_queued_ = false;         ///< ...and a handler for it is posted
+  bool defer_immediate_timeout_ = false;          ///< inside start(): it runs the action itself, no post needed
+  bool timer_armed_ = false;                      ///< a wait is pending on timer_
+  clock::time_point timer_armed_at_;              ///< ...expiring then
   std::optional<clock::time_point> timer_wanted_; ///< libcurl's deadline; none after -1 or 0
   std::uint64_t timer_generation_ = 0;
   bool h2c_reuse_broken_ = false; ///< libcurl < 8.0.0: see configure()
@@ -971,14 +973,18 @@ private:
   friend void set_test_hooks(transport& tr, transport_test_hooks hooks) noexcept;
 };
 
-void start_send(transport_impl& impl, http_request const& request, attempt_options const& options,
-                send_completion* op, asio::cancellation_slot slot) {
+void start_send(transport_impl& impl, http_request const& request, attempt_options const& options, send_completion* op,
+                asio::cancellation_slot slot) {
   impl.initiate(request, options, op, slot);
 }
 
-asio::any_io_executor transport_executor(transport_impl const& impl) noexcept { return impl.executor(); }
+asio::any_io_executor transport_executor(transport_impl const& impl) noexcept {
+  return impl.executor();
+}
 
-void set_test_hooks(transport& tr, transport_test_hooks hooks) noexcept { tr.impl_->hooks_ = hooks; }
+void set_test_hooks(transport& tr, transport_test_hooks hooks) noexcept {
+  tr.impl_->hooks_ = hooks;
+}
 
 std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept {
   auto const rc = static_cast<CURLcode>(curl_code);
@@ -1069,8 +1075,12 @@ asio::awaitable<attempt_result> transport::do_send_attempt(http_request const& r
   co_return result;
 }
 
-asio::any_io_executor transport::get_executor() const { return impl_->executor(); }
+asio::any_io_executor transport::get_executor() const {
+  return impl_->executor();
+}
 
-transport_stats transport::stats() const noexcept { return impl_->stats(); }
+transport_stats transport::stats() const noexcept {
+  return impl_->stats();
+}
 
 } // namespace wandura

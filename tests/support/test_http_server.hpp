@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
@@ -46,9 +46,8 @@ class test_http_server {
 public:
   /// @param ipv6 bind ::1 instead of 127.0.0.1.
   explicit test_http_server(server_behaviour behaviour = server_behaviour::respond, bool ipv6 = false)
-      : acceptor_(io_, asio::ip::tcp::endpoint(ipv6 ? asio::ip::make_address("::1")
-                                                   : asio::ip::make_address("127.0.0.1"),
-                                              0)),
+      : acceptor_(io_, asio::ip::tcp::endpoint(
+                           ipv6 ? asio::ip::make_address("::1") : asio::ip::make_address("127.0.0.1"), 0)),
         behaviour_(behaviour), ipv6_(ipv6) {
     body_ = R"({"ok":true,"items":[1,2,3],"pad":")" + std::string(200, 'x') + "\"}";
     asio::co_spawn(io_, accept_loop(), asio::detached);

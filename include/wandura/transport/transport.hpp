@@ -16,9 +16,9 @@
 #include <utility>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/associated_cancellation_slot.hpp>
 
 #include "wandura/transport/detail/send_op.hpp"
 #include "wandura/transport/detail/test_hooks.hpp"
@@ -138,10 +138,10 @@ private:
 namespace detail {
 /// Facts about a finished transfer that decide how a libcurl result maps to an error code.
 struct transfer_facts {
-  bool request_started = false;     ///< libcurl got past connecting (CURLINFO_PRETRANSFER_TIME > 0).
-  bool response_started = false;    ///< at least one byte of the response (status line) arrived.
-  bool body_too_large = false;      ///< the write or header callback refused the body for the size cap.
-  bool cancelled = false;           ///< the operation was cancelled while libcurl held it.
+  bool request_started = false;  ///< libcurl got past connecting (CURLINFO_PRETRANSFER_TIME > 0).
+  bool response_started = false; ///< at least one byte of the response (status line) arrived.
+  bool body_too_large = false;   ///< the write or header callback refused the body for the size cap.
+  bool cancelled = false;        ///< the operation was cancelled while libcurl held it.
 };
 /// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success.
 [[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept;

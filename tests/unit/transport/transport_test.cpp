@@ -21,12 +21,12 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
-#include <sys/socket.h>
 #include <curl/curl.h>
+#include <sys/socket.h>
 
 #include "test_http_server.hpp"
-#include "wandura/transport/detail/test_hooks.hpp"
 #include "wandura/error.hpp"
+#include "wandura/transport/detail/test_hooks.hpp"
 
 namespace {
 
@@ -37,8 +37,7 @@ using wandura::testing::test_http_server;
 using clock_type = std::chrono::steady_clock;
 
 /// Runs `aw` on `io` with `threads` threads until it completes; rethrows what it threw.
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
+template <class T> T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
   std::optional<T> result;
   std::exception_ptr error;
   asio::co_spawn(io, std::move(aw), [&](std::exception_ptr e, T value) {
@@ -152,8 +151,8 @@ TEST_CASE("transport errors: libcurl results map to typed error codes") {
 TEST_CASE("transport: a POST returns status, case-insensitive headers with repeats, and a padded body") {
   test_http_server server;
   server.set_extra_headers({"Retry-After: 3", "X-RateLimit-Limit: 120", "X-RateLimit-Window: 60",
-                            "Idempotency-Replayed: true", "Date: Mon, 30 Nov 2026 09:00:00 GMT",
-                            "X-Request-Id: req-42", "X-Repeat: a", "x-repeat: b"});
+                            "Idempotency-Replayed: true", "Date: Mon, 30 Nov 2026 09:00:00 GMT", "X-Request-Id: req-42",
+                            "X-Repeat: a", "x-repeat: b"});
   asio::io_context io;
   wandura::transport tr(io.get_executor());
   auto request = post(server.url("/v1/playback/tickets"));
@@ -391,10 +390,10 @@ TEST_CASE("transport: cancellation completes with operation_aborted in every pha
     auto request = post(server.url());
     std::optional<wandura::attempt_result> first;
     asio::cancellation_signal first_signal;
-    asio::co_spawn(io, tr.send_attempt(request, opts),
-                   asio::bind_cancellation_slot(first_signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
-                     first = std::move(r);
-                   }));
+    asio::co_spawn(
+        io, tr.send_attempt(request, opts),
+        asio::bind_cancellation_slot(first_signal.slot(),
+                                     [&](std::exception_ptr, wandura::attempt_result r) { first = std::move(r); }));
     auto r = send_and_cancel(io, tr, request, 200ms, opts);
     CHECK(r.result.error == asio::error::operation_aborted);
     CHECK(tr.stats().requests_in_flight == 1);
@@ -417,19 +416,18 @@ TEST_CASE("transport: a cancellation emitted after completion does nothing to la
   asio::cancellation_signal signal;
   std::optional<wandura::attempt_result> first;
   asio::co_spawn(io, tr.send_attempt(request, {}),
-                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
-                   first = std::move(r);
-                 }));
+                 asio::bind_cancellation_slot(
+                     signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) { first = std::move(r); }));
   run_until(io, [&] { return first.has_value(); });
   REQUIRE(first.has_value());
   CHECK_FALSE(first->error);
   server.set_behaviour(server_behaviour::slow_body);
   std::optional<wandura::attempt_result> second;
-  asio::co_spawn(io, tr.send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
-    second = std::move(r);
-  });
+  asio::co_spawn(io, tr.send_attempt(request, {}),
+                 [&](std::exception_ptr, wandura::attempt_result r) { second = std::move(r); });
   signal.emit(asio::cancellation_type::terminal); // stale: its operation is long done
-  run_until(io, [&] { return second.has_value(); }, 5000ms);
+  run_until(
+      io, [&] { return second.has_value(); }, 5000ms);
   REQUIRE(second.has_value());
   CHECK_FALSE(second->error);
   CHECK(second->response.body.view() == server.body());
@@ -456,9 +454,8 @@ TEST_CASE("transport: when idle it leaves no timer behind, so the io_context run
   wandura::attempt_options opts;
   opts.timeout = 30000ms;
   std::optional<wandura::attempt_result> out;
-  asio::co_spawn(io, tr.send_attempt(request, opts), [&](std::exception_ptr, wandura::attempt_result r) {
-    out = std::move(r);
-  });
+  asio::co_spawn(io, tr.send_attempt(request, opts),
+                 [&](std::exception_ptr, wandura::attempt_result r) { out = std::move(r); });
   auto const start = clock_type::now();
   io.run(); // returns only when no work is left
   CHECK(clock_type::now() - start < 5s);
@@ -510,9 +507,8 @@ TEST_CASE("transport: destroying it aborts the requests in flight") {
   auto tr = std::make_unique<wandura::transport>(io.get_executor());
   auto request = post(server.url());
   std::optional<wandura::attempt_result> out;
-  asio::co_spawn(io, tr->send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
-    out = std::move(r);
-  });
+  asio::co_spawn(io, tr->send_attempt(request, {}),
+                 [&](std::exception_ptr, wandura::attempt_result r) { out = std::move(r); });
   run_until(io, [&] { return server.requests_read() == 1; });
   REQUIRE(server.requests_read() == 1);
   tr.reset();
@@ -589,9 +585,8 @@ TEST_CASE("transport: a cancellation emitted inside libcurl's header callback is
   auto request = post(server.url());
   std::optional<wandura::attempt_result> out;
   asio::co_spawn(io, tr.send_attempt(request, {}),
-                 asio::bind_cancellation_slot(ctx.signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) {
-                   out = std::move(r);
-                 }));
+                 asio::bind_cancellation_slot(
+                     ctx.signal.slot(), [&](std::exception_ptr, wandura::attempt_result r) { out = std::move(r); }));
   auto const start = clock_type::now();
   run_until(io, [&] { return out.has_value(); });
   REQUIRE(out.has_value());
@@ -641,14 +636,13 @@ TEST_CASE("transport: a request queued behind max_in_flight times out by its own
   short_timeout.timeout = 200ms;
   std::optional<wandura::attempt_result> first;
   std::optional<wandura::attempt_result> second;
-  asio::co_spawn(io, tr.send_attempt(request, long_timeout), [&](std::exception_ptr, wandura::attempt_result r) {
-    first = std::move(r);
-  });
-  asio::co_spawn(io, tr.send_attempt(request, short_timeout), [&](std::exception_ptr, wandura::attempt_result r) {
-    second = std::move(r);
-  });
+  asio::co_spawn(io, tr.send_attempt(request, long_timeout),
+                 [&](std::exception_ptr, wandura::attempt_result r) { first = std::move(r); });
+  asio::co_spawn(io, tr.send_attempt(request, short_timeout),
+                 [&](std::exception_ptr, wandura::attempt_result r) { second = std::move(r); });
   auto const start = clock_type::now();
-  run_until(io, [&] { return second.has_value(); }, 2000ms);
+  run_until(
+      io, [&] { return second.has_value(); }, 2000ms);
   REQUIRE(second.has_value());
   CHECK(second->error == errc::attempt_timeout);
   CHECK(clock_type::now() - start < 1000ms); // did not wait for the first request's 3 s

@@ -58,8 +58,7 @@ std::string nginx(std::string const& key) {
   return it->second;
 }
 
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
+template <class T> T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
   std::optional<T> result;
   std::exception_ptr error;
   asio::co_spawn(io, std::move(aw), [&](std::exception_ptr e, T value) {

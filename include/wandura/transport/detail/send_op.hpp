@@ -42,8 +42,7 @@ protected:
   ~send_completion() = default;
 };
 
-template <class Handler>
-class send_op final : public send_completion {
+template <class Handler> class send_op final : public send_completion {
   using executor_type = asio::associated_executor_t<Handler, asio::any_io_executor>;
   using allocator_type = asio::associated_allocator_t<Handler, asio::recycling_allocator<void>>;
   using self_allocator = typename std::allocator_traits<allocator_type>::template rebind_alloc<send_op>;
@@ -97,8 +96,8 @@ private:
 
 /// Starts `op` on the transport's strand. Installs a cancellation handler into `slot` when it is connected.
 /// Called on the initiating thread (any thread). `request` must outlive the operation.
-void start_send(transport_impl& impl, http_request const& request, attempt_options const& options,
-                send_completion* op, asio::cancellation_slot slot);
+void start_send(transport_impl& impl, http_request const& request, attempt_options const& options, send_completion* op,
+                asio::cancellation_slot slot);
 
 /// The executor handlers without one of their own complete on.
 asio::any_io_executor transport_executor(transport_impl const& impl) noexcept;
