@@ -67,6 +67,7 @@ options:
   --api-key KEY        API key for --base-url
   --report-dir DIR     where report.json and report.svg are written (default: the current directory)
   --client-threads N   threads running the client (default 2)
+  --verbose            print every WARN line of the SDK (default: the first 5, the rest are counted)
   --help               this text
 )";
 
@@ -86,6 +87,7 @@ struct demo_options {
   std::optional<std::string> api_key;
   std::string report_dir = ".";
   unsigned client_threads = 2;
+  bool verbose = false;
 };
 
 double parse_double(std::string const& flag, std::string const& text, double lo, double hi) {
@@ -152,6 +154,8 @@ demo_options parse_options(int argc, char** argv, bool& help) {
       o.api_key = value();
     } else if (arg == "--report-dir") {
       o.report_dir = value();
+    } else if (arg == "--verbose") {
+      o.verbose = true;
     } else if (arg == "--client-threads") {
       o.client_threads = static_cast<unsigned>(parse_uint(arg, value(), 1, 64));
     } else {
@@ -339,7 +343,8 @@ void print_summary(summary const& s, simulation_result const& r, std::uint64_t c
               u(s.prefetch_shed));
   std::printf("  %-26s %llu (WARN lines %llu), budget denied %llu, waited for a 429 hold-off %llu\n", "retries",
               u(s.retries), u(warn_lines), u(s.budget_denied), u(held_off));
-  std::printf("  %-26s %llu requests, %llu HTTP attempts\n", "ticket calls", u(calls), u(s.requests));
+  std::printf("  %-26s %llu calls, %llu HTTP attempts (items all from the cache need none)\n", "issue_tickets",
+              u(calls), u(s.requests));
   if (s.emulator_tickets_counted) {
     std::printf("  %-26s %llu tickets counted; fresh tickets received %llu: %s\n", "emulator",
                 u(*s.emulator_tickets_counted), u(s.tickets_fresh),
@@ -426,7 +431,7 @@ int run(demo_options const& o) {
 
   progress_printer printer(tty);
   std::atomic<std::uint64_t> warn_lines{0};
-  constexpr std::uint64_t warn_lines_shown = 5;
+  std::uint64_t const warn_lines_shown = o.verbose ? UINT64_MAX : 5;
 
   asio::io_context io;
   wandura::client_options copt;
@@ -442,7 +447,7 @@ int run(demo_options const& o) {
     auto const n = warn_lines.fetch_add(1) + 1;
     if (n <= warn_lines_shown) {
       printer.note("WARN " + std::string(message) +
-                   (n == warn_lines_shown ? "  (further WARN lines counted only)" : ""));
+                   (n == warn_lines_shown ? "  (further WARN lines counted only; --verbose shows them)" : ""));
     }
   };
   auto api = std::make_unique<wandura::client>(io.get_executor(), copt);
