@@ -327,9 +327,9 @@ std::string format_ms(double ms) {
   return buf;
 }
 
-void print_summary(summary const& s, simulation_result const& r, std::uint64_t calls, std::uint64_t held_off,
-                   std::string const& target, std::string const& json_path, std::string const& svg_path,
-                   std::uint64_t warn_lines) {
+void print_summary(summary const& s, simulation_result const& r, bool in_process, std::uint64_t calls,
+                   std::uint64_t held_off, std::string const& target, std::string const& json_path,
+                   std::string const& svg_path, std::uint64_t warn_lines) {
   auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("\nsummary (%s)\n", target.c_str());
   std::printf("  %-26s %llu over %.0f s\n", "viewers", u(s.viewers), s.duration_s);
@@ -337,8 +337,9 @@ void print_summary(summary const& s, simulation_result const& r, std::uint64_t c
               u(s.play_failures), s.play_success_rate);
   std::printf("  %-26s p50 %s  p95 %s  p99 %s  max %s\n", "play time-to-ticket", format_ms(s.p50_ms).c_str(),
               format_ms(s.p95_ms).c_str(), format_ms(s.p99_ms).c_str(), format_ms(s.max_ms).c_str());
-  std::printf("  %-26s %llu: fresh %llu, reused %llu (client cache %llu, joined in flight %llu)\n", "tickets granted",
-              u(s.tickets_granted), u(s.tickets_fresh), u(s.tickets_reused), u(s.cache_hits), u(s.coalesced));
+  std::printf("  %-26s %llu: fresh %llu, reused %llu (client cache hits %llu, calls joined in flight %llu)\n",
+              "tickets granted", u(s.tickets_granted), u(s.tickets_fresh), u(s.tickets_reused), u(s.cache_hits),
+              u(s.coalesced));
   std::printf("  %-26s asked %llu, shed by the server %llu (not an error)\n", "prefetch", u(s.prefetch_requested),
               u(s.prefetch_shed));
   std::printf("  %-26s %llu (WARN lines %llu), budget denied %llu, waited for a 429 hold-off %llu\n", "retries",
@@ -350,7 +351,7 @@ void print_summary(summary const& s, simulation_result const& r, std::uint64_t c
                 u(*s.emulator_tickets_counted), u(s.tickets_fresh),
                 *s.emulator_tickets_counted == s.tickets_fresh ? "equal, nothing counted twice" : "MISMATCH");
   }
-  if (s.playback_limit_per_min > 0) {
+  if (in_process) {
     std::printf("  %-26s %llu plays held until room returned, %llu requests answered by the scripted 503\n", "",
                 u(s.held_play), u(s.faults_injected));
   }
@@ -474,6 +475,7 @@ int run(demo_options const& o) {
   std::uint64_t retries_before = 0;
   std::unique_ptr<wandura::transport> probe;
   std::optional<std::uint64_t> external_before;
+  std::int64_t external_limit = 0;
   try {
     if (in_process && warmup_left < 1.0) {
       auto warm = asio::co_spawn(io, warm_up(*api, *emu, limit, warmup_left, emulator_started), asio::use_future);
@@ -500,6 +502,13 @@ int run(demo_options const& o) {
       // Against `wandura emulator` (or any server with the admin API), compare its count too.
       probe = std::make_unique<wandura::transport>(io.get_executor());
       external_before = asio::co_spawn(io, emulator_tickets_counted(*probe, base_url), asio::use_future).get();
+      // The organisation's playback limit, for the chart (seed 001: GET /config returns the limits in force).
+      try {
+        auto const limits = asio::co_spawn(io, api->get_config(), asio::use_future).get();
+        external_limit = limits.limit("playback").value_or(0);
+      } catch (wandura::error const& e) {
+        printer.note(std::string("note: no playback limit for the chart: ") + e.what());
+      }
     }
     before = api->stats();
     retries_before = retry_events.load();
@@ -544,7 +553,7 @@ int run(demo_options const& o) {
   s.prefetch_requested = result.totals.prefetch_requested;
   s.prefetch_shed = result.totals.prefetch_shed;
   s.duration_s = result.totals.duration_s;
-  s.playback_limit_per_min = in_process ? limit : 0;
+  s.playback_limit_per_min = in_process ? limit : static_cast<double>(external_limit);
   s.cache_hits = after.metrics.cache_hits - before.metrics.cache_hits;
   s.coalesced = after.metrics.coalesced - before.metrics.coalesced;
   s.retries = retry_events.load() - retries_before; // every retry fires on_retry once (SPEC §3)
@@ -565,7 +574,7 @@ int run(demo_options const& o) {
   auto const svg_path = (std::filesystem::path(o.report_dir) / "report.svg").string();
   write_report_json(json_path, s, result.samples);
   write_report_svg(svg_path, s, result.samples);
-  print_summary(s, result, after.metrics.requests - before.metrics.requests,
+  print_summary(s, result, in_process, after.metrics.requests - before.metrics.requests,
                 after.metrics.held_off - before.metrics.held_off, target, json_path, svg_path, warn_lines.load());
 
   if (!counts_match) {

@@ -191,11 +191,13 @@ void write_report_svg(std::string const& path, summary const& s, std::vector<sam
   o << top.frame("Tickets per second", "tickets/s");
   o << polyline(demand, "#f0a030", 1.5);
   o << polyline(granted, "#2060c0", 2);
-  o << "<line x1=\"" << top.left << "\" x2=\"" << top.left + top.width << "\" y1=\"" << number(limit_y) << "\" y2=\""
-    << number(limit_y) << "\" stroke=\"#c03030\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
+  if (s.playback_limit_per_min > 0) { // unknown against an API whose /v1/config did not answer
+    o << "<line x1=\"" << top.left << "\" x2=\"" << top.left + top.width << "\" y1=\"" << number(limit_y) << "\" y2=\""
+      << number(limit_y) << "\" stroke=\"#c03030\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
+    o << legend(top.left + 500, top.top + 14, "#c03030", "playback limit", "6 4");
+  }
   o << legend(top.left + 10, top.top + 14, "#f0a030", "asked for (play + prefetch)");
   o << legend(top.left + 230, top.top + 14, "#2060c0", "fresh tickets counted by the server");
-  o << legend(top.left + 500, top.top + 14, "#c03030", "playback limit", "6 4");
   o << bottom.frame("Play time-to-ticket", "ms");
   o << polyline(p50, "#208040", 2);
   o << polyline(p95, "#8040a0", 1.5, "4 3");
