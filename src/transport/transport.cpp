@@ -507,6 +507,14 @@ private:
     }
     int running = 0;
     curl_multi_socket_action(multi_, fd, events, &running);
+    // Transfers libcurl wants run "now" (timer callback 0) run right here, before any other event of the same
+    // connection, as curl_multi_perform would: with HTTP/2, a read for one stream often completes others, and
+    // libcurl 7.88 can lose a stream's buffered response if another read on the connection comes first
+    // (curl#4642, fixed in 8.0 by curl#10715). Bounded: libcurl re-requests at most once per round per transfer.
+    for (int round = 0; round < 4 && immediate_timeout_posted_ && multi_ != nullptr; ++round) {
+      immediate_timeout_posted_ = false;
+      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
     drain();
   }
 

@@ -70,7 +70,8 @@ start)
       -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
       -keyout "$dir/key.pem" -out "$dir/cert.pem" >/dev/null 2>&1
   fi
-  body="$(tr -d '\n' < "$here/response.json")"
+  mkdir -p "$dir/www"
+  tr -d '\n' < "$here/response.json" > "$dir/www/response.json"
   for attempt in $(seq 1 20); do
     http_port="$(pick_port)"; h2c_port="$(pick_port)"; https_port="$(pick_port)"
     if [ "$http_port" = "$h2c_port" ] || [ "$http_port" = "$https_port" ] || [ "$h2c_port" = "$https_port" ]; then
@@ -78,7 +79,7 @@ start)
     fi
     sed -e "s|@DIR@|$dir|g" -e "s|@WORKERS@|$workers|g" -e "s|@HTTP_PORT@|$http_port|g" \
         -e "s|@H2C_PORT@|$h2c_port|g" -e "s|@HTTPS_PORT@|$https_port|g" \
-        -e "s|@BODY@|$body|g" "$here/nginx.conf.in" > "$dir/nginx.conf"
+        "$here/nginx.conf.in" > "$dir/nginx.conf"
     if "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/start.log"; then
       ok=0
       for _ in $(seq 1 100); do

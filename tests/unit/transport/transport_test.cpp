@@ -111,6 +111,31 @@ void run_until(asio::io_context& io, std::function<bool()> const& done, std::chr
   }
 }
 
+/// A loopback listener whose accept queue is full: connects to it hang in SYN_SENT (the kernel drops the SYNs).
+class full_backlog_listener {
+public:
+  full_backlog_listener() : acceptor_(io_) {
+    asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), 0);
+    acceptor_.open(ep.protocol());
+    acceptor_.bind(ep);
+    acceptor_.listen(0);
+    // Non-blocking connects that nobody accepts fill the accept queue; later SYNs are dropped.
+    for (int i = 0; i < 4; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      REQUIRE(fd >= 0);
+      auto addr = acceptor_.local_endpoint();
+      [[maybe_unused]] int rc = ::connect(fd, addr.data(), static_cast<socklen_t>(addr.size()));
+      fillers_.emplace_back(io_, asio::ip::tcp::v4(), fd);
+    }
+  }
+  [[nodiscard]] unsigned short port() const { return acceptor_.local_endpoint().port(); }
+
+private:
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::vector<asio::ip::tcp::socket> fillers_;
+};
+
 } // namespace
 
 TEST_CASE("transport errors: libcurl results map to typed error codes") {
@@ -327,23 +352,9 @@ TEST_CASE("transport: cancellation completes with operation_aborted in every pha
     CHECK(tr.stats().requests_in_flight == 0);
   }
   SECTION("connecting (the server's accept queue is full, SYNs are dropped)") {
-    asio::io_context server_io;
-    asio::ip::tcp::acceptor acceptor(server_io);
-    asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), 0);
-    acceptor.open(ep.protocol());
-    acceptor.bind(ep);
-    acceptor.listen(0);
-    // Non-blocking connects that nobody accepts fill the accept queue; later SYNs are dropped.
-    std::vector<asio::ip::tcp::socket> fillers;
-    for (int i = 0; i < 4; ++i) {
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      REQUIRE(fd >= 0);
-      auto addr = acceptor.local_endpoint();
-      [[maybe_unused]] int rc = ::connect(fd, addr.data(), static_cast<socklen_t>(addr.size()));
-      fillers.emplace_back(server_io, asio::ip::tcp::v4(), fd);
-    }
+    full_backlog_listener listener;
     wandura::transport tr(io.get_executor());
-    auto request = post("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "/");
+    auto request = post("http://127.0.0.1:" + std::to_string(listener.port()) + "/");
     auto r = send_and_cancel(io, tr, request, 300ms, opts);
     CHECK(r.result.error == asio::error::operation_aborted);
     CHECK(r.elapsed < 2000ms);
@@ -648,4 +659,52 @@ TEST_CASE("transport: a request queued behind max_in_flight times out by its own
   CHECK(clock_type::now() - start < 1000ms); // did not wait for the first request's 3 s
   CHECK_FALSE(first.has_value());
   CHECK(server.requests_read() == 1); // the queued one was never sent
+}
+
+TEST_CASE("transport: a connect timeout is connect_failed, within the connect timeout, and nothing was sent") {
+  full_backlog_listener listener;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post("http://127.0.0.1:" + std::to_string(listener.port()) + "/");
+  wandura::attempt_options opts;
+  opts.timeout = 5000ms;
+  opts.connect_timeout = 300ms;
+  auto const start = clock_type::now();
+  auto r = run(io, tr.send_attempt(request, opts));
+  auto const elapsed = clock_type::now() - start;
+  CHECK(r.error == errc::connect_failed);
+  CHECK(elapsed >= 290ms);
+  CHECK(elapsed < 1500ms);
+  run_until(io, [&] { return tr.stats().sockets_open == 0; });
+  CHECK(tr.stats().sockets_open == 0);
+}
+
+TEST_CASE("transport: max_connections_per_host caps the connections of concurrent requests") {
+  test_http_server server(server_behaviour::slow_body); // slow enough that the requests overlap
+  server.set_chunk_delay(5ms);
+  asio::io_context io;
+  wandura::transport_options options;
+  options.max_connections_per_host = 2;
+  wandura::transport tr(io.get_executor(), options);
+  auto request = post(server.url());
+  auto ok = run(io, [&]() -> asio::awaitable<int> {
+    auto ex = co_await asio::this_coro::executor;
+    int good = 0;
+    int done = 0;
+    for (int i = 0; i < 8; ++i) {
+      asio::co_spawn(ex, tr.send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
+        good += r.error ? 0 : 1;
+        ++done;
+      });
+    }
+    asio::steady_timer t(ex);
+    for (int i = 0; i < 1000 && done < 8; ++i) {
+      t.expires_after(10ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    co_return good;
+  }());
+  CHECK(ok == 8);
+  CHECK(server.connections_accepted() == 2);
+  CHECK(tr.stats().connections_opened == 2);
 }

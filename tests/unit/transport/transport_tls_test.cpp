@@ -90,35 +90,65 @@ wandura::http_request post(std::string url) {
   return r;
 }
 
-/// Sends `n` requests at once and returns how many got HTTP 200 over `version`.
-asio::awaitable<int> concurrent(wandura::transport& tr, wandura::http_request const& request, int n, int version) {
-  auto ex = co_await asio::this_coro::executor;
-  std::atomic<int> ok{0};
-  std::atomic<int> done{0};
-  std::mutex mutex;
+struct concurrent_result {
+  int ok = 0;    ///< HTTP 200 over the expected HTTP version
+  int reset = 0; ///< connection_reset (libcurl 7.88 HTTP/2 stream error, see below)
+  int other = 0; ///< anything else
   std::string first_failure;
+};
+
+/// Sends `n` requests at once and sorts the outcomes.
+asio::awaitable<concurrent_result> concurrent(wandura::transport& tr, wandura::http_request const& request, int n,
+                                              int version) {
+  auto ex = co_await asio::this_coro::executor;
+  std::mutex mutex;
+  concurrent_result out;
+  int done = 0;
   for (int i = 0; i < n; ++i) {
     asio::co_spawn(ex, tr.send_attempt(request, {}), [&, version](std::exception_ptr, wandura::attempt_result r) {
+      std::lock_guard lock(mutex);
       bool const good = !r.error && r.response.status == 200 && r.response.http_version == version;
-      ok += good ? 1 : 0;
-      if (!good) {
-        std::lock_guard lock(mutex);
-        if (first_failure.empty()) {
-          first_failure = r.error ? r.error.message()
-                                  : "HTTP " + std::to_string(r.response.status) + " version " +
-                                        std::to_string(r.response.http_version);
+      if (good) {
+        ++out.ok;
+      } else {
+        ++(r.error == wandura::errc::connection_reset ? out.reset : out.other);
+        if (out.first_failure.empty()) {
+          out.first_failure = r.error ? r.error.message()
+                                      : "HTTP " + std::to_string(r.response.status) + " version " +
+                                            std::to_string(r.response.http_version);
         }
       }
       ++done;
     });
   }
   asio::steady_timer t(ex);
-  for (int i = 0; i < 3000 && done.load() < n; ++i) {
+  for (int i = 0; i < 3000; ++i) {
+    {
+      std::lock_guard lock(mutex);
+      if (done == n) {
+        break;
+      }
+    }
     t.expires_after(10ms);
     co_await t.async_wait(asio::use_awaitable);
   }
-  UNSCOPED_INFO("first failure: " << first_failure);
-  co_return ok.load();
+  std::lock_guard lock(mutex);
+  co_return out;
+}
+
+/// libcurl before 8.0 now and then fails one stream of many parallel HTTP/2 streams with a stream error before its
+/// headers (curl#4642, fixed by curl#10715 in 8.0); the transport reports it as connection_reset (retryable).
+/// The transport makes it rare (docs/adr/0002); these tests tolerate that many on such a libcurl, and none on 8.x.
+int tolerated_stream_resets() {
+  return curl_version_info(CURLVERSION_NOW)->version_num < 0x080000 ? 2 : 0;
+}
+
+/// All `n` succeeded, allowing for the libcurl 7.88 stream errors above and nothing else.
+void check_all_succeeded(concurrent_result const& r, int n) {
+  INFO("first failure: " << r.first_failure);
+  CHECK(r.other == 0);
+  CHECK(r.ok + r.reset == n);
+  CHECK(r.reset <= tolerated_stream_resets());
 }
 
 } // namespace
@@ -146,21 +176,25 @@ TEST_CASE("transport over TLS: with the CA option it succeeds over HTTP/2 negoti
   CHECK(r.response.headers.find("content-type") == "application/json");
 
   // 32 requests at once are multiplexed on the one TLS connection already open.
-  CHECK(run(io, concurrent(tr, request, 32, 20), 2) == 32);
+  check_all_succeeded(run(io, concurrent(tr, request, 32, 20), 2), 32);
   CHECK(tr.stats().connections_opened == 1);
 }
 
-TEST_CASE("transport over TLS: a certificate for another host name is refused even with the CA") {
+TEST_CASE("transport over TLS: a certificate that does not name the host is refused unless verify_host is off") {
+  // The certificate names localhost and 127.0.0.1; nginx also listens on [::1], which it does not name.
   asio::io_context io;
+  auto request = post("https://[::1]:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/");
   wandura::transport_options options;
   options.ca_bundle = nginx("WANDURA_NGINX_CA");
-  wandura::transport tr(io.get_executor(), options);
-  // The certificate names localhost and 127.0.0.1; 127.0.0.2 is loopback too, but not in it.
-  auto request = post("https://127.0.0.2:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/");
-  auto r = run(io, tr.send_attempt(request, {}));
-  // nginx listens on 127.0.0.1 only, so this is refused before TLS: connect_failed proves the name check is not
-  // what let the other tests pass; turn host verification off and the refusal stays a connect failure.
-  CHECK((r.error == wandura::errc::connect_failed || r.error == wandura::errc::tls_failed));
+  {
+    wandura::transport tr(io.get_executor(), options);
+    CHECK(run(io, tr.send_attempt(request, {})).error == wandura::errc::tls_failed);
+  }
+  options.verify_host = false; // the chain is still verified against the CA
+  wandura::transport relaxed(io.get_executor(), options);
+  auto r = run(io, relaxed.send_attempt(request, {}));
+  REQUIRE_FALSE(r.error);
+  CHECK(r.response.status == 200);
 }
 
 TEST_CASE("transport over TLS: verification switched off accepts the self-signed certificate") {
@@ -184,8 +218,8 @@ TEST_CASE("transport to nginx: HTTP/2 prior knowledge serves plain-HTTP requests
   options.http2_prior_knowledge = true;
   wandura::transport tr(io.get_executor(), options);
   auto request = post("http://127.0.0.1:" + nginx("WANDURA_NGINX_H2C_PORT") + "/");
-  CHECK(run(io, concurrent(tr, request, 64, 20), 2) == 64);
-  CHECK(run(io, concurrent(tr, request, 1, 20)) == 1); // after the others: reuse would happen here
+  check_all_succeeded(run(io, concurrent(tr, request, 64, 20), 2), 64);
+  check_all_succeeded(run(io, concurrent(tr, request, 1, 20)), 1); // after the others: reuse would happen here
   bool const reuse_works = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080000;
   CHECK(tr.stats().connections_opened == (reuse_works ? 1U : 65U));
 }
@@ -219,7 +253,7 @@ TEST_CASE("transport over TLS: destroying it with pooled TLS connections is clea
   options.ca_bundle = nginx("WANDURA_NGINX_CA");
   auto tr = std::make_unique<wandura::transport>(io.get_executor(), options);
   auto request = post("https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/");
-  CHECK(run(io, concurrent(*tr, request, 8, 20)) == 8);
+  check_all_succeeded(run(io, concurrent(*tr, request, 8, 20)), 8);
   CHECK(tr->stats().sockets_open >= 1);
   tr.reset();
   io.restart();
