@@ -377,10 +377,7 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
 asio::awaitable<connection::outcome> connection::send_bad_request(std::string_view why) {
   http_reply r = srv_.svc.error_reply(400, "invalid_request", "Malformed HTTP request: " + std::string(why) + ".");
   srv_.svc.note_response(400);
-  {
-    auto result = co_await send(r, false);
-    co_return result;
-  }
+  co_return co_await send(r, false);
 }
 
 /// After refusing a request, stop sending but keep reading (and discarding) for a while: closing with unread data
@@ -465,10 +462,9 @@ http_reply connection::handle_admin() {
 asio::awaitable<connection::outcome> connection::handle_request() {
   bool keep_alive = req_.keep_alive;
   if (req_.path().starts_with("/_emulator/")) {
-    {
-      auto result = co_await send(handle_admin(), keep_alive);
-      co_return result;
-    }
+    // Named: temporaries inside co_await expressions are where GCC 12's coroutine bugs live.
+    auto reply = handle_admin();
+    co_return co_await send(reply, keep_alive);
   }
   auto& svc = srv_.svc;
   // SPEC §4: a scripted fault answers before authentication and idempotency are looked at.
@@ -480,10 +476,7 @@ asio::awaitable<connection::outcome> connection::handle_request() {
     case fault_kind::status: {
       auto r = svc.fault_reply(*fault, req_);
       svc.note_response(r.status);
-      {
-        auto result = co_await send(r, keep_alive);
-        co_return result;
-      }
+      co_return co_await send(r, keep_alive);
     }
     case fault_kind::drop_after_read: co_return outcome::close;
     case fault_kind::delay: delay = std::chrono::milliseconds(fault->ms); break;
@@ -498,10 +491,7 @@ asio::awaitable<connection::outcome> connection::handle_request() {
     r = svc.error_reply(500, "internal", e.what());
   }
   svc.note_response(r.status);
-  {
-    auto result = co_await deliver(std::move(r), fault, keep_alive);
-    co_return result;
-  }
+  co_return co_await deliver(std::move(r), fault, keep_alive);
 }
 
 /// Writes a reply, damaged as the fault rule says (reset, truncate, garbage, huge, slow_body) or intact.
@@ -517,18 +507,10 @@ asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::opti
     reset_connection();
     co_return outcome::close;
   }
-  case fault_kind::truncate:
-    r.body.resize(r.body.size() / 2);
-    {
-      auto result = co_await send(r, keep_alive);
-      co_return result;
-    }
+  case fault_kind::truncate: r.body.resize(r.body.size() / 2); co_return co_await send(r, keep_alive);
   case fault_kind::garbage:
     r.body = "<html><body>upstream sent garbage \x01\x02\xff }{ ,,, not JSON</body></html>";
-    {
-      auto result = co_await send(r, keep_alive);
-      co_return result;
-    }
+    co_return co_await send(r, keep_alive);
   case fault_kind::huge: {
     // The real body with an extra field of `bytes` filler: valid JSON, larger than a client's cap.
     std::string_view body = r.body;
@@ -576,10 +558,7 @@ asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::opti
     }
     co_return keep_alive ? outcome::keep_open : outcome::close;
   }
-  default: {
-    auto result = co_await send(r, keep_alive);
-    co_return result;
-  }
+  default: co_return co_await send(r, keep_alive);
   }
 }
 

@@ -397,10 +397,7 @@ asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_
     ++requests_[static_cast<std::size_t>(*c)];
   }
   if (is_post) {
-    {
-      auto result = co_await handle_tickets(req, *org, stale_db, delay);
-      co_return result;
-    }
+    co_return co_await handle_tickets(req, *org, stale_db, delay);
   }
   co_await sleep_for(delay);
   co_return handle_get(*c, rest, *org, stale_db);
@@ -537,10 +534,7 @@ asio::awaitable<http_reply> service::handle_tickets(http_request const& req, org
                                                     std::chrono::milliseconds delay) {
   if (!req.has_idempotency_key) {
     bool granted = false;
-    {
-      auto result = co_await execute_batch(req, org, stale_db, delay, granted);
-      co_return result;
-    }
+    co_return co_await execute_batch(req, org, stale_db, delay, granted);
   }
   std::string_view key = req.idempotency_key;
   if (key.empty() || key.size() > 200 || !visible_ascii(key)) {
