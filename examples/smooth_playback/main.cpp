@@ -271,8 +271,10 @@ double warmup_level(demand_curve const& demand, double limit_per_min, double mar
 
 /// Spends the in-process emulator's playback counter down to `left` of its limit with batches of three plays for
 /// throw-away devices (no viewer_ref: nothing reused). Returns the tickets received.
-asio::awaitable<std::uint64_t> warm_up(wandura::client& api, wandura::emulator::server& emu, double limit_per_min,
-                                       double left, std::chrono::steady_clock::time_point emulator_started) {
+/// @throws std::runtime_error when a batch gets no fresh ticket (the counter would never go down).
+asio::awaitable<std::uint64_t> warm_up(wandura::client& api, wandura::emulator::server& emu, catalogue_film film,
+                                       double limit_per_min, double left,
+                                       std::chrono::steady_clock::time_point emulator_started) {
   double const rate = limit_per_min / 60.0;
   auto spent_enough = [&] {
     double const elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - emulator_started).count();
@@ -288,15 +290,23 @@ asio::awaitable<std::uint64_t> warm_up(wandura::client& api, wandura::emulator::
     batch.union_info = "warmup-device-" + std::to_string(batch_no);
     batch.drm_kek = "warmup-kek-" + std::to_string(batch_no);
     ++batch_no;
-    for (std::int32_t ep = 1; ep <= 3; ++ep) {
-      batch.episodes.push_back({"the-heiress-returns", ep, wandura::intent::play});
+    for (std::int32_t ep = 1; ep <= std::min(3, film.episodes); ++ep) {
+      batch.episodes.push_back({film.film_ref, ep, wandura::intent::play});
     }
     auto got = co_await api.issue_tickets(std::move(batch), once);
+    std::uint64_t fresh = 0;
     for (auto const& item : got.items) {
       if (item.outcome == wandura::item_outcome::granted && !item.reused) {
-        ++received;
+        ++fresh;
       }
     }
+    if (fresh == 0) {
+      auto const& first = got.items.front();
+      throw std::runtime_error("warm-up: no ticket granted for " + film.film_ref + ": " +
+                               std::string(wandura::to_string(first.outcome)) + " (status " +
+                               std::to_string(first.status) + " " + first.error_code + ")");
+    }
+    received += fresh;
   }
   co_return received;
 }
@@ -478,7 +488,8 @@ int run(demo_options const& o) {
   std::int64_t external_limit = 0;
   try {
     if (in_process && warmup_left < 1.0) {
-      auto warm = asio::co_spawn(io, warm_up(*api, *emu, limit, warmup_left, emulator_started), asio::use_future);
+      auto warm = asio::co_spawn(io, warm_up(*api, *emu, plan.catalogue.front(), limit, warmup_left, emulator_started),
+                                 asio::use_future);
       s.warmup_tickets = warm.get();
       s.warmup_left = warmup_left;
     }
