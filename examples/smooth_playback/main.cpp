@@ -388,6 +388,13 @@ void print_summary(summary const& s, simulation_result const& r, bool in_process
 int run(demo_options const& o) {
   bool const tty = isatty(fileno(stdout)) != 0;
   bool const in_process = !o.base_url;
+  // Before the run, so that a bad --report-dir does not waste it.
+  std::error_code dir_error;
+  std::filesystem::create_directories(o.report_dir, dir_error);
+  if (dir_error || !std::filesystem::is_directory(o.report_dir)) {
+    throw usage_error("--report-dir: cannot create " + o.report_dir +
+                      (dir_error ? ": " + dir_error.message() : std::string()));
+  }
   auto catalogue = load_catalogue(o);
 
   arrival_profile const profile{o.duration_s, 0.5};
@@ -580,7 +587,6 @@ int run(demo_options const& o) {
     emu->stop();
   }
 
-  std::filesystem::create_directories(o.report_dir);
   auto const json_path = (std::filesystem::path(o.report_dir) / "report.json").string();
   auto const svg_path = (std::filesystem::path(o.report_dir) / "report.svg").string();
   write_report_json(json_path, s, result.samples);
