@@ -15,55 +15,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <curl/curl.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 
 #include "wandura/transport/transport.hpp"
+#include "../common/loopback_bench.hpp"
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using wandura::bench::clock_type;
+using wandura::bench::median;
+using wandura::bench::request_body;
+using wandura::bench::run_result;
 
-std::string const request_body = R"({"viewer_ref":"vr_3b9d0e5a7c1f","device_id":"dev_0a1b2c3d4e5f",)"
-                                 R"("items":[{"film_ref":"film_8f3a2c","episode":1,"intent":"play"}]})";
-
-/// nginx started through the test script; stopped on destruction.
-class nginx_server {
-public:
-  nginx_server() {
-    std::string cmd = std::string(WANDURA_NGINX_SCRIPT) + " start " + WANDURA_BENCH_WORK_DIR + " 1 >/dev/null";
-    if (std::system(cmd.c_str()) != 0) {
-      throw std::runtime_error("could not start nginx via " WANDURA_NGINX_SCRIPT);
-    }
-    std::ifstream in(std::string(WANDURA_BENCH_WORK_DIR) + "/nginx.env");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (auto eq = line.find('='); eq != std::string::npos) {
-        env_[line.substr(0, eq)] = line.substr(eq + 1);
-      }
-    }
-  }
-  nginx_server(nginx_server const&) = delete;
-  nginx_server& operator=(nginx_server const&) = delete;
-  ~nginx_server() {
-    std::string cmd = std::string(WANDURA_NGINX_SCRIPT) + " stop " + WANDURA_BENCH_WORK_DIR;
-    [[maybe_unused]] int rc = std::system(cmd.c_str());
-  }
-  [[nodiscard]] std::string url() const {
-    return "http://127.0.0.1:" + env_.at("WANDURA_NGINX_HTTP_PORT") + "/v1/playback/tickets";
-  }
-
-private:
-  std::map<std::string, std::string> env_;
-};
+using wandura::bench::nginx_server;
+using wandura::bench::run_raw_curl;
 
 long status_kib(char const* field) {
   std::ifstream in("/proc/self/status");
@@ -81,13 +52,6 @@ void reset_peak_rss() {
 }
 
 // --- the transport ---------------------------------------------------------------------------------------------
-
-struct run_result {
-  std::uint64_t ok = 0;
-  std::uint64_t failed = 0;
-  double seconds = 0;
-  [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
-};
 
 run_result run_transport(wandura::transport& tr, asio::io_context& io, wandura::http_request const& request,
                          int concurrency, std::chrono::duration<double> duration) {
@@ -113,85 +77,6 @@ run_result run_transport(wandura::transport& tr, asio::io_context& io, wandura::
   io.run();
   result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   return result;
-}
-
-// --- the plain libcurl loop --------------------------------------------------------------------------------------
-
-struct raw_transfer {
-  CURL* easy = nullptr;
-  std::string body;
-};
-
-std::size_t raw_write(char* data, std::size_t size, std::size_t count, void* userp) {
-  static_cast<raw_transfer*>(userp)->body.append(data, size * count);
-  return size * count;
-}
-
-run_result run_raw(std::string const& url, int concurrency, std::chrono::duration<double> duration) {
-  CURLM* multi = curl_multi_init();
-  curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Authorization: Bearer bench-key");
-  headers = curl_slist_append(headers, "Content-Type: application/json");
-  headers = curl_slist_append(headers, "Expect:");
-  std::vector<raw_transfer> transfers(static_cast<std::size_t>(concurrency));
-  for (auto& t : transfers) {
-    t.easy = curl_easy_init();
-    curl_easy_setopt(t.easy, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, request_body.data());
-    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request_body.size()));
-    curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(t.easy, CURLOPT_WRITEFUNCTION, &raw_write);
-    curl_easy_setopt(t.easy, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
-    curl_easy_setopt(t.easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, 8000L);
-    curl_multi_add_handle(multi, t.easy);
-  }
-  run_result result;
-  auto const start = clock_type::now();
-  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
-  int running = concurrency;
-  while (running > 0) {
-    curl_multi_perform(multi, &running);
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
-      if (msg->msg != CURLMSG_DONE) {
-        continue;
-      }
-      raw_transfer* t = nullptr;
-      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
-      long status = 0;
-      curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
-      if (msg->data.result == CURLE_OK && status == 200 && t->body.size() > 2000) {
-        ++result.ok;
-      } else {
-        ++result.failed;
-      }
-      curl_multi_remove_handle(multi, t->easy);
-      t->body.clear();
-      if (clock_type::now() < end) {
-        curl_multi_add_handle(multi, t->easy);
-        ++running;
-      }
-    }
-    if (running > 0) {
-      curl_multi_poll(multi, nullptr, 0, 100, nullptr);
-    }
-  }
-  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  for (auto& t : transfers) {
-    curl_easy_cleanup(t.easy);
-  }
-  curl_slist_free_all(headers);
-  curl_multi_cleanup(multi);
-  return result;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto const n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 } // namespace
@@ -235,7 +120,7 @@ int main(int argc, char** argv) {
     options.max_connections_per_host = 64; // the raw loop uses the same limit
     wandura::transport tr(io.get_executor(), options);
     if (!only.empty()) {
-      auto r = only == "raw" ? run_raw(request.url, only_concurrency, duration)
+      auto r = only == "raw" ? run_raw_curl(request.url, only_concurrency, duration)
                              : run_transport(tr, io, request, only_concurrency, duration);
       std::printf("%s c=%d: %.0f req/s (%llu failed)\n", only.c_str(), only_concurrency, r.rate(),
                   static_cast<unsigned long long>(r.failed));
@@ -244,7 +129,7 @@ int main(int argc, char** argv) {
     int status = 0;
     for (int concurrency : {1, 16, 64}) {
       run_transport(tr, io, request, concurrency, std::chrono::duration<double>(0.2)); // warm connections
-      run_raw(request.url, concurrency, std::chrono::duration<double>(0.2));
+      run_raw_curl(request.url, concurrency, std::chrono::duration<double>(0.2));
       std::vector<double> transport_rates;
       std::vector<double> raw_rates;
       std::uint64_t failures = 0;
@@ -252,12 +137,12 @@ int main(int argc, char** argv) {
         // Alternate which goes first, so that drift on the shared machine hits both alike.
         if (r % 2 == 0) {
           auto t = run_transport(tr, io, request, concurrency, duration);
-          auto w = run_raw(request.url, concurrency, duration);
+          auto w = run_raw_curl(request.url, concurrency, duration);
           transport_rates.push_back(t.rate());
           raw_rates.push_back(w.rate());
           failures += t.failed + w.failed;
         } else {
-          auto w = run_raw(request.url, concurrency, duration);
+          auto w = run_raw_curl(request.url, concurrency, duration);
           auto t = run_transport(tr, io, request, concurrency, duration);
           transport_rates.push_back(t.rate());
           raw_rates.push_back(w.rate());

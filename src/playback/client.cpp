@@ -78,7 +78,8 @@ struct client::impl {
   impl(std::shared_ptr<http_sender> s, client_options o)
       : options(std::move(o)), sender(std::move(s)), engine(*sender, options.retry),
         store(options.tickets ? options.tickets : std::make_shared<memory_ticket_store>()),
-        base_url(trim_base_url(options.base_url)), authorization("Bearer " + options.api_key) {
+        base_url(trim_base_url(options.base_url)), tickets_url(base_url + std::string(tickets_path)),
+        authorization("Bearer " + options.api_key) {
     if (options.viewer_tickets_per_minute) {
       if (*options.viewer_tickets_per_minute == 0) {
         throw error(errc::invalid_argument, "client: viewer_tickets_per_minute must be > 0");
@@ -108,18 +109,20 @@ struct client::impl {
   }
 
   /// One request of a ticket batch through the retry engine, joining an identical one in flight when allowed.
-  asio::awaitable<detail::joined_result<call_result>> send_tickets(std::string body, call_settings settings) {
-    http_request request = make_request(http_method::post, base_url + std::string(tickets_path), body);
+  asio::awaitable<detail::joined_result<call_result>> send_tickets(std::string const& body,
+                                                                    call_settings const& settings) {
+    http_request request = make_request(http_method::post, tickets_url, body);
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
     if (!options.coalesce || settings.idempotency_key) {
       // A caller-chosen key means "this exact logical call": never merged with another.
-      call_result result = co_await engine.call(std::move(request), std::move(traits), std::move(settings));
+      call_result result = co_await engine.call(std::move(request), std::move(traits), settings);
       co_return detail::joined_result<call_result>{std::move(result), false};
     }
     // The operation is detached from this caller (inflight_table), so it owns copies of what it uses.
     auto start = [eng = &engine, request = std::move(request), traits = std::move(traits),
-                  settings = std::move(settings)]() { return eng->call(request, traits, settings); };
-    auto joined = co_await inflight.run_or_join(std::move(body), std::move(start));
+                  settings]() { return eng->call(request, traits, settings); };
+    std::string key = body;
+    auto joined = co_await inflight.run_or_join(std::move(key), std::move(start));
     co_return joined;
   }
 
@@ -131,6 +134,7 @@ struct client::impl {
   playback_metrics metrics;
   detail::inflight_table<std::string, call_result> inflight;
   std::string base_url;
+  std::string tickets_url;
   std::string authorization;
 };
 

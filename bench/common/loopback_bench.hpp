@@ -1,0 +1,149 @@
+// What the loopback benchmarks share: the nginx they measure against, the plainest libcurl-multi loop as the
+// baseline, and medians. Header-only; each benchmark defines WANDURA_NGINX_SCRIPT and WANDURA_BENCH_WORK_DIR.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <curl/curl.h>
+
+namespace wandura::bench {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The ticket batch both sides post (SPEC §1 shape, ~250 bytes): episode 4 as play, 5 and 6 as prefetch.
+inline std::string const request_body =
+    R"({"episodes":[{"film_ref":"the-heiress-returns","episode_no":4,"intent":"play"},)"
+    R"({"film_ref":"the-heiress-returns","episode_no":5,"intent":"prefetch"},)"
+    R"({"film_ref":"the-heiress-returns","episode_no":6,"intent":"prefetch"}],"union_info":"dev_0a1b2c3d4e5f",)"
+    R"("drm_kek":"kek_3b9d0e5a7c1f"})";
+
+/// nginx on loopback started through tests/support/nginx/nginx.sh (it answers every path with the ~2.3 KB ticket
+/// batch of tests/support/nginx/response.json); stopped on destruction.
+class nginx_server {
+public:
+  explicit nginx_server(int workers = 1) {
+    std::string cmd = std::string(WANDURA_NGINX_SCRIPT) + " start " + WANDURA_BENCH_WORK_DIR + " " +
+                      std::to_string(workers) + " >/dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      throw std::runtime_error("could not start nginx via " WANDURA_NGINX_SCRIPT);
+    }
+    std::ifstream in(std::string(WANDURA_BENCH_WORK_DIR) + "/nginx.env");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (auto eq = line.find('='); eq != std::string::npos) {
+        env_[line.substr(0, eq)] = line.substr(eq + 1);
+      }
+    }
+  }
+  nginx_server(nginx_server const&) = delete;
+  nginx_server& operator=(nginx_server const&) = delete;
+  ~nginx_server() {
+    std::string cmd = std::string(WANDURA_NGINX_SCRIPT) + " stop " + WANDURA_BENCH_WORK_DIR;
+    [[maybe_unused]] int rc = std::system(cmd.c_str());
+  }
+  /// `http://127.0.0.1:PORT` (HTTP/1.1 keep-alive), no trailing slash.
+  [[nodiscard]] std::string base_url() const { return "http://127.0.0.1:" + env_.at("WANDURA_NGINX_HTTP_PORT"); }
+  [[nodiscard]] std::string url() const { return base_url() + "/v1/playback/tickets"; }
+
+private:
+  std::map<std::string, std::string> env_;
+};
+
+struct run_result {
+  std::uint64_t ok = 0;
+  std::uint64_t failed = 0;
+  double seconds = 0;
+  [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
+};
+
+namespace detail {
+struct raw_transfer {
+  CURL* easy = nullptr;
+  std::string body;
+};
+inline std::size_t raw_write(char* data, std::size_t size, std::size_t count, void* userp) {
+  static_cast<raw_transfer*>(userp)->body.append(data, size * count);
+  return size * count;
+}
+} // namespace detail
+
+/// The baseline: `concurrency` easy handles posting `request_body` to `url` with curl_multi_perform +
+/// curl_multi_poll, each re-added as it finishes, for `duration`. A transfer counts as ok when it answered 200 with
+/// at least `min_body` bytes.
+inline run_result run_raw_curl(std::string const& url, int concurrency, std::chrono::duration<double> duration,
+                               std::size_t min_body = 2000) {
+  CURLM* multi = curl_multi_init();
+  curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Authorization: Bearer bench-key");
+  headers = curl_slist_append(headers, "Content-Type: application/json");
+  headers = curl_slist_append(headers, "Expect:");
+  std::vector<detail::raw_transfer> transfers(static_cast<std::size_t>(concurrency));
+  for (auto& t : transfers) {
+    t.easy = curl_easy_init();
+    curl_easy_setopt(t.easy, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, request_body.data());
+    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request_body.size()));
+    curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(t.easy, CURLOPT_WRITEFUNCTION, &detail::raw_write);
+    curl_easy_setopt(t.easy, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
+    curl_easy_setopt(t.easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, 8000L);
+    curl_multi_add_handle(multi, t.easy);
+  }
+  run_result result;
+  auto const start = clock_type::now();
+  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
+  int running = concurrency;
+  while (running > 0) {
+    curl_multi_perform(multi, &running);
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg != CURLMSG_DONE) {
+        continue;
+      }
+      detail::raw_transfer* t = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+      long status = 0;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+      if (msg->data.result == CURLE_OK && status == 200 && t->body.size() >= min_body) {
+        ++result.ok;
+      } else {
+        ++result.failed;
+      }
+      curl_multi_remove_handle(multi, t->easy);
+      t->body.clear();
+      if (clock_type::now() < end) {
+        curl_multi_add_handle(multi, t->easy);
+        ++running;
+      }
+    }
+    if (running > 0) {
+      curl_multi_poll(multi, nullptr, 0, 100, nullptr);
+    }
+  }
+  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  for (auto& t : transfers) {
+    curl_easy_cleanup(t.easy);
+  }
+  curl_slist_free_all(headers);
+  curl_multi_cleanup(multi);
+  return result;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto const n = v.size();
+  return n == 0 ? 0 : (n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+} // namespace wandura::bench

@@ -1,0 +1,155 @@
+// issue_tickets_vs_raw_curl: logical ticket calls per second of `wandura::client::issue_tickets` against the plain
+// libcurl-multi loop (curl_multi_perform + curl_multi_poll) posting the same ~250-byte batch to the same nginx on
+// loopback, which answers every request with a realistic ~2.3 KB batch (two tickets and a shed prefetch,
+// tests/support/nginx/response.json).
+//
+// The client does everything a real call does: validates and writes the body, makes an idempotency key
+// (RAND_bytes), runs the retry engine (budget, hold-off check, attempt timeout), sends through its transport and
+// reads every item with simdjson into typed values. Ticket reuse and coalescing are off, so every call is a request.
+// Both sides run alternately, `rounds` times, `duration` seconds each, one client thread; the ratio is
+// median(client) / median(raw) (higher is better).
+//
+//   bench_issue_tickets [--quick] [--rounds N] [--duration S]
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+
+#include "../common/loopback_bench.hpp"
+#include "wandura/playback/client.hpp"
+#include "wandura/playback/detail/request_writer.hpp"
+
+namespace {
+
+using wandura::bench::clock_type;
+using wandura::bench::median;
+using wandura::bench::run_result;
+
+wandura::ticket_batch bench_batch() {
+  // The same bytes as wandura::bench::request_body (checked in main).
+  wandura::ticket_batch batch;
+  batch.episodes = {{"the-heiress-returns", 4, wandura::intent::play},
+                    {"the-heiress-returns", 5, wandura::intent::prefetch},
+                    {"the-heiress-returns", 6, wandura::intent::prefetch}};
+  batch.union_info = "dev_0a1b2c3d4e5f";
+  batch.drm_kek = "kek_3b9d0e5a7c1f";
+  return batch;
+}
+
+run_result run_client(wandura::client& api, asio::io_context& io, int concurrency,
+                      std::chrono::duration<double> duration) {
+  run_result result;
+  auto const start = clock_type::now();
+  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
+  for (int i = 0; i < concurrency; ++i) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          auto const batch = bench_batch();
+          while (clock_type::now() < end) {
+            try {
+              auto r = co_await api.issue_tickets(batch);
+              bool const good = r.items.size() == 3 && r.items[0].outcome == wandura::item_outcome::granted &&
+                                r.items[2].outcome == wandura::item_outcome::shed;
+              ++(good ? result.ok : result.failed);
+            } catch (wandura::error const&) {
+              ++result.failed;
+            }
+          }
+        },
+        asio::detached);
+  }
+  io.restart();
+  io.run();
+  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  return result;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 11;
+  double seconds = 0.5;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--quick") {
+      rounds = 5;
+      seconds = 0.3;
+    } else if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--duration" && i + 1 < argc) {
+      seconds = std::max(0.1, std::atof(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    std::string written;
+    if (wandura::detail::write_ticket_batch(bench_batch(), written) || written != wandura::bench::request_body) {
+      std::fprintf(stderr, "bench_issue_tickets: the client would not post the baseline's bytes:\n%s\n",
+                   written.c_str());
+      return 1;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    wandura::bench::nginx_server nginx;
+    asio::io_context io;
+    wandura::client_options options;
+    options.base_url = nginx.base_url();
+    options.api_key = "bench-key";
+    options.reuse_tickets = false;
+    options.coalesce = false;
+    options.transport.max_connections_per_host = 64; // the raw loop uses the same limit
+    // Every call is counted in the retry budget; none fails, so the budget never decides anything here.
+    wandura::client api(io.get_executor(), options);
+    std::chrono::duration<double> const duration(seconds);
+
+    int status = 0;
+    for (int concurrency : {1, 16, 64}) {
+      run_client(api, io, concurrency, std::chrono::duration<double>(0.2)); // warm connections
+      wandura::bench::run_raw_curl(nginx.url(), concurrency, std::chrono::duration<double>(0.2));
+      std::vector<double> client_rates;
+      std::vector<double> raw_rates;
+      std::uint64_t failures = 0;
+      for (int r = 0; r < rounds; ++r) {
+        run_result c;
+        run_result w;
+        if (r % 2 == 0) {
+          c = run_client(api, io, concurrency, duration);
+          w = wandura::bench::run_raw_curl(nginx.url(), concurrency, duration);
+        } else {
+          w = wandura::bench::run_raw_curl(nginx.url(), concurrency, duration);
+          c = run_client(api, io, concurrency, duration);
+        }
+        client_rates.push_back(c.rate());
+        raw_rates.push_back(w.rate());
+        failures += c.failed + w.failed;
+      }
+      double const c_med = median(client_rates);
+      double const w_med = median(raw_rates);
+      std::printf("issue_tickets_vs_raw_curl c=%d: ratio=%.2f (issue_tickets %.0f calls/s, raw %.0f req/s, medians "
+                  "of %d alternating %.1f s runs%s)\n",
+                  concurrency, c_med / w_med, c_med, w_med, rounds, seconds,
+                  failures != 0 ? ", SOME REQUESTS FAILED" : "");
+      std::fflush(stdout);
+      if (failures != 0) {
+        status = 1;
+      }
+    }
+    auto const st = api.stats();
+    std::printf("issue_tickets: %llu calls, %llu attempts, %llu retries\n",
+                static_cast<unsigned long long>(st.metrics.requests),
+                static_cast<unsigned long long>(st.metrics.attempts),
+                static_cast<unsigned long long>(st.metrics.retries));
+    return status;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "bench_issue_tickets: %s\n", e.what());
+    return 1;
+  }
+}
