@@ -13,7 +13,8 @@ int run_tickets(std::span<char* const> args);
 /// `wandura config`: the organisation's limits (`GET /v1/config`).
 int run_config(std::span<char* const> args);
 
-/// `wandura emulator`: the in-process emulator as a server, with the flags of `wandura-emulator` (SPEC §4).
+/// `wandura emulator`: the in-process emulator as a server, with the flags of `wandura-emulator` (SPEC §4). Built
+/// only with the emulator library (WANDURA_CLI_EMULATOR).
 int run_emulator(std::span<char* const> args);
 
 } // namespace wandura::cli

@@ -36,7 +36,9 @@ struct command {
 constexpr command commands[] = {
     {"tickets", wandura::cli::run_tickets},
     {"config", wandura::cli::run_config},
+#ifdef WANDURA_CLI_EMULATOR
     {"emulator", wandura::cli::run_emulator},
+#endif
 };
 
 } // namespace
