@@ -146,4 +146,58 @@ inline double median(std::vector<double> v) {
   return n == 0 ? 0 : (n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
 }
 
+/// Medians of `rounds` runs of two sides measured alternately (which goes first alternates too, so that drift on
+/// a shared machine hits both alike), after one short warm-up run of each.
+struct side_by_side {
+  double ours = 0;        ///< median rate of `run_ours`
+  double baseline = 0;    ///< median rate of `run_baseline`
+  std::uint64_t failures = 0;
+  [[nodiscard]] double ratio() const { return baseline > 0 ? ours / baseline : 0; }
+};
+
+/// @param run_ours, run_baseline callables `run_result(std::chrono::duration<double>)`.
+template <class Ours, class Baseline>
+side_by_side measure_alternately(int rounds, std::chrono::duration<double> duration, Ours run_ours,
+                                 Baseline run_baseline) {
+  run_ours(std::chrono::duration<double>(0.2)); // warm connections
+  run_baseline(std::chrono::duration<double>(0.2));
+  std::vector<double> ours;
+  std::vector<double> baseline;
+  side_by_side out;
+  for (int r = 0; r < rounds; ++r) {
+    run_result a;
+    run_result b;
+    if (r % 2 == 0) {
+      a = run_ours(duration);
+      b = run_baseline(duration);
+    } else {
+      b = run_baseline(duration);
+      a = run_ours(duration);
+    }
+    ours.push_back(a.rate());
+    baseline.push_back(b.rate());
+    out.failures += a.failed + b.failed;
+  }
+  out.ours = median(ours);
+  out.baseline = median(baseline);
+  return out;
+}
+
+/// Reads `--quick`, `--rounds N` and `--duration S` at `argv[i]` (advancing `i` past a value); false for anything
+/// else.
+inline bool read_common_arg(int argc, char** argv, int& i, int& rounds, double& seconds) {
+  std::string const a = argv[i];
+  if (a == "--quick") {
+    rounds = 5;
+    seconds = 0.3;
+  } else if (a == "--rounds" && i + 1 < argc) {
+    rounds = std::max(1, std::atoi(argv[++i]));
+  } else if (a == "--duration" && i + 1 < argc) {
+    seconds = std::max(0.1, std::atof(argv[++i]));
+  } else {
+    return false;
+  }
+  return true;
+}
+
 } // namespace wandura::bench

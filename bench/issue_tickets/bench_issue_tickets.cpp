@@ -28,7 +28,6 @@
 namespace {
 
 using wandura::bench::clock_type;
-using wandura::bench::median;
 using wandura::bench::run_result;
 
 wandura::ticket_batch bench_batch() {
@@ -77,15 +76,7 @@ int main(int argc, char** argv) {
   int rounds = 11;
   double seconds = 0.5;
   for (int i = 1; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (a == "--quick") {
-      rounds = 5;
-      seconds = 0.3;
-    } else if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--duration" && i + 1 < argc) {
-      seconds = std::max(0.1, std::atof(argv[++i]));
-    } else {
+    if (!wandura::bench::read_common_arg(argc, argv, i, rounds, seconds)) {
       std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S]\n", argv[0]);
       return 2;
     }
@@ -112,27 +103,12 @@ int main(int argc, char** argv) {
 
     int status = 0;
     for (int concurrency : {1, 16, 64}) {
-      run_client(api, io, concurrency, std::chrono::duration<double>(0.2)); // warm connections
-      wandura::bench::run_raw_curl(nginx.url(), concurrency, std::chrono::duration<double>(0.2));
-      std::vector<double> client_rates;
-      std::vector<double> raw_rates;
-      std::uint64_t failures = 0;
-      for (int r = 0; r < rounds; ++r) {
-        run_result c;
-        run_result w;
-        if (r % 2 == 0) {
-          c = run_client(api, io, concurrency, duration);
-          w = wandura::bench::run_raw_curl(nginx.url(), concurrency, duration);
-        } else {
-          w = wandura::bench::run_raw_curl(nginx.url(), concurrency, duration);
-          c = run_client(api, io, concurrency, duration);
-        }
-        client_rates.push_back(c.rate());
-        raw_rates.push_back(w.rate());
-        failures += c.failed + w.failed;
-      }
-      double const c_med = median(client_rates);
-      double const w_med = median(raw_rates);
+      auto const m = wandura::bench::measure_alternately(
+          rounds, duration, [&](auto d) { return run_client(api, io, concurrency, d); },
+          [&](auto d) { return wandura::bench::run_raw_curl(nginx.url(), concurrency, d); });
+      auto const failures = m.failures;
+      double const c_med = m.ours;
+      double const w_med = m.baseline;
       std::printf("issue_tickets_vs_raw_curl c=%d: ratio=%.2f (issue_tickets %.0f calls/s, raw %.0f req/s, medians "
                   "of %d alternating %.1f s runs%s)\n",
                   concurrency, c_med / w_med, c_med, w_med, rounds, seconds,

@@ -89,19 +89,15 @@ int main(int argc, char** argv) {
   int only_concurrency = 16;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") {
-      rounds = 5;
-      seconds = 0.3;
-    } else if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::max(1, std::atoi(argv[++i]));
+    if (wandura::bench::read_common_arg(argc, argv, i, rounds, seconds)) {
+      continue;
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else if (a == "--concurrency" && i + 1 < argc) {
       only_concurrency = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--duration" && i + 1 < argc) {
-      seconds = std::max(0.1, std::atof(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S] [--only transport|raw --concurrency C]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -128,29 +124,12 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     for (int concurrency : {1, 16, 64}) {
-      run_transport(tr, io, request, concurrency, std::chrono::duration<double>(0.2)); // warm connections
-      run_raw_curl(request.url, concurrency, std::chrono::duration<double>(0.2));
-      std::vector<double> transport_rates;
-      std::vector<double> raw_rates;
-      std::uint64_t failures = 0;
-      for (int r = 0; r < rounds; ++r) {
-        // Alternate which goes first, so that drift on the shared machine hits both alike.
-        if (r % 2 == 0) {
-          auto t = run_transport(tr, io, request, concurrency, duration);
-          auto w = run_raw_curl(request.url, concurrency, duration);
-          transport_rates.push_back(t.rate());
-          raw_rates.push_back(w.rate());
-          failures += t.failed + w.failed;
-        } else {
-          auto w = run_raw_curl(request.url, concurrency, duration);
-          auto t = run_transport(tr, io, request, concurrency, duration);
-          transport_rates.push_back(t.rate());
-          raw_rates.push_back(w.rate());
-          failures += t.failed + w.failed;
-        }
-      }
-      double const t_med = median(transport_rates);
-      double const w_med = median(raw_rates);
+      auto const m = wandura::bench::measure_alternately(
+          rounds, duration, [&](auto d) { return run_transport(tr, io, request, concurrency, d); },
+          [&](auto d) { return run_raw_curl(request.url, concurrency, d); });
+      auto const failures = m.failures;
+      double const t_med = m.ours;
+      double const w_med = m.baseline;
       std::printf("transport_vs_raw_curl c=%d: ratio=%.2f (transport %.0f req/s, raw %.0f req/s, medians of %d "
                   "alternating %.1f s runs%s)\n",
                   concurrency, t_med / w_med, t_med, w_med, rounds, seconds,
