@@ -69,6 +69,12 @@ int main(int argc, char** argv) {
       return wandura::cli::exit_failed;
     }
   }
+#ifndef WANDURA_CLI_EMULATOR
+  if (name == "emulator") {
+    std::fputs("wandura: this build has no emulator (configured with WANDURA_BUILD_EMULATOR=OFF)\n", stderr);
+    return wandura::cli::exit_failed;
+  }
+#endif
   std::fprintf(stderr, "wandura: unknown command \"%.*s\"\n\n%s", static_cast<int>(name.size()), name.data(),
                main_usage);
   return wandura::cli::exit_usage;
