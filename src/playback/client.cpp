@@ -158,7 +158,10 @@ client_stats client::stats() const {
   client_stats s;
   s.engine = impl_->engine.stats();
   s.metrics = impl_->metrics.snapshot();
-  // The engine counts its own budget refusals and hold-off waits; the client counts those of per-item retries.
+  // The engine counts the attempts it sends, the retries it makes, its budget refusals and hold-off waits; the
+  // client counts only those of its per-item retry rounds, so nothing is counted twice.
+  s.metrics.attempts += s.engine.attempts;
+  s.metrics.retries += s.engine.retries;
   s.metrics.budget_denied += s.engine.budget_denied;
   s.metrics.held_off += s.engine.holdoff_waits;
   return s;
@@ -249,13 +252,21 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       (void)detail::write_ticket_batch(sub, body); // validated above as part of the whole batch
     }
 
-    auto joined = co_await self.send_tickets(body, settings);
+    // A request of prefetches only (the play came from the store, or was refused) is not retried unless asked:
+    // a refused prefetch is reported and asked for again as play when the viewer gets there (seed 000).
+    bool const any_play = std::any_of(pending.begin(), pending.end(),
+                                      [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
+    call_settings const* request_settings = &settings;
+    call_settings prefetch_only;
+    if (!any_play && !self.options.retry_prefetch) {
+      prefetch_only = settings;
+      prefetch_only.policy.max_retries = 0;
+      request_settings = &prefetch_only;
+    }
+    auto joined = co_await self.send_tickets(body, *request_settings);
     call_result& sent = joined.value;
     if (joined.coalesced) {
       self.metrics.add_coalesced();
-    } else {
-      self.metrics.add_attempt(static_cast<std::uint64_t>(sent.attempts));
-      self.metrics.add_retry(static_cast<std::uint64_t>(sent.retries));
     }
     result.attempts += joined.coalesced ? 0 : sent.attempts;
 
@@ -457,8 +468,6 @@ asio::awaitable<T> get_typed(retry_engine& engine, playback_metrics& metrics, ht
   call_settings settings = engine.settings_for(options);
   request_traits traits{std::string(counter), false, std::chrono::milliseconds{0}};
   call_result sent = co_await engine.call(std::move(request), std::move(traits), std::move(settings));
-  metrics.add_attempt(static_cast<std::uint64_t>(sent.attempts));
-  metrics.add_retry(static_cast<std::uint64_t>(sent.retries));
   if (!sent.ok()) {
     metrics.add_call_failure();
     throw to_error(sent, operation);

@@ -258,7 +258,9 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
       if (auto raw = result.response.retry_after()) {
         retry_after = parse_retry_after(*raw, result.response.date(), clk.system_now());
       }
-      if (status == 429 && retry_after) {
+      // A 429 that only shed prefetches is not the counter running out: the server still grants plays (seed 001
+      // "Quá tải nhẹ nhàng"), so it must not hold the plays of every other call back.
+      if (status == 429 && retry_after && result.reason != "prefetch_shed") {
         hold_counter(traits.counter, *retry_after); // the server's full value, not the policy's backoff cap
       }
     }

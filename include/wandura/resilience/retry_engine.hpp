@@ -10,7 +10,8 @@
 //      timeout = min(attempt timeout, time left), classify (classify.hpp);
 //   4. on a retryable failure: compute the wait (backoff or `Retry-After`), stop at once if it would end past the
 //      deadline, ask the budget, emit `on_retry` + one WARN line, sleep (cancellable), go to 3;
-//   5. record a 429's `Retry-After` as the counter's hold-off.
+//   5. record a 429's `Retry-After` as the counter's hold-off (not when its body's reason is `prefetch_shed`: the
+//      server then refused prefetches only and still grants plays).
 //
 // It returns the final outcome (`call_result`) and never throws for HTTP statuses, transport errors, deadlines or
 // cancellation; `to_error`/`throw_if_failed` (call_result.hpp) turn a failure into `wandura::error`.

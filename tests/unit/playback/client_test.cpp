@@ -321,3 +321,42 @@ TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
   CHECK(text.find("wandura_") != std::string::npos);
   CHECK(text.find("shed") != std::string::npos);
 }
+
+TEST_CASE("client: a request of prefetches only is not retried and does not hold plays back") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                   granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  (void)h.start(4, 5);
+  // Restarting episode 4 with 6 now unlocked: 4 and 5 come from the store, only 6 is asked for, and shed.
+  // A non-200 batch carries the flat error fields too (SPEC §1); all-shed says reason prefetch_shed.
+  std::string shed = batch_body({refused_item("the-heiress-returns", 6, "prefetch", 429, "rate_limited",
+                                              "prefetch_shed", 2)});
+  shed.insert(1, R"("error":"prefetch paused","error_code":"rate_limited","reason":"prefetch_shed",)");
+  h.fake->push(fake_step::respond(429, shed, {{"Retry-After", "2"}}));
+  auto again = h.start(4, 6);
+  CHECK(h.fake->attempt_count() == 2);
+  CHECK(again.play.reused);
+  REQUIRE(again.prefetch.size() == 2);
+  CHECK(again.prefetch[1].outcome == item_outcome::shed);
+  CHECK(h.warn_lines.empty());
+  // The shed prefetch did not hold the playback counter: the next play goes out at once.
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 9, "play", "t9")})));
+  auto const before = h.clock->now();
+  auto next = h.start(9, 9);
+  CHECK(next.play.outcome == item_outcome::granted);
+  CHECK(h.clock->now() == before);
+}
+
+TEST_CASE("client: attempts and retries are counted once, whether the engine or a per-item round made them") {
+  harness h;
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  h.fake->push(fake_step::respond(
+      200, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 1)})));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto s = h.start(4, 4);
+  CHECK(s.play.outcome == item_outcome::granted);
+  auto const st = h.api->stats();
+  CHECK(st.metrics.attempts == 3);
+  CHECK(st.metrics.retries == 2); // one by the engine (whole 503), one per-item round
+  CHECK(h.warn_lines.size() == 2);
+}
