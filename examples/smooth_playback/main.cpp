@@ -30,7 +30,6 @@
 #include <asio/use_future.hpp>
 
 #include "audience.hpp"
-#include "emulator/catalogue.hpp" // the emulator's demo catalogue (see CMakeLists.txt)
 #include "report.hpp"
 #include "simulation.hpp"
 #include "wandura/emulator/emulator.hpp"
@@ -195,7 +194,7 @@ std::vector<catalogue_film> load_catalogue(demo_options const& o) {
       films.push_back({f.film_ref, static_cast<std::int32_t>(f.episodes)});
     }
   } else {
-    for (auto const& f : wandura::emulator::detail::demo_catalogue()) {
+    for (auto const& f : wandura::emulator::demo_catalogue()) {
       films.push_back({f.film_ref, static_cast<std::int32_t>(f.episodes)});
     }
   }

@@ -72,3 +72,9 @@ std::vector<creative> demo_creatives() {
 }
 
 } // namespace wandura::emulator::detail
+
+namespace wandura::emulator {
+
+std::vector<film> demo_catalogue() { return detail::demo_catalogue(); }
+
+} // namespace wandura::emulator

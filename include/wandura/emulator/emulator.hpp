@@ -141,6 +141,10 @@ struct config {
   std::chrono::milliseconds idle_timeout{60000};
 };
 
+/// The demo catalogue served when `config::films` is empty (SPEC §4): about 50 films of 1-40 episodes each,
+/// `the-heiress-returns` (12 episodes) first. Deterministic: the same on every run, whatever the seed.
+[[nodiscard]] std::vector<film> demo_catalogue();
+
 /// A configuration file, the body of `POST /_emulator/faults` or a command-line value was not acceptable.
 /// `what()` names the offending field, e.g. `orgs[0].limits.playback: expected an unsigned integer`.
 class config_error : public std::invalid_argument {
