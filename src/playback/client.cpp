@@ -215,12 +215,13 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
     std::erase_if(pending, [&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
   }
 
-  // Per-viewer limit (seed 001, trust boundary): plays first, one ticket each, before anything is sent.
+  // Per-viewer limit (seed 001, trust boundary): plays first, one ticket each, before anything is sent. Without a
+  // viewer_ref the device stands for the viewer.
+  std::string_view const who = has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info);
   std::vector<std::size_t> acquired;
   if (self.limiter && !pending.empty()) {
     std::stable_partition(pending.begin(), pending.end(),
                           [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
-    std::string_view const who = has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info);
     std::vector<std::size_t> allowed;
     for (std::size_t const i : pending) {
       auto decision = self.limiter->try_acquire(who, 1);
@@ -237,18 +238,27 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
     pending = std::move(allowed);
   }
 
+  // A call that fails as a whole gives back all the allowance it took: nothing was granted to the viewer.
+  auto fail_call = [&] {
+    self.metrics.add_call_failure();
+    if (self.limiter && !acquired.empty()) {
+      self.limiter->release(who, static_cast<std::uint32_t>(acquired.size()));
+    }
+  };
+
   retry_policy const& policy = settings.policy;
   int item_round = 0;
   while (!pending.empty()) {
-    ticket_batch sub;
-    sub.union_info = batch.union_info;
-    sub.drm_kek = batch.drm_kek;
-    sub.viewer_ref = batch.viewer_ref;
-    sub.episodes.reserve(pending.size());
-    for (std::size_t const i : pending) {
-      sub.episodes.push_back(batch.episodes[i]);
-    }
     if (pending.size() != batch.episodes.size() || item_round > 0) {
+      // Only some items go (the rest came from the store, were limited or deferred, or succeeded already).
+      ticket_batch sub;
+      sub.union_info = batch.union_info;
+      sub.drm_kek = batch.drm_kek;
+      sub.viewer_ref = batch.viewer_ref;
+      sub.episodes.reserve(pending.size());
+      for (std::size_t const i : pending) {
+        sub.episodes.push_back(batch.episodes[i]);
+      }
       (void)detail::write_ticket_batch(sub, body); // validated above as part of the whole batch
     }
 
@@ -271,7 +281,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
     result.attempts += joined.coalesced ? 0 : sent.attempts;
 
     if (sent.stopped == stop_reason::cancelled) {
-      self.metrics.add_call_failure();
+      fail_call();
       throw_cancelled("issue_tickets");
     }
     // Per-item outcomes are read from any response that carries them, a final 429 or 503 included; a response
@@ -283,7 +293,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       if (!ec && !parsed.items.empty()) {
         have_items = true;
       } else if (sent.ok()) {
-        self.metrics.add_call_failure();
+        fail_call();
         throw error(errc::invalid_response, "issue_tickets: " + (ec ? thread_parser().message()
                                                                     : std::string("response has no items")),
                     error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")),
@@ -306,12 +316,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       break;
     }
     if (!have_items) {
-      self.metrics.add_call_failure();
-      for (std::size_t const i : acquired) {
-        self.limiter->release(has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info),
-                              1);
-        (void)i;
-      }
+      fail_call();
       throw to_error(sent, "issue_tickets");
     }
 
@@ -407,7 +412,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
     self.metrics.add_retry();
     auto slept = co_await self.engine.sleep_until(clk.now() + wait_d);
     if (slept) {
-      self.metrics.add_call_failure();
+      fail_call();
       throw_cancelled("issue_tickets");
     }
     pending = std::move(retry_next);
@@ -417,11 +422,10 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
 
   // Allowance taken for tickets that were not freshly granted goes back (refused, shed, reused, never sent).
   if (self.limiter) {
-    std::string_view const who = has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info);
-    for (std::size_t const i : acquired) {
-      if (!is_fresh_grant(result.items[i])) {
-        self.limiter->release(who, 1);
-      }
+    auto const unused = std::count_if(acquired.begin(), acquired.end(),
+                                      [&](std::size_t i) { return !is_fresh_grant(result.items[i]); });
+    if (unused > 0) {
+      self.limiter->release(who, static_cast<std::uint32_t>(unused));
     }
   }
   for (auto const& item : result.items) {

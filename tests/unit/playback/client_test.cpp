@@ -360,3 +360,13 @@ TEST_CASE("client: attempts and retries are counted once, whether the engine or 
   CHECK(st.metrics.retries == 2); // one by the engine (whole 503), one per-item round
   CHECK(h.warn_lines.size() == 2);
 }
+
+TEST_CASE("client: a call that fails as a whole gives the viewer's allowance back") {
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 1;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)")); // truncated
+  CHECK_THROWS_AS(h.start(4, 4), wandura::error);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  CHECK(h.start(4, 4).play.outcome == item_outcome::granted);
+}
