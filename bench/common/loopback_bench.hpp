@@ -149,8 +149,8 @@ inline double median(std::vector<double> v) {
 /// Medians of `rounds` runs of two sides measured alternately (which goes first alternates too, so that drift on
 /// a shared machine hits both alike), after one short warm-up run of each.
 struct side_by_side {
-  double ours = 0;        ///< median rate of `run_ours`
-  double baseline = 0;    ///< median rate of `run_baseline`
+  double ours = 0;     ///< median rate of `run_ours`
+  double baseline = 0; ///< median rate of `run_baseline`
   std::uint64_t failures = 0;
   [[nodiscard]] double ratio() const { return baseline > 0 ? ours / baseline : 0; }
 };

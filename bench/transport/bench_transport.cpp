@@ -23,8 +23,8 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 
-#include "wandura/transport/transport.hpp"
 #include "../common/loopback_bench.hpp"
+#include "wandura/transport/transport.hpp"
 
 namespace {
 

@@ -99,11 +99,11 @@ enum class condition {
 /// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable".
 /// What the server said about a failed call, and how many attempts were made. Carried by `wandura::error`.
 struct error_info {
-  int http_status = 0;       ///< HTTP status of the last response; 0 when none arrived.
-  std::string error_code;    ///< The server's `error_code` string (or numeric code as text); empty when none.
-  std::string reason;        ///< The server's `reason`, e.g. "prefetch_shed"; empty when none.
-  std::string request_id;    ///< The server's `request_id` (body or `X-Request-Id`); empty when none.
-  int attempts = 0;          ///< Attempts made, the first one included; 0 when nothing was sent.
+  int http_status = 0;    ///< HTTP status of the last response; 0 when none arrived.
+  std::string error_code; ///< The server's `error_code` string (or numeric code as text); empty when none.
+  std::string reason;     ///< The server's `reason`, e.g. "prefetch_shed"; empty when none.
+  std::string request_id; ///< The server's `request_id` (body or `X-Request-Id`); empty when none.
+  int attempts = 0;       ///< Attempts made, the first one included; 0 when nothing was sent.
 };
 
 /// The exception every throwing SDK call uses. It carries, besides the error code, what the server said (when it
@@ -132,7 +132,5 @@ private:
 
 } // namespace wandura
 
-template <>
-struct std::is_error_code_enum<wandura::errc> : std::true_type {};
-template <>
-struct std::is_error_condition_enum<wandura::condition> : std::true_type {};
+template <> struct std::is_error_code_enum<wandura::errc> : std::true_type {};
+template <> struct std::is_error_condition_enum<wandura::condition> : std::true_type {};

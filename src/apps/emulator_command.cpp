@@ -5,6 +5,8 @@
 
 namespace wandura::cli {
 
-int run_emulator(std::span<char* const> args) { return wandura::emulator::run_command_line(args, "wandura emulator"); }
+int run_emulator(std::span<char* const> args) {
+  return wandura::emulator::run_command_line(args, "wandura emulator");
+}
 
 } // namespace wandura::cli

@@ -75,6 +75,8 @@ std::vector<creative> demo_creatives() {
 
 namespace wandura::emulator {
 
-std::vector<film> demo_catalogue() { return detail::demo_catalogue(); }
+std::vector<film> demo_catalogue() {
+  return detail::demo_catalogue();
+}
 
 } // namespace wandura::emulator

@@ -44,8 +44,8 @@ void append_path_segment(std::string& out, std::string_view segment) {
   static constexpr char hex[] = "0123456789ABCDEF";
   for (char const c : segment) {
     auto const u = static_cast<unsigned char>(c);
-    bool const unreserved = (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') ||
-                            u == '-' || u == '.' || u == '_' || u == '~';
+    bool const unreserved = (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || u == '-' ||
+                            u == '.' || u == '_' || u == '~';
     if (unreserved) {
       out.push_back(c);
     } else {
@@ -110,7 +110,7 @@ struct client::impl {
 
   /// One request of a ticket batch through the retry engine, joining an identical one in flight when allowed.
   asio::awaitable<detail::joined_result<call_result>> send_tickets(std::string const& body,
-                                                                    call_settings const& settings) {
+                                                                   call_settings const& settings) {
     http_request request = make_request(http_method::post, tickets_url, body);
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
     if (!options.coalesce || settings.idempotency_key) {
@@ -119,8 +119,9 @@ struct client::impl {
       co_return detail::joined_result<call_result>{std::move(result), false};
     }
     // The operation is detached from this caller (inflight_table), so it owns copies of what it uses.
-    auto start = [eng = &engine, request = std::move(request), traits = std::move(traits),
-                  settings]() { return eng->call(request, traits, settings); };
+    auto start = [eng = &engine, request = std::move(request), traits = std::move(traits), settings]() {
+      return eng->call(request, traits, settings);
+    };
     std::string key = body;
     auto joined = co_await inflight.run_or_join(std::move(key), std::move(start));
     co_return joined;
@@ -139,8 +140,8 @@ struct client::impl {
 };
 
 client::client(asio::any_io_executor executor, client_options options)
-    : executor_(executor),
-      impl_(std::make_unique<impl>(std::make_shared<transport>(executor, options.transport), std::move(options))) {}
+    : executor_(std::move(executor)),
+      impl_(std::make_unique<impl>(std::make_shared<transport>(executor_, options.transport), std::move(options))) {}
 
 client::client(std::shared_ptr<http_sender> sender, client_options options)
     : executor_(sender ? sender->get_executor() : asio::any_io_executor{}) {
@@ -152,7 +153,9 @@ client::client(std::shared_ptr<http_sender> sender, client_options options)
 
 client::~client() = default;
 
-retry_engine& client::engine() noexcept { return impl_->engine; }
+retry_engine& client::engine() noexcept {
+  return impl_->engine;
+}
 
 client_stats client::stats() const {
   client_stats s;
@@ -167,7 +170,9 @@ client_stats client::stats() const {
   return s;
 }
 
-std::string client::metrics_text() const { return to_prometheus(stats().metrics); }
+std::string client::metrics_text() const {
+  return to_prometheus(stats().metrics);
+}
 
 asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, call_options options) {
   impl& self = *impl_;
@@ -294,10 +299,11 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
         have_items = true;
       } else if (sent.ok()) {
         fail_call();
-        throw error(errc::invalid_response, "issue_tickets: " + (ec ? thread_parser().message()
-                                                                    : std::string("response has no items")),
-                    error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")),
-                               sent.attempts});
+        throw error(
+            errc::invalid_response,
+            "issue_tickets: " + (ec ? thread_parser().message() : std::string("response has no items")),
+            error_info{
+                sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
       }
     }
     if (!have_items && sent.attempts == 0 && sent.error == errc::rate_limited) {
@@ -416,8 +422,8 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       throw_cancelled("issue_tickets");
     }
     pending = std::move(retry_next);
-    settings.count_request = false;       // one logical call, counted once in the budget
-    settings.idempotency_key.reset();     // each per-item request gets its own automatic key
+    settings.count_request = false;   // one logical call, counted once in the budget
+    settings.idempotency_key.reset(); // each per-item request gets its own automatic key
   }
 
   // Allowance taken for tickets that were not freshly granted goes back (refused, shed, reused, never sent).
@@ -479,9 +485,9 @@ asio::awaitable<T> get_typed(retry_engine& engine, playback_metrics& metrics, ht
   T value{};
   if (auto ec = (thread_parser().*parse)(sent.response.body, value)) {
     metrics.add_call_failure();
-    throw error(ec, std::string(operation) + ": " + thread_parser().message(),
-                error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")),
-                           sent.attempts});
+    throw error(
+        ec, std::string(operation) + ": " + thread_parser().message(),
+        error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
   }
   metrics.observe_latency(std::chrono::steady_clock::now() - started);
   co_return value;
@@ -492,9 +498,9 @@ asio::awaitable<T> get_typed(retry_engine& engine, playback_metrics& metrics, ht
 asio::awaitable<org_config> client::get_config(call_options options) {
   auto request = impl_->make_request(http_method::get, impl_->base_url + "/v1/config", {});
   using parse_fn = std::error_code (detail::response_parser::*)(response_body const&, org_config&);
-  org_config value = co_await get_typed<org_config>(impl_->engine, impl_->metrics, std::move(request), "config",
-                                                    options, static_cast<parse_fn>(&detail::response_parser::parse_org_config),
-                                                    "get_config");
+  org_config value =
+      co_await get_typed<org_config>(impl_->engine, impl_->metrics, std::move(request), "config", options,
+                                     static_cast<parse_fn>(&detail::response_parser::parse_org_config), "get_config");
   co_return value;
 }
 
@@ -514,10 +520,9 @@ asio::awaitable<film> client::get_film(std::string film_ref, call_options option
 asio::awaitable<std::vector<video>> client::list_videos(call_options options) {
   auto request = impl_->make_request(http_method::get, impl_->base_url + "/v1/videos", {});
   using parse_fn = std::error_code (detail::response_parser::*)(response_body const&, std::vector<video>&);
-  auto value = co_await get_typed<std::vector<video>>(impl_->engine, impl_->metrics, std::move(request), "videos",
-                                                      options,
-                                                      static_cast<parse_fn>(&detail::response_parser::parse_videos),
-                                                      "list_videos");
+  auto value = co_await get_typed<std::vector<video>>(
+      impl_->engine, impl_->metrics, std::move(request), "videos", options,
+      static_cast<parse_fn>(&detail::response_parser::parse_videos), "list_videos");
   co_return value;
 }
 

@@ -61,8 +61,7 @@ struct live {
   live(live const&) = delete;
   live& operator=(live const&) = delete;
 
-  template <typename T>
-  T wait(asio::awaitable<T> op) {
+  template <typename T> T wait(asio::awaitable<T> op) {
     auto f = asio::co_spawn(io, std::move(op), asio::use_future);
     REQUIRE(f.wait_for(60s) == std::future_status::ready);
     return f.get();
@@ -192,8 +191,8 @@ TEST_CASE("client and emulator: a reset mid-body is retried under the same key a
   CHECK(s.play.outcome == item_outcome::granted);
   CHECK(s.requests == 2);
   auto const st = t.emu->stats();
-  CHECK(st.tickets_counted == 3);        // executed once, by the first attempt
-  CHECK(st.idempotent_replays == 1);     // the retry got the stored result
+  CHECK(st.tickets_counted == 3);    // executed once, by the first attempt
+  CHECK(st.idempotent_replays == 1); // the retry got the stored result
 }
 
 TEST_CASE("client and emulator: a first attempt slower than the attempt timeout still counts each ticket once") {

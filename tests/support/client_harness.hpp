@@ -20,7 +20,6 @@ namespace client_harness {
 
 using wandura::testing::fake_step;
 
-
 inline std::string granted_item(std::string_view film, int episode, std::string_view intent, std::string_view id,
                                 bool reused = false, std::string_view expires_at = "2099-01-01T00:00:00Z") {
   return std::string(R"({"film_ref":")") + std::string(film) + R"(","episode_no":)" + std::to_string(episode) +
@@ -31,10 +30,10 @@ inline std::string granted_item(std::string_view film, int episode, std::string_
 }
 
 inline std::string refused_item(std::string_view film, int episode, std::string_view intent, int status,
-                         std::string_view code, std::string_view reason = {}, int retry_after = -1) {
-  std::string s = std::string(R"({"film_ref":")") + std::string(film) + R"(","episode_no":)" +
-                  std::to_string(episode) + R"(,"intent":")" + std::string(intent) + R"(","status":)" +
-                  std::to_string(status) + R"(,"error_code":")" + std::string(code) + '"';
+                                std::string_view code, std::string_view reason = {}, int retry_after = -1) {
+  std::string s = std::string(R"({"film_ref":")") + std::string(film) + R"(","episode_no":)" + std::to_string(episode) +
+                  R"(,"intent":")" + std::string(intent) + R"(","status":)" + std::to_string(status) +
+                  R"(,"error_code":")" + std::string(code) + '"';
   if (!reason.empty()) {
     s += R"(,"reason":")" + std::string(reason) + '"';
   }
@@ -85,8 +84,7 @@ struct harness {
     api = std::make_unique<wandura::client>(fake, std::move(options));
   }
 
-  template <typename T>
-  T run(asio::awaitable<T> op) {
+  template <typename T> T run(asio::awaitable<T> op) {
     std::optional<T> out;
     std::exception_ptr failure;
     bool done = false;

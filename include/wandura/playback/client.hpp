@@ -161,10 +161,9 @@ public:
   template <typename CompletionToken>
   auto async_start_episode(viewer who, std::string film_ref, std::int32_t episode_no, std::int32_t unlocked_through,
                            call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_,
-                          start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through,
-                                        std::move(options)),
-                          std::forward<CompletionToken>(token));
+    return asio::co_spawn(
+        executor_, start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through, std::move(options)),
+        std::forward<CompletionToken>(token));
   }
 
   /// Counters: requests, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.

@@ -37,13 +37,14 @@ TEST_CASE("seed 000 checklist 1: starting an episode sends one request, play for
   CHECK(s.prefetch.size() == 1);
 }
 
-TEST_CASE("seed 000 checklist 2: tickets are reused per viewer, device, episode and intent, until 5 min before expiry") {
+TEST_CASE(
+    "seed 000 checklist 2: tickets are reused per viewer, device, episode and intent, until 5 min before expiry") {
   harness h;
   h.fake->set_default(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
   (void)h.start(4, 0);
-  CHECK(h.start(4, 0).play.reused);              // same viewer, device, episode, intent
+  CHECK(h.start(4, 0).play.reused); // same viewer, device, episode, intent
   CHECK(h.fake->attempt_count() == 1);
-  (void)h.start(4, 0, "another-device");         // never across devices
+  (void)h.start(4, 0, "another-device"); // never across devices
   CHECK(h.fake->attempt_count() == 2);
 
   // A ticket with 4 minutes left is inside the 5-minute margin: never reused.
@@ -73,7 +74,7 @@ TEST_CASE("seed 000 checklist 4: 429 and 503 wait Retry-After plus jitter; witho
   CHECK(s.play.outcome == item_outcome::granted);
   REQUIRE(h.warn_lines.size() == 2);
   CHECK(h.warn_lines[0] == "retry 1/3 in 2500 ms: HTTP 503 code=service_unavailable"); // 2 s + 0.5 * 1 s
-  CHECK(h.warn_lines[1] == "retry 2/3 in 500 ms: HTTP 429 code=rate_limited");        // 0.5 * min(8 s, 500 ms * 2)
+  CHECK(h.warn_lines[1] == "retry 2/3 in 500 ms: HTTP 429 code=rate_limited");         // 0.5 * min(8 s, 500 ms * 2)
 }
 
 TEST_CASE("seed 000 checklist 5: at most 3 retries for an interactive request, and the 10 % budget") {

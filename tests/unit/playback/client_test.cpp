@@ -23,7 +23,6 @@ using wandura::item_outcome;
 using wandura::testing::fake_step;
 using namespace client_harness;
 
-
 TEST_CASE("client: start_episode asks for N as play and N+1, N+2 as prefetch in one request") {
   harness h;
   h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
@@ -35,9 +34,9 @@ TEST_CASE("client: start_episode asks for N as play and N+1, N+2 as prefetch in 
   CHECK(seen.request.url == "http://127.0.0.1:1/v1/playback/tickets");
   CHECK(seen.header("Authorization") == "Bearer test-key");
   CHECK(seen.header("Idempotency-Key").size() == 32);
-  CHECK(sent_episodes(seen.request.body) ==
-        std::vector<std::string>{"the-heiress-returns/4/play", "the-heiress-returns/5/prefetch",
-                                 "the-heiress-returns/6/prefetch"});
+  CHECK(sent_episodes(seen.request.body) == std::vector<std::string>{"the-heiress-returns/4/play",
+                                                                     "the-heiress-returns/5/prefetch",
+                                                                     "the-heiress-returns/6/prefetch"});
   CHECK(s.play.outcome == item_outcome::granted);
   REQUIRE(s.play.ticket);
   CHECK(s.play.ticket->ticket_id == "t4");
@@ -329,8 +328,8 @@ TEST_CASE("client: a request of prefetches only is not retried and does not hold
   (void)h.start(4, 5);
   // Restarting episode 4 with 6 now unlocked: 4 and 5 come from the store, only 6 is asked for, and shed.
   // A non-200 batch carries the flat error fields too (SPEC §1); all-shed says reason prefetch_shed.
-  std::string shed = batch_body({refused_item("the-heiress-returns", 6, "prefetch", 429, "rate_limited",
-                                              "prefetch_shed", 2)});
+  std::string shed =
+      batch_body({refused_item("the-heiress-returns", 6, "prefetch", 429, "rate_limited", "prefetch_shed", 2)});
   shed.insert(1, R"("error":"prefetch paused","error_code":"rate_limited","reason":"prefetch_shed",)");
   h.fake->push(fake_step::respond(429, shed, {{"Retry-After", "2"}}));
   auto again = h.start(4, 6);

@@ -750,8 +750,8 @@ TEST_CASE("hold-off: a 429 that only shed prefetches does not hold the counter")
   harness h;
   call_options no_retries;
   no_retries.disable_retries = true;
-  h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited","reason":"prefetch_shed"})",
-                                 {{"Retry-After", "2"}}));
+  h.fake.push(
+      fake_step::respond(429, R"({"error_code":"rate_limited","reason":"prefetch_shed"})", {{"Retry-After", "2"}}));
   h.run(post(), writes(), no_retries);
   CHECK(h.engine->holdoffs().held_until("playback") <= h.clock->now());
   h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "2"}}));
