@@ -9,7 +9,7 @@
 // Both sides run alternately, `rounds` times, `duration` seconds each, one client thread; the ratio is
 // median(client) / median(raw) (higher is better).
 //
-//   bench_issue_tickets [--quick] [--rounds N] [--duration S]
+//   bench_issue_tickets [--quick] [--rounds N] [--duration S] [--only client|raw --concurrency C]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -75,9 +75,20 @@ run_result run_client(wandura::client& api, asio::io_context& io, int concurrenc
 int main(int argc, char** argv) {
   int rounds = 11;
   double seconds = 0.5;
+  std::string only;
+  int only_concurrency = 64;
   for (int i = 1; i < argc; ++i) {
-    if (!wandura::bench::read_common_arg(argc, argv, i, rounds, seconds)) {
-      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S]\n", argv[0]);
+    std::string const a = argv[i];
+    if (wandura::bench::read_common_arg(argc, argv, i, rounds, seconds)) {
+      continue;
+    }
+    if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (a == "--concurrency" && i + 1 < argc) {
+      only_concurrency = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S] [--only client|raw --concurrency C]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -101,6 +112,13 @@ int main(int argc, char** argv) {
     wandura::client api(io.get_executor(), options);
     std::chrono::duration<double> const duration(seconds);
 
+    if (!only.empty()) { // one side alone, for profiling (perf, strace -c)
+      auto r = only == "raw" ? wandura::bench::run_raw_curl(nginx.url(), only_concurrency, duration)
+                             : run_client(api, io, only_concurrency, duration);
+      std::printf("%s c=%d: %.0f req/s (%llu failed)\n", only.c_str(), only_concurrency, r.rate(),
+                  static_cast<unsigned long long>(r.failed));
+      return 0;
+    }
     int status = 0;
     for (int concurrency : {1, 16, 64}) {
       auto const m = wandura::bench::measure_alternately(
