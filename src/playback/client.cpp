@@ -253,6 +253,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
 
   retry_policy const& policy = settings.policy;
   int item_round = 0;
+  int retries_done = 0; // by the engine and by per-item rounds together: at most policy.max_retries in the call
   while (!pending.empty()) {
     if (pending.size() != batch.episodes.size() || item_round > 0) {
       // Only some items go (the rest came from the store, were limited or deferred, or succeeded already).
@@ -284,6 +285,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       self.metrics.add_coalesced();
     }
     result.attempts += joined.coalesced ? 0 : sent.attempts;
+    retries_done += sent.retries;
 
     if (sent.stopped == stop_reason::cancelled) {
       fail_call();
@@ -383,19 +385,22 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
         }
       }
     }
-    if (retry_next.empty()) {
+    // Only after a 2xx: a final 429 or 503 means the engine already stopped retrying (exhausted, budget, deadline).
+    if (retry_next.empty() || !sent.ok()) {
       break;
     }
-    // Retry the needed items alone, in a new request with its own key, within the same deadline and budget.
+    // Retry the needed items alone, in a new request with its own key, within the same deadline, budget and
+    // number of retries.
     ++item_round;
-    if (item_round > policy.max_retries) {
+    int const retry = retries_done + 1;
+    if (retry > policy.max_retries) {
       break;
     }
     std::optional<std::chrono::milliseconds> item_retry_after;
     if (longest_retry_after && longest_retry_after->count() > 0) {
       item_retry_after = longest_retry_after;
     }
-    backoff_delay const wait = self.engine.next_delay(policy, item_round, item_retry_after);
+    backoff_delay const wait = self.engine.next_delay(policy, retry, item_retry_after);
     auto const wait_d = std::chrono::duration_cast<clock::duration>(wait.delay);
     if (!self.engine.fits_deadline(settings, wait_d)) {
       break;
@@ -406,7 +411,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       break;
     }
     retry_event event;
-    event.retry = item_round;
+    event.retry = retry;
     event.max_retries = policy.max_retries;
     event.delay = std::chrono::round<std::chrono::milliseconds>(wait.delay);
     event.source = wait.source;
@@ -422,6 +427,8 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       throw_cancelled("issue_tickets");
     }
     pending = std::move(retry_next);
+    retries_done = retry;
+    settings.retries_done = retries_done;
     settings.count_request = false;   // one logical call, counted once in the budget
     settings.idempotency_key.reset(); // each per-item request gets its own automatic key
   }

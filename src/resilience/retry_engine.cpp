@@ -181,6 +181,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
 
   auto const attempt_limit = std::max(settings.attempt_timeout, traits.attempt_timeout_floor);
   int const max_retries = std::max(settings.policy.max_retries, 0);
+  int const retries_before = std::max(settings.retries_done, 0); // made by earlier requests of the same call
 
   for (int attempt = 1;; ++attempt) {
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
@@ -279,10 +280,11 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
       result.note = "the attempt used the time left";
       co_return finish(stop_reason::deadline_exceeded);
     }
-    if (attempt > max_retries) {
+    int const retry = retries_before + attempt; // the number of the retry this would be, 1-based, in the call
+    if (retry > max_retries) {
       co_return finish(stop_reason::retries_exhausted);
     }
-    auto const delay = next_delay(settings.policy, attempt, retry_after);
+    auto const delay = next_delay(settings.policy, retry, retry_after);
     auto const wait = to_clock_duration(delay.delay);
     // The next attempt starts after the backoff and after the counter's hold-off (a Retry-After above the policy's
     // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
@@ -302,7 +304,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     counters_.retries.fetch_add(1, std::memory_order_relaxed);
 
     retry_event event;
-    event.retry = attempt;
+    event.retry = retry;
     event.max_retries = max_retries;
     event.delay = std::chrono::round<std::chrono::milliseconds>(wait);
     event.source = delay.source;

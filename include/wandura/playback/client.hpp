@@ -112,10 +112,11 @@ public:
   ///
   /// Items answered from the ticket store or refused by the per-viewer limit are not sent. The rest go in one
   /// request; an identical request already in flight is joined instead (`coalesce`). The whole request is retried by
-  /// the retry engine (429, 5xx, network errors; `Retry-After`; budget; deadline); after a 200, failed items that
+  /// the retry engine (429, 5xx, network errors; `Retry-After`; budget; deadline); after a 2xx, failed items that
   /// are needed (play, and prefetch when `retry_prefetch`) and retryable (`rate_limited`, `unavailable`) are retried
   /// alone, in a new request with a new idempotency key, after their own `retry_after` plus jitter, within the same
-  /// deadline and budget. Fresh tickets are stored for reuse.
+  /// deadline and budget. Whole-request and per-item retries share the policy's `max_retries`: a call makes at most
+  /// `max_retries + 1` attempts in all. Fresh tickets are stored for reuse.
   ///
   /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
   ///          error; one item's failure never affects another's.

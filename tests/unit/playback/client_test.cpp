@@ -369,3 +369,29 @@ TEST_CASE("client: a call that fails as a whole gives the viewer's allowance bac
   h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
   CHECK(h.start(4, 4).play.outcome == item_outcome::granted);
 }
+
+TEST_CASE("client: whole-request and per-item retries share one count: at most max_retries + 1 attempts") {
+  harness h; // INTERACTIVE: 3 retries
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  h.fake->set_default(fake_step::respond(
+      200, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 1),
+                       granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto s = h.start(4, 5);
+  CHECK(h.fake->attempt_count() == 4);
+  CHECK(s.play.outcome == item_outcome::unavailable);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  REQUIRE(h.warn_lines.size() == 3);
+  CHECK(h.warn_lines[0].rfind("retry 1/3 ", 0) == 0);
+  CHECK(h.warn_lines[1].rfind("retry 2/3 ", 0) == 0);
+  CHECK(h.warn_lines[2].rfind("retry 3/3 ", 0) == 0);
+}
+
+TEST_CASE("client: a final 503 with items is reported as it is, without per-item retries after it") {
+  harness h;
+  h.fake->set_default(fake_step::respond(
+      503, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 1)})));
+  auto s = h.start(4, 4);
+  CHECK(h.fake->attempt_count() == 4); // the engine's 3 retries, then nothing more
+  CHECK(s.play.outcome == item_outcome::unavailable);
+}

@@ -758,3 +758,21 @@ TEST_CASE("hold-off: a 429 that only shed prefetches does not hold the counter")
   h.run(post(), writes(), no_retries);
   CHECK(h.engine->holdoffs().held_until("playback") - h.clock->now() == 2000ms);
 }
+
+TEST_CASE("retry loop: retries made by earlier requests of the same call count against max_retries") {
+  harness h; // INTERACTIVE: 3 retries
+  h.fake.set_default(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  auto settings = h.engine->settings_for({});
+  settings.retries_done = 2;
+  std::optional<call_result> out;
+  asio::co_spawn(h.io, h.engine->call(post(), writes(), settings), [&](std::exception_ptr e, call_result r) {
+    REQUIRE_FALSE(e);
+    out = std::move(r);
+  });
+  h.drive(out);
+  REQUIRE(out);
+  CHECK(out->stopped == stop_reason::retries_exhausted);
+  CHECK(out->attempts == 2);
+  REQUIRE(h.lines.size() == 1);
+  CHECK(h.lines[0].rfind("retry 3/3 ", 0) == 0);
+}
