@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <exception>
 #include <span>
+
+#include "wandura/error.hpp"
 #include <string_view>
 
 #include "apps/cli.hpp"
@@ -64,6 +66,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "wandura %.*s: %s\nRun \"wandura %.*s --help\" for its options.\n",
                    static_cast<int>(name.size()), name.data(), e.what(), static_cast<int>(name.size()), name.data());
       return wandura::cli::exit_usage;
+    } catch (wandura::error const& e) {
+      // The SDK refused an argument before sending anything (a base URL that is not http(s), ...): a usage error.
+      bool const usage = e.code() == wandura::errc::invalid_argument;
+      std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(name.size()), name.data(), e.what());
+      return usage ? wandura::cli::exit_usage : wandura::cli::exit_failed;
     } catch (std::exception const& e) {
       std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(name.size()), name.data(), e.what());
       return wandura::cli::exit_failed;

@@ -264,6 +264,9 @@ int run_tickets(std::span<char* const> args) {
       if (e.code() == make_error_code(errc::invalid_idempotency_key)) {
         throw usage_error(std::string("--idempotency-key: ") + e.what());
       }
+      if (e.code() == make_error_code(errc::invalid_argument)) { // refused before sending: a bad flag value
+        throw usage_error(e.what());
+      }
       print_error("tickets", e, a.json);
       return exit_failed;
     }

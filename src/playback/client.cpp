@@ -32,11 +32,29 @@ detail::response_parser& thread_parser() {
   return parser;
 }
 
-std::string trim_base_url(std::string url) {
+// The base URL without trailing slashes; refuses anything that is not http(s)://host[...] before any request.
+std::string checked_base_url(std::string url) {
   while (!url.empty() && url.back() == '/') {
     url.pop_back();
   }
+  std::string_view const v(url);
+  std::size_t const scheme_end = v.starts_with("https://") ? 8 : v.starts_with("http://") ? 7 : 0;
+  bool const has_host = scheme_end != 0 && v.size() > scheme_end && v[scheme_end] != '/' && v[scheme_end] != ':';
+  bool const clean = v.find_first_of(" \t\r\n") == std::string_view::npos;
+  if (!has_host || !clean) {
+    throw error(errc::invalid_argument,
+                "client: base_url must be an http:// or https:// URL with a host, got \"" + url + "\"");
+  }
   return url;
+}
+
+// A 2xx whose body is not the documented JSON: says so, with the status and the parser's words.
+error invalid_body(std::string_view operation, call_result const& sent, std::string_view what) {
+  return error(
+      errc::invalid_response,
+      std::string(operation) + ": invalid response body (HTTP " + std::to_string(sent.response.status) +
+          "): " + std::string(what),
+      error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
 }
 
 // Percent-encodes a path segment (RFC 3986 unreserved characters pass through).
@@ -78,7 +96,7 @@ struct client::impl {
   impl(std::shared_ptr<http_sender> s, client_options o)
       : options(std::move(o)), sender(std::move(s)), engine(*sender, options.retry),
         store(options.tickets ? options.tickets : std::make_shared<memory_ticket_store>()),
-        base_url(trim_base_url(options.base_url)), tickets_url(base_url + std::string(tickets_path)),
+        base_url(checked_base_url(options.base_url)), tickets_url(base_url + std::string(tickets_path)),
         authorization("Bearer " + options.api_key) {
     if (options.viewer_tickets_per_minute) {
       if (*options.viewer_tickets_per_minute == 0) {
@@ -301,11 +319,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
         have_items = true;
       } else if (sent.ok()) {
         fail_call();
-        throw error(
-            errc::invalid_response,
-            "issue_tickets: " + (ec ? thread_parser().message() : std::string("response has no items")),
-            error_info{
-                sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
+        throw invalid_body("issue_tickets", sent, ec ? thread_parser().message() : std::string("no items"));
       }
     }
     if (!have_items && sent.attempts == 0 && sent.error == errc::rate_limited) {
@@ -492,9 +506,7 @@ asio::awaitable<T> get_typed(retry_engine& engine, playback_metrics& metrics, ht
   T value{};
   if (auto ec = (thread_parser().*parse)(sent.response.body, value)) {
     metrics.add_call_failure();
-    throw error(
-        ec, std::string(operation) + ": " + thread_parser().message(),
-        error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
+    throw invalid_body(operation, sent, thread_parser().message());
   }
   metrics.observe_latency(std::chrono::steady_clock::now() - started);
   co_return value;

@@ -105,6 +105,11 @@ run tickets --film the-heiress-returns --episode 1 --idempotency-key "has space"
 expect_rc 2 "invalid idempotency key"
 run tickets --film the-heiress-returns --episode 1 --policy eager
 expect_rc 2 "unknown policy"
+run tickets --film the-heiress-returns --episode 1 --base-url ftp://127.0.0.1:1
+expect_rc 2 "base URL that is not http(s)"
+expect_err "base_url must be an http"
+run tickets --film $'\xff' --episode 1
+expect_rc 2 "film that is not UTF-8"
 run frobnicate
 expect_rc 2 "unknown command"
 run emulator

@@ -38,7 +38,8 @@ namespace wandura {
 /// Options of one client. Per-call `call_options` override the retry settings here (docs/adr/0003).
 struct client_options {
   /// Where the API lives, e.g. "https://api.wandura.example" or the emulator's "http://127.0.0.1:8787". A trailing
-  /// slash is ignored.
+  /// slash is ignored. Anything but an `http://` or `https://` URL with a host is refused by the constructor
+  /// (`errc::invalid_argument`).
   std::string base_url = "http://127.0.0.1:8787";
   /// The organisation's API key, sent as `Authorization: Bearer <api_key>`.
   std::string api_key;
@@ -101,6 +102,8 @@ class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may
   /// be run by several threads.
+  /// @throws wandura::error `errc::invalid_argument` for a `base_url` that is not http(s), or a zero
+  ///         `viewer_tickets_per_minute`.
   client(asio::any_io_executor executor, client_options options);
   /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.
   client(std::shared_ptr<http_sender> sender, client_options options);
@@ -165,6 +168,31 @@ public:
     return asio::co_spawn(
         executor_, start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through, std::move(options)),
         std::forward<CompletionToken>(token));
+  }
+
+  /// `get_config` for any completion token; signature `void(std::exception_ptr, org_config)`.
+  template <typename CompletionToken> auto async_get_config(call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_, get_config(std::move(options)), std::forward<CompletionToken>(token));
+  }
+  /// `get_film` for any completion token; signature `void(std::exception_ptr, film)`.
+  template <typename CompletionToken>
+  auto async_get_film(std::string film_ref, call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_, get_film(std::move(film_ref), std::move(options)),
+                          std::forward<CompletionToken>(token));
+  }
+  /// `list_videos` for any completion token; signature `void(std::exception_ptr, std::vector<video>)`.
+  template <typename CompletionToken> auto async_list_videos(call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_, list_videos(std::move(options)), std::forward<CompletionToken>(token));
+  }
+  /// `get_video` for any completion token; signature `void(std::exception_ptr, video)`.
+  template <typename CompletionToken>
+  auto async_get_video(std::string video_ref, call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_, get_video(std::move(video_ref), std::move(options)),
+                          std::forward<CompletionToken>(token));
+  }
+  /// `list_creatives` for any completion token; signature `void(std::exception_ptr, std::vector<creative>)`.
+  template <typename CompletionToken> auto async_list_creatives(call_options options, CompletionToken&& token) {
+    return asio::co_spawn(executor_, list_creatives(std::move(options)), std::forward<CompletionToken>(token));
   }
 
   /// Counters: requests, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.

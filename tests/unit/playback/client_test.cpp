@@ -395,3 +395,35 @@ TEST_CASE("client: a final 503 with items is reported as it is, without per-item
   CHECK(h.fake->attempt_count() == 4); // the engine's 3 retries, then nothing more
   CHECK(s.play.outcome == item_outcome::unavailable);
 }
+
+TEST_CASE("client: a base_url that is not http(s) with a host is refused when the client is made") {
+  asio::io_context io;
+  wandura::testing::manual_clock clock;
+  auto fake = std::make_shared<wandura::testing::fake_transport>(io.get_executor(), clock);
+  for (char const* bad : {"ftp://127.0.0.1:1", "not-a-url", "http://", "http:///v1", "http://127.0.0.1:1 x", ""}) {
+    wandura::client_options options;
+    options.base_url = bad;
+    try {
+      wandura::client api(fake, options);
+      FAIL("accepted " << bad);
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+    }
+  }
+  wandura::client_options ok;
+  ok.base_url = "https://api.wandura.example/";
+  CHECK_NOTHROW(wandura::client(fake, ok));
+}
+
+TEST_CASE("client: an unreadable 200 body names the status and what was wrong") {
+  harness h;
+  h.fake->push(fake_step::respond(200, "\xff\xfe not json"));
+  try {
+    (void)h.start(4, 4);
+    FAIL("expected invalid_response");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_response);
+    CHECK(std::string(e.what()).rfind("issue_tickets: invalid response body (HTTP 200): ", 0) == 0);
+    CHECK(e.attempts() == 1);
+  }
+}
