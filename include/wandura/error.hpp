@@ -92,11 +92,6 @@ enum class condition {
 /// The short stable name of a code, e.g. "connect_failed"; "unknown" for values outside the enum.
 [[nodiscard]] std::string_view to_string(errc e) noexcept;
 
-/// The exception every throwing SDK call uses. It carries, besides the error code, what the server said (when it
-/// answered) and how many attempts were made, so that a log line needs nothing else.
-///
-/// `what()` says where and why the call stopped, for example
-/// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable".
 /// What the server said about a failed call, and how many attempts were made. Carried by `wandura::error`.
 struct error_info {
   int http_status = 0;    ///< HTTP status of the last response; 0 when none arrived.
@@ -111,6 +106,9 @@ struct error_info {
 ///
 /// `what()` says where and why the call stopped, for example
 /// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable".
+///
+/// @par Thread safety
+/// Immutable after construction; safe to read from any thread.
 class error : public std::system_error {
 public:
   error(std::error_code code, std::string const& message, error_info info = {});
