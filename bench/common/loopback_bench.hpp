@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
 #include <curl/curl.h>
 
 namespace wandura::bench {
@@ -63,6 +67,31 @@ struct run_result {
   double seconds = 0;
   [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
 };
+
+/// Runs `concurrency` coroutines on `io` (one thread: this one), each awaiting `one_request()` (an
+/// `asio::awaitable<bool>`, true when the answer was good) back to back until `duration` has passed.
+template <class OneRequest>
+run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::duration<double> duration,
+                          OneRequest one_request) {
+  run_result result;
+  auto const start = clock_type::now();
+  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
+  for (int i = 0; i < concurrency; ++i) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          while (clock_type::now() < end) {
+            bool const good = co_await one_request();
+            ++(good ? result.ok : result.failed);
+          }
+        },
+        asio::detached);
+  }
+  io.restart();
+  io.run();
+  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  return result;
+}
 
 namespace detail {
 struct raw_transfer {

@@ -43,31 +43,16 @@ wandura::ticket_batch bench_batch() {
 
 run_result run_client(wandura::client& api, asio::io_context& io, int concurrency,
                       std::chrono::duration<double> duration) {
-  run_result result;
-  auto const start = clock_type::now();
-  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
-  for (int i = 0; i < concurrency; ++i) {
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-          auto const batch = bench_batch();
-          while (clock_type::now() < end) {
-            try {
-              auto r = co_await api.issue_tickets(batch);
-              bool const good = r.items.size() == 3 && r.items[0].outcome == wandura::item_outcome::granted &&
-                                r.items[2].outcome == wandura::item_outcome::shed;
-              ++(good ? result.ok : result.failed);
-            } catch (wandura::error const&) {
-              ++result.failed;
-            }
-          }
-        },
-        asio::detached);
-  }
-  io.restart();
-  io.run();
-  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  return result;
+  auto const batch = bench_batch();
+  return wandura::bench::run_coroutines(io, concurrency, duration, [&]() -> asio::awaitable<bool> {
+    try {
+      auto r = co_await api.issue_tickets(batch);
+      co_return r.items.size() == 3 &&
+          r.items[0].outcome == wandura::item_outcome::granted&& r.items[2].outcome == wandura::item_outcome::shed;
+    } catch (wandura::error const&) {
+      co_return false;
+    }
+  });
 }
 
 } // namespace

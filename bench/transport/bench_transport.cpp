@@ -55,28 +55,10 @@ void reset_peak_rss() {
 
 run_result run_transport(wandura::transport& tr, asio::io_context& io, wandura::http_request const& request,
                          int concurrency, std::chrono::duration<double> duration) {
-  run_result result;
-  auto const start = clock_type::now();
-  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
-  for (int i = 0; i < concurrency; ++i) {
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-          while (clock_type::now() < end) {
-            auto r = co_await tr.send_attempt(request, {});
-            if (!r.error && r.response.status == 200 && r.response.body.size() > 2000) {
-              ++result.ok;
-            } else {
-              ++result.failed;
-            }
-          }
-        },
-        asio::detached);
-  }
-  io.restart();
-  io.run();
-  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  return result;
+  return wandura::bench::run_coroutines(io, concurrency, duration, [&]() -> asio::awaitable<bool> {
+    auto r = co_await tr.send_attempt(request, {});
+    co_return !r.error && r.response.status == 200 && r.response.body.size() > 2000;
+  });
 }
 
 } // namespace
