@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <sys/socket.h>
 
+#include "run_awaitable.hpp"
 #include "test_http_server.hpp"
 #include "wandura/error.hpp"
 #include "wandura/transport/detail/test_hooks.hpp"
@@ -36,29 +37,7 @@ using wandura::testing::server_behaviour;
 using wandura::testing::test_http_server;
 using clock_type = std::chrono::steady_clock;
 
-/// Runs `aw` on `io` with `threads` threads until it completes; rethrows what it threw.
-template <class T> T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
-  std::optional<T> result;
-  std::exception_ptr error;
-  asio::co_spawn(io, std::move(aw), [&](std::exception_ptr e, T value) {
-    error = e;
-    result = std::move(value);
-    io.stop();
-  });
-  io.restart();
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) {
-    pool.emplace_back([&] { io.run(); });
-  }
-  io.run();
-  for (auto& t : pool) {
-    t.join();
-  }
-  if (error) {
-    std::rethrow_exception(error);
-  }
-  return std::move(*result);
-}
+using test_support::run;
 
 wandura::http_request post(std::string url, std::string body = R"({"items":[{"film_ref":"f1","episode":1}]})") {
   wandura::http_request r;

@@ -23,6 +23,7 @@
 #include <catch2/catch.hpp>
 #include <curl/curl.h>
 
+#include "run_awaitable.hpp"
 #include "wandura/error.hpp"
 
 namespace {
@@ -58,28 +59,7 @@ std::string nginx(std::string const& key) {
   return it->second;
 }
 
-template <class T> T run(asio::io_context& io, asio::awaitable<T> aw, int threads = 1) {
-  std::optional<T> result;
-  std::exception_ptr error;
-  asio::co_spawn(io, std::move(aw), [&](std::exception_ptr e, T value) {
-    error = e;
-    result = std::move(value);
-    io.stop();
-  });
-  io.restart();
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) {
-    pool.emplace_back([&] { io.run(); });
-  }
-  io.run();
-  for (auto& t : pool) {
-    t.join();
-  }
-  if (error) {
-    std::rethrow_exception(error);
-  }
-  return std::move(*result);
-}
+using test_support::run;
 
 wandura::http_request post(std::string url) {
   wandura::http_request r;
