@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -212,21 +214,38 @@ side_by_side measure_alternately(int rounds, std::chrono::duration<double> durat
   return out;
 }
 
-/// Reads `--quick`, `--rounds N` and `--duration S` at `argv[i]` (advancing `i` past a value); false for anything
-/// else.
-inline bool read_common_arg(int argc, char** argv, int& i, int& rounds, double& seconds) {
-  std::string const a = argv[i];
-  if (a == "--quick") {
-    rounds = 5;
-    seconds = 0.3;
-  } else if (a == "--rounds" && i + 1 < argc) {
-    rounds = std::max(1, std::atoi(argv[++i]));
-  } else if (a == "--duration" && i + 1 < argc) {
-    seconds = std::max(0.1, std::atof(argv[++i]));
-  } else {
-    return false;
+/// The command line both loopback benchmarks take.
+struct bench_args {
+  int rounds = 11;      ///< alternating runs per side (many short ones: drift on a shared machine is large)
+  double seconds = 0.5; ///< length of one run
+  std::string only;     ///< with `--only SIDE`: run that side alone, for profiling (perf, strace -c)
+  int only_concurrency = 64;
+};
+
+/// Reads `[--quick] [--rounds N] [--duration S] [--only SIDE --concurrency C]`; prints the usage (naming `ours`,
+/// e.g. "transport") and returns nullopt for anything else.
+inline std::optional<bench_args> read_args(int argc, char** argv, char const* ours) {
+  bench_args out;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--quick") {
+      out.rounds = 5;
+      out.seconds = 0.3;
+    } else if (a == "--rounds" && i + 1 < argc) {
+      out.rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--duration" && i + 1 < argc) {
+      out.seconds = std::max(0.1, std::atof(argv[++i]));
+    } else if (a == "--only" && i + 1 < argc) {
+      out.only = argv[++i];
+    } else if (a == "--concurrency" && i + 1 < argc) {
+      out.only_concurrency = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S] [--only %s|raw --concurrency C]\n", argv[0],
+                   ours);
+      return std::nullopt;
+    }
   }
-  return true;
+  return out;
 }
 
 } // namespace wandura::bench

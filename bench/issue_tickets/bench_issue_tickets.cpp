@@ -58,25 +58,11 @@ run_result run_client(wandura::client& api, asio::io_context& io, int concurrenc
 } // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 11;
-  double seconds = 0.5;
-  std::string only;
-  int only_concurrency = 64;
-  for (int i = 1; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (wandura::bench::read_common_arg(argc, argv, i, rounds, seconds)) {
-      continue;
-    }
-    if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--concurrency" && i + 1 < argc) {
-      only_concurrency = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S] [--only client|raw --concurrency C]\n",
-                   argv[0]);
-      return 2;
-    }
+  auto const args = wandura::bench::read_args(argc, argv, "client");
+  if (!args) {
+    return 2;
   }
+  auto const [rounds, seconds, only, only_concurrency] = *args;
   try {
     std::string written;
     if (wandura::detail::write_ticket_batch(bench_batch(), written) || written != wandura::bench::request_body) {

@@ -64,25 +64,11 @@ run_result run_transport(wandura::transport& tr, asio::io_context& io, wandura::
 } // namespace
 
 int main(int argc, char** argv) {
-  // Many short alternating runs: the machine is shared, and drift over a few seconds is larger than the effect.
-  int rounds = 11;
-  double seconds = 0.5;
-  std::string only;
-  int only_concurrency = 16;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (wandura::bench::read_common_arg(argc, argv, i, rounds, seconds)) {
-      continue;
-    } else if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--concurrency" && i + 1 < argc) {
-      only_concurrency = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rounds N] [--duration S] [--only transport|raw --concurrency C]\n",
-                   argv[0]);
-      return 2;
-    }
+  auto const args = wandura::bench::read_args(argc, argv, "transport");
+  if (!args) {
+    return 2;
   }
+  auto const [rounds, seconds, only, only_concurrency] = *args;
   try {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     nginx_server nginx;
