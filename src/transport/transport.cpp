@@ -2,12 +2,13 @@
 // Design and the traps it handles: docs/adr/0002-transport-event-loop.md.
 #include "wandura/transport/transport.hpp"
 
-#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -27,7 +28,7 @@
 #include <asio/bind_executor.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
-#include <asio/ip/tcp.hpp>
+#include <asio/posix/stream_descriptor.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
@@ -51,26 +52,28 @@ void global_init() {
   }
 }
 
-/// A socket libcurl opened through our CURLOPT_OPENSOCKETFUNCTION.
+/// A socket libcurl opened through our CURLOPT_OPENSOCKETFUNCTION, watched in the transport's own epoll set.
 ///
-/// libcurl gets descriptor `fd`; Asio watches `socket`, a dup() of it that the transport alone owns. libcurl
-/// 7.88 does not always close through CURLOPT_CLOSESOCKETFUNCTION (a transfer removed while connecting has its
-/// socket closed with a plain close()), and the number may then be reused at once by an unrelated descriptor.
-/// Watching our own duplicate means the reactor never holds a number someone else closed: when `fd` is found
-/// closed or reused (its inode changed, see sweep_stale_sockets), the duplicate is closed and the entry dropped.
-/// Wait handlers hold a reference and check `closed` and `wanted`, so handlers that run after CURL_POLL_REMOVE
-/// or after the close do nothing.
+/// The set is level-triggered and its interest is updated lazily: a direction libcurl stops wanting stays
+/// registered until the socket reports it (then the interest is trimmed), so the steady state of a keep-alive
+/// connection (IN wanted, REMOVE, IN wanted again for the next request) costs no epoll_ctl at all. Asio watches
+/// the set's one descriptor, not the sockets: a socket libcurl closes without CURLOPT_CLOSESOCKETFUNCTION (libcurl
+/// 7.88 does that for a transfer removed while connecting) leaves the epoll set by itself, since the kernel drops
+/// a closed file from every epoll set, and no reactor ever holds a number someone else closed.
 struct socket_state {
-  explicit socket_state(asio::any_io_executor const& ex) : socket(ex) {}
-  asio::ip::tcp::socket socket;
-  curl_socket_t fd = CURL_SOCKET_BAD; ///< libcurl's descriptor.
-  dev_t device = 0;                   ///< identity of the socket behind `fd`, to detect reuse of the number
+  curl_socket_t fd = CURL_SOCKET_BAD;
+  std::uint32_t generation = 0; ///< tells an event for this socket from one for an earlier socket with the same number
+  dev_t device = 0;             ///< identity of the socket behind `fd`, to detect reuse of the number
   ino_t inode = 0;
-  int wanted = 0; ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after CURL_POLL_REMOVE.
-  bool read_pending = false;
-  bool write_pending = false;
-  bool closed = false;
+  int wanted = 0;               ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after REMOVE
+  std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT bits in the epoll set
+  bool in_set = false;          ///< added to the epoll set (may hold more than `wanted`, see above)
 };
+
+[[nodiscard]] constexpr std::uint32_t epoll_events_for(int wanted) noexcept {
+  return ((wanted & CURL_POLL_IN) != 0 ? std::uint32_t{EPOLLIN} : 0U) |
+         ((wanted & CURL_POLL_OUT) != 0 ? std::uint32_t{EPOLLOUT} : 0U);
+}
 
 enum class transfer_phase { idle, starting, queued, active };
 
@@ -107,8 +110,20 @@ class transport_impl : public std::enable_shared_from_this<transport_impl> {
 public:
   transport_impl(asio::any_io_executor ex, transport_options options)
       : executor_(std::move(ex)), strand_(asio::make_strand(executor_)), options_(std::move(options)), timer_(strand_),
-        queue_timer_(strand_) {
+        queue_timer_(strand_), epoll_watch_(strand_) {
     global_init();
+    int const epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd < 0) {
+      throw std::system_error(make_error_code(errc::transport_failed),
+                              std::string("epoll_create1: ") + std::strerror(errno));
+    }
+    std::error_code assign_error;
+    epoll_watch_.assign(epoll_fd, assign_error);
+    if (assign_error) {
+      ::close(epoll_fd);
+      throw std::system_error(make_error_code(errc::transport_failed),
+                              "watching the epoll set: " + assign_error.message());
+    }
     multi_ = curl_multi_init();
     if (multi_ == nullptr) {
       throw std::system_error(make_error_code(errc::transport_failed), "curl_multi_init failed");
@@ -364,6 +379,7 @@ private:
       sweep_stale_sockets();
       complete(t, asio::error::operation_aborted);
       start_queued();
+      update_epoll_wait();
       return;
     }
   }
@@ -397,6 +413,10 @@ private:
     sweep_stale_sockets();
     // Idle keep-alive connections are closed here, through on_close_socket, while the io_context still runs.
     cleanup_curl();
+    epoll_wait_pending_ = false;
+    ++epoll_wait_generation_;
+    std::error_code ignored;
+    epoll_watch_.close(ignored);
   }
 
   void cleanup_curl() noexcept {
@@ -410,12 +430,8 @@ private:
         curl_easy_cleanup(std::exchange(t->easy, nullptr));
       }
     }
-    for (auto& [fd, s] : sockets_) { // only duplicates of descriptors libcurl closed without telling us
-      s->closed = true;
-      std::error_code ignored;
-      s->socket.close(ignored);
-    }
-    sockets_.clear();
+    sockets_.clear(); // only descriptors libcurl closed without telling us are left: nothing to close
+    watched_ = 0;
     sockets_open_.store(0, std::memory_order_relaxed);
   }
 
@@ -429,23 +445,13 @@ private:
   /// here.
   void complete(transfer* t, std::error_code ec) noexcept {
     // The response is moved out, leaving t->response empty without allocating: its buffers are allocated when
-    // the next response arrives, sized by its Content-Length.
+    // the next response arrives, the body's sized by its Content-Length.
     http_response response = std::move(t->response);
     t->response.status = 0;
     t->response.http_version = 0;
-    t->response.headers.clear();
-    t->response.body.clear();
+    t->response.headers = http_headers();
     if (ec) {
-      response.headers.clear();
-      response.body.clear();
-      response.status = 0;
-    }
-    if (response.body.capacity() < response.body.size() + body_padding) {
-      try {
-        response.body.reserve(response.body.size()); // restores the simdjson padding a moved-from body lacks
-      } catch (...) {
-        ec = make_error_code(errc::transport_failed);
-      }
+      response = http_response();
     }
     send_completion* op = t->op;
     release(t);
@@ -516,6 +522,7 @@ private:
       curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
     }
     drain();
+    update_epoll_wait();
   }
 
   /// Timer callback 0, posted (or run early by start()); a no-op when already run.
@@ -557,36 +564,112 @@ private:
     socket_action(CURL_SOCKET_TIMEOUT, 0);
   }
 
-  void arm(std::shared_ptr<socket_state> const& s) {
-    if ((s->wanted & CURL_POLL_IN) != 0 && !s->read_pending) {
-      s->read_pending = true;
-      s->socket.async_wait(asio::ip::tcp::socket::wait_read,
-                           asio::bind_executor(strand_, [self = shared_from_this(), s](std::error_code ec) {
-                             s->read_pending = false;
-                             self->on_ready(s, CURL_CSELECT_IN, CURL_POLL_IN, ec);
-                           }));
-    }
-    if ((s->wanted & CURL_POLL_OUT) != 0 && !s->write_pending) {
-      s->write_pending = true;
-      s->socket.async_wait(asio::ip::tcp::socket::wait_write,
-                           asio::bind_executor(strand_, [self = shared_from_this(), s](std::error_code ec) {
-                             s->write_pending = false;
-                             self->on_ready(s, CURL_CSELECT_OUT, CURL_POLL_OUT, ec);
-                           }));
+  // --- sockets: the epoll set ------------------------------------------------------------------------------
+
+  [[nodiscard]] int epoll_fd() noexcept { return epoll_watch_.native_handle(); }
+
+  /// Keeps exactly one wait pending on the epoll set while libcurl wants any socket watched, and none otherwise
+  /// (an idle transport holds no work, so io_context::run() can return). Called outside libcurl calls and from
+  /// the socket callback (which only ever starts a wait).
+  void update_epoll_wait() {
+    if (watched_ > 0 && !epoll_wait_pending_ && !shut_down_) {
+      auto const generation = ++epoll_wait_generation_;
+      epoll_watch_.async_wait(asio::posix::stream_descriptor::wait_read,
+                              asio::bind_executor(strand_, [self = shared_from_this(), generation](std::error_code ec) {
+                                self->on_epoll_ready(generation, ec);
+                              }));
+      epoll_wait_pending_ = true;
+    } else if (watched_ == 0 && epoll_wait_pending_) {
+      epoll_wait_pending_ = false;
+      ++epoll_wait_generation_;
+      std::error_code ignored;
+      epoll_watch_.cancel(ignored);
     }
   }
 
-  void on_ready(std::shared_ptr<socket_state> const& s, int select, int poll_bit, std::error_code ec) {
-    if (s->closed || shut_down_ || ec == asio::error::operation_aborted) {
-      return; // closed by libcurl, or the transport is going away
+  /// The epoll set has ready sockets: one curl_multi_socket_action per socket libcurl wants acted on.
+  void on_epoll_ready(std::uint64_t generation, std::error_code ec) {
+    if (generation != epoll_wait_generation_ || ec == asio::error::operation_aborted) {
+      return; // cancelled, or replaced by a newer wait
     }
-    if ((s->wanted & poll_bit) == 0) {
-      return; // libcurl sent CURL_POLL_REMOVE (or changed its mind) while this wait was queued
+    epoll_wait_pending_ = false;
+    std::array<epoll_event, 64> events{};
+    // A few batches per wake-up at most; anything left is reported again (the set is level-triggered).
+    for (int round = 0; round < 4 && !shut_down_; ++round) {
+      int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
+      if (n <= 0) {
+        break; // nothing (left) to do, or EINTR: the next wait reports it again
+      }
+      for (int i = 0; i < n && !shut_down_; ++i) {
+        on_socket_event(events[static_cast<std::size_t>(i)]);
+      }
+      if (n < static_cast<int>(events.size())) {
+        break;
+      }
     }
-    socket_action(s->fd, ec ? CURL_CSELECT_ERR : select);
-    if (!s->closed && !shut_down_) {
-      arm(s);
+    update_epoll_wait();
+  }
+
+  void on_socket_event(epoll_event const& event) {
+    auto const fd = static_cast<curl_socket_t>(event.data.u64 & 0xffff'ffffU);
+    auto const generation = static_cast<std::uint32_t>(event.data.u64 >> 32U);
+    auto it = sockets_.find(fd);
+    if (it == sockets_.end() || it->second.generation != generation) {
+      return; // closed (and perhaps its number reused) by an action earlier in this batch
     }
+    socket_state& s = it->second;
+    bool const failed = (event.events & (EPOLLERR | EPOLLHUP)) != 0;
+    int select = 0;
+    if ((s.wanted & CURL_POLL_IN) != 0 && ((event.events & EPOLLIN) != 0 || failed)) {
+      select |= CURL_CSELECT_IN; // libcurl reads, and finds the error or the end itself
+    }
+    if ((s.wanted & CURL_POLL_OUT) != 0 && ((event.events & EPOLLOUT) != 0 || failed)) {
+      select |= CURL_CSELECT_OUT;
+    }
+    std::uint32_t const unwanted = event.events & (EPOLLIN | EPOLLOUT) & ~epoll_events_for(s.wanted);
+    if (unwanted != 0 || (failed && s.wanted == 0)) {
+      trim_interest(s); // a direction libcurl no longer wants fired: stop reporting it (level-triggered)
+    }
+    if (select != 0) {
+      socket_action(fd, select); // may close the socket: `s` is not used after this
+    }
+  }
+
+  /// Reduces the socket's interest to what libcurl wants now (leaves the set when it wants nothing).
+  void trim_interest(socket_state& s) noexcept {
+    epoll_event ev{};
+    if (s.wanted == 0) {
+      ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, s.fd, &ev);
+      s.in_set = false;
+      s.registered = 0;
+      return;
+    }
+    ev.events = epoll_events_for(s.wanted);
+    ev.data.u64 = event_data(s);
+    if (::epoll_ctl(epoll_fd(), EPOLL_CTL_MOD, s.fd, &ev) == 0) {
+      s.registered = ev.events;
+    }
+  }
+
+  [[nodiscard]] static std::uint64_t event_data(socket_state const& s) noexcept {
+    return (std::uint64_t{s.generation} << 32U) | static_cast<std::uint32_t>(s.fd);
+  }
+
+  /// Makes the epoll set report what libcurl now wants of `s` (never removes interest: see socket_state).
+  [[nodiscard]] bool widen_interest(socket_state& s) noexcept {
+    std::uint32_t const needed = epoll_events_for(s.wanted);
+    if (s.in_set && (s.registered & needed) == needed) {
+      return true; // the steady state: no system call
+    }
+    epoll_event ev{};
+    ev.events = s.registered | needed;
+    ev.data.u64 = event_data(s);
+    if (::epoll_ctl(epoll_fd(), s.in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s.fd, &ev) != 0) {
+      return false;
+    }
+    s.in_set = true;
+    s.registered = ev.events;
+    return true;
   }
 
   // --- libcurl callbacks: run inside curl calls on the strand; never call libcurl, never throw -------------
@@ -600,12 +683,25 @@ private:
     if (it == self->sockets_.end()) {
       return 0; // already closed through on_close_socket: nothing to watch
     }
-    auto const& s = it->second;
-    s->wanted = (what == CURL_POLL_REMOVE) ? 0 : what;
+    socket_state& s = it->second;
+    int const wanted = (what == CURL_POLL_REMOVE) ? 0 : (what & (CURL_POLL_IN | CURL_POLL_OUT));
+    int const before = s.wanted;
+    s.wanted = wanted;
+    if (wanted != 0 && !self->widen_interest(s)) {
+      s.wanted = before;
+      return -1; // cannot watch it: libcurl fails the transfers on this socket
+    }
+    if (before == 0 && wanted != 0) {
+      ++self->watched_;
+    } else if (before != 0 && wanted == 0) {
+      --self->watched_;
+    }
     try {
-      self->arm(s);
+      if (wanted != 0) {
+        self->update_epoll_wait(); // only ever starts a wait here; stopping one waits until libcurl returns
+      }
     } catch (...) {
-      return -1; // could not start a wait: libcurl fails the transfers on this socket
+      return -1; // could not start the wait: libcurl fails the transfers on this socket
     }
     return 0;
   }
@@ -661,32 +757,21 @@ private:
       return CURL_SOCKET_BAD;
     }
     struct stat st {};
-    int const watched = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (watched < 0 || ::fstat(fd, &st) != 0) {
-      if (watched >= 0) {
-        ::close(watched);
-      }
+    if (::fstat(fd, &st) != 0) {
       ::close(fd);
       return CURL_SOCKET_BAD;
     }
     try {
       // The number is free again: an entry still holding it is a socket libcurl closed without telling us.
       self->forget_socket(fd);
-      auto s = std::make_shared<socket_state>(self->executor_);
-      std::error_code ec;
-      s->socket.assign(address->family == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), watched, ec);
-      if (ec) {
-        ::close(watched);
-        ::close(fd);
-        return CURL_SOCKET_BAD;
-      }
-      s->fd = fd;
-      s->device = st.st_dev;
-      s->inode = st.st_ino;
-      self->sockets_.emplace(fd, std::move(s));
+      socket_state s;
+      s.fd = fd;
+      s.generation = ++self->socket_generation_;
+      s.device = st.st_dev;
+      s.inode = st.st_ino;
+      self->sockets_.emplace(fd, s);
       self->sockets_open_.store(self->sockets_.size(), std::memory_order_relaxed);
     } catch (...) {
-      ::close(watched);
       ::close(fd);
       return CURL_SOCKET_BAD;
     }
@@ -698,38 +783,40 @@ private:
     return ::close(fd);
   }
 
-  /// Stops watching libcurl's descriptor `fd` (if watched): closes our duplicate, which cancels its waits.
+  /// Stops watching libcurl's descriptor `fd` (if watched), before it is closed.
   void forget_socket(curl_socket_t fd) noexcept {
     auto it = sockets_.find(fd);
     if (it == sockets_.end()) {
       return;
     }
-    auto s = std::move(it->second);
+    if (it->second.in_set) {
+      epoll_event ev{};
+      ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, fd, &ev); // fails harmlessly if the number is already someone else's
+    }
+    drop(it);
+  }
+
+  void drop(std::unordered_map<curl_socket_t, socket_state>::iterator it) noexcept {
+    if (it->second.wanted != 0) {
+      --watched_;
+    }
     sockets_.erase(it);
     sockets_open_.store(sockets_.size(), std::memory_order_relaxed);
-    s->closed = true;
-    s->wanted = 0;
-    std::error_code ignored;
-    s->socket.close(ignored); // our own duplicate: closing it can never hit someone else's descriptor
   }
 
   /// Drops entries whose libcurl descriptor was closed without CURLOPT_CLOSESOCKETFUNCTION (closed, or its number
-  /// reused by another socket). Run after transfers end abnormally, which is when libcurl 7.88 does that.
+  /// reused by another socket). Run after transfers end abnormally, which is when libcurl 7.88 does that. The
+  /// kernel already took such a socket out of the epoll set when it was closed.
   void sweep_stale_sockets() noexcept {
     for (auto it = sockets_.begin(); it != sockets_.end();) {
       struct stat st {};
       auto const& s = it->second;
-      if (::fstat(s->fd, &st) != 0 || st.st_dev != s->device || st.st_ino != s->inode) {
-        s->closed = true;
-        s->wanted = 0;
-        std::error_code ignored;
-        s->socket.close(ignored);
-        it = sockets_.erase(it);
-      } else {
-        ++it;
+      auto const next = std::next(it);
+      if (::fstat(s.fd, &st) != 0 || st.st_dev != s.device || st.st_ino != s.inode) {
+        drop(it);
       }
+      it = next;
     }
-    sockets_open_.store(sockets_.size(), std::memory_order_relaxed);
   }
 
   static int on_prereq(void* clientp, char* /*primary_ip*/, char* /*local_ip*/, int /*primary_port*/,
@@ -758,11 +845,6 @@ private:
     }
     if (line.starts_with("HTTP/")) {
       t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
-      try {
-        t->response.headers.reserve(12);
-      } catch (...) {
-        return 0;
-      }
       return n;
     }
     auto colon = line.find(':');
@@ -793,7 +875,7 @@ private:
       }
     }
     try {
-      t->response.headers.add(std::string(name), std::string(value));
+      t->response.headers.add(name, value);
     } catch (...) {
       return 0; // out of memory: libcurl ends the transfer with CURLE_WRITE_ERROR
     }
@@ -950,7 +1032,12 @@ private:
   bool queue_timer_armed_ = false;
   std::uint64_t queue_timer_generation_ = 0;
   CURLM* multi_ = nullptr;
-  std::unordered_map<curl_socket_t, std::shared_ptr<socket_state>> sockets_;
+  asio::posix::stream_descriptor epoll_watch_; ///< the epoll set of libcurl's sockets, as Asio watches it
+  std::unordered_map<curl_socket_t, socket_state> sockets_;
+  std::uint32_t socket_generation_ = 0;
+  std::size_t watched_ = 0; ///< sockets libcurl wants watched now (wanted != 0)
+  bool epoll_wait_pending_ = false;
+  std::uint64_t epoll_wait_generation_ = 0;
   std::deque<transfer*> queue_;
   std::size_t active_ = 0;
   bool shut_down_ = false;

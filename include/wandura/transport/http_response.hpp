@@ -7,10 +7,14 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace wandura {
@@ -34,23 +38,45 @@ inline constexpr std::size_t body_padding = 64;
 }
 
 /// Response headers in arrival order. Lookups are case-insensitive; repeated headers are all kept.
+///
+/// Names and values live in one buffer (two allocations per response however many headers arrive); the views
+/// that `find`, `find_all` and `fields` return stay valid while the object is alive and not modified.
 class http_headers {
 public:
+  /// One header as received: name as sent (any case), value without surrounding spaces and tabs.
   struct field {
-    std::string name;
-    std::string value;
+    std::string_view name;
+    std::string_view value;
   };
 
-  void add(std::string name, std::string value) { fields_.push_back({std::move(name), std::move(value)}); }
-  void clear() noexcept { fields_.clear(); }
-  /// Makes room for `n` fields without reallocation (the transport reserves a typical response's count).
-  void reserve(std::size_t n) { fields_.reserve(n); }
+  /// Appends a header. Names and values longer than 4 GiB are refused with std::length_error.
+  void add(std::string_view name, std::string_view value) {
+    if (entries_.empty() && entries_.capacity() == 0) {
+      entries_.reserve(typical_count);
+      bytes_.reserve(typical_bytes);
+    }
+    if (bytes_.size() + name.size() + value.size() > std::numeric_limits<std::uint32_t>::max()) {
+      throw std::length_error("http_headers: header block over 4 GiB");
+    }
+    entry e{};
+    e.name_offset = static_cast<std::uint32_t>(bytes_.size());
+    e.name_size = static_cast<std::uint32_t>(name.size());
+    e.value_offset = static_cast<std::uint32_t>(bytes_.size() + name.size());
+    e.value_size = static_cast<std::uint32_t>(value.size());
+    bytes_.append(name).append(value);
+    entries_.push_back(e); // last: if anything throws, no entry refers to missing bytes
+  }
+  /// Removes every header, keeping the storage.
+  void clear() noexcept {
+    entries_.clear();
+    bytes_.clear();
+  }
 
-  /// The first value of `name`, or nullopt. The view lives as long as this object is unchanged.
+  /// The first value of `name`, or nullopt.
   [[nodiscard]] std::optional<std::string_view> find(std::string_view name) const noexcept {
-    for (auto const& f : fields_) {
-      if (iequals(f.name, name)) {
-        return std::string_view(f.value);
+    for (auto const& e : entries_) {
+      if (iequals(name_of(e), name)) {
+        return value_of(e);
       }
     }
     return std::nullopt;
@@ -59,61 +85,123 @@ public:
   /// Every value of `name`, in arrival order.
   [[nodiscard]] std::vector<std::string_view> find_all(std::string_view name) const {
     std::vector<std::string_view> out;
-    for (auto const& f : fields_) {
-      if (iequals(f.name, name)) {
-        out.emplace_back(f.value);
+    for (auto const& e : entries_) {
+      if (iequals(name_of(e), name)) {
+        out.push_back(value_of(e));
       }
     }
     return out;
   }
 
-  [[nodiscard]] std::vector<field> const& fields() const noexcept { return fields_; }
-  [[nodiscard]] std::size_t size() const noexcept { return fields_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return fields_.empty(); }
+  /// The `i`th header in arrival order; `i < size()`.
+  [[nodiscard]] field operator[](std::size_t i) const noexcept { return {name_of(entries_[i]), value_of(entries_[i])}; }
+  /// Every header in arrival order.
+  [[nodiscard]] std::vector<field> fields() const {
+    std::vector<field> out;
+    out.reserve(entries_.size());
+    for (auto const& e : entries_) {
+      out.push_back({name_of(e), value_of(e)});
+    }
+    return out;
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
 
 private:
-  std::vector<field> fields_;
+  static constexpr std::size_t typical_count = 12;  ///< headers of a typical API response
+  static constexpr std::size_t typical_bytes = 384; ///< their names and values
+
+  struct entry {
+    std::uint32_t name_offset;
+    std::uint32_t name_size;
+    std::uint32_t value_offset;
+    std::uint32_t value_size;
+  };
+  [[nodiscard]] std::string_view name_of(entry const& e) const noexcept {
+    return std::string_view(bytes_).substr(e.name_offset, e.name_size);
+  }
+  [[nodiscard]] std::string_view value_of(entry const& e) const noexcept {
+    return std::string_view(bytes_).substr(e.value_offset, e.value_size);
+  }
+
+  std::vector<entry> entries_;
+  std::string bytes_;
 };
 
-/// A byte buffer that always keeps `body_padding` bytes of slack after its end, copies included.
+/// A byte buffer that always keeps `body_padding` readable bytes after its end, copies and moved-from objects
+/// included, so that simdjson parses it in place: `capacity() >= size() + body_padding` at all times. An empty
+/// body allocates nothing (its data points to a shared, zeroed block of `body_padding` bytes).
 class response_body {
 public:
-  response_body() { bytes_.reserve(body_padding); }
+  response_body() noexcept = default;
   response_body(response_body const& other) : response_body() { assign(other.view()); }
-  response_body(response_body&&) noexcept = default;
+  response_body(response_body&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+        capacity_(std::exchange(other.capacity_, 0)) {}
   response_body& operator=(response_body const& other) {
     if (this != &other) {
       assign(other.view());
     }
     return *this;
   }
-  response_body& operator=(response_body&&) noexcept = default;
-  ~response_body() = default;
+  response_body& operator=(response_body&& other) noexcept {
+    if (this != &other) {
+      delete[] data_;
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      capacity_ = std::exchange(other.capacity_, 0);
+    }
+    return *this;
+  }
+  ~response_body() { delete[] data_; }
 
+  /// Replaces the content with `bytes`.
   void assign(std::string_view bytes) {
-    bytes_.reserve(bytes.size() + body_padding);
-    bytes_.assign(bytes.data(), bytes.size());
+    size_ = 0;
+    append(bytes.data(), bytes.size());
   }
   /// Appends; grows geometrically and keeps the padding.
   void append(char const* data, std::size_t n) {
-    if (bytes_.capacity() < bytes_.size() + n + body_padding) {
-      bytes_.reserve(std::max(bytes_.capacity() * 2, bytes_.size() + n + body_padding));
+    if (n == 0) {
+      return;
     }
-    bytes_.append(data, n);
+    if (capacity_ < size_ + n + body_padding) {
+      grow(std::max(capacity_ * 2, size_ + n + body_padding));
+    }
+    std::memcpy(data_ + size_, data, n);
+    size_ += n;
   }
-  /// Empties the body, keeping its capacity for reuse.
-  void clear() noexcept { bytes_.clear(); }
-  void reserve(std::size_t n) { bytes_.reserve(n + body_padding); }
+  /// Empties the body, keeping its storage for reuse.
+  void clear() noexcept { size_ = 0; }
+  /// Makes room for `n` bytes of content (plus the padding) without further allocation.
+  void reserve(std::size_t n) {
+    if (capacity_ < n + body_padding) {
+      grow(n + body_padding);
+    }
+  }
 
-  [[nodiscard]] std::string_view view() const noexcept { return bytes_; }
-  [[nodiscard]] char const* data() const noexcept { return bytes_.data(); }
-  [[nodiscard]] std::size_t size() const noexcept { return bytes_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return bytes_.empty(); }
-  /// Allocated bytes; always >= size() + body_padding.
-  [[nodiscard]] std::size_t capacity() const noexcept { return bytes_.capacity(); }
+  [[nodiscard]] std::string_view view() const noexcept { return {data(), size_}; }
+  [[nodiscard]] char const* data() const noexcept { return data_ != nullptr ? data_ : empty_storage; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// Readable bytes from data(); always >= size() + body_padding.
+  [[nodiscard]] std::size_t capacity() const noexcept { return data_ != nullptr ? capacity_ : body_padding; }
 
 private:
-  std::string bytes_;
+  void grow(std::size_t capacity) {
+    auto* bigger = new char[capacity];
+    if (size_ != 0) {
+      std::memcpy(bigger, data_, size_);
+    }
+    delete[] data_;
+    data_ = bigger;
+    capacity_ = capacity;
+  }
+
+  static constexpr char empty_storage[body_padding] = {};
+  char* data_ = nullptr; ///< owned; null until the first byte (or reserve)
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
 };
 
 /// The response to one attempt.

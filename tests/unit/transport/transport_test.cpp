@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -451,6 +452,37 @@ TEST_CASE("transport: when idle it leaves no timer behind, so the io_context run
   CHECK(clock_type::now() - start < 5s);
   REQUIRE(out.has_value());
   CHECK_FALSE(out->error);
+}
+
+TEST_CASE("transport: a pooled connection the server closes is dropped and not watched in a busy loop") {
+  // The epoll set keeps an idle keep-alive connection registered (no epoll_ctl per request). When the server then
+  // closes it, the socket reports readable for good (level-triggered) although libcurl wants nothing of it: the
+  // transport must take it out of the set at the first report, or it would spin while another request waits.
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  {
+    test_http_server first;
+    auto r = run(io, tr.send_attempt(post(first.url()), {}));
+    REQUIRE_FALSE(r.error);
+    REQUIRE(tr.stats().sockets_open == 1); // idle in the pool
+  }                                        // the server's end of that connection closes here
+  test_http_server second(server_behaviour::stall);
+  wandura::attempt_options opts;
+  opts.timeout = 400ms;
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  };
+  auto const cpu_before = cpu_now();
+  auto stalled = run(io, tr.send_attempt(post(second.url()), opts));
+  auto const cpu_used = cpu_now() - cpu_before;
+  CHECK(stalled.error == errc::attempt_timeout);
+  CHECK(cpu_used < 200ms); // a busy loop would burn the whole 400 ms (and more on two threads)
+  second.set_behaviour(server_behaviour::respond);
+  auto next = run(io, tr.send_attempt(post(second.url()), {}));
+  REQUIRE_FALSE(next.error);
+  CHECK(next.response.status == 200);
 }
 
 TEST_CASE("transport: destroying it with idle pooled connections closes them") {
