@@ -27,6 +27,10 @@ inline constexpr std::size_t auto_idempotency_key_length = 32;
 
 /// Makes an automatic key: 32 lowercase hex characters from 16 bytes of OpenSSL `RAND_bytes` (a CSPRNG).
 ///
+/// The bytes come from a per-thread block of 4 KiB drawn with one `RAND_bytes` call and handed out once each, so
+/// that most keys cost no call into OpenSSL (and no `getpid`, which OpenSSL 3 makes on every call to notice a fork).
+/// A block drawn before a `fork` is thrown away in the child (`pthread_atfork`): parent and child never share keys.
+///
 /// @param out receives the key (replaced). Unchanged on failure.
 /// @return empty, or `errc::transport_failed` when the CSPRNG could not produce bytes (never in practice; no
 ///         weaker source is ever substituted).

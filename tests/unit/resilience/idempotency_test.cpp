@@ -2,6 +2,9 @@
 
 #include <set>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "wandura/error.hpp"
@@ -36,4 +39,40 @@ TEST_CASE("idempotency keys: anything else is refused with invalid_idempotency_k
     CHECK(wandura::validate_idempotency_key(bad) == wandura::errc::invalid_idempotency_key);
   }
   CHECK(std::error_code(wandura::errc::invalid_idempotency_key).message().find("90010") != std::string::npos);
+}
+
+TEST_CASE("idempotency keys: a forked child never makes the key its parent makes next") {
+  // The parent's per-thread block of random bytes is copied into the child by fork(); the child must draw afresh.
+  std::string first;
+  REQUIRE_FALSE(wandura::make_idempotency_key(first));
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t const child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string key;
+    bool const ok = !wandura::make_idempotency_key(key) && key.size() == 32;
+    ssize_t const written = ok ? ::write(fds[1], key.data(), key.size()) : 0;
+    ::_exit(written == 32 ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string from_child(32, '\0');
+  std::size_t got = 0;
+  while (got < from_child.size()) {
+    ssize_t const n = ::read(fds[0], from_child.data() + got, from_child.size() - got);
+    if (n <= 0) {
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(got == 32);
+  std::string next;
+  REQUIRE_FALSE(wandura::make_idempotency_key(next));
+  CHECK(from_child != next);
+  CHECK(from_child != first);
 }
