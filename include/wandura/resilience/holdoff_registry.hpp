@@ -3,6 +3,7 @@
 // counter, shared by every call of a client, not one per call.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -15,7 +16,8 @@ namespace wandura {
 ///
 /// @par Thread safety
 /// All member functions may be called from any thread at once (a short mutex around a small flat table; counters
-/// are few: `playback`, `catalog`, `creatives`, `videos`, `video`, `config`).
+/// are few: `playback`, `catalog`, `creatives`, `videos`, `video`, `config`). Until the first hold-off, lookups
+/// take no lock: every request asks, and a client that has never seen a 429 should not pay for a mutex.
 class holdoff_registry {
 public:
   using time_point = std::chrono::steady_clock::time_point;
@@ -34,6 +36,7 @@ private:
   };
   mutable std::mutex mutex_;
   std::vector<entry> entries_;
+  std::atomic<bool> any_{false}; // set (after the entry) once the first hold-off is recorded; never cleared
 };
 
 } // namespace wandura
