@@ -32,6 +32,38 @@ detail::response_parser& thread_parser() {
   return parser;
 }
 
+// The items of a ticket batch response as read, before they are matched to the request and moved into the call's
+// result. Used from the parse to the end of the matching, without suspending (as the parser), so one per thread; its
+// items vector is kept, so that reading a batch does not allocate it every time.
+ticket_batch_result& thread_parsed_batch() {
+  thread_local ticket_batch_result parsed;
+  return parsed;
+}
+
+/// Indexes into the episodes of one batch. A batch has at most `ticket_batch::max_episodes` (refused before anything
+/// is sent otherwise), so they live in place instead of in a vector per call.
+class item_indexes {
+public:
+  /// @pre size() < ticket_batch::max_episodes: issue_tickets validates the batch (write_ticket_batch) first.
+  void push_back(std::size_t index) noexcept { items_[size_++] = index; }
+  [[nodiscard]] bool contains(std::size_t index) const noexcept { return std::find(begin(), end(), index) != end(); }
+  template <class Predicate> void erase_if(Predicate p) {
+    size_ = static_cast<std::size_t>(std::remove_if(begin(), end(), p) - begin());
+  }
+
+  [[nodiscard]] std::size_t* begin() noexcept { return items_.data(); }
+  [[nodiscard]] std::size_t* end() noexcept { return items_.data() + size_; }
+  [[nodiscard]] std::size_t const* begin() const noexcept { return items_.data(); }
+  [[nodiscard]] std::size_t const* end() const noexcept { return items_.data() + size_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::size_t operator[](std::size_t i) const noexcept { return items_[i]; }
+
+private:
+  std::array<std::size_t, ticket_batch::max_episodes> items_{};
+  std::size_t size_ = 0;
+};
+
 // The base URL without trailing slashes; refuses anything that is not http(s)://host[...] before any request.
 std::string checked_base_url(std::string url) {
   while (!url.empty() && url.back() == '/') {
@@ -112,7 +144,7 @@ struct client::impl {
     http_request r;
     r.method = method;
     r.url = std::move(url);
-    r.headers.reserve(3);
+    r.headers.reserve(4); // and the Idempotency-Key the engine adds to a POST
     r.headers.push_back({"Authorization", authorization});
     r.headers.push_back({"Accept", "application/json"});
     if (method == http_method::post) {
@@ -123,26 +155,29 @@ struct client::impl {
   }
 
   [[nodiscard]] bool counter_held(std::string_view counter) {
-    return engine.holdoffs().held_until(counter) > engine.get_clock().now();
+    auto const held = engine.holdoffs().held_until(counter);
+    return held != clock::time_point::min() && held > engine.get_clock().now();
   }
 
-  /// One request of a ticket batch through the retry engine, joining an identical one in flight when allowed.
-  asio::awaitable<detail::joined_result<call_result>> send_tickets(std::string const& body,
-                                                                   call_settings const& settings) {
-    http_request request = make_request(http_method::post, tickets_url, body);
-    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
-    if (!options.coalesce || settings.idempotency_key) {
-      // A caller-chosen key means "this exact logical call": never merged with another.
-      call_result result = co_await engine.call(std::move(request), std::move(traits), settings);
-      co_return detail::joined_result<call_result>{std::move(result), false};
-    }
-    // The operation is detached from this caller (inflight_table), so it owns copies of what it uses.
-    auto start = [eng = &engine, request = std::move(request), traits = std::move(traits), settings]() {
-      return eng->call(request, traits, settings);
-    };
+  /// Whether a ticket batch request with these settings may join an identical one in flight: a caller-chosen key
+  /// means "this exact logical call", never merged with another.
+  [[nodiscard]] bool may_coalesce(call_settings const& settings) const noexcept {
+    return options.coalesce && !settings.idempotency_key;
+  }
+
+  /// One request of a ticket batch through the retry engine, joining an identical one in flight.
+  asio::awaitable<detail::joined_result<call_result>> send_coalesced(std::string body, call_settings const& settings) {
     std::string key = body;
+    // The operation is detached from this caller (inflight_table), so it owns copies of what it uses.
+    auto start = [eng = &engine, request = make_request(http_method::post, tickets_url, std::move(body)), settings]() {
+      return eng->call(request, ticket_traits(), settings);
+    };
     auto joined = co_await inflight.run_or_join(std::move(key), std::move(start));
     co_return joined;
+  }
+
+  [[nodiscard]] static request_traits ticket_traits() {
+    return request_traits{std::string(playback_counter), true, ticket_attempt_floor};
   }
 
   client_options options;
@@ -208,16 +243,14 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
   call_settings settings = self.engine.settings_for(options);
   bool const has_viewer = batch.viewer_ref.has_value() && !batch.viewer_ref->empty();
 
+  // Each item names its episode once the call is done (see the end); until then an empty film_ref marks an item
+  // that no response has filled, so that the server's items are not preceded by copies of the same names.
   ticket_batch_result result;
   result.items.resize(batch.episodes.size());
-  std::vector<std::size_t> pending;
-  pending.reserve(batch.episodes.size());
+  item_indexes pending;
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
     auto const& e = batch.episodes[i];
     auto& item = result.items[i];
-    item.film_ref = e.film_ref;
-    item.episode_no = e.episode_no;
-    item.intent = e.intent;
     item.outcome = item_outcome::deferred;
     if (self.options.reuse_tickets && has_viewer) {
       if (auto t = self.store->find(key_for(batch, e))) {
@@ -235,17 +268,17 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
   // While the playback counter is held off after a 429, prefetches are not sent at all (seed 001: retrying early
   // only earns more 429s); plays wait for the hold-off inside the engine.
   if (self.counter_held(playback_counter)) {
-    std::erase_if(pending, [&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
+    pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
   }
 
   // Per-viewer limit (seed 001, trust boundary): plays first, one ticket each, before anything is sent. Without a
   // viewer_ref the device stands for the viewer.
   std::string_view const who = has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info);
-  std::vector<std::size_t> acquired;
+  item_indexes acquired;
   if (self.limiter && !pending.empty()) {
     std::stable_partition(pending.begin(), pending.end(),
                           [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
-    std::vector<std::size_t> allowed;
+    item_indexes allowed;
     for (std::size_t const i : pending) {
       auto decision = self.limiter->try_acquire(who, 1);
       if (decision.allowed) {
@@ -258,7 +291,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       }
     }
     std::sort(allowed.begin(), allowed.end());
-    pending = std::move(allowed);
+    pending = allowed;
   }
 
   // A call that fails as a whole gives back all the allowance it took: nothing was granted to the viewer.
@@ -297,7 +330,15 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       prefetch_only.policy.max_retries = 0;
       request_settings = &prefetch_only;
     }
-    auto joined = co_await self.send_tickets(body, *request_settings);
+    detail::joined_result<call_result> joined;
+    if (self.may_coalesce(*request_settings)) {
+      joined = co_await self.send_coalesced(std::move(body), *request_settings);
+    } else {
+      // Awaited here rather than in a helper coroutine: one coroutine frame fewer per call.
+      http_request request = self.make_request(http_method::post, self.tickets_url, std::move(body));
+      request_traits traits = impl::ticket_traits();
+      joined.value = co_await self.engine.call(std::move(request), std::move(traits), *request_settings);
+    }
     call_result& sent = joined.value;
     if (joined.coalesced) {
       self.metrics.add_coalesced();
@@ -311,7 +352,10 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
     }
     // Per-item outcomes are read from any response that carries them, a final 429 or 503 included; a response
     // without them (401, 400, a proxy's HTML) or no response at all fails the whole call.
-    ticket_batch_result parsed;
+    // From here to the end of the matching nothing suspends: the per-thread result may be used (and is left with its
+    // strings moved out).
+    ticket_batch_result& parsed = thread_parsed_batch();
+    parsed.items.clear();
     bool have_items = false;
     if (sent.has_response() && sent.response.status != 401) {
       auto ec = thread_parser().parse_ticket_batch(sent.response.body, parsed);
@@ -349,8 +393,8 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
     }
 
     // Match the server's items to ours by film, episode and intent (the server keeps the order; trust, but check).
-    std::vector<bool> used(parsed.items.size(), false);
-    std::vector<std::size_t> retry_next;
+    item_indexes used; // indexes into parsed.items, one per item of `pending` at most
+    item_indexes retry_next;
     std::optional<std::chrono::milliseconds> longest_retry_after;
     int retry_status = 0;
     std::string retry_code;
@@ -358,13 +402,13 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       std::size_t const i = pending[p];
       auto const& want = batch.episodes[i];
       std::size_t match = parsed.items.size();
-      if (p < parsed.items.size() && !used[p] && parsed.items[p].film_ref == want.film_ref &&
+      if (p < parsed.items.size() && !used.contains(p) && parsed.items[p].film_ref == want.film_ref &&
           parsed.items[p].episode_no == want.episode_no && parsed.items[p].intent == want.intent) {
         match = p;
       } else {
         for (std::size_t k = 0; k < parsed.items.size(); ++k) {
-          if (!used[k] && parsed.items[k].film_ref == want.film_ref && parsed.items[k].episode_no == want.episode_no &&
-              parsed.items[k].intent == want.intent) {
+          if (!used.contains(k) && parsed.items[k].film_ref == want.film_ref &&
+              parsed.items[k].episode_no == want.episode_no && parsed.items[k].intent == want.intent) {
             match = k;
             break;
           }
@@ -378,7 +422,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
         item.error_code = "missing_item";
         continue;
       }
-      used[match] = true;
+      used.push_back(match);
       item = std::move(parsed.items[match]);
       if (joined.coalesced && item.outcome == item_outcome::granted) {
         // Another call of this client asked for (and counted) this very ticket.
@@ -440,7 +484,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       fail_call();
       throw_cancelled("issue_tickets");
     }
-    pending = std::move(retry_next);
+    pending = retry_next;
     retries_done = retry;
     settings.retries_done = retries_done;
     settings.count_request = false;   // one logical call, counted once in the budget
@@ -455,7 +499,14 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       self.limiter->release(who, static_cast<std::uint32_t>(unused));
     }
   }
-  for (auto const& item : result.items) {
+  for (std::size_t i = 0; i < result.items.size(); ++i) {
+    auto& item = result.items[i];
+    if (item.film_ref.empty()) { // not filled by a response: the episode as asked (a server's item matched on it)
+      auto const& e = batch.episodes[i];
+      item.film_ref = e.film_ref;
+      item.episode_no = e.episode_no;
+      item.intent = e.intent;
+    }
     self.metrics.add_outcome(item.outcome);
   }
   self.metrics.observe_latency(std::chrono::steady_clock::now() - started);
