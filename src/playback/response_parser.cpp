@@ -72,8 +72,10 @@ struct location {
 /// The failure state shared by the readers of one call. Every reader returns false after calling one of these.
 class reader {
 public:
-  explicit reader(std::string& message, std::vector<ticket>* spare_tickets = nullptr) noexcept
-      : message_(message), spare_tickets_(spare_tickets) {}
+  /// @param escapes whether the document has a backslash anywhere: when it has none, no string needs unescaping
+  ///        and none is searched for one.
+  explicit reader(std::string& message, std::vector<ticket>* spare_tickets = nullptr, bool escapes = true) noexcept
+      : message_(message), spare_tickets_(spare_tickets), escapes_(escapes) {}
 
   /// Engages `slot` with a ticket whose strings keep the capacity of one dropped earlier, when there is one.
   void engage(std::optional<ticket>& slot) {
@@ -151,8 +153,9 @@ public:
     }
     if (token.size() >= 2 && token.front() == '"' && token.back() == '"') {
       auto const inner = token.substr(1, token.size() - 2);
-      if (std::memchr(inner.data(), '\\', inner.size()) == nullptr) {
-        out.assign(inner.data(), inner.size());
+      if (!escapes_ || std::memchr(inner.data(), '\\', inner.size()) == nullptr) {
+        out.clear(); // then append: a plain copy into the kept capacity (assign checks for overlap)
+        out.append(inner.data(), inner.size());
         return true;
       }
     } else if (!token.empty() && token.front() == 'n') {
@@ -195,9 +198,23 @@ public:
   }
 
   /// An integer in [lo, hi].
+  ///
+  /// Fast path: a token of 1 to 18 plain digits (a status, an episode number) is read in place. Anything else (a
+  /// sign, a fraction, an exponent, a leading zero, a longer number, another type) goes through simdjson, which
+  /// reads it or says exactly what is wrong.
   bool integer(od::value& v, location const& where, std::string_view field, std::int64_t lo, std::int64_t hi,
                std::int64_t& out) {
-    if (auto e = v.get_int64().get(out)) {
+    std::string_view const token = v.raw_json_token(); // up to the next structural character, spaces included
+    std::size_t n = 0;
+    std::int64_t value = 0;
+    while (n < token.size() && n < 18 && token[n] >= '0' && token[n] <= '9') {
+      value = value * 10 + (token[n] - '0');
+      ++n;
+    }
+    bool const plain = n > 0 && (n == token.size() || is_json_space(token[n])) && (n == 1 || token[0] != '0');
+    if (plain) {
+      out = value;
+    } else if (auto e = v.get_int64().get(out)) {
       return fail_json(where, field, e, "an integer");
     }
     if (out < lo || out > hi) {
@@ -254,6 +271,7 @@ public:
 private:
   std::string& message_;
   std::vector<ticket>* spare_tickets_;
+  bool escapes_;
 };
 
 /// Calls `on_field(key, value)` for every field of `obj`; stops at the first failure.
@@ -577,7 +595,9 @@ simdjson::padded_string_view response_parser::padded(std::string_view body) {
 
 template <class Reader> std::error_code response_parser::run(simdjson::padded_string_view json, Reader&& read) {
   message_.clear();
-  reader r(message_, &spare_tickets_);
+  // One search of the whole body instead of one per string: API bodies rarely escape anything.
+  bool const escapes = std::memchr(json.data(), '\\', json.length()) != nullptr;
+  reader r(message_, &spare_tickets_, escapes);
   od::document doc;
   if (auto e = parser_.iterate(json).get(doc)) {
     if (e == simdjson::EMPTY) {

@@ -285,6 +285,10 @@ TEST_CASE("response parser: numbers out of range are refused, not wrapped") {
       {item("2147483648", "404"), "items[0].episode_no: out of range"},
       {item("99999999999999999999", "404"), "items[0].episode_no"},
       {item("1.5", "404"), "items[0].episode_no: expected an integer"},
+      {item("04", "404"), "items[0].episode_no"},                                // JSON has no leading zeros
+      {item("100000000000000000", "404"), "items[0].episode_no: out of range"},  // 18 digits, read in place
+      {item("1000000000000000000", "404"), "items[0].episode_no: out of range"}, // 19, through simdjson
+      {item("1", "4040"), "items[0].status: out of range"},
       {item("1e3", "404"), "items[0].episode_no"},
       {item("1", "99"), "items[0].status: out of range"},
       {item("1", "600"), "items[0].status: out of range"},
