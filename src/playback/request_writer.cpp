@@ -1,6 +1,8 @@
 #include "wandura/playback/detail/request_writer.hpp"
 
 #include <charconv>
+#include <cstdint>
+#include <cstring>
 
 #include <simdjson.h>
 
@@ -25,15 +27,70 @@ constexpr std::size_t escaped_bound(std::string_view text) noexcept {
   return text.size() * 6 + 2;
 }
 
+// Eight bytes at a time (SWAR): the short ASCII texts of a ticket batch (film refs, device ids, keys) are checked in
+// a few steps instead of byte by byte or through a call into simdjson.
+constexpr std::uint64_t ones = 0x0101010101010101ULL;
+constexpr std::uint64_t highs = 0x8080808080808080ULL;
+
+std::uint64_t load8(char const* p) noexcept {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// Bytes of `v` that are below `n` (n <= 128) get their high bit set; for bytes below 0x80 only, exactly.
+constexpr std::uint64_t bytes_below(std::uint64_t v, std::uint8_t n) noexcept {
+  return (v - ones * n) & ~v & highs;
+}
+
+/// Whether any byte of `text` is 0x80 or above.
+bool has_non_ascii(std::string_view text) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    if ((load8(text.data() + i) & highs) != 0) {
+      return true;
+    }
+  }
+  for (; i < text.size(); ++i) {
+    if (static_cast<unsigned char>(text[i]) >= 0x80) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Whether `text`, known to be ASCII, has a byte that JSON escapes: below 0x20, '"' or '\\'.
+bool needs_escape_ascii(std::string_view text) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    std::uint64_t const v = load8(text.data() + i);
+    if ((bytes_below(v, 0x20) | bytes_below(v ^ (ones * '"'), 1) | bytes_below(v ^ (ones * '\\'), 1)) != 0) {
+      return true;
+    }
+  }
+  for (; i < text.size(); ++i) {
+    auto const c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == '"' || c == '\\') {
+      return true;
+    }
+  }
+  return false;
+}
+
 } // namespace
 
 bool is_valid_utf8(std::string_view text) noexcept {
-  return simdjson::validate_utf8(text.data(), text.size());
+  return !has_non_ascii(text) || simdjson::validate_utf8(text.data(), text.size());
 }
 
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   out.push_back('"');
+  if (!has_non_ascii(text) && !needs_escape_ascii(text)) { // the usual id or ref: copied as it is
+    out.append(text);
+    out.push_back('"');
+    return;
+  }
   std::size_t run_start = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     auto const c = static_cast<unsigned char>(text[i]);

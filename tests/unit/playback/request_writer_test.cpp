@@ -93,6 +93,29 @@ TEST_CASE("request writer: every single byte value round-trips inside a string")
   }
 }
 
+TEST_CASE("request writer: a byte to escape or a non-ASCII byte is found at any position of a longer string") {
+  // Strings are checked eight bytes at a time; every position of a 17-byte string is in a word or in the tail.
+  std::string out;
+  for (std::size_t pos = 0; pos < 17; ++pos) {
+    for (int c : {0x00, 0x0a, 0x1f, 0x22, 0x5c, 0x7f}) { // NUL, LF, US, quote, backslash, DEL
+      auto batch = sample_batch();
+      batch.union_info = std::string(17, 'x');
+      batch.union_info[pos] = static_cast<char>(c);
+      INFO("byte " << c << " at " << pos);
+      REQUIRE_FALSE(write_ticket_batch(batch, out));
+      CHECK(read_back(out).union_info == batch.union_info);
+    }
+    auto batch = sample_batch();
+    batch.drm_kek = std::string(17, 'k');
+    batch.drm_kek[pos] = '\xff'; // never valid UTF-8
+    INFO("0xff at " << pos);
+    CHECK(write_ticket_batch(batch, out) == wandura::errc::invalid_argument);
+    batch.drm_kek.replace(pos, 1, "\xc3\xa9"); // e-acute: valid, copied as it is
+    REQUIRE_FALSE(write_ticket_batch(batch, out));
+    CHECK(read_back(out).drm_kek == batch.drm_kek);
+  }
+}
+
 TEST_CASE("request writer: a reused string keeps its buffer") {
   std::string out;
   REQUIRE_FALSE(write_ticket_batch(sample_batch(), out));
