@@ -175,8 +175,10 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     }
   }
 
+  // One clock read for the budget and the first attempt: nothing suspends between them.
+  auto now = clk.now();
   if (settings.count_request) {
-    budget_.note_request(clk.now()); // seed 000: requests counted per logical call
+    budget_.note_request(now); // seed 000: requests counted per logical call
   }
 
   auto const attempt_limit = std::max(settings.attempt_timeout, traits.attempt_timeout_floor);
@@ -189,7 +191,9 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     }
 
     // After a 429 on this counter, every request to it waits until the server's Retry-After has passed.
-    auto now = clk.now();
+    if (attempt > 1) {
+      now = clk.now(); // after the backoff sleep
+    }
     auto const held = holdoffs_.held_until(traits.counter);
     if (held > now) {
       if (held >= settings.deadline) {
