@@ -103,7 +103,8 @@ struct transfer {
   // The request header list, built in storage reused across requests: curl only reads a curl_slist.
   std::vector<std::string> header_lines;
   std::vector<curl_slist> header_nodes;
-  std::string url; ///< the URL libcurl holds for this handle (CURLOPT_URL copies; skipped when unchanged)
+  std::string url;             ///< the URL of `parsed_url` (parsed again only when a request's URL differs)
+  CURLU* parsed_url = nullptr; ///< what libcurl reads the URL from (CURLOPT_CURLU); owned, freed after `easy`
 };
 
 class transport_impl : public std::enable_shared_from_this<transport_impl> {
@@ -428,6 +429,9 @@ private:
     for (auto& t : transfers_) {
       if (t->easy != nullptr) {
         curl_easy_cleanup(std::exchange(t->easy, nullptr));
+      }
+      if (t->parsed_url != nullptr) {
+        curl_url_cleanup(std::exchange(t->parsed_url, nullptr));
       }
     }
     sockets_.clear(); // only descriptors libcurl closed without telling us are left: nothing to close
@@ -930,8 +934,19 @@ private:
     if (req.url == t->url) {
       return configure_method(t); // same URL as this handle's last request: libcurl still holds its copy
     }
+    // Parsed once here and handed over as a CURLU: with CURLOPT_URL libcurl would parse the string again for
+    // every request (about 5 % of its work per request on a small POST). Same flags as libcurl uses for
+    // CURLOPT_URL, so the same URLs are accepted.
     t->url.clear(); // until libcurl accepted the new one
-    if (curl_easy_setopt(e, CURLOPT_URL, req.url.c_str()) != CURLE_OK) {
+    if (t->parsed_url == nullptr) {
+      t->parsed_url = curl_url();
+      if (t->parsed_url == nullptr) {
+        return make_error_code(errc::transport_failed);
+      }
+    }
+    if (curl_url_set(t->parsed_url, CURLUPART_URL, req.url.c_str(), CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
+            CURLUE_OK ||
+        curl_easy_setopt(e, CURLOPT_CURLU, t->parsed_url) != CURLE_OK) {
       return make_error_code(errc::transport_failed);
     }
     t->url.assign(req.url);
