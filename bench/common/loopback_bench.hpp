@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -63,11 +64,23 @@ private:
   std::map<std::string, std::string> env_;
 };
 
+/// CPU time this process (all its threads; not the server) has used so far, in seconds.
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct run_result {
   std::uint64_t ok = 0;
   std::uint64_t failed = 0;
   double seconds = 0;
+  double cpu_seconds = 0; ///< the client's CPU time during the run (less sensitive to other jobs than the rate)
   [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
+  /// Client CPU microseconds per good answer.
+  [[nodiscard]] double cpu_us_per_request() const {
+    return ok == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ok);
+  }
 };
 
 /// Runs `concurrency` coroutines on `io` (one thread: this one), each awaiting `one_request()` (an
@@ -76,6 +89,7 @@ template <class OneRequest>
 run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::duration<double> duration,
                           OneRequest one_request) {
   run_result result;
+  auto const cpu_start = process_cpu_seconds();
   auto const start = clock_type::now();
   auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
   for (int i = 0; i < concurrency; ++i) {
@@ -92,6 +106,7 @@ run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::du
   io.restart();
   io.run();
   result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  result.cpu_seconds = process_cpu_seconds() - cpu_start;
   return result;
 }
 
@@ -108,14 +123,18 @@ inline std::size_t raw_write(char* data, std::size_t size, std::size_t count, vo
 
 /// The baseline: `concurrency` easy handles posting `request_body` to `url` with curl_multi_perform +
 /// curl_multi_poll, each re-added as it finishes, for `duration`. A transfer counts as ok when it answered 200 with
-/// at least `min_body` bytes.
+/// at least `min_body` bytes. Besides `Authorization` and `Content-Type` it sends `extra_headers` (whole lines,
+/// "Name: value"), so that both sides of a comparison put the same bytes on the wire.
 inline run_result run_raw_curl(std::string const& url, int concurrency, std::chrono::duration<double> duration,
-                               std::size_t min_body = 2000) {
+                               std::vector<std::string> const& extra_headers = {}, std::size_t min_body = 2000) {
   CURLM* multi = curl_multi_init();
   curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Authorization: Bearer bench-key");
   headers = curl_slist_append(headers, "Content-Type: application/json");
+  for (auto const& line : extra_headers) {
+    headers = curl_slist_append(headers, line.c_str());
+  }
   headers = curl_slist_append(headers, "Expect:");
   std::vector<detail::raw_transfer> transfers(static_cast<std::size_t>(concurrency));
   for (auto& t : transfers) {
@@ -132,6 +151,7 @@ inline run_result run_raw_curl(std::string const& url, int concurrency, std::chr
     curl_multi_add_handle(multi, t.easy);
   }
   run_result result;
+  auto const cpu_start = process_cpu_seconds();
   auto const start = clock_type::now();
   auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
   int running = concurrency;
@@ -163,6 +183,7 @@ inline run_result run_raw_curl(std::string const& url, int concurrency, std::chr
     }
   }
   result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  result.cpu_seconds = process_cpu_seconds() - cpu_start;
   for (auto& t : transfers) {
     curl_easy_cleanup(t.easy);
   }
