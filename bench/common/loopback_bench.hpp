@@ -78,9 +78,7 @@ struct run_result {
   double cpu_seconds = 0; ///< the client's CPU time during the run (less sensitive to other jobs than the rate)
   [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
   /// Client CPU microseconds per good answer.
-  [[nodiscard]] double cpu_us_per_request() const {
-    return ok == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ok);
-  }
+  [[nodiscard]] double cpu_us_per_request() const { return ok == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ok); }
 };
 
 /// Runs `concurrency` coroutines on `io` (one thread: this one), each awaiting `one_request()` (an
