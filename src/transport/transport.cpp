@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -145,6 +146,7 @@ public:
     }
     curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, idle);
     h2c_reuse_broken_ = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+    no_proxy_in_environment_ = !proxy_in_environment();
     if (options_.default_connect_timeout.count() <= 0) {
       options_.default_connect_timeout = std::chrono::milliseconds(3000);
     }
@@ -977,7 +979,7 @@ private:
       curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
     build_header_list(t);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_nodes.data());
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_nodes.empty() ? nullptr : t->header_nodes.data());
     return {};
   }
 
@@ -998,11 +1000,19 @@ private:
         line.append(": ").append(headers[i].value);
       }
     }
-    t->header_lines[headers.size()].assign("Expect:"); // never wait for 100-continue
-    t->header_nodes.resize(count);
-    for (std::size_t i = 0; i < count; ++i) {
+    // libcurl asks for 100-continue (and waits up to a second for it) on bodies over a threshold: 1 MiB since
+    // 7.77, 1024 bytes before. "Expect:" turns that off; for smaller bodies it is left out, one header fewer for
+    // libcurl to compare all of its own against on every request.
+    std::size_t used = count;
+    if (t->request->body.size() >= 1024) {
+      t->header_lines[headers.size()].assign("Expect:"); // never wait for 100-continue
+    } else {
+      used = count - 1;
+    }
+    t->header_nodes.resize(used);
+    for (std::size_t i = 0; i < used; ++i) {
       t->header_nodes[i].data = t->header_lines[i].data();
-      t->header_nodes[i].next = (i + 1 < count) ? &t->header_nodes[i + 1] : nullptr;
+      t->header_nodes[i].next = (i + 1 < used) ? &t->header_nodes[i + 1] : nullptr;
     }
   }
 
@@ -1037,6 +1047,22 @@ private:
     if (options_.accept_compressed) {
       curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     }
+    if (no_proxy_in_environment_) {
+      // No proxy: say so, with an empty exception list, which spares libcurl reading the environment per request.
+      curl_easy_setopt(e, CURLOPT_PROXY, "");
+      curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+    }
+  }
+
+  /// Whether a variable libcurl reads to pick a proxy is set (libcurl's names: http_proxy in lower case only, the
+  /// others in either case). libcurl reads them for every request; the transport looks once, at construction.
+  [[nodiscard]] static bool proxy_in_environment() noexcept {
+    for (char const* name : {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+      if (char const* value = std::getenv(name); value != nullptr && *value != '\0') {
+        return true;
+      }
+    }
+    return false;
   }
 
   asio::any_io_executor executor_;
@@ -1064,7 +1090,8 @@ private:
   clock::time_point timer_armed_at_;              ///< ...expiring then
   std::optional<clock::time_point> timer_wanted_; ///< libcurl's deadline; none after -1 or 0
   std::uint64_t timer_generation_ = 0;
-  bool h2c_reuse_broken_ = false; ///< libcurl < 8.0.0: see configure()
+  bool h2c_reuse_broken_ = false;        ///< libcurl < 8.0.0: see configure()
+  bool no_proxy_in_environment_ = false; ///< see proxy_in_environment()
 
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<transfer>> transfers_;

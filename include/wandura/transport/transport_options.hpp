@@ -12,6 +12,10 @@ namespace wandura {
 /// Client-wide transport settings. Per-attempt timeouts come from `attempt_options`; these are the limits and
 /// security settings that belong to the connection pool. Defaults suit a high-throughput backend talking to one
 /// API host: keep-alive on, HTTP/2 over TLS when the server offers it, certificates verified.
+///
+/// Proxies come from the environment as libcurl reads them (`http_proxy`, `https_proxy`/`HTTPS_PROXY`,
+/// `all_proxy`/`ALL_PROXY`, `no_proxy`/`NO_PROXY`), looked at once, when the transport is created: a proxy
+/// variable set later is not seen by an existing transport.
 struct transport_options {
   /// Largest response body accepted, in bytes. A larger body (by `Content-Length` or by bytes received) ends the
   /// attempt with `errc::response_too_large`. Default 1 MiB.

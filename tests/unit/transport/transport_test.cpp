@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -181,6 +182,61 @@ TEST_CASE("transport: a POST returns status, case-insensitive headers with repea
   CHECK(head.find("Authorization: Bearer test-key\r\n") != std::string::npos);
   CHECK(head.find("Expect") == std::string::npos);
   CHECK(head.find("User-Agent: wandura-cpp/") != std::string::npos);
+}
+
+TEST_CASE("transport: a body over libcurl's 100-continue threshold is sent at once, without Expect") {
+  // libcurl would ask for "100 Continue" (and wait up to a second for it) on a large body; the transport turns
+  // that off for bodies from 1024 bytes (libcurl's threshold before 7.77; 1 MiB since).
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  for (std::size_t size : {std::size_t{1024}, std::size_t{2} << 20U}) {
+    auto request = post(server.url(), std::string(size, 'x'));
+    auto const start = clock_type::now();
+    auto r = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(r.error);
+    CHECK(r.response.status == 200);
+    CHECK(clock_type::now() - start < 900ms); // no second spent waiting for a 100 Continue that never comes
+    auto head = server.last_request_head();
+    CHECK(head.find("Expect") == std::string::npos);
+    CHECK(head.find("Content-Length: " + std::to_string(size) + "\r\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("transport: a proxy named in the environment at construction is used") {
+  // The transport reads libcurl's proxy variables once, when it is created (and tells libcurl "no proxy" when none
+  // is set, which spares it reading the environment per request): a set variable must still be honoured.
+  test_http_server proxy;
+  struct saved_variable {
+    std::string name;
+    std::optional<std::string> value;
+    explicit saved_variable(std::string n) : name(std::move(n)) {
+      if (char const* v = std::getenv(name.c_str())) {
+        value = v;
+      }
+    }
+    ~saved_variable() {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  };
+  saved_variable http_proxy("http_proxy");
+  saved_variable no_proxy_lower("no_proxy");
+  saved_variable no_proxy_upper("NO_PROXY");
+  setenv("http_proxy", proxy.url().c_str(), 1);
+  unsetenv("no_proxy");
+  unsetenv("NO_PROXY");
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  // Port 9 on another loopback address: nothing listens there, so only the proxy can answer.
+  auto request = post("http://127.0.0.2:9/v1/playback/tickets");
+  auto r = run(io, tr.send_attempt(request, {}));
+  REQUIRE_FALSE(r.error);
+  CHECK(r.response.status == 200);
+  CHECK(proxy.last_request_head().find("POST http://127.0.0.2:9/v1/playback/tickets HTTP/1.1") == 0);
 }
 
 TEST_CASE("transport: sequential requests reuse one keep-alive connection") {
