@@ -133,7 +133,6 @@ inline run_result run_raw_curl(std::string const& url, int concurrency, std::chr
   for (auto const& line : extra_headers) {
     headers = curl_slist_append(headers, line.c_str());
   }
-  headers = curl_slist_append(headers, "Expect:");
   std::vector<detail::raw_transfer> transfers(static_cast<std::size_t>(concurrency));
   for (auto& t : transfers) {
     t.easy = curl_easy_init();
