@@ -363,6 +363,17 @@ private:
       queued_.store(queue_.size(), std::memory_order_relaxed);
       activate(t);
     }
+    disarm_queue_timer_if_empty();
+  }
+
+  /// An empty queue needs no deadline: a wait left pending would hold the io_context until the attempt timeout of
+  /// a request that started (or was cancelled) long ago.
+  void disarm_queue_timer_if_empty() noexcept {
+    if (queue_.empty() && queue_timer_armed_) {
+      queue_timer_armed_ = false;
+      ++queue_timer_generation_;
+      queue_timer_.cancel();
+    }
   }
 
   void cancel(transfer* t, std::uint64_t generation) {
@@ -375,6 +386,7 @@ private:
     case transfer_phase::queued:
       queue_.erase(std::find(queue_.begin(), queue_.end(), t));
       queued_.store(queue_.size(), std::memory_order_relaxed);
+      disarm_queue_timer_if_empty();
       complete(t, asio::error::operation_aborted);
       return;
     case transfer_phase::active:
@@ -518,6 +530,10 @@ private:
       return;
     }
     int running = 0;
+    bool timeout_action = fd == CURL_SOCKET_TIMEOUT;
+    if (timeout_action) {
+      timer_wanted_.reset(); // see below
+    }
     curl_multi_socket_action(multi_, fd, events, &running);
     // Transfers libcurl wants run "now" (timer callback 0) run right here, before any other event of the same
     // connection, as curl_multi_perform would: with HTTP/2, a read for one stream often completes others, and
@@ -525,7 +541,16 @@ private:
     // (curl#4642, fixed in 8.0 by curl#10715). Bounded: libcurl re-requests at most once per round per transfer.
     for (int round = 0; round < 4 && immediate_timeout_posted_ && multi_ != nullptr; ++round) {
       immediate_timeout_posted_ = false;
+      timeout_action = true;
+      timer_wanted_.reset();
       curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+    // A CURL_SOCKET_TIMEOUT action makes libcurl forget the deadline it announced last: it announces the earliest
+    // one left during the action (hence the reset of timer_wanted_ above), and when none is left it says nothing,
+    // not -1. A wait still pending from an earlier deadline would then hold the io_context until it expired (the
+    // connect timeout after a burst of HTTP/2 streams): drop it, unless another immediate action is on its way.
+    if (timeout_action && !timer_wanted_ && !immediate_timeout_posted_) {
+      disarm_timer();
     }
     drain();
     update_epoll_wait();
@@ -552,6 +577,15 @@ private:
     auto const generation = ++timer_generation_;
     timer_.async_wait(
         [self = shared_from_this(), generation](std::error_code ec) { self->on_timer_fired(generation, ec); });
+  }
+
+  /// Cancels the pending wait on timer_, if any.
+  void disarm_timer() noexcept {
+    if (timer_armed_) {
+      timer_armed_ = false;
+      ++timer_generation_;
+      timer_.cancel();
+    }
   }
 
   void on_timer_fired(std::uint64_t generation, std::error_code ec) {
@@ -721,11 +755,7 @@ private:
       if (timeout_ms < 0) {
         // -1: delete the timer. Cancelled, not just ignored, so that an idle transport holds no work.
         self->timer_wanted_.reset();
-        if (self->timer_armed_) {
-          self->timer_armed_ = false;
-          ++self->timer_generation_;
-          self->timer_.cancel();
-        }
+        self->disarm_timer();
       } else if (timeout_ms == 0) {
         // 0: act "as soon as possible", but not from inside this callback: post to the strand. A pending wait
         // is left alone; libcurl sets its next deadline when it acts.

@@ -241,3 +241,39 @@ TEST_CASE("transport over TLS: destroying it with pooled TLS connections is clea
   io.run(); // shutdown closes the pool; nothing may be left pending
   CHECK(std::chrono::steady_clock::now() - start < 5s);
 }
+
+TEST_CASE(
+    "transport over TLS: after bursts of parallel HTTP/2 streams nothing is pending, so io_context::run() returns") {
+  // With many streams libcurl asks for immediate timeout actions (timer callback 0) while an earlier deadline (the
+  // connect timeout) is armed. After such an action libcurl forgets the deadline it announced and, with nothing
+  // left to time, never says -1: a wait left armed held run() for the whole connect timeout after the last
+  // response.
+  asio::io_context io;
+  wandura::transport_options options;
+  options.ca_bundle = nginx("WANDURA_NGINX_CA");
+  wandura::transport tr(io.get_executor(), options);
+  auto request = post("https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/");
+  wandura::attempt_options opts;
+  opts.connect_timeout = 4000ms;
+  for (int round = 0; round < 6; ++round) {
+    int const n = 40 + 16 * round;
+    std::atomic<int> ok{0};
+    std::atomic<int> reset{0};
+    for (int i = 0; i < n; ++i) {
+      asio::co_spawn(io, tr.send_attempt(request, opts), [&](std::exception_ptr, wandura::attempt_result r) {
+        ok += (!r.error && r.response.status == 200 && r.response.http_version == 20) ? 1 : 0;
+        reset += (r.error == wandura::errc::connection_reset) ? 1 : 0;
+      });
+    }
+    io.restart();
+    auto const start = std::chrono::steady_clock::now();
+    std::thread second([&] { io.run_for(5s); }); // bounded: a test that fails must not hang
+    io.run_for(5s);                              // returns early when no work is left
+    second.join();
+    auto const elapsed = std::chrono::steady_clock::now() - start;
+    INFO("round " << round << ": " << n << " streams");
+    CHECK(ok + reset == n);
+    CHECK(reset <= tolerated_stream_resets());
+    REQUIRE(elapsed < 2000ms);
+  }
+}
