@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -49,8 +50,14 @@ public:
     std::string_view value;
   };
 
-  /// Appends a header. Names and values longer than 4 GiB are refused with std::length_error.
+  /// Appends a header. `name` and `value` may view this object's own headers. A header block over 4 GiB is
+  /// refused with std::length_error.
   void add(std::string_view name, std::string_view value) {
+    if (views_own_bytes(name) || views_own_bytes(value)) {
+      std::string const copy = std::string(name).append(value); // growing bytes_ would invalidate the views
+      add(std::string_view(copy).substr(0, name.size()), std::string_view(copy).substr(name.size()));
+      return;
+    }
     if (entries_.empty() && entries_.capacity() == 0) {
       entries_.reserve(typical_count);
       bytes_.reserve(typical_bytes);
@@ -117,6 +124,10 @@ private:
     std::uint32_t value_offset;
     std::uint32_t value_size;
   };
+  [[nodiscard]] bool views_own_bytes(std::string_view s) const noexcept {
+    return !s.empty() && !bytes_.empty() && std::less_equal<>()(bytes_.data(), s.data()) &&
+           std::less<>()(s.data(), bytes_.data() + bytes_.size());
+  }
   [[nodiscard]] std::string_view name_of(entry const& e) const noexcept {
     return std::string_view(bytes_).substr(e.name_offset, e.name_size);
   }
@@ -130,7 +141,8 @@ private:
 
 /// A byte buffer that always keeps `body_padding` readable bytes after its end, copies and moved-from objects
 /// included, so that simdjson parses it in place: `capacity() >= size() + body_padding` at all times. An empty
-/// body allocates nothing (its data points to a shared, zeroed block of `body_padding` bytes).
+/// body allocates nothing (its data points to a shared, zeroed block of `body_padding` bytes). Growing throws
+/// std::bad_alloc, or std::length_error past max_size(); the content is then unchanged.
 class response_body {
 public:
   response_body() noexcept = default;
@@ -155,46 +167,64 @@ public:
   }
   ~response_body() { delete[] data_; }
 
-  /// Replaces the content with `bytes`.
+  /// Replaces the content with `bytes`, which may view this body itself.
   void assign(std::string_view bytes) {
     size_ = 0;
-    append(bytes.data(), bytes.size());
+    append(bytes.data(), bytes.size()); // append copies from `bytes` before it frees or overwrites anything
   }
-  /// Appends; grows geometrically and keeps the padding.
+  /// Appends `n` bytes from `data`, which may point into this body itself; grows geometrically and keeps the
+  /// padding.
   void append(char const* data, std::size_t n) {
     if (n == 0) {
       return;
     }
-    if (capacity_ < size_ + n + body_padding) {
-      grow(std::max(capacity_ * 2, size_ + n + body_padding));
+    if (n > max_size() - size_) {
+      throw std::length_error("response_body: over max_size()");
     }
-    std::memcpy(data_ + size_, data, n);
+    if (capacity_ < size_ + n + body_padding) {
+      // The new block gets both parts before the old one is freed: `data` may point into it.
+      replace_storage(std::max(capacity_ * 2, size_ + n + body_padding), data_, size_, data, n);
+    } else {
+      std::memmove(data_ + size_, data, n);
+    }
     size_ += n;
   }
   /// Empties the body, keeping its storage for reuse.
   void clear() noexcept { size_ = 0; }
   /// Makes room for `n` bytes of content (plus the padding) without further allocation.
   void reserve(std::size_t n) {
+    if (n > max_size()) {
+      throw std::length_error("response_body: over max_size()");
+    }
     if (capacity_ < n + body_padding) {
-      grow(n + body_padding);
+      replace_storage(n + body_padding, data_, size_, nullptr, 0);
     }
   }
 
   [[nodiscard]] std::string_view view() const noexcept { return {data(), size_}; }
   [[nodiscard]] char const* data() const noexcept { return data_ != nullptr ? data_ : empty_storage; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// The largest content a body can hold.
+  [[nodiscard]] static constexpr std::size_t max_size() noexcept {
+    return static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - body_padding;
+  }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   /// Readable bytes from data(); always >= size() + body_padding.
   [[nodiscard]] std::size_t capacity() const noexcept { return data_ != nullptr ? capacity_ : body_padding; }
 
 private:
-  void grow(std::size_t capacity) {
-    auto* bigger = new char[capacity];
-    if (size_ != 0) {
-      std::memcpy(bigger, data_, size_);
+  /// Moves to a new block of `capacity` bytes holding `first` (n1 bytes) then `second` (n2 bytes); either may
+  /// point into the old block, which is freed last. Does not change size_.
+  void replace_storage(std::size_t capacity, char const* first, std::size_t n1, char const* second, std::size_t n2) {
+    auto* block = new char[capacity];
+    if (n1 != 0) {
+      std::memcpy(block, first, n1);
+    }
+    if (n2 != 0) {
+      std::memcpy(block + n1, second, n2);
     }
     delete[] data_;
-    data_ = bigger;
+    data_ = block;
     capacity_ = capacity;
   }
 
