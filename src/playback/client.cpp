@@ -339,6 +339,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
       request_traits traits = impl::ticket_traits();
       joined.value = co_await self.engine.call(std::move(request), std::move(traits), *request_settings);
     }
+    body.clear(); // moved into the request; a next round writes its own (item_round > 0 below)
     call_result& sent = joined.value;
     if (joined.coalesced) {
       self.metrics.add_coalesced();

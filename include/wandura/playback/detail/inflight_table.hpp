@@ -89,7 +89,7 @@ public:
     }
     if (leader) {
       asio::co_spawn(executor, run_operation(std::move(start)),
-                     [weak = std::weak_ptr<state>(state_), key = std::move(key), e](std::exception_ptr failed,
+                     [weak = std::weak_ptr<state>(state_), key = std::move(key), e](std::exception_ptr const& failed,
                                                                                     outcome result) mutable {
                        if (failed) { // run_operation catches everything; should anything escape it, waiters get that
                          result.error = failed;
