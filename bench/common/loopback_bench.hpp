@@ -266,4 +266,37 @@ inline std::optional<bench_args> read_args(int argc, char** argv, char const* ou
   return out;
 }
 
+/// What both loopback benchmarks do with their two sides. With `only` set ("raw" or our side's name) runs that
+/// side alone once at `only_concurrency` and prints its rate and CPU per request, for profiling. Otherwise, for
+/// concurrency 1, 16 and 64, measures both alternately and prints one line each:
+/// `NAME c=C: ratio=R (OURS N UNIT/s, raw N req/s, medians of ...)`. Returns the exit status: 1 if any request
+/// failed.
+/// @param run_ours, run_raw callables `run_result(int concurrency, std::chrono::duration<double>)`.
+template <class Ours, class Raw>
+int compare_with_raw(char const* name, char const* ours_label, char const* ours_unit, bench_args const& args,
+                     Ours run_ours, Raw run_raw) {
+  std::chrono::duration<double> const duration(args.seconds);
+  if (!args.only.empty()) {
+    auto const r =
+        args.only == "raw" ? run_raw(args.only_concurrency, duration) : run_ours(args.only_concurrency, duration);
+    std::printf("%s c=%d: %.0f req/s, %.2f us CPU per request (%llu failed)\n", args.only.c_str(),
+                args.only_concurrency, r.rate(), r.cpu_us_per_request(), static_cast<unsigned long long>(r.failed));
+    return 0;
+  }
+  int status = 0;
+  for (int concurrency : {1, 16, 64}) {
+    auto const m = measure_alternately(
+        args.rounds, duration, [&](auto d) { return run_ours(concurrency, d); },
+        [&](auto d) { return run_raw(concurrency, d); });
+    std::printf("%s c=%d: ratio=%.2f (%s %.0f %s/s, raw %.0f req/s, medians of %d alternating %.1f s runs%s)\n", name,
+                concurrency, m.ratio(), ours_label, m.ours, ours_unit, m.baseline, args.rounds, args.seconds,
+                m.failures != 0 ? ", SOME REQUESTS FAILED" : "");
+    std::fflush(stdout);
+    if (m.failures != 0) {
+      status = 1;
+    }
+  }
+  return status;
+}
+
 } // namespace wandura::bench

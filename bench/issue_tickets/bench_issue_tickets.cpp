@@ -62,7 +62,6 @@ int main(int argc, char** argv) {
   if (!args) {
     return 2;
   }
-  auto const [rounds, seconds, only, only_concurrency] = *args;
   try {
     std::string written;
     if (wandura::detail::write_ticket_batch(bench_batch(), written) || written != wandura::bench::request_body) {
@@ -81,7 +80,6 @@ int main(int argc, char** argv) {
     options.transport.max_connections_per_host = 64; // the raw loop uses the same limit
     // Every call is counted in the retry budget; none fails, so the budget never decides anything here.
     wandura::client api(io.get_executor(), options);
-    std::chrono::duration<double> const duration(seconds);
     // The client sends Accept, an Idempotency-Key (32 hex characters) and its transport's User-Agent besides
     // Authorization and Content-Type: the raw loop sends the same lines (with one fixed key of the same length:
     // making keys is client work), so that libcurl and nginx handle the same bytes on both sides.
@@ -89,29 +87,12 @@ int main(int argc, char** argv) {
                                                   "Idempotency-Key: 0123456789abcdef0123456789abcdef",
                                                   "User-Agent: " + options.transport.user_agent};
 
-    if (!only.empty()) { // one side alone, for profiling (perf, strace -c)
-      auto r = only == "raw" ? wandura::bench::run_raw_curl(nginx.url(), only_concurrency, duration, raw_headers)
-                             : run_client(api, io, only_concurrency, duration);
-      std::printf("%s c=%d: %.0f req/s, %.2f us CPU per request (%llu failed)\n", only.c_str(), only_concurrency,
-                  r.rate(), r.cpu_us_per_request(), static_cast<unsigned long long>(r.failed));
-      return 0;
-    }
-    int status = 0;
-    for (int concurrency : {1, 16, 64}) {
-      auto const m = wandura::bench::measure_alternately(
-          rounds, duration, [&](auto d) { return run_client(api, io, concurrency, d); },
-          [&](auto d) { return wandura::bench::run_raw_curl(nginx.url(), concurrency, d, raw_headers); });
-      auto const failures = m.failures;
-      double const c_med = m.ours;
-      double const w_med = m.baseline;
-      std::printf("issue_tickets_vs_raw_curl c=%d: ratio=%.2f (issue_tickets %.0f calls/s, raw %.0f req/s, medians "
-                  "of %d alternating %.1f s runs%s)\n",
-                  concurrency, c_med / w_med, c_med, w_med, rounds, seconds,
-                  failures != 0 ? ", SOME REQUESTS FAILED" : "");
-      std::fflush(stdout);
-      if (failures != 0) {
-        status = 1;
-      }
+    int const status = wandura::bench::compare_with_raw(
+        "issue_tickets_vs_raw_curl", "issue_tickets", "calls", *args,
+        [&](int c, auto d) { return run_client(api, io, c, d); },
+        [&](int c, auto d) { return wandura::bench::run_raw_curl(nginx.url(), c, d, raw_headers); });
+    if (!args->only.empty()) {
+      return status;
     }
     auto const st = api.stats();
     std::printf("issue_tickets: %llu calls, %llu attempts, %llu retries\n",

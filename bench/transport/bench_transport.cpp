@@ -68,7 +68,6 @@ int main(int argc, char** argv) {
   if (!args) {
     return 2;
   }
-  auto const [rounds, seconds, only, only_concurrency] = *args;
   try {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     nginx_server nginx;
@@ -77,7 +76,6 @@ int main(int argc, char** argv) {
     request.url = nginx.url();
     request.headers = {{"Authorization", "Bearer bench-key"}, {"Content-Type", "application/json"}};
     request.body = request_body;
-    std::chrono::duration<double> const duration(seconds);
 
     asio::io_context io;
     wandura::transport_options options;
@@ -86,29 +84,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> const raw_headers = {"User-Agent: " + options.user_agent};
     options.max_connections_per_host = 64; // the raw loop uses the same limit
     wandura::transport tr(io.get_executor(), options);
-    if (!only.empty()) {
-      auto r = only == "raw" ? run_raw_curl(request.url, only_concurrency, duration, raw_headers)
-                             : run_transport(tr, io, request, only_concurrency, duration);
-      std::printf("%s c=%d: %.0f req/s, %.2f us CPU per request (%llu failed)\n", only.c_str(), only_concurrency,
-                  r.rate(), r.cpu_us_per_request(), static_cast<unsigned long long>(r.failed));
-      return 0;
-    }
-    int status = 0;
-    for (int concurrency : {1, 16, 64}) {
-      auto const m = wandura::bench::measure_alternately(
-          rounds, duration, [&](auto d) { return run_transport(tr, io, request, concurrency, d); },
-          [&](auto d) { return run_raw_curl(request.url, concurrency, d, raw_headers); });
-      auto const failures = m.failures;
-      double const t_med = m.ours;
-      double const w_med = m.baseline;
-      std::printf("transport_vs_raw_curl c=%d: ratio=%.2f (transport %.0f req/s, raw %.0f req/s, medians of %d "
-                  "alternating %.1f s runs%s)\n",
-                  concurrency, t_med / w_med, t_med, w_med, rounds, seconds,
-                  failures != 0 ? ", SOME REQUESTS FAILED" : "");
-      std::fflush(stdout);
-      if (failures != 0) {
-        status = 1;
-      }
+    int const status = wandura::bench::compare_with_raw(
+        "transport_vs_raw_curl", "transport", "req", *args,
+        [&](int c, auto d) { return run_transport(tr, io, request, c, d); },
+        [&](int c, auto d) { return run_raw_curl(request.url, c, d, raw_headers); });
+    if (!args->only.empty()) {
+      return status;
     }
 
     // Peak RSS per in-flight request: 1,000 requests started at once (64 connections, the rest waiting inside
