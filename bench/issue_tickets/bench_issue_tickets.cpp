@@ -27,7 +27,6 @@
 
 namespace {
 
-using wandura::bench::clock_type;
 using wandura::bench::run_result;
 
 wandura::ticket_batch bench_batch() {

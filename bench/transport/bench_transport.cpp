@@ -28,8 +28,6 @@
 
 namespace {
 
-using wandura::bench::clock_type;
-using wandura::bench::median;
 using wandura::bench::request_body;
 using wandura::bench::run_result;
 
