@@ -76,6 +76,9 @@ public:
   }
   void set_chunk_delay(std::chrono::milliseconds d) { chunk_delay_ms_.store(static_cast<int>(d.count())); }
   void set_oversized_bytes(std::size_t n) { oversized_bytes_.store(n); }
+  /// With `respond`: close each connection `d` after its response, without `Connection: close`, as servers close
+  /// idle keep-alive connections. Negative: never (the default).
+  void set_close_after_response(std::chrono::milliseconds d) { close_after_ms_.store(static_cast<int>(d.count())); }
 
   [[nodiscard]] std::size_t connections_accepted() const { return accepted_.load(); }
   [[nodiscard]] std::size_t requests_read() const { return requests_.load(); }
@@ -132,6 +135,14 @@ private:
       }
       ++requests_;
       if (!co_await reply(socket)) {
+        co_return;
+      }
+      if (int const close_after = close_after_ms_.load(); close_after >= 0) {
+        asio::steady_timer t(io_, std::chrono::milliseconds(close_after));
+        co_await t.async_wait(tuple);
+        std::error_code ignored;
+        socket.shutdown(asio::socket_base::shutdown_both, ignored);
+        socket.close(ignored);
         co_return;
       }
     }
@@ -224,6 +235,7 @@ private:
   std::vector<std::string> extra_headers_;
   std::string last_head_;
   std::atomic<int> chunk_delay_ms_{20};
+  std::atomic<int> close_after_ms_{-1};
   std::atomic<std::size_t> oversized_bytes_{std::size_t{2} << 20U};
   std::atomic<std::size_t> accepted_{0};
   std::atomic<std::size_t> requests_{0};

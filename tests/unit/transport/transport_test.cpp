@@ -544,6 +544,24 @@ TEST_CASE("transport: a pooled connection the server closes is dropped and not w
   CHECK(next.response.status == 200);
 }
 
+TEST_CASE("transport: a pooled connection the server closed while idle is not reused; the next request succeeds") {
+  // Servers close idle keep-alive connections without warning (Connection: close is not sent). A request after
+  // that must get a new connection, not fail on the dead one.
+  test_http_server server;
+  server.set_close_after_response(20ms);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  for (int i = 0; i < 5; ++i) {
+    auto r = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(r.error);
+    CHECK(r.response.status == 200);
+    std::this_thread::sleep_for(150ms); // the server closes the connection meanwhile
+  }
+  CHECK(server.connections_accepted() == 5);
+  CHECK(tr.stats().connections_opened == 5);
+}
+
 TEST_CASE("transport: destroying it with idle pooled connections closes them") {
   test_http_server server;
   asio::io_context io;
