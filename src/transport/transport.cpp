@@ -67,8 +67,8 @@ struct socket_state {
   dev_t device = 0;             ///< identity of the socket behind `fd`, to detect reuse of the number
   ino_t inode = 0;
   int wanted = 0;               ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after REMOVE
-  std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT bits in the epoll set
-  bool in_set = false;          ///< added to the epoll set (may hold more than `wanted`, see above)
+  std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT bits in the epoll set (may hold more than `wanted`, see
+                                ///< above); 0 when the socket is not in the set
 };
 
 [[nodiscard]] constexpr std::uint32_t epoll_events_for(int wanted) noexcept {
@@ -680,7 +680,6 @@ private:
     epoll_event ev{};
     if (s.wanted == 0) {
       ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, s.fd, &ev);
-      s.in_set = false;
       s.registered = 0;
       return;
     }
@@ -698,16 +697,15 @@ private:
   /// Makes the epoll set report what libcurl now wants of `s` (never removes interest: see socket_state).
   [[nodiscard]] bool widen_interest(socket_state& s) noexcept {
     std::uint32_t const needed = epoll_events_for(s.wanted);
-    if (s.in_set && (s.registered & needed) == needed) {
-      return true; // the steady state: no system call
+    if ((s.registered & needed) == needed) { // `needed` is never 0 here: libcurl wants something
+      return true;                           // the steady state: no system call
     }
     epoll_event ev{};
     ev.events = s.registered | needed;
     ev.data.u64 = event_data(s);
-    if (::epoll_ctl(epoll_fd(), s.in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s.fd, &ev) != 0) {
+    if (::epoll_ctl(epoll_fd(), s.registered != 0 ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s.fd, &ev) != 0) {
       return false;
     }
-    s.in_set = true;
     s.registered = ev.events;
     return true;
   }
@@ -825,7 +823,7 @@ private:
     if (it == sockets_.end()) {
       return;
     }
-    if (it->second.in_set) {
+    if (it->second.registered != 0) {
       epoll_event ev{};
       ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, fd, &ev); // fails harmlessly if the number is already someone else's
     }
