@@ -91,8 +91,15 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
 void gate_counter::on_shed(clock::time_point now, counter_feedback const& feedback) {
   enter_congestion(now, false);
   // A shed item's retry_after is the time until the counter is back above its reserve (SPEC §1 details).
-  auto const until = now + (feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
-                                                 : clock::duration(std::chrono::seconds(1)));
+  auto const back_in = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
+                                            : clock::duration(std::chrono::seconds(1));
+  auto const until = now + back_in;
+  // So the counter holds about reserve - refill * retry_after now (retry_after is rounded up: an underestimate),
+  // room the server still grants plays from: they may use it at once rather than at the refill rate.
+  if (double const refill = refill_per_s(); refill > 0) {
+    double const left = options_->reserve_fraction * static_cast<double>(limit_) - refill * to_seconds(back_in);
+    room_ = std::max(room_, left);
+  }
   auto const ticks = until.time_since_epoch().count();
   if (ticks > reserve_until_.load(std::memory_order_relaxed)) {
     reserve_until_.store(ticks, std::memory_order_release);
@@ -123,8 +130,8 @@ void gate_counter::bring_room_up_to(clock::time_point now) {
       }
       room_ = burst_cap(); // the window's whole allowance at its start
     }
-  } else {
-    room_ = std::min(room_ + rate_ * to_seconds(now - room_at_), burst_cap());
+  } else if (double const cap = burst_cap(); room_ < cap) {
+    room_ = std::min(room_ + rate_ * to_seconds(now - room_at_), cap); // room told by a shed may stay above the cap
   }
   room_at_ = now;
 }
@@ -206,8 +213,9 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
   {
     lock_type lock(mutex_);
     auto const now = clock_->now();
-    if (closed_) {
-      out.completions.emplace_back(std::move(waiter->complete), admission{admission_verdict::cancelled, {}});
+    if (closed_ || !congested()) { // closed, or calmed down since `decide_now`
+      auto const verdict = closed_ ? admission_verdict::cancelled : admission_verdict::admitted;
+      out.completions.emplace_back(std::move(waiter->complete), admission{verdict, {}});
       waiter->done = true;
     } else {
       waiter->enqueued = now;

@@ -318,6 +318,27 @@ TEST_CASE("admission gate: prefetches are shed without sending while the counter
   CHECK(h.playback().shed == 2);
 }
 
+TEST_CASE("admission gate: a shed tells the room left above the reserve line, and plays use it at once") {
+  gate_harness h;
+  h.gate.set_limit("playback", {600, 60s, wandura::refill_kind::continuous}); // 10/s, reserve 120 tickets
+  counter_feedback shed;
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 1;
+  shed.retry_after = 3s; // back above the reserve in 3 s: about 120 - 3 * 10 = 90 tickets are left now
+  h.gate.observe("playback", shed);
+  for (int i = 0; i < 100; ++i) {
+    h.spawn(i);
+  }
+  h.settle();
+  CHECK(h.completed.size() == 90);
+  CHECK(h.playback().queued_play == 10);
+  h.run_for(950ms);
+  CHECK(h.completed.size() == 99); // then at the refill rate
+  h.run_for(100ms);
+  CHECK(h.completed.size() == 100);
+}
+
 TEST_CASE("admission gate: a fixed-window counter releases its allowance at the window's start") {
   gate_harness h;
   counter_feedback f = refused(5, 20s); // `config`: 5 requests per UTC minute; 20 s of the window left
