@@ -58,15 +58,12 @@ refill_kind default_refill(std::string_view counter) noexcept {
 }
 
 void read_rate_limit_headers(std::optional<std::string_view> limit, std::optional<std::string_view> window,
-                             std::optional<std::string_view> retry_after, counter_feedback& out) noexcept {
+                             counter_feedback& out) noexcept {
   if (auto v = read_uint(limit); v && *v > 0 && *v <= UINT32_MAX) {
     out.limit = static_cast<std::uint32_t>(*v);
   }
   if (auto v = read_uint(window); v && *v > 0 && *v <= 86400) {
     out.window = std::chrono::seconds(static_cast<std::int64_t>(*v));
-  }
-  if (auto v = read_uint(retry_after); v && *v <= 86400) {
-    out.retry_after = std::chrono::seconds(static_cast<std::int64_t>(*v));
   }
 }
 

@@ -76,10 +76,11 @@ struct counter_feedback {
   std::uint32_t refused = 0; ///< Units refused for rate (429 without `prefetch_shed`; 1 for a refused read).
 };
 
-/// Fills `limit`, `window` and `retry_after` of `out` from raw header values (`X-RateLimit-Limit`,
-/// `X-RateLimit-Window`, `Retry-After` in delta-seconds); absent or malformed values leave the field empty.
+/// Fills `limit` and `window` of `out` from the raw `X-RateLimit-Limit` and `X-RateLimit-Window` header values
+/// (whole numbers, optional spaces around; a limit of 1 to 2^32 - 1, a window of 1 to 86400 s); an absent or
+/// malformed value leaves its field empty. `Retry-After` is read with `parse_retry_after` (retry_after.hpp).
 void read_rate_limit_headers(std::optional<std::string_view> limit, std::optional<std::string_view> window,
-                             std::optional<std::string_view> retry_after, counter_feedback& out) noexcept;
+                             counter_feedback& out) noexcept;
 
 /// How `admission_gate::admit` completed.
 enum class admission_verdict {

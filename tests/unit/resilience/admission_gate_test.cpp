@@ -412,3 +412,21 @@ TEST_CASE("admission gate: metrics text has queue length, wait histogram and rel
   CHECK(text.find("wandura_gate_congested{counter=\"catalog\"} 0\n") != std::string::npos);
   CHECK(s.wait_buckets.back() == s.wait_count); // every wait was under 30 s
 }
+
+TEST_CASE("admission gate: the rate-limit headers are read when well formed, ignored otherwise") {
+  counter_feedback f;
+  wandura::read_rate_limit_headers(" 4000 ", "60", f);
+  CHECK(f.limit == 4000u);
+  CHECK(f.window == 60s);
+  for (std::string_view junk : {"", "-1", "0", "1e3", "12abc", "4294967296", "+5"}) {
+    counter_feedback g;
+    wandura::read_rate_limit_headers(junk, junk, g);
+    INFO("'" << junk << "'");
+    CHECK_FALSE(g.limit);
+    CHECK_FALSE(g.window);
+  }
+  counter_feedback absent;
+  wandura::read_rate_limit_headers(std::nullopt, "86401", absent);
+  CHECK_FALSE(absent.limit);
+  CHECK_FALSE(absent.window);
+}
