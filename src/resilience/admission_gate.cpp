@@ -46,6 +46,49 @@ std::optional<std::uint64_t> read_uint(std::optional<std::string_view> text) noe
   return value;
 }
 
+/// The congested path of `admit`: decided at once under the counter's lock when it can be, else queued until the
+/// counter releases it, its deadline passes or it is cancelled.
+asio::awaitable<admission> wait_congested(detail::gate_counter& counter, request_class cls, std::uint32_t cost,
+                                          clock::time_point deadline) {
+  if (auto decided = counter.decide_now(cls, cost, deadline)) {
+    co_return *decided;
+  }
+  auto state = counter.shared_from_this();
+  auto waiter = std::make_shared<detail::gate_waiter>();
+  waiter->cls = cls;
+  waiter->cost = cost;
+  waiter->deadline = deadline;
+  auto const executor = co_await asio::this_coro::executor;
+  auto initiation = [state, waiter, executor](auto handler) {
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto target = asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
+    auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+    // Completion is posted to the coroutine's executor, never run inline; the slot is cleared there.
+    waiter->complete = [shared, target, slot](admission result) mutable {
+      asio::post(target, [shared, slot, result]() mutable {
+        slot.clear();
+        std::move (*shared)(result);
+      });
+    };
+    if (slot.is_connected()) {
+      slot.assign([state, waiter](asio::cancellation_type) { state->cancel(*waiter); });
+    }
+    state->enqueue(waiter, executor);
+  };
+  try {
+    auto wait = asio::async_initiate<asio::use_awaitable_t<> const, void(admission)>(std::move(initiation),
+                                                                                     asio::use_awaitable);
+    admission const result = co_await std::move(wait);
+    co_return result;
+  } catch (std::system_error const& e) {
+    // Awaiting after a cancellation was requested throws operation_aborted before anything is queued.
+    if (e.code() != asio::error::operation_aborted) {
+      throw;
+    }
+  }
+  co_return admission{admission_verdict::cancelled, {}};
+}
+
 } // namespace
 
 refill_kind default_refill(std::string_view counter) noexcept {
@@ -124,47 +167,10 @@ asio::awaitable<admission> admission_gate::admit(std::string_view counter, reque
                                                  clock::time_point deadline) {
   auto* found = find(counter);
   if (found == nullptr || !found->congested()) {
-    co_return admission{}; // the uncongested path: one atomic load
+    co_return admission{}; // the uncongested path: one atomic load, and a frame no bigger than the arguments
   }
-  cost = std::max<std::uint32_t>(cost, 1);
-  if (auto decided = found->decide_now(cls, cost, deadline)) {
-    co_return *decided;
-  }
-
-  auto state = found->shared_from_this();
-  auto waiter = std::make_shared<detail::gate_waiter>();
-  waiter->cls = cls;
-  waiter->cost = cost;
-  waiter->deadline = deadline;
-  auto const executor = co_await asio::this_coro::executor;
-  auto initiation = [state, waiter, executor](auto handler) {
-    auto slot = asio::get_associated_cancellation_slot(handler);
-    auto target = asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
-    auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-    // Completion is posted to the coroutine's executor, never run inline; the slot is cleared there.
-    waiter->complete = [shared, target, slot](admission result) mutable {
-      asio::post(target, [shared, slot, result]() mutable {
-        slot.clear();
-        std::move (*shared)(result);
-      });
-    };
-    if (slot.is_connected()) {
-      slot.assign([state, waiter](asio::cancellation_type) { state->cancel(*waiter); });
-    }
-    state->enqueue(waiter, executor);
-  };
-  try {
-    auto wait = asio::async_initiate<asio::use_awaitable_t<> const, void(admission)>(std::move(initiation),
-                                                                                     asio::use_awaitable);
-    admission const result = co_await std::move(wait);
-    co_return result;
-  } catch (std::system_error const& e) {
-    // Awaiting after a cancellation was requested throws operation_aborted before anything is queued.
-    if (e.code() != asio::error::operation_aborted) {
-      throw;
-    }
-  }
-  co_return admission{admission_verdict::cancelled, {}};
+  auto wait = wait_congested(*found, cls, std::max<std::uint32_t>(cost, 1), deadline);
+  co_return co_await std::move(wait);
 }
 
 void admission_gate::observe(std::string_view counter, counter_feedback const& feedback) {

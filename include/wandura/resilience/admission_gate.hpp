@@ -14,7 +14,8 @@
 //   once per hold-off), grants grow it back up to the counter's refill. Several gates in front of one server
 //   counter (several clients or processes) each see their own 429s and settle on a share of the refill.
 // - While the counter is known to be under the server's 20 % reserve (a shed prefetch told so, with the time until
-//   it is back above), prefetches are not sent: they come back `shed`, as the server would have answered.
+//   it is back above), prefetches are not sent: they come back `shed`, as the server would have answered. That time
+//   also tells how much room is left above the server's zero, which plays may use at once.
 //
 // Waiting at the gate is not a retry: it costs no retry budget. Nothing waits on a thread: a queued request is a
 // suspended coroutine, woken by a timer on the gate's clock or by a response that returned room.
@@ -191,7 +192,8 @@ public:
   /// - `cancelled` on cancellation while queued, or when the gate is destroyed.
   /// Never throws for those.
   ///
-  /// @param counter the rate-limit counter the request spends (`playback`, `catalog`, ...); copied when needed.
+  /// @param counter the rate-limit counter the request spends (`playback`, `catalog`, ...); viewed, not copied: it
+  ///        must stay valid until the returned awaitable completes.
   /// @param cls `play` if the request carries any play item, else `prefetch`.
   /// @param cost units the counter will count if all is granted: items for `playback`, 1 for reads. >= 1.
   /// @param deadline the latest time the request may still be sent; only queued requests are judged on it.
