@@ -11,7 +11,7 @@ namespace {
 std::string number(double v) {
   char buf[32];
   int const n = std::snprintf(buf, sizeof buf, "%.6g", v);
-  return std::string(buf, static_cast<std::size_t>(n > 0 ? n : 0));
+  return {buf, static_cast<std::size_t>(n > 0 ? n : 0)};
 }
 
 void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {

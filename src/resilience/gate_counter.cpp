@@ -389,11 +389,11 @@ void gate_counter::run(after_unlock& out) {
     }
   }
   for (auto const& [when, executor] : out.alarms) {
-    start_alarm(shared_from_this(), when, executor);
+    start_alarm(weak_from_this(), when, executor);
   }
 }
 
-void gate_counter::start_alarm(std::shared_ptr<gate_counter> self, clock::time_point when,
+void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::time_point when,
                                asio::any_io_executor const& executor) {
   // The timer holds the counter weakly and the clock by pointer (alive while the counter is: the counter owns it):
   // a sleeping timer must not keep a destroyed gate's state, or a hand-stepped clock that owns the sleep, alive.
@@ -422,7 +422,7 @@ void gate_counter::start_alarm(std::shared_ptr<gate_counter> self, clock::time_p
     }
     counter->run(out);
   };
-  asio::co_spawn(executor, alarm(std::move(self), when), asio::detached);
+  asio::co_spawn(executor, alarm(std::move(weak_counter), when), asio::detached);
 }
 
 admission_counter_stats gate_counter::stats() const {

@@ -91,7 +91,7 @@ private:
   void pump(clock::time_point now, after_unlock& out);
   void arm(clock::time_point when, after_unlock& out);
   void run(after_unlock& out);
-  static void start_alarm(std::shared_ptr<gate_counter> self, clock::time_point when,
+  static void start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::time_point when,
                           asio::any_io_executor const& executor);
 
   std::string const name_;
