@@ -20,7 +20,6 @@
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
-#include "wandura/resilience/holdoff_registry.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
@@ -108,7 +107,7 @@ struct world {
   std::shared_ptr<wandura::testing::manual_clock> clk = std::make_shared<wandura::testing::manual_clock>();
   server_counter server;
   wandura::retry_budget budget{clk->now()};
-  wandura::holdoff_registry holdoffs;
+  clock::time_point held_until{}; ///< Today's per-counter hold-off: only ever moves later.
   wandura::admission_gate gate{clk};
   std::mt19937_64 random{20261130};
   run_totals totals;
@@ -138,7 +137,7 @@ asio::awaitable<void> play_with_holdoff(world& w) {
   auto const end = clk.now() + deadline;
   w.budget.note_request(clk.now());
   for (int attempt = 1;; ++attempt) {
-    if (auto const held = w.holdoffs.held_until("playback"); held > clk.now()) {
+    if (auto const held = w.held_until; held > clk.now()) {
       if (held >= end) {
         break;
       }
@@ -150,7 +149,7 @@ asio::awaitable<void> play_with_holdoff(world& w) {
       ++w.totals.ok;
       co_return;
     }
-    w.holdoffs.hold("playback", now + *refused);
+    w.held_until = std::max(w.held_until, clock::time_point(now + *refused));
     auto const wait = *refused + w.jitter();
     if (attempt > max_retries || now + wait >= end) {
       break;
