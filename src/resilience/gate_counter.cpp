@@ -89,14 +89,16 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
 }
 
 void gate_counter::on_shed(clock::time_point now, counter_feedback const& feedback) {
+  bool const entering = !congested();
   enter_congestion(now, false);
   // A shed item's retry_after is the time until the counter is back above its reserve (SPEC §1 details).
   auto const back_in = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
                                             : clock::duration(std::chrono::seconds(1));
   auto const until = now + back_in;
   // So the counter holds about reserve - refill * retry_after now (retry_after is rounded up: an underestimate),
-  // room the server still grants plays from: they may use it at once rather than at the refill rate.
-  if (double const refill = refill_per_s(); refill > 0) {
+  // room the server still grants plays from: they may use it at once rather than at the refill rate. Only when
+  // pacing starts: later sheds may answer requests sent before the gate's own releases spent that room.
+  if (double const refill = refill_per_s(); entering && refill > 0) {
     double const left = options_->reserve_fraction * static_cast<double>(limit_) - refill * to_seconds(back_in);
     room_ = std::max(room_, left);
   }
