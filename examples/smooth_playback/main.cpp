@@ -30,6 +30,8 @@
 #include <asio/use_future.hpp>
 
 #include "audience.hpp"
+#include "counting_sender.hpp"
+#include "play_plan.hpp"
 #include "report.hpp"
 #include "simulation.hpp"
 #include "wandura/emulator/emulator.hpp"
@@ -65,6 +67,7 @@ options:
                        or WANDURA_API_KEY
   --api-key KEY        API key for --base-url
   --report-dir DIR     where report.json and report.svg are written (default: the current directory)
+  --plan-out FILE      also write the plan's plays, the limit and the tickets left at the start as JSON
   --client-threads N   threads running the client (default 2)
   --verbose            print every WARN line of the SDK (default: the first 5, the rest are counted)
   --help               this text
@@ -85,6 +88,7 @@ struct demo_options {
   std::optional<std::string> base_url;
   std::optional<std::string> api_key;
   std::string report_dir = ".";
+  std::optional<std::string> plan_out;
   unsigned client_threads = 2;
   bool verbose = false;
 };
@@ -153,6 +157,8 @@ demo_options parse_options(int argc, char** argv, bool& help) {
       o.api_key = value();
     } else if (arg == "--report-dir") {
       o.report_dir = value();
+    } else if (arg == "--plan-out") {
+      o.plan_out = value();
     } else if (arg == "--verbose") {
       o.verbose = true;
     } else if (arg == "--client-threads") {
@@ -342,8 +348,9 @@ void print_summary(summary const& s, simulation_result const& r, bool in_process
   auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("\nsummary (%s)\n", target.c_str());
   std::printf("  %-26s %llu over %.0f s\n", "viewers", u(s.viewers), s.duration_s);
-  std::printf("  %-26s %llu, failed %llu, success rate %.4f\n", "plays (start_episode)", u(s.play_requests),
-              u(s.play_failures), s.play_success_rate);
+  std::printf("  %-26s %llu, failed %llu, success rate %.4f%s\n", "plays (start_episode)", u(s.play_requests),
+              u(s.play_failures), s.play_success_rate, bound_text(s).c_str());
+  print_overload_lines(s);
   std::printf("  %-26s p50 %s  p95 %s  p99 %s  max %s\n", "play time-to-ticket", format_ms(s.p50_ms).c_str(),
               format_ms(s.p95_ms).c_str(), format_ms(s.p99_ms).c_str(), format_ms(s.max_ms).c_str());
   std::printf("  %-26s %llu: fresh %llu, reused %llu (client cache hits %llu, calls joined in flight %llu)\n",
@@ -467,7 +474,9 @@ int run(demo_options const& o) {
                    (n == warn_lines_shown ? "  (further WARN lines counted only; --verbose shows them)" : ""));
     }
   };
-  auto api = std::make_unique<wandura::client>(io.get_executor(), copt);
+  // The client sends through a counter of ticket items (play items sent, answered 429), not its own transport.
+  auto sender = std::make_shared<counting_sender>(std::make_shared<wandura::transport>(io.get_executor()));
+  auto api = std::make_unique<wandura::client>(sender, copt);
 
   auto work = asio::make_work_guard(io);
   std::vector<std::thread> threads;
@@ -485,10 +494,12 @@ int run(demo_options const& o) {
 
   summary s;
   simulation_result result;
+  auto const sim_policy = wandura::retry_policy::interactive();
   std::uint64_t counted_before = 0;
   std::uint64_t held_before = 0;
   wandura::client_stats before{};
   std::uint64_t retries_before = 0;
+  item_counts items_before;
   std::unique_ptr<wandura::transport> probe;
   std::optional<std::uint64_t> external_before;
   std::int64_t external_limit = 0;
@@ -528,12 +539,14 @@ int run(demo_options const& o) {
       }
     }
     before = api->stats();
+    items_before = sender->counts();
     retries_before = retry_events.load();
 
     simulation_options sim;
-    sim.call.policy = wandura::retry_policy::interactive();
+    sim.call.policy = sim_policy;
     sim.on_progress = [&printer](progress const& p) { printer.update(p); };
     sim.retries_so_far = [&] { return retry_events.load() - retries_before; };
+    sim.items_so_far = [&sender] { return sender->counts(); };
     if (in_process) {
       sim.server_tickets_counted = [&emu]() -> std::optional<std::uint64_t> { return emu->stats().tickets_counted; };
     }
@@ -576,6 +589,17 @@ int run(demo_options const& o) {
   s.retries = retry_events.load() - retries_before; // every retry fires on_retry once (SPEC §3)
   s.budget_denied = after.metrics.budget_denied - before.metrics.budget_denied;
   s.requests = after.metrics.attempts - before.metrics.attempts;
+  s.failures_by_reason = result.failures_by_reason;
+  s.play_items_sent = sender->counts().play_sent - items_before.play_sent;
+  s.play_429 = sender->counts().play_429 - items_before.play_429;
+  auto const plays = plan_of_run(plan, s.playback_limit_per_min, in_process, counted_before,
+                                 result.started - emulator_started, sim_policy.total_timeout);
+  if (in_process) {
+    s.play_success_bound = play_success_bound(plays);
+  }
+  if (o.plan_out) {
+    write_play_plan(*o.plan_out, plays);
+  }
   bool counts_match = !s.emulator_tickets_counted || *s.emulator_tickets_counted == s.tickets_fresh;
   if (in_process) {
     auto const st = emu->stats();

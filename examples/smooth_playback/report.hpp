@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,11 +12,15 @@ namespace demo {
 
 /// One sample of the run, taken every `sample_interval_s`.
 struct sample {
-  double t_s = 0;           ///< Seconds since the start of the run.
-  double tickets_per_s = 0; ///< Fresh tickets the server counted in this interval, per second.
-  double demand_per_s = 0;  ///< Tickets asked for (play + prefetch items sent) in this interval, per second.
-  double play_p50_ms = 0;   ///< Median time-to-ticket of the plays that completed in this interval.
-  double play_p95_ms = 0;   ///< 95th percentile of the same.
+  double t_s = 0;                 ///< Seconds since the start of the run.
+  double tickets_per_s = 0;       ///< Fresh tickets the server counted in this interval, per second.
+  double demand_per_s = 0;        ///< Tickets asked for (play + prefetch items sent) in this interval, per second.
+  double play_p50_ms = 0;         ///< Median time-to-ticket of the plays that completed in this interval.
+  double play_p95_ms = 0;         ///< 95th percentile of the same.
+  double play_sent_per_s = 0;     ///< Play items in ticket requests sent (every attempt), per second.
+  double prefetch_sent_per_s = 0; ///< Prefetch items in the same, per second.
+  double play_429_per_s = 0;      ///< Play items the server answered 429, per second.
+  double prefetch_429_per_s = 0;  ///< Prefetch items the server answered 429 (shed), per second.
 };
 
 struct summary {
@@ -44,7 +49,18 @@ struct summary {
   double warmup_left = 1;           ///< Fraction of the playback limit the warm-up left.
   double playback_limit_per_min = 0;
   double duration_s = 0;
+  /// The best possible play success of the run's plan (play_plan.hpp); nullopt when unknown (against an API).
+  std::optional<double> play_success_bound;
+  std::map<std::string, std::uint64_t> failures_by_reason; ///< Failed plays by `errc` name.
+  std::uint64_t play_items_sent = 0; ///< Play items in ticket requests sent, each attempt counted.
+  std::uint64_t play_429 = 0;        ///< Play items the server answered 429, each attempt counted.
 };
+
+/// " (best possible 0.9612)" after the success rate in the summary table, or "" when the bound is unknown.
+[[nodiscard]] std::string bound_text(summary const& s);
+
+/// The summary table's lines about overload: failed plays by reason, and play items sent and answered 429.
+void print_overload_lines(summary const& s);
 
 /// Writes `summary` (and the samples) as JSON to `path`. Throws std::runtime_error when the file cannot be written.
 void write_report_json(std::string const& path, summary const& s, std::vector<sample> const& samples);

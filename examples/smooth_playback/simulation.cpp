@@ -11,6 +11,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "failure_reason.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/viewer_ref.hpp"
 
@@ -81,6 +82,8 @@ struct run_state {
     if (got.play.outcome != wandura::item_outcome::granted) {
       ++result.totals.play_failures;
       play_failures.fetch_add(1, std::memory_order_relaxed);
+      auto const policy = options.call.policy.value_or(wandura::retry_policy::interactive());
+      ++result.failures_by_reason[failure_reason(got, latency_ms, policy)];
       if (result.failures.size() < 20) {
         result.failures.push_back({v.id, got.play.film_ref, s.episode_no,
                                    std::string(wandura::to_string(got.play.outcome)) + " (status " +
@@ -91,8 +94,10 @@ struct run_state {
     plays_done.fetch_add(1, std::memory_order_relaxed);
   }
 
-  void record_failure(viewer_plan const& v, viewer_step const& s, std::string what, double latency_ms) {
+  void record_failure(viewer_plan const& v, viewer_step const& s, std::string what, std::string reason,
+                      double latency_ms) {
     std::lock_guard lock(mutex);
+    ++result.failures_by_reason[std::move(reason)];
     ++result.starts;
     ++result.totals.play_requests;
     ++result.totals.play_failures;
@@ -136,9 +141,10 @@ asio::awaitable<void> run_viewer(std::shared_ptr<run_state> state, wandura::clie
                                             state->options.call);
       state->record_start(v, step, got, ms_between(t0, clock_type::now()));
     } catch (wandura::error const& e) {
-      state->record_failure(v, step, e.what(), ms_between(t0, clock_type::now()));
+      state->record_failure(v, step, e.what(), failure_reason(e.code()), ms_between(t0, clock_type::now()));
     } catch (std::exception const& e) {
-      state->record_failure(v, step, std::string("unexpected: ") + e.what(), ms_between(t0, clock_type::now()));
+      state->record_failure(v, step, std::string("unexpected: ") + e.what(), "unexpected",
+                            ms_between(t0, clock_type::now()));
     }
   }
   state->viewers_done.fetch_add(1, std::memory_order_relaxed);
@@ -172,6 +178,7 @@ asio::awaitable<simulation_result> run_audience(asio::any_io_executor executor, 
   std::optional<std::uint64_t> const counted_at_start =
       opt.server_tickets_counted ? opt.server_tickets_counted() : std::nullopt;
   std::uint64_t last_counted = counted_at_start.value_or(0);
+  item_counts last_items = opt.items_so_far ? opt.items_so_far() : item_counts{};
   double last_rate = 0;
   for (;;) {
     co_await sleep_until(std::min(next_sample, clock_type::now() + opt.progress_interval));
@@ -187,6 +194,17 @@ asio::awaitable<simulation_result> run_audience(asio::any_io_executor executor, 
       s.t_s = state->now_s();
       s.tickets_per_s = dt > 0 ? static_cast<double>(counted - last_counted) / dt : 0;
       s.demand_per_s = dt > 0 ? static_cast<double>(asked - last_asked) / dt : 0;
+      if (opt.items_so_far && dt > 0) {
+        auto const items = opt.items_so_far();
+        auto per_s = [dt](std::uint64_t now_n, std::uint64_t then_n) {
+          return static_cast<double>(now_n - then_n) / dt;
+        };
+        s.play_sent_per_s = per_s(items.play_sent, last_items.play_sent);
+        s.prefetch_sent_per_s = per_s(items.prefetch_sent, last_items.prefetch_sent);
+        s.play_429_per_s = per_s(items.play_429, last_items.play_429);
+        s.prefetch_429_per_s = per_s(items.prefetch_429, last_items.prefetch_429);
+        last_items = items;
+      }
       {
         std::lock_guard lock(state->mutex);
         s.play_p50_ms = percentile(state->interval_latencies_ms, 50);
@@ -222,6 +240,7 @@ asio::awaitable<simulation_result> run_audience(asio::any_io_executor executor, 
   std::lock_guard lock(state->mutex);
   simulation_result out = std::move(state->result);
   out.totals.viewers = total;
+  out.started = state->started;
   out.totals.duration_s = state->now_s();
   auto latencies = out.play_latencies_ms;
   out.totals.p50_ms = percentile(latencies, 50);

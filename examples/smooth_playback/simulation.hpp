@@ -24,6 +24,7 @@
 #include <asio/awaitable.hpp>
 
 #include "audience.hpp"
+#include "counting_sender.hpp"
 #include "report.hpp"
 #include "wandura/playback/client.hpp"
 
@@ -58,6 +59,8 @@ struct simulation_options {
   std::function<std::optional<std::uint64_t>()> server_tickets_counted;
   /// Retries so far, for the progress line (e.g. a count of `on_retry` events); empty: the client's metrics.
   std::function<std::uint64_t()> retries_so_far;
+  /// Ticket items sent and answered 429 so far (a `counting_sender`), for the chart; empty: not sampled.
+  std::function<item_counts()> items_so_far;
 };
 
 /// One failure a viewer would have seen.
@@ -75,7 +78,10 @@ struct simulation_result {
   std::vector<double> play_latencies_ms;                 ///< Every play's time-to-ticket, failures included.
   std::vector<play_failure> failures;                    ///< At most the first 20.
   std::map<std::string, std::uint64_t> outcomes_by_kind; ///< "play granted", "prefetch shed", ...
-  std::uint64_t starts = 0;                              ///< start_episode calls.
+  /// Failed plays by reason (failure_reason.hpp): "budget_exhausted", "deadline_exceeded", "rate_limited", ...
+  std::map<std::string, std::uint64_t> failures_by_reason;
+  std::uint64_t starts = 0;                      ///< start_episode calls.
+  std::chrono::steady_clock::time_point started; ///< When the run started (its steps' time 0).
 };
 
 /// Runs `plan` against `api` on `executor` (the client's). Completes when every viewer has finished.

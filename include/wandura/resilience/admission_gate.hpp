@@ -1,0 +1,244 @@
+// The per-counter admission gate of a client (issue 12; SPEC §1 rate-limit counters, §2 shedding, §3 "after a 429,
+// hold every request to that counter"): every request of a client, first attempts and retries alike, passes the
+// gate of the rate-limit counter it spends before it is sent, and every response is reported back to it.
+//
+// - Uncongested (no 429 and no shed prefetch seen for `calm_period`), `admit` is one atomic load: no lock, no
+//   allocation, no timer.
+// - Congested (after a 429 or a shed), requests queue, plays before prefetches and first come first served within
+//   a class, and leave the queue at the rate room returns on the server: the counter's refill (limit/window per
+//   second for continuous counters such as `playback`; the whole window's allowance at each window start for
+//   fixed-window counters such as `config`), learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` or from
+//   `GET /v1/config`. A 429's `Retry-After` holds the counter, and when it ends the queue drains at the refill
+//   rate, never all at once.
+// - It keeps learning, additive increase / multiplicative decrease: a 429 while pacing cuts the pacing rate (at most
+//   once per hold-off), grants grow it back up to the counter's refill. Several gates in front of one server
+//   counter (several clients or processes) each see their own 429s and settle on a share of the refill.
+// - While the counter is known to be under the server's 20 % reserve (a shed prefetch told so, with the time until
+//   it is back above), prefetches are not sent: they come back `shed`, as the server would have answered. That time
+//   also tells how much room is left above the server's zero, which plays may use at once.
+//
+// Waiting at the gate is not a retry: it costs no retry budget. Nothing waits on a thread: a queued request is a
+// suspended coroutine, woken by a timer on the gate's clock or by a response that returned room.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+
+#include "wandura/resilience/clock.hpp"
+
+namespace wandura {
+
+namespace detail {
+class gate_counter;
+struct admission_gate_probe; // test access to a counter's lock
+} // namespace detail
+
+/// What a request asks the counter for: a `play` item is what a viewer waits for; a `prefetch` may be dropped.
+/// A batch with any play item is a `play` request.
+enum class request_class { play, prefetch };
+
+/// How a rate-limit counter gets its room back (SPEC §1 table).
+enum class refill_kind {
+  continuous,  ///< limit/window per second, all the time (`playback`, `catalog`).
+  fixed_window ///< the whole limit at the start of each window (`creatives`, `videos`, `video`, `config`).
+};
+
+/// The SPEC §1 refill of a counter by name: `continuous` for `playback` and `catalog` (and any name the SPEC does
+/// not list), `fixed_window` for `creatives`, `videos`, `video` and `config`.
+[[nodiscard]] refill_kind default_refill(std::string_view counter) noexcept;
+
+/// A counter's limit, as `GET /v1/config` or the rate-limit headers of a 429 tell it.
+struct counter_limit {
+  std::uint32_t limit = 0;         ///< Units per window (tickets for `playback`, requests otherwise); > 0.
+  std::chrono::seconds window{60}; ///< Window length; > 0 (the API's is 60 s).
+  refill_kind refill = refill_kind::continuous;
+};
+
+/// What one response told about its counter; given to `admission_gate::observe` after every response.
+struct counter_feedback {
+  int status = 0;                                       ///< HTTP status of the response (0: no response arrived).
+  std::optional<std::chrono::milliseconds> retry_after; ///< `Retry-After`, or an item's `retry_after`, parsed.
+  std::optional<std::uint32_t> limit;                   ///< `X-RateLimit-Limit`.
+  std::optional<std::chrono::seconds> window;           ///< `X-RateLimit-Window`.
+  std::uint32_t granted = 0; ///< Units the counter counted (fresh tickets; 1 for a successful read).
+  std::uint32_t shed = 0;    ///< Prefetch units refused with reason `prefetch_shed`.
+  std::uint32_t refused = 0; ///< Units refused for rate (429 without `prefetch_shed`; 1 for a refused read).
+};
+
+/// Fills `limit` and `window` of `out` from the raw `X-RateLimit-Limit` and `X-RateLimit-Window` header values
+/// (whole numbers, optional spaces around; a limit of 1 to 2^32 - 1, a window of 1 to 86400 s); an absent or
+/// malformed value leaves its field empty. `Retry-After` is read with `parse_retry_after` (retry_after.hpp).
+void read_rate_limit_headers(std::optional<std::string_view> limit, std::optional<std::string_view> window,
+                             counter_feedback& out) noexcept;
+
+/// How `admission_gate::admit` completed.
+enum class admission_verdict {
+  admitted,          ///< Send the request now.
+  shed,              ///< A prefetch while the counter is under its reserve: do not send; answer its items `shed`.
+  deadline_exceeded, ///< The deadline came while the request was queued; nothing was sent.
+  cancelled          ///< Cancelled while queued (or the gate was destroyed); nothing was sent.
+};
+
+/// The result of `admission_gate::admit`.
+struct admission {
+  admission_verdict verdict = admission_verdict::admitted;
+  clock::duration queued{}; ///< Time spent in the gate's queue (zero when admitted or shed at once).
+  [[nodiscard]] bool admitted() const noexcept { return verdict == admission_verdict::admitted; }
+};
+
+/// One line saying why a request was not sent, for error messages and logs:
+/// "queued behind the playback counter's limit for 4200 ms", "prefetch shed: the playback counter is under its
+/// reserve", "cancelled after 120 ms queued behind the playback counter's limit"; empty when admitted.
+[[nodiscard]] std::string describe(admission const& a, std::string_view counter);
+
+/// A request that waited longer than `admission_gate_options::long_wait`, reported when it leaves the queue.
+struct admission_wait_event {
+  std::string_view counter; ///< Valid during the call only.
+  request_class cls = request_class::play;
+  admission_verdict verdict = admission_verdict::admitted;
+  std::chrono::milliseconds queued{0};
+  std::size_t queue_length = 0; ///< Requests still queued on the counter when it left.
+};
+
+/// Tuning of an `admission_gate`. The defaults suit the Wandura API.
+struct admission_gate_options {
+  /// Time without a 429 or a shed, with nothing queued, after which a counter is uncongested again.
+  std::chrono::milliseconds calm_period{10000};
+  /// Largest burst released while congested, as time of refill (continuous counters).
+  std::chrono::milliseconds burst{500};
+  /// Pacing rate cut on a 429 while pacing: rate *= decrease (0 < decrease < 1).
+  double decrease = 0.7;
+  /// Growth of the pacing rate with grants: one second of grants at the current rate adds this fraction of the
+  /// counter's refill (additive increase).
+  double increase = 0.05;
+  /// The pacing rate never drops below this fraction of the refill.
+  double min_rate_fraction = 0.05;
+  /// Pacing rate (units/s) of a counter whose limit is unknown when it is first congested.
+  double unknown_limit_rate = 1.0;
+  /// The server's prefetch reserve: it sheds prefetches below this fraction of the limit (SPEC §2: 20 %).
+  double reserve_fraction = 0.2;
+  /// Waits at least this long are reported to `on_long_wait`.
+  std::chrono::milliseconds long_wait{1000};
+  /// Called (outside any lock, on the thread that released the request) for each long wait. Must not throw.
+  std::function<void(admission_wait_event const&)> on_long_wait;
+};
+
+/// Statistics of one counter of the gate, read from its state.
+struct admission_counter_stats {
+  std::string counter;
+  bool congested = false;
+  std::uint32_t limit = 0; ///< Units per window; 0 while unknown.
+  std::chrono::seconds window{60};
+  double pacing_rate = 0;          ///< Units per second the gate releases while congested.
+  std::size_t queued_play = 0;     ///< Play requests waiting now.
+  std::size_t queued_prefetch = 0; ///< Prefetch requests waiting now.
+  std::uint64_t released = 0;      ///< Requests admitted while congested (at once or after waiting).
+  std::uint64_t waited = 0;        ///< Of those, requests that had to queue.
+  std::uint64_t shed = 0;          ///< Prefetches answered `shed` without sending.
+  std::uint64_t deadline_exceeded = 0;
+  std::uint64_t cancelled = 0;
+  std::uint64_t decreases = 0;            ///< Multiplicative decreases after a 429 while pacing.
+  std::uint64_t released_last_second = 0; ///< Requests released in the last whole second.
+  /// Queue wait of requests that left the queue, in seconds: cumulative bucket counts for `wait_buckets_s`.
+  std::array<std::uint64_t, 10> wait_buckets{};
+  std::uint64_t wait_count = 0;
+  double wait_sum_s = 0;
+};
+
+/// Upper bounds (seconds) of `admission_counter_stats::wait_buckets`.
+inline constexpr std::array<double, 10> wait_buckets_s{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+/// The admission gate of one client: one state per rate-limit counter, shared by every call.
+///
+/// @par Thread safety
+/// Every member function may be called from any thread and any number of coroutines at once. A counter's congested
+/// state is guarded by its own mutex; the uncongested path of `admit` and `observe` reads one atomic flag. Queued
+/// requests are completed by `asio::post` to their own coroutine's executor, never inline.
+///
+/// @par Lifetime
+/// Destroying the gate completes every queued request with `cancelled`. Timers it armed keep a reference to the
+/// counter's state and the clock and end on their own at their wake-up time (at most the earliest queued
+/// deadline or the next release).
+class admission_gate {
+public:
+  /// At most this many distinct counters are tracked; requests to further names are never queued.
+  static constexpr std::size_t max_counters = 32;
+
+  /// @param time_source the clock every wait and rate is measured on (`real_clock` when null).
+  explicit admission_gate(std::shared_ptr<wandura::clock> time_source, admission_gate_options options = {});
+  admission_gate(admission_gate const&) = delete;
+  admission_gate& operator=(admission_gate const&) = delete;
+  ~admission_gate();
+
+  /// Waits until a request to `counter` may be sent.
+  ///
+  /// Completes with:
+  /// - `admitted` at once while the counter is uncongested, or while congested when room is there and nobody of
+  ///   the same or a higher class waits; otherwise when its turn comes at the pacing rate;
+  /// - `shed` at once (or while queued) for a `prefetch` while the counter is known to be under its reserve;
+  /// - `deadline_exceeded` when `deadline` passes while queued, with `queued` the time it waited;
+  /// - `cancelled` on cancellation while queued, or when the gate is destroyed.
+  /// Never throws for those.
+  ///
+  /// @param counter the rate-limit counter the request spends (`playback`, `catalog`, ...); viewed, not copied: it
+  ///        must stay valid until the returned awaitable completes.
+  /// @param cls `play` if the request carries any play item, else `prefetch`.
+  /// @param cost units the counter will count if all is granted: items for `playback`, 1 for reads. >= 1.
+  /// @param deadline the latest time the request may still be sent; only queued requests are judged on it.
+  /// @par Cancellation
+  /// Any cancellation that reaches the wait (terminal, from the awaiting coroutine's slot) removes the request
+  /// from the queue at once and completes with `cancelled`. It must be emitted on the awaiting coroutine's thread.
+  /// @par Retries and idempotency
+  /// Waiting here is not a retry and is not counted by the retry budget.
+  [[nodiscard]] asio::awaitable<admission> admit(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                 clock::time_point deadline);
+
+  /// Reports one response on `counter` (after every attempt that got a response or failed). A 429 or a shed
+  /// congests the counter; while congested, grants grow the pacing rate and 429s cut it. Cheap (one atomic load)
+  /// for a success on an uncongested counter.
+  void observe(std::string_view counter, counter_feedback const& feedback);
+
+  /// Sets a counter's limit, e.g. from `GET /v1/config` (`limits.playback` tickets per 60 s, continuous). Also
+  /// learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` in `observe`.
+  void set_limit(std::string_view counter, counter_limit limit);
+
+  /// True while `counter` is known to be under its prefetch reserve: leave prefetch items out of a batch and
+  /// answer them `shed`. One atomic load and a clock read; false when the counter is uncongested.
+  [[nodiscard]] bool under_reserve(std::string_view counter) const noexcept;
+
+  /// True while `counter` is congested (requests to it may queue).
+  [[nodiscard]] bool congested(std::string_view counter) const noexcept;
+
+  /// One entry per counter seen so far (or set by `set_limit`), in first-seen order.
+  [[nodiscard]] std::vector<admission_counter_stats> stats() const;
+
+  /// The statistics as Prometheus text lines (`wandura_gate_*` with a `counter` label), to append to a client's
+  /// `metrics_text()`.
+  [[nodiscard]] std::string metrics_text() const;
+
+private:
+  friend struct detail::admission_gate_probe;
+  [[nodiscard]] detail::gate_counter* find(std::string_view counter) const noexcept;
+  [[nodiscard]] detail::gate_counter* find_or_add(std::string_view counter);
+
+  std::shared_ptr<wandura::clock> clock_;
+  std::shared_ptr<admission_gate_options const> options_;
+  /// Published entries are immutable (the pointer; the state has its own lock); `size_` is released after each.
+  std::array<std::shared_ptr<detail::gate_counter>, max_counters> counters_{};
+  std::atomic<std::size_t> size_{0};
+  std::mutex add_mutex_; ///< Serialises adding counters; never taken by lookups.
+};
+
+} // namespace wandura

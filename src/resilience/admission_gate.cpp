@@ -1,0 +1,209 @@
+#include "wandura/resilience/admission_gate.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/error.hpp>
+#include <asio/execution/outstanding_work.hpp>
+#include <asio/post.hpp>
+#include <asio/prefer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "gate_counter.hpp"
+
+namespace wandura {
+namespace {
+
+std::shared_ptr<wandura::clock> default_clock() {
+  static auto const shared = std::make_shared<real_clock>();
+  return shared;
+}
+
+/// The counters of SPEC §1, known from the start so that their lookups never take the adding lock.
+constexpr std::array<std::string_view, 6> spec_counters{"playback", "catalog", "creatives",
+                                                        "videos",   "video",   "config"};
+
+std::optional<std::uint64_t> read_uint(std::optional<std::string_view> text) noexcept {
+  if (!text) {
+    return std::nullopt;
+  }
+  auto v = *text;
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
+    v.remove_prefix(1);
+  }
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
+    v.remove_suffix(1);
+  }
+  std::uint64_t value = 0;
+  auto const [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+/// The congested path of `admit`: decided at once under the counter's lock when it can be, else queued until the
+/// counter releases it, its deadline passes or it is cancelled.
+asio::awaitable<admission> wait_congested(detail::gate_counter& counter, request_class cls, std::uint32_t cost,
+                                          clock::time_point deadline) {
+  if (auto decided = counter.decide_now(cls, cost, deadline)) {
+    co_return *decided;
+  }
+  auto state = counter.shared_from_this();
+  auto waiter = std::make_shared<detail::gate_waiter>();
+  waiter->cls = cls;
+  waiter->cost = cost;
+  waiter->deadline = deadline;
+  auto const executor = co_await asio::this_coro::executor;
+  auto initiation = [state, waiter, executor](auto handler) {
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto target = asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
+    auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+    // Completion is posted to the coroutine's executor, never run inline; the slot is cleared there.
+    waiter->complete = [shared, target, slot](admission result) mutable {
+      asio::post(target, [shared, slot, result]() mutable {
+        slot.clear();
+        std::move (*shared)(result);
+      });
+    };
+    if (slot.is_connected()) {
+      slot.assign([state, waiter](asio::cancellation_type) { state->cancel(*waiter); });
+    }
+    state->enqueue(waiter, executor);
+  };
+  try {
+    auto wait = asio::async_initiate<asio::use_awaitable_t<> const, void(admission)>(std::move(initiation),
+                                                                                     asio::use_awaitable);
+    admission const result = co_await std::move(wait);
+    co_return result;
+  } catch (std::system_error const& e) {
+    // Awaiting after a cancellation was requested throws operation_aborted before anything is queued.
+    if (e.code() != asio::error::operation_aborted) {
+      throw;
+    }
+  }
+  co_return admission{admission_verdict::cancelled, {}};
+}
+
+} // namespace
+
+refill_kind default_refill(std::string_view counter) noexcept {
+  for (std::string_view fixed : {"creatives", "videos", "video", "config"}) {
+    if (counter == fixed) {
+      return refill_kind::fixed_window;
+    }
+  }
+  return refill_kind::continuous;
+}
+
+void read_rate_limit_headers(std::optional<std::string_view> limit, std::optional<std::string_view> window,
+                             counter_feedback& out) noexcept {
+  if (auto v = read_uint(limit); v && *v > 0 && *v <= UINT32_MAX) {
+    out.limit = static_cast<std::uint32_t>(*v);
+  }
+  if (auto v = read_uint(window); v && *v > 0 && *v <= 86400) {
+    out.window = std::chrono::seconds(static_cast<std::int64_t>(*v));
+  }
+}
+
+std::string describe(admission const& a, std::string_view counter) {
+  auto const ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(a.queued).count());
+  std::string const behind = "the " + std::string(counter) + " counter's limit";
+  switch (a.verdict) {
+  case admission_verdict::admitted: return {};
+  case admission_verdict::shed: return "prefetch shed: the " + std::string(counter) + " counter is under its reserve";
+  case admission_verdict::deadline_exceeded: return "queued behind " + behind + " for " + ms + " ms";
+  case admission_verdict::cancelled: return "cancelled after " + ms + " ms queued behind " + behind;
+  }
+  return {};
+}
+
+admission_gate::admission_gate(std::shared_ptr<wandura::clock> time_source, admission_gate_options options)
+    : clock_(time_source ? std::move(time_source) : default_clock()),
+      options_(std::make_shared<admission_gate_options const>(std::move(options))) {
+  for (auto name : spec_counters) {
+    (void)find_or_add(name);
+  }
+}
+
+admission_gate::~admission_gate() {
+  for (std::size_t i = 0, n = size_.load(std::memory_order_acquire); i < n; ++i) {
+    counters_[i]->close();
+  }
+}
+
+detail::gate_counter* admission_gate::find(std::string_view counter) const noexcept {
+  for (std::size_t i = 0, n = size_.load(std::memory_order_acquire); i < n; ++i) {
+    if (counters_[i]->name() == counter) {
+      return counters_[i].get();
+    }
+  }
+  return nullptr;
+}
+
+detail::gate_counter* admission_gate::find_or_add(std::string_view counter) {
+  if (auto* found = find(counter)) {
+    return found;
+  }
+  std::lock_guard lock(add_mutex_);
+  if (auto* found = find(counter)) { // added by another thread meanwhile
+    return found;
+  }
+  auto const n = size_.load(std::memory_order_relaxed);
+  if (n == max_counters) {
+    return nullptr;
+  }
+  counters_[n] =
+      std::make_shared<detail::gate_counter>(std::string(counter), default_refill(counter), clock_, options_);
+  size_.store(n + 1, std::memory_order_release);
+  return counters_[n].get();
+}
+
+asio::awaitable<admission> admission_gate::admit(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                 clock::time_point deadline) {
+  auto* found = find(counter);
+  if (found == nullptr || !found->congested()) {
+    co_return admission{}; // the uncongested path: one atomic load, and a frame no bigger than the arguments
+  }
+  auto wait = wait_congested(*found, cls, std::max<std::uint32_t>(cost, 1), deadline);
+  co_return co_await std::move(wait);
+}
+
+void admission_gate::observe(std::string_view counter, counter_feedback const& feedback) {
+  bool const pressure = feedback.status == 429 || feedback.shed > 0 || feedback.refused > 0;
+  auto* found = pressure ? find_or_add(counter) : find(counter);
+  if (found == nullptr || (!pressure && !found->congested())) {
+    return; // a success on an uncongested counter: one atomic load
+  }
+  found->observe(feedback);
+}
+
+void admission_gate::set_limit(std::string_view counter, counter_limit limit) {
+  if (auto* found = find_or_add(counter)) {
+    found->set_limit(limit);
+  }
+}
+
+bool admission_gate::under_reserve(std::string_view counter) const noexcept {
+  auto* found = find(counter);
+  return found != nullptr && found->congested() && found->under_reserve(clock_->now());
+}
+
+bool admission_gate::congested(std::string_view counter) const noexcept {
+  auto* found = find(counter);
+  return found != nullptr && found->congested();
+}
+
+std::vector<admission_counter_stats> admission_gate::stats() const {
+  std::vector<admission_counter_stats> out;
+  for (std::size_t i = 0, n = size_.load(std::memory_order_acquire); i < n; ++i) {
+    out.push_back(counters_[i]->stats());
+  }
+  return out;
+}
+
+} // namespace wandura

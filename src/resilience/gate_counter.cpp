@@ -1,0 +1,460 @@
+#include "gate_counter.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+
+namespace wandura::detail {
+namespace {
+
+using std::chrono::duration_cast;
+using seconds_d = std::chrono::duration<double>;
+
+constexpr std::chrono::hours max_hold{1};
+
+double to_seconds(clock::duration d) noexcept {
+  return duration_cast<seconds_d>(d).count();
+}
+
+clock::duration from_seconds(double s) noexcept {
+  constexpr double max_s = 3600.0 * 24;
+  return duration_cast<clock::duration>(seconds_d(std::clamp(s, 0.0, max_s)));
+}
+
+std::int64_t whole_second(clock::time_point t) noexcept {
+  return std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+} // namespace
+
+gate_counter::gate_counter(std::string name, refill_kind refill, std::shared_ptr<wandura::clock> clock,
+                           std::shared_ptr<admission_gate_options const> options)
+    : name_(std::move(name)), clock_(std::move(clock)), options_(std::move(options)), refill_(refill) {}
+
+bool gate_counter::under_reserve(clock::time_point now) const noexcept {
+  return congested() && now.time_since_epoch().count() < reserve_until_.load(std::memory_order_acquire);
+}
+
+double gate_counter::refill_per_s() const noexcept {
+  return limit_ > 0 ? static_cast<double>(limit_) / static_cast<double>(window_.count()) : 0.0;
+}
+
+/// Largest room a continuous counter accumulates while congested: `burst` of the pacing rate, at least one unit.
+double gate_counter::burst_cap() const noexcept {
+  if (refill_ == refill_kind::fixed_window && next_window_) {
+    return std::max(rate_ * static_cast<double>(window_.count()), 1.0);
+  }
+  auto const burst_s = std::chrono::duration<double>(options_->burst).count();
+  return std::max(rate_ * burst_s, 1.0);
+}
+
+void gate_counter::enter_congestion(clock::time_point now, bool refused) {
+  if (congested()) {
+    return;
+  }
+  double const refill = refill_per_s();
+  rate_ = refill > 0 ? refill : options_->unknown_limit_rate;
+  // After a 429 the server has no room: it returns at the refill rate. After a shed the server still grants plays,
+  // so a burst of plays may go at once.
+  room_ = refused ? 0.0 : burst_cap();
+  room_at_ = now;
+  last_decrease_ = now;
+  congested_.store(true, std::memory_order_release);
+}
+
+void gate_counter::on_refused(clock::time_point now, counter_feedback const& feedback) {
+  bool const was_pacing = congested();
+  enter_congestion(now, true);
+  bring_room_up_to(now);
+  room_ = std::min(room_, 0.0); // no room now; a debt from an oversized request stays
+  auto const hold = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
+                                         : clock::duration(std::chrono::seconds(1));
+  hold_until_ = std::max(hold_until_, now + hold);
+  if (refill_ == refill_kind::fixed_window && feedback.retry_after) {
+    next_window_ = now + hold; // a fixed window's Retry-After is the rest of the window
+    room_ = 0;
+  }
+  // One cut per hold-off: the 429s of requests released together tell the same thing once.
+  if (was_pacing && now - last_decrease_ >= std::max<clock::duration>(hold, std::chrono::seconds(1))) {
+    double const floor = std::max(refill_per_s(), rate_) * options_->min_rate_fraction;
+    rate_ = std::max(rate_ * options_->decrease, floor);
+    last_decrease_ = now;
+    ++decreases_;
+  }
+  last_pressure_ = now;
+}
+
+void gate_counter::on_shed(clock::time_point now, counter_feedback const& feedback) {
+  bool const entering = !congested();
+  enter_congestion(now, false);
+  // A shed item's retry_after is the time until the counter is back above its reserve (SPEC §1 details).
+  auto const back_in = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
+                                            : clock::duration(std::chrono::seconds(1));
+  auto const until = now + back_in;
+  // So the counter holds about reserve - refill * retry_after now (retry_after is rounded up: an underestimate),
+  // room the server still grants plays from: they may use it at once rather than at the refill rate. Only when
+  // pacing starts: later sheds may answer requests sent before the gate's own releases spent that room.
+  if (double const refill = refill_per_s(); entering && refill > 0) {
+    double const left = options_->reserve_fraction * static_cast<double>(limit_) - refill * to_seconds(back_in);
+    room_ = std::max(room_, left);
+  }
+  auto const ticks = until.time_since_epoch().count();
+  if (ticks > reserve_until_.load(std::memory_order_relaxed)) {
+    reserve_until_.store(ticks, std::memory_order_release);
+  }
+  last_pressure_ = now;
+}
+
+void gate_counter::on_granted(std::uint32_t units) {
+  // Additive increase: a second of grants at the current rate adds `increase` of the refill (of the rate itself
+  // while the limit is unknown), up to the refill.
+  double const refill = refill_per_s();
+  double const step = options_->increase * (refill > 0 ? refill : rate_);
+  rate_ += step * static_cast<double>(units) / std::max(rate_, 1e-3);
+  if (refill > 0) {
+    rate_ = std::min(rate_, refill);
+  }
+}
+
+void gate_counter::bring_room_up_to(clock::time_point now) {
+  if (now <= room_at_) {
+    return;
+  }
+  if (refill_ == refill_kind::fixed_window && next_window_) {
+    if (now >= *next_window_) {
+      auto const window = duration_cast<clock::duration>(window_);
+      while (*next_window_ <= now) {
+        *next_window_ += window;
+      }
+      room_ = burst_cap(); // the window's whole allowance at its start
+    }
+  } else if (double const cap = burst_cap(); room_ < cap) {
+    room_ = std::min(room_ + rate_ * to_seconds(now - room_at_), cap); // room told by a shed may stay above the cap
+  }
+  room_at_ = now;
+}
+
+bool gate_counter::has_room(std::uint32_t cost) const noexcept {
+  // A request larger than the cap goes when the room is full, leaving a debt the next ones wait for.
+  return room_ >= std::min(static_cast<double>(cost), burst_cap()) - 1e-9;
+}
+
+void gate_counter::take(std::uint32_t cost, clock::time_point now) {
+  room_ -= static_cast<double>(cost);
+  ++released_;
+  auto const second = whole_second(now);
+  if (second != second_) {
+    released_previous_second_ = second == second_ + 1 ? released_this_second_ : 0;
+    released_this_second_ = 0;
+    second_ = second;
+  }
+  ++released_this_second_;
+}
+
+clock::time_point gate_counter::release_time(std::uint32_t cost, clock::time_point now) const {
+  if (now < hold_until_) {
+    return hold_until_;
+  }
+  if (refill_ == refill_kind::fixed_window && next_window_) {
+    return *next_window_;
+  }
+  double const missing = std::min(static_cast<double>(cost), burst_cap()) - room_;
+  // Rounded up to the next microsecond so that the room is there when the timer fires.
+  return now + from_seconds(missing / std::max(rate_, 1e-6)) + std::chrono::microseconds(1);
+}
+
+bool gate_counter::maybe_calm(clock::time_point now) {
+  if (!congested() || !plays_.empty() || !prefetches_.empty() || now < hold_until_ ||
+      now - last_pressure_ < options_->calm_period) {
+    return false;
+  }
+  congested_.store(false, std::memory_order_release);
+  reserve_until_.store(0, std::memory_order_release);
+  return true;
+}
+
+gate_waiter* gate_counter::head() const noexcept {
+  if (!plays_.empty()) {
+    return plays_.front().get();
+  }
+  return prefetches_.empty() ? nullptr : prefetches_.front().get();
+}
+
+std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32_t cost, clock::time_point deadline) {
+  lock_type lock(mutex_);
+  auto const now = clock_->now();
+  if (closed_) {
+    return admission{admission_verdict::cancelled, {}};
+  }
+  if (!congested() || maybe_calm(now)) {
+    return admission{};
+  }
+  if (cls == request_class::prefetch && under_reserve(now)) {
+    ++shed_;
+    return admission{admission_verdict::shed, {}};
+  }
+  if (deadline <= now) {
+    ++deadline_exceeded_;
+    return admission{admission_verdict::deadline_exceeded, {}};
+  }
+  bring_room_up_to(now);
+  bool const nobody_ahead = plays_.empty() && (cls == request_class::play || prefetches_.empty());
+  if (nobody_ahead && now >= hold_until_ && has_room(cost)) {
+    take(cost, now);
+    return admission{};
+  }
+  return std::nullopt;
+}
+
+void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any_io_executor const& executor) {
+  after_unlock out;
+  {
+    lock_type lock(mutex_);
+    auto const now = clock_->now();
+    if (closed_ || !congested()) { // closed, or calmed down since `decide_now`
+      auto const verdict = closed_ ? admission_verdict::cancelled : admission_verdict::admitted;
+      out.completions.emplace_back(std::move(waiter->complete), admission{verdict, {}});
+      waiter->done = true;
+    } else {
+      waiter->enqueued = now;
+      auto& queue = waiter->cls == request_class::play ? plays_ : prefetches_;
+      waiter->in_queue = queue.insert(queue.end(), waiter);
+      waiter->in_deadlines = deadlines_.emplace(waiter->deadline, waiter.get());
+      executor_ = executor;
+      pump(now, out);
+    }
+  }
+  run(out);
+}
+
+void gate_counter::cancel(gate_waiter& waiter) {
+  after_unlock out;
+  {
+    lock_type lock(mutex_);
+    if (waiter.done) {
+      return;
+    }
+    auto const now = clock_->now();
+    finish(waiter, admission_verdict::cancelled, now, out);
+    pump(now, out); // a cancelled play may have been all that held the prefetches back
+  }
+  run(out);
+}
+
+void gate_counter::observe(counter_feedback const& feedback) {
+  bool const refused = feedback.refused > 0 || (feedback.status == 429 && feedback.shed == 0);
+  after_unlock out;
+  {
+    lock_type lock(mutex_);
+    auto const now = clock_->now();
+    bring_room_up_to(now);
+    if (feedback.limit && *feedback.limit > 0) {
+      limit_ = *feedback.limit;
+    }
+    if (feedback.window && feedback.window->count() > 0) {
+      window_ = *feedback.window;
+    }
+    if (refused) {
+      on_refused(now, feedback);
+    }
+    if (feedback.shed > 0) {
+      on_shed(now, feedback);
+    }
+    if (feedback.granted > 0 && congested()) {
+      on_granted(feedback.granted);
+    }
+    if (double const refill = refill_per_s(); refill > 0 && rate_ > refill) {
+      rate_ = refill; // a lower limit learnt
+    }
+    pump(now, out);
+  }
+  run(out);
+}
+
+void gate_counter::set_limit(counter_limit limit) {
+  if (limit.limit == 0 || limit.window.count() <= 0) {
+    return;
+  }
+  after_unlock out;
+  {
+    lock_type lock(mutex_);
+    limit_ = limit.limit;
+    window_ = limit.window;
+    refill_ = limit.refill;
+    if (double const refill = refill_per_s(); rate_ > refill) {
+      rate_ = refill;
+    }
+    if (congested()) {
+      pump(clock_->now(), out);
+    }
+  }
+  run(out);
+}
+
+void gate_counter::close() {
+  after_unlock out;
+  {
+    lock_type lock(mutex_);
+    closed_ = true;
+    auto const now = clock_->now();
+    while (auto* w = head()) {
+      finish(*w, admission_verdict::cancelled, now, out);
+    }
+  }
+  run(out);
+}
+
+void gate_counter::finish(gate_waiter& waiter, admission_verdict verdict, clock::time_point now, after_unlock& out) {
+  waiter.done = true;
+  auto const waited = now - waiter.enqueued;
+  switch (verdict) {
+  case admission_verdict::admitted: ++waited_; break; // `released_` counted by take()
+  case admission_verdict::shed: ++shed_; break;
+  case admission_verdict::deadline_exceeded: ++deadline_exceeded_; break;
+  case admission_verdict::cancelled: ++cancelled_; break;
+  }
+  record_wait(waited);
+  auto const queued_ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited);
+  out.completions.emplace_back(std::move(waiter.complete), admission{verdict, waited});
+  deadlines_.erase(waiter.in_deadlines);
+  auto& queue = waiter.cls == request_class::play ? plays_ : prefetches_;
+  auto keep = std::move(*waiter.in_queue); // the list node owns the waiter: erase it last
+  queue.erase(waiter.in_queue);
+  if (options_->on_long_wait && queued_ms >= options_->long_wait) {
+    out.long_waits.push_back({name_, keep->cls, verdict, queued_ms, plays_.size() + prefetches_.size()});
+  }
+}
+
+void gate_counter::record_wait(clock::duration waited) {
+  double const s = to_seconds(waited);
+  auto const bucket = std::lower_bound(wait_buckets_s.begin(), wait_buckets_s.end(), s) - wait_buckets_s.begin();
+  ++wait_hist_[static_cast<std::size_t>(bucket)];
+  ++wait_count_;
+  wait_sum_s_ += s;
+}
+
+void gate_counter::pump(clock::time_point now, after_unlock& out) {
+  if (closed_) {
+    return;
+  }
+  bring_room_up_to(now);
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    finish(*deadlines_.begin()->second, admission_verdict::deadline_exceeded, now, out);
+  }
+  if (under_reserve(now)) {
+    while (!prefetches_.empty()) {
+      finish(*prefetches_.front(), admission_verdict::shed, now, out);
+    }
+  }
+  if (now >= hold_until_) {
+    while (auto* w = head()) {
+      if (!has_room(w->cost)) {
+        break;
+      }
+      take(w->cost, now);
+      finish(*w, admission_verdict::admitted, now, out);
+    }
+  }
+  (void)maybe_calm(now);
+  auto next = clock::time_point::max();
+  if (!deadlines_.empty()) {
+    next = deadlines_.begin()->first;
+  }
+  if (auto* w = head()) {
+    next = std::min(next, release_time(w->cost, now));
+  }
+  if (next != clock::time_point::max()) {
+    arm(next, out);
+  }
+}
+
+void gate_counter::arm(clock::time_point when, after_unlock& out) {
+  if ((!alarms_.empty() && *alarms_.begin() <= when) || !executor_) {
+    return; // an earlier timer is pending: it pumps and re-arms
+  }
+  alarms_.insert(when);
+  out.alarms.emplace_back(when, executor_);
+}
+
+void gate_counter::run(after_unlock& out) {
+  for (auto& [complete, result] : out.completions) {
+    complete(result);
+  }
+  for (auto const& e : out.long_waits) {
+    try {
+      options_->on_long_wait(e);
+    } catch (...) { // a throwing hook must not lose the other completions
+    }
+  }
+  for (auto const& [when, executor] : out.alarms) {
+    start_alarm(weak_from_this(), when, executor);
+  }
+}
+
+void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::time_point when,
+                               asio::any_io_executor const& executor) {
+  // The timer holds the counter weakly and the clock by pointer (alive while the counter is: the counter owns it):
+  // a sleeping timer must not keep a destroyed gate's state, or a hand-stepped clock that owns the sleep, alive.
+  auto alarm = [](std::weak_ptr<gate_counter> weak, clock::time_point at) -> asio::awaitable<void> {
+    wandura::clock* clk = nullptr;
+    if (auto counter = weak.lock()) {
+      clk = counter->clock_.get();
+    } else {
+      co_return;
+    }
+    try {
+      (void)co_await clk->sleep_until(at);
+    } catch (std::system_error const&) { // cancelled with its io_context: the pump below is idempotent
+    }
+    auto counter = weak.lock();
+    if (!counter) {
+      co_return;
+    }
+    after_unlock out;
+    {
+      lock_type lock(counter->mutex_);
+      if (auto it = counter->alarms_.find(at); it != counter->alarms_.end()) {
+        counter->alarms_.erase(it);
+      }
+      counter->pump(counter->clock_->now(), out);
+    }
+    counter->run(out);
+  };
+  asio::co_spawn(executor, alarm(std::move(weak_counter), when), asio::detached);
+}
+
+admission_counter_stats gate_counter::stats() const {
+  lock_type lock(mutex_);
+  admission_counter_stats s;
+  s.counter = name_;
+  s.congested = congested();
+  s.limit = limit_;
+  s.window = window_;
+  s.pacing_rate = congested() ? rate_ : 0.0;
+  s.queued_play = plays_.size();
+  s.queued_prefetch = prefetches_.size();
+  s.released = released_;
+  s.waited = waited_;
+  s.shed = shed_;
+  s.deadline_exceeded = deadline_exceeded_;
+  s.cancelled = cancelled_;
+  s.decreases = decreases_;
+  auto const second = whole_second(clock_->now());
+  s.released_last_second = second == second_ + 1 ? released_this_second_
+                           : second == second_   ? released_previous_second_
+                                                 : 0;
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < s.wait_buckets.size(); ++i) {
+    cumulative += wait_hist_[i];
+    s.wait_buckets[i] = cumulative;
+  }
+  s.wait_count = wait_count_;
+  s.wait_sum_s = wait_sum_s_;
+  return s;
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,196 @@
+// The admission gate's promise for an uncongested counter (admission_gate.hpp): `admit` and `observe` of a success
+// take no lock, allocate nothing, read no clock and arm no timer. Its own executable: it counts every heap
+// allocation of the process by interposing `malloc` and `aligned_alloc`, and it holds a counter's lock from another
+// thread to show that the fast path never waits for it (and that the congested path does, so the probe works).
+#include "wandura/resilience/admission_gate.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "resilience/gate_counter.hpp"
+#include "wandura/testing/manual_clock.hpp"
+
+using namespace std::chrono_literals;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define WANDURA_COUNT_ALLOCATIONS 0 // the sanitizers own malloc
+#else
+#define WANDURA_COUNT_ALLOCATIONS 1
+namespace {
+std::atomic<std::uint64_t> allocations{0};
+}
+extern "C" {
+void* __libc_malloc(std::size_t size);                      // NOLINT: glibc's own entry points, behind the interposers
+void* __libc_memalign(std::size_t align, std::size_t size); // NOLINT
+void* malloc(std::size_t size) { // NOLINT(readability-inconsistent-declaration-parameter-name)
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(size);
+}
+void* aligned_alloc(std::size_t align, std::size_t size) { // NOLINT
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_memalign(align, size);
+}
+}
+#endif
+
+namespace wandura::detail {
+/// Test access to a counter's lock (declared a friend by the gate and the counter).
+struct admission_gate_probe {
+  static std::mutex& lock_of(admission_gate& gate, std::string_view counter) { return gate.find(counter)->mutex_; }
+};
+} // namespace wandura::detail
+
+namespace {
+
+/// A manual clock that counts how often it is read.
+class counting_clock final : public wandura::clock {
+public:
+  [[nodiscard]] time_point now() const noexcept override {
+    reads.fetch_add(1, std::memory_order_relaxed);
+    return inner.now();
+  }
+  [[nodiscard]] std::chrono::system_clock::time_point system_now() const noexcept override {
+    return inner.system_now();
+  }
+  [[nodiscard]] asio::awaitable<std::error_code> sleep_until(time_point when) override {
+    return inner.sleep_until(when);
+  }
+  mutable std::atomic<int> reads{0};
+  wandura::testing::manual_clock inner;
+};
+
+/// `n` admissions and successes on `counter`, one after the other in one coroutine; the allocations and clock
+/// reads made by the loop itself (after a first round that warms Asio's frame cache) go to the out-parameters.
+asio::awaitable<int> admit_loop(wandura::admission_gate& gate, counting_clock& clk, std::string_view counter, int n,
+                                std::uint64_t& allocated, int& clock_reads) {
+  wandura::counter_feedback ok;
+  ok.status = 200;
+  ok.granted = 1;
+  int admitted = 0;
+  auto const deadline = wandura::clock::time_point::max();
+  (void)co_await gate.admit(counter, wandura::request_class::play, 1, deadline); // warm-up
+#if WANDURA_COUNT_ALLOCATIONS
+  auto const before = allocations.load();
+#endif
+  int const reads_before = clk.reads.load();
+  for (int i = 0; i < n; ++i) {
+    auto const a = co_await gate.admit(counter, wandura::request_class::play, 3, deadline);
+    admitted += a.admitted() ? 1 : 0;
+    gate.observe(counter, ok);
+  }
+#if WANDURA_COUNT_ALLOCATIONS
+  allocated = allocations.load() - before;
+#else
+  allocated = 0;
+#endif
+  clock_reads = clk.reads.load() - reads_before;
+  co_return admitted;
+}
+
+} // namespace
+
+TEST_CASE("admission gate fast path: no allocation, no clock read, no timer while uncongested") {
+  asio::io_context io;
+  auto clk = std::make_shared<counting_clock>();
+  wandura::admission_gate gate(clk);
+  std::uint64_t allocated = 99;
+  int reads = 99;
+  int admitted = 0;
+  asio::co_spawn(io, admit_loop(gate, *clk, "playback", 10000, allocated, reads), [&](std::exception_ptr e, int n) {
+    REQUIRE_FALSE(e);
+    admitted = n;
+  });
+  io.run();
+  CHECK(admitted == 10000);
+  CHECK(reads == 0);
+  CHECK(clk->inner.pending_sleeps() == 0);
+#if WANDURA_COUNT_ALLOCATIONS
+  CHECK(allocated == 0);
+
+  // The counter sees allocations where there are some: a congested counter queues (a waiter, a timer).
+  wandura::counter_feedback refused;
+  refused.status = 429;
+  refused.refused = 1;
+  refused.retry_after = 1s;
+  refused.limit = 600;
+  gate.observe("catalog", refused);
+  auto const before = allocations.load();
+  asio::co_spawn(io, gate.admit("catalog", wandura::request_class::play, 1, clk->now() + 10s),
+                 [](std::exception_ptr, wandura::admission) {});
+  io.restart();
+  io.poll();
+  CHECK(allocations.load() > before);
+  CHECK(clk->inner.pending_sleeps() == 1);
+  clk->inner.advance(2s);
+  io.restart();
+  io.poll();
+#endif
+}
+
+TEST_CASE("admission gate fast path: an uncongested admit never waits for the counter's lock") {
+  asio::io_context io;
+  auto clk = std::make_shared<counting_clock>();
+  wandura::admission_gate gate(clk);
+
+  // Another thread holds the playback counter's lock for the whole test.
+  std::promise<void> release;
+  std::promise<void> held;
+  std::thread holder([&] {
+    std::lock_guard lock(wandura::detail::admission_gate_probe::lock_of(gate, "playback"));
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+
+  std::promise<int> done;
+  std::uint64_t allocated = 0;
+  int reads = 0;
+  asio::co_spawn(io, admit_loop(gate, *clk, "playback", 1000, allocated, reads),
+                 [&](std::exception_ptr, int n) { done.set_value(n); });
+  std::thread runner([&] { io.run(); });
+  auto result = done.get_future();
+  bool const finished = result.wait_for(10s) == std::future_status::ready;
+  CHECK(finished); // a lock on the path would block here until the holder lets go
+  release.set_value();
+  holder.join();
+  runner.join();
+  CHECK(result.get() == 1000);
+}
+
+TEST_CASE("admission gate fast path: the probe notices the lock a congested counter takes") {
+  asio::io_context io;
+  auto clk = std::make_shared<counting_clock>();
+  wandura::admission_gate gate(clk);
+  wandura::counter_feedback shed;
+  shed.status = 200;
+  shed.shed = 2;
+  shed.retry_after = 5s;
+  gate.observe("playback", shed); // congested: the next admit decides under the lock
+
+  std::promise<void> release;
+  std::promise<void> held;
+  std::thread holder([&] {
+    std::lock_guard lock(wandura::detail::admission_gate_probe::lock_of(gate, "playback"));
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+  std::promise<wandura::admission_verdict> done;
+  asio::co_spawn(io, gate.admit("playback", wandura::request_class::prefetch, 1, clk->now() + 10s),
+                 [&](std::exception_ptr, wandura::admission a) { done.set_value(a.verdict); });
+  std::thread runner([&] { io.run(); });
+  auto result = done.get_future();
+  CHECK(result.wait_for(200ms) == std::future_status::timeout); // waits for the lock
+  release.set_value();
+  holder.join();
+  CHECK(result.get() == wandura::admission_verdict::shed);
+  runner.join();
+}

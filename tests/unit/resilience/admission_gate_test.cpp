@@ -1,0 +1,435 @@
+#include "wandura/resilience/admission_gate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/testing/manual_clock.hpp"
+
+using namespace std::chrono_literals;
+using wandura::admission;
+using wandura::admission_verdict;
+using wandura::counter_feedback;
+using wandura::request_class;
+
+namespace {
+
+/// A 429 that refused `units` for rate, with the rate-limit headers of SPEC §1.
+counter_feedback refused(std::uint32_t limit_per_min, std::chrono::seconds retry_after, std::uint32_t units = 1) {
+  counter_feedback f;
+  f.status = 429;
+  f.refused = units;
+  f.retry_after = retry_after;
+  f.limit = limit_per_min;
+  f.window = 60s;
+  return f;
+}
+
+counter_feedback granted(std::uint32_t units) {
+  counter_feedback f;
+  f.status = 200;
+  f.granted = units;
+  return f;
+}
+
+/// A gate on a manual clock, requests spawned as coroutines on one io_context, completions recorded in order.
+/// Members in this order: the gate goes first, then the clock (whose pending sleeps are aborted onto a live
+/// io_context), then the io_context.
+struct gate_harness {
+  asio::io_context io;
+  std::shared_ptr<wandura::testing::manual_clock> clock = std::make_shared<wandura::testing::manual_clock>();
+  wandura::admission_gate gate;
+
+  struct done {
+    int id = 0;
+    admission result;
+    wandura::clock::time_point at;
+  };
+  std::vector<done> completed;
+
+  explicit gate_harness(wandura::admission_gate_options options = {}) : gate(clock, std::move(options)) {}
+
+  wandura::clock::time_point now() const { return clock->now(); }
+
+  void spawn(int id, request_class cls, std::uint32_t cost, wandura::clock::time_point deadline,
+             asio::cancellation_signal* cancel = nullptr) {
+    auto record = [this, id](std::exception_ptr e, admission a) {
+      REQUIRE_FALSE(e);
+      completed.push_back({id, a, clock->now()});
+    };
+    auto op = gate.admit("playback", cls, cost, deadline);
+    if (cancel != nullptr) {
+      asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(cancel->slot(), record));
+    } else {
+      asio::co_spawn(io, std::move(op), record);
+    }
+  }
+  void spawn(int id, request_class cls = request_class::play) { spawn(id, cls, 1, now() + 60s); }
+
+  void settle() {
+    io.restart();
+    io.poll();
+  }
+  void advance(wandura::clock::duration d) {
+    clock->advance(d);
+    settle();
+  }
+  /// Advances in `step`s for `total`, settling after each.
+  void run_for(wandura::clock::duration total, wandura::clock::duration step = 10ms) {
+    for (auto t = wandura::clock::duration::zero(); t < total; t += step) {
+      advance(step);
+    }
+  }
+  std::vector<int> order() const {
+    std::vector<int> ids;
+    for (auto const& d : completed) {
+      ids.push_back(d.id);
+    }
+    return ids;
+  }
+  wandura::admission_counter_stats playback() const {
+    for (auto& s : gate.stats()) {
+      if (s.counter == "playback") {
+        return s;
+      }
+    }
+    FAIL("no playback counter");
+    return {};
+  }
+};
+
+} // namespace
+
+TEST_CASE("admission gate: uncongested, every request is admitted at once and nothing waits") {
+  gate_harness h;
+  for (int i = 0; i < 20; ++i) {
+    h.spawn(i, i % 2 == 0 ? request_class::play : request_class::prefetch);
+  }
+  h.gate.observe("playback", granted(3));
+  h.settle();
+  REQUIRE(h.completed.size() == 20);
+  for (auto const& d : h.completed) {
+    CHECK(d.result.verdict == admission_verdict::admitted);
+    CHECK(d.result.queued == 0s);
+  }
+  CHECK_FALSE(h.gate.congested("playback"));
+  CHECK(h.clock->pending_sleeps() == 0);
+  CHECK(h.playback().released == 0); // counted only while congested
+}
+
+TEST_CASE("admission gate: plays are released before prefetches, first come first served within a class") {
+  gate_harness h;
+  h.gate.observe("playback", refused(60, 1s)); // 1 ticket per second, held for 1 s
+  REQUIRE(h.gate.congested("playback"));
+  h.spawn(1, request_class::prefetch);
+  h.spawn(2, request_class::play);
+  h.spawn(3, request_class::prefetch);
+  h.spawn(4, request_class::play);
+  h.spawn(5, request_class::play);
+  h.settle();
+  CHECK(h.completed.empty());
+  CHECK(h.playback().queued_play == 3);
+  CHECK(h.playback().queued_prefetch == 2);
+  h.run_for(10s);
+  CHECK(h.order() == std::vector<int>{2, 4, 5, 1, 3});
+  for (auto const& d : h.completed) {
+    CHECK(d.result.verdict == admission_verdict::admitted);
+  }
+}
+
+TEST_CASE("admission gate: after a 429 with X-RateLimit-Limit, the queue drains at the refill rate") {
+  gate_harness h;
+  auto const start = h.now();
+  h.gate.observe("playback", refused(600, 2s)); // 10 tickets/s; room returns after 2 s
+  CHECK(h.playback().pacing_rate == Approx(10.0));
+  for (int i = 0; i < 100; ++i) {
+    h.spawn(i);
+  }
+  h.run_for(12s);
+  REQUIRE(h.completed.size() == 100);
+  auto released_by = [&](wandura::clock::duration since_start) {
+    return std::count_if(h.completed.begin(), h.completed.end(),
+                         [&](auto const& d) { return d.at <= start + since_start; });
+  };
+  CHECK(released_by(1990ms) == 0); // nothing before Retry-After
+  // Never all at once when the hold ends: at most the 0.5 s burst the server refilled, then 10 per second.
+  CHECK(released_by(2010ms) <= 6);
+  for (int s = 3; s <= 11; ++s) {
+    auto const expected = 10.0 * (s - 2);
+    auto const got = static_cast<double>(released_by(std::chrono::seconds(s) + 10ms));
+    INFO("after " << s << " s: " << got);
+    CHECK(got >= expected - 1);
+    CHECK(got <= expected + 6);
+  }
+  CHECK(h.playback().waited == 100);
+  CHECK_FALSE(h.gate.congested("playback")); // queue empty and 10 s without a 429: the fast path again
+}
+
+TEST_CASE("admission gate: a request whose deadline passes while queued ends deadline_exceeded, nothing sent") {
+  gate_harness h;
+  h.gate.observe("playback", refused(60, 10s));
+  h.spawn(1, request_class::play, 1, h.now() + 4200ms);
+  h.spawn(2, request_class::play, 1, h.now() + 30s);
+  h.settle();
+  h.run_for(5s);
+  REQUIRE(h.completed.size() == 1);
+  auto const& d = h.completed.front();
+  CHECK(d.id == 1);
+  CHECK(d.result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(d.result.queued == 4200ms); // woken at its deadline exactly, not at the next release
+  CHECK(wandura::describe(d.result, "playback") == "queued behind the playback counter's limit for 4200 ms");
+  CHECK(h.playback().queued_play == 1);
+  CHECK(h.playback().deadline_exceeded == 1);
+}
+
+TEST_CASE("admission gate: a request past its deadline is refused at once while congested") {
+  gate_harness h;
+  h.gate.observe("playback", refused(60, 5s));
+  h.spawn(1, request_class::play, 1, h.now());
+  h.settle();
+  REQUIRE(h.completed.size() == 1);
+  CHECK(h.completed[0].result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(h.completed[0].result.queued == 0s);
+}
+
+TEST_CASE("admission gate: cancellation while queued leaves the queue at once and keeps the order of the rest") {
+  gate_harness h;
+  h.gate.observe("playback", refused(60, 2s));
+  asio::cancellation_signal cancel;
+  h.spawn(1);
+  h.spawn(2, request_class::play, 1, h.now() + 60s, &cancel);
+  h.spawn(3);
+  h.settle();
+  h.advance(300ms);
+  cancel.emit(asio::cancellation_type::terminal);
+  h.settle(); // no time passes
+  REQUIRE(h.completed.size() == 1);
+  CHECK(h.completed[0].id == 2);
+  CHECK(h.completed[0].result.verdict == admission_verdict::cancelled);
+  CHECK(h.completed[0].result.queued == 300ms);
+  CHECK(h.playback().queued_play == 2);
+  CHECK(h.playback().cancelled == 1);
+  h.run_for(6s);
+  CHECK(h.order() == std::vector<int>{2, 1, 3});
+}
+
+TEST_CASE("admission gate: destroying the gate completes queued requests with cancelled") {
+  asio::io_context io;
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  std::vector<admission_verdict> verdicts;
+  {
+    wandura::admission_gate gate(clock);
+    gate.observe("playback", refused(60, 5s));
+    for (int i = 0; i < 3; ++i) {
+      asio::co_spawn(io, gate.admit("playback", request_class::play, 1, clock->now() + 60s),
+                     [&](std::exception_ptr, admission a) { verdicts.push_back(a.verdict); });
+    }
+    io.poll();
+    CHECK(verdicts.empty());
+  }
+  io.restart();
+  io.poll();
+  CHECK(verdicts == std::vector<admission_verdict>(3, admission_verdict::cancelled));
+}
+
+TEST_CASE("admission gate: a 429 while pacing cuts the rate, and grants grow it back up to the refill") {
+  gate_harness h;
+  auto const start = h.now();
+  h.gate.observe("playback", refused(600, 1s)); // 10/s
+  CHECK(h.playback().pacing_rate == Approx(10.0));
+  h.advance(1500ms);
+  h.gate.observe("playback", refused(600, 1s)); // while pacing: the server knows better
+  CHECK(h.playback().pacing_rate == Approx(7.0));
+  CHECK(h.playback().decreases == 1);
+  h.gate.observe("playback", refused(600, 1s)); // the same round: not cut twice
+  CHECK(h.playback().pacing_rate == Approx(7.0));
+
+  // Released at the new rate: 7 per second once the hold is over.
+  for (int i = 0; i < 60; ++i) {
+    h.spawn(i);
+  }
+  h.run_for(6s);
+  auto const after_hold = start + 2500ms;
+  auto const in_5s = std::count_if(h.completed.begin(), h.completed.end(), [&](auto const& d) {
+    return d.at > after_hold + 500ms && d.at <= after_hold + 4500ms;
+  });
+  CHECK(in_5s >= 27);
+  CHECK(in_5s <= 29);
+
+  // Grants move it back: a second of grants adds 5 % of the refill; never above the refill.
+  for (int i = 0; i < 7; ++i) {
+    h.gate.observe("playback", granted(1));
+  }
+  CHECK(h.playback().pacing_rate == Approx(7.5).margin(0.05));
+  for (int i = 0; i < 200; ++i) {
+    h.gate.observe("playback", granted(1));
+  }
+  CHECK(h.playback().pacing_rate == Approx(10.0));
+}
+
+TEST_CASE("admission gate: prefetches are shed without sending while the counter is under its reserve") {
+  gate_harness h;
+  h.gate.observe("playback", refused(600, 2s));
+  h.spawn(1, request_class::prefetch);
+  h.spawn(2, request_class::play);
+  h.settle();
+  CHECK(h.completed.empty());
+  CHECK_FALSE(h.gate.under_reserve("playback"));
+
+  counter_feedback shed;
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 2;
+  shed.retry_after = 3s; // back above the reserve in 3 s
+  h.gate.observe("playback", shed);
+  h.settle();
+  CHECK(h.gate.under_reserve("playback"));
+  REQUIRE(h.completed.size() == 1);
+  CHECK(h.completed[0].id == 1);
+  CHECK(h.completed[0].result.verdict == admission_verdict::shed);
+
+  h.spawn(3, request_class::prefetch);
+  h.settle();
+  REQUIRE(h.completed.size() == 2);
+  CHECK(h.completed[1].result.verdict == admission_verdict::shed); // at once, not queued
+  CHECK(wandura::describe(h.completed[1].result, "playback") ==
+        "prefetch shed: the playback counter is under its reserve");
+
+  h.run_for(2500ms); // plays still go
+  REQUIRE(h.completed.size() == 3);
+  CHECK(h.completed[2].id == 2);
+  CHECK(h.completed[2].result.verdict == admission_verdict::admitted);
+
+  h.run_for(1s); // the reserve is back: prefetches queue and go again
+  CHECK_FALSE(h.gate.under_reserve("playback"));
+  h.spawn(4, request_class::prefetch);
+  h.run_for(2s);
+  REQUIRE(h.completed.size() == 4);
+  CHECK(h.completed[3].result.verdict == admission_verdict::admitted);
+  CHECK(h.playback().shed == 2);
+}
+
+TEST_CASE("admission gate: a shed tells the room left above the reserve line, and plays use it at once") {
+  gate_harness h;
+  h.gate.set_limit("playback", {600, 60s, wandura::refill_kind::continuous}); // 10/s, reserve 120 tickets
+  counter_feedback shed;
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 1;
+  shed.retry_after = 3s; // back above the reserve in 3 s: about 120 - 3 * 10 = 90 tickets are left now
+  h.gate.observe("playback", shed);
+  for (int i = 0; i < 100; ++i) {
+    h.spawn(i);
+  }
+  h.settle();
+  CHECK(h.completed.size() == 90);
+  CHECK(h.playback().queued_play == 10);
+  h.gate.observe("playback", shed); // a later shed may answer a request sent before those 90: no new room
+  h.settle();
+  CHECK(h.completed.size() == 90);
+  h.run_for(950ms);
+  CHECK(h.completed.size() == 99); // then at the refill rate
+  h.run_for(100ms);
+  CHECK(h.completed.size() == 100);
+}
+
+TEST_CASE("admission gate: a fixed-window counter releases its allowance at the window's start") {
+  gate_harness h;
+  counter_feedback f = refused(5, 20s); // `config`: 5 requests per UTC minute; 20 s of the window left
+  std::vector<admission> results;
+  h.gate.observe("config", f);
+  for (int i = 0; i < 8; ++i) {
+    asio::co_spawn(h.io, h.gate.admit("config", request_class::play, 1, h.now() + 200s),
+                   [&](std::exception_ptr, admission a) { results.push_back(a); });
+  }
+  h.run_for(19900ms, 100ms);
+  CHECK(results.empty());
+  h.run_for(200ms, 100ms);
+  CHECK(results.size() == 5); // the window's five, together
+  h.run_for(59s, 100ms);
+  CHECK(results.size() == 5);
+  h.run_for(2s, 100ms);
+  CHECK(results.size() == 8);
+}
+
+TEST_CASE("admission gate: the limit from GET /v1/config sets the pacing rate before any header") {
+  gate_harness h;
+  h.gate.set_limit("playback", {1200, 60s, wandura::refill_kind::continuous});
+  counter_feedback bare;
+  bare.status = 429;
+  bare.refused = 3;
+  bare.retry_after = 1s;
+  h.gate.observe("playback", bare);
+  CHECK(h.playback().limit == 1200);
+  CHECK(h.playback().pacing_rate == Approx(20.0));
+}
+
+TEST_CASE("admission gate: long waits are reported to the hook, with the queue left behind") {
+  std::vector<wandura::admission_wait_event> events;
+  wandura::admission_gate_options options;
+  options.long_wait = 1500ms;
+  options.on_long_wait = [&](wandura::admission_wait_event const& e) { events.push_back(e); };
+  gate_harness h(options);
+  h.gate.observe("playback", refused(60, 1s)); // one per second
+  for (int i = 0; i < 3; ++i) {
+    h.spawn(i);
+  }
+  h.run_for(5s);
+  REQUIRE(h.completed.size() == 3);
+  REQUIRE(events.size() == 2); // released after ~1 s (no), ~2 s, ~3 s
+  CHECK(events[0].counter == "playback");
+  CHECK(events[0].queued >= 1500ms);
+  CHECK(events[0].queue_length == 1);
+  CHECK(events[1].queue_length == 0);
+}
+
+TEST_CASE("admission gate: metrics text has queue length, wait histogram and released per second per counter") {
+  gate_harness h;
+  h.gate.observe("playback", refused(600, 1s));
+  for (int i = 0; i < 40; ++i) {
+    h.spawn(i);
+  }
+  h.run_for(3500ms); // 5 at once when the hold ends at 1 s, then 10 a second
+  auto const s = h.playback();
+  auto const text = h.gate.metrics_text();
+  INFO(text);
+  CHECK(s.released_last_second >= 9);
+  CHECK(s.released_last_second <= 11);
+  CHECK(text.find("wandura_gate_queue_length{counter=\"playback\",class=\"play\"} " + std::to_string(s.queued_play) +
+                  "\n") != std::string::npos);
+  CHECK(s.queued_play > 0);
+  CHECK(text.find("wandura_gate_released_per_second{counter=\"playback\"} " + std::to_string(s.released_last_second) +
+                  "\n") != std::string::npos);
+  CHECK(text.find("wandura_gate_wait_seconds_count{counter=\"playback\"} " + std::to_string(s.wait_count) + "\n") !=
+        std::string::npos);
+  CHECK(text.find("wandura_gate_wait_seconds_bucket{counter=\"playback\",le=\"+Inf\"} ") != std::string::npos);
+  CHECK(text.find("wandura_gate_congested{counter=\"catalog\"} 0\n") != std::string::npos);
+  CHECK(s.wait_buckets.back() == s.wait_count); // every wait was under 30 s
+}
+
+TEST_CASE("admission gate: the rate-limit headers are read when well formed, ignored otherwise") {
+  counter_feedback f;
+  wandura::read_rate_limit_headers(" 4000 ", "60", f);
+  CHECK(f.limit == 4000u);
+  CHECK(f.window == 60s);
+  for (std::string_view junk : {"", "-1", "0", "1e3", "12abc", "4294967296", "+5"}) {
+    counter_feedback g;
+    wandura::read_rate_limit_headers(junk, junk, g);
+    INFO("'" << junk << "'");
+    CHECK_FALSE(g.limit);
+    CHECK_FALSE(g.window);
+  }
+  counter_feedback absent;
+  wandura::read_rate_limit_headers(std::nullopt, "86401", absent);
+  CHECK_FALSE(absent.limit);
+  CHECK_FALSE(absent.window);
+}
