@@ -16,6 +16,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/wandura-config-version.cm
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/wandura-config.cmake ${PROJECT_BINARY_DIR}/wandura-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
+if(WANDURA_BUILD_EMULATOR) # wandura-config.cmake finds the emulator's libhttp-parser with it
+  install(FILES cmake/Findhttp_parser.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
+endif()
 
 configure_file(cmake/wandura.pc.in ${PROJECT_BINARY_DIR}/wandura.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/wandura.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
