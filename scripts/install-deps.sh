@@ -8,6 +8,7 @@ packages=(
   libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev libcli11-dev
   catch2 nlohmann-json3-dev
   nginx-light openssl wrk curl
+  doxygen
 )
 
 missing=()

@@ -155,6 +155,6 @@ TEST_CASE("cli json: strings are quoted with quotes, backslashes and control cha
   CHECK(wandura::cli::json_string("a\"b\\c") == "\"a\\\"b\\\\c\"");
   CHECK(wandura::cli::json_string("l1\nl2\t\r") == "\"l1\\nl2\\t\\r\"");
   CHECK(wandura::cli::json_string(std::string_view("\x01\x1f", 2)) == "\"\\u0001\\u001f\"");
-  CHECK(wandura::cli::json_string("Tập 4 · 第四集") == "\"Tập 4 · 第四集\""); // UTF-8 passes through
+  CHECK(wandura::cli::json_string("Épisode 4 · naïve ✓") == "\"Épisode 4 · naïve ✓\""); // UTF-8 passes through
   CHECK(wandura::cli::json_string("") == "\"\"");
 }
