@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
     return exit_failed;
   }
 #endif
+  if (!args.empty() && std::string_view(args[0]) == "help") { // `wandura help`, as `wandura --help`
+    std::fputs(app.help().c_str(), stdout);
+    return exit_ok;
+  }
   if (auto const done = parse(app, args)) {
     return *done;
   }

@@ -123,6 +123,18 @@ for cmd in tickets config emulator; do
 done
 run --help
 expect_rc 0 "--help"
+expect_out "usage: wandura \[options\] command"
+run help
+expect_rc 0 "help"
+expect_out "usage: wandura \[options\] command"
+# Usage errors read the same in every command: "PROGRAM: what is wrong", then where the options are.
+run tickets --film the-heiress-returns --episode 1 --frobnicate
+expect_rc 2 "unknown option"
+expect_err "^wandura tickets: .*--frobnicate"
+expect_err "^Run \"wandura tickets --help\" for its options."
+run emulator --port 0 --threads 0
+expect_rc 2 "emulator --threads 0"
+expect_err "^wandura emulator: --threads: expected a whole number from 1 to 256, got \"0\""
 ( unset WANDURA_API_KEY; set +e; "$wandura" config >out.txt 2>err.txt; echo $? >rc.txt )
 [ "$(cat rc.txt)" -eq 2 ] || fail "no API key: exit $(cat rc.txt), expected 2"
 grep -q "no API key" err.txt || fail "no API key: message"
