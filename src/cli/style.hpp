@@ -75,10 +75,10 @@ inline CLI::App* add_command(CLI::App& parent, std::string name, std::string des
 }
 
 /// A validator for a number written in plain decimal digits (a `.` too when `T` is floating point) from `lo` to
-/// `hi`. Unlike CLI11's own conversion it refuses "010" as octal, "0x10", "nan", "inf" and blanks, and its message
-/// names the range: `--episode: expected a whole number from 1 to 2147483647, got "0"`. Give it to
-/// `Option::transform` (not `check`, whose validators cannot rewrite the text): it drops leading zeros so that
-/// CLI11 reads "010" as 10.
+/// `hi`. Unlike CLI11's own conversion it reads "010" as ten (not octal eight) and refuses "0x10", "+4", "nan",
+/// "inf" and blanks; its message names the range: `--episode: expected a whole number from 1 to 2147483647, got
+/// "0"`. Give it to `Option::transform`, not `check`: it drops the leading zeros of a whole number before CLI11
+/// converts the text, and only a transform may rewrite it.
 template <typename T> CLI::Validator number_in(T lo, T hi) {
   auto const range_text = [](T v) {
     std::string s = std::to_string(v);
@@ -102,8 +102,9 @@ template <typename T> CLI::Validator number_in(T lo, T hi) {
           plain = plain && ((c >= '0' && c <= '9') || (std::is_floating_point_v<T> && c == '.'));
         }
         if constexpr (!std::is_floating_point_v<T>) {
-          // CLI11 reads a leading 0 as octal; here every number is decimal.
-          text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
+          if (plain) { // CLI11 reads a leading 0 as octal; here every number is decimal. "000" becomes "0".
+            text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
+          }
         }
         T v{};
         if (!plain || dots > 1 || text == "." || !CLI::detail::lexical_cast(text, v) || v < lo || v > hi) {

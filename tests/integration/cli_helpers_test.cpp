@@ -36,6 +36,7 @@ template <typename T> std::pair<std::optional<int>, T> parse_number(std::string 
 TEST_CASE("cli numbers: plain decimal digits in range are read, in base 10") {
   CHECK(parse_number<std::int32_t>("4", 1, 10) == std::pair<std::optional<int>, std::int32_t>{std::nullopt, 4});
   CHECK(parse_number<std::int32_t>("010", 1, 10).second == 10); // never octal
+  CHECK(parse_number<std::uint16_t>("000", 0, 65535) == std::pair<std::optional<int>, std::uint16_t>{std::nullopt, 0});
   CHECK(parse_number<std::uint64_t>("18446744073709551615", 0, UINT64_MAX).second == UINT64_MAX);
   CHECK(parse_number<double>("0.25", 0, 1).second == 0.25);
 }
