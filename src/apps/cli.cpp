@@ -89,6 +89,20 @@ client_options connection::to_client_options() const {
   return o;
 }
 
+std::string connection::tls_hint(wandura::error const& e) const {
+  if (e.code() != errc::tls_failed) {
+    return {};
+  }
+  if (insecure) {
+    return "hint: certificates were not verified (--insecure); the TLS handshake itself failed";
+  }
+  auto const ca = ca_bundle_source(ca_bundle);
+  std::string const trusted =
+      ca ? "the CA bundle " + ca->first + " (from " + ca->second + ")" : "the system's CA bundle";
+  return "hint: the server's certificate was checked against " + trusted +
+         "; for a server whose certificate comes from a private CA, pass --ca-bundle FILE";
+}
+
 bool header_safe(std::string_view value) noexcept {
   return value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
 }
@@ -141,8 +155,11 @@ void log_to_stderr(log_level level, std::string_view message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
-void print_error(std::string_view command, wandura::error const& e, bool json) {
+void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint) {
   std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(command.size()), command.data(), e.what());
+  if (!hint.empty()) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(hint.size()), hint.data());
+  }
   if (json) {
     std::string out = "{\"error\":{\"message\":" + json_string(e.what()) +
                       ",\"code\":" + json_string(e.code().message()) +

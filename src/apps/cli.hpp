@@ -39,6 +39,9 @@ struct connection {
   /// @throws usage_error when no API key is given anywhere, when the key or the base URL contains CR, LF or NUL
   ///         (they would end up in a request's header lines), or when the CA bundle cannot be read.
   [[nodiscard]] client_options to_client_options() const;
+  /// For a TLS failure, a line that says which certificates the server's was checked against and how to trust a
+  /// private CA; empty for any other error.
+  [[nodiscard]] std::string tls_hint(wandura::error const& e) const;
 };
 
 /// True when `value` can be sent in an HTTP header line: it contains no CR, LF or NUL, which would end the line
@@ -54,8 +57,9 @@ struct connection {
 /// Writes one line per retry to stderr: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`.
 void log_to_stderr(log_level level, std::string_view message);
 
-/// Prints a failed SDK call: the message on stderr, and with `json` an `{"error":{...}}` object on stdout.
-void print_error(std::string_view command, wandura::error const& e, bool json);
+/// Prints a failed SDK call: the message on stderr, then `hint` (when not empty) as a line of its own, and with
+/// `json` an `{"error":{...}}` object on stdout.
+void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint = {});
 
 /// The text of `wandura --version`: the project's version, then the libcurl and OpenSSL it runs with.
 [[nodiscard]] std::string version_text();

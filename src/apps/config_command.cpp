@@ -38,7 +38,7 @@ int run_config(config_args const& a) {
     try {
       std::rethrow_exception(failure);
     } catch (wandura::error const& e) {
-      print_error("config", e, a.json);
+      print_error("config", e, a.json, a.conn.tls_hint(e));
       return exit_failed;
     }
   }

@@ -224,7 +224,7 @@ int run_tickets(tickets_args const& a) {
       if (e.code() == make_error_code(errc::invalid_argument)) { // refused before sending: a bad flag value
         throw usage_error(e.what());
       }
-      print_error("tickets", e, a.json);
+      print_error("tickets", e, a.json, a.conn.tls_hint(e));
       return exit_failed;
     }
   }

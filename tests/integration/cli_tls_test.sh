@@ -39,11 +39,12 @@ expect_rc 0 "--ca-bundle"
 expect_out "^organisation: "
 no_err "WARNING"
 
-# Without it the system's bundle does not know the certificate: exit 1, the message names TLS and the URL's call.
+# Without it the system's bundle does not know the certificate: exit 1; the message names TLS, and a hint says what
+# the certificate was checked against and how to trust a private CA.
 run config "${once[@]}"
 expect_rc 1 "no CA bundle"
-expect_err "TLS"
-expect_err "^wandura config: "
+expect_err "^wandura config: .*TLS"
+expect_err "^hint: the server's certificate was checked against the system's CA bundle; .* pass --ca-bundle FILE"
 
 # The same CA through the environment, as the curl tool reads it.
 ( export SSL_CERT_FILE=$ca; run config "${once[@]}"; expect_rc 0 "SSL_CERT_FILE" )
@@ -55,6 +56,10 @@ expect_err "^wandura config: "
 run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard --ca-bundle "$ca"
 expect_rc 1 "host not in the certificate"
 expect_err "TLS"
+expect_err "^hint: the server's certificate was checked against the CA bundle $ca (from --ca-bundle)"
+( export SSL_CERT_FILE=$ca; run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard
+  expect_rc 1 "host not in the certificate, CA from SSL_CERT_FILE"
+  expect_err "checked against the CA bundle $ca (from SSL_CERT_FILE)" )
 
 # --insecure: no verification, and a loud warning on every run.
 run config "${once[@]}" --insecure
