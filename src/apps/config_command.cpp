@@ -3,6 +3,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -30,7 +31,7 @@ int run_config(config_args const& a) {
   std::exception_ptr failure;
   org_config cfg;
   asio::co_spawn(io, api.get_config(std::move(per_call)), [&](std::exception_ptr e, org_config c) {
-    failure = e;
+    failure = std::move(e);
     cfg = std::move(c);
   });
   io.run();
@@ -73,7 +74,7 @@ command add_config_command(CLI::App& wandura) {
                           "(tickets for playback, requests for the others)",
                           "Exit status: 0 on success, 1 when the call failed, 2 for a usage error.");
   auto a = std::make_shared<config_args>();
-  app->add_flag("--json", a->json, "print {\"org_id\":\"...\",\"limits\":{\"playback\":N,...}} instead of a table");
+  app->add_flag("--json", a->json, R"(print {"org_id":"...","limits":{"playback":N,...}} instead of a table)");
   app->add_option("--policy", a->policy, "retry policy: interactive (default), background, standard")
       ->type_name("P")
       ->check(CLI::IsMember({"interactive", "background", "standard"}));

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -70,7 +71,7 @@ void add_batch_options(CLI::App& app, tickets_args& a) {
   app.add_option("--idempotency-key", a.idempotency_key,
                  "1-200 visible ASCII characters; a repeat with the same key returns the first result")
       ->type_name("K");
-  app.add_flag("--json", a.json, "print {\"items\":[...],\"attempts\":N,\"replayed\":bool} instead of a table");
+  app.add_flag("--json", a.json, R"(print {"items":[...],"attempts":N,"replayed":bool} instead of a table)");
 }
 
 /// The checks between options that CLI11 cannot express one option at a time.
@@ -210,7 +211,7 @@ int run_tickets(tickets_args const& a) {
   ticket_batch_result result;
   asio::co_spawn(io, api.issue_tickets(std::move(batch), std::move(per_call)),
                  [&](std::exception_ptr e, ticket_batch_result r) {
-                   failure = e;
+                   failure = std::move(e);
                    result = std::move(r);
                  });
   io.run();

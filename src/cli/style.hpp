@@ -33,7 +33,7 @@ struct usage_error : std::runtime_error {
 inline std::string full_name(CLI::App const& app) {
   std::string name = app.get_name();
   for (auto const* p = app.get_parent(); p != nullptr; p = p->get_parent()) {
-    name = p->get_name() + " " + name;
+    name.insert(0, p->get_name() + " ");
   }
   return name;
 }
