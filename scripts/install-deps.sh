@@ -5,9 +5,10 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev
+  libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev libcli11-dev
   catch2 nlohmann-json3-dev
   nginx-light openssl wrk curl
+  doxygen
 )
 
 missing=()

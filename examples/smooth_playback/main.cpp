@@ -32,6 +32,7 @@
 #include "audience.hpp"
 #include "counting_sender.hpp"
 #include "play_plan.hpp"
+#include "cli/style.hpp"
 #include "report.hpp"
 #include "simulation.hpp"
 #include "wandura/emulator/emulator.hpp"
@@ -44,38 +45,7 @@
 namespace demo {
 namespace {
 
-constexpr char const* usage_text =
-    R"(usage: smooth_playback [options]
-
-Simulates viewers starting episodes at an evening peak and shows how the SDK keeps playback smooth: prefetch is
-shed by the server first, plays are retried after Retry-After, repeated starts reuse tickets (docs/demo.md).
-
-options:
-  --viewers N          viewers arriving over the run (default 2000)
-  --duration S         seconds over which they arrive, peaking in the middle (default 30)
-  --seed N             seed of the audience plan and of the emulator (default 20261130)
-  --playback-limit N   the emulator's playback limit in tickets per minute (default: half the plan's peak demand)
-  --warmup-left F      before the first viewer, spend the playback counter down to this fraction of its limit,
-                       as for an organisation already busy when its peak begins (1 = start idle; default: the
-                       level that reaches the 20 % shed line when demand first crosses the limit).
-                       In-process emulator only.
-  --unavailable P      fraction of ticket requests the emulator answers 503 service_unavailable with
-                       Retry-After: 1, "could not issue in time" (default 0.01). In-process emulator only.
-  --catalogue FILE     films to choose from, as JSON {"films":[{"film_ref":"...","episodes":N},...]}
-                       (default: the emulator's demo catalogue)
-  --base-url URL       run against this API instead of the in-process emulator; the key comes from --api-key
-                       or WANDURA_API_KEY
-  --api-key KEY        API key for --base-url
-  --report-dir DIR     where report.json and report.svg are written (default: the current directory)
-  --plan-out FILE      also write the plan's plays, the limit and the tickets left at the start as JSON
-  --client-threads N   threads running the client (default 2)
-  --verbose            print every WARN line of the SDK (default: the first 5, the rest are counted)
-  --help               this text
-)";
-
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using wandura::cli::usage_error;
 
 struct demo_options {
   std::uint32_t viewers = 2000;
@@ -93,80 +63,58 @@ struct demo_options {
   bool verbose = false;
 };
 
-double parse_double(std::string const& flag, std::string const& text, double lo, double hi) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (std::exception const&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi) {
-    std::ostringstream o;
-    o << flag << ": expected a number from " << lo << " to " << hi << ", got \"" << text << "\"";
-    throw usage_error(o.str());
-  }
-  return v;
+/// The demo's command line, parsed into `o` (which must outlive `app`'s parsing). Every option keeps its default
+/// when left out.
+void add_options(CLI::App& app, demo_options& o) {
+  using wandura::cli::number_in;
+  app.add_option("--viewers", o.viewers, "viewers arriving over the run (default 2000)")
+      ->type_name("N")
+      ->transform(number_in<std::uint32_t>(1, 1'000'000));
+  app.add_option("--duration", o.duration_s, "seconds over which they arrive, peaking in the middle (default 30)")
+      ->type_name("S")
+      ->transform(number_in<double>(1, 3600));
+  app.add_option("--seed", o.seed, "seed of the audience plan and of the emulator (default 20261130)")
+      ->type_name("N")
+      ->transform(number_in<std::uint64_t>(0, UINT64_MAX));
+  app.add_option("--playback-limit", o.playback_limit,
+                 "the emulator's playback limit in tickets per minute\n(default: half the plan's peak demand)")
+      ->type_name("N")
+      ->transform(number_in<std::uint32_t>(60, 100'000'000));
+  app.add_option("--warmup-left", o.warmup_left,
+                 "before the first viewer, spend the playback counter down to this\nfraction of its limit, as for "
+                 "an organisation already busy when its\npeak begins (1 = start idle; default: the level that "
+                 "reaches the\n20 % shed line when demand first crosses the limit).\nIn-process emulator only.")
+      ->type_name("F")
+      ->transform(number_in<double>(0, 1));
+  app.add_option("--unavailable", o.unavailable,
+                 "fraction of ticket requests the emulator answers 503\nservice_unavailable with Retry-After: 1, "
+                 "\"could not issue in time\"\n(default 0.01). In-process emulator only.")
+      ->type_name("P")
+      ->transform(number_in<double>(0, 0.5));
+  app.add_option("--catalogue", o.catalogue_file,
+                 "films to choose from, as JSON\n{\"films\":[{\"film_ref\":\"...\",\"episodes\":N},...]} "
+                 "(default: the emulator's\ndemo catalogue)")
+      ->type_name("FILE");
+  app.add_option("--base-url", o.base_url,
+                 "run against this API instead of the in-process emulator; the key\ncomes from --api-key or "
+                 "WANDURA_API_KEY")
+      ->type_name("URL");
+  app.add_option("--api-key", o.api_key, "API key for --base-url")->type_name("KEY");
+  app.add_option("--report-dir", o.report_dir,
+                 "where report.json and report.svg are written (default: the current\ndirectory)")
+      ->type_name("DIR");
+  app.add_option("--plan-out", o.plan_out,
+                 "also write the plan's plays, the limit and the tickets left at the start\nas JSON")
+      ->type_name("FILE");
+  app.add_option("--client-threads", o.client_threads, "threads running the client (default 2)")
+      ->type_name("N")
+      ->transform(number_in<unsigned>(1, 64));
+  app.add_flag("--verbose", o.verbose,
+               "print every WARN line of the SDK (default: the first 5, the rest are\ncounted)");
 }
 
-std::uint64_t parse_uint(std::string const& flag, std::string const& text, std::uint64_t lo, std::uint64_t hi) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used, 10);
-  } catch (std::exception const&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || text[0] == '-' || text[0] == '+' || v < lo || v > hi) {
-    throw usage_error(flag + ": expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                      ", got \"" + text + "\"");
-  }
-  return v;
-}
-
-demo_options parse_options(int argc, char** argv, bool& help) {
-  demo_options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string const arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        throw usage_error(arg + ": missing value");
-      }
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      help = true;
-      return o;
-    } else if (arg == "--viewers") {
-      o.viewers = static_cast<std::uint32_t>(parse_uint(arg, value(), 1, 1'000'000));
-    } else if (arg == "--duration") {
-      o.duration_s = parse_double(arg, value(), 1, 3600);
-    } else if (arg == "--seed") {
-      o.seed = parse_uint(arg, value(), 0, UINT64_MAX);
-    } else if (arg == "--playback-limit") {
-      o.playback_limit = static_cast<std::uint32_t>(parse_uint(arg, value(), 60, 100'000'000));
-    } else if (arg == "--warmup-left") {
-      o.warmup_left = parse_double(arg, value(), 0, 1);
-    } else if (arg == "--unavailable") {
-      o.unavailable = parse_double(arg, value(), 0, 0.5);
-    } else if (arg == "--catalogue") {
-      o.catalogue_file = value();
-    } else if (arg == "--base-url") {
-      o.base_url = value();
-    } else if (arg == "--api-key") {
-      o.api_key = value();
-    } else if (arg == "--report-dir") {
-      o.report_dir = value();
-    } else if (arg == "--plan-out") {
-      o.plan_out = value();
-    } else if (arg == "--verbose") {
-      o.verbose = true;
-    } else if (arg == "--client-threads") {
-      o.client_threads = static_cast<unsigned>(parse_uint(arg, value(), 1, 64));
-    } else {
-      throw usage_error("unknown argument \"" + arg + "\"");
-    }
-  }
+/// What the options need of each other and of the environment, once parsed. @throws usage_error.
+void complete_options(demo_options& o) {
   if (o.base_url && !o.api_key) {
     if (char const* key = std::getenv("WANDURA_API_KEY"); key != nullptr && *key != '\0') {
       o.api_key = key;
@@ -174,7 +122,6 @@ demo_options parse_options(int argc, char** argv, bool& help) {
       throw usage_error("--base-url needs an API key: --api-key KEY or WANDURA_API_KEY");
     }
   }
-  return o;
 }
 
 std::vector<catalogue_film> load_catalogue(demo_options const& o) {
@@ -638,19 +585,25 @@ int run(demo_options const& o) {
 } // namespace demo
 
 int main(int argc, char** argv) {
+  CLI::App app("Simulates viewers starting episodes at an evening peak and shows how the SDK keeps playback smooth:\n"
+               "prefetch is shed by the server first, plays are retried after Retry-After, repeated starts reuse\n"
+               "tickets (docs/demo.md).",
+               "smooth_playback");
+  wandura::cli::apply_style(app, "Exit status: 0 when every play was granted and, against the emulator, the server "
+                                 "counted exactly the fresh\ntickets the demo received; 1 otherwise; 2 for a usage "
+                                 "error.");
+  demo::demo_options options;
+  demo::add_options(app, options);
+  if (auto const done = wandura::cli::parse(app, {argv + 1, static_cast<std::size_t>(argc - 1)})) {
+    return *done;
+  }
   try {
-    bool help = false;
-    auto const options = demo::parse_options(argc, argv, help);
-    if (help) {
-      std::fputs(demo::usage_text, stdout);
-      return 0;
-    }
+    demo::complete_options(options);
     return demo::run(options);
   } catch (demo::usage_error const& e) {
-    std::fprintf(stderr, "smooth_playback: %s\n%s", e.what(), demo::usage_text);
-    return 2;
+    return wandura::cli::report_usage_error("smooth_playback", e.what());
   } catch (std::exception const& e) {
     std::fprintf(stderr, "smooth_playback: %s\n", e.what());
-    return 1;
+    return wandura::cli::exit_failed;
   }
 }

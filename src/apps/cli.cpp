@@ -1,89 +1,110 @@
 #include "apps/cli.hpp"
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
+#include <fstream>
+#include <optional>
+
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+
+#ifndef WANDURA_VERSION
+#error "WANDURA_VERSION (the project's version) is set by src/apps/CMakeLists.txt"
+#endif
 
 namespace wandura::cli {
 
-bool arg_reader::next() {
-  inline_value_.reset();
-  if (index_ >= args_.size()) {
-    return false;
+namespace {
+
+std::optional<std::string> from_env(char const* name) {
+  char const* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    return std::nullopt;
   }
-  std::string arg = args_[index_++];
-  if (arg == "-h") {
-    arg = "--help";
-  }
-  if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-    throw usage_error("unexpected argument \"" + arg + "\"");
-  }
-  if (auto eq = arg.find('='); eq != std::string::npos) {
-    inline_value_ = arg.substr(eq + 1);
-    arg.resize(eq);
-  }
-  flag_ = std::move(arg);
-  return true;
+  return std::string(v);
 }
 
-std::string arg_reader::value() {
-  if (inline_value_) {
-    auto v = std::move(*inline_value_);
-    inline_value_.reset();
-    return v;
+/// The CA bundle to trust and where it was named: the flag, else CURL_CA_BUNDLE, else SSL_CERT_FILE (the order
+/// of the curl tool); nullopt for the system's default bundle.
+std::optional<std::pair<std::string, std::string>> ca_bundle_source(std::string const& flag) {
+  if (!flag.empty()) {
+    return std::pair{flag, std::string("--ca-bundle")};
   }
-  if (index_ >= args_.size()) {
-    throw usage_error(flag_ + ": missing value");
+  for (char const* name : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (auto path = from_env(name)) {
+      return std::pair{std::move(*path), std::string(name)};
+    }
   }
-  return args_[index_++];
+  return std::nullopt;
 }
 
-std::int64_t arg_reader::integer(std::int64_t lo, std::int64_t hi) {
-  auto const text = value();
-  std::int64_t v = 0;
-  auto const* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || ptr != end || v < lo || v > hi) {
-    throw usage_error(flag_ + ": expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                      ", got \"" + text + "\"");
-  }
-  return v;
-}
+} // namespace
 
-void arg_reader::unknown() const {
-  throw usage_error("unknown option \"" + flag_ + "\"");
-}
-
-bool connection::read(arg_reader& r) {
-  if (r.flag() == "--base-url") {
-    base_url = r.value();
-    return true;
-  }
-  if (r.flag() == "--api-key") {
-    api_key = r.value();
-    return true;
-  }
-  return false;
+void connection::add_options(CLI::App& app) {
+  app.add_option("--base-url", base_url, "the API (default $WANDURA_BASE_URL, else http://127.0.0.1:8787)")
+      ->type_name("URL");
+  app.add_option("--api-key", api_key, "the API key (default $WANDURA_API_KEY)")->type_name("KEY");
+  app.add_option("--ca-bundle", ca_bundle,
+                 "PEM file of the CA certificates to trust for https://\n(default $CURL_CA_BUNDLE, else "
+                 "$SSL_CERT_FILE, else the system's)")
+      ->type_name("FILE");
+  app.add_flag("--insecure", insecure,
+               "do not verify the server's certificate or host name\n(for tests only; warns on every run)");
 }
 
 client_options connection::to_client_options() const {
-  auto env = [](char const* name) -> std::optional<std::string> {
-    char const* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') {
-      return std::nullopt;
-    }
-    return std::string(v);
-  };
   client_options o;
-  o.base_url = base_url ? *base_url : env("WANDURA_BASE_URL").value_or("http://127.0.0.1:8787");
-  auto key = api_key ? api_key : env("WANDURA_API_KEY");
-  if (!key || key->empty()) {
+  if (auto url = base_url.empty() ? from_env("WANDURA_BASE_URL") : base_url) {
+    o.base_url = std::move(*url);
+  }
+  if (!header_safe(o.base_url)) {
+    throw usage_error("the base URL must not contain CR, LF or NUL characters");
+  }
+  auto key = api_key.empty() ? from_env("WANDURA_API_KEY") : api_key;
+  if (!key) {
     throw usage_error("no API key: pass --api-key KEY or set WANDURA_API_KEY");
   }
+  if (!header_safe(*key)) {
+    // Checked here, before any client exists: such a key would add header lines of its own to every request.
+    throw usage_error("the API key must not contain CR, LF or NUL characters (it is sent in the Authorization "
+                      "header); nothing was sent");
+  }
   o.api_key = std::move(*key);
+  if (insecure && !ca_bundle.empty()) {
+    throw usage_error("give either --ca-bundle or --insecure, not both");
+  }
+  if (insecure) {
+    o.transport.verify_peer = false;
+    o.transport.verify_host = false;
+    std::fputs("WARNING: --insecure: the server's certificate and host name are NOT verified; anyone on the "
+               "network path can read and change this traffic, the API key included\n",
+               stderr);
+  } else if (auto ca = ca_bundle_source(ca_bundle)) {
+    if (!std::ifstream(ca->first)) {
+      throw usage_error(ca->second + ": cannot read the CA bundle " + ca->first);
+    }
+    o.transport.ca_bundle = std::move(ca->first);
+  }
   o.retry.log = log_to_stderr;
   return o;
+}
+
+std::string connection::tls_hint(wandura::error const& e) const {
+  if (e.code() != errc::tls_failed) {
+    return {};
+  }
+  if (insecure) {
+    return "hint: certificates were not verified (--insecure); the TLS handshake itself failed";
+  }
+  auto const ca = ca_bundle_source(ca_bundle);
+  std::string const trusted =
+      ca ? "the CA bundle " + ca->first + " (from " + ca->second + ")" : "the system's CA bundle";
+  return "hint: the server's certificate was checked against " + trusted +
+         "; for a server whose certificate comes from a private CA, pass --ca-bundle FILE";
+}
+
+bool header_safe(std::string_view value) noexcept {
+  return value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
 }
 
 retry_policy policy_from_name(std::string_view name) {
@@ -134,8 +155,11 @@ void log_to_stderr(log_level level, std::string_view message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
-void print_error(std::string_view command, wandura::error const& e, bool json) {
+void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint) {
   std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(command.size()), command.data(), e.what());
+  if (!hint.empty()) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(hint.size()), hint.data());
+  }
   if (json) {
     std::string out = "{\"error\":{\"message\":" + json_string(e.what()) +
                       ",\"code\":" + json_string(e.code().message()) +
@@ -144,6 +168,16 @@ void print_error(std::string_view command, wandura::error const& e, bool json) {
                       ",\"attempts\":" + std::to_string(e.attempts()) + "}}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   }
+}
+
+std::string version_text() {
+  curl_version_info_data const* curl = curl_version_info(CURLVERSION_NOW);
+  std::string text = std::string("wandura ") + WANDURA_VERSION + "\nlibcurl " + curl->version;
+  if (curl->ssl_version != nullptr) {
+    text += std::string(" (") + curl->ssl_version + ")";
+  }
+  text += std::string("\n") + OpenSSL_version(OPENSSL_VERSION);
+  return text;
 }
 
 } // namespace wandura::cli

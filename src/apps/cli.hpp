@@ -1,64 +1,52 @@
-// Shared pieces of the `wandura` command line: argument reading, connection settings, JSON text output.
-// Not installed; used only by src/apps/*.cpp.
+// Shared pieces of the `wandura` command line: its commands, connection and TLS settings, JSON text output.
+// Not installed; used only by src/apps/*.cpp. The style of every command line (help, usage errors, exit statuses)
+// is src/cli/style.hpp.
 #pragma once
 
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <stdexcept>
+#include <functional>
 #include <string>
 #include <string_view>
 
+#include "cli/style.hpp"
+#include "wandura/error.hpp"
 #include "wandura/playback/client.hpp"
 
 namespace wandura::cli {
 
-/// A command line the command cannot run: printed with the command's usage, exit status 2.
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+/// One command of `wandura`: the subcommand its options were added to, and how to run it once they are parsed.
+struct command {
+  /// The subcommand, owned by the `wandura` application.
+  CLI::App* app = nullptr;
+  /// Runs the command with the parsed options; returns its exit status. @throws usage_error for a command line
+  /// CLI11 accepted but the command refuses; @throws wandura::error when the SDK refused an argument.
+  std::function<int()> run;
 };
 
-/// Exit statuses of every command.
-inline constexpr int exit_ok = 0;
-inline constexpr int exit_failed = 1;
-inline constexpr int exit_usage = 2;
-
-/// Walks `args` flag by flag. Flags take their value from the next argument (`--film REF`) or after `=`
-/// (`--film=REF`).
-class arg_reader {
-public:
-  explicit arg_reader(std::span<char* const> args) : args_(args) {}
-
-  /// Moves to the next flag; false when there is none left. A bare argument (not starting with "--") is a usage
-  /// error, except "-h".
-  bool next();
-  /// The current flag without its value, e.g. "--film".
-  [[nodiscard]] std::string const& flag() const noexcept { return flag_; }
-  /// The current flag's value. @throws usage_error when it has none.
-  std::string value();
-  /// The value as a whole number in [lo, hi]. @throws usage_error otherwise.
-  std::int64_t integer(std::int64_t lo, std::int64_t hi);
-  /// @throws usage_error "unknown option".
-  [[noreturn]] void unknown() const;
-
-private:
-  std::span<char* const> args_;
-  std::size_t index_ = 0;
-  std::string flag_;
-  std::optional<std::string> inline_value_;
-};
-
-/// Where the API is and how to authenticate: `--base-url`/`--api-key`, else `WANDURA_BASE_URL`/`WANDURA_API_KEY`.
+/// Where the API is, how to authenticate and which certificates to trust. Flags first, then the environment:
+/// `--base-url` / `WANDURA_BASE_URL` (default the emulator's `http://127.0.0.1:8787`), `--api-key` /
+/// `WANDURA_API_KEY`, `--ca-bundle` / `CURL_CA_BUNDLE` / `SSL_CERT_FILE` (default the system's CA bundle), and
+/// `--insecure` (no certificate verification at all; a warning on stderr every run).
 struct connection {
-  std::optional<std::string> base_url;
-  std::optional<std::string> api_key;
+  std::string base_url;
+  std::string api_key;
+  std::string ca_bundle;
+  bool insecure = false;
 
-  /// Reads `--base-url` or `--api-key` if `r` is at one; returns whether it was.
-  bool read(arg_reader& r);
-  /// Client options with the flags, then the environment, applied. The base URL defaults to the emulator's
-  /// `http://127.0.0.1:8787`. @throws usage_error when no API key is given anywhere.
+  /// Adds `--base-url`, `--api-key`, `--ca-bundle` and `--insecure` to `app`, parsed into this object, which must
+  /// outlive `app`'s parsing.
+  void add_options(CLI::App& app);
+  /// Client options with the flags, then the environment, applied; prints the `--insecure` warning on stderr.
+  /// @throws usage_error when no API key is given anywhere, when the key or the base URL contains CR, LF or NUL
+  ///         (they would end up in a request's header lines), or when the CA bundle cannot be read.
   [[nodiscard]] client_options to_client_options() const;
+  /// For a TLS failure, a line that says which certificates the server's was checked against and how to trust a
+  /// private CA; empty for any other error.
+  [[nodiscard]] std::string tls_hint(wandura::error const& e) const;
 };
+
+/// True when `value` can be sent in an HTTP header line: it contains no CR, LF or NUL, which would end the line
+/// early and let the rest be read as headers of its own.
+[[nodiscard]] bool header_safe(std::string_view value) noexcept;
 
 /// `interactive`, `background` or `standard`. @throws usage_error otherwise.
 [[nodiscard]] retry_policy policy_from_name(std::string_view name);
@@ -66,10 +54,14 @@ struct connection {
 /// `text` as a JSON string literal, quotes included: `"`, `\` and control characters escaped, other bytes as is.
 [[nodiscard]] std::string json_string(std::string_view text);
 
-/// Writes one WARN line per retry to stderr (SPEC §3: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`).
+/// Writes one line per retry to stderr: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`.
 void log_to_stderr(log_level level, std::string_view message);
 
-/// Prints a failed SDK call: the message on stderr, and with `json` an `{"error":{...}}` object on stdout.
-void print_error(std::string_view command, wandura::error const& e, bool json);
+/// Prints a failed SDK call: the message on stderr, then `hint` (when not empty) as a line of its own, and with
+/// `json` an `{"error":{...}}` object on stdout.
+void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint = {});
+
+/// The text of `wandura --version`: the project's version, then the libcurl and OpenSSL it runs with.
+[[nodiscard]] std::string version_text();
 
 } // namespace wandura::cli

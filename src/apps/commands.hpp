@@ -1,20 +1,20 @@
-// The commands of the `wandura` command line. Each takes the arguments after its name and returns the exit status
-// (0 success, 1 the call failed or a ticket was not granted, 2 usage error); usage errors are thrown as
-// `cli::usage_error` and printed by main with a pointer to `wandura <command> --help`.
+// The commands of the `wandura` command line. Each adds its subcommand, with its options, to the `wandura`
+// application and returns how to run it. Exit statuses: 0 success, 1 the call failed or a ticket was not granted,
+// 2 usage error (src/cli/style.hpp).
 #pragma once
 
-#include <span>
+#include "apps/cli.hpp"
 
 namespace wandura::cli {
 
-/// `wandura tickets`: one ticket batch (SPEC §1 `POST /v1/playback/tickets`).
-int run_tickets(std::span<char* const> args);
+/// `wandura tickets`: one ticket batch (`POST /v1/playback/tickets`, docs/protocol.md).
+command add_tickets_command(CLI::App& wandura);
 
 /// `wandura config`: the organisation's limits (`GET /v1/config`).
-int run_config(std::span<char* const> args);
+command add_config_command(CLI::App& wandura);
 
-/// `wandura emulator`: the in-process emulator as a server, with the flags of `wandura-emulator` (SPEC §4). Built
-/// only with the emulator library (WANDURA_CLI_EMULATOR).
-int run_emulator(std::span<char* const> args);
+/// `wandura emulator`: the in-process emulator as a server, with the flags of `wandura-emulator`. Built only with
+/// the emulator library (WANDURA_CLI_EMULATOR).
+command add_emulator_command(CLI::App& wandura);
 
 } // namespace wandura::cli

@@ -1,7 +1,9 @@
 // `wandura config`: the organisation's limits, as the API reports them (GET /v1/config).
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -15,47 +17,21 @@ namespace wandura::cli {
 
 namespace {
 
-constexpr char const* config_usage =
-    R"(usage: wandura config [--json] [--policy interactive|background|standard] [--base-url URL] [--api-key KEY]
-
-Prints the organisation's rate limits (GET /v1/config, counter "config"): per counter, units per minute
-(tickets for playback, requests for the others; seed 001 "Cách đếm").
-
-  --json           print {"org_id":"...","limits":{"playback":N,...}} instead of a table
-  --policy P       retry policy: interactive (default), background, standard
-  --base-url URL   the API (default $WANDURA_BASE_URL, else http://127.0.0.1:8787)
-  --api-key KEY    the API key (default $WANDURA_API_KEY)
-
-Exit status: 0 on success, 1 when the call failed, 2 for a usage error.
-)";
-
-} // namespace
-
-int run_config(std::span<char* const> args) {
+struct config_args {
   connection conn;
   bool json = false;
-  call_options per_call;
-  arg_reader r(args);
-  while (r.next()) {
-    if (r.flag() == "--help") {
-      std::fputs(config_usage, stdout);
-      return exit_ok;
-    } else if (conn.read(r)) {
-    } else if (r.flag() == "--json") {
-      json = true;
-    } else if (r.flag() == "--policy") {
-      per_call.policy = policy_from_name(r.value());
-    } else {
-      r.unknown();
-    }
-  }
+  std::string policy = "interactive";
+};
 
+int run_config(config_args const& a) {
+  call_options per_call;
+  per_call.policy = policy_from_name(a.policy);
   asio::io_context io;
-  client api(io.get_executor(), conn.to_client_options());
+  client api(io.get_executor(), a.conn.to_client_options());
   std::exception_ptr failure;
   org_config cfg;
   asio::co_spawn(io, api.get_config(std::move(per_call)), [&](std::exception_ptr e, org_config c) {
-    failure = e;
+    failure = std::move(e);
     cfg = std::move(c);
   });
   io.run();
@@ -63,11 +39,11 @@ int run_config(std::span<char* const> args) {
     try {
       std::rethrow_exception(failure);
     } catch (wandura::error const& e) {
-      print_error("config", e, json);
+      print_error("config", e, a.json, a.conn.tls_hint(e));
       return exit_failed;
     }
   }
-  if (json) {
+  if (a.json) {
     std::string out = "{\"org_id\":" + json_string(cfg.org_id) + ",\"limits\":{";
     for (std::size_t i = 0; i < cfg.limits.size(); ++i) {
       // Appended piece by piece: GCC 12 reports a false -Wrestrict on `char const* + std::string` at -O3.
@@ -88,6 +64,22 @@ int run_config(std::span<char* const> args) {
     }
   }
   return exit_ok;
+}
+
+} // namespace
+
+command add_config_command(CLI::App& wandura) {
+  auto* app = add_command(wandura, "config",
+                          "print the organisation's rate limits (GET /v1/config): per counter, units per minute\n"
+                          "(tickets for playback, requests for the others)",
+                          "Exit status: 0 on success, 1 when the call failed, 2 for a usage error.");
+  auto a = std::make_shared<config_args>();
+  app->add_flag("--json", a->json, R"(print {"org_id":"...","limits":{"playback":N,...}} instead of a table)");
+  app->add_option("--policy", a->policy, "retry policy: interactive (default), background, standard")
+      ->type_name("P")
+      ->check(CLI::IsMember({"interactive", "background", "standard"}));
+  a->conn.add_options(*app);
+  return {app, [a] { return run_config(*a); }};
 }
 
 } // namespace wandura::cli

@@ -3,86 +3,79 @@
 //   wandura tickets --film REF --episode N [...]   ask for the tickets of one batch
 //   wandura config [--json]                         the organisation's limits
 //   wandura emulator --port N [...]                 run the API emulator
+//   wandura --version                               the SDK's version and the libcurl and OpenSSL it runs with
 //
 // Base URL and key: --base-url/--api-key, else WANDURA_BASE_URL/WANDURA_API_KEY. Exit status 0 on success, 1 when
 // a call failed or a ticket was not granted, 2 for a usage error.
 #include <cstdio>
 #include <exception>
 #include <span>
-
-#include "wandura/error.hpp"
 #include <string_view>
+#include <vector>
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "wandura/error.hpp"
 
 namespace {
 
-constexpr char const* main_usage =
-    R"(usage: wandura <command> [options]
+using namespace wandura::cli;
 
-commands:
-  tickets    ask for the tickets of one batch: episode N as play, the next ones as prefetch
-  config     print the organisation's rate limits
-  emulator   run the Wandura API emulator on loopback
-
-Run "wandura <command> --help" for a command's options. The API's address and key come from --base-url and
---api-key, else from WANDURA_BASE_URL (default http://127.0.0.1:8787) and WANDURA_API_KEY.
-)";
-
-struct command {
-  std::string_view name;
-  int (*run)(std::span<char* const>);
-};
-
-constexpr command commands[] = {
-    {"tickets", wandura::cli::run_tickets},
-    {"config", wandura::cli::run_config},
-#ifdef WANDURA_CLI_EMULATOR
-    {"emulator", wandura::cli::run_emulator},
-#endif
-};
+/// Runs the command the command line selected, reporting what it throws in the shared style.
+int run(command const& c) {
+  std::string const name = full_name(*c.app);
+  try {
+    return c.run();
+  } catch (usage_error const& e) {
+    return report_usage_error(name, e.what());
+  } catch (wandura::error const& e) {
+    // The SDK refused an argument before sending anything (a base URL that is not http(s), ...): a usage error.
+    if (e.code() == wandura::errc::invalid_argument) {
+      return report_usage_error(name, e.what());
+    }
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
+    return exit_failed;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
+    return exit_failed;
+  }
+}
 
 } // namespace
 
 int main(int argc, char** argv) {
-  std::span<char* const> const args(argv, static_cast<std::size_t>(argc));
-  if (args.size() < 2) {
-    std::fputs(main_usage, stderr);
-    return wandura::cli::exit_usage;
-  }
-  std::string_view const name = args[1];
-  if (name == "--help" || name == "-h" || name == "help") {
-    std::fputs(main_usage, stdout);
-    return wandura::cli::exit_ok;
-  }
-  for (auto const& c : commands) {
-    if (c.name != name) {
-      continue;
-    }
-    try {
-      return c.run(args.subspan(2));
-    } catch (wandura::cli::usage_error const& e) {
-      std::fprintf(stderr, "wandura %.*s: %s\nRun \"wandura %.*s --help\" for its options.\n",
-                   static_cast<int>(name.size()), name.data(), e.what(), static_cast<int>(name.size()), name.data());
-      return wandura::cli::exit_usage;
-    } catch (wandura::error const& e) {
-      // The SDK refused an argument before sending anything (a base URL that is not http(s), ...): a usage error.
-      bool const usage = e.code() == wandura::errc::invalid_argument;
-      std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(name.size()), name.data(), e.what());
-      return usage ? wandura::cli::exit_usage : wandura::cli::exit_failed;
-    } catch (std::exception const& e) {
-      std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(name.size()), name.data(), e.what());
-      return wandura::cli::exit_failed;
-    }
-  }
+  CLI::App app("The command line of the Wandura SDK: ask for playback tickets, read the organisation's limits, run "
+               "the API emulator.",
+               "wandura");
+  apply_style(app, "Run \"wandura <command> --help\" for a command's options. The API's address and key come from "
+                   "--base-url and --api-key,\nelse from WANDURA_BASE_URL (default http://127.0.0.1:8787) and "
+                   "WANDURA_API_KEY.\nExit status: 0 on success, 1 when a call failed or a ticket was not granted, "
+                   "2 for a usage error.");
+  app.set_version_flag("--version", version_text(), "print the versions of wandura, libcurl and OpenSSL and exit");
+  app.require_subcommand(1);
+  std::vector<command> commands{add_tickets_command(app), add_config_command(app)};
+#ifdef WANDURA_CLI_EMULATOR
+  commands.push_back(add_emulator_command(app));
+#endif
+
+  std::span<char* const> args(argv + 1, static_cast<std::size_t>(argc - 1));
 #ifndef WANDURA_CLI_EMULATOR
-  if (name == "emulator") {
+  if (!args.empty() && std::string_view(args[0]) == "emulator") {
     std::fputs("wandura: this build has no emulator (configured with WANDURA_BUILD_EMULATOR=OFF)\n", stderr);
-    return wandura::cli::exit_failed;
+    return exit_failed;
   }
 #endif
-  std::fprintf(stderr, "wandura: unknown command \"%.*s\"\n\n%s", static_cast<int>(name.size()), name.data(),
-               main_usage);
-  return wandura::cli::exit_usage;
+  if (!args.empty() && std::string_view(args[0]) == "help") { // `wandura help`, as `wandura --help`
+    std::fputs(app.help().c_str(), stdout);
+    return exit_ok;
+  }
+  if (auto const done = parse(app, args)) {
+    return *done;
+  }
+  for (auto const& c : commands) {
+    if (c.app->parsed()) {
+      return run(c);
+    }
+  }
+  return report_usage_error("wandura", "no command given");
 }

@@ -1,8 +1,10 @@
 // `wandura tickets`: asks for the tickets of one batch and prints each item's outcome.
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -17,104 +19,64 @@ namespace wandura::cli {
 
 namespace {
 
-constexpr char const* tickets_usage =
-    R"(usage: wandura tickets --film REF --episode N [--prefetch K] [--unlocked-through M] [--intent play|prefetch]
-                       [--viewer-secret S --user U --install I | --viewer-ref R]
-                       [--union-info D] [--drm-kek K] [--policy interactive|background|standard]
-                       [--idempotency-key K] [--json] [--base-url URL] [--api-key KEY]
-
-Asks for the tickets of one batch (POST /v1/playback/tickets): episode N with --intent (default play), then the
-next K episodes as prefetch (seed 000: starting N asks for N+1 and N+2 in the same request).
-
-  --film REF             the film's catalogue reference, e.g. the-heiress-returns
-  --episode N            the episode, >= 1
-  --prefetch K           how many following episodes to prefetch, 0-2 (default: 2 when --unlocked-through is
-                         given, else 0); never past --unlocked-through
-  --unlocked-through M   the last episode the viewer may watch (the paywall), >= N
-  --intent I             intent of episode N: play (default) or prefetch
-  --viewer-secret S --user U --install I
-                         compute the viewer_ref (HMAC of the user id + hash of the install id; SPEC §1)
-  --viewer-ref R         send this viewer_ref as is (without one, nothing is reused)
-  --union-info D         the device id (default "wandura-cli"); tickets are bound to it
-  --drm-kek K            the device public key (default "wandura-cli-kek")
-  --policy P             retry policy: interactive (default; 3 retries, 15 s), background, standard (seed 004)
-  --idempotency-key K    1-200 visible ASCII characters; a repeat with the same key returns the first result
-  --json                 print {"items":[...],"attempts":N,"replayed":bool} instead of a table
-  --base-url URL         the API (default $WANDURA_BASE_URL, else http://127.0.0.1:8787)
-  --api-key KEY          the API key (default $WANDURA_API_KEY)
-
-Each retry prints a WARN line on stderr. Exit status: 0 when the play ticket was granted (or, without a play
-item, every ticket); 1 otherwise or when the call failed; 2 for a usage error.
-)";
-
 struct tickets_args {
   connection conn;
   std::string film;
-  std::optional<std::int32_t> episode;
+  std::int32_t episode = 0;
   std::optional<std::int32_t> prefetch;
   std::optional<std::int32_t> unlocked_through;
-  intent first_intent = intent::play;
+  std::string first_intent = "play";
   std::optional<std::string> viewer_secret, user, install, viewer_ref;
   std::string union_info = "wandura-cli";
   std::string drm_kek = "wandura-cli-kek";
-  retry_policy policy = retry_policy::interactive();
+  std::string policy = "interactive";
   std::optional<std::string> idempotency_key;
   bool json = false;
-  bool help = false;
 };
 
-tickets_args parse(std::span<char* const> args) {
-  tickets_args a;
-  arg_reader r(args);
-  while (r.next()) {
-    auto const& f = r.flag();
-    if (f == "--help") {
-      a.help = true;
-      return a;
-    } else if (a.conn.read(r)) {
-    } else if (f == "--film") {
-      a.film = r.value();
-    } else if (f == "--episode") {
-      a.episode = static_cast<std::int32_t>(r.integer(1, INT32_MAX));
-    } else if (f == "--prefetch") {
-      a.prefetch = static_cast<std::int32_t>(r.integer(0, 2));
-    } else if (f == "--unlocked-through") {
-      a.unlocked_through = static_cast<std::int32_t>(r.integer(0, INT32_MAX));
-    } else if (f == "--intent") {
-      auto v = r.value();
-      if (v != "play" && v != "prefetch") {
-        throw usage_error("--intent: expected play or prefetch, got \"" + v + "\"");
-      }
-      a.first_intent = intent_from_string(v);
-    } else if (f == "--viewer-secret") {
-      a.viewer_secret = r.value();
-    } else if (f == "--user") {
-      a.user = r.value();
-    } else if (f == "--install") {
-      a.install = r.value();
-    } else if (f == "--viewer-ref") {
-      a.viewer_ref = r.value();
-    } else if (f == "--union-info") {
-      a.union_info = r.value();
-    } else if (f == "--drm-kek") {
-      a.drm_kek = r.value();
-    } else if (f == "--policy") {
-      a.policy = policy_from_name(r.value());
-    } else if (f == "--idempotency-key") {
-      a.idempotency_key = r.value();
-    } else if (f == "--json") {
-      a.json = true;
-    } else {
-      r.unknown();
-    }
-  }
-  if (a.film.empty()) {
-    throw usage_error("--film is required");
-  }
-  if (!a.episode) {
-    throw usage_error("--episode is required");
-  }
-  if (a.unlocked_through && *a.unlocked_through < *a.episode) {
+/// Adds the batch's options (every one but the connection's) to `app`, parsed into `a`.
+void add_batch_options(CLI::App& app, tickets_args& a) {
+  using cli::number_in;
+  app.add_option("--film", a.film, "the film's catalogue reference, e.g. the-heiress-returns")
+      ->type_name("REF")
+      ->required();
+  app.add_option("--episode", a.episode, "the episode, >= 1")
+      ->type_name("N")
+      ->required()
+      ->transform(number_in<std::int32_t>(1, INT32_MAX));
+  app.add_option("--prefetch", a.prefetch,
+                 "how many following episodes to prefetch, 0-2 (default: 2 when\n--unlocked-through is given, "
+                 "else 0); never past --unlocked-through")
+      ->type_name("K")
+      ->transform(number_in<std::int32_t>(0, 2));
+  app.add_option("--unlocked-through", a.unlocked_through, "the last episode the viewer may watch (the paywall), >= N")
+      ->type_name("M")
+      ->transform(number_in<std::int32_t>(0, INT32_MAX));
+  app.add_option("--intent", a.first_intent, "intent of episode N: play (default) or prefetch")
+      ->type_name("I")
+      ->check(CLI::IsMember({"play", "prefetch"}));
+  app.add_option("--viewer-secret", a.viewer_secret,
+                 "with --user and --install: compute the viewer_ref\n(HMAC of the user id + hash of the install id)")
+      ->type_name("S");
+  app.add_option("--user", a.user, "the user id the viewer_ref is computed from")->type_name("U");
+  app.add_option("--install", a.install, "the install id the viewer_ref is computed from")->type_name("I");
+  app.add_option("--viewer-ref", a.viewer_ref, "send this viewer_ref as is (without one, nothing is reused)")
+      ->type_name("R");
+  app.add_option("--union-info", a.union_info, "the device id (default \"wandura-cli\"); tickets are bound to it")
+      ->type_name("D");
+  app.add_option("--drm-kek", a.drm_kek, "the device public key (default \"wandura-cli-kek\")")->type_name("K");
+  app.add_option("--policy", a.policy, "retry policy: interactive (default; 3 retries, 15 s), background, standard")
+      ->type_name("P")
+      ->check(CLI::IsMember({"interactive", "background", "standard"}));
+  app.add_option("--idempotency-key", a.idempotency_key,
+                 "1-200 visible ASCII characters; a repeat with the same key returns the first result")
+      ->type_name("K");
+  app.add_flag("--json", a.json, R"(print {"items":[...],"attempts":N,"replayed":bool} instead of a table)");
+}
+
+/// The checks between options that CLI11 cannot express one option at a time.
+void check(tickets_args const& a) {
+  if (a.unlocked_through && *a.unlocked_through < a.episode) {
     throw usage_error("--unlocked-through must be at least --episode");
   }
   bool const computed = a.viewer_secret || a.user || a.install;
@@ -127,7 +89,9 @@ tickets_args parse(std::span<char* const> args) {
   if (a.union_info.empty() || a.drm_kek.empty()) {
     throw usage_error("--union-info and --drm-kek must not be empty");
   }
-  return a;
+  if (a.idempotency_key && !header_safe(*a.idempotency_key)) {
+    throw usage_error("--idempotency-key: must not contain CR, LF or NUL characters (it is sent as a header)");
+  }
 }
 
 ticket_batch make_batch(tickets_args const& a) {
@@ -144,8 +108,8 @@ ticket_batch make_batch(tickets_args const& a) {
     }
     b.viewer_ref = std::move(ref);
   }
-  std::int32_t const n = *a.episode;
-  b.episodes.push_back({a.film, n, a.first_intent});
+  std::int32_t const n = a.episode;
+  b.episodes.push_back({a.film, n, intent_from_string(a.first_intent)});
   std::int32_t k = a.prefetch.value_or(a.unlocked_through ? 2 : 0);
   for (std::int32_t i = 1; i <= k; ++i) {
     if (n > INT32_MAX - i || (a.unlocked_through && n + i > *a.unlocked_through)) {
@@ -234,17 +198,11 @@ int exit_status(ticket_batch_result const& r) {
   return has_play || all_granted ? exit_ok : exit_failed;
 }
 
-} // namespace
-
-int run_tickets(std::span<char* const> args) {
-  auto const a = parse(args);
-  if (a.help) {
-    std::fputs(tickets_usage, stdout);
-    return exit_ok;
-  }
+int run_tickets(tickets_args const& a) {
+  check(a);
   auto batch = make_batch(a);
   call_options per_call;
-  per_call.policy = a.policy;
+  per_call.policy = policy_from_name(a.policy);
   per_call.idempotency_key = a.idempotency_key;
 
   asio::io_context io;
@@ -253,7 +211,7 @@ int run_tickets(std::span<char* const> args) {
   ticket_batch_result result;
   asio::co_spawn(io, api.issue_tickets(std::move(batch), std::move(per_call)),
                  [&](std::exception_ptr e, ticket_batch_result r) {
-                   failure = e;
+                   failure = std::move(e);
                    result = std::move(r);
                  });
   io.run();
@@ -267,7 +225,7 @@ int run_tickets(std::span<char* const> args) {
       if (e.code() == make_error_code(errc::invalid_argument)) { // refused before sending: a bad flag value
         throw usage_error(e.what());
       }
-      print_error("tickets", e, a.json);
+      print_error("tickets", e, a.json, a.conn.tls_hint(e));
       return exit_failed;
     }
   }
@@ -277,6 +235,21 @@ int run_tickets(std::span<char* const> args) {
     print_table(result);
   }
   return exit_status(result);
+}
+
+} // namespace
+
+command add_tickets_command(CLI::App& wandura) {
+  auto* app = add_command(wandura, "tickets",
+                          "ask for the tickets of one batch (POST /v1/playback/tickets): episode N, then the next\n"
+                          "K episodes as prefetch, in one request, as a player starting episode N does",
+                          "Each retry prints a WARN line on stderr. Exit status: 0 when the play ticket was granted "
+                          "(or, without a play\nitem, every ticket); 1 otherwise or when the call failed; 2 for a "
+                          "usage error.");
+  auto a = std::make_shared<tickets_args>();
+  add_batch_options(*app, *a);
+  a->conn.add_options(*app);
+  return {app, [a] { return run_tickets(*a); }};
 }
 
 } // namespace wandura::cli

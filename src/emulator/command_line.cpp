@@ -2,148 +2,131 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <optional>
+#include <memory>
 #include <sstream>
 #include <string>
 
+#include "cli/style.hpp"
 #include "wandura/emulator/emulator.hpp"
 
 namespace wandura::emulator {
 namespace {
 
-std::uint64_t parse_number(std::string const& flag, std::string const& text, std::uint64_t min, std::uint64_t max) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used, 10);
-  } catch (std::exception const&) {
-    used = 0;
+/// The flags as given; a flag left out keeps what the configuration file (or its default) says.
+struct flags {
+  std::uint16_t port = 0;
+  std::string host;
+  std::string config_file;
+  std::uint64_t seed = 0;
+  unsigned threads = 1;
+  bool manual_clock = false;
+};
+
+/// The command line of the emulator, parsed into `f`. `f` must outlive the returned application.
+std::unique_ptr<CLI::App> make_app(std::string_view program, flags& f) {
+  auto app = std::make_unique<CLI::App>(
+      "Runs the Wandura API emulator: the playback API with rate limits, prefetch shedding, play holds, ticket\n"
+      "reuse, idempotency and scripted faults, plus the admin API under /_emulator/ (docs/protocol.md).",
+      std::string(program));
+  cli::apply_style(*app, "Prints \"listening on http://HOST:PORT\" once ready and serves until SIGINT or SIGTERM. "
+                         "Default key: test-key.\nExit status: 0 after a stop signal, 1 when the server cannot "
+                         "start, 2 for a usage or configuration error.");
+  app->add_option("--port", f.port, "port to listen on; 0 picks a free one (printed)")
+      ->type_name("PORT")
+      ->required()
+      ->transform(cli::number_in<std::uint16_t>(0, 65535));
+  app->add_option("--host", f.host, "address to listen on (default 127.0.0.1)")->type_name("ADDRESS");
+  app->add_option("--config", f.config_file, "JSON configuration: orgs, films, ticket_ttl_s, faults")
+      ->type_name("FILE.json");
+  app->add_option("--seed", f.seed, "seed every random choice (ticket ids, fault probabilities)")
+      ->type_name("N")
+      ->transform(cli::number_in<std::uint64_t>(0, UINT64_MAX));
+  app->add_flag("--manual-clock", f.manual_clock, "the clock moves only on POST /_emulator/clock {\"advance_ms\":N}");
+  app->add_option("--threads", f.threads, "io threads (default 1)")
+      ->type_name("N")
+      ->transform(cli::number_in<unsigned>(1, 256));
+  return app;
+}
+
+/// The configuration file, if any, with the flags applied over it: flags win.
+config make_config(CLI::App const& app, flags const& f) {
+  config cfg;
+  if (app.count("--config") > 0) {
+    std::ifstream in(f.config_file, std::ios::binary);
+    if (!in) {
+      throw cli::usage_error("--config: cannot read " + f.config_file);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      cfg = parse_config(text.str());
+    } catch (config_error const& e) {
+      throw cli::usage_error("--config: " + f.config_file + ": " + e.what());
+    }
   }
-  if (used != text.size() || text.empty() || text[0] == '-' || v < min || v > max) {
-    throw config_error(flag + ": expected a number from " + std::to_string(min) + " to " + std::to_string(max) +
-                       ", got \"" + text + "\"");
+  cfg.port = f.port;
+  if (app.count("--host") > 0) {
+    cfg.host = f.host;
   }
-  return v;
+  if (app.count("--seed") > 0) {
+    cfg.seed = f.seed;
+  }
+  if (app.count("--threads") > 0) {
+    cfg.threads = f.threads;
+  }
+  cfg.manual_clock = cfg.manual_clock || f.manual_clock;
+  return cfg;
+}
+
+/// Starts the emulator, prints its address and serves until SIGINT or SIGTERM.
+int serve(config const& cfg) {
+  // Block the stop signals before the server's threads start, so that only sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto emu = server::start(cfg);
+  std::printf("listening on %s\n", emu->base_url().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  emu->stop();
+  return cli::exit_ok;
 }
 
 } // namespace
 
 std::string usage(std::string_view program) {
-  std::string const name(program);
-  std::string const pad(name.size(), ' ');
-  return "usage: " + name + " --port PORT [--host ADDRESS] [--config FILE.json] [--seed N] [--manual-clock]\n" +
-         "       " + pad + " [--threads N]\n\n" +
-         "Runs the Wandura API emulator (SPEC section 4): the playback API with rate limits, prefetch shedding, play\n"
-         "holds, ticket reuse, idempotency and scripted faults, plus the admin API under /_emulator/.\n\n"
-         "  --port PORT      port to listen on; 0 picks a free one (printed)\n"
-         "  --host ADDRESS   address to listen on (default 127.0.0.1)\n"
-         "  --config FILE    JSON configuration: orgs, films, ticket_ttl_s, faults (SPEC section 4)\n"
-         "  --seed N         seed every random choice (ticket ids, fault probabilities)\n"
-         "  --manual-clock   the clock moves only on POST /_emulator/clock {\"advance_ms\":N}\n"
-         "  --threads N      io threads (default 1)\n\n"
-         "Prints \"listening on http://HOST:PORT\" once ready and serves until SIGINT or SIGTERM. Default key: "
-         "test-key.\nExit status: 0 after a stop signal, 1 when the server cannot start, 2 for a usage or "
-         "configuration error.\n";
+  flags f;
+  return make_app(program, f)->help();
 }
 
 int run_command_line(std::span<char* const> args, std::string_view program) {
-  std::string const name(program);
+  flags f;
+  auto const app = make_app(program, f);
+  if (auto const done = cli::parse(*app, args)) {
+    return *done;
+  }
+  config cfg;
   try {
-    config cfg;
-    std::optional<std::string> host;
-    std::optional<std::uint16_t> port;
-    std::optional<std::uint64_t> seed;
-    std::optional<unsigned> threads;
-    bool manual_clock = false;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      std::string arg = args[i];
-      std::optional<std::string> inline_value;
-      if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg.resize(eq);
-      }
-      auto value = [&]() -> std::string {
-        if (inline_value) {
-          return *inline_value;
-        }
-        if (i + 1 >= args.size()) {
-          throw config_error(arg + ": missing value");
-        }
-        return args[++i];
-      };
-      if (arg == "--help" || arg == "-h") {
-        std::fputs(usage(program).c_str(), stdout);
-        return 0;
-      }
-      if (arg == "--port") {
-        port = static_cast<std::uint16_t>(parse_number(arg, value(), 0, 65535));
-      } else if (arg == "--host") {
-        host = value();
-      } else if (arg == "--config") {
-        auto path = value();
-        std::ifstream in(path, std::ios::binary);
-        if (!in) {
-          throw config_error("--config: cannot read " + path);
-        }
-        std::stringstream text;
-        text << in.rdbuf();
-        try {
-          cfg = parse_config(text.str());
-        } catch (config_error const& e) {
-          throw config_error("--config: " + path + ": " + e.what());
-        }
-      } else if (arg == "--seed") {
-        seed = parse_number(arg, value(), 0, UINT64_MAX);
-      } else if (arg == "--manual-clock") {
-        manual_clock = true;
-      } else if (arg == "--threads") {
-        threads = static_cast<unsigned>(parse_number(arg, value(), 1, 256));
-      } else {
-        throw config_error("unknown argument \"" + arg + "\"");
-      }
-    }
-    if (!port) {
-      throw config_error("--port is required (0 picks a free port)");
-    }
-    // Command-line flags win over the configuration file.
-    cfg.port = *port;
-    if (host) {
-      cfg.host = *host;
-    }
-    if (seed) {
-      cfg.seed = seed;
-    }
-    if (threads) {
-      cfg.threads = std::max(1u, *threads);
-    }
-    cfg.manual_clock = cfg.manual_clock || manual_clock;
-
-    // Block the stop signals before the server's threads start, so that only sigwait below receives them.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    std::signal(SIGPIPE, SIG_IGN);
-
-    auto emu = server::start(cfg);
-    std::printf("listening on %s\n", emu->base_url().c_str());
-    std::fflush(stdout);
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    emu->stop();
-    return 0;
-  } catch (config_error const& e) {
-    std::fprintf(stderr, "%s: %s\n%s", name.c_str(), e.what(), usage(program).c_str());
-    return 2;
+    cfg = make_config(*app, f);
+  } catch (cli::usage_error const& e) {
+    return cli::report_usage_error(program, e.what());
+  }
+  try {
+    return serve(cfg);
+  } catch (config_error const& e) { // refused by server::start: a usage error too
+    return cli::report_usage_error(program, e.what());
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
-    return 1;
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(), e.what());
+    return cli::exit_failed;
   }
 }
 

@@ -1,4 +1,4 @@
-// wandura-emulator: the Wandura API emulator as a command (SPEC §4); see wandura/emulator/command_line.hpp.
+// wandura-emulator: the Wandura API emulator as a command (docs/protocol.md); see wandura/emulator/command_line.hpp.
 #include "wandura/emulator/command_line.hpp"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 
 namespace {
 
-// argv-style storage for arg_reader.
+// argv-style storage for the parser.
 struct argv_of {
   std::vector<std::string> text;
   std::vector<char*> ptrs;
@@ -19,43 +19,55 @@ struct argv_of {
   [[nodiscard]] std::span<char* const> span() const { return {ptrs.data(), ptrs.size()}; }
 };
 
-} // namespace
-
-TEST_CASE("cli arguments: flags take the next argument or the text after '='") {
-  argv_of a({"--film", "the-heiress-returns", "--episode=4", "--json"});
-  wandura::cli::arg_reader r(a.span());
-  REQUIRE(r.next());
-  CHECK(r.flag() == "--film");
-  CHECK(r.value() == "the-heiress-returns");
-  REQUIRE(r.next());
-  CHECK(r.flag() == "--episode");
-  CHECK(r.integer(1, 10) == 4);
-  REQUIRE(r.next());
-  CHECK(r.flag() == "--json");
-  CHECK_FALSE(r.next());
+/// An application with one option `--n` checked by number_in<T>(lo, hi); returns the exit status of parsing
+/// `value` (nullopt: accepted) and the value read.
+template <typename T> std::pair<std::optional<int>, T> parse_number(std::string value, T lo, T hi) {
+  CLI::App app("test", "test");
+  wandura::cli::apply_style(app, "");
+  T n{};
+  app.add_option("--n", n)->transform(wandura::cli::number_in<T>(lo, hi));
+  argv_of a({"--n", std::move(value)});
+  auto const done = wandura::cli::parse(app, a.span());
+  return {done, n};
 }
 
-TEST_CASE("cli arguments: a missing value, a bad number or a bare word is a usage error") {
-  argv_of missing({"--film"});
-  wandura::cli::arg_reader r1(missing.span());
-  REQUIRE(r1.next());
-  CHECK_THROWS_AS(r1.value(), wandura::cli::usage_error);
+} // namespace
 
-  for (auto const* bad : {"0", "11", "4x", "", "-1", " 4"}) {
-    argv_of a({"--episode", bad});
-    wandura::cli::arg_reader r(a.span());
-    REQUIRE(r.next());
-    CHECK_THROWS_AS(r.integer(1, 10), wandura::cli::usage_error);
+TEST_CASE("cli numbers: plain decimal digits in range are read, in base 10") {
+  CHECK(parse_number<std::int32_t>("4", 1, 10) == std::pair<std::optional<int>, std::int32_t>{std::nullopt, 4});
+  CHECK(parse_number<std::int32_t>("010", 1, 10).second == 10); // never octal
+  CHECK(parse_number<std::uint16_t>("000", 0, 65535) == std::pair<std::optional<int>, std::uint16_t>{std::nullopt, 0});
+  CHECK(parse_number<std::uint64_t>("18446744073709551615", 0, UINT64_MAX).second == UINT64_MAX);
+  CHECK(parse_number<double>("0.25", 0, 1).second == 0.25);
+}
+
+TEST_CASE("cli numbers: anything else is a usage error, exit status 2") {
+  for (auto const* bad : {"0", "11", "4x", "", "-1", " 4", "+4", "0x4", "4.0"}) {
+    CAPTURE(bad);
+    CHECK(parse_number<std::int32_t>(bad, 1, 10).first == wandura::cli::exit_usage);
   }
+  for (auto const* bad : {"nan", "inf", "1e-1", "1.5", ".", "0..1", "-0.5"}) {
+    CAPTURE(bad);
+    CHECK(parse_number<double>(bad, 0, 1).first == wandura::cli::exit_usage);
+  }
+}
 
-  argv_of bare({"tickets"});
-  wandura::cli::arg_reader r2(bare.span());
-  CHECK_THROWS_AS(r2.next(), wandura::cli::usage_error);
+TEST_CASE("cli parsing: values after a space or '=', the last of a repeated option counts, --help exits 0") {
+  CLI::App app("test", "test");
+  wandura::cli::apply_style(app, "");
+  std::string film;
+  std::string policy;
+  app.add_option("--film", film);
+  app.add_option("--policy", policy);
+  argv_of a({"--film", "the-heiress-returns", "--policy=background", "--policy", "standard"});
+  CHECK_FALSE(wandura::cli::parse(app, a.span()));
+  CHECK(film == "the-heiress-returns");
+  CHECK(policy == "standard");
 
   argv_of help({"-h"});
-  wandura::cli::arg_reader r3(help.span());
-  REQUIRE(r3.next());
-  CHECK(r3.flag() == "--help");
+  CHECK(wandura::cli::parse(app, help.span()) == wandura::cli::exit_ok);
+  argv_of bare({"tickets"});
+  CHECK(wandura::cli::parse(app, bare.span()) == wandura::cli::exit_usage);
 }
 
 TEST_CASE("cli policies: the three presets by name, anything else refused") {
@@ -74,12 +86,11 @@ TEST_CASE("cli connection: flags win over the environment, the key is required")
   CHECK(o.api_key == "env-key");
   CHECK(o.retry.log); // WARN lines go to stderr
 
-  argv_of a({"--base-url", "http://127.0.0.1:1234", "--api-key", "flag-key"});
-  wandura::cli::arg_reader r(a.span());
+  CLI::App app("test", "test");
   wandura::cli::connection from_flags;
-  while (r.next()) {
-    REQUIRE(from_flags.read(r));
-  }
+  from_flags.add_options(app);
+  argv_of a({"--base-url", "http://127.0.0.1:1234", "--api-key", "flag-key"});
+  REQUIRE_FALSE(wandura::cli::parse(app, a.span()));
   o = from_flags.to_client_options();
   CHECK(o.base_url == "http://127.0.0.1:1234");
   CHECK(o.api_key == "flag-key");
@@ -93,11 +104,58 @@ TEST_CASE("cli connection: flags win over the environment, the key is required")
   CHECK(key_only.to_client_options().base_url == "http://127.0.0.1:8787");
 }
 
+TEST_CASE("cli connection: a key or base URL with CR, LF or NUL is refused before any client exists") {
+  for (std::string const& key : {std::string("k\r\nX: 1"), std::string("k\nX: 1"), std::string("k\0X", 3)}) {
+    wandura::cli::connection c;
+    c.api_key = key;
+    CHECK_THROWS_WITH(c.to_client_options(), Catch::Contains("CR, LF or NUL"));
+  }
+  wandura::cli::connection url;
+  url.api_key = "k";
+  url.base_url = "http://127.0.0.1:1/\r\nX: 1";
+  CHECK_THROWS_AS(url.to_client_options(), wandura::cli::usage_error);
+  CHECK(wandura::cli::header_safe("Bearer visible-ascii_key.0"));
+}
+
+TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BUNDLE, else SSL_CERT_FILE") {
+  std::string const readable = WANDURA_SOURCE_DIR "/README.md"; // any readable file: only its path is passed on
+  ::unsetenv("CURL_CA_BUNDLE");
+  ::unsetenv("SSL_CERT_FILE");
+  wandura::cli::connection c;
+  c.api_key = "k";
+  CHECK(c.to_client_options().transport.ca_bundle.empty()); // the system's bundle
+  CHECK(c.to_client_options().transport.verify_peer);
+
+  ::setenv("SSL_CERT_FILE", readable.c_str(), 1);
+  CHECK(c.to_client_options().transport.ca_bundle == readable);
+  ::setenv("CURL_CA_BUNDLE", "/nonexistent/ca.pem", 1);
+  CHECK_THROWS_WITH(c.to_client_options(), Catch::Contains("CURL_CA_BUNDLE: cannot read"));
+  c.ca_bundle = readable;
+  CHECK(c.to_client_options().transport.ca_bundle == readable);
+  ::unsetenv("CURL_CA_BUNDLE");
+  ::unsetenv("SSL_CERT_FILE");
+
+  wandura::cli::connection insecure;
+  insecure.api_key = "k";
+  insecure.insecure = true;
+  auto const o = insecure.to_client_options();
+  CHECK_FALSE(o.transport.verify_peer);
+  CHECK_FALSE(o.transport.verify_host);
+  insecure.ca_bundle = readable;
+  CHECK_THROWS_AS(insecure.to_client_options(), wandura::cli::usage_error);
+}
+
+TEST_CASE("cli version: names the project's version, libcurl and OpenSSL") {
+  auto const text = wandura::cli::version_text();
+  CHECK_THAT(text, Catch::StartsWith("wandura " WANDURA_VERSION "\nlibcurl "));
+  CHECK_THAT(text, Catch::Contains("\nOpenSSL 3."));
+}
+
 TEST_CASE("cli json: strings are quoted with quotes, backslashes and control characters escaped") {
   CHECK(wandura::cli::json_string("plain") == "\"plain\"");
   CHECK(wandura::cli::json_string("a\"b\\c") == "\"a\\\"b\\\\c\"");
   CHECK(wandura::cli::json_string("l1\nl2\t\r") == "\"l1\\nl2\\t\\r\"");
   CHECK(wandura::cli::json_string(std::string_view("\x01\x1f", 2)) == "\"\\u0001\\u001f\"");
-  CHECK(wandura::cli::json_string("Tập 4 · 第四集") == "\"Tập 4 · 第四集\""); // UTF-8 passes through
+  CHECK(wandura::cli::json_string("Épisode 4 · naïve ✓") == "\"Épisode 4 · naïve ✓\""); // UTF-8 passes through
   CHECK(wandura::cli::json_string("") == "\"\"");
 }

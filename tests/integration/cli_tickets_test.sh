@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `wandura tickets` against `wandura emulator` on loopback (issue 7): tickets are printed and the exit status follows
 # the play item; with two scripted 503s the retries print WARN lines on stderr and the call still exits 0; usage
-# errors exit 2. Usage: cli_tickets_test.sh /path/to/wandura WORK_DIR
+# errors exit 2; a key that would add header lines is refused before anything is sent; --version names the
+# project's version. Usage: cli_tickets_test.sh /path/to/wandura WORK_DIR PROJECT_VERSION
 set -euo pipefail
 wandura=$1
 work=$2
+version=$3
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 
@@ -121,11 +123,44 @@ for cmd in tickets config emulator; do
 done
 run --help
 expect_rc 0 "--help"
+expect_out "usage: wandura \[options\] command"
+run help
+expect_rc 0 "help"
+expect_out "usage: wandura \[options\] command"
+# Usage errors read the same in every command: "PROGRAM: what is wrong", then where the options are.
+run tickets --film the-heiress-returns --episode 1 --frobnicate
+expect_rc 2 "unknown option"
+expect_err "^wandura tickets: .*--frobnicate"
+expect_err "^Run \"wandura tickets --help\" for its options."
+run emulator --port 0 --threads 0
+expect_rc 2 "emulator --threads 0"
+expect_err "^wandura emulator: --threads: expected a whole number from 1 to 256, got \"0\""
 ( unset WANDURA_API_KEY; set +e; "$wandura" config >out.txt 2>err.txt; echo $? >rc.txt )
 [ "$(cat rc.txt)" -eq 2 ] || fail "no API key: exit $(cat rc.txt), expected 2"
 grep -q "no API key" err.txt || fail "no API key: message"
 
-# Two scripted 503s (SPEC §4 faults in the config file): two WARN lines on stderr, three attempts, exit 0.
+# A key with CR LF would add a header line of its own ("X: 1"): refused with exit 2, nothing reaches the server
+# (the emulator counts every API response, 401s included).
+responses() { curl -s "$WANDURA_BASE_URL/_emulator/stats" | grep -o '"responses":{[^}]*}'; }
+before=$(responses)
+run config --api-key $'k\r\nX: 1'
+expect_rc 2 "key with CR LF"
+expect_err "API key must not contain CR, LF or NUL"
+( export WANDURA_API_KEY=$'k\nX: 1'; set +e; "$wandura" tickets --film the-heiress-returns --episode 1 >out.txt \
+    2>err.txt; echo $? >rc.txt )
+[ "$(cat rc.txt)" -eq 2 ] || { cat err.txt; fail "key with LF from the environment: exit $(cat rc.txt)"; }
+run tickets --film the-heiress-returns --episode 1 --idempotency-key $'order-1\r\nX: 1'
+expect_rc 2 "idempotency key with CR LF"
+[ "$(responses)" = "$before" ] || fail "the server saw a request: $before -> $(responses)"
+
+# --version: the project's version from the build, then the libcurl and OpenSSL in use.
+run --version
+expect_rc 0 "--version"
+expect_out "^wandura $version\$"
+expect_out "^libcurl [0-9]"
+expect_out "^OpenSSL [0-9]"
+
+# Two scripted 503s (faults in the emulator's config file): two WARN lines on stderr, three attempts, exit 0.
 cat >faults.json <<'JSON'
 {"faults":[{"path":"/v1/playback/tickets","kind":"status","status":503,"retry_after":1,"count":2}]}
 JSON

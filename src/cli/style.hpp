@@ -1,0 +1,153 @@
+// The style every command line of the project shares (`wandura`, `wandura-emulator`, `smooth_playback`): CLI11
+// applications with one help layout, one format for usage errors and the same exit statuses. Header-only, built
+// into the programs, never installed.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace wandura::cli {
+
+/// Exit statuses of every command line: success, the work failed, the command line could not be run.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failed = 1;
+inline constexpr int exit_usage = 2;
+
+/// A command line that CLI11 accepted but the program cannot run (two flags that do not go together, a value the
+/// program refuses): reported like CLI11's own usage errors, exit status 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The full name of `app` as typed: "wandura tickets" for the subcommand `tickets` of `wandura`.
+inline std::string full_name(CLI::App const& app) {
+  std::string name = app.get_name();
+  for (auto const* p = app.get_parent(); p != nullptr; p = p->get_parent()) {
+    name.insert(0, p->get_name() + " ");
+  }
+  return name;
+}
+
+/// CLI11's help layout with a blank line between a command's description and its usage line.
+class help_formatter : public CLI::Formatter {
+public:
+  std::string make_description(CLI::App const* app) const override {
+    std::string text = CLI::Formatter::make_description(app);
+    return text.empty() ? text : text + "\n";
+  }
+};
+
+/// Gives `app` the project's help layout and option defaults; subcommands added afterwards inherit them.
+/// Options take their value as `--flag VALUE` or `--flag=VALUE`; given twice, the last one counts.
+/// `footer` ends the help text (what the exit statuses mean, where to read more).
+inline void apply_style(CLI::App& app, std::string footer) {
+  auto formatter = std::make_shared<help_formatter>();
+  formatter->column_width(30);
+  formatter->label("Usage", "usage");
+  formatter->label("OPTIONS", "options");
+  formatter->label("SUBCOMMAND", "command");
+  formatter->label("REQUIRED", "(required)");
+  app.formatter(formatter);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group("options");
+  app.set_help_flag("-h,--help", "print this help and exit")->group("options");
+  app.footer(std::move(footer));
+}
+
+/// Adds the subcommand `name` to `parent` (styled by `apply_style`), listed under "commands" in the parent's help.
+inline CLI::App* add_command(CLI::App& parent, std::string name, std::string description, std::string footer) {
+  auto* sub = parent.add_subcommand(std::move(name), std::move(description));
+  sub->group("commands");
+  sub->footer(std::move(footer));
+  if (auto* help = sub->get_help_ptr()) {
+    help->group("options");
+  }
+  return sub;
+}
+
+/// A validator for a number written in plain decimal digits (a `.` too when `T` is floating point) from `lo` to
+/// `hi`. Unlike CLI11's own conversion it reads "010" as ten (not octal eight) and refuses "0x10", "+4", "nan",
+/// "inf" and blanks; its message names the range: `--episode: expected a whole number from 1 to 2147483647, got
+/// "0"`. Give it to `Option::transform`, not `check`: it drops the leading zeros of a whole number before CLI11
+/// converts the text, and only a transform may rewrite it.
+template <typename T> CLI::Validator number_in(T lo, T hi) {
+  auto const range_text = [](T v) {
+    std::string s = std::to_string(v);
+    if constexpr (std::is_floating_point_v<T>) {
+      s.erase(s.find_last_not_of('0') + 1);
+      if (s.back() == '.') {
+        s.pop_back();
+      }
+    }
+    return s;
+  };
+  char const* kind = std::is_floating_point_v<T> ? "a number" : "a whole number";
+  std::string const expected = std::string("expected ") + kind + " from " + range_text(lo) + " to " + range_text(hi);
+  return CLI::Validator(
+      [lo, hi, expected](std::string& text) -> std::string {
+        std::string const given = text;
+        bool plain = !text.empty();
+        int dots = 0;
+        for (char const c : text) {
+          dots += c == '.' ? 1 : 0;
+          plain = plain && ((c >= '0' && c <= '9') || (std::is_floating_point_v<T> && c == '.'));
+        }
+        if constexpr (!std::is_floating_point_v<T>) {
+          if (plain) { // CLI11 reads a leading 0 as octal; here every number is decimal. "000" becomes "0".
+            text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
+          }
+        }
+        T v{};
+        if (!plain || dots > 1 || text == "." || !CLI::detail::lexical_cast(text, v) || v < lo || v > hi) {
+          return expected + ", got \"" + given + "\"";
+        }
+        return {};
+      },
+      "");
+}
+
+/// Prints `message` as a usage error of `program`, with a pointer to its help, on stderr; returns exit_usage.
+inline int report_usage_error(std::string_view program, std::string_view message) {
+  std::fprintf(stderr, "%.*s: %.*s\nRun \"%.*s --help\" for its options.\n", static_cast<int>(program.size()),
+               program.data(), static_cast<int>(message.size()), message.data(), static_cast<int>(program.size()),
+               program.data());
+  return exit_usage;
+}
+
+/// Parses `args` (the arguments after the program name) into `app`. Returns the exit status when the command line
+/// ends the program: help or version printed on stdout (exit_ok), or a usage error printed on stderr in the format
+/// of `report_usage_error`, naming the subcommand it occurred in (exit_usage). Returns nullopt when the program
+/// should run.
+inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend()); // CLI11 takes the arguments last first
+  try {
+    app.parse(std::move(reversed));
+    return std::nullopt;
+  } catch (CLI::CallForHelp const&) {
+    std::fputs(app.help().c_str(), stdout);
+    return exit_ok;
+  } catch (CLI::CallForAllHelp const&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return exit_ok;
+  } catch (CLI::CallForVersion const& v) {
+    std::printf("%s\n", v.what());
+    return exit_ok;
+  } catch (CLI::ParseError const& e) {
+    CLI::App const* where = &app; // the deepest subcommand reached names the command in the message
+    for (auto subs = app.get_subcommands(); !subs.empty(); subs = subs.front()->get_subcommands()) {
+      where = subs.front();
+    }
+    return report_usage_error(full_name(*where), e.what());
+  }
+}
+
+} // namespace wandura::cli

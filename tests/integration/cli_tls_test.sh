@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# `wandura config` over TLS against the test nginx (tests/support/nginx, a self-signed certificate for 127.0.0.1
+# and localhost, not for ::1): the CA bundle comes from --ca-bundle, CURL_CA_BUNDLE or SSL_CERT_FILE; without it
+# the call fails and says the certificate could not be verified; --insecure works and warns.
+# Usage: cli_tls_test.sh /path/to/wandura WORK_DIR NGINX_RUN_DIR
+set -euo pipefail
+wandura=$1
+work=$2
+nginx_dir=$3
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+fail() { echo "FAILED: $*" >&2; exit 1; }
+[ -f "$nginx_dir/nginx.env" ] || fail "no $nginx_dir/nginx.env: the wandura_nginx fixture did not run"
+# shellcheck disable=SC1091
+. "$nginx_dir/nginx.env"
+url="https://127.0.0.1:$WANDURA_NGINX_HTTPS_PORT"
+ca=$WANDURA_NGINX_CA
+
+run() {
+  set +e
+  "$wandura" "$@" >out.txt 2>err.txt
+  rc=$?
+  set -e
+}
+expect_rc() { [ "$rc" -eq "$1" ] || { cat out.txt err.txt >&2; fail "$2: exit $rc, expected $1"; }; }
+expect_out() { grep -q -- "$1" out.txt || { cat out.txt >&2; fail "stdout lacks: $1"; }; }
+expect_err() { grep -qi -- "$1" err.txt || { cat err.txt >&2; fail "stderr lacks: $1"; }; }
+no_err() { ! grep -qi -- "$1" err.txt || { cat err.txt >&2; fail "stderr has: $1"; }; }
+
+export WANDURA_API_KEY=test-key
+unset WANDURA_BASE_URL CURL_CA_BUNDLE SSL_CERT_FILE || true
+# One attempt per call: the checks are about the TLS outcome, not the retry loop.
+once=(--base-url "$url" --policy standard)
+
+# The private CA from the flag: the call succeeds (nginx answers every path with the same JSON).
+run config "${once[@]}" --ca-bundle "$ca"
+expect_rc 0 "--ca-bundle"
+expect_out "^organisation: "
+no_err "WARNING"
+
+# Without it the system's bundle does not know the certificate: exit 1; the message names TLS, and a hint says what
+# the certificate was checked against and how to trust a private CA.
+run config "${once[@]}"
+expect_rc 1 "no CA bundle"
+expect_err "^wandura config: .*TLS"
+expect_err "^hint: the server's certificate was checked against the system's CA bundle; .* pass --ca-bundle FILE"
+
+# The same CA through the environment, as the curl tool reads it.
+( export SSL_CERT_FILE=$ca; run config "${once[@]}"; expect_rc 0 "SSL_CERT_FILE" )
+( export CURL_CA_BUNDLE=$ca; run config "${once[@]}"; expect_rc 0 "CURL_CA_BUNDLE" )
+# The flag wins over the environment.
+( export CURL_CA_BUNDLE=/nonexistent/ca.pem; run config "${once[@]}" --ca-bundle "$ca"; expect_rc 0 "flag over env" )
+
+# A trusted certificate that does not name the host (::1 is not in it) still fails.
+run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard --ca-bundle "$ca"
+expect_rc 1 "host not in the certificate"
+expect_err "TLS"
+expect_err "^hint: the server's certificate was checked against the CA bundle $ca (from --ca-bundle)"
+( export SSL_CERT_FILE=$ca; run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard
+  expect_rc 1 "host not in the certificate, CA from SSL_CERT_FILE"
+  expect_err "checked against the CA bundle $ca (from SSL_CERT_FILE)" )
+
+# --insecure: no verification, and a loud warning on every run.
+run config "${once[@]}" --insecure
+expect_rc 0 "--insecure"
+expect_err "^WARNING: --insecure"
+run config "${once[@]}" --insecure --json
+expect_rc 0 "--insecure again"
+expect_err "^WARNING: --insecure"
+
+# A CA bundle that cannot be read, or --insecure with --ca-bundle, is a usage error: nothing is sent.
+run config "${once[@]}" --ca-bundle /nonexistent/ca.pem
+expect_rc 2 "unreadable --ca-bundle"
+expect_err "--ca-bundle: cannot read the CA bundle /nonexistent/ca.pem"
+run config "${once[@]}" --ca-bundle "$ca" --insecure
+expect_rc 2 "--ca-bundle with --insecure"
+
+echo "cli tls: all checks passed"
