@@ -1,0 +1,142 @@
+#include "wandura/detail/base_url.hpp"
+
+#include "wandura/error.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <charconv>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace wandura::detail {
+namespace {
+
+struct url_deleter {
+  void operator()(CURLU* handle) const noexcept { curl_url_cleanup(handle); }
+};
+using url_handle = std::unique_ptr<CURLU, url_deleter>;
+
+struct curl_string_deleter {
+  void operator()(char* text) const noexcept { curl_free(text); }
+};
+using curl_string = std::unique_ptr<char, curl_string_deleter>;
+
+/// The URL as it may appear in a message: quoted, control bytes escaped, or not at all when it holds an `@`,
+/// which is where userinfo (and a password) would be.
+std::string shown(std::string_view url) {
+  if (url.find('@') != std::string_view::npos) {
+    return "(not shown: it holds '@', so it may hold credentials)";
+  }
+  constexpr std::size_t max_shown = 200;
+  std::string out = "\"";
+  for (char const c : url.substr(0, max_shown)) {
+    auto const byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F) {
+      constexpr std::string_view hex = "0123456789abcdef";
+      out.append("\\x").append(1, hex[byte >> 4U]).append(1, hex[byte & 0xFU]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.append(url.size() > max_shown ? "...\"" : "\"");
+  return out;
+}
+
+[[noreturn]] void refuse(std::string_view url, std::string_view why) {
+  std::string message = "base_url ";
+  message.append(shown(url)).append(": ").append(why);
+  throw error(errc::invalid_argument, message);
+}
+
+/// One part of a parsed URL, or nullopt when the URL has none (libcurl's "no such part" codes).
+std::optional<std::string> part(CURLU* handle, CURLUPart which) {
+  char* raw = nullptr;
+  if (curl_url_get(handle, which, &raw, 0) != CURLUE_OK || raw == nullptr) {
+    return std::nullopt;
+  }
+  curl_string const owned(raw);
+  return std::string(owned.get());
+}
+
+/// What libcurl refused, in words a user can act on.
+std::string_view parse_failure(CURLUcode code) {
+  switch (code) {
+  case CURLUE_BAD_PORT_NUMBER: return "the port must be a number from 1 to 65535";
+  case CURLUE_NO_HOST:
+  case CURLUE_BAD_HOSTNAME: return "it needs a valid host";
+  case CURLUE_BAD_SCHEME:
+  case CURLUE_UNSUPPORTED_SCHEME: return "it must start with http:// or https://";
+  case CURLUE_OUT_OF_MEMORY: throw std::bad_alloc();
+  default: return "it is not a valid http:// or https:// URL";
+  }
+}
+
+/// Refuses the parts a base URL must not have; checked on the text too, since an empty `?` or `#` leaves no part.
+void refuse_extra_parts(CURLU* handle, std::string_view url) {
+  if (part(handle, CURLUPART_USER) || part(handle, CURLUPART_PASSWORD) || part(handle, CURLUPART_OPTIONS)) {
+    refuse(url, "userinfo (credentials before '@') is not allowed; give the API key in client_options::api_key");
+  }
+  if (part(handle, CURLUPART_QUERY) || url.find('?') != std::string_view::npos) {
+    refuse(url, "a query (?...) is not allowed: the client appends its own paths and parameters");
+  }
+  if (part(handle, CURLUPART_FRAGMENT) || url.find('#') != std::string_view::npos) {
+    refuse(url, "a fragment (#...) is not allowed");
+  }
+}
+
+std::string checked_port(CURLU* handle, std::string_view url) {
+  auto port = part(handle, CURLUPART_PORT); // only when written: no CURLU_DEFAULT_PORT
+  if (!port) {
+    return {};
+  }
+  unsigned value = 0;
+  auto const [end, ec] = std::from_chars(port->data(), port->data() + port->size(), value);
+  if (ec != std::errc() || end != port->data() + port->size() || value < 1 || value > 65535) {
+    refuse(url, "the port must be a number from 1 to 65535");
+  }
+  return ":" + std::to_string(value);
+}
+
+} // namespace
+
+std::string checked_base_url(std::string_view url) {
+  // libcurl takes a C string: an embedded NUL would silently cut the URL short.
+  if (url.empty() || url.find('\0') != std::string_view::npos) {
+    refuse(url, "it must be an http:// or https:// URL with a host");
+  }
+  url_handle const handle(curl_url());
+  if (!handle) {
+    throw std::bad_alloc();
+  }
+  std::string const text(url);
+  if (CURLUcode const rc = curl_url_set(handle.get(), CURLUPART_URL, text.c_str(), 0); rc != CURLUE_OK) {
+    refuse(url, parse_failure(rc));
+  }
+  std::string scheme = part(handle.get(), CURLUPART_SCHEME).value_or("");
+  for (char& c : scheme) {
+    c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  // libcurl reads `https:///host` as `https://host`, as browsers do; a base URL is taken only as written.
+  std::string_view const after_scheme = url.substr(std::min(url.size(), scheme.size()));
+  if ((scheme != "http" && scheme != "https") || !after_scheme.starts_with("://") ||
+      after_scheme.substr(3).starts_with('/')) {
+    refuse(url, "it must start with http:// or https:// and a host");
+  }
+  refuse_extra_parts(handle.get(), url);
+  std::string host = part(handle.get(), CURLUPART_HOST).value_or("");
+  if (host.empty()) {
+    refuse(url, "it needs a valid host");
+  }
+  if (auto zone = part(handle.get(), CURLUPART_ZONEID); zone && host.size() > 2 && host.back() == ']') {
+    host.insert(host.size() - 1, "%25" + *zone); // an IPv6 link-local literal keeps its interface
+  }
+  std::string path = part(handle.get(), CURLUPART_PATH).value_or("");
+  while (!path.empty() && path.back() == '/') {
+    path.pop_back();
+  }
+  return scheme + "://" + host + checked_port(handle.get(), url) + path;
+}
+
+} // namespace wandura::detail
