@@ -13,6 +13,9 @@
 namespace wandura::detail {
 namespace {
 
+constexpr std::string_view userinfo_refused =
+    "userinfo (credentials) is not allowed; give the API key in client_options::api_key";
+
 struct url_deleter {
   void operator()(CURLU* handle) const noexcept { curl_url_cleanup(handle); }
 };
@@ -24,16 +27,17 @@ struct curl_string_deleter {
 using curl_string = std::unique_ptr<char, curl_string_deleter>;
 
 /// The URL as it may appear in a message: quoted, control bytes escaped, or not at all when it holds an `@`,
-/// which is where userinfo (and a password) would be.
+/// which is where userinfo (and a password) would be. The words used then hold no `@` either, so that a message
+/// about such a URL holds none at all.
 std::string shown(std::string_view url) {
   if (url.find('@') != std::string_view::npos) {
-    return "(not shown: it holds '@', so it may hold credentials)";
+    return "(not shown: it holds an at sign, so it may hold credentials)";
   }
   constexpr std::size_t max_shown = 200;
   std::string out = "\"";
   for (char const c : url.substr(0, max_shown)) {
     auto const byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7F) {
+    if (byte < 0x20 || byte >= 0x7F) {
       constexpr std::string_view hex = "0123456789abcdef";
       out.append("\\x").append(1, hex[byte >> 4U]).append(1, hex[byte & 0xFU]);
     } else {
@@ -76,7 +80,7 @@ std::string_view parse_failure(CURLUcode code) {
 /// Refuses the parts a base URL must not have; checked on the text too, since an empty `?` or `#` leaves no part.
 void refuse_extra_parts(CURLU* handle, std::string_view url) {
   if (part(handle, CURLUPART_USER) || part(handle, CURLUPART_PASSWORD) || part(handle, CURLUPART_OPTIONS)) {
-    refuse(url, "userinfo (credentials before '@') is not allowed; give the API key in client_options::api_key");
+    refuse(url, userinfo_refused);
   }
   if (part(handle, CURLUPART_QUERY) || url.find('?') != std::string_view::npos) {
     refuse(url, "a query (?...) is not allowed: the client appends its own paths and parameters");
@@ -102,9 +106,18 @@ std::string checked_port(CURLU* handle, std::string_view url) {
 } // namespace
 
 std::string checked_base_url(std::string_view url) {
-  // libcurl takes a C string: an embedded NUL would silently cut the URL short.
-  if (url.empty() || url.find('\0') != std::string_view::npos) {
+  if (url.empty()) {
     refuse(url, "it must be an http:// or https:// URL with a host");
+  }
+  // Visible ASCII only: no NUL to cut libcurl's C string short, no white space or control byte to split a request
+  // line, no raw UTF-8 that libcurl would send unencoded.
+  if (std::any_of(url.begin(), url.end(), [](char c) { return c < '!' || c > '~'; })) {
+    refuse(url, "it may hold visible ASCII only (percent-encode anything else)");
+  }
+  // An `@` anywhere is refused with the userinfo, not only where libcurl reads userinfo: in
+  // `https://u/ser:pass@host` it sits in the path, but it is a mistyped password all the same.
+  if (url.find('@') != std::string_view::npos) {
+    refuse(url, userinfo_refused);
   }
   url_handle const handle(curl_url());
   if (!handle) {
@@ -123,6 +136,12 @@ std::string checked_base_url(std::string_view url) {
   if ((scheme != "http" && scheme != "https") || !after_scheme.starts_with("://") ||
       after_scheme.substr(3).starts_with('/')) {
     refuse(url, "it must start with http:// or https:// and a host");
+  }
+  // libcurl decodes a percent-encoded host name but then no longer reads it as an IPv4 address (`%36` is `6`,
+  // `6` is `0.0.0.6`): a host is taken only as written, and `%` belongs only to an IPv6 zone (`[fe80::1%25eth0]`).
+  std::string_view const authority = after_scheme.substr(3, after_scheme.find('/', 3) - 3);
+  if (!authority.starts_with('[') && authority.find('%') != std::string_view::npos) {
+    refuse(url, "a percent-encoded host name is not allowed");
   }
   refuse_extra_parts(handle.get(), url);
   std::string host = part(handle.get(), CURLUPART_HOST).value_or("");

@@ -82,6 +82,25 @@ TEST_CASE("base_url: userinfo is refused and never echoed") {
   CHECK(refusal("https://alice@api.wandura.example").find("userinfo") != std::string::npos);
 }
 
+TEST_CASE("base_url: an '@' in the path is a mistyped password too, refused and not echoed") {
+  // Found by fuzz_base_url: libcurl reads the host as `u` and the rest as a path.
+  std::string const message = refusal("https://u/er:passap@i.wandura.e|ample");
+  CHECK(message.find("userinfo") != std::string::npos);
+  CHECK(message.find("pass") == std::string::npos);
+}
+
+TEST_CASE("base_url: a percent-encoded host is refused, so that the result is what the host was written as") {
+  // Found by fuzz_base_url: `http://%36` became `http://6`, which libcurl then reads as `http://0.0.0.6`.
+  CHECK(refusal("http://%36").find("percent-encoded") != std::string::npos);
+  CHECK(refusal("http://%41pi.example:80/base").find("percent-encoded") != std::string::npos);
+  CHECK(checked_base_url("http://api.example/a%20b") == "http://api.example/a%20b"); // in the path it is fine
+}
+
+TEST_CASE("base_url: bytes outside visible ASCII are refused and shown escaped") {
+  CHECK(refusal("https://api.wand\xc3\xbcra.example").find("\\xc3\\xbc") != std::string::npos);
+  CHECK(refusal("https://api.wandura.example/\x7f").find("visible ASCII") != std::string::npos);
+}
+
 TEST_CASE("base_url: other schemes, no host, white space and control bytes are refused") {
   for (auto url : {"", "api.wandura.example", "ftp://api.wandura.example", "file:///etc/passwd", "https://",
                    "https:///path", "http://:8787", "https://api.wandura.example/a b", " https://api.wandura.example",
