@@ -8,7 +8,7 @@ packages=(
   libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev
   catch2 nlohmann-json3-dev
   nginx-light openssl wrk curl
-  clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm-16
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm
 )
 
 missing=()
