@@ -16,8 +16,13 @@
 #include "wandura/error.hpp"
 
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/read_until.hpp>
 #include <asio/use_future.hpp>
+#include <asio/write.hpp>
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -278,4 +283,123 @@ TEST_CASE("fault matrix: every fault kind on every endpoint, in every idempotenc
 
 TEST_CASE("fault matrix: a truncated or garbage 2xx body is retried when the request is safe to resend", "[!mayfail]") {
   run_matrix(pending_matrix);
+}
+
+namespace {
+
+/// A loopback server that answers the first request with a status line only and closes, and every later one with
+/// `200` and `body`: the "HTTP/1.1 200\r\n and close" reproduction of the issue, which no emulator fault makes.
+/// It runs on its own thread; destroying it stops it wherever its connections are.
+class status_line_only_server {
+public:
+  explicit status_line_only_server(std::string body)
+      : body_(std::move(body)), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    asio::co_spawn(io_, accept_loop(), asio::detached);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~status_line_only_server() {
+    io_.stop();
+    thread_.join();
+  }
+  status_line_only_server(status_line_only_server const&) = delete;
+  status_line_only_server& operator=(status_line_only_server const&) = delete;
+
+  [[nodiscard]] std::string base_url() const {
+    return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  [[nodiscard]] int requests() const { return requests_.load(); }
+
+private:
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      auto socket = co_await acceptor_.async_accept(asio::use_awaitable);
+      asio::co_spawn(io_, answer(std::move(socket)), asio::detached);
+    }
+  }
+
+  /// Every request of one keep-alive connection, until the client closes it.
+  asio::awaitable<void> answer(asio::ip::tcp::socket socket) {
+    std::string in;
+    for (;;) {
+      std::size_t const head =
+          co_await asio::async_read_until(socket, asio::dynamic_buffer(in), "\r\n\r\n", asio::use_awaitable);
+      std::size_t length = 0;
+      if (auto at = in.find("Content-Length: "); at != std::string::npos && at < head) {
+        length = std::stoul(in.substr(at + 16));
+      }
+      if (in.size() < head + length) {
+        co_await asio::async_read(socket, asio::dynamic_buffer(in), asio::transfer_exactly(head + length - in.size()),
+                                  asio::use_awaitable);
+      }
+      in.erase(0, head + length);
+      if (requests_.fetch_add(1) == 0) {
+        co_await asio::async_write(socket, asio::buffer(std::string_view("HTTP/1.1 200\r\n")), asio::use_awaitable);
+        co_return; // closes
+      }
+      std::string const reply =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body_.size()) +
+          "\r\n\r\n" + body_;
+      co_await asio::async_write(socket, asio::buffer(reply), asio::use_awaitable);
+    }
+  }
+
+  std::string body_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+wandura::client_options short_options(std::string base_url, std::atomic<int>& retries) {
+  wandura::client_options options;
+  options.base_url = std::move(base_url);
+  options.api_key = "test-key";
+  options.reuse_tickets = false;
+  options.retry.policy.max_retries = 2;
+  options.retry.policy.initial_delay = 1ms;
+  options.retry.policy.max_delay = 5ms;
+  options.retry.random = [] { return 0.0; };
+  options.retry.on_retry = [&retries](wandura::retry_event const&) { retries.fetch_add(1); };
+  return options;
+}
+
+template <typename T> T run_on(asio::io_context& io, asio::awaitable<T> op) {
+  auto done = asio::co_spawn(io, std::move(op), asio::use_future);
+  io.restart();
+  std::thread runner([&io] { io.run(); });
+  auto const status = done.wait_for(30s);
+  if (status != std::future_status::ready) {
+    io.stop();
+  }
+  runner.join();
+  REQUIRE(status == std::future_status::ready);
+  return done.get();
+}
+
+} // namespace
+
+TEST_CASE("fault matrix: a response that ends after its status line is a retryable truncated response", "[!mayfail]") {
+  std::atomic<int> retries{0};
+  asio::io_context io;
+  SECTION("read") {
+    status_line_only_server server(R"({"org_id":"org_demo","limits":{"playback":6000}})");
+    wandura::client api(io.get_executor(), short_options(server.base_url(), retries));
+    CHECK_NOTHROW(run_on(io, api.get_config()));
+    CHECK(retries.load() + 1 == 2);
+    CHECK(server.requests() == 2);
+  }
+  SECTION("write with automatic key") {
+    status_line_only_server server(
+        R"({"request_id":"req_1","items":[{"film_ref":"the-heiress-returns","episode_no":4,"intent":"play",)"
+        R"("status":200,"ticket":{"ticket_id":"tkt_1","expires_at":"2099-01-01T00:00:00Z"}}]})");
+    wandura::client api(io.get_executor(), short_options(server.base_url(), retries));
+    wandura::ticket_batch batch;
+    batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+    batch.union_info = "device-1";
+    batch.drm_kek = "kek-1";
+    wandura::ticket_batch_result result;
+    CHECK_NOTHROW(result = run_on(io, api.issue_tickets(std::move(batch))));
+    CHECK(retries.load() + 1 == 2);
+    CHECK(server.requests() == 2);
+  }
 }
