@@ -17,6 +17,10 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Symbolised stacks: the sanitizers look for llvm-symbolizer (Debian package llvm).
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && command -v llvm-symbolizer >/dev/null 2>&1; then
+  export ASAN_SYMBOLIZER_PATH=$(command -v llvm-symbolizer)
+fi
 status=0
 for target in "${targets[@]}"; do
   binary="$build_dir/tests/fuzz/$target"
