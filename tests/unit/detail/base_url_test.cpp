@@ -112,6 +112,11 @@ TEST_CASE("base_url: other schemes, no host, white space and control bytes are r
   refusal("https://api.wandura.example\0.evil"sv);
 }
 
+TEST_CASE("base_url: a refusal says what a base URL must be and what it got") {
+  CHECK(refusal("ftp://127.0.0.1:1") ==
+        "base_url must be an http:// or https:// URL with a host, got \"ftp://127.0.0.1:1\"");
+}
+
 TEST_CASE("base_url: a refused URL without '@' is quoted in the message, control bytes escaped") {
   std::string const message = refusal("ftp://api.wandura.example\x01");
   CHECK(message.find("\"ftp://api.wandura.example\\x01\"") != std::string::npos);
