@@ -1,6 +1,6 @@
 // The one check of a client's `base_url`: strict, done once at construction, before anything is sent.
 //
-// Not public API (`detail`): `wandura::client` and the command line call it on the URL they are given.
+// Not public API (`detail`): the one check of a base URL for the client and the command line.
 #pragma once
 
 #include <string>

@@ -1,8 +1,8 @@
 // The one check of a header value the SDK sends: no CR, LF or NUL (RFC 9110 §5.5), so that no value can end its
 // header line early, add a header of its own, or be cut short by a C string.
 //
-// Not public API (`detail`): the client checks the API key, user agent, idempotency key and caller headers with it
-// at construction or before sending; the transport checks every header it is handed.
+// Not public API (`detail`): the one check for every header value the SDK sends (API key, user agent, idempotency
+// key, caller headers), at construction or before sending.
 #pragma once
 
 #include <cstddef>
