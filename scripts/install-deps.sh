@@ -9,6 +9,7 @@ packages=(
   catch2 nlohmann-json3-dev
   nginx-light openssl wrk curl
   doxygen
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm
 )
 
 missing=()

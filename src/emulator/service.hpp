@@ -1,6 +1,8 @@
 // The emulated API behind the HTTP layer: organisations and keys, rate-limit counters, the ticket batch with
 // shedding, holding and reuse, the idempotency store, the catalogue with its stale-database mode, fault rules and
-// stats. The HTTP layer (server.cpp) parses requests and writes replies; everything the API decides is here.
+// stats. The HTTP layer (connection.cpp) parses requests and writes replies; everything the API decides is here:
+// service.cpp (dispatch, authentication, reads, faults, stats) and ticket_batch.cpp (the ticket batch and its
+// idempotency store).
 //
 // Thread safety: every public member may be called from any thread; state is guarded by one mutex, never held
 // across a suspension point (a held play waits on a steady_timer with the mutex released).
@@ -16,6 +18,8 @@
 #include <simdjson.h>
 
 #include <array>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -27,6 +31,24 @@
 #include <vector>
 
 namespace wandura::emulator::detail {
+
+/// SPEC §2: a reused ticket must have at least this long left.
+inline constexpr auto reuse_margin = std::chrono::minutes(5);
+/// SPEC §2: in stale_db mode answers may be this old.
+inline constexpr auto stale_limit = std::chrono::minutes(5);
+/// SPEC §1: idempotency keys are remembered this long.
+inline constexpr auto idempotency_memory = std::chrono::hours(24);
+/// Bounds on the in-memory stores (the oldest entries go first).
+inline constexpr std::size_t max_idempotency_entries = 100000;
+inline constexpr std::size_t max_reuse_entries = 200000;
+inline constexpr std::size_t max_last_good_entries = 100000;
+/// SPEC §2: prefetch is shed below this fraction of the playback limit.
+inline constexpr double shed_level = 0.20;
+/// SPEC §1: at most this many episodes in one ticket batch.
+inline constexpr std::size_t max_items = 3;
+
+/// Waits `d` on the current coroutine's executor (no wait when `d` is zero).
+asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
 
 /// One parsed HTTP request, as the HTTP layer hands it over.
 struct http_request {
@@ -136,14 +158,33 @@ private:
   };
 
   struct batch_item;
+  struct batch_request;
+  using sha256_digest = std::array<unsigned char, 32>;
 
   org_state* authenticate(http_request const& req);
   film_lookup lookup_film(std::string_view film_ref, bool stale_db, time_point now);
+
+  // ticket_batch.cpp
   asio::awaitable<http_reply> handle_tickets(http_request const& req, org_state& org, bool stale_db,
                                              std::chrono::milliseconds delay);
+  std::optional<http_reply> begin_idempotent(std::string const& store_key, sha256_digest const& body_digest,
+                                             std::uint64_t& generation);
+  void finish_idempotent(std::string const& store_key, std::uint64_t generation, http_reply const& reply, bool granted);
   asio::awaitable<http_reply> execute_batch(http_request const& req, org_state& org, bool stale_db,
                                             std::chrono::milliseconds delay, bool& granted_any);
+  std::optional<http_reply> read_batch(http_request const& req, org_state const& org, batch_request& out);
+  void decide_catalogue(batch_request& batch, bool stale_db, time_point now);
+  std::chrono::duration<double> decide_plays(batch_request& batch, continuous_bucket& bucket, time_point now);
+  void decide_prefetches(batch_request& batch, continuous_bucket& bucket, time_point now);
+  std::string issue_granted(batch_request& batch);
+  static http_reply batch_reply(batch_request const& batch, org_state const& org, std::string const& request_id,
+                                bool& granted_any);
+
+  // service.cpp: reads
   http_reply handle_get(counter c, std::string_view rest, org_state& org, bool stale_db);
+  std::optional<std::uint32_t> take_read_unit(counter c, org_state& org, time_point now);
+  void write_list(counter c, std::string& body, std::string_view request_id) const;
+  static void write_config(std::string& body, org_state const& org, std::string_view request_id);
   http_reply rate_limited_reply(counter c, org_state& org, std::uint32_t retry_after);
   issued_ticket issue_ticket(std::string_view film_ref, std::uint32_t episode_no, std::string_view union_info,
                              std::string_view drm_kek, time_point now);

@@ -2,7 +2,6 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
 
 namespace wandura {
 namespace {
@@ -23,96 +22,22 @@ std::string_view trim(std::string_view s) noexcept {
 
 constexpr std::int64_t max_ms = max_retry_after_value.count();
 
-/// delta-seconds with an optional fraction and exponent, parsed exactly in decimal (no binary floating point, so
-/// `1.1` is 1100 ms, not 1101), rounded up to whole milliseconds and saturated at `max_ms`.
-std::optional<std::int64_t> parse_delta_ms(std::string_view s) noexcept {
-  std::size_t i = 0;
-  std::size_t const int_begin = i;
-  while (i < s.size() && is_digit(s[i])) {
-    ++i;
+/// RFC 9110 §10.2.3 delay-seconds (`1*DIGIT`, §5.6.1 of RFC 9110 reads it as a non-negative integer) in
+/// milliseconds, saturated at `max_ms`. Anything but digits is not delay-seconds: nullopt.
+std::optional<std::int64_t> parse_delay_seconds_ms(std::string_view s) noexcept {
+  if (s.empty()) {
+    return std::nullopt;
   }
-  std::string_view const int_digits = s.substr(int_begin, i - int_begin);
-  if (int_digits.empty()) {
-    return std::nullopt; // "+30", "-1", ".5", "x"
-  }
-  std::string_view frac_digits;
-  if (i < s.size() && s[i] == '.') {
-    std::size_t const frac_begin = ++i;
-    while (i < s.size() && is_digit(s[i])) {
-      ++i;
+  constexpr std::int64_t max_seconds = max_ms / 1000;
+  std::int64_t seconds = 0;
+  for (char const c : s) {
+    if (!is_digit(c)) {
+      return std::nullopt; // "1.5", "1e3", "5s", "0x10", "12 34"
     }
-    frac_digits = s.substr(frac_begin, i - frac_begin);
-    if (frac_digits.empty()) {
-      return std::nullopt; // "1."
-    }
+    // Saturate as soon as the value passes the cap, so that 20 or 2,000 digits cannot overflow.
+    seconds = seconds > max_seconds ? seconds : seconds * 10 + (c - '0');
   }
-  std::int64_t exponent = 0;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    bool negative = false;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
-      negative = s[i] == '-';
-      ++i;
-    }
-    std::size_t const exp_begin = i;
-    while (i < s.size() && is_digit(s[i])) {
-      if (exponent < 1'000'000) { // saturate: beyond this the answer is 0-ish or the cap either way
-        exponent = exponent * 10 + (s[i] - '0');
-      }
-      ++i;
-    }
-    if (i == exp_begin) {
-      return std::nullopt; // "1e"
-    }
-    exponent = negative ? -exponent : exponent;
-  }
-  if (i != s.size()) {
-    return std::nullopt; // "5s", "0x10", "12 34"
-  }
-
-  // value_ms = mantissa * 10^scale, mantissa = int_digits frac_digits without leading zeros.
-  std::string mantissa;
-  mantissa.reserve(int_digits.size() + frac_digits.size());
-  for (std::string_view part : {int_digits, frac_digits}) {
-    for (char c : part) {
-      if (!mantissa.empty() || c != '0') {
-        mantissa.push_back(c);
-      }
-    }
-  }
-  if (mantissa.empty()) {
-    return 0; // "0", "0.000", "0e5"
-  }
-  std::int64_t const scale = exponent - static_cast<std::int64_t>(frac_digits.size()) + 3;
-  auto const significant = static_cast<std::int64_t>(mantissa.size());
-  if (significant + scale > 12) {
-    return max_ms; // >= 10^12 ms, far above one year
-  }
-  if (scale >= 0) {
-    std::int64_t value = 0;
-    for (char c : mantissa) {
-      value = value * 10 + (c - '0');
-    }
-    for (std::int64_t k = 0; k < scale; ++k) {
-      value *= 10;
-    }
-    return value < max_ms ? value : max_ms;
-  }
-  std::int64_t const dropped = -scale;
-  if (dropped >= significant) {
-    return 1; // a positive value under 1 ms rounds up to 1 ms
-  }
-  std::int64_t value = 0;
-  auto const kept = static_cast<std::size_t>(significant - dropped);
-  for (std::size_t k = 0; k < kept; ++k) {
-    value = value * 10 + (mantissa[k] - '0');
-  }
-  bool remainder = false;
-  for (std::size_t k = kept; k < mantissa.size(); ++k) {
-    remainder = remainder || mantissa[k] != '0';
-  }
-  value += remainder ? 1 : 0;
-  return value < max_ms ? value : max_ms;
+  return seconds >= max_seconds ? max_ms : seconds * 1000;
 }
 
 constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
@@ -235,7 +160,7 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
     return std::nullopt;
   }
   if (is_digit(value.front())) {
-    if (auto ms = parse_delta_ms(value)) {
+    if (auto ms = parse_delay_seconds_ms(value)) {
       return std::chrono::milliseconds(*ms);
     }
     return std::nullopt;

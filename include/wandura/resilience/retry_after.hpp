@@ -1,17 +1,20 @@
 // Parsing the `Retry-After` response header (RFC 9110 §10.2.3) into a delay.
 //
 // Accepted forms, with optional surrounding spaces and tabs:
-// - delta-seconds: `120`; a fraction (`1.5`) or exponent (`1e3`) is accepted and rounded UP to whole milliseconds;
+// - delay-seconds: `120`, digits only (RFC 9110 §10.2.3: `delay-seconds = 1*DIGIT`). A fraction (`1.5`), an
+//   exponent (`1e3`), a sign or a unit is not delay-seconds and is junk, as any other value the grammar does not
+//   allow: guessing what a server meant by `1e3` (1 s? 1,000 s?) is how a client waits 16 minutes by mistake;
 // - IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime
 //   `Sun Nov  6 08:49:37 1994`: the delay is the date minus the response's own `Date` header when that parses
 //   (so a skewed local clock does not matter), else minus the local wall clock. A date in the past means 0.
 //
 // Results:
-// - nullopt: absent, empty or junk (`0x10`, `+30`, `5s`, `-1`, ...): the caller falls back to its normal backoff;
+// - nullopt: absent, empty or junk (`1.5`, `1e3`, `0x10`, `+30`, `5s`, `-1`, ...): the caller falls back to its
+//   normal backoff;
 // - 0 ms: "retry now" (`0`, or a past date). This is not the same as absent: it is a server statement;
-// - values above `max_retry_after_value` (one year), `9223372037`, `99999999999999999999`, `1e400` included,
-//   saturate to it, so that adding the result to any `std::chrono` time point cannot overflow. The policy then caps
-//   it (`retry_policy::max_retry_after`).
+// - values above `max_retry_after_value` (one year), `9223372037` and `99999999999999999999` included, saturate
+//   to it, so that adding the result to any `std::chrono` time point cannot overflow. The policy then caps it
+//   (`retry_policy::max_retry_after`).
 //
 // Thread safety: pure functions.
 #pragma once

@@ -1,0 +1,336 @@
+#include "emulator/connection.hpp"
+
+#include "emulator/json_writer.hpp"
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace wandura::emulator::detail {
+namespace {
+
+using asio::ip::tcp;
+constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+} // namespace
+
+connection::connection(tcp::socket socket, service& svc, emulator_clock& clock)
+    : socket_(std::move(socket)), svc_(svc), clock_(clock), watchdog_(socket_.get_executor()) {
+  std::error_code ec;
+  auto peer = socket_.remote_endpoint(ec);
+  peer_is_loopback_ = !ec && peer.address().is_loopback();
+  socket_.set_option(tcp::no_delay(true), ec);
+  touch();
+}
+
+void connection::close() {
+  std::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  watchdog_.cancel();
+}
+
+void connection::reset_connection() {
+  std::error_code ec;
+  socket_.set_option(asio::socket_base::linger(true, 0), ec);
+  socket_.close(ec);
+  watchdog_.cancel();
+}
+
+std::string const& connection::date_header() {
+  auto now = clock_.now();
+  auto second = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  if (second != date_second_) {
+    date_second_ = second;
+    date_ = http_date(now);
+  }
+  return date_;
+}
+
+void connection::head(std::string& out, http_reply const& r, std::size_t content_length, bool keep_alive) {
+  out.append("HTTP/1.1 ").append(std::to_string(r.status)).push_back(' ');
+  out.append(reason_phrase(r.status)).append("\r\nDate: ").append(date_header());
+  out.append("\r\nContent-Type: application/json\r\nContent-Length: ").append(std::to_string(content_length));
+  out.append(keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n");
+  out.append(r.headers).append("\r\n");
+}
+
+// Note for maintainers: GCC 12 miscompiles `if (!co_await f())` (the frame is resumed in a corrupt state); always
+// bind the result first, as `if (bool const ok = co_await f(); !ok)`.
+asio::awaitable<bool> connection::write(std::string_view bytes) {
+  auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()), use_tuple);
+  touch();
+  co_return !ec;
+}
+
+asio::awaitable<connection::outcome> connection::send(http_reply const& r, bool keep_alive) {
+  out_.clear();
+  head(out_, r, r.body.size(), keep_alive);
+  out_.append(r.body);
+  if (bool const ok = co_await write(out_); !ok) {
+    co_return outcome::close;
+  }
+  co_return keep_alive ? outcome::keep_open : outcome::close;
+}
+
+asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
+  auto idle = svc_.cfg().idle_timeout;
+  while (!done_) {
+    watchdog_.expires_after(idle);
+    auto [ec] = co_await watchdog_.async_wait(use_tuple);
+    if (done_) {
+      break;
+    }
+    if (!ec && std::chrono::steady_clock::now() - last_activity_ >= idle) {
+      close();
+      break;
+    }
+  }
+}
+
+asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
+  std::vector<char> buf(std::size_t{16} * 1024);
+  std::size_t pos = 0;
+  std::size_t end = 0;
+  for (;;) {
+    if (pos == end) {
+      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf), use_tuple);
+      if (ec || n == 0) {
+        break;
+      }
+      touch();
+      pos = 0;
+      end = n;
+    }
+    auto const [what, consumed] = reader_.feed(std::string_view(buf.data() + pos, end - pos));
+    pos += consumed;
+    if (what == request_reader::event::request) {
+      http_request& req = reader_.request();
+      req.peer_is_loopback = peer_is_loopback_;
+      req.json = &json_;
+      if (co_await handle_request() == outcome::close) {
+        break;
+      }
+      continue;
+    }
+    if (what == request_reader::event::refused) {
+      co_await send_bad_request(reader_.refusal());
+      co_await linger_close();
+      break;
+    }
+    if (reader_.take_continue()) {
+      if (bool const ok = co_await write("HTTP/1.1 100 Continue\r\n\r\n"); !ok) {
+        break;
+      }
+    }
+  }
+  done_ = true;
+  close();
+}
+
+asio::awaitable<connection::outcome> connection::send_bad_request(std::string_view why) {
+  http_reply r = svc_.error_reply(400, "invalid_request", "Malformed HTTP request: " + std::string(why) + ".");
+  svc_.note_response(400);
+  co_return co_await send(r, false);
+}
+
+/// After refusing a request, stop sending but keep reading (and discarding) for a while: closing with unread data
+/// would reset the connection and could destroy the 400 before the client reads it (nginx's "lingering close").
+asio::awaitable<void> connection::linger_close() {
+  std::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  asio::steady_timer deadline(socket_.get_executor());
+  deadline.expires_after(std::chrono::seconds(2));
+  deadline.async_wait([this](std::error_code wait_ec) {
+    if (!wait_ec) {
+      std::error_code ignored;
+      socket_.close(ignored);
+    }
+  });
+  std::vector<char> sink(64 * 1024);
+  std::size_t discarded = 0;
+  while (discarded < std::size_t{32} * 1024 * 1024) {
+    auto [read_ec, n] = co_await socket_.async_read_some(asio::buffer(sink), use_tuple);
+    if (read_ec || n == 0) {
+      break;
+    }
+    discarded += n;
+  }
+  deadline.cancel();
+}
+
+http_reply connection::handle_admin() {
+  auto json = [](std::string&& body) {
+    http_reply r;
+    r.body = std::move(body);
+    return r;
+  };
+  if (!peer_is_loopback_) {
+    return svc_.error_reply(403, "forbidden", "The admin API answers loopback clients only.");
+  }
+  http_request const& req = reader_.request();
+  std::string_view const path = req.path();
+  std::string_view const method = req.method;
+  if (path == "/_emulator/stats" && method == "GET") {
+    return json(svc_.stats_json());
+  }
+  if (path == "/_emulator/faults" && method == "POST") {
+    try {
+      auto rules = parse_fault_rules(req.body);
+      auto n = rules.size();
+      svc_.install_faults(std::move(rules));
+      return json("{\"installed\":" + std::to_string(n) + "}");
+    } catch (config_error const& e) {
+      return svc_.error_reply(400, "invalid_request", e.what());
+    }
+  }
+  if (path == "/_emulator/faults" && method == "DELETE") {
+    return json("{\"cleared\":" + std::to_string(svc_.clear_faults()) + "}");
+  }
+  if (path == "/_emulator/clock" && (method == "POST" || method == "GET")) {
+    return handle_clock();
+  }
+  return svc_.error_reply(404, "not_found", "No such admin endpoint.");
+}
+
+/// `GET /_emulator/clock` reads the emulator clock; `POST {"advance_ms":N}` moves a manual one first.
+http_reply connection::handle_clock() {
+  http_request const& req = reader_.request();
+  if (req.method == std::string_view("POST")) {
+    if (!clock_.manual()) {
+      return svc_.error_reply(409, "invalid_request", "The emulator was not started with --manual-clock.");
+    }
+    std::int64_t ms = 0;
+    if (json_.parse(req.body.data(), req.body.size(), true)["advance_ms"].get_int64().get(ms) != simdjson::SUCCESS ||
+        ms < 0) {
+      return svc_.error_reply(400, "invalid_request", "Expected {\"advance_ms\": N} with N >= 0.");
+    }
+    clock_.advance(std::chrono::milliseconds(ms));
+  }
+  auto now = clock_.now();
+  http_reply r;
+  json_writer w(r.body);
+  w.begin_object()
+      .field("now", rfc3339(now))
+      .field("now_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count())
+      .field("manual", clock_.manual())
+      .end_object();
+  return r;
+}
+
+asio::awaitable<connection::outcome> connection::handle_request() {
+  bool keep_alive = reader_.request().keep_alive;
+  if (reader_.request().path().starts_with("/_emulator/")) {
+    // Named: temporaries inside co_await expressions are where GCC 12's coroutine bugs live.
+    auto reply = handle_admin();
+    co_return co_await send(reply, keep_alive);
+  }
+  service& svc = svc_;
+  // SPEC §4: a scripted fault answers before authentication and idempotency are looked at.
+  auto fault = svc.take_fault(reader_.request().path());
+  bool stale_db = false;
+  std::chrono::milliseconds delay{0};
+  if (fault) {
+    switch (fault->kind) {
+    case fault_kind::status: {
+      auto r = svc.fault_reply(*fault, reader_.request());
+      svc.note_response(r.status);
+      co_return co_await send(r, keep_alive);
+    }
+    case fault_kind::drop_after_read: co_return outcome::close;
+    case fault_kind::delay: delay = std::chrono::milliseconds(fault->ms); break;
+    case fault_kind::stale_db: stale_db = true; break;
+    default: break;
+    }
+  }
+  http_reply r;
+  try {
+    r = co_await svc.handle(reader_.request(), stale_db, delay);
+  } catch (std::exception const& e) {
+    r = svc.error_reply(500, "internal", e.what());
+  }
+  svc.note_response(r.status);
+  co_return co_await deliver(std::move(r), fault, keep_alive);
+}
+
+/// Writes a reply, damaged as the fault rule says (reset, truncate, garbage, huge, slow_body) or intact.
+asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::optional<fault_rule> const& fault,
+                                                         bool keep_alive) {
+  fault_kind kind = fault ? fault->kind : fault_kind::status;
+  switch (kind) {
+  case fault_kind::reset: co_return co_await deliver_reset(r, keep_alive);
+  case fault_kind::truncate: r.body.resize(r.body.size() / 2); co_return co_await send(r, keep_alive);
+  case fault_kind::garbage:
+    r.body = "<html><body>upstream sent garbage \x01\x02\xff }{ ,,, not JSON</body></html>";
+    co_return co_await send(r, keep_alive);
+  case fault_kind::huge: co_return co_await deliver_huge(r, fault->bytes, keep_alive);
+  case fault_kind::slow_body: co_return co_await deliver_slow(r, fault->bytes_per_s, keep_alive);
+  default: co_return co_await send(r, keep_alive);
+  }
+}
+
+/// Headers and half the body, then a TCP reset.
+asio::awaitable<connection::outcome> connection::deliver_reset(http_reply const& r, bool keep_alive) {
+  out_.clear();
+  head(out_, r, r.body.size(), keep_alive);
+  out_.append(r.body, 0, r.body.size() / 2);
+  co_await write(out_);
+  reset_connection();
+  co_return outcome::close;
+}
+
+/// The real body with an extra field of `padding` bytes of filler: valid JSON, larger than a client's cap.
+asio::awaitable<connection::outcome> connection::deliver_huge(http_reply const& r, std::uint64_t padding,
+                                                              bool keep_alive) {
+  std::string_view body = r.body;
+  bool object = !body.empty() && body.back() == '}';
+  std::string_view prefix = object ? body.substr(0, body.size() - 1) : body;
+  std::string_view open = object ? std::string_view(R"(,"padding":")") : std::string_view();
+  std::string_view close_str = object ? std::string_view("\"}") : std::string_view();
+  out_.clear();
+  head(out_, r, prefix.size() + open.size() + padding + close_str.size(), keep_alive);
+  out_.append(prefix).append(open);
+  if (bool const ok = co_await write(out_); !ok) {
+    co_return outcome::close;
+  }
+  std::string chunk(64 * 1024, 'x');
+  while (padding > 0) {
+    auto n = static_cast<std::size_t>(std::min<std::uint64_t>(padding, chunk.size()));
+    if (bool const ok = co_await write(std::string_view(chunk).substr(0, n)); !ok) {
+      co_return outcome::close;
+    }
+    padding -= n;
+  }
+  if (bool const ok = co_await write(close_str); !ok) {
+    co_return outcome::close;
+  }
+  co_return keep_alive ? outcome::keep_open : outcome::close;
+}
+
+/// The headers at once, then the body dripped at `bytes_per_s`.
+asio::awaitable<connection::outcome> connection::deliver_slow(http_reply const& r, std::uint64_t bytes_per_s,
+                                                              bool keep_alive) {
+  out_.clear();
+  head(out_, r, r.body.size(), keep_alive);
+  if (bool const ok = co_await write(out_); !ok) {
+    co_return outcome::close;
+  }
+  // Drip in 10 steps a second (or one byte per step below 10 bytes/s).
+  auto bps = std::max<std::uint64_t>(bytes_per_s, 1);
+  std::size_t step = static_cast<std::size_t>(std::max<std::uint64_t>(bps / 10, 1));
+  auto interval = std::chrono::microseconds(1000000 * step / bps);
+  asio::steady_timer t(socket_.get_executor());
+  for (std::size_t off = 0; off < r.body.size(); off += step) {
+    t.expires_after(interval);
+    co_await t.async_wait(use_tuple);
+    if (bool const ok = co_await write(std::string_view(r.body).substr(off, step)); !ok) {
+      co_return outcome::close;
+    }
+  }
+  co_return keep_alive ? outcome::keep_open : outcome::close;
+}
+
+} // namespace wandura::emulator::detail

@@ -1,0 +1,69 @@
+// One keep-alive connection of the emulator: reads requests (request_reader), answers them one at a time (pipelined
+// requests in order), serves the admin API of SPEC §4, and delivers replies intact or damaged as a fault rule says.
+// Closes on error, on `Connection: close` or after `idle_timeout` without traffic.
+#pragma once
+
+#include "emulator/clock.hpp"
+#include "emulator/request_reader.hpp"
+#include "emulator/service.hpp"
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace wandura::emulator::detail {
+
+class connection {
+public:
+  connection(asio::ip::tcp::socket socket, service& svc, emulator_clock& clock);
+
+  // Each takes the connection's owner as a parameter: coroutine parameters are copied into the frame when it is
+  // created, so the connection lives as long as either coroutine, even before they first run.
+  asio::awaitable<void> run(std::shared_ptr<connection> self);
+  asio::awaitable<void> watch(std::shared_ptr<connection> self);
+  [[nodiscard]] asio::ip::tcp::socket::executor_type executor() { return socket_.get_executor(); }
+
+private:
+  enum class outcome { keep_open, close };
+
+  void touch() { last_activity_ = std::chrono::steady_clock::now(); }
+  void close();
+  void reset_connection();
+  std::string const& date_header();
+  /// Status line and headers for a body of `content_length` bytes.
+  void head(std::string& out, http_reply const& r, std::size_t content_length, bool keep_alive);
+
+  asio::awaitable<bool> write(std::string_view bytes);
+  asio::awaitable<outcome> send(http_reply const& r, bool keep_alive);
+  asio::awaitable<outcome> send_bad_request(std::string_view why);
+  asio::awaitable<void> linger_close();
+  asio::awaitable<outcome> handle_request();
+  asio::awaitable<outcome> deliver(http_reply r, std::optional<fault_rule> const& fault, bool keep_alive);
+  asio::awaitable<outcome> deliver_reset(http_reply const& r, bool keep_alive);
+  asio::awaitable<outcome> deliver_huge(http_reply const& r, std::uint64_t padding, bool keep_alive);
+  asio::awaitable<outcome> deliver_slow(http_reply const& r, std::uint64_t bytes_per_s, bool keep_alive);
+  http_reply handle_admin();
+  http_reply handle_clock();
+
+  asio::ip::tcp::socket socket_;
+  service& svc_;
+  emulator_clock& clock_;
+  asio::steady_timer watchdog_;
+  std::chrono::steady_clock::time_point last_activity_;
+  bool peer_is_loopback_ = false;
+  bool done_ = false;
+
+  request_reader reader_;
+  simdjson::dom::parser json_;
+  std::string out_;
+  std::string date_;
+  std::int64_t date_second_ = -1;
+};
+
+} // namespace wandura::emulator::detail

@@ -1,0 +1,195 @@
+#include "emulator/request_reader.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace wandura::emulator::detail {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+           return lower(x) == lower(y);
+         });
+}
+
+/// RFC 9110 `tchar`: what a header name is made of.
+bool tchar(char ch) noexcept {
+  auto u = static_cast<unsigned char>(ch);
+  return (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ||
+         std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+}
+
+bool control_byte(char ch) noexcept {
+  auto u = static_cast<unsigned char>(ch);
+  return (u < 0x20 && u != '\t') || u == 0x7F;
+}
+
+} // namespace
+
+request_reader::request_reader() {
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+}
+
+request_reader::result request_reader::feed(std::string_view bytes) {
+  std::size_t const consumed = http_parser_execute(&parser_, &settings(), bytes.data(), bytes.size());
+  auto const err = HTTP_PARSER_ERRNO(&parser_);
+  if (complete_) {
+    complete_ = false;
+    http_parser_pause(&parser_, 0);
+    if (parser_.upgrade != 0 || req_.method == std::string_view("CONNECT")) {
+      refusal_ = "protocol upgrades are not supported";
+      return {event::refused, consumed};
+    }
+    return {event::request, consumed};
+  }
+  if (err != HPE_OK) {
+    refusal_ = bad_request_.empty() ? std::string(http_errno_description(err)) : bad_request_;
+    return {event::refused, consumed};
+  }
+  if (parser_.upgrade != 0) {
+    refusal_ = "protocol upgrades are not supported";
+    return {event::refused, consumed};
+  }
+  return {event::need_more, bytes.size()}; // everything was consumed; read more
+}
+
+bool request_reader::take_continue() noexcept {
+  if (!expect_continue_ || sent_continue_) {
+    return false;
+  }
+  sent_continue_ = true;
+  return true;
+}
+
+http_parser_settings const& request_reader::settings() {
+  static http_parser_settings const s = [] {
+    http_parser_settings st{};
+    st.on_message_begin = &request_reader::on_message_begin;
+    st.on_url = &request_reader::on_url;
+    st.on_header_field = &request_reader::on_header_field;
+    st.on_header_value = &request_reader::on_header_value;
+    st.on_headers_complete = &request_reader::on_headers_complete;
+    st.on_body = &request_reader::on_body;
+    st.on_message_complete = &request_reader::on_message_complete;
+    return st;
+  }();
+  return s;
+}
+
+int request_reader::on_message_begin(http_parser* p) {
+  auto& r = self(p);
+  r.req_ = http_request{};
+  r.field_.clear();
+  r.value_.clear();
+  r.in_value_ = false;
+  r.bad_request_.clear();
+  r.expect_continue_ = false;
+  r.sent_continue_ = false;
+  return 0;
+}
+
+int request_reader::on_url(http_parser* p, char const* at, std::size_t n) {
+  auto& r = self(p);
+  if (r.req_.target.size() + n > max_target_bytes) {
+    r.bad_request_ = "request target longer than 8192 bytes";
+    return -1;
+  }
+  r.req_.target.append(at, n);
+  return 0;
+}
+
+int request_reader::on_header_field(http_parser* p, char const* at, std::size_t n) {
+  auto& r = self(p);
+  if (r.in_value_ && !r.commit_header()) {
+    return -1;
+  }
+  r.field_.append(at, std::min<std::size_t>(n, 256));
+  return 0;
+}
+
+int request_reader::on_header_value(http_parser* p, char const* at, std::size_t n) {
+  auto& r = self(p);
+  r.in_value_ = true;
+  if (r.value_.size() + n > max_header_value_bytes) {
+    r.bad_request_ = "header value longer than 8192 bytes";
+    return -1;
+  }
+  r.value_.append(at, n);
+  return 0;
+}
+
+int request_reader::on_headers_complete(http_parser* p) {
+  auto& r = self(p);
+  if (r.in_value_ && !r.commit_header()) {
+    return -1;
+  }
+  if (p->http_major != 1) {
+    r.bad_request_ = "HTTP version not supported";
+    return -1;
+  }
+  if ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length > max_body_bytes) {
+    r.bad_request_ = "request body larger than 65536 bytes";
+    return -1;
+  }
+  r.req_.method = http_method_str(static_cast<http_method>(p->method));
+  r.req_.keep_alive = http_should_keep_alive(p) != 0;
+  r.req_.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(p->content_length, max_body_bytes)) +
+                      simdjson::SIMDJSON_PADDING);
+  return 0;
+}
+
+int request_reader::on_body(http_parser* p, char const* at, std::size_t n) {
+  auto& r = self(p);
+  if (r.req_.body.size() + n > max_body_bytes) {
+    r.bad_request_ = "request body larger than 65536 bytes";
+    return -1;
+  }
+  r.req_.body.append(at, n);
+  return 0;
+}
+
+int request_reader::on_message_complete(http_parser* p) {
+  self(p).complete_ = true;
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+bool request_reader::commit_header() {
+  in_value_ = false;
+  while (!value_.empty() && (value_.back() == ' ' || value_.back() == '\t')) {
+    value_.pop_back();
+  }
+  auto set_once = [&](bool& has, std::string& slot, std::string_view name) {
+    if (has) {
+      bad_request_ = "repeated " + std::string(name) + " header";
+      return false;
+    }
+    has = true;
+    slot = value_;
+    return true;
+  };
+  // http_parser (non-strict build) tolerates some bad header bytes; RFC 9110 does not.
+  if (field_.empty() || !std::all_of(field_.begin(), field_.end(), tchar)) {
+    bad_request_ = "invalid header name";
+    return false;
+  }
+  if (std::any_of(value_.begin(), value_.end(), control_byte)) {
+    bad_request_ = "invalid header value";
+    return false;
+  }
+  bool ok = true;
+  if (iequals(field_, "authorization")) {
+    ok = set_once(req_.has_authorization, req_.authorization, "Authorization");
+  } else if (iequals(field_, "idempotency-key")) {
+    ok = set_once(req_.has_idempotency_key, req_.idempotency_key, "Idempotency-Key");
+  } else if (iequals(field_, "expect")) {
+    expect_continue_ = iequals(value_, "100-continue");
+  }
+  field_.clear();
+  value_.clear();
+  return ok;
+}
+
+} // namespace wandura::emulator::detail

@@ -1,0 +1,75 @@
+// The emulator's HTTP/1.1 request reader: libhttp-parser plus the checks it leaves out (RFC 9110 header-name
+// tokens, control bytes in values, repeated Authorization/Idempotency-Key, HTTP/1.x only, size limits, no
+// upgrades). It owns no socket: the connection feeds it the bytes it reads, so it can be tested and fuzzed alone.
+//
+// Thread safety: one reader per connection; not for concurrent use.
+#pragma once
+
+#include "emulator/service.hpp"
+
+#include <http_parser.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace wandura::emulator::detail {
+
+/// SPEC/issue: request bodies above 64 KiB are refused with 400.
+inline constexpr std::size_t max_body_bytes = std::size_t{64} * 1024;
+inline constexpr std::size_t max_target_bytes = std::size_t{8} * 1024;
+inline constexpr std::size_t max_header_value_bytes = std::size_t{8} * 1024;
+
+class request_reader {
+public:
+  /// What one `feed` call found.
+  enum class event {
+    need_more, ///< Every byte was consumed; no request is complete yet.
+    request,   ///< A request is complete (`request()`); bytes after it (pipelining) were not consumed.
+    refused,   ///< The bytes are not an acceptable request (`refusal()` says why); the connection must end.
+  };
+  struct result {
+    event what = event::need_more;
+    std::size_t consumed = 0; ///< Bytes of the input used; feed the rest again after handling a request.
+  };
+
+  request_reader();
+  request_reader(request_reader const&) = delete;
+  request_reader& operator=(request_reader const&) = delete;
+
+  /// Parses `bytes`, stopping after the first complete request.
+  result feed(std::string_view bytes);
+
+  /// The complete request after `event::request`; valid until the next `feed`.
+  [[nodiscard]] http_request& request() noexcept { return req_; }
+  /// Why the bytes were refused, after `event::refused` (for the 400 body).
+  [[nodiscard]] std::string const& refusal() const noexcept { return refusal_; }
+  /// True once per request that sent `Expect: 100-continue`, when the interim `100 Continue` is due.
+  [[nodiscard]] bool take_continue() noexcept;
+
+private:
+  static http_parser_settings const& settings();
+  static request_reader& self(http_parser* p) { return *static_cast<request_reader*>(p->data); }
+  static int on_message_begin(http_parser* p);
+  static int on_url(http_parser* p, char const* at, std::size_t n);
+  static int on_header_field(http_parser* p, char const* at, std::size_t n);
+  static int on_header_value(http_parser* p, char const* at, std::size_t n);
+  static int on_headers_complete(http_parser* p);
+  static int on_body(http_parser* p, char const* at, std::size_t n);
+  static int on_message_complete(http_parser* p);
+
+  bool commit_header();
+
+  http_parser parser_{};
+  http_request req_;
+  std::string field_;
+  std::string value_;
+  bool in_value_ = false;
+  bool complete_ = false;
+  bool expect_continue_ = false;
+  bool sent_continue_ = false;
+  std::string bad_request_;
+  std::string refusal_;
+};
+
+} // namespace wandura::emulator::detail

@@ -1,0 +1,39 @@
+// The emulator's wire vocabulary: error codes and messages, header lines, canonical JSON for idempotency, digests
+// and encodings, dates. Pure functions shared by the service's parts (service.cpp, ticket_batch.cpp).
+#pragma once
+
+#include "emulator/clock.hpp"
+
+#include <simdjson.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace wandura::emulator::detail {
+
+/// The API's `error_code` for an HTTP status (SPEC §1 "Errors").
+std::string_view error_code_for(int status) noexcept;
+/// The human `error` text for an `error_code`.
+std::string_view message_for(std::string_view error_code) noexcept;
+
+/// Appends the header line `name: value\r\n`.
+void append_header(std::string& headers, std::string_view name, std::uint64_t value);
+void append_header(std::string& headers, std::string_view name, std::string_view value);
+
+/// Serialises a JSON value with object keys sorted and no white space, so that two texts of the same JSON value
+/// (SPEC §4: "key order and white space ignored") give the same bytes.
+void canonical_json(simdjson::dom::element e, std::string& out);
+
+/// SHA-256 of `data`.
+std::array<unsigned char, 32> sha256(std::string_view data);
+/// Standard base64 with padding.
+std::string base64(unsigned char const* data, std::size_t n);
+/// Percent-encodes everything but RFC 3986 unreserved characters, for film refs placed in URLs.
+std::string url_encode(std::string_view s);
+/// Whether every byte is visible ASCII (0x21-0x7E).
+bool visible_ascii(std::string_view s) noexcept;
+
+} // namespace wandura::emulator::detail

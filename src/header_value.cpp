@@ -1,0 +1,30 @@
+#include "wandura/detail/header_value.hpp"
+
+#include "wandura/error.hpp"
+
+#include <string>
+
+namespace wandura::detail {
+
+std::optional<std::size_t> find_forbidden_header_byte(std::string_view value) noexcept {
+  std::size_t const at = value.find_first_of(std::string_view("\r\n\0", 3));
+  if (at == std::string_view::npos) {
+    return std::nullopt;
+  }
+  return at;
+}
+
+void check_header_value(std::string_view name, std::string_view value) {
+  auto const at = find_forbidden_header_byte(value);
+  if (!at) {
+    return;
+  }
+  char const byte = value[*at];
+  std::string_view const kind = byte == '\r' ? "a carriage return (CR)" : byte == '\n' ? "a line feed (LF)" : "a NUL";
+  std::string message = "header ";
+  message.append(name).append(": value holds ").append(kind);
+  message.append(" at byte ").append(std::to_string(*at)).append("; refused, nothing sent");
+  throw error(errc::invalid_argument, message);
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of a `fuzz` build for a bounded time each, one after the other, one job each.
+#   tests/fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]
+# Each target starts from its seed corpus (tests/fuzz/corpus/<target>/, read-only) and a scratch corpus under
+# BUILD_DIR/fuzz-work/<target>/, where a finding is written as crash-*, leak-*, timeout-* or oom-*. Prints one line
+# per target with its executions; exits 1 if any target reported a finding.
+set -uo pipefail
+build_dir=${1:?build directory}
+seconds=${2:?seconds per target}
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for dir in "$here"/corpus/*/; do
+    targets+=("$(basename "$dir")")
+  done
+fi
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Symbolised stacks: the sanitizers look for llvm-symbolizer (Debian package llvm).
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && command -v llvm-symbolizer >/dev/null 2>&1; then
+  export ASAN_SYMBOLIZER_PATH=$(command -v llvm-symbolizer)
+fi
+status=0
+for target in "${targets[@]}"; do
+  binary="$build_dir/tests/fuzz/$target"
+  work="$build_dir/fuzz-work/$target"
+  mkdir -p "$work/corpus"
+  log="$work/log.txt"
+  "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$work/" "$work/corpus" "$here/corpus/$target" >"$log" 2>&1
+  rc=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  echo "fuzz: $target ${seconds}s rc=$rc executions=${runs:-?}"
+  if [ $rc -ne 0 ]; then
+    status=1
+    grep -E -A40 'ERROR|runtime error|deadly signal' "$log" | head -60
+    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null
+  fi
+done
+exit $status
