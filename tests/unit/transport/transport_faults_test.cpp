@@ -143,8 +143,9 @@ TEST_CASE("transport: a body cut before its Content-Length or its last chunk is 
   }
 }
 
-TEST_CASE("transport: HTTP/2 framing broken by the server is a retryable connection_reset, not a final error") {
-  // A prior-knowledge (h2c) request answered with bytes that are not HTTP/2 frames.
+TEST_CASE("transport: an h2c request answered with bytes that are not HTTP/2 is a retryable connection_reset") {
+  // libcurl sees no frame at all here (CURLE_GOT_NOTHING); its HTTP/2 session and stream errors (CURLE_HTTP2,
+  // CURLE_HTTP2_STREAM) map the same way, which curl_result_test.cpp checks.
   test_http_server server(server_behaviour::garbage);
   asio::io_context io;
   wandura::transport_options options;
