@@ -204,6 +204,12 @@ void transport_impl::cancel(transfer* t, std::uint64_t generation) {
     complete(t, asio::error::operation_aborted);
     break;
   case transfer_phase::active:
+    // A connection this request had to itself is closed, not pooled: an HTTP/1.1 one could not be reused anyway,
+    // and an HTTP/2 one then ends its stream at once, where libcurl 7.88 would leave the RST_STREAM in the
+    // connection's output buffer until the connection is next used. An HTTP/2 connection other streams still use
+    // stays (their traffic sends the RST_STREAM). The URL options are set again for the transfer's next request.
+    curl_easy_setopt(t->easy, CURLOPT_FORBID_REUSE, 1L);
+    t->url.clear();
     remove_active(t);
     complete(t, asio::error::operation_aborted);
     start_queued();
