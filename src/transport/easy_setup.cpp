@@ -214,17 +214,14 @@ std::error_code easy_setup::configure(transfer& t, std::string& why) const {
     set_constant_options(t);
   }
   t.max_body_bytes = options_.max_response_bytes;
-  // Timeouts: the attempt's, minus what the request spent queued.
+  // Timeouts: what is left of the attempt's (the request may have waited in the queue). Rounded up, so that
+  // libcurl's own deadline is never earlier than the transport's (transport_impl::expire_attempts).
   long timeout_ms = 0;
-  if (t.options.timeout.count() > 0) {
-    auto remaining = t.options.timeout;
-    if (t.queued_at != std::chrono::steady_clock::time_point{}) {
-      remaining -=
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t.queued_at);
-      if (remaining.count() <= 0) {
-        why = "attempt timeout passed while queued behind max_in_flight";
-        return make_error_code(errc::attempt_timeout);
-      }
+  if (t.deadline != std::chrono::steady_clock::time_point::max()) {
+    auto const remaining = std::chrono::ceil<std::chrono::milliseconds>(t.deadline - std::chrono::steady_clock::now());
+    if (remaining.count() <= 0) {
+      why = "attempt timeout passed while queued behind max_in_flight";
+      return make_error_code(errc::attempt_timeout);
     }
     timeout_ms = static_cast<long>(remaining.count());
   }

@@ -20,7 +20,8 @@ public:
   easy_setup(transport_options options, socket_set& sockets);
 
   /// Prepares `t`'s easy handle for `*t.request`: created and given the constant options on first use, then the
-  /// attempt's timeouts (less its time queued), URL, method, body and header list. On failure returns the code
+  /// attempt's timeouts (what is left until `t.deadline`), URL, method, body and header list. On failure returns the
+  /// code
   /// (`invalid_argument` for a header that cannot be sent, `attempt_timeout`, `transport_failed`) and says why in
   /// `why`; nothing was sent.
   [[nodiscard]] std::error_code configure(transfer& t, std::string& why) const;

@@ -10,6 +10,7 @@ void transfer::reset_request() noexcept {
   request = nullptr;
   cancel_requested = false;
   queued_at = {};
+  deadline = std::chrono::steady_clock::time_point::max();
   facts = {};
   header_bytes = 0;
   error_text[0] = '\0';

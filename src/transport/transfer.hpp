@@ -48,7 +48,9 @@ struct transfer {
   http_request const* request = nullptr;
   attempt_options options;
   std::chrono::steady_clock::time_point queued_at; ///< when it entered the request queue; epoch when it never did
-  bool cancel_requested = false;                   ///< cancelled while `starting`
+  /// When the attempt timeout ends it (counted from the start, queue time included); max() without a timeout.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  bool cancel_requested = false; ///< cancelled while `starting`
   transfer_facts facts;
   std::size_t max_body_bytes = 0; ///< transport_options::max_response_bytes
   std::size_t header_bytes = 0;   ///< of the response's header block so far

@@ -169,6 +169,11 @@ void transport_impl::start(transfer* t) {
 }
 
 void transport_impl::activate(transfer* t) {
+  if (t->options.timeout.count() > 0) {
+    auto const started = t->queued_at != clock::time_point{} ? t->queued_at : clock::now();
+    t->deadline = started + t->options.timeout;
+    earliest_deadline_ = std::min(earliest_deadline_, t->deadline);
+  }
   std::string why;
   if (auto ec = setup_.configure(*t, why)) {
     complete(t, ec, why);
@@ -204,14 +209,7 @@ void transport_impl::cancel(transfer* t, std::uint64_t generation) {
     complete(t, asio::error::operation_aborted);
     break;
   case transfer_phase::active:
-    // A connection this request had to itself is closed, not pooled: an HTTP/1.1 one could not be reused anyway,
-    // and an HTTP/2 one then ends its stream at once, where libcurl 7.88 would leave the RST_STREAM in the
-    // connection's output buffer until the connection is next used. An HTTP/2 connection other streams still use
-    // stays (their traffic sends the RST_STREAM). The URL options are set again for the transfer's next request.
-    curl_easy_setopt(t->easy, CURLOPT_FORBID_REUSE, 1L);
-    t->url.clear();
-    remove_active(t);
-    complete(t, asio::error::operation_aborted);
+    end_active(t, asio::error::operation_aborted, {});
     start_queued();
     update_socket_wait();
     break;
@@ -237,6 +235,48 @@ void transport_impl::finish(transfer* t, CURLcode rc) {
     complete(t, ec, why);
   } else {
     complete(t, ec);
+  }
+}
+
+/// Ends an active request before libcurl did (cancelled, or its attempt timeout passed).
+///
+/// A connection the request had to itself is closed, not pooled: an HTTP/1.1 one could not be reused anyway, and
+/// an HTTP/2 one then ends its stream at once, where libcurl 7.88 would leave the RST_STREAM in the connection's
+/// output buffer until the connection is next used. An HTTP/2 connection other streams still use stays (their
+/// traffic sends the RST_STREAM). The URL options are set again for the transfer's next request.
+void transport_impl::end_active(transfer* t, std::error_code ec, std::string_view detail) noexcept {
+  curl_easy_setopt(t->easy, CURLOPT_FORBID_REUSE, 1L);
+  t->url.clear();
+  remove_active(t);
+  complete(t, ec, detail);
+}
+
+/// Ends the active requests whose attempt timeout passed, just before libcurl would (its deadline for each is no
+/// earlier than the transport's, and the timer that runs this fires at libcurl's earliest deadline): when libcurl
+/// times a request out itself, the connection is kept with the reset unsent (see end_active).
+void transport_impl::expire_attempts() {
+  // libcurl announces its deadlines in whole milliseconds, so its timer may fire a fraction early.
+  auto const now = clock::now() + std::chrono::milliseconds(1);
+  if (now < earliest_deadline_) {
+    return;
+  }
+  std::vector<transfer*> expired;
+  auto next = clock::time_point::max();
+  pool_.for_each([&](transfer& t) {
+    if (t.phase == transfer_phase::active) {
+      if (t.deadline <= now) {
+        expired.push_back(&t);
+      } else {
+        next = std::min(next, t.deadline);
+      }
+    }
+  });
+  earliest_deadline_ = next;
+  for (transfer* t : expired) {
+    auto const ec = map_curl_result(CURLE_OPERATION_TIMEDOUT, t->facts);
+    auto const why = "attempt timeout of " + std::to_string(t->options.timeout.count()) + " ms passed " +
+                     (t->facts.response_started ? "mid-response" : "before a response");
+    end_active(t, ec, why);
   }
 }
 

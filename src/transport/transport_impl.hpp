@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -52,6 +53,8 @@ public:
 
 private:
   /// The lifecycle, in this order.
+  using clock = std::chrono::steady_clock;
+
   enum class state {
     running,  ///< requests are started
     stopping, ///< shutdown(): requests are aborted; libcurl still reports on them
@@ -65,6 +68,8 @@ private:
   void start_queued();
   void cancel(transfer* t, std::uint64_t generation);
   void finish(transfer* t, CURLcode rc);
+  void end_active(transfer* t, std::error_code ec, std::string_view detail) noexcept;
+  void expire_attempts();
   void remove_active(transfer* t) noexcept;
   void complete(transfer* t, std::error_code ec, std::string_view detail = {}) noexcept;
   void shutdown();
@@ -103,6 +108,8 @@ private:
   curl_timer timer_;
   CURLM* multi_ = nullptr;
   state state_ = state::running;
+  /// No active request's attempt deadline is earlier (a lower bound, made exact by expire_attempts).
+  std::chrono::steady_clock::time_point earliest_deadline_ = std::chrono::steady_clock::time_point::max();
 
   // What stats() reports. The two totals are event counters. The gauges describe strand-only state (the request
   // queue's counts, the socket set's size): publish_stats() copies them on the strand after every change a

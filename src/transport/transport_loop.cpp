@@ -80,6 +80,7 @@ void transport_impl::on_sockets_ready(std::uint64_t generation, std::error_code 
 
 void transport_impl::on_timer_fired(std::uint64_t generation, std::error_code ec) {
   if (state_ == state::running && timer_.on_fired(generation, ec, timer_handler_factory())) {
+    expire_attempts();
     socket_action(CURL_SOCKET_TIMEOUT, 0);
     publish_stats();
   }

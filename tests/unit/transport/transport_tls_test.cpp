@@ -330,3 +330,28 @@ TEST_CASE("transport over TLS: a cancelled HTTP/2 stream alone on its connection
   REQUIRE(results[2].has_value());
   CHECK(results[2]->error == asio::error::operation_aborted);
 }
+
+TEST_CASE("transport over TLS: an HTTP/2 stream that times out alone on its connection ends it at once") {
+  // libcurl 7.88, timing a stream out itself, would keep the connection with the stream's reset unsent.
+  asio::io_context io;
+  wandura::transport_options options;
+  options.ca_bundle = nginx("WANDURA_NGINX_CA");
+  wandura::transport tr(io.get_executor(), options);
+  wandura::http_request slow; // ~2.3 KB at 200 bytes a second
+  slow.url = "https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/slow";
+  wandura::attempt_options opts;
+  opts.timeout = 600ms;
+  auto const start = std::chrono::steady_clock::now();
+  auto const result = run(io, tr.send_attempt(slow, opts));
+  auto const elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(result.error == wandura::errc::response_timeout);
+  CHECK(elapsed >= 600ms);
+  CHECK(elapsed < 900ms);
+  CHECK(tr.stats().sockets_open == 0);
+  CHECK(tr.stats().requests_in_flight == 0);
+
+  // The transport is intact: the next request opens a connection and succeeds.
+  auto const next = run(io, tr.send_attempt(post("https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/"), {}));
+  CHECK_FALSE(next.error);
+  CHECK(next.response.http_version == 20);
+}
