@@ -255,8 +255,8 @@ void transport_impl::end_active(transfer* t, std::error_code ec, std::string_vie
 /// earlier than the transport's, and the timer that runs this fires at libcurl's earliest deadline): when libcurl
 /// times a request out itself, the connection is kept with the reset unsent (see end_active).
 void transport_impl::expire_attempts() {
-  // libcurl announces its deadlines in whole milliseconds, so its timer may fire a fraction early.
-  auto const now = clock::now() + std::chrono::milliseconds(1);
+  // No tolerance is needed: libcurl times a request out only once its own deadline, no earlier than ours, passed.
+  auto const now = clock::now();
   if (now < earliest_deadline_) {
     return;
   }
