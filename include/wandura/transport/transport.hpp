@@ -110,7 +110,8 @@ public:
   /// Supports terminal, partial and total cancellation through the handler's associated cancellation slot, in
   /// every phase (queued, resolving, connecting, sending, receiving): the easy handle is removed from libcurl on
   /// the strand and the operation completes with `asio::error::operation_aborted`. An HTTP/1.1 connection it used
-  /// is closed, not reused; on HTTP/2 only its stream is reset. The removal is always posted to the strand, so a
+  /// is closed, not reused; on HTTP/2 its stream is reset at once, by closing the connection when no other stream
+  /// uses it (the same when `options.timeout` passes). The removal is always posted to the strand, so a
   /// signal emitted from any thread, or from code running inside a libcurl callback, is safe.
   /// @par Retries and idempotency
   /// None here. `connect_failed` guarantees the request was not sent (always safe to retry, seed 004); every other
