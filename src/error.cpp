@@ -16,7 +16,7 @@ public:
     case errc::response_timeout: return "attempt timed out mid-response";
     case errc::connection_reset: return "connection reset";
     case errc::tls_failed: return "TLS failure";
-    case errc::response_too_large: return "response body too large";
+    case errc::response_too_large: return "response too large";
     case errc::protocol_error: return "invalid HTTP from peer";
     case errc::transport_failed: return "transport failure";
     case errc::deadline_exceeded: return "deadline exceeded";

@@ -30,11 +30,14 @@ enum class errc {
   /// The per-attempt timeout fired after part of the response had arrived.
   response_timeout = 3,
   /// The connection was reset or closed by the peer after the request was (at least partly) sent: mid-request,
-  /// before the response, or mid-body. The request may have been executed.
+  /// before the response, or mid-body, including a response cut before its end (a status line and then the close,
+  /// a body shorter than its Content-Length, a chunked body without its last chunk) and an HTTP/2 session or stream
+  /// failure. An incomplete response: the request may have been executed.
   connection_reset = 4,
   /// TLS handshake or certificate verification failed (untrusted certificate, wrong host name, protocol error).
   tls_failed = 5,
-  /// The response body exceeded the configured cap (`transport_options::max_response_bytes`, default 1 MiB).
+  /// The response body exceeded the configured cap (`transport_options::max_response_bytes`, default 1 MiB), or
+  /// its header block exceeded 256 KiB (one header line: 100 KiB). The same answer would come back: final.
   response_too_large = 6,
   /// The peer sent something that is not valid HTTP.
   protocol_error = 7,

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,11 @@ enum class server_behaviour {
   slow_body,          ///< Headers at once, then the body 10 bytes every `chunk_delay`.
   garbage,            ///< A reply that is not HTTP.
   oversized,          ///< Chunked body (no Content-Length) of `oversized_bytes` bytes.
+  status_line_only,   ///< "HTTP/1.1 200 OK" and its line end, then a clean close.
+  short_body,         ///< Headers announcing the full body, half the body, then a clean close (FIN, not RST).
+  missing_last_chunk, ///< A chunked body whose terminating zero-size chunk never comes: a clean close instead.
+  long_header_line,   ///< One header line of `oversized_bytes` bytes, then an ordinary response.
+  large_header_block, ///< Header lines of 1,000 bytes each, `oversized_bytes` in all, then an ordinary response.
 };
 
 class test_http_server {
@@ -201,6 +207,25 @@ private:
       co_await asio::async_write(socket, asio::buffer(junk), tuple);
       co_return false;
     }
+    case server_behaviour::status_line_only: co_return co_await write_and_close(socket, "HTTP/1.1 200 OK\r\n");
+    case server_behaviour::short_body:
+      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_.substr(0, body_.size() / 2);
+      co_return co_await write_and_close(socket, head);
+    case server_behaviour::missing_last_chunk:
+      head += "Transfer-Encoding: chunked\r\n\r\n10\r\n" + std::string(16, 'a') + "\r\n";
+      co_return co_await write_and_close(socket, head);
+    case server_behaviour::long_header_line:
+      head += "X-Long: " + std::string(oversized_bytes_.load(), 'h') + "\r\n";
+      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
+      co_return co_await write_and_close(socket, head);
+    case server_behaviour::large_header_block: {
+      std::string const line = "X-Filler: " + std::string(988, 'h') + "\r\n"; // 1,000 bytes
+      for (std::size_t n = 0; n < oversized_bytes_.load(); n += line.size()) {
+        head += line;
+      }
+      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
+      co_return co_await write_and_close(socket, head);
+    }
     case server_behaviour::oversized: {
       head += "Transfer-Encoding: chunked\r\n\r\n";
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
@@ -214,6 +239,17 @@ private:
       co_return !ec;
     }
     }
+    co_return false;
+  }
+
+  /// Writes `bytes`, then closes cleanly (FIN after everything was sent). Returns false: the connection is done.
+  /// `bytes` must stay alive until it completes (a string_view: a std::string temporary inside a co_await
+  /// expression may be destroyed twice by GCC 12).
+  static asio::awaitable<bool> write_and_close(asio::ip::tcp::socket& socket, std::string_view bytes) {
+    co_await asio::async_write(socket, asio::buffer(bytes), asio::experimental::as_tuple(asio::use_awaitable));
+    std::error_code ignored;
+    socket.shutdown(asio::socket_base::shutdown_send, ignored);
+    socket.close(ignored);
     co_return false;
   }
 

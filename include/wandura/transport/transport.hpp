@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -21,7 +22,6 @@
 #include <asio/awaitable.hpp>
 
 #include "wandura/transport/detail/send_op.hpp"
-#include "wandura/transport/detail/test_hooks.hpp"
 #include "wandura/transport/http_request.hpp"
 #include "wandura/transport/http_response.hpp"
 #include "wandura/transport/http_sender.hpp"
@@ -29,7 +29,14 @@
 
 namespace wandura {
 
-/// Counters of one transport, for tests and metrics. A snapshot; each field is read atomically on its own.
+namespace detail {
+struct transport_access; // the transport's own tests reach its internals through this (src/transport)
+}
+
+/// Counters of one transport, for tests and metrics. Each field is read atomically on its own: the two totals are
+/// counted as events happen; the gauges (`sockets_open`, `requests_in_flight`, `requests_queued`) are copied from
+/// the transport's strand-only state on its strand whenever it changes, before a completion is handed out;
+/// `pooled_transfers` is read under the pool's lock.
 struct transport_stats {
   /// Connections libcurl opened (sum of CURLINFO_NUM_CONNECTS over finished transfers). With keep-alive working,
   /// far below `requests_completed`.
@@ -61,7 +68,8 @@ public:
   /// @param ex where the transport runs libcurl (through a strand of its own) and where handlers without an
   ///        associated executor complete. The io_context behind it may be run by several threads.
   /// @param options pool limits and TLS settings, copied.
-  /// @throws std::system_error with `errc::transport_failed` if libcurl cannot be initialised.
+  /// @throws std::system_error with `errc::transport_failed` if libcurl cannot be initialised; `wandura::error`
+  ///         with `errc::invalid_argument` if `options.user_agent` holds CR, LF or NUL.
   explicit transport(asio::any_io_executor ex, transport_options options = {});
   ~transport() override;
 
@@ -78,11 +86,19 @@ public:
   /// - `errc::connect_failed`: name not resolved, connection refused, connect timeout; nothing was sent.
   /// - `errc::attempt_timeout`: `options.timeout` passed before any response byte arrived.
   /// - `errc::response_timeout`: `options.timeout` passed mid-response.
-  /// - `errc::connection_reset`: connection reset or closed after the request was (partly) sent.
+  /// - `errc::connection_reset`: after the request was (partly) sent, the connection was reset or closed, or the
+  ///   response was cut before its end (a status line and then the close, a body shorter than its
+  ///   `Content-Length`, a chunked body without its last chunk), or HTTP/2 failed on the stream or connection
+  ///   (`CURLE_HTTP2`, `CURLE_HTTP2_STREAM`). An incomplete response: worth another attempt when the request is
+  ///   safe to resend. Before the request went out, the same failures are `connect_failed`.
   /// - `errc::tls_failed`: handshake or certificate verification failed.
-  /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`.
-  /// - `errc::protocol_error`: the server's reply is not valid HTTP (or HTTP/2 framing failed).
-  /// - `errc::transport_failed`: anything else (unsupported URL, out of memory); the message names the cause.
+  /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`, or the response's
+  ///   header block exceeded 256 KiB (one header line: libcurl's 100 KiB). Final: the same answer would come back.
+  /// - `errc::protocol_error`: the server's reply is not valid HTTP.
+  /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds CR, LF or NUL
+  ///   (which would end the header line and let the value add headers of its own); nothing was sent.
+  /// - `errc::transport_failed`: anything else (unsupported URL, out of memory); `send()`'s message names the
+  ///   cause.
   /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.
   ///
   /// @param request must stay alive and unchanged until the operation completes (the body is sent from it).
@@ -94,7 +110,8 @@ public:
   /// Supports terminal, partial and total cancellation through the handler's associated cancellation slot, in
   /// every phase (queued, resolving, connecting, sending, receiving): the easy handle is removed from libcurl on
   /// the strand and the operation completes with `asio::error::operation_aborted`. An HTTP/1.1 connection it used
-  /// is closed, not reused; on HTTP/2 only its stream is reset. The removal is always posted to the strand, so a
+  /// is closed, not reused; on HTTP/2 its stream is reset at once, by closing the connection when no other stream
+  /// uses it (the same when `options.timeout` passes). The removal is always posted to the strand, so a
   /// signal emitted from any thread, or from code running inside a libcurl callback, is safe.
   /// @par Retries and idempotency
   /// None here. `connect_failed` guarantees the request was not sent (always safe to retry, seed 004); every other
@@ -112,8 +129,9 @@ public:
   }
 
   /// `async_send` as a coroutine that throws: the response (any HTTP status), or `wandura::error` carrying the
-  /// transport error code (`operation_aborted` when cancelled). Same cancellation and lifetime rules; `options` is
-  /// copied at the call, so a temporary is fine even when the awaitable is co_spawn'ed later.
+  /// transport error code (`operation_aborted` when cancelled) and a message that names the request, what happened
+  /// and libcurl's own error text. Same cancellation and lifetime rules; `options` is copied at the call, so a
+  /// temporary is fine even when the awaitable is co_spawn'ed later.
   [[nodiscard]] asio::awaitable<http_response> send(http_request const& request, attempt_options const& options);
 
   /// `http_sender`: `async_send` as a coroutine that never throws for transport errors; the error, if any, is in
@@ -128,24 +146,25 @@ public:
   [[nodiscard]] transport_stats stats() const noexcept;
 
 private:
+  /// `async_send` completing with `(error_code, http_response, std::string detail)`: what `send()` puts in its
+  /// message.
+  template <class CompletionToken>
+  auto async_send_with_detail(http_request const& request, attempt_options options, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, http_response, std::string)>(
+        [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto* op = detail::send_op<handler_type, true>::create(std::move(handler), detail::transport_executor(*impl));
+          detail::start_send(*impl, *req, opts, op, slot);
+        },
+        token, &request, options);
+  }
   asio::awaitable<http_response> do_send(http_request const& request, attempt_options options);
   asio::awaitable<attempt_result> do_send_attempt(http_request const& request, attempt_options options);
 
   std::shared_ptr<detail::transport_impl> impl_;
 
-  friend void detail::set_test_hooks(transport& tr, detail::transport_test_hooks hooks) noexcept;
+  friend struct detail::transport_access;
 };
-
-namespace detail {
-/// Facts about a finished transfer that decide how a libcurl result maps to an error code.
-struct transfer_facts {
-  bool request_started = false;  ///< libcurl got past connecting (CURLINFO_PRETRANSFER_TIME > 0).
-  bool response_started = false; ///< at least one byte of the response (status line) arrived.
-  bool body_too_large = false;   ///< the write or header callback refused the body for the size cap.
-  bool cancelled = false;        ///< the operation was cancelled while libcurl held it.
-};
-/// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success.
-[[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept;
-} // namespace detail
 
 } // namespace wandura

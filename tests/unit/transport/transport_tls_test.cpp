@@ -9,12 +9,15 @@
 #include <exception>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
@@ -276,4 +279,79 @@ TEST_CASE(
     CHECK(reset <= tolerated_stream_resets());
     REQUIRE(elapsed < 2000ms);
   }
+}
+
+TEST_CASE("transport over TLS: a cancelled HTTP/2 stream alone on its connection ends it at once; others keep it") {
+  // libcurl 7.88 queues the RST_STREAM of a removed stream in the connection's output buffer and sends it only when
+  // the connection is next used: the server would go on sending the response. Alone on its connection, the stream
+  // ends with the connection; beside other streams, their traffic carries the reset and the connection stays.
+  asio::io_context io;
+  wandura::transport_options options;
+  options.ca_bundle = nginx("WANDURA_NGINX_CA");
+  wandura::transport tr(io.get_executor(), options);
+  wandura::http_request slow; // ~2.3 KB at 200 bytes a second
+  slow.url = "https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/slow";
+  std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
+  std::vector<std::optional<wandura::attempt_result>> results(3);
+  auto start = [&](std::size_t i) {
+    signals.push_back(std::make_unique<asio::cancellation_signal>());
+    asio::co_spawn(io, tr.send_attempt(slow, {}),
+                   asio::bind_cancellation_slot(
+                       signals.back()->slot(),
+                       [&results, i](std::exception_ptr, wandura::attempt_result r) { results[i] = std::move(r); }));
+  };
+  auto run_for = [&](std::chrono::milliseconds d) {
+    io.restart();
+    io.run_for(d);
+  };
+
+  start(0);
+  run_for(500ms); // connected, headers in, the body trickling
+  REQUIRE_FALSE(results[0].has_value());
+  REQUIRE(tr.stats().sockets_open == 1);
+  signals[0]->emit(asio::cancellation_type::terminal);
+  run_for(100ms);
+  REQUIRE(results[0].has_value());
+  CHECK(results[0]->error == asio::error::operation_aborted);
+  CHECK(tr.stats().sockets_open == 0);
+
+  start(1);
+  start(2);
+  run_for(500ms);
+  REQUIRE(tr.stats().sockets_open == 1); // both streams on one connection
+  signals[1]->emit(asio::cancellation_type::terminal);
+  run_for(100ms);
+  REQUIRE(results[1].has_value());
+  CHECK(results[1]->error == asio::error::operation_aborted);
+  CHECK_FALSE(results[2].has_value());
+  CHECK(tr.stats().sockets_open == 1);
+  signals[2]->emit(asio::cancellation_type::terminal);
+  run_for(100ms);
+  REQUIRE(results[2].has_value());
+  CHECK(results[2]->error == asio::error::operation_aborted);
+}
+
+TEST_CASE("transport over TLS: an HTTP/2 stream that times out alone on its connection ends it at once") {
+  // libcurl 7.88, timing a stream out itself, would keep the connection with the stream's reset unsent.
+  asio::io_context io;
+  wandura::transport_options options;
+  options.ca_bundle = nginx("WANDURA_NGINX_CA");
+  wandura::transport tr(io.get_executor(), options);
+  wandura::http_request slow; // ~2.3 KB at 200 bytes a second
+  slow.url = "https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/slow";
+  wandura::attempt_options opts;
+  opts.timeout = 600ms;
+  auto const start = std::chrono::steady_clock::now();
+  auto const result = run(io, tr.send_attempt(slow, opts));
+  auto const elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(result.error == wandura::errc::response_timeout);
+  CHECK(elapsed >= 600ms);
+  CHECK(elapsed < 900ms);
+  CHECK(tr.stats().sockets_open == 0);
+  CHECK(tr.stats().requests_in_flight == 0);
+
+  // The transport is intact: the next request opens a connection and succeeds.
+  auto const next = run(io, tr.send_attempt(post("https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/"), {}));
+  CHECK_FALSE(next.error);
+  CHECK(next.response.http_version == 20);
 }

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -33,7 +35,9 @@ public:
   send_completion& operator=(send_completion const&) = delete;
 
   /// Hands the result to the caller: posts the handler to its executor. Called on the transport's strand.
-  virtual void complete(std::error_code ec, http_response&& response) noexcept = 0;
+  /// `detail` says what happened when `ec` is set (libcurl's error text included); only operations started with
+  /// `WithDetail` pass it on, as the handler's third argument.
+  virtual void complete(std::error_code ec, http_response&& response, std::string_view detail) noexcept = 0;
   /// Frees the operation without calling the handler (the transport is being torn down with its io_context).
   virtual void destroy() noexcept = 0;
 
@@ -42,7 +46,9 @@ protected:
   ~send_completion() = default;
 };
 
-template <class Handler> class send_op final : public send_completion {
+/// The operation of one send: completes `Handler` with `(error_code, http_response)`, or with
+/// `(error_code, http_response, std::string detail)` when `WithDetail`.
+template <class Handler, bool WithDetail = false> class send_op final : public send_completion {
   using executor_type = asio::associated_executor_t<Handler, asio::any_io_executor>;
   using allocator_type = asio::associated_allocator_t<Handler, asio::recycling_allocator<void>>;
   using self_allocator = typename std::allocator_traits<allocator_type>::template rebind_alloc<send_op>;
@@ -64,7 +70,7 @@ public:
     return p;
   }
 
-  void complete(std::error_code ec, http_response&& response) noexcept override {
+  void complete(std::error_code ec, http_response&& response, std::string_view detail) noexcept override {
     // Move everything out first: the handler may start another send that reuses this memory.
     self_allocator alloc(asio::get_associated_allocator(handler_, asio::recycling_allocator<void>()));
     Handler handler(std::move(handler_));
@@ -72,8 +78,15 @@ public:
     std::allocator_traits<self_allocator>::destroy(alloc, this);
     std::allocator_traits<self_allocator>::deallocate(alloc, this, 1);
     try {
-      asio::post(work.get_executor(),
-                 [h = std::move(handler), ec, r = std::move(response)]() mutable { std::move(h)(ec, std::move(r)); });
+      if constexpr (WithDetail) {
+        asio::post(work.get_executor(),
+                   [h = std::move(handler), ec, r = std::move(response), d = std::string(detail)]() mutable {
+                     std::move(h)(ec, std::move(r), std::move(d));
+                   });
+      } else {
+        asio::post(work.get_executor(),
+                   [h = std::move(handler), ec, r = std::move(response)]() mutable { std::move(h)(ec, std::move(r)); });
+      }
     } catch (...) {
       // Posting only fails when memory runs out; the operation cannot be completed then. The handler is dropped,
       // which for a coroutine destroys its frame: the same outcome as an io_context shut down mid-operation.

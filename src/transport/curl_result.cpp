@@ -1,0 +1,108 @@
+#include "transport/curl_result.hpp"
+
+#include <curl/curl.h>
+
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+namespace {
+
+[[nodiscard]] bool is_tls_failure(CURLcode rc) noexcept {
+  switch (rc) {
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_ENGINE_NOTFOUND:
+  case CURLE_SSL_ENGINE_SETFAILED:
+  case CURLE_SSL_ENGINE_INITFAILED:
+  case CURLE_SSL_SHUTDOWN_FAILED:
+  case CURLE_SSL_CRL_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS:
+  case CURLE_SSL_CLIENTCERT:
+  case CURLE_USE_SSL_FAILED: return true;
+  default: return false;
+  }
+}
+
+/// The connection ended (or failed) before the whole response arrived: a reset, a close before the end of the
+/// headers or of the body, or an HTTP/2 stream or connection error. The request was sent unless libcurl never got
+/// past connecting.
+[[nodiscard]] bool is_cut_short(CURLcode rc) noexcept {
+  switch (rc) {
+  case CURLE_SEND_ERROR:
+  case CURLE_RECV_ERROR:
+  case CURLE_GOT_NOTHING:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_HTTP2:
+  case CURLE_HTTP2_STREAM: return true;
+  default: return false;
+  }
+}
+
+/// libcurl 7.88 reports a header line over its 100 KiB limit (CURL_MAX_HTTP_HEADER) as out of memory, before the
+/// header callback sees it: out of memory inside a header block is taken for that.
+[[nodiscard]] bool is_header_line_too_long(CURLcode rc, transfer_facts const& facts) noexcept {
+  return rc == CURLE_OUT_OF_MEMORY && facts.response_started && !facts.headers_complete;
+}
+
+} // namespace
+
+std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept {
+  auto const rc = static_cast<CURLcode>(curl_code);
+  if (rc == CURLE_OK) {
+    // A status line and then the end of the connection: libcurl 7.88 calls that a complete response.
+    return facts.response_started && !facts.headers_complete ? make_error_code(errc::connection_reset)
+                                                             : std::error_code();
+  }
+  if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
+    return make_error_code(errc::response_too_large);
+  }
+  if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_COULDNT_CONNECT) {
+    return make_error_code(errc::connect_failed);
+  }
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    if (!facts.request_started) {
+      return make_error_code(errc::connect_failed); // connect (or TLS handshake) timeout: nothing was sent
+    }
+    return make_error_code(facts.response_started ? errc::response_timeout : errc::attempt_timeout);
+  }
+  if (is_cut_short(rc)) {
+    // Cut before the request went out (e.g. during the TLS handshake) means it was never sent.
+    return make_error_code(facts.request_started ? errc::connection_reset : errc::connect_failed);
+  }
+  if (is_tls_failure(rc)) {
+    return make_error_code(errc::tls_failed);
+  }
+  if (rc == CURLE_WEIRD_SERVER_REPLY || rc == CURLE_BAD_CONTENT_ENCODING || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+    return make_error_code(errc::protocol_error);
+  }
+  return make_error_code(errc::transport_failed);
+}
+
+std::string describe_curl_result(int curl_code, transfer_facts const& facts, std::string_view curl_text) {
+  auto const rc = static_cast<CURLcode>(curl_code);
+  std::string out;
+  if (facts.headers_too_large) {
+    out = "response headers over " + std::to_string(max_response_header_bytes / 1024) + " KiB";
+  } else if (is_header_line_too_long(rc, facts)) {
+    out = "a response header line over libcurl's " + std::to_string(CURL_MAX_HTTP_HEADER / 1024) + " KiB limit";
+  } else if (facts.body_too_large) {
+    out = "response body over transport_options::max_response_bytes";
+  } else if (rc == CURLE_OK) {
+    out = "connection closed inside the response headers";
+  } else if (rc == CURLE_PARTIAL_FILE) {
+    out = "connection closed before the end of the response body";
+  } else {
+    out = curl_easy_strerror(rc);
+  }
+  if (!curl_text.empty() && rc != CURLE_OK) {
+    out.append(" (libcurl: ").append(curl_text).append(")");
+  }
+  return out;
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,33 @@
+// Internal: how a finished libcurl transfer maps to the SDK's error code and message (docs/adr/0002).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace wandura::detail {
+
+/// Largest response header block accepted (status line and every header line, final response only), in bytes.
+/// Below the 300 KiB libcurl 8 enforces, so that the outcome does not depend on the libcurl version.
+inline constexpr std::size_t max_response_header_bytes = std::size_t{256} << 10U;
+
+/// What the transport saw of a transfer, which decides how libcurl's result maps to an error code.
+struct transfer_facts {
+  bool request_started = false;   ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
+  bool response_started = false;  ///< the status line of a response arrived.
+  bool headers_complete = false;  ///< ...and the empty line that ends its header block.
+  bool headers_too_large = false; ///< the header callback refused headers over max_response_header_bytes.
+  bool body_too_large = false;    ///< the header or write callback refused the body for the size cap.
+};
+
+/// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success,
+/// unless the response ended inside its header block (libcurl 7.88 takes "HTTP/1.1 200\r\n" then a close for a
+/// complete response).
+[[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept;
+
+/// The message of a failed transfer: what happened in a few words, then libcurl's own text
+/// (`CURLOPT_ERRORBUFFER`, may be empty) or, without one, curl_easy_strerror's.
+[[nodiscard]] std::string describe_curl_result(int curl_code, transfer_facts const& facts, std::string_view curl_text);
+
+} // namespace wandura::detail

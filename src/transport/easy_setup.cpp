@@ -1,0 +1,334 @@
+#include "transport/easy_setup.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "transport/header_check.hpp"
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+namespace {
+
+// --- libcurl's easy callbacks: inside libcurl calls on the strand; never call libcurl, never throw ------------
+
+curl_socket_t on_open_socket(void* clientp, curlsocktype purpose, curl_sockaddr* address) noexcept {
+  auto* t = static_cast<transfer*>(clientp);
+  if (purpose != CURLSOCKTYPE_IPCXN) {
+    return CURL_SOCKET_BAD;
+  }
+  try {
+    t->unadopted_sockets.reserve(t->unadopted_sockets.size() + 1); // push_back below then cannot throw
+  } catch (...) {
+    return CURL_SOCKET_BAD;
+  }
+  opened_socket const s = t->sockets->open(*address);
+  if (s.fd != CURL_SOCKET_BAD) {
+    t->unadopted_sockets.push_back(s);
+  }
+  return s.fd;
+}
+
+int on_close_socket(void* clientp, curl_socket_t fd) noexcept {
+  return static_cast<socket_set*>(clientp)->close(fd);
+}
+
+/// Connected (TLS included), the request is about to be sent. The connection's socket is the last one this
+/// transfer opened in the address family of `local_ip`: libcurl tries the addresses of one family one after the
+/// other, and closes the other family's attempt when one wins. From now on a connection owns it and closes it
+/// through the close callback.
+int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary_port*/, int /*local_port*/) noexcept {
+  auto* t = static_cast<transfer*>(clientp);
+  t->facts.request_started = true;
+  if (!t->unadopted_sockets.empty()) {
+    int const family = std::strchr(local_ip, ':') != nullptr ? AF_INET6 : AF_INET;
+    auto& v = t->unadopted_sockets;
+    auto it = std::find_if(v.rbegin(), v.rend(), [family](opened_socket const& s) { return s.family == family; });
+    if (it != v.rend()) {
+      v.erase(std::next(it).base());
+    }
+  }
+  return CURL_PREREQFUNC_OK;
+}
+
+/// Reserves the body from Content-Length; false when it is over the cap (or memory runs out).
+bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
+  std::uint64_t length = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    return true;
+  }
+  if (length > max_bytes) {
+    t.facts.body_too_large = true;
+    return false; // refuse before reading the body
+  }
+  try {
+    t.response.body.reserve(static_cast<std::size_t>(length));
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
+  auto* t = static_cast<transfer*>(userp);
+  std::size_t const n = size * count;
+  std::string_view line(data, n);
+  if (t->hooks->on_header != nullptr) {
+    try {
+      t->hooks->on_header(t->hooks->context);
+    } catch (...) {
+      return 0; // never let an exception cross into libcurl: abort this transfer instead
+    }
+  }
+  if (line.starts_with("HTTP/")) {
+    t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
+    t->header_bytes = 0;
+    t->facts.response_started = true;
+    t->facts.headers_complete = false;
+  }
+  t->header_bytes += n;
+  if (t->header_bytes > max_response_header_bytes) {
+    t->facts.headers_too_large = true;
+    return 0;
+  }
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+    line.remove_suffix(1);
+  }
+  if (line.empty()) {
+    t->facts.headers_complete = true; // end of a header block
+    return n;
+  }
+  auto colon = line.find(':');
+  if (line.starts_with("HTTP/") || colon == std::string_view::npos || colon == 0) {
+    return n; // the status line, or not a header field (obsolete line folding, garbage libcurl tolerated)
+  }
+  auto const name = line.substr(0, colon);
+  auto const value = trim(line.substr(colon + 1));
+  if (iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
+    return 0;
+  }
+  try {
+    t->response.headers.add(name, value);
+  } catch (...) {
+    return 0; // out of memory: libcurl ends the transfer with CURLE_WRITE_ERROR
+  }
+  return n;
+}
+
+std::size_t on_body(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
+  auto* t = static_cast<transfer*>(userp);
+  std::size_t const n = size * count;
+  if (t->response.body.size() + n > t->max_body_bytes) {
+    t->facts.body_too_large = true;
+    return 0; // libcurl aborts with CURLE_WRITE_ERROR; the removal happens later, on the strand
+  }
+  try {
+    t->response.body.append(data, n);
+  } catch (...) {
+    return 0;
+  }
+  return n;
+}
+
+/// Whether a variable libcurl reads to pick a proxy is set (libcurl's names: http_proxy in lower case only, the
+/// others in either case). libcurl reads them for every request; the transport looks once, at construction.
+[[nodiscard]] bool proxy_in_environment() noexcept {
+  for (char const* name : {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+    if (char const* value = std::getenv(name); value != nullptr && *value != '\0') {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Builds the request's header list in storage reused across requests (no allocation once warm).
+void build_header_list(transfer& t) {
+  auto const& headers = t.request->headers;
+  std::size_t const count = headers.size() + 1;
+  if (t.header_lines.size() < count) {
+    t.header_lines.resize(count);
+  }
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    auto& line = t.header_lines[i];
+    line.assign(headers[i].name);
+    // "Name;" is libcurl's way to send a header with an empty value ("Name:" would remove it).
+    if (headers[i].value.empty()) {
+      line.push_back(';');
+    } else {
+      line.append(": ").append(headers[i].value);
+    }
+  }
+  // libcurl asks for 100-continue (and waits up to a second for it) on bodies over a threshold: 1 MiB since
+  // 7.77, 1024 bytes before. "Expect:" turns that off; for smaller bodies it is left out, one header fewer for
+  // libcurl to compare all of its own against on every request.
+  std::size_t used = count;
+  if (t.request->body.size() >= 1024) {
+    t.header_lines[headers.size()].assign("Expect:"); // never wait for 100-continue
+  } else {
+    used = count - 1;
+  }
+  t.header_nodes.resize(used);
+  for (std::size_t i = 0; i < used; ++i) {
+    t.header_nodes[i].data = t.header_lines[i].data();
+    t.header_nodes[i].next = (i + 1 < used) ? &t.header_nodes[i + 1] : nullptr;
+  }
+}
+
+} // namespace
+
+easy_setup::easy_setup(transport_options options, socket_set& sockets)
+    : options_(std::move(options)), sockets_(sockets) {
+  if (!is_header_value(options_.user_agent)) {
+    throw error(make_error_code(errc::invalid_argument), "transport_options::user_agent holds CR, LF or NUL");
+  }
+  if (options_.default_connect_timeout.count() <= 0) {
+    options_.default_connect_timeout = std::chrono::milliseconds(3000);
+  }
+  h2c_reuse_broken_ = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+  no_proxy_in_environment_ = !proxy_in_environment();
+}
+
+std::error_code easy_setup::configure(transfer& t, std::string& why) const {
+  if (t.easy == nullptr) {
+    t.easy = curl_easy_init();
+    if (t.easy == nullptr) {
+      why = "curl_easy_init failed";
+      return make_error_code(errc::transport_failed);
+    }
+    set_constant_options(t);
+  }
+  t.max_body_bytes = options_.max_response_bytes;
+  // Timeouts: what is left of the attempt's (the request may have waited in the queue). Rounded up, so that
+  // libcurl's own deadline is never earlier than the transport's (transport_impl::expire_attempts).
+  long timeout_ms = 0;
+  if (t.deadline != std::chrono::steady_clock::time_point::max()) {
+    auto const remaining = std::chrono::ceil<std::chrono::milliseconds>(t.deadline - std::chrono::steady_clock::now());
+    if (remaining.count() <= 0) {
+      why = "attempt timeout passed while queued behind max_in_flight";
+      return make_error_code(errc::attempt_timeout);
+    }
+    timeout_ms = static_cast<long>(remaining.count());
+  }
+  auto const connect =
+      t.options.connect_timeout.count() > 0 ? t.options.connect_timeout : options_.default_connect_timeout;
+  curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(t.easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
+  if (t.request->url != t.url) { // else libcurl still holds this handle's last URL, the same
+    if (auto ec = configure_url(t, why)) {
+      return ec;
+    }
+  }
+  return configure_method(t, why);
+}
+
+std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
+  // Parsed once here and handed over as a CURLU: with CURLOPT_URL libcurl would parse the string again for
+  // every request (about 5 % of its work per request on a small POST). Same flags as libcurl uses for
+  // CURLOPT_URL, so the same URLs are accepted.
+  std::string const& url = t.request->url;
+  t.url.clear(); // until libcurl accepted the new one
+  if (t.parsed_url == nullptr && (t.parsed_url = curl_url()) == nullptr) {
+    why = "curl_url failed";
+    return make_error_code(errc::transport_failed);
+  }
+  if (auto rc = curl_url_set(t.parsed_url, CURLUPART_URL, url.c_str(), CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
+      rc != CURLUE_OK) {
+    why = std::string("URL refused: ") + curl_url_strerror(rc);
+    return make_error_code(errc::transport_failed);
+  }
+  if (curl_easy_setopt(t.easy, CURLOPT_CURLU, t.parsed_url) != CURLE_OK) {
+    why = "URL refused by libcurl";
+    return make_error_code(errc::transport_failed);
+  }
+  t.url.assign(url);
+  bool const is_http = url.size() >= 7 && iequals(std::string_view(url).substr(0, 7), "http://");
+  bool const prior_knowledge = is_http && options_.http2_prior_knowledge;
+  curl_easy_setopt(t.easy, CURLOPT_HTTP_VERSION,
+                   prior_knowledge ? static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+                                   : static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  // Wait for a connection being set up that may multiplex (HTTP/2) rather than open another one; plain
+  // http:// without prior knowledge is HTTP/1.1, where waiting would only serialise the first requests.
+  // libcurl before 8.0.0 fails every request that reuses a prior-knowledge connection with CURLE_HTTP2
+  // (curl#10634, fixed by curl#10643): there, each such request gets a connection of its own.
+  bool const fresh = prior_knowledge && h2c_reuse_broken_;
+  curl_easy_setopt(t.easy, CURLOPT_PIPEWAIT, (!fresh && (!is_http || prior_knowledge)) ? 1L : 0L);
+  curl_easy_setopt(t.easy, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
+  curl_easy_setopt(t.easy, CURLOPT_FORBID_REUSE, fresh ? 1L : 0L);
+  return {};
+}
+
+std::error_code easy_setup::configure_method(transfer& t, std::string& why) const {
+  http_request const& req = *t.request;
+  why = check_headers(req.headers);
+  if (!why.empty()) {
+    return make_error_code(errc::invalid_argument);
+  }
+  if (req.method == http_method::post) {
+    curl_easy_setopt(t.easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, req.body.data());
+    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+  } else {
+    curl_easy_setopt(t.easy, CURLOPT_HTTPGET, 1L);
+  }
+  build_header_list(t);
+  curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, t.header_nodes.empty() ? nullptr : t.header_nodes.data());
+  return {};
+}
+
+void easy_setup::set_constant_options(transfer& t) const {
+  CURL* e = t.easy;
+  curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.error_text.data());
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &on_prereq);
+  curl_easy_setopt(e, CURLOPT_PREREQDATA, &t);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &on_open_socket);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, &t);
+  // The close callback may run after this transfer moved on (libcurl's pool keeps the connection): it gets the set.
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &on_close_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, &sockets_);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options_.verify_peer ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options_.verify_host ? 2L : 0L);
+  if (!options_.ca_bundle.empty()) {
+    curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+  }
+  if (!options_.user_agent.empty()) {
+    curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
+  }
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, options_.tcp_keepalive ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, static_cast<long>(options_.tcp_keepalive_idle.count()));
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, static_cast<long>(options_.tcp_keepalive_interval.count()));
+  curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, static_cast<long>(options_.dns_cache_ttl.count()));
+  curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, static_cast<long>(options_.max_idle_age.count()));
+  if (options_.accept_compressed) {
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  }
+  if (no_proxy_in_environment_) {
+    // No proxy: say so, with an empty exception list, which spares libcurl reading the environment per request.
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+  }
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,59 @@
+#include "transport/header_check.hpp"
+
+#include <array>
+
+namespace wandura::detail {
+namespace {
+
+constexpr std::array<bool, 256> token_chars = [] {
+  std::array<bool, 256> table{};
+  for (char c = '0'; c <= '9'; ++c) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  for (char c = 'a'; c <= 'z'; ++c) {
+    table[static_cast<unsigned char>(c)] = true;
+    table[static_cast<unsigned char>(c - 'a' + 'A')] = true;
+  }
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  return table;
+}();
+
+} // namespace
+
+bool is_header_name(std::string_view name) noexcept {
+  if (name.empty()) {
+    return false;
+  }
+  for (char c : name) {
+    if (!token_chars[static_cast<unsigned char>(c)]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_header_value(std::string_view value) noexcept {
+  for (char c : value) {
+    if (c == '\r' || c == '\n' || c == '\0') {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string check_headers(std::vector<http_header> const& headers) {
+  for (auto const& h : headers) {
+    if (!is_header_name(h.name)) {
+      // A name that is not a token is not echoed whole either: it may be a line the caller meant as a value.
+      return "request header " + std::to_string(&h - headers.data()) + ": name is not an HTTP token";
+    }
+    if (!is_header_value(h.value)) {
+      return "request header " + h.name + ": value holds CR, LF or NUL";
+    }
+  }
+  return {};
+}
+
+} // namespace wandura::detail

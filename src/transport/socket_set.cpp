@@ -1,0 +1,181 @@
+#include "transport/socket_set.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+namespace {
+
+[[nodiscard]] constexpr std::uint32_t epoll_events_for(int wanted) noexcept {
+  return ((wanted & CURL_POLL_IN) != 0 ? std::uint32_t{EPOLLIN} : 0U) |
+         ((wanted & CURL_POLL_OUT) != 0 ? std::uint32_t{EPOLLOUT} : 0U);
+}
+
+[[nodiscard]] std::uint64_t event_data(opened_socket const& s) noexcept {
+  return (std::uint64_t{s.generation} << 32U) | static_cast<std::uint32_t>(s.fd);
+}
+
+} // namespace
+
+socket_set::socket_set(strand_type const& strand) : watch_(strand) {
+  int const fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) {
+    throw std::system_error(make_error_code(errc::transport_failed),
+                            std::string("epoll_create1: ") + std::strerror(errno));
+  }
+  std::error_code ec;
+  watch_.assign(fd, ec);
+  if (ec) {
+    ::close(fd);
+    throw std::system_error(make_error_code(errc::transport_failed), "watching the epoll set: " + ec.message());
+  }
+}
+
+opened_socket socket_set::open(curl_sockaddr const& address) noexcept {
+  opened_socket s;
+  if (address.family != AF_INET && address.family != AF_INET6) {
+    return s;
+  }
+  curl_socket_t const fd = ::socket(address.family, address.socktype | SOCK_CLOEXEC, address.protocol);
+  if (fd == CURL_SOCKET_BAD) {
+    return s;
+  }
+  try {
+    // The number is free again: an entry still holding it is a socket libcurl closed without telling us whose
+    // transfer has not ended yet. Its registration went with it, so the entry is simply replaced.
+    if (auto it = sockets_.find(fd); it != sockets_.end()) {
+      erase(it);
+    }
+    s = {fd, ++generation_, address.family};
+    sockets_.emplace(fd, entry{s, 0, 0});
+  } catch (...) {
+    ::close(fd);
+    return {};
+  }
+  return s;
+}
+
+int socket_set::close(curl_socket_t fd) noexcept {
+  if (auto it = sockets_.find(fd); it != sockets_.end()) {
+    if (it->second.registered != 0) {
+      epoll_event ev{};
+      ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, fd, &ev);
+    }
+    erase(it);
+  }
+  return ::close(fd);
+}
+
+bool socket_set::want(curl_socket_t fd, int what) noexcept {
+  auto it = sockets_.find(fd);
+  if (it == sockets_.end()) {
+    return true; // already closed through close(): nothing to watch
+  }
+  entry& e = it->second;
+  int const wanted = (what == CURL_POLL_REMOVE) ? 0 : (what & (CURL_POLL_IN | CURL_POLL_OUT));
+  int const before = e.wanted;
+  e.wanted = wanted;
+  if (wanted != 0 && !widen_interest(e)) {
+    e.wanted = before;
+    return false;
+  }
+  if (before == 0 && wanted != 0) {
+    ++watched_;
+  } else if (before != 0 && wanted == 0) {
+    --watched_;
+  }
+  return true;
+}
+
+void socket_set::forget_closed(opened_socket s) noexcept {
+  if (auto it = sockets_.find(s.fd); it != sockets_.end() && it->second.socket.generation == s.generation) {
+    erase(it);
+  }
+}
+
+void socket_set::clear() noexcept {
+  sockets_.clear();
+  watched_ = 0;
+}
+
+bool socket_set::take_wake(std::uint64_t generation, std::error_code ec) noexcept {
+  if (generation != wait_generation_ || ec == asio::error::operation_aborted) {
+    return false; // cancelled, or replaced by a newer wait
+  }
+  wait_pending_ = false;
+  return true;
+}
+
+void socket_set::shut() noexcept {
+  wait_pending_ = false;
+  ++wait_generation_;
+  std::error_code ignored;
+  watch_.close(ignored);
+}
+
+int socket_set::to_select(epoll_event const& event) noexcept {
+  auto const fd = static_cast<curl_socket_t>(event.data.u64 & 0xffff'ffffU);
+  auto const generation = static_cast<std::uint32_t>(event.data.u64 >> 32U);
+  auto it = sockets_.find(fd);
+  if (it == sockets_.end() || it->second.socket.generation != generation) {
+    return 0; // closed (and perhaps its number reused) by an action earlier in this batch
+  }
+  entry& e = it->second;
+  bool const failed = (event.events & (EPOLLERR | EPOLLHUP)) != 0;
+  int select = 0;
+  if ((e.wanted & CURL_POLL_IN) != 0 && ((event.events & EPOLLIN) != 0 || failed)) {
+    select |= CURL_CSELECT_IN; // libcurl reads, and finds the error or the end itself
+  }
+  if ((e.wanted & CURL_POLL_OUT) != 0 && ((event.events & EPOLLOUT) != 0 || failed)) {
+    select |= CURL_CSELECT_OUT;
+  }
+  std::uint32_t const unwanted = event.events & (EPOLLIN | EPOLLOUT) & ~epoll_events_for(e.wanted);
+  if (unwanted != 0 || (failed && e.wanted == 0)) {
+    trim_interest(e); // a direction libcurl no longer wants fired: stop reporting it (level-triggered)
+  }
+  return select;
+}
+
+void socket_set::trim_interest(entry& e) noexcept {
+  epoll_event ev{};
+  if (e.wanted == 0) {
+    ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, e.socket.fd, &ev);
+    e.registered = 0;
+    return;
+  }
+  ev.events = epoll_events_for(e.wanted);
+  ev.data.u64 = event_data(e.socket);
+  if (::epoll_ctl(epoll_fd(), EPOLL_CTL_MOD, e.socket.fd, &ev) == 0) {
+    e.registered = ev.events;
+  }
+}
+
+bool socket_set::widen_interest(entry& e) noexcept {
+  std::uint32_t const needed = epoll_events_for(e.wanted);
+  if ((e.registered & needed) == needed) { // `needed` is never 0 here: libcurl wants something
+    return true;                           // the steady state: no system call
+  }
+  epoll_event ev{};
+  ev.events = e.registered | needed;
+  ev.data.u64 = event_data(e.socket);
+  if (::epoll_ctl(epoll_fd(), e.registered != 0 ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, e.socket.fd, &ev) != 0) {
+    return false;
+  }
+  e.registered = ev.events;
+  return true;
+}
+
+void socket_set::erase(map_type::iterator it) noexcept {
+  if (it->second.wanted != 0) {
+    --watched_;
+  }
+  sockets_.erase(it);
+}
+
+} // namespace wandura::detail

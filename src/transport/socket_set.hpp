@@ -1,0 +1,143 @@
+// Internal: libcurl's sockets, opened by the transport and watched in an epoll set of its own (docs/adr/0002,
+// "Sockets").
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <system_error>
+#include <unordered_map>
+
+#include <curl/curl.h>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/error.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/strand.hpp>
+
+namespace wandura::detail {
+
+/// One socket as libcurl's open callback created it: its number, and a generation that tells it from an earlier
+/// or later socket with the same number.
+struct opened_socket {
+  curl_socket_t fd = CURL_SOCKET_BAD;
+  std::uint32_t generation = 0;
+  int family = 0; ///< AF_INET or AF_INET6
+};
+
+/// The sockets libcurl opened through `CURLOPT_OPENSOCKETFUNCTION`, in a level-triggered epoll set that Asio
+/// watches through its one descriptor.
+///
+/// Interest is updated lazily: a direction libcurl stops wanting stays registered until the socket reports it
+/// (then it is trimmed), so the steady state of a keep-alive connection (IN wanted, REMOVE, IN again for the next
+/// request) costs no epoll_ctl. Every socket leaves the set when libcurl closes it: through
+/// `CURLOPT_CLOSESOCKETFUNCTION` (`close`), or, for a socket libcurl 7.88 closes with a plain close() (one that
+/// never finished connecting), through `forget_closed`, which touches no descriptor: the kernel has already taken
+/// a closed socket out of the epoll set.
+///
+/// @par Thread safety
+/// Not thread-safe: every member is called on the transport's strand.
+class socket_set {
+public:
+  using strand_type = asio::strand<asio::any_io_executor>;
+
+  /// @throws std::system_error (`errc::transport_failed`) when no epoll set can be created.
+  explicit socket_set(strand_type const& strand);
+  socket_set(socket_set const&) = delete;
+  socket_set& operator=(socket_set const&) = delete;
+  ~socket_set() = default;
+
+  // --- libcurl's callbacks (inside libcurl calls on the strand; never throw) --------------------------------
+
+  /// CURLOPT_OPENSOCKETFUNCTION: creates a TCP socket for `address` and records it. `fd` is CURL_SOCKET_BAD on
+  /// failure.
+  [[nodiscard]] opened_socket open(curl_sockaddr const& address) noexcept;
+  /// CURLOPT_CLOSESOCKETFUNCTION: takes `fd` out of the set and closes it. Returns close()'s result.
+  int close(curl_socket_t fd) noexcept;
+  /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it.
+  [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
+
+  /// Forgets `s` if it is still recorded: libcurl closed it without the close callback.
+  void forget_closed(opened_socket s) noexcept;
+  /// Forgets every socket (after curl_multi_cleanup, which closed all the others through `close`).
+  void clear() noexcept;
+
+  // --- the wait on the set ------------------------------------------------------------------------------------
+
+  /// Keeps one wait pending while libcurl wants any socket watched, and none otherwise (an idle transport holds
+  /// no work). `on_ready(generation, ec)` runs on the strand; pass both to `take_wake`.
+  template <class Handler> void update_wait(Handler on_ready);
+  /// True when a completed wait is the current one (not cancelled, not replaced); it is then no longer pending.
+  [[nodiscard]] bool take_wake(std::uint64_t generation, std::error_code ec) noexcept;
+  /// Reads the ready sockets without blocking and calls `act(fd, CURL_CSELECT_*)` for each that libcurl wants
+  /// acted on, while `keep_going()` is true.
+  template <class Act, class KeepGoing> void dispatch_ready(Act&& act, KeepGoing&& keep_going);
+  /// Cancels the wait and closes the set's descriptor.
+  void shut() noexcept;
+
+  /// Sockets open now (connecting, in use, or idle in libcurl's pool).
+  [[nodiscard]] std::size_t size() const noexcept { return sockets_.size(); }
+
+private:
+  struct entry {
+    opened_socket socket;
+    int wanted = 0;               ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after REMOVE
+    std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT in the set (may exceed `wanted`); 0 when not in it
+  };
+  using map_type = std::unordered_map<curl_socket_t, entry>;
+
+  /// Reduces the interest to what libcurl wants now (leaves the set when it wants nothing).
+  void trim_interest(entry& e) noexcept;
+  /// Makes the set report what libcurl wants of `e` (never removes interest).
+  [[nodiscard]] bool widen_interest(entry& e) noexcept;
+  /// The select bits for libcurl of one epoll event; trims unwanted interest on the way.
+  [[nodiscard]] int to_select(epoll_event const& event) noexcept;
+  void erase(map_type::iterator it) noexcept;
+  [[nodiscard]] int epoll_fd() noexcept { return watch_.native_handle(); }
+
+  asio::posix::stream_descriptor watch_; ///< the epoll set, as Asio watches it
+  map_type sockets_;
+  std::uint32_t generation_ = 0;
+  std::size_t watched_ = 0; ///< entries with wanted != 0
+  bool wait_pending_ = false;
+  std::uint64_t wait_generation_ = 0;
+};
+
+template <class Handler> void socket_set::update_wait(Handler on_ready) {
+  if (watched_ > 0 && !wait_pending_ && watch_.is_open()) {
+    auto const generation = ++wait_generation_;
+    watch_.async_wait(asio::posix::stream_descriptor::wait_read,
+                      [h = std::move(on_ready), generation](std::error_code ec) mutable { h(generation, ec); });
+    wait_pending_ = true;
+  } else if (watched_ == 0 && wait_pending_) {
+    wait_pending_ = false;
+    ++wait_generation_;
+    std::error_code ignored;
+    watch_.cancel(ignored);
+  }
+}
+
+template <class Act, class KeepGoing> void socket_set::dispatch_ready(Act&& act, KeepGoing&& keep_going) {
+  std::array<epoll_event, 64> events{};
+  // A few batches per wake-up at most; anything left is reported again (the set is level-triggered).
+  for (int round = 0; round < 4 && keep_going(); ++round) {
+    int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
+    if (n <= 0) {
+      return; // nothing (left) to do, or EINTR: the next wait reports it again
+    }
+    for (int i = 0; i < n && keep_going(); ++i) {
+      auto const& event = events[static_cast<std::size_t>(i)];
+      if (int const select = to_select(event); select != 0) {
+        act(static_cast<curl_socket_t>(event.data.u64 & 0xffff'ffffU), select); // may close sockets
+      }
+    }
+    if (n < static_cast<int>(events.size())) {
+      return;
+    }
+  }
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,137 @@
+// transport_impl's event loop: libcurl's socket and timer callbacks, and curl_multi_socket_action driven by the
+// socket set, libcurl's timer and the request queue (docs/adr/0002-transport-event-loop.md).
+#include <asio/bind_executor.hpp>
+#include <asio/post.hpp>
+
+#include "transport/transport_impl.hpp"
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+
+void transport_impl::socket_action(curl_socket_t fd, int events) {
+  if (multi_ == nullptr) {
+    return;
+  }
+  int running = 0;
+  bool timeout_action = fd == CURL_SOCKET_TIMEOUT;
+  if (timeout_action) {
+    timer_.begin_timeout_action();
+  }
+  curl_multi_socket_action(multi_, fd, events, &running);
+  // Transfers libcurl wants run "now" (timer callback 0) run right here, before any other event of the same
+  // connection, as curl_multi_perform would: with HTTP/2, a read for one stream often completes others, and
+  // libcurl 7.88 can lose a stream's buffered response if another read on the connection comes first
+  // (curl#4642, fixed in 8.0 by curl#10715). Bounded: libcurl re-requests at most once per round per transfer.
+  for (int round = 0; round < 4 && multi_ != nullptr && timer_.take_immediate(); ++round) {
+    timeout_action = true;
+    timer_.begin_timeout_action();
+    curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+  }
+  if (timeout_action) {
+    timer_.end_timeout_action();
+  }
+  drain();
+  update_socket_wait();
+}
+
+/// Reaps finished transfers after every curl_multi_socket_action, then starts queued ones.
+void transport_impl::drain() {
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg != CURLMSG_DONE) {
+      continue;
+    }
+    transfer* t = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+    CURLcode const rc = msg->data.result;
+    if (t != nullptr && t->phase == transfer_phase::active) {
+      finish(t, rc);
+    }
+  }
+  start_queued();
+}
+
+/// Timer callback 0, posted; a no-op when already run.
+void transport_impl::run_posted_immediate() {
+  if (timer_.take_posted_immediate() && state_ == state::running) {
+    socket_action(CURL_SOCKET_TIMEOUT, 0);
+    publish_stats();
+  }
+}
+
+void transport_impl::update_socket_wait() {
+  if (state_ != state::running) {
+    return;
+  }
+  sockets_.update_wait(asio::bind_executor(
+      strand_, [self = shared_from_this()](std::uint64_t g, std::error_code ec) { self->on_sockets_ready(g, ec); }));
+}
+
+/// The epoll set has ready sockets: one curl_multi_socket_action per socket libcurl wants acted on.
+void transport_impl::on_sockets_ready(std::uint64_t generation, std::error_code ec) {
+  if (!sockets_.take_wake(generation, ec)) {
+    return;
+  }
+  sockets_.dispatch_ready([this](curl_socket_t fd, int select) { socket_action(fd, select); },
+                          [this] { return state_ == state::running; });
+  update_socket_wait();
+  publish_stats();
+}
+
+void transport_impl::on_timer_fired(std::uint64_t generation, std::error_code ec) {
+  if (state_ == state::running && timer_.on_fired(generation, ec, timer_handler_factory())) {
+    expire_attempts();
+    socket_action(CURL_SOCKET_TIMEOUT, 0);
+    publish_stats();
+  }
+}
+
+/// Requests whose attempt timeout passed while queued complete with attempt_timeout: they were never sent.
+void transport_impl::on_queue_deadline(std::uint64_t generation, std::error_code ec) {
+  if (state_ != state::running) {
+    return;
+  }
+  queue_.on_fired(generation, ec, queue_handler(), [this](transfer* t) {
+    complete(t, make_error_code(errc::attempt_timeout), "attempt timeout passed while queued behind max_in_flight");
+  });
+  publish_stats();
+}
+
+// --- libcurl's multi callbacks: inside libcurl calls on the strand; never call libcurl, never throw ----------
+
+int transport_impl::on_socket_callback(CURL* /*easy*/, curl_socket_t fd, int what, void* userp,
+                                       void* /*socketp*/) noexcept {
+  auto* self = static_cast<transport_impl*>(userp);
+  if (self->state_ == state::closed) {
+    return 0;
+  }
+  if (!self->sockets_.want(fd, what)) {
+    return -1; // cannot watch it: libcurl fails the transfers on this socket
+  }
+  try {
+    if (what != CURL_POLL_REMOVE) {
+      self->update_socket_wait(); // only ever starts a wait here; stopping one waits until libcurl returns
+    }
+  } catch (...) {
+    return -1; // could not start the wait: libcurl fails the transfers on this socket
+  }
+  return 0;
+}
+
+int transport_impl::on_timer_callback(CURLM* /*multi*/, long timeout_ms, void* userp) noexcept {
+  auto* self = static_cast<transport_impl*>(userp);
+  if (self->state_ != state::running) {
+    return 0;
+  }
+  try {
+    if (self->timer_.on_curl_request(timeout_ms, self->timer_handler_factory())) {
+      // 0: act "as soon as possible", but not from inside this callback.
+      asio::post(self->strand_, [s = self->shared_from_this()] { s->run_posted_immediate(); });
+    }
+  } catch (...) {
+    return -1;
+  }
+  return 0;
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,95 @@
+#include "transport/curl_result.hpp"
+
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <curl/curl.h>
+
+#include "wandura/error.hpp"
+
+namespace {
+
+using wandura::errc;
+using wandura::detail::describe_curl_result;
+using wandura::detail::map_curl_result;
+using wandura::detail::transfer_facts;
+
+struct facts_set {
+  transfer_facts none;    ///< nothing sent
+  transfer_facts sent;    ///< request sent, no response byte
+  transfer_facts headers; ///< inside the response's header block
+  transfer_facts body;    ///< headers complete, body arriving
+};
+
+facts_set make_facts() {
+  facts_set f;
+  f.sent.request_started = true;
+  f.headers = f.sent;
+  f.headers.response_started = true;
+  f.body = f.headers;
+  f.body.headers_complete = true;
+  return f;
+}
+
+} // namespace
+
+TEST_CASE("transport errors: connect, timeout, TLS and protocol results map to typed error codes") {
+  auto const f = make_facts();
+  CHECK_FALSE(map_curl_result(CURLE_OK, f.none));
+  CHECK_FALSE(map_curl_result(CURLE_OK, f.body));
+  CHECK(map_curl_result(CURLE_COULDNT_CONNECT, f.none) == errc::connect_failed);
+  CHECK(map_curl_result(CURLE_COULDNT_RESOLVE_HOST, f.none) == errc::connect_failed);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.none) == errc::connect_failed);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.sent) == errc::attempt_timeout);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.body) == errc::response_timeout);
+  for (auto rc : {CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE}) {
+    CHECK(map_curl_result(rc, f.none) == errc::tls_failed);
+  }
+  CHECK(map_curl_result(CURLE_WEIRD_SERVER_REPLY, f.sent) == errc::protocol_error);
+  CHECK(map_curl_result(CURLE_URL_MALFORMAT, f.none) == errc::transport_failed);
+  CHECK(map_curl_result(CURLE_OUT_OF_MEMORY, f.none) == errc::transport_failed);
+  CHECK(map_curl_result(CURLE_OUT_OF_MEMORY, f.body) == errc::transport_failed);
+  // The retry loop relies on the conditions: resets and timeouts are retryable, TLS failures are not.
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.sent) == wandura::condition::retryable);
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.sent) == wandura::condition::timeout);
+  CHECK_FALSE(map_curl_result(CURLE_PEER_FAILED_VERIFICATION, f.none) == wandura::condition::retryable);
+}
+
+TEST_CASE("transport errors: a response cut short, and HTTP/2 failures, are retryable connection resets") {
+  auto const f = make_facts();
+  for (auto rc :
+       {CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM}) {
+    INFO("CURLcode " << static_cast<int>(rc));
+    CHECK(map_curl_result(rc, f.sent) == errc::connection_reset);
+    CHECK(map_curl_result(rc, f.body) == errc::connection_reset);
+    CHECK(map_curl_result(rc, f.none) == errc::connect_failed); // before the request went out: never sent
+    CHECK(map_curl_result(rc, f.sent) == wandura::condition::retryable);
+  }
+  // libcurl 7.88 returns CURLE_OK for a status line followed by the end of the connection.
+  CHECK(map_curl_result(CURLE_OK, f.headers) == errc::connection_reset);
+  CHECK(describe_curl_result(CURLE_OK, f.headers, "") == "connection closed inside the response headers");
+  CHECK(describe_curl_result(CURLE_PARTIAL_FILE, f.body, "transfer closed with 10 bytes remaining to read") ==
+        "connection closed before the end of the response body (libcurl: transfer closed with 10 bytes remaining "
+        "to read)");
+}
+
+TEST_CASE("transport errors: oversized bodies and headers are final response_too_large naming which") {
+  auto f = make_facts();
+  transfer_facts big_body = f.body;
+  big_body.body_too_large = true;
+  transfer_facts big_headers = f.headers;
+  big_headers.headers_too_large = true;
+  CHECK(map_curl_result(CURLE_WRITE_ERROR, big_body) == errc::response_too_large);
+  CHECK(map_curl_result(CURLE_WRITE_ERROR, big_headers) == errc::response_too_large);
+  // libcurl 7.88 refuses a header line over 100 KiB as out of memory, before the header callback sees it.
+  CHECK(map_curl_result(CURLE_OUT_OF_MEMORY, f.headers) == errc::response_too_large);
+  CHECK_FALSE(map_curl_result(CURLE_WRITE_ERROR, big_headers) == wandura::condition::retryable);
+  CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_headers, "Failed writing header") ==
+        "response headers over 256 KiB (libcurl: Failed writing header)");
+  CHECK(describe_curl_result(CURLE_OUT_OF_MEMORY, f.headers, "") ==
+        "a response header line over libcurl's 100 KiB limit");
+  CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_body, "") ==
+        "response body over transport_options::max_response_bytes");
+  CHECK(describe_curl_result(CURLE_COULDNT_CONNECT, f.none, "Failed to connect to 127.0.0.1 port 1") ==
+        std::string(curl_easy_strerror(CURLE_COULDNT_CONNECT)) + " (libcurl: Failed to connect to 127.0.0.1 port 1)");
+}

@@ -1,0 +1,159 @@
+#include "wandura/transport/transport.hpp"
+
+// Hostile input and broken responses: headers that would inject lines, oversized headers, responses cut before
+// their end, broken HTTP/2 framing. Each maps to the error a retry loop can act on (docs/adr/0002).
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "run_awaitable.hpp"
+#include "test_http_server.hpp"
+#include "wandura/error.hpp"
+
+namespace {
+
+using test_support::run;
+using wandura::errc;
+using wandura::testing::server_behaviour;
+using wandura::testing::test_http_server;
+
+wandura::http_request post(std::string url) {
+  wandura::http_request r;
+  r.method = wandura::http_method::post;
+  r.url = std::move(url);
+  r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
+  r.body = R"({"items":[{"film_ref":"f1","episode":1}]})";
+  return r;
+}
+
+/// The message `send()` throws with, or "" when it does not throw.
+std::string send_message(asio::io_context& io, wandura::transport& tr, wandura::http_request const& request) {
+  try {
+    run(io, tr.send(request, {}));
+  } catch (wandura::error const& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::vector<std::string> const injected_values = {"Bearer k\r\nX-Injected: yes", "Bearer k\nX-Injected: yes",
+                                                  "Bearer k\rX-Injected: yes",
+                                                  std::string("Bearer k\0X-Injected: yes", 24)};
+
+} // namespace
+
+TEST_CASE("transport: a header value with CR, LF or NUL is refused before anything is sent, naming the header") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  for (auto const& value : injected_values) {
+    auto request = post(server.url());
+    request.headers.push_back({"Idempotency-Key", value});
+    auto const result = run(io, tr.send_attempt(request, {}));
+    CHECK(result.error == errc::invalid_argument);
+    auto const message = send_message(io, tr, request);
+    CHECK(message.find("Idempotency-Key") != std::string::npos);
+    CHECK(message.find("X-Injected") == std::string::npos); // the value may be a key: never echoed
+  }
+  auto bad_name = post(server.url());
+  bad_name.headers.push_back({"X-Injected: yes\r\nAccept", "x"});
+  CHECK(run(io, tr.send_attempt(bad_name, {})).error == errc::invalid_argument);
+  CHECK(server.connections_accepted() == 0);
+
+  // The transport is unharmed: a clean request goes out.
+  auto const clean = run(io, tr.send_attempt(post(server.url()), {}));
+  CHECK_FALSE(clean.error);
+  CHECK(server.last_request_head().find("X-Injected") == std::string::npos);
+}
+
+TEST_CASE("transport: a user_agent with CR, LF or NUL is refused at construction") {
+  asio::io_context io;
+  for (auto const& value : injected_values) {
+    wandura::transport_options options;
+    options.user_agent = value;
+    try {
+      wandura::transport tr(io.get_executor(), options);
+      FAIL("constructed with a user_agent holding CR, LF or NUL");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      CHECK(std::string(e.what()).find("user_agent") != std::string::npos);
+      CHECK(std::string(e.what()).find("X-Injected") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("transport: a 1 MiB response header line is a final response_too_large naming the headers") {
+  test_http_server server(server_behaviour::long_header_line);
+  server.set_oversized_bytes(std::size_t{1} << 20U);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  auto const result = run(io, tr.send_attempt(request, {}));
+  CHECK(result.error == errc::response_too_large);
+  CHECK_FALSE(result.error == wandura::condition::retryable);
+  CHECK(send_message(io, tr, request).find("response header line over") != std::string::npos);
+}
+
+TEST_CASE("transport: a 470 KB response header block is a final response_too_large, not a retryable reset") {
+  test_http_server server(server_behaviour::large_header_block);
+  server.set_oversized_bytes(470'000);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  auto const result = run(io, tr.send_attempt(request, {}));
+  CHECK(result.error == errc::response_too_large);
+  CHECK_FALSE(result.error == wandura::condition::retryable); // a retry loop makes this one attempt
+  CHECK(server.requests_read() == 1);
+  CHECK(send_message(io, tr, request).find("response headers over 256 KiB") != std::string::npos);
+
+  // Just under the limit is a response.
+  server.set_oversized_bytes(200'000);
+  auto const fits = run(io, tr.send_attempt(request, {}));
+  CHECK_FALSE(fits.error);
+  CHECK(fits.response.status == 200);
+  CHECK(fits.response.headers.find_all("x-filler").size() == 200);
+}
+
+TEST_CASE("transport: a status line and then a close is a retryable connection_reset, not an empty 200") {
+  test_http_server server(server_behaviour::status_line_only);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  auto const result = run(io, tr.send_attempt(request, {}));
+  CHECK(result.error == errc::connection_reset);
+  CHECK(result.error == wandura::condition::retryable);
+  CHECK(send_message(io, tr, request).find("connection closed inside the response headers") != std::string::npos);
+}
+
+TEST_CASE("transport: a body cut before its Content-Length or its last chunk is a retryable connection_reset") {
+  for (auto behaviour : {server_behaviour::short_body, server_behaviour::missing_last_chunk}) {
+    INFO("behaviour " << static_cast<int>(behaviour));
+    test_http_server server(behaviour);
+    asio::io_context io;
+    wandura::transport tr(io.get_executor());
+    auto request = post(server.url());
+    auto const result = run(io, tr.send_attempt(request, {}));
+    CHECK(result.error == errc::connection_reset);
+    CHECK(result.error == wandura::condition::retryable);
+    CHECK(send_message(io, tr, request).find("(libcurl: ") != std::string::npos); // libcurl's own words
+    CHECK(tr.stats().sockets_open == 0);
+  }
+}
+
+TEST_CASE("transport: an h2c request answered with bytes that are not HTTP/2 is a retryable connection_reset") {
+  // libcurl sees no frame at all here (CURLE_GOT_NOTHING); its HTTP/2 session and stream errors (CURLE_HTTP2,
+  // CURLE_HTTP2_STREAM) map the same way, which curl_result_test.cpp checks.
+  test_http_server server(server_behaviour::garbage);
+  asio::io_context io;
+  wandura::transport_options options;
+  options.http2_prior_knowledge = true;
+  wandura::transport tr(io.get_executor(), options);
+  auto request = post(server.url());
+  auto const result = run(io, tr.send_attempt(request, {}));
+  INFO(send_message(io, tr, request));
+  CHECK(result.error == errc::connection_reset);
+  CHECK(result.error == wandura::condition::retryable);
+}
