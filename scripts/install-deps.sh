@@ -8,6 +8,7 @@ packages=(
   libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev
   catch2 nlohmann-json3-dev
   nginx-light openssl wrk curl
+  redis-server libhiredis-dev
 )
 
 missing=()
@@ -28,7 +29,9 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# nginx is started only by the tests and benchmarks, on loopback, with their own config; never as a service.
+# nginx and redis-server are started only by the tests and benchmarks, on loopback, with their own settings;
+# never as services.
 if command -v systemctl >/dev/null 2>&1; then
   $sudo systemctl disable --now nginx >/dev/null 2>&1 || true
+  $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
 fi
