@@ -24,7 +24,7 @@ struct counter_pace_options {
   /// This process's share of the rate while it paces alone (Redis away): 1 lets every process go at the whole
   /// rate; 1/N keeps N processes within it together.
   double local_share = 1.0;
-  fallback_options fallback;
+  fallback_options fallback{};
 };
 
 /// The answer of `shared_counter_pace::try_acquire`.

@@ -30,7 +30,7 @@ struct ticket_cache_options {
   std::chrono::milliseconds reuse_margin = std::chrono::minutes(5);
   /// The most tickets the local fallback keeps (expired ones are dropped first; beyond it new ones are not kept).
   std::size_t local_capacity = 100'000;
-  fallback_options fallback;
+  fallback_options fallback{};
 };
 
 /// Counters of one cache. A snapshot.

@@ -22,7 +22,7 @@ struct viewer_limit_options {
   /// The most viewers the local fallback tracks (full buckets are dropped first; beyond it unknown viewers are
   /// granted without tracking rather than blocked).
   std::size_t local_capacity = 100'000;
-  fallback_options fallback;
+  fallback_options fallback{};
 };
 
 /// The answer of `shared_viewer_limit::try_acquire`.

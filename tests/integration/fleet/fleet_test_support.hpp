@@ -26,6 +26,14 @@ inline std::unique_ptr<redis_server> start_redis_or_skip(std::vector<std::string
   return std::make_unique<redis_server>(*binary, std::move(extra_args));
 }
 
+/// `run` for an awaitable without a value.
+inline void run(asio::io_context& io, asio::awaitable<void> aw) {
+  run(io, [](asio::awaitable<void> inner) -> asio::awaitable<int> {
+    co_await std::move(inner);
+    co_return 0;
+  }(std::move(aw)));
+}
+
 /// Milliseconds since `start` on the steady clock.
 inline long long elapsed_ms(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
