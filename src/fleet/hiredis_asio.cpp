@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include <asio/post.hpp>
 #include <hiredis/async.h>
+#include <hiredis/hiredis.h>
 
 namespace wandura::detail {
 
@@ -73,7 +75,31 @@ void hiredis_asio_adapter::del_read(void* self) {
 
 void hiredis_asio_adapter::add_write(void* self) {
   auto* adapter = static_cast<hiredis_asio_adapter*>(self);
+  bool const connected = adapter->ac_ != nullptr && (adapter->ac_->c.flags & REDIS_CONNECTED) != 0;
+  if (connected && !adapter->in_posted_write_ && !adapter->write_.waiting) {
+    adapter->write_soon();
+    return;
+  }
+  // Connecting (writability says the connect finished), or the socket's buffer is full: wait for it.
   adapter->add(adapter->write_, asio::posix::stream_descriptor::wait_write);
+}
+
+void hiredis_asio_adapter::write_soon() {
+  write_.wanted = true;
+  if (write_posted_) {
+    return;
+  }
+  write_posted_ = true;
+  asio::post(descriptor_.get_executor(), [self = shared_from_this()] {
+    self->write_posted_ = false;
+    if (self->ac_ == nullptr || !self->write_.wanted) {
+      return;
+    }
+    self->write_.wanted = false;
+    self->in_posted_write_ = true;
+    redisAsyncHandleWrite(self->ac_); // may free the context; cleanup() then clears ac_
+    self->in_posted_write_ = false;
+  });
 }
 
 void hiredis_asio_adapter::del_write(void* self) {

@@ -5,6 +5,12 @@
 // one-shot, as there: when the descriptor is ready the adapter drops the interest and calls
 // `redisAsyncHandleRead/Write`, which ask again for what they still need. The descriptor is only waited on for
 // readiness (`async_wait`); hiredis does the reading and writing, and closes the descriptor itself.
+//
+// Writes are tried first without waiting: on a connected socket with room in its send buffer (nearly always), a
+// wait for writability would only cost a reactor round (in Asio 1.22, an epoll_ctl per wait). So the first
+// write interest after a command is served by a posted `redisAsyncHandleWrite`, which also lets every command
+// initiated in the same handler go out in one write; only when that attempt leaves bytes behind (the buffer is
+// full) does the adapter wait for writability.
 #pragma once
 
 #include <functional>
@@ -34,6 +40,7 @@ private:
   };
 
   void add(interest& which, asio::posix::stream_descriptor::wait_type type);
+  void write_soon();
   void cleanup();
 
   static void add_read(void* self);
@@ -47,6 +54,8 @@ private:
   std::function<void()> on_cleanup_;
   interest read_;
   interest write_;
+  bool write_posted_ = false;    ///< a posted write attempt is pending
+  bool in_posted_write_ = false; ///< inside that attempt: a new write interest means the buffer is full
 };
 
 } // namespace wandura::detail

@@ -46,7 +46,7 @@ using op_holder = std::shared_ptr<redis_command_op>;
 
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
     : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
-      connect_timer_(executor_), backoff_(options_.reconnect_backoff) {}
+      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_.reconnect_backoff) {}
 
 redis_connection::~redis_connection() {
   if (ac_ != nullptr) {
@@ -60,7 +60,6 @@ void redis_connection::finish(redis_command_op& op, std::error_code ec, redis_re
     return;
   }
   op.done = true;
-  op.timer.cancel();
   op.slot.clear();
   op.deliver(ec, std::move(reply));
 }
@@ -107,17 +106,11 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
 }
 
 void redis_connection::arm_timeout(std::shared_ptr<redis_command_op> const& op) {
-  op->timer.expires_after(options_.command_timeout);
-  op->timer.async_wait([weak = std::weak_ptr(op), self = weak_from_this()](std::error_code ec) {
-    auto o = weak.lock();
-    if (ec || !o || o->done) {
-      return;
-    }
-    if (auto conn = self.lock()) {
-      ++conn->stats_.timeouts;
-    }
-    finish(*o, errc::attempt_timeout);
-  });
+  op->deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+  deadlines_.push_back(op);
+  if (!deadline_timer_armed_) {
+    arm_deadline_timer(op->deadline);
+  }
   if (op->slot.is_connected()) {
     op->slot.assign([weak = std::weak_ptr(op), ex = executor_](asio::cancellation_type) {
       // Posted: finishing clears the slot, which must not happen inside the slot's own handler.
@@ -127,6 +120,32 @@ void redis_connection::arm_timeout(std::shared_ptr<redis_command_op> const& op) 
         }
       });
     });
+  }
+}
+
+void redis_connection::arm_deadline_timer(std::chrono::steady_clock::time_point at) {
+  deadline_timer_armed_ = true;
+  deadline_timer_.expires_at(at);
+  deadline_timer_.async_wait([self = weak_from_this()](std::error_code ec) {
+    if (auto conn = self.lock(); conn && !ec) {
+      conn->deadline_timer_armed_ = false;
+      conn->expire_overdue();
+    }
+  });
+}
+
+void redis_connection::expire_overdue() {
+  auto const now = std::chrono::steady_clock::now();
+  while (!deadlines_.empty() && (deadlines_.front()->done || deadlines_.front()->deadline <= now)) {
+    auto op = std::move(deadlines_.front());
+    deadlines_.pop_front();
+    if (!op->done) {
+      ++stats_.timeouts;
+      finish(*op, errc::attempt_timeout);
+    }
+  }
+  if (!deadlines_.empty()) {
+    arm_deadline_timer(deadlines_.front()->deadline);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -41,6 +42,8 @@ private:
   bool open_context(std::error_code& ec);
   void send_setup();
   void arm_timeout(std::shared_ptr<redis_command_op> const& op);
+  void arm_deadline_timer(std::chrono::steady_clock::time_point at);
+  void expire_overdue();
   void note_connect_failure();
   void on_context_gone();
   [[nodiscard]] std::error_code failure_code(redisAsyncContext const* ac) const noexcept;
@@ -55,6 +58,11 @@ private:
   redisAsyncContext* ac_ = nullptr;
   std::shared_ptr<hiredis_asio_adapter> adapter_;
   asio::steady_timer connect_timer_;
+  /// Commands in initiation order, which is deadline order (one timeout per connection); completed ones are
+  /// dropped when the timer next fires. One timer for all of them: no timer system call per command.
+  std::deque<std::shared_ptr<redis_command_op>> deadlines_;
+  asio::steady_timer deadline_timer_;
+  bool deadline_timer_armed_ = false;
   bool connected_ = false;
   std::error_code down_reason_; ///< why we closed the context ourselves; wins over what hiredis saw
   std::chrono::steady_clock::time_point next_connect_at_{};

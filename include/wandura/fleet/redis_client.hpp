@@ -77,7 +77,9 @@ redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept
 ///
 /// @par Lifetime
 /// Destroying the client closes the connection; commands still pending complete with
-/// `asio::error::operation_aborted` (if the io_context still runs).
+/// `asio::error::operation_aborted` (if the io_context still runs). While connected, the client keeps a read wait
+/// on the socket (hiredis wants to notice a close at once), so `io_context::run()` does not return by itself
+/// while a connected client exists: destroy the client, or stop the io_context, to end `run()`.
 class redis_client {
 public:
   /// @param ex where hiredis is driven and timers run. No connection is made before the first command.

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,6 +118,7 @@ void redis_server::start() {
     throw std::runtime_error("fork failed");
   }
   if (pid_ == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlives a test that crashed
     std::vector<char*> argv;
     for (auto& a : args) {
       argv.push_back(a.data());

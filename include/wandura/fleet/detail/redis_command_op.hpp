@@ -1,7 +1,8 @@
 // The state of one Redis command between its initiation and its completion: the handler (type-erased here so
-// that the connection's code lives in one .cpp), the timeout timer and the cancellation slot. Not public API.
+// that the connection's code lives in one .cpp), its deadline and the cancellation slot. Not public API.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -13,7 +14,6 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "wandura/fleet/redis_reply.hpp"
 
@@ -21,11 +21,11 @@ namespace wandura::detail {
 
 class redis_connection;
 
-/// One command in flight. Shared by the connection's reply callback, the timeout timer and the cancellation
+/// One command in flight. Shared by the connection's reply callback, its deadline queue and the cancellation
 /// handler; the first of them to call `redis_connection::finish` completes it, the others find `done` set.
 class redis_command_op {
 public:
-  explicit redis_command_op(asio::any_io_executor const& ex) : timer(ex) {}
+  redis_command_op() = default;
   virtual ~redis_command_op() = default;
   redis_command_op(redis_command_op const&) = delete;
   redis_command_op& operator=(redis_command_op const&) = delete;
@@ -34,15 +34,15 @@ public:
   /// may be inside a hiredis callback).
   virtual void deliver(std::error_code ec, redis_reply reply) = 0;
 
-  asio::steady_timer timer;     ///< the command's timeout
-  asio::cancellation_slot slot; ///< the handler's slot, cleared before the handler runs
+  std::chrono::steady_clock::time_point deadline{}; ///< when the command times out
+  asio::cancellation_slot slot;                     ///< the handler's slot, cleared before the handler runs
   bool done = false;
 };
 
 template <class Handler> class redis_command_op_for final : public redis_command_op {
 public:
   redis_command_op_for(asio::any_io_executor const& ex, Handler handler)
-      : redis_command_op(ex), work_(asio::get_associated_executor(handler, ex)), handler_(std::move(handler)) {}
+      : work_(asio::get_associated_executor(handler, ex)), handler_(std::move(handler)) {}
 
   void deliver(std::error_code ec, redis_reply reply) override {
     auto ex = work_.get_executor();
