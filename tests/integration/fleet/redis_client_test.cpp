@@ -36,14 +36,6 @@ outcome run_command(asio::io_context& io, wandura::redis_client& client, std::ve
   return test_support::run(io, send(client, std::move(args)));
 }
 
-void sleep_on(asio::io_context& io, std::chrono::milliseconds d) {
-  test_support::run(io, [](std::chrono::milliseconds wait) -> asio::awaitable<int> {
-    asio::steady_timer timer(co_await asio::this_coro::executor, wait);
-    co_await timer.async_wait(asio::use_awaitable);
-    co_return 0;
-  }(d));
-}
-
 // Sends PING until it succeeds or `limit` passes; the number of tries when it succeeded, 0 otherwise.
 int ping_until_up(asio::io_context& io, wandura::redis_client& client, std::chrono::milliseconds limit) {
   auto const start = std::chrono::steady_clock::now();
@@ -51,7 +43,7 @@ int ping_until_up(asio::io_context& io, wandura::redis_client& client, std::chro
     if (!std::get<0>(run_command(io, client, {"PING"}))) {
       return tries;
     }
-    sleep_on(io, 10ms);
+    test_support::wait(io, 10ms);
   }
   return 0;
 }
@@ -202,4 +194,25 @@ TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed 
   } catch (wandura::error const& e) {
     CHECK(std::string(e.what()).find("wrong-pw") == std::string::npos);
   }
+}
+
+TEST_CASE("redis client: behind a stalled redis, commands beyond max_pending fail at once as overloaded") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 20ms, .max_pending = 2});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
+  redis->pause();
+  CHECK(std::get<0>(run_command(io, client, {"PING"})) == wandura::errc::attempt_timeout);
+  CHECK(std::get<0>(run_command(io, client, {"PING"})) == wandura::errc::attempt_timeout);
+  CHECK(client.stats().pending == 2); // timed out, still owed a reply by the stalled server
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK(ec == wandura::fleet_errc::overloaded);
+  CHECK(elapsed_ms(start) < 15); // not sent: no wait for the timeout
+  redis->resume();
+  CHECK(ping_until_up(io, client, 2s) > 0); // the owed replies arrive and are dropped
+  CHECK(client.stats().pending == 0);
 }

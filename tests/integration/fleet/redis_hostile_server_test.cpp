@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -15,6 +16,7 @@
 
 #include "fleet_test_support.hpp"
 #include "wandura/error.hpp"
+#include "wandura/fleet/shared_ticket_cache.hpp"
 
 using namespace std::chrono_literals;
 
@@ -66,4 +68,20 @@ TEST_CASE("redis client: a well-formed fake reply is read as a value") {
   auto [ec, reply] = ask_fake_server("$3\r\nabc\r\n");
   REQUIRE_FALSE(ec);
   CHECK(reply.text == "abc");
+}
+
+TEST_CASE("shared ticket cache: a server that answers garbage makes the lookup local, counted, never an error") {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::co_spawn(io, answer_once(acceptor, "HTTP/1.1 400 Bad Request\r\n\r\n"), asio::detached);
+  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+  std::vector<std::string> lines;
+  wandura::ticket_cache_options options;
+  options.fallback.log = [&](std::string_view line) { lines.emplace_back(line); };
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const found = test_support::run(io, cache.get(test_support::viewer_on("device-7")));
+  CHECK_FALSE(found);
+  CHECK(cache.stats().fallbacks == 1);
+  CHECK(lines.size() == 1);
 }
