@@ -20,6 +20,7 @@ public:
   /// Keeps `ticket` for `who` under `key` until `reuse_until` (a later store for the key replaces it).
   void store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
              std::chrono::system_clock::time_point reuse_until);
+  void erase(std::string const& key) { entries_.erase(key); }
   /// The ticket under `key` if it was stored for exactly `who` and `now` is before its reuse limit.
   [[nodiscard]] std::optional<cached_ticket> find(std::string const& key, ticket_identity const& who,
                                                   std::chrono::system_clock::time_point now) const;

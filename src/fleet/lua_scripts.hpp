@@ -33,6 +33,7 @@ inline constexpr std::string_view viewer_take =
                        "if now > at then tokens = math.min(cap, tokens + (now - at) * rate); at = now end\n"
                        "local granted, wait = 1, 0\n"
                        "if n < 0 then tokens = math.min(cap, tokens - n)\n"
+                       "elseif n > cap then granted = 0; wait = math.ceil((cap - tokens) / rate)\n"
                        "elseif n > tokens then granted = 0; wait = math.ceil((n - tokens) / rate)\n"
                        "else tokens = tokens - n end\n"
                        "redis.call('HSET', KEYS[1], 't', tokens, 'ts', at)\n"

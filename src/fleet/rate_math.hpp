@@ -21,7 +21,8 @@ struct bucket_answer {
   double wait_ms = 0; ///< when refused: how long until `n` tokens are there
 };
 
-/// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at capacity).
+/// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at capacity). More than the
+/// capacity is always refused, with the time until the bucket is full again.
 inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per_ms, double capacity, double n) {
   if (!b.exists) {
     b = {capacity, now_ms, true};
@@ -33,6 +34,9 @@ inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per
   if (n < 0) {
     b.tokens = std::min(capacity, b.tokens - n);
     return {true, 0};
+  }
+  if (n > capacity) {
+    return {false, std::ceil((capacity - b.tokens) / rate_per_ms)}; // never fits: the time to refill completely
   }
   if (n > b.tokens) {
     return {false, std::ceil((n - b.tokens) / rate_per_ms)};

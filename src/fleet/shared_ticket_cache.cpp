@@ -117,6 +117,24 @@ asio::awaitable<void> shared_ticket_cache::put(ticket_identity who, cached_ticke
                                     "ticket cache: store");
 }
 
+asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
+  check_identity(who);
+  impl& self = *impl_;
+  std::string const key = fleet_keys::ticket(self.org, who);
+  self.local.erase(key);
+  if (!self.guard.ask_redis(steady_clock::now())) {
+    co_return;
+  }
+  std::array<std::string_view, 2> const command{"DEL", key};
+  auto [ec, reply] = co_await self.redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
+  throw_if_cancelled(ec, "erase");
+  if (!ec) {
+    self.guard.redis_answered();
+  } else {
+    self.guard.redis_failed(ec, steady_clock::now());
+  }
+}
+
 ticket_cache_stats shared_ticket_cache::stats() const noexcept {
   ticket_cache_stats out = impl_->stats;
   out.fallbacks = impl_->guard.fallbacks();

@@ -72,8 +72,11 @@ shared_viewer_limit::~shared_viewer_limit() = default;
 
 asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::string viewer_ref, int tickets,
                                                                         system_clock::time_point now) {
-  if (tickets < 1) {
-    throw error(errc::invalid_argument, "viewer limit: tickets must be >= 1");
+  if (tickets < 0) {
+    throw error(errc::invalid_argument, "viewer limit: tickets must be >= 0");
+  }
+  if (tickets == 0) {
+    co_return viewer_limit_decision{true, std::chrono::milliseconds(0)}; // nothing to count: no round trip
   }
   auto pending = take(std::move(viewer_ref), tickets, now); // named: no temporaries inside co_await (GCC 12)
   auto decision = co_await std::move(pending);
@@ -82,8 +85,11 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
 }
 
 asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int tickets, system_clock::time_point now) {
-  if (tickets < 1) {
-    throw error(errc::invalid_argument, "viewer limit: tickets must be >= 1");
+  if (tickets < 0) {
+    throw error(errc::invalid_argument, "viewer limit: tickets must be >= 0");
+  }
+  if (tickets == 0) {
+    co_return;
   }
   auto pending = take(std::move(viewer_ref), -tickets, now);
   co_await std::move(pending);

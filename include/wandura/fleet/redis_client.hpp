@@ -73,7 +73,11 @@ redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept
 /// @par Thread safety
 /// As an Asio I/O object: distinct objects are safe, a shared object is not. Initiate commands from the
 /// executor given at construction (a single-threaded io_context, or a strand); completions are posted to each
-/// handler's associated executor.
+/// handler's associated executor. A coroutine running elsewhere (another thread of a multi-threaded io_context)
+/// reaches the client, or a shared-state class built on it, through that executor:
+///
+///     auto lookup = cache.get(std::move(who)); // named first: GCC 12 may destroy temporaries of a co_await twice
+///     auto found = co_await asio::co_spawn(redis_strand, std::move(lookup), asio::use_awaitable);
 ///
 /// @par Lifetime
 /// Destroying the client closes the connection; commands still pending complete with

@@ -79,6 +79,11 @@ public:
   [[nodiscard]] asio::awaitable<void> put(ticket_identity who, cached_ticket ticket,
                                           std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
+  /// Forgets the ticket of `who` in Redis and locally (e.g. after the player reported it rejected): one `DEL`.
+  /// If Redis cannot be reached the Redis entry stays until it expires (a fallback is counted).
+  /// @throws wandura::error with `errc::invalid_argument` when `who.viewer_ref` or `who.union_info` is empty.
+  [[nodiscard]] asio::awaitable<void> erase(ticket_identity who);
+
   [[nodiscard]] ticket_cache_stats stats() const noexcept;
 
 private:

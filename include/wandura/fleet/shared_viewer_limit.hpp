@@ -58,8 +58,9 @@ public:
   shared_viewer_limit(shared_viewer_limit const&) = delete;
   shared_viewer_limit& operator=(shared_viewer_limit const&) = delete;
 
-  /// Takes `tickets` (> 0) from the viewer's bucket, all or nothing, at `now`.
-  /// @throws wandura::error with `errc::invalid_argument` for an empty viewer_ref or `tickets` < 1;
+  /// Takes `tickets` from the viewer's bucket, all or nothing, at `now` (as `viewer_limiter::try_acquire`: 0 is
+  /// always granted, without a round trip; more than the burst is always refused, with the time to refill).
+  /// @throws wandura::error with `errc::invalid_argument` for an empty viewer_ref or `tickets` < 0;
   ///         `operation_aborted` when cancelled. Never for Redis failures (local fallback).
   [[nodiscard]] asio::awaitable<viewer_limit_decision>
   try_acquire(std::string viewer_ref, int tickets,

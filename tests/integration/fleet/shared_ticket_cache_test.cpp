@@ -1,14 +1,18 @@
 // The shared ticket cache over a real redis-server: two clients stand for two processes of a fleet.
 #include "wandura/fleet/shared_ticket_cache.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fleet_test_support.hpp"
@@ -160,5 +164,61 @@ TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered lo
   redis->resume();
   CHECK(code == asio::error::operation_aborted);
   CHECK(took < 1000);
+  CHECK(cache.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reused by another") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
+  test_support::run(fleet.io, cache_b.erase(viewer_on("device-7")));
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach it through its strand") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  wandura::redis_client client(strand, {.url = redis->url(), .command_timeout = 2s});
+  wandura::shared_ticket_cache cache(client, "org_demo");
+  auto const now = system_clock::now();
+  std::atomic<int> hits{0};
+  std::atomic<int> done{0};
+  constexpr int workers = 8;
+  for (int w = 0; w < workers; ++w) {
+    asio::co_spawn(
+        io,
+        [&, w]() -> asio::awaitable<void> {
+          for (int i = 0; i < 25; ++i) {
+            auto who = viewer_on("device-" + std::to_string(w) + "-" + std::to_string(i));
+            wandura::cached_ticket ticket{"tkt_" + std::to_string(w), now + 30min};
+            // The operations are named before co_await: no class temporaries inside it (GCC 12).
+            auto put = cache.put(who, std::move(ticket), now);
+            co_await asio::co_spawn(strand, std::move(put), asio::use_awaitable);
+            auto get = cache.get(std::move(who), now);
+            auto found = co_await asio::co_spawn(strand, std::move(get), asio::use_awaitable);
+            hits += found && found->payload == "tkt_" + std::to_string(w) ? 1 : 0;
+          }
+          if (++done == workers) {
+            io.stop();
+          }
+        },
+        asio::detached);
+  }
+  std::thread second([&] { io.run(); });
+  io.run();
+  second.join();
+  CHECK(hits == workers * 25);
   CHECK(cache.stats().fallbacks == 0);
 }

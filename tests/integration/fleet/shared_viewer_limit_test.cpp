@@ -90,3 +90,21 @@ TEST_CASE("shared viewer limit: with redis down at start it answers locally, the
   CHECK_FALSE(limit_a.stats().degraded);
   CHECK(count_starting(lines, "INFO fleet viewer_limit: ") == 1);
 }
+
+TEST_CASE("shared viewer limit: zero is granted without a round trip, more than the burst never, as in process") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 30});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto const before = fleet.a.stats().commands;
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 0, t0)).granted);
+  CHECK(fleet.a.stats().commands == before);
+  REQUIRE(test_support::run(fleet.io, limit.try_acquire("v", 10, t0)).granted);
+  auto const never = test_support::run(fleet.io, limit.try_acquire("v", 31, t0));
+  CHECK_FALSE(never.granted);
+  CHECK(never.retry_after == 20000ms); // until full again, as the local arithmetic says
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 20, t0)).granted); // the refusal took nothing
+}

@@ -47,3 +47,13 @@ TEST_CASE("gcra: a hold-off refuses everything until it passes") {
   CHECK(held.at_ms == 5000);
   CHECK(gcra_take(g, 5000, 1, 100, 10).go);
 }
+
+TEST_CASE("token bucket: more than the capacity never fits; the wait is until the bucket is full") {
+  wandura::detail::token_bucket b;
+  double const rate = 30.0 / 60000.0;
+  REQUIRE(bucket_take(b, 0, rate, 30, 10).granted);
+  auto const never = bucket_take(b, 0, rate, 30, 31);
+  CHECK_FALSE(never.granted);
+  CHECK(never.wait_ms == 20000); // 10 tokens at one per 2 s
+  CHECK(b.tokens == 20);         // nothing taken
+}
