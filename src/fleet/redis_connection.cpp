@@ -68,7 +68,7 @@ redis_client_stats redis_connection::stats() const noexcept {
   return stats_;
 }
 
-void redis_connection::start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> op) {
+void redis_connection::start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op) {
   ++stats_.commands;
   std::error_code ec;
   if (!ensure_context(ec)) {
@@ -277,8 +277,8 @@ void redis_connection::on_reply(redisAsyncContext* ac, void* reply, void* privda
 }
 
 void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,
-                         std::shared_ptr<redis_command_op> op) {
-  conn.start(args, std::move(op));
+                         std::shared_ptr<redis_command_op> const& op) {
+  conn.start(args, op);
 }
 
 asio::any_io_executor redis_connection_executor(redis_connection const& conn) noexcept {

@@ -29,7 +29,7 @@ public:
   redis_connection(redis_connection const&) = delete;
   redis_connection& operator=(redis_connection const&) = delete;
 
-  void start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> op);
+  void start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op);
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
 

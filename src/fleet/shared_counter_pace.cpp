@@ -32,10 +32,10 @@ void check_rate(double limit_per_minute, double burst) {
 } // namespace
 
 struct shared_counter_pace::impl {
-  impl(redis_client& r, std::string org, counter_pace_options const& opts)
+  impl(redis_client& r, std::string_view org, counter_pace_options opts)
       : redis(r), key(fleet_keys::pace(org, opts.counter)), local_share(opts.local_share),
-        guard("counter_pace " + opts.counter, r.server_name(), opts.fallback), take_script(detail::lua::pace_take),
-        hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate) {
+        guard("counter_pace " + opts.counter, r.server_name(), std::move(opts.fallback)),
+        take_script(detail::lua::pace_take), hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate) {
     set_local_rate(opts.limit_per_minute, opts.burst);
   }
 
@@ -57,13 +57,13 @@ struct shared_counter_pace::impl {
   counter_pace_stats stats;
 };
 
-shared_counter_pace::shared_counter_pace(redis_client& redis, std::string org, counter_pace_options options) {
+shared_counter_pace::shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options) {
   fleet_keys::check_org(org);
   check_rate(options.limit_per_minute, options.burst);
   if (options.counter.empty() || options.counter.size() > 64 || !(options.local_share > 0) || options.local_share > 1) {
     throw error(errc::invalid_argument, "counter pace: counter must be 1-64 characters and local_share in (0, 1]");
   }
-  impl_ = std::make_unique<impl>(redis, std::move(org), options);
+  impl_ = std::make_unique<impl>(redis, org, std::move(options));
 }
 
 shared_counter_pace::~shared_counter_pace() = default;

@@ -65,9 +65,9 @@ struct shared_ticket_cache::impl {
   ticket_cache_stats stats;
 };
 
-shared_ticket_cache::shared_ticket_cache(redis_client& redis, std::string org, ticket_cache_options options) {
+shared_ticket_cache::shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options) {
   fleet_keys::check_org(org);
-  impl_ = std::make_unique<impl>(redis, std::move(org), std::move(options));
+  impl_ = std::make_unique<impl>(redis, std::string(org), std::move(options));
 }
 
 shared_ticket_cache::~shared_ticket_cache() = default;

@@ -23,10 +23,10 @@ bool is_pair(redis_reply const& reply) {
 } // namespace
 
 struct shared_viewer_limit::impl {
-  impl(redis_client& r, std::string o, viewer_limit_options const& opts)
+  impl(redis_client& r, std::string o, viewer_limit_options opts)
       : redis(r), org(std::move(o)), rate_per_ms(opts.tickets_per_minute / 60000.0),
         capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), local_capacity(opts.local_capacity),
-        guard("viewer_limit", r.server_name(), opts.fallback), script(detail::lua::viewer_take) {}
+        guard("viewer_limit", r.server_name(), std::move(opts.fallback)), script(detail::lua::viewer_take) {}
 
   detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
     auto it = buckets.find(viewer_ref);
@@ -60,12 +60,12 @@ struct shared_viewer_limit::impl {
   viewer_limit_stats stats;
 };
 
-shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string org, viewer_limit_options options) {
+shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options) {
   fleet_keys::check_org(org);
   if (!(options.tickets_per_minute > 0) || options.burst < 0) {
     throw error(errc::invalid_argument, "viewer limit: tickets_per_minute must be > 0 and burst >= 0");
   }
-  impl_ = std::make_unique<impl>(redis, std::move(org), options);
+  impl_ = std::make_unique<impl>(redis, std::string(org), std::move(options));
 }
 
 shared_viewer_limit::~shared_viewer_limit() = default;

@@ -124,7 +124,7 @@ public:
           auto op = std::make_shared<detail::redis_command_op_for<handler_type>>(
               detail::redis_connection_executor(*conn), std::move(handler));
           op->slot = slot;
-          detail::start_redis_command(*conn, command, std::move(op));
+          detail::start_redis_command(*conn, command, op);
         },
         token, args);
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <asio/awaitable.hpp>
 
@@ -57,7 +58,7 @@ class shared_counter_pace {
 public:
   /// @param redis must outlive the pace. @param org the organisation (hash tag).
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, counter, rate, burst or share.
-  shared_counter_pace(redis_client& redis, std::string org, counter_pace_options options = {});
+  shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options = {});
   ~shared_counter_pace();
   shared_counter_pace(shared_counter_pace const&) = delete;
   shared_counter_pace& operator=(shared_counter_pace const&) = delete;

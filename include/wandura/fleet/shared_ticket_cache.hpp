@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <asio/awaitable.hpp>
 
@@ -58,9 +59,9 @@ struct ticket_cache_stats {
 /// As `redis_client`: use an object from the client's executor only.
 class shared_ticket_cache {
 public:
-  /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-].
+  /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-]; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`.
-  shared_ticket_cache(redis_client& redis, std::string org, ticket_cache_options options = {});
+  shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options = {});
   ~shared_ticket_cache();
   shared_ticket_cache(shared_ticket_cache const&) = delete;
   shared_ticket_cache& operator=(shared_ticket_cache const&) = delete;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <asio/awaitable.hpp>
 
@@ -53,7 +54,7 @@ class shared_viewer_limit {
 public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org` or a rate or burst that is not > 0.
-  shared_viewer_limit(redis_client& redis, std::string org, viewer_limit_options options = {});
+  shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
   ~shared_viewer_limit();
   shared_viewer_limit(shared_viewer_limit const&) = delete;
   shared_viewer_limit& operator=(shared_viewer_limit const&) = delete;

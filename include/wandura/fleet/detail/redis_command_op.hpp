@@ -59,7 +59,7 @@ private:
 
 /// Sends `args` on `conn` (connecting first when needed) and arranges for `op` to complete exactly once.
 void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,
-                         std::shared_ptr<redis_command_op> op);
+                         std::shared_ptr<redis_command_op> const& op);
 /// The executor the connection runs on.
 [[nodiscard]] asio::any_io_executor redis_connection_executor(redis_connection const& conn) noexcept;
 
