@@ -5,9 +5,10 @@
 namespace wandura::detail {
 
 void local_ticket_cache::store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
-                               std::chrono::system_clock::time_point reuse_until) {
+                               std::chrono::system_clock::time_point reuse_until,
+                               std::chrono::system_clock::time_point now) {
   if (entries_.size() >= capacity_ && !entries_.contains(key)) {
-    drop_expired(std::chrono::system_clock::now());
+    drop_expired(now);
     if (entries_.size() >= capacity_) {
       return; // full of live tickets: this one is still in Redis when Redis is up
     }

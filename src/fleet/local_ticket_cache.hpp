@@ -17,9 +17,10 @@ class local_ticket_cache {
 public:
   explicit local_ticket_cache(std::size_t capacity) : capacity_(capacity) {}
 
-  /// Keeps `ticket` for `who` under `key` until `reuse_until` (a later store for the key replaces it).
+  /// Keeps `ticket` for `who` under `key` until `reuse_until` (a later store for the key replaces it). When full,
+  /// tickets past their reuse limit at `now` make room; if none is, the new ticket is not kept.
   void store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
-             std::chrono::system_clock::time_point reuse_until);
+             std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now);
   void erase(std::string const& key) { entries_.erase(key); }
   /// The ticket under `key` if it was stored for exactly `who` and `now` is before its reuse limit.
   [[nodiscard]] std::optional<cached_ticket> find(std::string const& key, ticket_identity const& who,

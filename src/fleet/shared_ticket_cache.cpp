@@ -108,7 +108,7 @@ asio::awaitable<void> shared_ticket_cache::put(ticket_identity who, cached_ticke
     co_return; // nothing left to reuse
   }
   std::string const key = fleet_keys::ticket(self.org, who);
-  self.local.store(key, who, ticket, reuse_until);
+  self.local.store(key, who, ticket, reuse_until, now);
   std::string const envelope = detail::encode_envelope(who, ticket);
   std::string const px_text = std::to_string(px);
   std::array<std::string_view, 1> const keys{key};

@@ -29,8 +29,9 @@ struct ticket_cache_options {
   /// A ticket is reused until this long before its `expires_at` (SPEC §3: 5 minutes); the Redis entry expires by
   /// itself then (PX).
   std::chrono::milliseconds reuse_margin = std::chrono::minutes(5);
-  /// The most tickets the local fallback keeps (expired ones are dropped first; beyond it new ones are not kept).
-  std::size_t local_capacity = 100'000;
+  /// The most tickets the local fallback keeps, as `memory_ticket_store_options::max_entries` (expired ones are
+  /// dropped first; beyond it new ones are not kept locally, they are still stored in Redis).
+  std::size_t local_capacity = 10'000;
   fallback_options fallback{};
 };
 
