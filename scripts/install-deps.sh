@@ -10,6 +10,7 @@ packages=(
   nginx-light openssl wrk curl
   doxygen
   clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm
+  redis-server libhiredis-dev
 )
 
 missing=()
@@ -30,7 +31,9 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# nginx is started only by the tests and benchmarks, on loopback, with their own config; never as a service.
+# nginx and redis-server are started only by the tests and benchmarks, on loopback, with their own settings;
+# never as services.
 if command -v systemctl >/dev/null 2>&1; then
   $sudo systemctl disable --now nginx >/dev/null 2>&1 || true
+  $sudo systemctl disable --now redis-server >/dev/null 2>&1 || true
 fi

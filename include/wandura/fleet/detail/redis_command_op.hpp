@@ -1,0 +1,66 @@
+// The state of one Redis command between its initiation and its completion: the handler (type-erased here so
+// that the connection's code lives in one .cpp), its deadline and the cancellation slot. Not public API.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+
+#include "wandura/fleet/redis_reply.hpp"
+
+namespace wandura::detail {
+
+class redis_connection;
+
+/// One command in flight. Shared by the connection's reply callback, its deadline queue and the cancellation
+/// handler; the first of them to call `redis_connection::finish` completes it, the others find `done` set.
+class redis_command_op {
+public:
+  redis_command_op() = default;
+  virtual ~redis_command_op() = default;
+  redis_command_op(redis_command_op const&) = delete;
+  redis_command_op& operator=(redis_command_op const&) = delete;
+
+  /// Hands the outcome to the handler: always posted to the handler's executor, never run inline (the caller
+  /// may be inside a hiredis callback).
+  virtual void deliver(std::error_code ec, redis_reply reply) = 0;
+
+  std::chrono::steady_clock::time_point deadline{}; ///< when the command times out
+  asio::cancellation_slot slot;                     ///< the handler's slot, cleared before the handler runs
+  bool done = false;
+};
+
+template <class Handler> class redis_command_op_for final : public redis_command_op {
+public:
+  redis_command_op_for(asio::any_io_executor const& ex, Handler handler)
+      : work_(asio::get_associated_executor(handler, ex)), handler_(std::move(handler)) {}
+
+  void deliver(std::error_code ec, redis_reply reply) override {
+    auto ex = work_.get_executor();
+    work_.reset();
+    asio::post(ex, [handler = std::move(handler_), ec, reply = std::move(reply)]() mutable {
+      std::move(handler)(ec, std::move(reply));
+    });
+  }
+
+private:
+  asio::executor_work_guard<asio::associated_executor_t<Handler, asio::any_io_executor>> work_;
+  Handler handler_;
+};
+
+/// Sends `args` on `conn` (connecting first when needed) and arranges for `op` to complete exactly once.
+void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,
+                         std::shared_ptr<redis_command_op> const& op);
+/// The executor the connection runs on.
+[[nodiscard]] asio::any_io_executor redis_connection_executor(redis_connection const& conn) noexcept;
+
+} // namespace wandura::detail

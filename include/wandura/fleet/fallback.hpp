@@ -1,0 +1,27 @@
+// wandura::fallback_options: how a shared-state class degrades when Redis is slow, down or answers errors.
+//
+// Degrade, never block: every operation of `shared_ticket_cache`, `shared_viewer_limit` and
+// `shared_counter_pace` that cannot get its answer from Redis within `redis_options::command_timeout` answers from
+// the class's local, in-process equivalent instead. After a failure the class keeps answering locally for
+// `probe_interval` (so a paused Redis costs one timeout per interval, not one per call), then asks Redis again;
+// the first answer from Redis ends the fallback by itself.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string_view>
+
+namespace wandura {
+
+struct fallback_options {
+  /// Receives one line when the class starts answering locally, e.g.
+  /// `WARN fleet ticket_cache: redis 127.0.0.1:6379 unavailable (attempt timed out before any response byte);
+  /// answering from local state until it is back`, and one when Redis answers again
+  /// (`INFO fleet ticket_cache: redis 127.0.0.1:6379 is back after 42 local answers`). Never one per call; never
+  /// a password. May be empty. Called on the thread that runs the operation.
+  std::function<void(std::string_view)> log;
+  /// After a failure, how long operations answer locally before Redis is tried again.
+  std::chrono::milliseconds probe_interval{500};
+};
+
+} // namespace wandura

@@ -1,0 +1,149 @@
+// wandura::redis_client: an awaitable Redis client on hiredis 0.14's async context, driven by Asio.
+//
+// Asio waits for readiness on the connection's descriptor (hiredis's addRead/addWrite hooks, the contract of
+// hiredis's own event-library adapters) and runs the timers; hiredis reads, writes and parses. The client has no
+// thread of its own. RESP2 only and no TLS: the limits of hiredis 0.14 (docs/adr/0006-fleet-shared-state.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+
+#include "wandura/fleet/detail/redis_command_op.hpp"
+#include "wandura/fleet/fleet_error.hpp"
+#include "wandura/fleet/redis_reply.hpp"
+
+namespace wandura {
+
+/// How a `redis_client` connects and how long it waits.
+struct redis_options {
+  /// `redis://[user:password@]host[:port][/db]` (see `redis_url`). `AUTH` and `SELECT` are sent on every connect.
+  /// hiredis 0.14 resolves a host name with a blocking `getaddrinfo`: give an address or a name in /etc/hosts.
+  std::string url = "redis://127.0.0.1:6379";
+  /// How long one command waits for its reply, from initiation (connecting included). The shared state is an
+  /// optimisation: a few milliseconds, then the caller answers from local state.
+  std::chrono::milliseconds command_timeout{5};
+  /// How long a new connection may take (TCP connect) before it is dropped as failed.
+  std::chrono::milliseconds connect_timeout{200};
+  /// The wait before the first reconnect after a failed connect; doubled after each further failure up to
+  /// `max_reconnect_backoff`, back to this after a successful connect. A connection that was up and broke is
+  /// reconnected at the next command without waiting.
+  std::chrono::milliseconds reconnect_backoff{50};
+  std::chrono::milliseconds max_reconnect_backoff{2000};
+  /// The most commands that may wait for replies on the connection (sent, not answered, timed out ones
+  /// included). Beyond it a command fails at once with `fleet_errc::overloaded` instead of queueing behind a
+  /// stalled server.
+  std::size_t max_pending = 1024;
+};
+
+/// Counters of one client. A snapshot.
+struct redis_client_stats {
+  std::uint64_t commands = 0;         ///< commands initiated
+  std::uint64_t timeouts = 0;         ///< commands that completed with `errc::attempt_timeout`
+  std::uint64_t connects = 0;         ///< connections established
+  std::uint64_t connect_failures = 0; ///< connect attempts that failed (refused, timeout, AUTH/SELECT refused)
+  std::uint64_t disconnects = 0;      ///< established connections that were lost
+  std::size_t pending = 0;            ///< commands sent and not answered yet (timed out ones included)
+};
+
+namespace detail {
+std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex, redis_options options);
+redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept;
+} // namespace detail
+
+/// One pipelined connection to Redis, (re)connected on demand.
+///
+/// Commands are pipelined on one connection in the order they are initiated; replies are matched in order. The
+/// connection is opened by the first command, reopened by the next command after it broke, and after a failed
+/// connect not tried again before the backoff has passed (those commands fail at once with
+/// `errc::connect_failed`, so a Redis that is down costs nothing).
+///
+/// @par Thread safety
+/// As an Asio I/O object: distinct objects are safe, a shared object is not. Initiate commands from the
+/// executor given at construction (a single-threaded io_context, or a strand); completions are posted to each
+/// handler's associated executor. A coroutine running elsewhere (another thread of a multi-threaded io_context)
+/// reaches the client, or a shared-state class built on it, through that executor:
+///
+///     auto lookup = cache.get(std::move(who)); // named first: GCC 12 may destroy temporaries of a co_await twice
+///     auto found = co_await asio::co_spawn(redis_strand, std::move(lookup), asio::use_awaitable);
+///
+/// @par Lifetime
+/// Destroying the client closes the connection; commands still pending complete with
+/// `asio::error::operation_aborted` (if the io_context still runs). While connected, the client keeps a read wait
+/// on the socket (hiredis wants to notice a close at once), so `io_context::run()` does not return by itself
+/// while a connected client exists: destroy the client, or stop the io_context, to end `run()`.
+class redis_client {
+public:
+  /// @param ex where hiredis is driven and timers run. No connection is made before the first command.
+  /// @throws wandura::error with `errc::invalid_argument` for a bad `options.url` (the message never contains the
+  ///         password).
+  redis_client(asio::any_io_executor ex, redis_options options);
+  ~redis_client();
+  redis_client(redis_client const&) = delete;
+  redis_client& operator=(redis_client const&) = delete;
+
+  /// Sends one command, e.g. `{"SET", key, value, "PX", "60000"}`, and waits for its reply.
+  ///
+  /// Completes with `(error_code{}, reply)` for every non-error reply (`nil` included), or with:
+  /// - `fleet_errc::server_error` and the error reply (its text says which: `NOSCRIPT`, `WRONGTYPE`, ...);
+  /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
+  ///   is dropped; the connection stays);
+  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff); not sent;
+  /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused; not executed;
+  /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
+  /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
+  /// - `errc::protocol_error`: the server sent bytes that are not RESP2 (the connection is dropped);
+  /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed.
+  ///
+  /// @param args the command and its arguments, binary safe. Copied into hiredis's output buffer when the
+  ///        operation starts (for `use_awaitable`, when it is awaited), so they must live until then.
+  /// @param token completion token with signature `void(std::error_code, redis_reply)`.
+  ///
+  /// @par Cancellation
+  /// Terminal, partial and total cancellation through the handler's cancellation slot: the operation completes
+  /// with `operation_aborted` at once. A command already written is still executed by Redis; its reply is dropped.
+  /// @par Retries
+  /// None: every failure is reported to the caller, who falls back (the fleet classes) or retries.
+  template <class CompletionToken> auto async_command(std::span<std::string_view const> args, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, redis_reply)>(
+        [conn = conn_](auto handler, std::span<std::string_view const> command) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto op = std::make_shared<detail::redis_command_op_for<handler_type>>(
+              detail::redis_connection_executor(*conn), std::move(handler));
+          op->slot = slot;
+          detail::start_redis_command(*conn, command, op);
+        },
+        token, args);
+  }
+
+  /// `async_command` as a coroutine that throws: the reply, or `wandura::error` with the code above and a
+  /// message naming the server (`redis 127.0.0.1:6379: ...`, never the password) and, for an error reply, its
+  /// text. `args` are owned by the coroutine. Same cancellation rules.
+  [[nodiscard]] asio::awaitable<redis_reply> command(std::vector<std::string> args);
+
+  /// The executor given at construction.
+  [[nodiscard]] asio::any_io_executor get_executor() const noexcept;
+  /// `host:port[/db]` of the server, without credentials: for log lines.
+  [[nodiscard]] std::string const& server_name() const noexcept;
+  /// A snapshot of the counters.
+  [[nodiscard]] redis_client_stats stats() const noexcept;
+
+private:
+  std::shared_ptr<detail::redis_connection> conn_;
+  std::string server_name_;
+};
+
+} // namespace wandura

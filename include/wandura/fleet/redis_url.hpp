@@ -1,0 +1,32 @@
+// wandura::redis_url: where the fleet's Redis is and how to log in, read from `redis://[user:password@]host:port[/db]`.
+//
+// Thread safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace wandura {
+
+/// A parsed `redis://` URL. The password is kept for `AUTH` and never appears in a message of the SDK: use
+/// `redacted()` to name the server in a log line.
+struct redis_url {
+  std::string host = "127.0.0.1"; ///< name or address; an IPv6 address without its brackets.
+  std::uint16_t port = 6379;      ///< TCP port; 6379 when the URL names none.
+  std::string user;               ///< ACL user for `AUTH user password`; empty for `AUTH password` (Redis < 6).
+  std::string password;           ///< empty: no `AUTH` on connect.
+  int db = 0;                     ///< `SELECT db` on connect when not 0.
+
+  /// Reads `redis://[user:password@]host[:port][/db]` (user and password percent-decoded; `host` may be
+  /// `[::1]`).
+  /// @throws wandura::error with `errc::invalid_argument` for another scheme (`rediss://` included: hiredis 0.14
+  ///         has no TLS, docs/adr/0006), an empty host, a port outside 1-65535, a db outside 0-65535 or a bad
+  ///         percent escape. The message never contains the password.
+  [[nodiscard]] static redis_url parse(std::string_view url);
+
+  /// `host:port/db` (IPv6 in brackets), without user or password: safe to log.
+  [[nodiscard]] std::string redacted() const;
+};
+
+} // namespace wandura

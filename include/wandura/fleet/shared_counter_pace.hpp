@@ -1,0 +1,90 @@
+// wandura::shared_counter_pace: one rate-limit counter's pace, shared by every process of a fleet through Redis.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <asio/awaitable.hpp>
+
+#include "wandura/fleet/fallback.hpp"
+#include "wandura/fleet/redis_client.hpp"
+
+namespace wandura {
+
+struct counter_pace_options {
+  /// The counter's name in keys, e.g. "playback" (SPEC §1 counters).
+  std::string counter = "playback";
+  /// The counter's limit per minute, refilled continuously (SPEC §1: limit/60 per second). Used until a rate is
+  /// set for the fleet with `set_rate`.
+  double limit_per_minute = 6000;
+  /// The most units at once from idle; 0 means `limit_per_minute` (SPEC §1: from idle a whole minute's limit).
+  double burst = 0;
+  /// This process's share of the rate while it paces alone (Redis away): 1 lets every process go at the whole
+  /// rate; 1/N keeps N processes within it together.
+  double local_share = 1.0;
+  fallback_options fallback{};
+};
+
+/// The answer of `shared_counter_pace::try_acquire`.
+struct pace_decision {
+  bool go = false;
+  /// When not `go`: the earliest time the same request would go (rounded up to the millisecond).
+  std::chrono::system_clock::time_point wait_until{};
+};
+
+/// Counters of one pace. A snapshot.
+struct counter_pace_stats {
+  std::uint64_t admitted = 0;
+  std::uint64_t delayed = 0;
+  std::uint64_t fallbacks = 0; ///< operations answered from local state because Redis was slow, down or failing
+  bool degraded = false;
+};
+
+/// GCRA (the generic cell rate algorithm) for one counter in Redis (`wandura:{org}:pace:<counter>`): every
+/// process asks before it sends, and together they are admitted at the counter's refill, not N times it. Each
+/// operation is one script (`EVALSHA`), atomic. Times are the callers' `system_clock` (hosts must be NTP-synced:
+/// a skew of d ms shifts a process's view of the pace by d ms).
+///
+/// @par Degrade, never block
+/// When Redis is slow, down or failing, decisions come from a local GCRA at `local_share` of the rate, which also
+/// keeps every hold and rate this process set; see `fallback_options`.
+///
+/// @par Thread safety
+/// As `redis_client`: use an object from the client's executor only.
+class shared_counter_pace {
+public:
+  /// @param redis must outlive the pace. @param org the organisation (hash tag).
+  /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, counter, rate, burst or share.
+  shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options = {});
+  ~shared_counter_pace();
+  shared_counter_pace(shared_counter_pace const&) = delete;
+  shared_counter_pace& operator=(shared_counter_pace const&) = delete;
+
+  /// Admits `cost` units (tickets of a batch; 1 for a request) at `now`, or says when they would be.
+  /// @throws wandura::error with `errc::invalid_argument` unless 0 < cost <= burst; `operation_aborted` when
+  ///         cancelled. Never for Redis failures (local fallback).
+  [[nodiscard]] asio::awaitable<pace_decision>
+  try_acquire(double cost, std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+  /// Holds every process of the fleet back until `until` (a 429's Retry-After: seed 000, "hold every request to
+  /// that counter until Retry-After has passed"). A later hold wins over an earlier one; never shortened.
+  [[nodiscard]] asio::awaitable<void>
+  hold_until(std::chrono::system_clock::time_point until,
+             std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+  /// Sets the counter's rate for the whole fleet (e.g. from a 429's X-RateLimit-Limit); `burst` 0 means the
+  /// limit. Kept in Redis for an hour after the counter's last use.
+  /// @throws wandura::error with `errc::invalid_argument` for a limit that is not > 0 or a negative burst.
+  [[nodiscard]] asio::awaitable<void> set_rate(double limit_per_minute, double burst = 0);
+
+  [[nodiscard]] counter_pace_stats stats() const noexcept;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace wandura

@@ -1,0 +1,85 @@
+// wandura::shared_viewer_limit: the per-viewer ticket limit, held across every process of a fleet through Redis.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <asio/awaitable.hpp>
+
+#include "wandura/fleet/fallback.hpp"
+#include "wandura/fleet/redis_client.hpp"
+
+namespace wandura {
+
+struct viewer_limit_options {
+  /// Tickets one viewer_ref may get per minute, refilled continuously (seed 001: a per-viewer limit on our side).
+  double tickets_per_minute = 30;
+  /// The most tickets at once from idle; 0 means `tickets_per_minute`.
+  double burst = 0;
+  /// The most viewers the local fallback tracks (full buckets are dropped first; beyond it unknown viewers are
+  /// granted without tracking rather than blocked).
+  std::size_t local_capacity = 100'000;
+  fallback_options fallback{};
+};
+
+/// The answer of `shared_viewer_limit::try_acquire`.
+struct viewer_limit_decision {
+  bool granted = false;
+  /// When refused: how long until the same request would be granted (rounded up to whole ms).
+  std::chrono::milliseconds retry_after{0};
+};
+
+/// Counters of one limiter. A snapshot.
+struct viewer_limit_stats {
+  std::uint64_t granted = 0;
+  std::uint64_t refused = 0;
+  std::uint64_t fallbacks = 0; ///< operations answered from local state because Redis was slow, down or failing
+  bool degraded = false;
+};
+
+/// A continuous token bucket per viewer_ref in Redis (`wandura:{org}:viewer:<viewer_ref>`), so that a viewer's
+/// limit is one limit whichever process serves them. Each operation is one script (`EVALSHA`), atomic.
+///
+/// @par Degrade, never block
+/// When Redis is slow, down or failing, decisions come from a local bucket per viewer with the same limit (the
+/// process then enforces the limit for what it sees alone); see `fallback_options`.
+///
+/// @par Thread safety
+/// As `redis_client`: use an object from the client's executor only.
+class shared_viewer_limit {
+public:
+  /// @param redis must outlive the limiter. @param org the organisation (hash tag).
+  /// @throws wandura::error with `errc::invalid_argument` for a bad `org` or a rate or burst that is not > 0.
+  shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
+  ~shared_viewer_limit();
+  shared_viewer_limit(shared_viewer_limit const&) = delete;
+  shared_viewer_limit& operator=(shared_viewer_limit const&) = delete;
+
+  /// Takes `tickets` from the viewer's bucket, all or nothing, at `now` (as `viewer_limiter::try_acquire`: 0 is
+  /// always granted, without a round trip; more than the burst is always refused, with the time to refill).
+  /// @throws wandura::error with `errc::invalid_argument` for an empty viewer_ref or `tickets` < 0;
+  ///         `operation_aborted` when cancelled. Never for Redis failures (local fallback).
+  [[nodiscard]] asio::awaitable<viewer_limit_decision>
+  try_acquire(std::string viewer_ref, int tickets,
+              std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+  /// Gives `tickets` back (e.g. items the server refused or that were reused, so they did not count), up to the
+  /// bucket's capacity. Same errors as `try_acquire`.
+  [[nodiscard]] asio::awaitable<void>
+  release(std::string viewer_ref, int tickets,
+          std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+  [[nodiscard]] viewer_limit_stats stats() const noexcept;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  asio::awaitable<viewer_limit_decision> take(std::string viewer_ref, double n,
+                                              std::chrono::system_clock::time_point now);
+};
+
+} // namespace wandura

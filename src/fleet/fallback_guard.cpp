@@ -1,0 +1,43 @@
+#include "fallback_guard.hpp"
+
+#include <utility>
+
+namespace wandura::detail {
+
+fallback_guard::fallback_guard(std::string what, std::string server, fallback_options options)
+    : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)) {}
+
+bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now) {
+  if (!degraded_ || now >= retry_at_) {
+    return true;
+  }
+  ++fallbacks_;
+  return false;
+}
+
+void fallback_guard::redis_answered() {
+  if (!degraded_) {
+    return;
+  }
+  degraded_ = false;
+  if (options_.log) {
+    options_.log("INFO fleet " + what_ + ": redis " + server_ + " is back after " +
+                 std::to_string(fallbacks_ - fallbacks_at_outage_) + " local answers");
+  }
+}
+
+void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now) {
+  ++fallbacks_;
+  retry_at_ = now + options_.probe_interval;
+  if (degraded_) {
+    return;
+  }
+  degraded_ = true;
+  fallbacks_at_outage_ = fallbacks_ - 1;
+  if (options_.log) {
+    options_.log("WARN fleet " + what_ + ": redis " + server_ + " unavailable (" + ec.message() +
+                 "); answering from local state until it is back");
+  }
+}
+
+} // namespace wandura::detail

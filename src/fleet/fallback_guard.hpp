@@ -1,0 +1,42 @@
+// The degrade-never-block state that every shared-state class keeps: whether Redis is worth asking now, how many
+// answers came from local state, and the one WARN line per outage. Not public API.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+#include "wandura/fleet/fallback.hpp"
+
+namespace wandura::detail {
+
+class fallback_guard {
+public:
+  /// @param what the class, e.g. "ticket_cache"; @param server `host:port/db`, without credentials.
+  fallback_guard(std::string what, std::string server, fallback_options options);
+
+  /// True when the operation should ask Redis: it answered last time, or `probe_interval` passed since it failed.
+  /// False counts a fallback: the caller answers locally.
+  [[nodiscard]] bool ask_redis(std::chrono::steady_clock::time_point now);
+  /// Redis answered: ends an outage (one INFO line).
+  void redis_answered();
+  /// Redis failed with `ec`: counts a fallback, starts an outage (one WARN line) or prolongs it.
+  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now);
+
+  /// Answers that came from local state since construction.
+  [[nodiscard]] std::uint64_t fallbacks() const noexcept { return fallbacks_; }
+  /// True while the class answers locally.
+  [[nodiscard]] bool degraded() const noexcept { return degraded_; }
+
+private:
+  std::string what_;
+  std::string server_;
+  fallback_options options_;
+  bool degraded_ = false;
+  std::chrono::steady_clock::time_point retry_at_{};
+  std::uint64_t fallbacks_ = 0;
+  std::uint64_t fallbacks_at_outage_ = 0;
+};
+
+} // namespace wandura::detail

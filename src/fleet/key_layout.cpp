@@ -1,0 +1,66 @@
+#include "wandura/fleet/key_layout.hpp"
+
+#include <array>
+
+#include <openssl/sha.h>
+
+#include "wandura/error.hpp"
+
+namespace wandura::fleet_keys {
+namespace {
+
+void append_field(std::string& out, std::string_view field) {
+  out += std::to_string(field.size());
+  out += ':';
+  out += field;
+}
+
+std::string prefix(std::string_view org, std::string_view kind) {
+  std::string key = "wandura:{";
+  key += org;
+  key += "}:";
+  key += kind;
+  key += ':';
+  return key;
+}
+
+} // namespace
+
+void check_org(std::string_view org) {
+  bool ok = !org.empty() && org.size() <= 64;
+  for (char c : org) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                c == '-');
+  }
+  if (!ok) {
+    throw error(errc::invalid_argument, "fleet: organisation must be 1-64 characters of [A-Za-z0-9._-]");
+  }
+}
+
+std::string ticket(std::string_view org, ticket_identity const& who) {
+  std::string identity;
+  append_field(identity, who.viewer_ref);
+  append_field(identity, who.union_info);
+  append_field(identity, who.film_ref);
+  append_field(identity, std::to_string(who.episode_no));
+  append_field(identity, who.intent);
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<unsigned char const*>(identity.data()), identity.size(), digest.data());
+  std::string key = prefix(org, "ticket");
+  constexpr std::string_view hex = "0123456789abcdef";
+  for (std::size_t i = 0; i < 16; ++i) {
+    key.push_back(hex[digest[i] >> 4U]);
+    key.push_back(hex[digest[i] & 0x0FU]);
+  }
+  return key;
+}
+
+std::string viewer(std::string_view org, std::string_view viewer_ref) {
+  return prefix(org, "viewer") += viewer_ref;
+}
+
+std::string pace(std::string_view org, std::string_view counter) {
+  return prefix(org, "pace") += counter;
+}
+
+} // namespace wandura::fleet_keys

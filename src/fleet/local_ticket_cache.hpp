@@ -1,0 +1,41 @@
+// The ticket cache's local fallback: the tickets this process stored, under the same keys and the same reuse
+// rule as in Redis. Not public API.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "wandura/fleet/key_layout.hpp"
+#include "wandura/fleet/shared_ticket_cache.hpp"
+
+namespace wandura::detail {
+
+class local_ticket_cache {
+public:
+  explicit local_ticket_cache(std::size_t capacity) : capacity_(capacity) {}
+
+  /// Keeps `ticket` for `who` under `key` until `reuse_until` (a later store for the key replaces it). When full,
+  /// tickets past their reuse limit at `now` make room; if none is, the new ticket is not kept.
+  void store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
+             std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now);
+  void erase(std::string const& key) { entries_.erase(key); }
+  /// The ticket under `key` if it was stored for exactly `who` and `now` is before its reuse limit.
+  [[nodiscard]] std::optional<cached_ticket> find(std::string const& key, ticket_identity const& who,
+                                                  std::chrono::system_clock::time_point now) const;
+
+private:
+  struct entry {
+    ticket_identity who;
+    cached_ticket ticket;
+    std::chrono::system_clock::time_point reuse_until;
+  };
+  void drop_expired(std::chrono::system_clock::time_point now);
+
+  std::size_t capacity_;
+  std::unordered_map<std::string, entry> entries_;
+};
+
+} // namespace wandura::detail

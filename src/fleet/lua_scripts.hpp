@@ -1,0 +1,78 @@
+// The Lua scripts of the fleet's shared state. Each runs atomically in one round trip and touches one key (so
+// it works behind a Redis Cluster proxy with the `{org}` hash tag). The arithmetic mirrors rate_math.hpp line by
+// line. Numbers cross into Lua as shortest round-trip strings (std::to_chars) and are stored the same way (Redis
+// writes a Lua number with full precision), so both sides compute on the same doubles. Replies are integers (Lua
+// numbers are truncated to integer
+// replies), so fractional state stays inside the hashes. Not public API.
+#pragma once
+
+#include <string_view>
+
+namespace wandura::detail::lua {
+
+/// Keeps the key's expiry at least `ms` from now.
+#define WANDURA_LUA_EXTEND                                                                                             \
+  "local function extend(key, ms)\n"                                                                                   \
+  "  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, math.ceil(ms)) end\n"                             \
+  "end\n"
+
+/// KEYS[1] ticket key; ARGV: envelope, px. Stores unless the stored ticket lives at least as long: two processes
+/// that issued tickets for the same identity keep the longer-lived one. Returns 1 when stored, 0 when kept.
+inline constexpr std::string_view ticket_put = "local ttl = redis.call('PTTL', KEYS[1])\n"
+                                               "if ttl >= tonumber(ARGV[2]) then return 0 end\n"
+                                               "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+                                               "return 1\n";
+
+/// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back).
+/// Returns {granted 0/1, wait_ms}. Mirrors bucket_take.
+inline constexpr std::string_view viewer_take =
+    WANDURA_LUA_EXTEND "local now, rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), "
+                       "tonumber(ARGV[4])\n"
+                       "local s = redis.call('HMGET', KEYS[1], 't', 'ts')\n"
+                       "local tokens, at = tonumber(s[1]) or cap, tonumber(s[2]) or now\n"
+                       "if now > at then tokens = math.min(cap, tokens + (now - at) * rate); at = now end\n"
+                       "local granted, wait = 1, 0\n"
+                       "if n < 0 then tokens = math.min(cap, tokens - n)\n"
+                       "elseif n > cap then granted = 0; wait = math.ceil((cap - tokens) / rate)\n"
+                       "elseif n > tokens then granted = 0; wait = math.ceil((n - tokens) / rate)\n"
+                       "else tokens = tokens - n end\n"
+                       "redis.call('HSET', KEYS[1], 't', tokens, 'ts', at)\n"
+                       "extend(KEYS[1], (cap - tokens) / rate + 60000)\n"
+                       "return {granted, wait}\n";
+
+/// KEYS[1] pace key; ARGV: now_ms, cost, emission_ms, burst (the caller's rate, used unless one was set in the
+/// key). Returns {go 0/1, at_ms}. Mirrors gcra_take.
+inline constexpr std::string_view pace_take =
+    WANDURA_LUA_EXTEND "local now, cost = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+                       "local s = redis.call('HMGET', KEYS[1], 'tat', 'hold', 'em', 'burst')\n"
+                       "local em, burst = tonumber(s[3]) or tonumber(ARGV[3]), tonumber(s[4]) or tonumber(ARGV[4])\n"
+                       "local hold = tonumber(s[2]) or 0\n"
+                       "if hold > now then return {0, hold} end\n"
+                       "local tat = math.max(tonumber(s[1]) or now, now)\n"
+                       "local new_tat = tat + cost * em\n"
+                       "local allow_at = new_tat - burst * em\n"
+                       "if allow_at > now then return {0, math.ceil(allow_at)} end\n"
+                       "redis.call('HSET', KEYS[1], 'tat', new_tat)\n"
+                       "extend(KEYS[1], 3600000)\n"
+                       "return {1, now}\n";
+
+/// KEYS[1] pace key; ARGV: now_ms, until_ms. Nobody in the fleet goes before until_ms (a 429's Retry-After).
+/// Returns the hold in force afterwards.
+inline constexpr std::string_view pace_hold =
+    WANDURA_LUA_EXTEND "local now, hold = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+                       "local cur = tonumber(redis.call('HGET', KEYS[1], 'hold')) or 0\n"
+                       "if cur > hold then hold = cur end\n"
+                       "redis.call('HSET', KEYS[1], 'hold', hold)\n"
+                       "extend(KEYS[1], math.max(3600000, hold - now + 60000))\n"
+                       "return hold\n";
+
+/// KEYS[1] pace key; ARGV: emission_ms, burst. The counter's rate for the whole fleet (e.g. from a 429's
+/// X-RateLimit-Limit). Returns 1.
+inline constexpr std::string_view pace_rate =
+    WANDURA_LUA_EXTEND "redis.call('HSET', KEYS[1], 'em', ARGV[1], 'burst', ARGV[2])\n"
+                       "extend(KEYS[1], 3600000)\n"
+                       "return 1\n";
+
+#undef WANDURA_LUA_EXTEND
+
+} // namespace wandura::detail::lua

@@ -1,0 +1,75 @@
+// The arithmetic of the per-viewer token bucket and the counter's GCRA, in C++. The Lua scripts of
+// lua_scripts.hpp do exactly this inside Redis; the classes use these functions for their local fallback, and the
+// tests check that both decide alike. Times are milliseconds (since the Unix epoch) as doubles, as in Lua.
+// Not public API.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+namespace wandura::detail {
+
+/// A token bucket of `capacity` tokens refilled continuously at `rate_per_ms`. A missing bucket is full.
+struct token_bucket {
+  double tokens = 0;
+  double at_ms = 0;
+  bool exists = false;
+};
+
+struct bucket_answer {
+  bool granted = false;
+  double wait_ms = 0; ///< when refused: how long until `n` tokens are there
+};
+
+/// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at capacity). More than the
+/// capacity is always refused, with the time until the bucket is full again.
+inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per_ms, double capacity, double n) {
+  if (!b.exists) {
+    b = {capacity, now_ms, true};
+  }
+  if (now_ms > b.at_ms) {
+    b.tokens = std::min(capacity, b.tokens + (now_ms - b.at_ms) * rate_per_ms);
+    b.at_ms = now_ms;
+  }
+  if (n < 0) {
+    b.tokens = std::min(capacity, b.tokens - n);
+    return {true, 0};
+  }
+  if (n > capacity) {
+    return {false, std::ceil((capacity - b.tokens) / rate_per_ms)}; // never fits: the time to refill completely
+  }
+  if (n > b.tokens) {
+    return {false, std::ceil((n - b.tokens) / rate_per_ms)};
+  }
+  b.tokens -= n;
+  return {true, 0};
+}
+
+/// GCRA state of one counter: the theoretical arrival time and a hold-off (both ms since the epoch).
+struct gcra {
+  double tat_ms = 0;
+  double hold_ms = 0;
+};
+
+struct gcra_answer {
+  bool go = false;
+  double at_ms = 0; ///< when refused: the earliest time the same request would go
+};
+
+/// Admits `cost` units at `now_ms` if the counter has room: one unit every `emission_ms`, up to `burst` units at
+/// once from idle; never before `hold_ms`.
+inline gcra_answer gcra_take(gcra& g, double now_ms, double cost, double emission_ms, double burst) {
+  if (g.hold_ms > now_ms) {
+    return {false, g.hold_ms};
+  }
+  double const tat = std::max(g.tat_ms, now_ms);
+  double const new_tat = tat + cost * emission_ms;
+  double const allow_at = new_tat - burst * emission_ms;
+  if (allow_at > now_ms) {
+    return {false, std::ceil(allow_at)};
+  }
+  g.tat_ms = new_tat;
+  return {true, now_ms};
+}
+
+} // namespace wandura::detail

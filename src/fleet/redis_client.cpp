@@ -1,0 +1,41 @@
+#include "wandura/fleet/redis_client.hpp"
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "redis_connection.hpp"
+#include "wandura/error.hpp"
+
+namespace wandura {
+
+redis_client::redis_client(asio::any_io_executor ex, redis_options options)
+    : conn_(detail::make_redis_connection(std::move(ex), std::move(options))), server_name_(conn_->url().redacted()) {}
+
+redis_client::~redis_client() = default;
+
+asio::awaitable<redis_reply> redis_client::command(std::vector<std::string> args) {
+  std::vector<std::string_view> views(args.begin(), args.end());
+  auto [ec, reply] = co_await async_command(views, asio::experimental::as_tuple(asio::use_awaitable));
+  if (ec) {
+    std::string message = "redis " + server_name_ + ": " + ec.message();
+    if (reply.is_error()) {
+      message += ": " + reply.text;
+    }
+    throw error(ec, message);
+  }
+  co_return std::move(reply);
+}
+
+asio::any_io_executor redis_client::get_executor() const noexcept {
+  return conn_->executor();
+}
+
+std::string const& redis_client::server_name() const noexcept {
+  return server_name_;
+}
+
+redis_client_stats redis_client::stats() const noexcept {
+  return conn_->stats();
+}
+
+} // namespace wandura

@@ -1,0 +1,296 @@
+#include "redis_connection.hpp"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+#include <asio/error.hpp>
+#include <asio/post.hpp>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+namespace {
+
+redis_reply copy_reply(redisReply const& r) {
+  redis_reply out;
+  switch (r.type) {
+  case REDIS_REPLY_STRING: out.type = redis_reply::kind::string; break;
+  case REDIS_REPLY_STATUS: out.type = redis_reply::kind::status; break;
+  case REDIS_REPLY_ERROR: out.type = redis_reply::kind::error; break;
+  case REDIS_REPLY_INTEGER: out.type = redis_reply::kind::integer; break;
+  case REDIS_REPLY_ARRAY: out.type = redis_reply::kind::array; break;
+  default: out.type = redis_reply::kind::nil; break;
+  }
+  if (r.str != nullptr && r.len > 0) {
+    out.text.assign(r.str, static_cast<std::size_t>(r.len));
+  }
+  out.integer = r.integer;
+  if (r.type == REDIS_REPLY_ARRAY) {
+    out.elements.reserve(r.elements);
+    for (std::size_t i = 0; i < r.elements; ++i) {
+      out.elements.push_back(copy_reply(*r.element[i]));
+    }
+  }
+  return out;
+}
+
+// Owns the shared op while hiredis holds it as privdata; hiredis calls every callback exactly once (with a null
+// reply when the context goes away first).
+using op_holder = std::shared_ptr<redis_command_op>;
+
+} // namespace
+
+redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
+    : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
+      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_.reconnect_backoff) {}
+
+redis_connection::~redis_connection() {
+  if (ac_ != nullptr) {
+    down_reason_ = asio::error::operation_aborted;
+    redisAsyncFree(ac_); // pending callbacks run now with a null reply; cleanup clears ac_
+  }
+}
+
+void redis_connection::finish(redis_command_op& op, std::error_code ec, redis_reply reply) {
+  if (op.done) {
+    return;
+  }
+  op.done = true;
+  op.slot.clear();
+  op.deliver(ec, std::move(reply));
+}
+
+redis_client_stats redis_connection::stats() const noexcept {
+  return stats_;
+}
+
+void redis_connection::start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op) {
+  ++stats_.commands;
+  std::error_code ec;
+  if (!ensure_context(ec)) {
+    finish(*op, ec);
+    return;
+  }
+  if (stats_.pending >= options_.max_pending) {
+    finish(*op, fleet_errc::overloaded);
+    return;
+  }
+  std::array<char const*, 16> small_argv{};
+  std::array<std::size_t, 16> small_lens{};
+  std::vector<char const*> big_argv;
+  std::vector<std::size_t> big_lens;
+  char const** argv = small_argv.data();
+  std::size_t* lens = small_lens.data();
+  if (args.size() > small_argv.size()) {
+    big_argv.resize(args.size());
+    big_lens.resize(args.size());
+    argv = big_argv.data();
+    lens = big_lens.data();
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    argv[i] = args[i].data();
+    lens[i] = args[i].size();
+  }
+  auto holder = std::make_unique<op_holder>(op);
+  if (redisAsyncCommandArgv(ac_, &on_reply, holder.get(), static_cast<int>(args.size()), argv, lens) != REDIS_OK) {
+    finish(*op, errc::connection_reset); // the context is disconnecting
+    return;
+  }
+  (void)holder.release(); // hiredis owns it now; on_reply deletes it
+  ++stats_.pending;
+  arm_timeout(op);
+}
+
+void redis_connection::arm_timeout(std::shared_ptr<redis_command_op> const& op) {
+  op->deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+  deadlines_.push_back(op);
+  if (!deadline_timer_armed_) {
+    arm_deadline_timer(op->deadline);
+  }
+  if (op->slot.is_connected()) {
+    op->slot.assign([weak = std::weak_ptr(op), ex = executor_](asio::cancellation_type) {
+      // Posted: finishing clears the slot, which must not happen inside the slot's own handler.
+      asio::post(ex, [weak] {
+        if (auto o = weak.lock()) {
+          finish(*o, asio::error::operation_aborted);
+        }
+      });
+    });
+  }
+}
+
+void redis_connection::arm_deadline_timer(std::chrono::steady_clock::time_point at) {
+  deadline_timer_armed_ = true;
+  deadline_timer_.expires_at(at);
+  deadline_timer_.async_wait([self = weak_from_this()](std::error_code ec) {
+    if (auto conn = self.lock(); conn && !ec) {
+      conn->deadline_timer_armed_ = false;
+      conn->expire_overdue();
+    }
+  });
+}
+
+void redis_connection::expire_overdue() {
+  auto const now = std::chrono::steady_clock::now();
+  while (!deadlines_.empty() && (deadlines_.front()->done || deadlines_.front()->deadline <= now)) {
+    auto op = std::move(deadlines_.front());
+    deadlines_.pop_front();
+    if (!op->done) {
+      ++stats_.timeouts;
+      finish(*op, errc::attempt_timeout);
+    }
+  }
+  if (!deadlines_.empty()) {
+    arm_deadline_timer(deadlines_.front()->deadline);
+  }
+}
+
+bool redis_connection::ensure_context(std::error_code& ec) {
+  if (ac_ != nullptr) {
+    return true;
+  }
+  if (std::chrono::steady_clock::now() < next_connect_at_) {
+    ec = errc::connect_failed; // within the backoff after a failed connect
+    return false;
+  }
+  return open_context(ec);
+}
+
+bool redis_connection::open_context(std::error_code& ec) {
+  redisAsyncContext* ac = redisAsyncConnect(url_.host.c_str(), url_.port);
+  if (ac == nullptr || ac->err != 0) {
+    if (ac != nullptr) {
+      redisAsyncFree(ac);
+    }
+    note_connect_failure();
+    ec = errc::connect_failed;
+    return false;
+  }
+  ac_ = ac;
+  ac->data = this;
+  connected_ = false;
+  down_reason_.clear();
+  adapter_ = hiredis_asio_adapter::attach(ac, executor_, [this] { on_context_gone(); });
+  redisAsyncSetConnectCallback(ac, &on_connect);
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([self = weak_from_this()](std::error_code wait_ec) {
+    auto conn = self.lock();
+    if (wait_ec || !conn || conn->ac_ == nullptr || conn->connected_) {
+      return;
+    }
+    conn->down_reason_ = errc::connect_failed;
+    redisAsyncFree(conn->ac_);
+  });
+  send_setup();
+  return true;
+}
+
+void redis_connection::send_setup() {
+  if (!url_.password.empty()) {
+    std::array<char const*, 3> argv{"AUTH", url_.user.c_str(), url_.password.c_str()};
+    std::array<std::size_t, 3> lens{4, url_.user.size(), url_.password.size()};
+    if (url_.user.empty()) {
+      argv = {"AUTH", url_.password.c_str(), nullptr};
+      lens = {4, url_.password.size(), 0};
+    }
+    int const argc = url_.user.empty() ? 2 : 3;
+    redisAsyncCommandArgv(ac_, &on_setup_reply, this, argc, argv.data(), lens.data());
+  }
+  if (url_.db != 0) {
+    std::string const db = std::to_string(url_.db);
+    std::array<char const*, 2> argv{"SELECT", db.c_str()};
+    std::array<std::size_t, 2> lens{6, db.size()};
+    redisAsyncCommandArgv(ac_, &on_setup_reply, this, 2, argv.data(), lens.data());
+  }
+}
+
+void redis_connection::note_connect_failure() {
+  ++stats_.connect_failures;
+  next_connect_at_ = std::chrono::steady_clock::now() + backoff_;
+  backoff_ = std::min(backoff_ * 2, options_.max_reconnect_backoff);
+}
+
+void redis_connection::on_context_gone() {
+  ac_ = nullptr;
+  connect_timer_.cancel();
+  if (connected_ && down_reason_ != fleet_errc::auth_failed) {
+    ++stats_.disconnects;
+  } else {
+    note_connect_failure();
+  }
+  connected_ = false;
+}
+
+std::error_code redis_connection::failure_code(redisAsyncContext const* ac) const noexcept {
+  if (down_reason_) {
+    return down_reason_;
+  }
+  switch (ac->err) {
+  case REDIS_ERR_PROTOCOL: return errc::protocol_error;
+  case REDIS_ERR_IO: return (ac->c.flags & REDIS_CONNECTED) != 0 ? errc::connection_reset : errc::connect_failed;
+  default: return errc::connection_reset; // REDIS_ERR_EOF and anything else that ends a connection
+  }
+}
+
+void redis_connection::on_connect(redisAsyncContext const* ac, int status) {
+  auto* conn = static_cast<redis_connection*>(ac->data);
+  if (status != REDIS_OK) {
+    return; // hiredis frees the context next; on_context_gone counts the failure
+  }
+  conn->connected_ = true;
+  conn->connect_timer_.cancel();
+  ++conn->stats_.connects;
+  conn->backoff_ = conn->options_.reconnect_backoff;
+}
+
+void redis_connection::on_setup_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+  auto* conn = static_cast<redis_connection*>(privdata);
+  auto const* r = static_cast<redisReply const*>(reply);
+  if (r == nullptr || r->type != REDIS_REPLY_ERROR || conn->down_reason_) {
+    return;
+  }
+  // Commands pipelined behind AUTH/SELECT must not run as the wrong user or in the wrong database: drop the
+  // connection (hiredis defers the free until this callback returns) and back off.
+  conn->down_reason_ = fleet_errc::auth_failed;
+  redisAsyncFree(ac);
+}
+
+void redis_connection::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+  std::unique_ptr<op_holder> holder(static_cast<op_holder*>(privdata));
+  auto* conn = static_cast<redis_connection*>(ac->data);
+  --conn->stats_.pending;
+  redis_command_op& op = **holder;
+  if (op.done) {
+    return; // timed out or cancelled: the late reply is dropped
+  }
+  if (reply == nullptr) {
+    finish(op, conn->failure_code(ac));
+    return;
+  }
+  redis_reply value = copy_reply(*static_cast<redisReply const*>(reply));
+  std::error_code const ec = value.is_error() ? make_error_code(fleet_errc::server_error) : std::error_code{};
+  finish(op, ec, std::move(value));
+}
+
+void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,
+                         std::shared_ptr<redis_command_op> const& op) {
+  conn.start(args, op);
+}
+
+asio::any_io_executor redis_connection_executor(redis_connection const& conn) noexcept {
+  return conn.executor();
+}
+
+std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex, redis_options options) {
+  return std::make_shared<redis_connection>(std::move(ex), std::move(options));
+}
+
+redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept {
+  return conn.stats();
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,73 @@
+// The connection behind a `wandura::redis_client`: one hiredis async context at a time, reconnected on demand
+// with backoff. Not public API.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "hiredis_asio.hpp"
+#include "wandura/fleet/detail/redis_command_op.hpp"
+#include "wandura/fleet/redis_client.hpp"
+#include "wandura/fleet/redis_url.hpp"
+
+struct redisAsyncContext;
+
+namespace wandura::detail {
+
+class redis_connection : public std::enable_shared_from_this<redis_connection> {
+public:
+  redis_connection(asio::any_io_executor ex, redis_options options);
+  ~redis_connection();
+  redis_connection(redis_connection const&) = delete;
+  redis_connection& operator=(redis_connection const&) = delete;
+
+  void start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op);
+  /// Completes `op` once; later calls for the same op do nothing.
+  static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
+
+  [[nodiscard]] asio::any_io_executor const& executor() const noexcept { return executor_; }
+  [[nodiscard]] redis_url const& url() const noexcept { return url_; }
+  [[nodiscard]] redis_client_stats stats() const noexcept;
+
+private:
+  bool ensure_context(std::error_code& ec);
+  bool open_context(std::error_code& ec);
+  void send_setup();
+  void arm_timeout(std::shared_ptr<redis_command_op> const& op);
+  void arm_deadline_timer(std::chrono::steady_clock::time_point at);
+  void expire_overdue();
+  void note_connect_failure();
+  void on_context_gone();
+  [[nodiscard]] std::error_code failure_code(redisAsyncContext const* ac) const noexcept;
+
+  static void on_connect(redisAsyncContext const* ac, int status);
+  static void on_setup_reply(redisAsyncContext* ac, void* reply, void* privdata);
+  static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
+
+  asio::any_io_executor executor_;
+  redis_options options_;
+  redis_url url_;
+  redisAsyncContext* ac_ = nullptr;
+  std::shared_ptr<hiredis_asio_adapter> adapter_;
+  asio::steady_timer connect_timer_;
+  /// Commands in initiation order, which is deadline order (one timeout per connection); completed ones are
+  /// dropped when the timer next fires. One timer for all of them: no timer system call per command.
+  std::deque<std::shared_ptr<redis_command_op>> deadlines_;
+  asio::steady_timer deadline_timer_;
+  bool deadline_timer_armed_ = false;
+  bool connected_ = false;
+  std::error_code down_reason_; ///< why we closed the context ourselves; wins over what hiredis saw
+  std::chrono::steady_clock::time_point next_connect_at_{};
+  std::chrono::milliseconds backoff_;
+  redis_client_stats stats_;
+};
+
+} // namespace wandura::detail

@@ -1,0 +1,75 @@
+#include "redis_script.hpp"
+
+#include <array>
+#include <vector>
+
+#include <asio/error.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+#include <openssl/sha.h>
+
+#include "wandura/error.hpp"
+
+namespace wandura::detail {
+
+redis_script::redis_script(std::string_view source) : source_(source) {
+  std::array<unsigned char, SHA_DIGEST_LENGTH> digest{};
+  SHA1(reinterpret_cast<unsigned char const*>(source.data()), source.size(), digest.data());
+  constexpr std::string_view hex = "0123456789abcdef";
+  sha1_.reserve(digest.size() * 2);
+  for (unsigned char byte : digest) {
+    sha1_.push_back(hex[byte >> 4U]);
+    sha1_.push_back(hex[byte & 0x0FU]);
+  }
+}
+
+asio::awaitable<std::tuple<std::error_code, redis_reply>>
+redis_script::run(redis_client& redis, std::span<std::string_view const> keys,
+                  std::span<std::string_view const> args) const {
+  std::string const key_count = std::to_string(keys.size());
+  std::array<std::string_view, 16> small{};
+  std::vector<std::string_view> large;
+  std::size_t const argc = 3 + keys.size() + args.size();
+  std::span<std::string_view> argv = small;
+  if (argc > small.size()) {
+    large.resize(argc);
+    argv = large;
+  }
+  argv = argv.first(argc);
+  argv[0] = "EVALSHA";
+  argv[1] = sha1_;
+  argv[2] = key_count;
+  std::copy(keys.begin(), keys.end(), argv.begin() + 3);
+  std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
+  constexpr auto token = asio::experimental::as_tuple(asio::use_awaitable);
+  auto outcome = co_await redis.async_command(argv, token);
+  auto const& [ec, reply] = outcome;
+  if (ec == fleet_errc::server_error && reply.text.starts_with("NOSCRIPT")) {
+    argv[0] = "EVAL";
+    argv[1] = source_;
+    outcome = co_await redis.async_command(argv, token);
+  }
+  co_return outcome;
+}
+
+asio::awaitable<std::optional<redis_reply>> run_or_fall_back(redis_script const& script, redis_client& redis,
+                                                             fallback_guard& guard,
+                                                             std::span<std::string_view const> keys,
+                                                             std::span<std::string_view const> args,
+                                                             bool (*valid)(redis_reply const&), std::string_view what) {
+  if (!guard.ask_redis(std::chrono::steady_clock::now())) {
+    co_return std::nullopt;
+  }
+  auto [ec, reply] = co_await script.run(redis, keys, args);
+  if (ec == asio::error::operation_aborted) {
+    throw error(ec, std::string(what) + ": cancelled");
+  }
+  if (!ec && valid(reply)) {
+    guard.redis_answered();
+    co_return std::move(reply);
+  }
+  guard.redis_failed(ec ? ec : make_error_code(fleet_errc::unexpected_reply), std::chrono::steady_clock::now());
+  co_return std::nullopt;
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,44 @@
+// A Lua script run with EVALSHA: its SHA-1 is computed here once; on NOSCRIPT (a restarted or flushed Redis) it
+// is sent once with EVAL, which runs it and caches it in Redis again. Not public API.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+
+#include <optional>
+
+#include <asio/awaitable.hpp>
+
+#include "fallback_guard.hpp"
+#include "wandura/fleet/redis_client.hpp"
+
+namespace wandura::detail {
+
+class redis_script {
+public:
+  explicit redis_script(std::string_view source);
+
+  /// Runs the script with `keys` and `args`: one round trip (two after NOSCRIPT), each within the client's
+  /// command timeout. Completes as `redis_client::async_command` does, never throws.
+  [[nodiscard]] asio::awaitable<std::tuple<std::error_code, redis_reply>>
+  run(redis_client& redis, std::span<std::string_view const> keys, std::span<std::string_view const> args) const;
+
+  [[nodiscard]] std::string const& sha1() const noexcept { return sha1_; }
+
+private:
+  std::string_view source_;
+  std::string sha1_;
+};
+
+/// Runs `script` unless `guard` says to answer locally. The reply when Redis answered with a reply `valid`
+/// accepts; nothing otherwise (a fallback counted by `guard`, one WARN line per outage).
+/// @throws wandura::error with `operation_aborted` when cancelled; `what` names the operation in its message.
+[[nodiscard]] asio::awaitable<std::optional<redis_reply>>
+run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
+                 std::span<std::string_view const> keys, std::span<std::string_view const> args,
+                 bool (*valid)(redis_reply const&), std::string_view what);
+
+} // namespace wandura::detail

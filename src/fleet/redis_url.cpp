@@ -1,0 +1,138 @@
+#include "wandura/fleet/redis_url.hpp"
+
+#include <charconv>
+#include <optional>
+
+#include "wandura/error.hpp"
+
+namespace wandura {
+namespace {
+
+[[noreturn]] void refuse(std::string_view why) {
+  throw error(errc::invalid_argument, "redis url: " + std::string(why));
+}
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+// Percent-decodes a user or password. The message names the part, never its text.
+std::string decode(std::string_view text, std::string_view part) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    int const hi = i + 2 < text.size() ? hex_value(text[i + 1]) : -1;
+    int const lo = i + 2 < text.size() ? hex_value(text[i + 2]) : -1;
+    if (hi < 0 || lo < 0) {
+      refuse("bad percent escape in the " + std::string(part));
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+std::optional<unsigned> to_number(std::string_view text, unsigned max) noexcept {
+  unsigned value = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+void read_credentials(std::string_view userinfo, redis_url& url) {
+  auto const colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    url.password = decode(userinfo, "password"); // redis://secret@host: a password alone, as redis-cli reads it
+    return;
+  }
+  url.user = decode(userinfo.substr(0, colon), "user");
+  url.password = decode(userinfo.substr(colon + 1), "password");
+}
+
+void read_host_port(std::string_view hostport, redis_url& url) {
+  std::optional<std::string_view> port_text; // set when the URL has a ':port' part, even an empty one
+  if (hostport.starts_with('[')) {
+    auto const close = hostport.find(']');
+    if (close == std::string_view::npos) {
+      refuse("unclosed '[' in the host");
+    }
+    url.host = std::string(hostport.substr(1, close - 1));
+    auto const rest = hostport.substr(close + 1);
+    if (!rest.empty() && !rest.starts_with(':')) {
+      refuse("unexpected text after the IPv6 address");
+    }
+    if (!rest.empty()) {
+      port_text = rest.substr(1);
+    }
+  } else {
+    auto const colon = hostport.rfind(':');
+    url.host = std::string(hostport.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = hostport.substr(colon + 1);
+    }
+  }
+  if (url.host.empty()) {
+    refuse("empty host");
+  }
+  if (port_text) {
+    auto const port = to_number(*port_text, 65535);
+    if (!port || *port == 0) {
+      refuse("port is not 1-65535");
+    }
+    url.port = static_cast<std::uint16_t>(*port);
+  }
+}
+
+} // namespace
+
+redis_url redis_url::parse(std::string_view text) {
+  constexpr std::string_view scheme = "redis://";
+  if (!text.starts_with(scheme)) {
+    refuse(text.starts_with("rediss://") ? "rediss:// (TLS) is not supported by hiredis 0.14; use a TLS proxy"
+                                         : "the URL must start with redis://");
+  }
+  text.remove_prefix(scheme.size());
+  redis_url url;
+  auto const at = text.rfind('@');
+  if (at != std::string_view::npos) {
+    read_credentials(text.substr(0, at), url);
+    text.remove_prefix(at + 1);
+  }
+  auto const slash = text.find('/');
+  read_host_port(text.substr(0, slash), url);
+  if (slash != std::string_view::npos && slash + 1 < text.size()) {
+    auto const db = to_number(text.substr(slash + 1), 65535);
+    if (!db) {
+      refuse("db is not a number 0-65535");
+    }
+    url.db = static_cast<int>(*db);
+  }
+  return url;
+}
+
+std::string redis_url::redacted() const {
+  bool const v6 = host.find(':') != std::string::npos;
+  std::string out = v6 ? "[" + host + "]" : host;
+  out += ':' + std::to_string(port);
+  if (db != 0) {
+    out += '/' + std::to_string(db);
+  }
+  return out;
+}
+
+} // namespace wandura

@@ -1,0 +1,125 @@
+#include "wandura/fleet/shared_counter_pace.hpp"
+
+#include <array>
+
+#include "fallback_guard.hpp"
+#include "fleet_values.hpp"
+#include "lua_scripts.hpp"
+#include "rate_math.hpp"
+#include "redis_script.hpp"
+#include "wandura/error.hpp"
+#include "wandura/fleet/key_layout.hpp"
+
+namespace wandura {
+
+using std::chrono::system_clock;
+
+namespace {
+
+bool is_pair(redis_reply const& reply) {
+  return detail::integer_pair(reply).has_value();
+}
+bool is_integer(redis_reply const& reply) {
+  return reply.type == redis_reply::kind::integer;
+}
+
+void check_rate(double limit_per_minute, double burst) {
+  if (!(limit_per_minute > 0) || burst < 0) {
+    throw error(errc::invalid_argument, "counter pace: limit_per_minute must be > 0 and burst >= 0");
+  }
+}
+
+} // namespace
+
+struct shared_counter_pace::impl {
+  impl(redis_client& r, std::string_view org, counter_pace_options opts)
+      : redis(r), key(fleet_keys::pace(org, opts.counter)), local_share(opts.local_share),
+        guard("counter_pace " + opts.counter, r.server_name(), std::move(opts.fallback)),
+        take_script(detail::lua::pace_take), hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate) {
+    set_local_rate(opts.limit_per_minute, opts.burst);
+  }
+
+  void set_local_rate(double limit_per_minute, double burst_units) {
+    emission_ms = 60000.0 / limit_per_minute;
+    burst = burst_units > 0 ? burst_units : limit_per_minute;
+  }
+
+  redis_client& redis;
+  std::string key;
+  double local_share;
+  double emission_ms = 0;
+  double burst = 0;
+  detail::gcra local;
+  detail::fallback_guard guard;
+  detail::redis_script take_script;
+  detail::redis_script hold_script;
+  detail::redis_script rate_script;
+  counter_pace_stats stats;
+};
+
+shared_counter_pace::shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options) {
+  fleet_keys::check_org(org);
+  check_rate(options.limit_per_minute, options.burst);
+  if (options.counter.empty() || options.counter.size() > 64 || !(options.local_share > 0) || options.local_share > 1) {
+    throw error(errc::invalid_argument, "counter pace: counter must be 1-64 characters and local_share in (0, 1]");
+  }
+  impl_ = std::make_unique<impl>(redis, org, std::move(options));
+}
+
+shared_counter_pace::~shared_counter_pace() = default;
+
+asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, system_clock::time_point now) {
+  impl& self = *impl_;
+  if (!(cost > 0) || cost > self.burst) {
+    throw error(errc::invalid_argument, "counter pace: cost must be > 0 and at most the burst");
+  }
+  double const now_ms = detail::to_epoch_ms(now);
+  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(cost),
+                                        detail::number_text(self.emission_ms), detail::number_text(self.burst)};
+  std::array<std::string_view, 1> const keys{self.key};
+  std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
+  auto const reply =
+      co_await detail::run_or_fall_back(self.take_script, self.redis, self.guard, keys, args, &is_pair, "counter pace");
+  pace_decision decision;
+  if (reply) {
+    auto const answer = detail::integer_pair(*reply);
+    decision = {answer->first == 1, answer->first == 1 ? now : detail::from_epoch_ms(double(answer->second))};
+  } else {
+    double const share = self.local_share;
+    auto const local = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, self.burst * share);
+    decision = {local.go, local.go ? now : detail::from_epoch_ms(local.at_ms)};
+  }
+  ++(decision.go ? self.stats.admitted : self.stats.delayed);
+  co_return decision;
+}
+
+asio::awaitable<void> shared_counter_pace::hold_until(system_clock::time_point until, system_clock::time_point now) {
+  impl& self = *impl_;
+  double const until_ms = detail::to_epoch_ms(until);
+  self.local.hold_ms = std::max(self.local.hold_ms, until_ms);
+  std::array<std::string, 2> const text{detail::number_text(detail::to_epoch_ms(now)), detail::number_text(until_ms)};
+  std::array<std::string_view, 1> const keys{self.key};
+  std::array<std::string_view, 2> const args{text[0], text[1]};
+  co_await detail::run_or_fall_back(self.hold_script, self.redis, self.guard, keys, args, &is_integer,
+                                    "counter pace: hold");
+}
+
+asio::awaitable<void> shared_counter_pace::set_rate(double limit_per_minute, double burst) {
+  check_rate(limit_per_minute, burst);
+  impl& self = *impl_;
+  self.set_local_rate(limit_per_minute, burst);
+  std::array<std::string, 2> const text{detail::number_text(self.emission_ms), detail::number_text(self.burst)};
+  std::array<std::string_view, 1> const keys{self.key};
+  std::array<std::string_view, 2> const args{text[0], text[1]};
+  co_await detail::run_or_fall_back(self.rate_script, self.redis, self.guard, keys, args, &is_integer,
+                                    "counter pace: set rate");
+}
+
+counter_pace_stats shared_counter_pace::stats() const noexcept {
+  counter_pace_stats out = impl_->stats;
+  out.fallbacks = impl_->guard.fallbacks();
+  out.degraded = impl_->guard.degraded();
+  return out;
+}
+
+} // namespace wandura

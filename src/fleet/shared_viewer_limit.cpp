@@ -1,0 +1,127 @@
+#include "wandura/fleet/shared_viewer_limit.hpp"
+
+#include <array>
+#include <iterator>
+#include <unordered_map>
+
+#include "fallback_guard.hpp"
+#include "fleet_values.hpp"
+#include "lua_scripts.hpp"
+#include "rate_math.hpp"
+#include "redis_script.hpp"
+#include "wandura/error.hpp"
+#include "wandura/fleet/key_layout.hpp"
+
+namespace wandura {
+
+using std::chrono::system_clock;
+
+namespace {
+bool is_pair(redis_reply const& reply) {
+  return detail::integer_pair(reply).has_value();
+}
+} // namespace
+
+struct shared_viewer_limit::impl {
+  impl(redis_client& r, std::string o, viewer_limit_options opts)
+      : redis(r), org(std::move(o)), rate_per_ms(opts.tickets_per_minute / 60000.0),
+        capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), local_capacity(opts.local_capacity),
+        guard("viewer_limit", r.server_name(), std::move(opts.fallback)), script(detail::lua::viewer_take) {}
+
+  detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
+    auto it = buckets.find(viewer_ref);
+    if (it == buckets.end()) {
+      if (buckets.size() >= local_capacity) {
+        drop_full(now_ms);
+      }
+      if (buckets.size() >= local_capacity) {
+        return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
+      }
+      it = buckets.emplace(viewer_ref, detail::token_bucket{}).first;
+    }
+    return detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n);
+  }
+
+  void drop_full(double now_ms) {
+    for (auto it = buckets.begin(); it != buckets.end();) {
+      bool const full = it->second.tokens + (now_ms - it->second.at_ms) * rate_per_ms >= capacity;
+      it = full ? buckets.erase(it) : std::next(it);
+    }
+  }
+
+  redis_client& redis;
+  std::string org;
+  double rate_per_ms;
+  double capacity;
+  std::size_t local_capacity;
+  detail::fallback_guard guard;
+  detail::redis_script script;
+  std::unordered_map<std::string, detail::token_bucket> buckets;
+  viewer_limit_stats stats;
+};
+
+shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options) {
+  fleet_keys::check_org(org);
+  if (!(options.tickets_per_minute > 0) || options.burst < 0) {
+    throw error(errc::invalid_argument, "viewer limit: tickets_per_minute must be > 0 and burst >= 0");
+  }
+  impl_ = std::make_unique<impl>(redis, std::string(org), std::move(options));
+}
+
+shared_viewer_limit::~shared_viewer_limit() = default;
+
+asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::string viewer_ref, int tickets,
+                                                                        system_clock::time_point now) {
+  if (tickets < 0) {
+    throw error(errc::invalid_argument, "viewer limit: tickets must be >= 0");
+  }
+  if (tickets == 0) {
+    co_return viewer_limit_decision{true, std::chrono::milliseconds(0)}; // nothing to count: no round trip
+  }
+  auto pending = take(std::move(viewer_ref), tickets, now); // named: no temporaries inside co_await (GCC 12)
+  auto decision = co_await std::move(pending);
+  ++(decision.granted ? impl_->stats.granted : impl_->stats.refused);
+  co_return decision;
+}
+
+asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int tickets, system_clock::time_point now) {
+  if (tickets < 0) {
+    throw error(errc::invalid_argument, "viewer limit: tickets must be >= 0");
+  }
+  if (tickets == 0) {
+    co_return;
+  }
+  auto pending = take(std::move(viewer_ref), -tickets, now);
+  co_await std::move(pending);
+}
+
+asio::awaitable<viewer_limit_decision> shared_viewer_limit::take(std::string viewer_ref, double n,
+                                                                 system_clock::time_point now) {
+  if (viewer_ref.empty()) {
+    throw error(errc::invalid_argument, "viewer limit: viewer_ref must not be empty");
+  }
+  impl& self = *impl_;
+  double const now_ms = detail::to_epoch_ms(now);
+  std::string const key = fleet_keys::viewer(self.org, viewer_ref);
+  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(self.rate_per_ms),
+                                        detail::number_text(self.capacity), detail::number_text(n)};
+  std::array<std::string_view, 1> const keys{key};
+  std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
+  auto const reply =
+      co_await detail::run_or_fall_back(self.script, self.redis, self.guard, keys, args, &is_pair, "viewer limit");
+  if (reply) {
+    auto const answer = detail::integer_pair(*reply);
+    co_return viewer_limit_decision{answer->first == 1, std::chrono::milliseconds(answer->second)};
+  }
+  auto const local = self.take_locally(viewer_ref, now_ms, n);
+  co_return viewer_limit_decision{local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(local.wait_ms))};
+}
+
+viewer_limit_stats shared_viewer_limit::stats() const noexcept {
+  viewer_limit_stats out = impl_->stats;
+  out.fallbacks = impl_->guard.fallbacks();
+  out.degraded = impl_->guard.degraded();
+  return out;
+}
+
+} // namespace wandura

@@ -1,0 +1,86 @@
+#include "ticket_envelope.hpp"
+
+#include <charconv>
+#include <cstdint>
+
+namespace wandura::detail {
+namespace {
+
+constexpr std::string_view magic = "wt1|";
+
+void put_field(std::string& out, std::string_view field) {
+  out += std::to_string(field.size());
+  out += ':';
+  out += field;
+}
+
+// Reads one `<len>:<bytes>` field from the front of `in`.
+std::optional<std::string_view> take_field(std::string_view& in) {
+  std::size_t len = 0;
+  auto const [end, ec] = std::from_chars(in.data(), in.data() + in.size(), len);
+  if (ec != std::errc{} || end == in.data() + in.size() || *end != ':') {
+    return std::nullopt;
+  }
+  auto const header = static_cast<std::size_t>(end - in.data()) + 1;
+  if (in.size() - header < len) {
+    return std::nullopt;
+  }
+  auto const field = in.substr(header, len);
+  in.remove_prefix(header + len);
+  return field;
+}
+
+template <class Int> std::optional<Int> to_int(std::optional<std::string_view> text) {
+  Int value{};
+  if (!text) {
+    return std::nullopt;
+  }
+  auto const [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc{} || end != text->data() + text->size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+} // namespace
+
+std::string encode_envelope(ticket_identity const& who, cached_ticket const& ticket) {
+  std::string out(magic);
+  out.reserve(magic.size() + 64 + who.viewer_ref.size() + who.union_info.size() + who.film_ref.size() +
+              ticket.payload.size());
+  put_field(out, who.viewer_ref);
+  put_field(out, who.union_info);
+  put_field(out, who.film_ref);
+  put_field(out, std::to_string(who.episode_no));
+  put_field(out, who.intent);
+  auto const expires_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ticket.expires_at.time_since_epoch()).count();
+  put_field(out, std::to_string(expires_ms));
+  put_field(out, ticket.payload);
+  return out;
+}
+
+std::optional<ticket_envelope> decode_envelope(std::string_view bytes) {
+  if (!bytes.starts_with(magic)) {
+    return std::nullopt;
+  }
+  bytes.remove_prefix(magic.size());
+  auto const viewer_ref = take_field(bytes);
+  auto const union_info = take_field(bytes);
+  auto const film_ref = take_field(bytes);
+  auto const episode = to_int<int>(take_field(bytes));
+  auto const intent = take_field(bytes);
+  auto const expires_ms = to_int<std::int64_t>(take_field(bytes));
+  auto const payload = take_field(bytes);
+  if (!viewer_ref || !union_info || !film_ref || !episode || !intent || !expires_ms || !payload || !bytes.empty()) {
+    return std::nullopt;
+  }
+  ticket_envelope env;
+  env.who = {std::string(*viewer_ref), std::string(*union_info), std::string(*film_ref), *episode,
+             std::string(*intent)};
+  env.ticket.payload = std::string(*payload);
+  env.ticket.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(*expires_ms));
+  return env;
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,91 @@
+// What the fleet integration tests share: a private redis-server or a clear skip, and a bounded runner.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+
+#include "redis_server.hpp"
+#include "run_awaitable.hpp"
+#include "wandura/fleet/key_layout.hpp"
+#include "wandura/fleet/redis_client.hpp"
+
+namespace test_support {
+
+/// A running private redis-server, or null after a WARN saying why the test is skipped (binary absent only).
+inline std::unique_ptr<redis_server> start_redis_or_skip(std::vector<std::string> extra_args = {}) {
+  auto binary = redis_server::find_binary();
+  if (!binary) {
+    WARN("skipped: redis-server is not installed (not on PATH, WANDURA_REDIS_SERVER unset); "
+         "scripts/install-deps.sh installs it");
+    return nullptr;
+  }
+  return std::make_unique<redis_server>(*binary, std::move(extra_args));
+}
+
+/// `run` for an awaitable without a value.
+inline void run(asio::io_context& io, asio::awaitable<void> aw) {
+  run(io, [](asio::awaitable<void> inner) -> asio::awaitable<int> {
+    co_await std::move(inner);
+    co_return 0;
+  }(std::move(aw)));
+}
+
+/// Milliseconds since `start` on the steady clock.
+inline long long elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Waits `d` of real time on `io` (the clients' timers and sockets keep running).
+inline void wait(asio::io_context& io, std::chrono::milliseconds d) {
+  run(io, [](std::chrono::milliseconds wait_for) -> asio::awaitable<void> {
+    asio::steady_timer timer(co_await asio::this_coro::executor, wait_for);
+    co_await timer.async_wait(asio::use_awaitable);
+  }(d));
+}
+
+/// One viewer on `device`, asking for episode 4 of the-heiress-returns as play.
+inline wandura::ticket_identity viewer_on(std::string device) {
+  return {"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", std::move(device), "the-heiress-returns", 4, "play"};
+}
+
+/// A fixed instant, `ms` after the epoch: scripts and local arithmetic on a hand-stepped clock.
+inline std::chrono::system_clock::time_point at_ms(std::int64_t ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
+/// Two connections to one server, as two processes of a fleet have (a generous timeout: not a fallback test).
+struct two_processes {
+  explicit two_processes(std::string const& url)
+      : a(io.get_executor(), {.url = url, .command_timeout = std::chrono::milliseconds(500)}),
+        b(io.get_executor(), {.url = url, .command_timeout = std::chrono::milliseconds(500)}) {}
+  asio::io_context io;
+  wandura::redis_client a;
+  wandura::redis_client b;
+};
+
+/// One command through `client`, throwing on failure: to look at or change what Redis holds.
+inline wandura::redis_reply raw(asio::io_context& io, wandura::redis_client& client, std::vector<std::string> args) {
+  return run(io, client.command(std::move(args)));
+}
+
+/// How many of `lines` start with `prefix`.
+inline std::size_t count_starting(std::vector<std::string> const& lines, std::string_view prefix) {
+  std::size_t n = 0;
+  for (auto const& line : lines) {
+    n += line.starts_with(prefix) ? 1U : 0U;
+  }
+  return n;
+}
+
+} // namespace test_support

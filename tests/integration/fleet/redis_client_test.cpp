@@ -1,0 +1,218 @@
+#include "wandura/fleet/redis_client.hpp"
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "fleet_test_support.hpp"
+#include "wandura/error.hpp"
+
+using namespace std::chrono_literals;
+using test_support::elapsed_ms;
+
+namespace {
+
+using outcome = std::tuple<std::error_code, wandura::redis_reply>;
+
+asio::awaitable<outcome> send(wandura::redis_client& client, std::vector<std::string> args) {
+  std::vector<std::string_view> views(args.begin(), args.end());
+  co_return co_await client.async_command(views, asio::experimental::as_tuple(asio::use_awaitable));
+}
+
+outcome run_command(asio::io_context& io, wandura::redis_client& client, std::vector<std::string> args) {
+  return test_support::run(io, send(client, std::move(args)));
+}
+
+// Sends PING until it succeeds or `limit` passes; the number of tries when it succeeded, 0 otherwise.
+int ping_until_up(asio::io_context& io, wandura::redis_client& client, std::chrono::milliseconds limit) {
+  auto const start = std::chrono::steady_clock::now();
+  for (int tries = 1; std::chrono::steady_clock::now() - start < limit; ++tries) {
+    if (!std::get<0>(run_command(io, client, {"PING"}))) {
+      return tries;
+    }
+    test_support::wait(io, 10ms);
+  }
+  return 0;
+}
+
+} // namespace
+
+TEST_CASE("redis client: a command round trip returns every reply kind as a value") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+
+  auto [set_ec, set] = run_command(io, client, {"SET", "k", std::string("a\0b", 3)});
+  REQUIRE_FALSE(set_ec);
+  CHECK(set.type == wandura::redis_reply::kind::status);
+  CHECK(set.text == "OK");
+  auto [get_ec, get] = run_command(io, client, {"GET", "k"});
+  CHECK(get.type == wandura::redis_reply::kind::string);
+  CHECK(get.text == std::string("a\0b", 3));
+  CHECK(std::get<1>(run_command(io, client, {"GET", "missing"})).is_nil());
+  CHECK(std::get<1>(run_command(io, client, {"INCRBY", "n", "41"})).integer == 41);
+  run_command(io, client, {"RPUSH", "l", "x", "y"});
+  auto [range_ec, range] = run_command(io, client, {"LRANGE", "l", "0", "-1"});
+  REQUIRE(range.elements.size() == 2);
+  CHECK(range.elements[1].text == "y");
+
+  auto [err_ec, err] = run_command(io, client, {"INCR", "k"});
+  CHECK(err_ec == wandura::fleet_errc::server_error);
+  CHECK(err.is_error());
+  CHECK(err.text.starts_with("ERR"));
+  CHECK_THROWS_WITH(test_support::run(io, client.command({"INCR", "k"})),
+                    Catch::StartsWith("redis 127.0.0.1:" + std::to_string(redis->port()) + ": "));
+  CHECK(client.stats().connects == 1);
+  CHECK(client.stats().pending == 0);
+}
+
+TEST_CASE("redis client: a paused redis times the command out in its timeout, and serves again after SIGCONT") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url()}); // default timeout: a few ms
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"SET", "k", "v"})));
+
+  redis->pause();
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = run_command(io, client, {"GET", "k"});
+  auto const took = elapsed_ms(start);
+  redis->resume();
+  CHECK(ec == wandura::errc::attempt_timeout);
+  CHECK(ec == wandura::condition::timeout);
+  CHECK(took < 100); // default 5 ms, generous for a loaded machine
+  CHECK(client.stats().timeouts == 1);
+
+  auto [again_ec, again] = run_command(io, client, {"GET", "k"});
+  REQUIRE_FALSE(again_ec);
+  CHECK(again.text == "v"); // the late reply to the timed-out GET was dropped, not taken for this one
+  CHECK(client.stats().connects == 1);
+}
+
+TEST_CASE("redis client: redis down at start fails fast, then the client connects once it is up") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  redis->kill();
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK(ec == wandura::errc::connect_failed);
+  CHECK(elapsed_ms(start) < 400); // refused, not timed out
+  auto [backoff_ec, ignored] = run_command(io, client, {"PING"});
+  CHECK(backoff_ec == wandura::errc::connect_failed); // within the backoff: not even tried
+  CHECK(client.stats().connect_failures == 1);
+
+  redis->start();
+  CHECK(ping_until_up(io, client, 3s) > 0);
+  CHECK(client.stats().connects == 1);
+}
+
+TEST_CASE("redis client: reconnects after redis is killed and restarted") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
+  redis->kill();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK((ec == wandura::errc::connection_reset || ec == wandura::errc::connect_failed));
+  CHECK(ec == wandura::condition::retryable);
+  redis->start();
+  CHECK(ping_until_up(io, client, 5s) > 0);
+  CHECK(client.stats().connects == 2);
+  CHECK(client.stats().disconnects == 1);
+}
+
+TEST_CASE("redis client: cancelling a pending command completes it at once with operation_aborted") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
+  redis->pause(); // the reply would never come before the 5 s timeout
+
+  asio::cancellation_signal signal;
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    asio::steady_timer later(io, 20ms);
+    later.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+    std::array<std::string_view, 1> ping{"PING"};
+    co_return co_await client.async_command(
+        ping, asio::bind_cancellation_slot(signal.slot(), asio::experimental::as_tuple(asio::use_awaitable)));
+  }());
+  auto const took = elapsed_ms(start);
+  redis->resume();
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK(took < 1000);
+  CHECK(client.stats().timeouts == 0);
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"}))); // the connection still serves
+}
+
+TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed without the password in a message") {
+  auto redis = test_support::start_redis_or_skip({"--requirepass", "s3cret-pw"});
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  std::string const base = "redis://:s3cret-pw@127.0.0.1:" + std::to_string(redis->port()) + "/2";
+  wandura::redis_client good(io.get_executor(), {.url = base, .command_timeout = 500ms});
+  REQUIRE_FALSE(std::get<0>(run_command(io, good, {"SET", "k", "in-db-2"})));
+  CHECK(good.server_name() == "127.0.0.1:" + std::to_string(redis->port()) + "/2");
+
+  std::string const wrong = "redis://:wrong-pw@127.0.0.1:" + std::to_string(redis->port());
+  wandura::redis_client bad(io.get_executor(), {.url = wrong, .command_timeout = 500ms});
+  auto [ec, reply] = run_command(io, bad, {"GET", "k"});
+  CHECK(ec == wandura::fleet_errc::auth_failed);
+  try {
+    test_support::run(io, bad.command({"GET", "k"}));
+    FAIL("a command with a refused password succeeded");
+  } catch (wandura::error const& e) {
+    CHECK(std::string(e.what()).find("wrong-pw") == std::string::npos);
+  }
+}
+
+TEST_CASE("redis client: behind a stalled redis, commands beyond max_pending fail at once as overloaded") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 20ms, .max_pending = 2});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
+  redis->pause();
+  CHECK(std::get<0>(run_command(io, client, {"PING"})) == wandura::errc::attempt_timeout);
+  CHECK(std::get<0>(run_command(io, client, {"PING"})) == wandura::errc::attempt_timeout);
+  CHECK(client.stats().pending == 2); // timed out, still owed a reply by the stalled server
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK(ec == wandura::fleet_errc::overloaded);
+  CHECK(elapsed_ms(start) < 15); // not sent: no wait for the timeout
+  redis->resume();
+  CHECK(ping_until_up(io, client, 2s) > 0); // the owed replies arrive and are dropped
+  CHECK(client.stats().pending == 0);
+}

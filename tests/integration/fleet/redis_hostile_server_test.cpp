@@ -1,0 +1,87 @@
+// The redis client against a fake server on loopback that answers garbage or closes mid-reply.
+#include "wandura/fleet/redis_client.hpp"
+
+#include <array>
+#include <chrono>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "fleet_test_support.hpp"
+#include "wandura/error.hpp"
+#include "wandura/fleet/shared_ticket_cache.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using outcome = std::tuple<std::error_code, wandura::redis_reply>;
+
+// Accepts one connection, waits for the first command's bytes, writes `answer` and closes the connection.
+asio::awaitable<void> answer_once(asio::ip::tcp::acceptor& acceptor, std::string answer) {
+  auto socket = co_await acceptor.async_accept(asio::use_awaitable);
+  std::array<char, 512> buf{};
+  co_await socket.async_read_some(asio::buffer(buf), asio::use_awaitable);
+  co_await asio::async_write(socket, asio::buffer(answer), asio::use_awaitable);
+  socket.close();
+}
+
+outcome ask_fake_server(std::string answer) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::co_spawn(io, answer_once(acceptor, std::move(answer)), asio::detached);
+  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+  return test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    std::array<std::string_view, 2> get{"GET", "k"};
+    co_return co_await client.async_command(get, asio::experimental::as_tuple(asio::use_awaitable));
+  }());
+}
+
+} // namespace
+
+TEST_CASE("redis client: a server that answers garbage is a protocol_error, not a reply") {
+  auto [ec, reply] = ask_fake_server("HTTP/1.1 400 Bad Request\r\n\r\n");
+  CHECK(ec == wandura::errc::protocol_error);
+  CHECK(reply.is_nil());
+}
+
+TEST_CASE("redis client: a server that closes mid-reply is a connection_reset") {
+  auto [ec, reply] = ask_fake_server("$10\r\nabc");
+  CHECK(ec == wandura::errc::connection_reset);
+  CHECK(ec == wandura::condition::retryable);
+}
+
+TEST_CASE("redis client: a server that closes mid-array is a connection_reset") {
+  auto [ec, reply] = ask_fake_server("*2\r\n:1\r\n");
+  CHECK(ec == wandura::errc::connection_reset);
+}
+
+TEST_CASE("redis client: a well-formed fake reply is read as a value") {
+  auto [ec, reply] = ask_fake_server("$3\r\nabc\r\n");
+  REQUIRE_FALSE(ec);
+  CHECK(reply.text == "abc");
+}
+
+TEST_CASE("shared ticket cache: a server that answers garbage makes the lookup local, counted, never an error") {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::co_spawn(io, answer_once(acceptor, "HTTP/1.1 400 Bad Request\r\n\r\n"), asio::detached);
+  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+  std::vector<std::string> lines;
+  wandura::ticket_cache_options options;
+  options.fallback.log = [&](std::string_view line) { lines.emplace_back(line); };
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const found = test_support::run(io, cache.get(test_support::viewer_on("device-7")));
+  CHECK_FALSE(found);
+  CHECK(cache.stats().fallbacks == 1);
+  CHECK(lines.size() == 1);
+}

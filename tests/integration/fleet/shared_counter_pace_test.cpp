@@ -1,0 +1,126 @@
+// The shared counter pace over a real redis-server: two clients stand for two processes of a fleet.
+#include "wandura/fleet/shared_counter_pace.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <asio/use_awaitable.hpp>
+
+#include "fleet_test_support.hpp"
+
+#include "fleet/rate_math.hpp"
+
+using namespace std::chrono_literals;
+using std::chrono::system_clock;
+using test_support::at_ms;
+using test_support::count_starting;
+using test_support::raw;
+using test_support::two_processes;
+using test_support::wait;
+
+TEST_CASE("shared counter pace: two processes together are admitted at the counter's refill, not twice it") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::counter_pace_options const options{.counter = "playback", .limit_per_minute = 600, .burst = 10};
+  wandura::shared_counter_pace pace_a(fleet.a, "org_demo", options);
+  wandura::shared_counter_pace pace_b(fleet.b, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  int admitted = 0;
+  test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    for (int step = 0; step < 1000; ++step) { // 10 s in steps of 10 ms, both processes asking at every step
+      auto const now = t0 + step * 10ms;
+      admitted += (co_await pace_a.try_acquire(1, now)).go ? 1 : 0;
+      admitted += (co_await pace_b.try_acquire(1, now)).go ? 1 : 0;
+    }
+    co_return 0;
+  }());
+  // 600/min is 10/s: the burst of 10 plus 10 s of refill, 110 (each alone would have had 110: 220 together).
+  CHECK(admitted >= 109);
+  CHECK(admitted <= 111);
+  auto const refused = test_support::run(fleet.io, pace_a.try_acquire(1, t0 + 9990ms));
+  CHECK_FALSE(refused.go);
+  CHECK(refused.wait_until > t0 + 9990ms);
+  CHECK(refused.wait_until <= t0 + 10100ms);
+}
+
+TEST_CASE("shared counter pace: a 429's hold and a new rate set by one process bind the other") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace_a(fleet.a, "org_demo", {.limit_per_minute = 6000});
+  wandura::shared_counter_pace pace_b(fleet.b, "org_demo", {.limit_per_minute = 6000});
+  auto const t0 = at_ms(1'764'590'400'000);
+  test_support::run(fleet.io, pace_a.hold_until(t0 + 2s, t0));
+  auto const held = test_support::run(fleet.io, pace_b.try_acquire(1, t0 + 1s));
+  CHECK_FALSE(held.go);
+  CHECK(held.wait_until == t0 + 2s);
+  test_support::run(fleet.io, pace_a.hold_until(t0 + 1s, t0)); // an earlier hold never shortens it
+  CHECK_FALSE(test_support::run(fleet.io, pace_b.try_acquire(1, t0 + 1500ms)).go);
+
+  test_support::run(fleet.io, pace_a.set_rate(60, 2)); // one a second, two at once
+  auto const t1 = t0 + 3s;
+  CHECK(test_support::run(fleet.io, pace_b.try_acquire(1, t1)).go);
+  CHECK(test_support::run(fleet.io, pace_b.try_acquire(1, t1)).go);
+  auto const paced = test_support::run(fleet.io, pace_b.try_acquire(1, t1));
+  CHECK_FALSE(paced.go);
+  CHECK(paced.wait_until == t1 + 1s);
+}
+
+TEST_CASE("shared counter pace: the script and the local fallback decide alike on the same sequence") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace(fleet.a, "org_demo", {.limit_per_minute = 7000, .burst = 7});
+  wandura::detail::gcra local;
+  double const em = 60000.0 / 7000.0; // not a whole number of ms: the fractions must agree too
+  auto const t0 = at_ms(1'764'590'400'000);
+  int disagreements = 0;
+  test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    for (int step = 0; step < 400; ++step) {
+      auto const now = t0 + step * 3ms;
+      double const cost = 1 + step % 3;
+      auto const shared = co_await pace.try_acquire(cost, now);
+      auto const mine = wandura::detail::gcra_take(local, static_cast<double>((now - at_ms(0)) / 1ms), cost, em, 7);
+      disagreements += shared.go != mine.go ? 1 : 0;
+    }
+    co_return 0;
+  }());
+  CHECK(disagreements == 0);
+}
+
+TEST_CASE("shared counter pace: with redis killed it goes on locally at its share, keeping the last hold") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  std::vector<std::string> lines;
+  wandura::counter_pace_options options{.limit_per_minute = 600, .burst = 10, .local_share = 0.5};
+  options.fallback = {.log = [&](std::string_view line) { lines.emplace_back(line); }, .probe_interval = 1s};
+  wandura::shared_counter_pace pace(client, "org_demo", options);
+  auto const t0 = system_clock::time_point(std::chrono::milliseconds(1'764'590'400'000));
+  test_support::run(io, pace.hold_until(t0 + 1s, t0));
+  CHECK(pace.stats().fallbacks == 0);
+
+  redis->kill();
+  auto const held = test_support::run(io, pace.try_acquire(1, t0 + 500ms));
+  CHECK_FALSE(held.go); // the hold set while Redis was up binds the local pace too
+  CHECK(held.wait_until == t0 + 1s);
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    admitted += test_support::run(io, pace.try_acquire(1, t0 + 1s)).go ? 1 : 0;
+  }
+  CHECK(admitted == 5); // half of the burst of 10: this process's share
+  CHECK(pace.stats().fallbacks == 11);
+  CHECK(count_starting(lines, "WARN fleet counter_pace playback: ") == 1);
+  CHECK(lines.size() == 1);
+}

@@ -1,0 +1,224 @@
+// The shared ticket cache over a real redis-server: two clients stand for two processes of a fleet.
+#include "wandura/fleet/shared_ticket_cache.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "fleet_test_support.hpp"
+
+using namespace std::chrono_literals;
+using std::chrono::system_clock;
+using test_support::at_ms;
+using test_support::count_starting;
+using test_support::elapsed_ms;
+using test_support::raw;
+using test_support::two_processes;
+using test_support::viewer_on;
+using test_support::wait;
+
+TEST_CASE("shared ticket cache: a ticket stored by one process is reused by another, for that device only") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  auto const expires_at = std::chrono::time_point_cast<std::chrono::milliseconds>(now + 30min);
+  wandura::cached_ticket const ticket{R"({"ticket_id":"tkt_1"})", expires_at};
+
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), ticket, now));
+  auto const found = test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now));
+  REQUIRE(found);
+  CHECK(*found == ticket);
+  CHECK_FALSE(test_support::run(fleet.io, cache_b.get(viewer_on("device-8"), now)));
+  auto other_viewer = viewer_on("device-7");
+  other_viewer.viewer_ref = "another:viewer";
+  CHECK_FALSE(test_support::run(fleet.io, cache_b.get(other_viewer, now)));
+  // Reusable until 5 min before expires_at, and the entry expires by itself then.
+  CHECK_FALSE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), expires_at - 5min)));
+  auto const pttl = raw(fleet.io, fleet.a, {"PTTL", wandura::fleet_keys::ticket("org_demo", viewer_on("device-7"))});
+  CHECK(pttl.integer > (25min - 5s) / 1ms);
+  CHECK(pttl.integer <= 25min / 1ms);
+  CHECK(cache_b.stats().hits == 1);
+  CHECK(cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: a stored value for another identity under the key is never served") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache(fleet.a, "org_demo");
+  auto const now = system_clock::now();
+  // Another device's ticket copied under this device's key (a collision, a bug, a hostile writer).
+  test_support::run(fleet.io, cache.put(viewer_on("device-8"), {"tkt_other", now + 30min}, now));
+  auto const key8 = wandura::fleet_keys::ticket("org_demo", viewer_on("device-8"));
+  auto const key7 = wandura::fleet_keys::ticket("org_demo", viewer_on("device-7"));
+  raw(fleet.io, fleet.a, {"COPY", key8, key7});
+  CHECK_FALSE(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now)));
+  raw(fleet.io, fleet.a, {"SET", key7, "not an envelope"});
+  CHECK_FALSE(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now)));
+  CHECK(cache.stats().rejected == 2);
+}
+
+TEST_CASE("shared ticket cache: when two processes store for one identity, the longer-lived ticket stays") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
+  test_support::run(fleet.io, cache_a.put(viewer_on("d"), {"long", now + 30min}, now));
+  test_support::run(fleet.io, cache_b.put(viewer_on("d"), {"short", now + 20min}, now));
+  CHECK(test_support::run(fleet.io, cache_b.get(viewer_on("d"), now))->payload == "long");
+  test_support::run(fleet.io, cache_b.put(viewer_on("d"), {"longer", now + 40min}, now));
+  CHECK(test_support::run(fleet.io, cache_a.get(viewer_on("d"), now))->payload == "longer");
+}
+
+TEST_CASE("shared ticket cache: with redis paused it answers locally within its timeout, one WARN, then "
+          "shares again after SIGCONT") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client_a(io.get_executor(), {.url = redis->url()}); // the default few-ms timeout
+  wandura::redis_client client_b(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  std::vector<std::string> lines;
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [&](std::string_view line) { lines.emplace_back(line); }, .probe_interval = 100ms};
+  wandura::shared_ticket_cache cache_a(client_a, "org_demo", options);
+  wandura::shared_ticket_cache cache_b(client_b, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+
+  redis->pause();
+  auto const start = std::chrono::steady_clock::now();
+  int hits = 0;
+  for (int i = 0; i < 20; ++i) {
+    hits += test_support::run(io, cache_a.get(viewer_on("device-7"), now)) ? 1 : 0;
+    CHECK_FALSE(test_support::run(io, cache_a.get(viewer_on("device-8"), now))); // never across devices
+  }
+  auto const took = elapsed_ms(start);
+  redis->resume();
+  CHECK(hits == 20); // what this process stored is still reused
+  CHECK(took < 400); // one timeout, then local answers: never blocked
+  CHECK(cache_a.stats().fallbacks == 40);
+  CHECK(cache_a.stats().degraded);
+  CHECK(count_starting(lines, "WARN fleet ticket_cache: redis 127.0.0.1:") == 1);
+  CHECK(lines.size() == 1);
+
+  // Back by itself: after the probe interval the next lookup goes to Redis and sees another process's ticket.
+  test_support::run(io, cache_b.put(viewer_on("device-9"), {"tkt_9", now + 30min}, now));
+  wait(io, 150ms);
+  auto const shared = test_support::run(io, cache_a.get(viewer_on("device-9"), now));
+  REQUIRE(shared);
+  CHECK(shared->payload == "tkt_9");
+  CHECK_FALSE(cache_a.stats().degraded);
+  CHECK(count_starting(lines, "INFO fleet ticket_cache: redis 127.0.0.1:") == 1);
+}
+
+TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered locally") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  wandura::shared_ticket_cache cache(client, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(io, cache.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  redis->pause();
+  asio::cancellation_signal signal;
+  asio::steady_timer later(io, 20ms);
+  later.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  std::error_code code;
+  auto const start = std::chrono::steady_clock::now();
+  try {
+    test_support::run(io, [&]() -> asio::awaitable<bool> {
+      auto who = viewer_on("device-7");
+      auto lookup = asio::co_spawn(io, cache.get(std::move(who), now),
+                                   asio::bind_cancellation_slot(signal.slot(), asio::use_awaitable));
+      co_return (co_await std::move(lookup)).has_value();
+    }());
+  } catch (std::system_error const& e) {
+    code = e.code();
+  }
+  auto const took = elapsed_ms(start);
+  redis->resume();
+  CHECK(code == asio::error::operation_aborted);
+  CHECK(took < 1000);
+  CHECK(cache.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reused by another") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
+  test_support::run(fleet.io, cache_b.erase(viewer_on("device-7")));
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach it through its strand") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  wandura::redis_client client(strand, {.url = redis->url(), .command_timeout = 2s});
+  wandura::shared_ticket_cache cache(client, "org_demo");
+  auto const now = system_clock::now();
+  std::atomic<int> hits{0};
+  std::atomic<int> done{0};
+  constexpr int workers = 8;
+  for (int w = 0; w < workers; ++w) {
+    asio::co_spawn(
+        io,
+        [&, w]() -> asio::awaitable<void> {
+          for (int i = 0; i < 25; ++i) {
+            auto who = viewer_on("device-" + std::to_string(w) + "-" + std::to_string(i));
+            wandura::cached_ticket ticket{"tkt_" + std::to_string(w), now + 30min};
+            // The operations are named before co_await: no class temporaries inside it (GCC 12).
+            auto put = cache.put(who, std::move(ticket), now);
+            co_await asio::co_spawn(strand, std::move(put), asio::use_awaitable);
+            auto get = cache.get(std::move(who), now);
+            auto found = co_await asio::co_spawn(strand, std::move(get), asio::use_awaitable);
+            hits += found && found->payload == "tkt_" + std::to_string(w) ? 1 : 0;
+          }
+          if (++done == workers) {
+            io.stop();
+          }
+        },
+        asio::detached);
+  }
+  std::thread second([&] { io.run(); });
+  io.run();
+  second.join();
+  CHECK(hits == workers * 25);
+  CHECK(cache.stats().fallbacks == 0);
+}

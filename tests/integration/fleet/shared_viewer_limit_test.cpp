@@ -1,0 +1,110 @@
+// The shared per-viewer limit over a real redis-server: two clients stand for two processes of a fleet.
+#include "wandura/fleet/shared_viewer_limit.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <asio/use_awaitable.hpp>
+
+#include "fleet_test_support.hpp"
+
+using namespace std::chrono_literals;
+using std::chrono::system_clock;
+using test_support::at_ms;
+using test_support::count_starting;
+using test_support::elapsed_ms;
+using test_support::raw;
+using test_support::two_processes;
+using test_support::wait;
+
+TEST_CASE("shared viewer limit: one limit across two processes, all or nothing, with release") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_viewer_limit limit_a(fleet.a, "org_demo", {.tickets_per_minute = 10});
+  wandura::shared_viewer_limit limit_b(fleet.b, "org_demo", {.tickets_per_minute = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  CHECK(test_support::run(fleet.io, limit_a.try_acquire("viewer:1", 6, t0)).granted);
+  CHECK(test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 4, t0)).granted);
+  auto const refused = test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 2, t0));
+  CHECK_FALSE(refused.granted);
+  CHECK(refused.retry_after == 12000ms);                                              // two tickets at one per 6 s
+  CHECK(test_support::run(fleet.io, limit_a.try_acquire("viewer:2", 3, t0)).granted); // another viewer
+  test_support::run(fleet.io, limit_a.release("viewer:1", 2, t0));
+  CHECK(test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 2, t0)).granted);
+  CHECK_FALSE(test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 1, t0 + 5999ms)).granted);
+  CHECK(test_support::run(fleet.io, limit_a.try_acquire("viewer:1", 1, t0 + 6000ms)).granted);
+  CHECK(limit_a.stats().fallbacks + limit_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared viewer limit: after SCRIPT FLUSH (or a restart) the script is sent again and answers") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 9, t0)).granted);
+  auto const before = fleet.a.stats().commands;
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 1, t0)).granted);
+  CHECK(fleet.a.stats().commands == before + 1); // loaded: EVALSHA alone
+  raw(fleet.io, fleet.b, {"SCRIPT", "FLUSH"});
+  CHECK_FALSE(test_support::run(fleet.io, limit.try_acquire("v", 1, t0)).granted); // the state survived the flush
+  CHECK(fleet.a.stats().commands == before + 3);                                   // NOSCRIPT, then EVAL
+  CHECK(limit.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared viewer limit: with redis down at start it answers locally, then shares once redis is up") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  redis->kill();
+  asio::io_context io;
+  wandura::redis_client client_a(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::redis_client client_b(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  std::vector<std::string> lines;
+  wandura::viewer_limit_options options{.tickets_per_minute = 10};
+  options.fallback = {.log = [&](std::string_view line) { lines.emplace_back(line); }, .probe_interval = 50ms};
+  wandura::shared_viewer_limit limit_a(client_a, "org_demo", options);
+  wandura::shared_viewer_limit limit_b(client_b, "org_demo", {.tickets_per_minute = 10});
+  auto const t0 = system_clock::time_point(std::chrono::milliseconds(1'764'590'400'000));
+
+  auto const start = std::chrono::steady_clock::now();
+  CHECK(test_support::run(io, limit_a.try_acquire("v", 8, t0)).granted);
+  CHECK_FALSE(test_support::run(io, limit_a.try_acquire("v", 3, t0)).granted); // the local limit holds
+  CHECK(elapsed_ms(start) < 300);
+  CHECK(limit_a.stats().fallbacks == 2);
+  CHECK(count_starting(lines, "WARN fleet viewer_limit: ") == 1);
+
+  redis->start();
+  wait(io, 100ms);
+  // Redis decides again: its bucket for "v" is fresh (the local spending stayed local), and is shared.
+  CHECK(test_support::run(io, limit_a.try_acquire("v", 7, t0)).granted);
+  CHECK_FALSE(test_support::run(io, limit_b.try_acquire("v", 4, t0)).granted);
+  CHECK(limit_a.stats().fallbacks == 2);
+  CHECK_FALSE(limit_a.stats().degraded);
+  CHECK(count_starting(lines, "INFO fleet viewer_limit: ") == 1);
+}
+
+TEST_CASE("shared viewer limit: zero is granted without a round trip, more than the burst never, as in process") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 30});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto const before = fleet.a.stats().commands;
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 0, t0)).granted);
+  CHECK(fleet.a.stats().commands == before);
+  REQUIRE(test_support::run(fleet.io, limit.try_acquire("v", 10, t0)).granted);
+  auto const never = test_support::run(fleet.io, limit.try_acquire("v", 31, t0));
+  CHECK_FALSE(never.granted);
+  CHECK(never.retry_after == 20000ms); // until full again, as the local arithmetic says
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 20, t0)).granted); // the refusal took nothing
+}

@@ -1,0 +1,37 @@
+// The ticket cache's local fallback (src/fleet/local_ticket_cache.hpp): same identity rule, bounded.
+#include "fleet/local_ticket_cache.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+
+namespace {
+wandura::ticket_identity viewer_on(std::string device) {
+  return {"viewer:ref", std::move(device), "film", 4, "play"};
+}
+auto const t0 = std::chrono::system_clock::time_point(std::chrono::milliseconds(1'764'590'400'000));
+} // namespace
+
+TEST_CASE("local ticket cache: found only for the identity it was stored for, until its reuse limit") {
+  wandura::detail::local_ticket_cache cache(10);
+  cache.store("k7", viewer_on("device-7"), {"tkt_7", t0 + 30min}, t0 + 25min, t0);
+  CHECK(cache.find("k7", viewer_on("device-7"), t0)->payload == "tkt_7");
+  CHECK_FALSE(cache.find("k7", viewer_on("device-8"), t0)); // same key, another device: never served
+  CHECK_FALSE(cache.find("k7", viewer_on("device-7"), t0 + 25min));
+  cache.erase("k7");
+  CHECK_FALSE(cache.find("k7", viewer_on("device-7"), t0));
+}
+
+TEST_CASE("local ticket cache: when full, expired tickets make room and live ones are kept") {
+  wandura::detail::local_ticket_cache cache(2);
+  auto const now = t0;
+  cache.store("old", viewer_on("a"), {"tkt_old", now}, now - 1ms, now); // already past its reuse limit
+  cache.store("live", viewer_on("b"), {"tkt_live", now + 30min}, now + 25min, now);
+  cache.store("new", viewer_on("c"), {"tkt_new", now + 30min}, now + 25min, now);
+  CHECK(cache.find("new", viewer_on("c"), now));
+  cache.store("more", viewer_on("d"), {"tkt_more", now + 30min}, now + 25min, now); // full of live tickets
+  CHECK_FALSE(cache.find("more", viewer_on("d"), now));
+  CHECK(cache.find("live", viewer_on("b"), now));
+  cache.store("live", viewer_on("b"), {"tkt_live2", now + 40min}, now + 35min, now); // replacing needs no room
+  CHECK(cache.find("live", viewer_on("b"), now)->payload == "tkt_live2");
+}

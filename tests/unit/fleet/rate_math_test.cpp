@@ -1,0 +1,59 @@
+// The local arithmetic that the Lua scripts mirror (src/fleet/rate_math.hpp), on a hand-stepped clock.
+#include "fleet/rate_math.hpp"
+
+#include <catch2/catch.hpp>
+
+using wandura::detail::bucket_take;
+using wandura::detail::gcra_take;
+
+TEST_CASE("token bucket: all or nothing, refilled continuously, released up to capacity") {
+  wandura::detail::token_bucket b;
+  double const rate = 30.0 / 60000.0; // 30 tickets a minute: one every 2000 ms
+  CHECK(bucket_take(b, 0, rate, 30, 28).granted);
+  auto const refused = bucket_take(b, 0, rate, 30, 3); // 2 left
+  CHECK_FALSE(refused.granted);
+  CHECK(refused.wait_ms == 2000); // one more token in 2 s
+  CHECK(bucket_take(b, 0, rate, 30, 2).granted);
+  CHECK_FALSE(bucket_take(b, 1999, rate, 30, 1).granted);
+  CHECK(bucket_take(b, 2000, rate, 30, 1).granted);
+  bucket_take(b, 2000, rate, 30, -100); // release: capped at capacity
+  CHECK(b.tokens == 30);
+  CHECK_FALSE(bucket_take(b, 2000, rate, 30, 31).granted);
+}
+
+TEST_CASE("gcra: a whole burst from idle, then one unit per emission interval") {
+  wandura::detail::gcra g;
+  double const em = 100; // 600 a minute
+  double const burst = 10;
+  double const t0 = 1'700'000'000'000.0;
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(gcra_take(g, t0, 1, em, burst).go);
+  }
+  auto const next = gcra_take(g, t0, 1, em, burst);
+  CHECK_FALSE(next.go);
+  CHECK(next.at_ms == t0 + 100);
+  CHECK_FALSE(gcra_take(g, t0 + 99, 1, em, burst).go);
+  CHECK(gcra_take(g, t0 + 100, 1, em, burst).go);
+  auto const batch = gcra_take(g, t0 + 100, 3, em, burst); // a batch of 3 waits for 3 intervals of room
+  CHECK_FALSE(batch.go);
+  CHECK(batch.at_ms == t0 + 400);
+}
+
+TEST_CASE("gcra: a hold-off refuses everything until it passes") {
+  wandura::detail::gcra g;
+  g.hold_ms = 5000;
+  auto const held = gcra_take(g, 1000, 1, 100, 10);
+  CHECK_FALSE(held.go);
+  CHECK(held.at_ms == 5000);
+  CHECK(gcra_take(g, 5000, 1, 100, 10).go);
+}
+
+TEST_CASE("token bucket: more than the capacity never fits; the wait is until the bucket is full") {
+  wandura::detail::token_bucket b;
+  double const rate = 30.0 / 60000.0;
+  REQUIRE(bucket_take(b, 0, rate, 30, 10).granted);
+  auto const never = bucket_take(b, 0, rate, 30, 31);
+  CHECK_FALSE(never.granted);
+  CHECK(never.wait_ms == 20000); // 10 tokens at one per 2 s
+  CHECK(b.tokens == 20);         // nothing taken
+}
