@@ -1,4 +1,4 @@
-// The Redis key layout of the fleet's shared state (docs/adr/0006-fleet-shared-state.md).
+// The Redis key layout of the fleet's shared state (docs/adr/0008-fleet-shared-state.md).
 //
 // Every key starts with `wandura:{<org>}:`; the braces are a Redis Cluster hash tag, so all keys of one
 // organisation live in one slot and the scripts (which touch one key each) work unchanged behind a cluster proxy:

@@ -2,7 +2,7 @@
 //
 // Asio waits for readiness on the connection's descriptor (hiredis's addRead/addWrite hooks, the contract of
 // hiredis's own event-library adapters) and runs the timers; hiredis reads, writes and parses. The client has no
-// thread of its own. RESP2 only and no TLS: the limits of hiredis 0.14 (docs/adr/0006-fleet-shared-state.md).
+// thread of its own. RESP2 only and no TLS: the limits of hiredis 0.14 (docs/adr/0008-fleet-shared-state.md).
 #pragma once
 
 #include <chrono>

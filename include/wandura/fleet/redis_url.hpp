@@ -21,7 +21,7 @@ struct redis_url {
   /// Reads `redis://[user:password@]host[:port][/db]` (user and password percent-decoded; `host` may be
   /// `[::1]`).
   /// @throws wandura::error with `errc::invalid_argument` for another scheme (`rediss://` included: hiredis 0.14
-  ///         has no TLS, docs/adr/0006), an empty host, a port outside 1-65535, a db outside 0-65535 or a bad
+  ///         has no TLS, docs/adr/0008), an empty host, a port outside 1-65535, a db outside 0-65535 or a bad
   ///         percent escape. The message never contains the password.
   [[nodiscard]] static redis_url parse(std::string_view url);
 
