@@ -121,11 +121,19 @@ TEST_CASE("client: a whole-batch 429 is retried after Retry-After and holds pref
 
 TEST_CASE("client: while the playback counter is held off, prefetches are deferred and not sent") {
   harness h;
-  h.api->engine().hold_counter("playback", 3000ms);
+  // A play refused for rate, not retried: the counter is held for the server's 3 s.
+  wandura::call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake->push(
+      fake_step::respond(429, batch_body({refused_item("the-heiress-returns", 1, "play", 429, "rate_limited", {}, 3)}),
+                         {{"Retry-After", "3"}}));
+  CHECK(h.start(1, 1, "dev-1", no_retries).play.outcome == item_outcome::rate_limited);
+  auto const before = h.clock->now();
   h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
   auto s = h.start(4, 6);
-  REQUIRE(h.fake->attempt_count() == 1);
-  CHECK(sent_episodes(h.fake->attempts()[0].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  REQUIRE(h.fake->attempt_count() == 2);
+  CHECK(sent_episodes(h.fake->attempts()[1].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  CHECK(h.clock->now() - before == 3000ms); // the play waited for the hold-off
   CHECK(s.play.outcome == item_outcome::granted);
   REQUIRE(s.prefetch.size() == 2);
   CHECK(s.prefetch[0].outcome == item_outcome::deferred);
