@@ -258,3 +258,69 @@ TEST_CASE("metrics: failed calls are observed in the latency histogram too") {
   CHECK(m.call_failures == 2);
   CHECK(m.latency_count == 2);
 }
+
+TEST_CASE("fail at step N: every step of a batch with per-item retries ends complete or in a clean typed error, with "
+          "the allowance settled") {
+  // The batch: play 4, prefetch 5 and 6. The script: a whole 503, then a 200 where the play is refused (503, retried
+  // alone) while 5 is granted and 6 shed, then the play granted. Each attempt N in turn fails instead, with a
+  // retryable and with a final transport error; N = 5 is past the last step (no failure).
+  std::error_code const injected =
+      GENERATE(std::error_code(wandura::errc::connection_reset), std::error_code(wandura::errc::tls_failed));
+  for (std::size_t n = 1; n <= 5; ++n) {
+    INFO("failure " << injected.message() << " at attempt " << n);
+    wandura::client_options options;
+    options.viewer_tickets_per_minute = 3;
+    harness h(options);
+    h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "1"}}));
+    h.fake->push(fake_step::respond(
+        200, batch_body({refused_item(film, 4, "play", 503, "service_unavailable", {}, 1),
+                         granted_item(film, 5, "prefetch", "t5"),
+                         refused_item(film, 6, "prefetch", 429, "rate_limited", "prefetch_shed", 2)})));
+    h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+    h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+    h.fake->fail_at(n, injected);
+
+    int fresh = 0;
+    try {
+      auto const s = h.start(4, 6);
+      CHECK(s.play.outcome != item_outcome::deferred);
+      CHECK(s.play.film_ref == film);
+      for (auto const& item : s.prefetch) {
+        CHECK(item.outcome != item_outcome::deferred);
+      }
+      for (auto const* item : {&s.play, &s.prefetch[0], &s.prefetch[1]}) {
+        fresh += item->outcome == item_outcome::granted && !item->reused ? 1 : 0;
+      }
+      CHECK(h.api->stats().metrics.call_failures == 0);
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == injected);
+      CHECK(h.api->stats().metrics.call_failures == 1);
+    }
+    CHECK(h.api->stats().metrics.latency_count == 1);
+    CHECK(h.fake->attempt_count() <= 4); // INTERACTIVE: at most 3 retries, follow-ups included
+
+    // What is left of the viewer's 3 tickets is exactly what was not freshly granted. Probe it with three plays:
+    // the limit refuses the rest before sending. (Script steps and a failure left over are consumed first by reads.)
+    for (int i = 0; i < 5 && (h.fake->steps_left() > 0 || h.fake->attempt_count() < n); ++i) {
+      wandura::call_options once;
+      once.disable_retries = true;
+      try {
+        (void)h.run(h.api->get_config(once));
+      } catch (wandura::error const&) {
+      }
+    }
+    wandura::ticket_batch probe;
+    probe.union_info = "dev-1";
+    probe.drm_kek = "kek";
+    probe.viewer_ref = "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a";
+    for (int e = 7; e <= 9; ++e) {
+      probe.episodes.push_back({film, e, wandura::intent::play});
+    }
+    auto const after = h.run(h.api->issue_tickets(probe));
+    int limited = 0;
+    for (auto const& item : after.items) {
+      limited += item.outcome == item_outcome::viewer_limited ? 1 : 0;
+    }
+    CHECK(limited == fresh);
+  }
+}
