@@ -23,7 +23,7 @@
 
 #include "../common/loopback_bench.hpp"
 #include "wandura/playback/client.hpp"
-#include "wandura/playback/detail/request_writer.hpp"
+#include "playback/request_writer.hpp"
 
 namespace {
 

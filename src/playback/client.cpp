@@ -12,7 +12,7 @@
 #include "client_impl.hpp"
 #include "ticket_flow.hpp"
 #include "wandura/error.hpp"
-#include "wandura/playback/detail/response_parser.hpp"
+#include "playback/response_parser.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/transport/transport.hpp"
 

@@ -5,8 +5,8 @@
 #include <asio/error.hpp>
 
 #include "wandura/error.hpp"
-#include "wandura/playback/detail/request_writer.hpp"
-#include "wandura/playback/detail/response_parser.hpp"
+#include "playback/request_writer.hpp"
+#include "playback/response_parser.hpp"
 #include "wandura/resilience/call_result.hpp"
 
 namespace wandura::detail {

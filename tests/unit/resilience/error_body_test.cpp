@@ -27,6 +27,10 @@ TEST_CASE("error body: unknown fields and wrong types are skipped") {
       parse(R"({"items":[{"status":429,"error_code":"x"}],"error_code":"not_ready","reason":{"a":1},"z":null})");
   CHECK(e.error_code == "not_ready");
   CHECK(e.reason.empty());
+  auto const n = parse(R"({"error_code":"unauthorized","reason":null,"request_id":"req_9","x":[]})");
+  CHECK(n.error_code == "unauthorized");
+  CHECK(n.reason.empty());
+  CHECK(n.request_id == "req_9");
 }
 
 TEST_CASE("error body: bodies that are not a JSON object give empty fields, never an exception") {
