@@ -230,7 +230,7 @@ asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> 
   }
   auto result = co_await issue_tickets_impl(std::move(self), std::move(batch), std::move(options));
   episode_start out;
-  out.requests = result.attempts;
+  out.attempts = result.attempts;
   out.play = std::move(result.items.front());
   for (std::size_t i = 1; i < result.items.size(); ++i) {
     out.prefetch.push_back(std::move(result.items[i]));
@@ -244,7 +244,7 @@ namespace {
 class read_settlement {
 public:
   explicit read_settlement(client::impl& self) noexcept : self_(self), started_(self.time->now()) {
-    self_.metrics.add_request();
+    self_.metrics.add_call();
   }
   read_settlement(read_settlement const&) = delete;
   read_settlement& operator=(read_settlement const&) = delete;

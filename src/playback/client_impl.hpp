@@ -8,6 +8,7 @@
 #include <string>
 
 #include "call_registry.hpp"
+#include "metrics_recorder.hpp"
 #include "wandura/playback/client.hpp"
 #include "wandura/playback/viewer_limiter.hpp"
 
@@ -27,7 +28,7 @@ struct client::impl {
   retry_engine engine;
   std::shared_ptr<ticket_store> store;
   std::optional<viewer_limiter> limiter;
-  playback_metrics metrics;
+  detail::playback_metrics metrics;
   detail::call_registry calls;
   std::string base_url;
   std::string tickets_url;

@@ -196,7 +196,7 @@ private:
 
 ticket_settlement::ticket_settlement(client::impl& self, ticket_call& call) noexcept
     : self_(self), call_(call), started_(self.time->now()) {
-  self_.metrics.add_request();
+  self_.metrics.add_call();
 }
 
 ticket_settlement::~ticket_settlement() {

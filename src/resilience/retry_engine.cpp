@@ -8,9 +8,11 @@
 #include <asio/this_coro.hpp>
 
 #include "wandura/resilience/classify.hpp"
-#include "wandura/resilience/error_body.hpp"
 #include "wandura/resilience/idempotency.hpp"
 #include "wandura/resilience/retry_after.hpp"
+
+#include "resilience/error_body.hpp"
+#include "resilience/holdoff_registry.hpp"
 
 namespace wandura {
 namespace {
@@ -115,7 +117,8 @@ bool response_reader::holds_counter(call_result const& /*response*/) const {
 
 retry_engine::retry_engine(http_sender& sender, retry_options options)
     : sender_(sender), options_(std::move(options)),
-      clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget) {}
+      clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget),
+      holdoffs_(std::make_unique<detail::holdoff_registry>()) {}
 
 retry_engine::~retry_engine() = default;
 
@@ -150,18 +153,18 @@ void retry_engine::notify_retry(retry_event const& event) {
 }
 
 clock::time_point retry_engine::held_until(std::string_view counter) const {
-  return holdoffs_.held_until(counter);
+  return holdoffs_->held_until(counter);
 }
 
 clock::duration retry_engine::counter_wait_from(std::string_view counter, clock::time_point now) const {
-  auto const held = holdoffs_.held_until(counter); // time_point::min() when not held: no subtraction
+  auto const held = holdoffs_->held_until(counter); // time_point::min() when not held: no subtraction
   return held > now ? held - now : clock::duration::zero();
 }
 
 asio::awaitable<retry_engine::counter_wait> retry_engine::wait_for_counter(std::string_view counter,
                                                                            clock::time_point deadline) {
   // After a 429 on this counter, every request to it waits until the server's Retry-After has passed.
-  auto const held = holdoffs_.held_until(counter);
+  auto const held = holdoffs_->held_until(counter);
   if (held <= clock_->now()) {
     co_return counter_wait::ready;
   }
@@ -183,7 +186,7 @@ void retry_engine::note_response(std::string_view counter, call_result const& re
   // The server's full value is honoured, not the policy's `max_retry_after` (that caps a backoff, not the server's
   // rate limit), up to `max_holdoff`, so that one broken header cannot block a counter for a year.
   auto const wait = std::min(*retry_after, max_holdoff);
-  holdoffs_.hold(counter, clock_->now() + std::chrono::duration_cast<clock::duration>(wait));
+  holdoffs_->hold(counter, clock_->now() + std::chrono::duration_cast<clock::duration>(wait));
 }
 
 retry_engine_stats retry_engine::stats() const noexcept {
@@ -214,7 +217,7 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
   result.response = std::move(outcome.response);
   int const status = result.response.status;
   if (status < 200 || status >= 300) {
-    auto body = parse_error_body(result.response.body);
+    auto body = detail::parse_error_body(result.response.body);
     result.error_code = std::move(body.error_code);
     result.reason = std::move(body.reason);
   }

@@ -79,8 +79,9 @@ struct episode_start {
   ticket_item_result play;
   /// N+1 and N+2 as `prefetch`, those up to `unlocked_through` (0 to 2 items). Never affects `play`.
   std::vector<ticket_item_result> prefetch;
-  /// HTTP requests sent for this start, retries and per-item retries included; 0 when all came from the cache.
-  int requests = 0;
+  /// HTTP attempts sent for this start, retries and per-item retries included; 0 when all came from the cache or
+  /// when this start joined an identical one in flight.
+  int attempts = 0;
 };
 
 /// Counters of one client since it was created.
@@ -208,7 +209,7 @@ public:
   /// Never fails. May be awaited from any coroutine; the client must outlive the wait.
   [[nodiscard]] asio::awaitable<void> shutdown();
 
-  /// Counters: requests, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.
+  /// Counters: calls, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.
   [[nodiscard]] client_stats stats() const;
   /// The same counters in the Prometheus text exposition format (prefix `wandura_`).
   [[nodiscard]] std::string metrics_text() const;

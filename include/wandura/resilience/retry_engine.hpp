@@ -33,7 +33,6 @@
 #include "wandura/resilience/call_options.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/resilience/clock.hpp"
-#include "wandura/resilience/holdoff_registry.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/resilience/retry_event.hpp"
 #include "wandura/resilience/retry_policy.hpp"
@@ -41,6 +40,10 @@
 #include "wandura/transport/http_sender.hpp"
 
 namespace wandura {
+
+namespace detail {
+class holdoff_registry;
+} // namespace detail
 
 /// The longest hold-off a 429 can put on a counter: one hour.
 inline constexpr std::chrono::milliseconds max_holdoff{std::chrono::hours(1)};
@@ -203,7 +206,7 @@ private:
   retry_options options_;
   std::shared_ptr<wandura::clock> clock_;
   retry_budget budget_;
-  holdoff_registry holdoffs_;
+  std::unique_ptr<detail::holdoff_registry> holdoffs_; // the per-counter 429 hold-offs (never null)
   counters counters_;
 };
 

@@ -254,7 +254,7 @@ TEST_CASE("metrics: failed calls are observed in the latency histogram too") {
   h.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
   CHECK_THROWS_AS(h.run(h.api->get_film("nope")), wandura::error);
   auto const m = h.api->stats().metrics;
-  CHECK(m.requests == 2);
+  CHECK(m.calls == 2);
   CHECK(m.call_failures == 2);
   CHECK(m.latency_count == 2);
 }

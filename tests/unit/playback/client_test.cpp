@@ -42,7 +42,7 @@ TEST_CASE("client: start_episode asks for N as play and N+1, N+2 as prefetch in 
   CHECK(s.play.ticket->ticket_id == "t4");
   REQUIRE(s.prefetch.size() == 2);
   CHECK(s.prefetch[1].ticket->ticket_id == "t6");
-  CHECK(s.requests == 1);
+  CHECK(s.attempts == 1);
 }
 
 TEST_CASE("client: only unlocked episodes are prefetched") {
@@ -87,7 +87,7 @@ TEST_CASE("client: a failed play item is retried alone, with a new key, after it
   CHECK(s.play.outcome == item_outcome::granted);
   CHECK(s.play.ticket->ticket_id == "t4");
   CHECK(s.prefetch[0].outcome == item_outcome::granted);
-  CHECK(s.requests == 2);
+  CHECK(s.attempts == 2);
   REQUIRE(h.warn_lines.size() == 1);
   CHECK(h.warn_lines[0] == "retry 1/3 in 1500 ms: HTTP 503 code=service_unavailable");
 }
@@ -149,7 +149,7 @@ TEST_CASE("client: a granted ticket is reused for the same viewer and device, ne
   CHECK(h.fake->attempt_count() == 1);
   CHECK(again.play.reused);
   CHECK(again.play.ticket->ticket_id == "t4");
-  CHECK(again.requests == 0);
+  CHECK(again.attempts == 0);
   auto other_device = h.start(4, 0, "dev-2");
   CHECK(h.fake->attempt_count() == 2);
   CHECK_FALSE(other_device.play.reused);
@@ -320,7 +320,7 @@ TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
                        refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed", 2)})));
   (void)h.start(4, 5);
   auto const st = h.api->stats();
-  CHECK(st.metrics.requests == 1);
+  CHECK(st.metrics.calls == 1);
   CHECK(st.metrics.attempts == 1);
   CHECK(st.metrics.outcome(item_outcome::granted) == 1);
   CHECK(st.metrics.outcome(item_outcome::shed) == 1);
