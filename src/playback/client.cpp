@@ -10,9 +10,9 @@
 #include <asio/use_awaitable.hpp>
 
 #include "client_impl.hpp"
+#include "playback/response_parser.hpp"
 #include "ticket_flow.hpp"
 #include "wandura/error.hpp"
-#include "playback/response_parser.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/transport/transport.hpp"
 
@@ -77,13 +77,13 @@ viewer_limiter_options limiter_options(std::uint32_t per_minute, std::shared_ptr
   }
   viewer_limiter_options lo;
   lo.tickets_per_minute = static_cast<double>(per_minute);
-  lo.clock = [time] { return time->now(); };
+  lo.time_source = time;
   return lo;
 }
 
 std::shared_ptr<ticket_store> default_store(std::shared_ptr<wandura::clock> const& time) {
   memory_ticket_store_options so;
-  so.clock = [time] { return time->system_now(); };
+  so.time_source = time;
   return std::make_shared<memory_ticket_store>(so);
 }
 

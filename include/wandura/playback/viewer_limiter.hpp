@@ -10,6 +10,8 @@
 #include <memory>
 #include <string_view>
 
+#include "wandura/resilience/clock.hpp"
+
 namespace wandura {
 
 /// Options of `viewer_limiter`.
@@ -22,8 +24,9 @@ struct viewer_limiter_options {
   std::size_t max_viewers = 100'000;
   /// Independent locks, each with its own LRU. Clamped to [1, max_viewers].
   std::size_t shards = 16;
-  /// Monotonic time. Empty means `std::chrono::steady_clock::now`. Tests inject a hand-stepped clock.
-  std::function<std::chrono::steady_clock::time_point()> clock{};
+  /// The monotonic clock (`now`) the allowance refills on. Null: a `wandura::real_clock`. A client gives its limiter
+  /// its `retry.time_source`; tests inject `wandura::testing::manual_clock`.
+  std::shared_ptr<wandura::clock> time_source{};
 };
 
 /// A continuous token bucket per viewer (capacity `tickets_per_minute`, refill `tickets_per_minute / 60` per
@@ -60,15 +63,11 @@ public:
   [[nodiscard]] std::size_t tracked_viewers() const;
 
 private:
-  struct shard;
-  [[nodiscard]] shard& shard_for(std::string_view viewer_ref) const noexcept;
-  [[nodiscard]] std::chrono::steady_clock::time_point now() const;
+  struct storage;
 
   viewer_limiter_options options_;
   double per_second_ = 1;
-  std::size_t per_shard_capacity_ = 1;
-  std::size_t shard_count_ = 1;
-  std::unique_ptr<shard[]> shards_;
+  std::unique_ptr<storage> viewers_;
 };
 
 } // namespace wandura
