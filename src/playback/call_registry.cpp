@@ -81,7 +81,11 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
         s->by_key.erase(k);
       }
     }
-    std::erase(s->running, op);
+    // O(1): the last operation takes this one's place.
+    auto& running = s->running;
+    running[op->running_index] = std::move(running.back());
+    running[op->running_index]->running_index = op->running_index;
+    running.pop_back();
     if (s->running.empty()) {
       idle.swap(s->idle_waiters);
     }

@@ -153,6 +153,7 @@ private:
     std::vector<waiter> waiters;
     bool done = false;
     std::exception_ptr error; // set, or the value is, before `done`
+    std::size_t running_index = 0; // position in `state::running` while it runs
     virtual ~operation_base() = default;
   };
 
@@ -222,6 +223,7 @@ call_registry::join_or_start(std::optional<std::string> key, asio::any_io_execut
       state_->by_key.emplace(*key, op);
       op->key = std::move(key);
     }
+    op->running_index = state_->running.size();
     state_->running.push_back(op);
   }
   auto work = make(); // named before spawning: GCC 12 and temporaries in coroutine calls

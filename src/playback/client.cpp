@@ -183,8 +183,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
 
 asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self, ticket_batch batch,
                                                                 call_options options) {
-  detail::ticket_call call;
-  call.batch = std::move(batch);
+  detail::ticket_call call(std::move(batch));
   detail::ticket_settlement settle(*self, call);
   std::string body;
   detail::plan(*self, call, body);

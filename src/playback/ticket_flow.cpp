@@ -43,7 +43,8 @@ bool same_episode(ticket_item_result const& item, episode_request const& want) n
 /// the request to the items still needed. Owned by the operation (it outlives any caller).
 class batch_reader final : public response_reader {
 public:
-  batch_reader(std::shared_ptr<client::impl> self, ticket_batch sent) : self_(std::move(self)), sent_(std::move(sent)) {
+  batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> sent)
+      : self_(std::move(self)), sent_ptr_(std::move(sent)), sent_(*sent_ptr_) {
     out_.items.resize(sent_.episodes.size());
     for (std::size_t i = 0; i < sent_.episodes.size(); ++i) {
       out_.items[i].outcome = item_outcome::deferred;
@@ -185,7 +186,8 @@ private:
   }
 
   std::shared_ptr<client::impl> self_;
-  ticket_batch sent_;
+  std::shared_ptr<ticket_batch const> sent_ptr_; // owned: the operation outlives any caller
+  ticket_batch const& sent_;
   sent_batch out_;
   item_indexes pending_; // indexes into sent_.episodes still asked for
   bool narrowed_ = false;
@@ -250,7 +252,8 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
   }
   // While the playback counter is held off after a 429, prefetches are not sent at all (seed 001: retrying early
   // only earns more 429s); plays wait for the hold-off inside the engine.
-  if (self.engine.held_until(playback_counter) > self.time->now()) {
+  auto const held = self.engine.held_until(playback_counter);
+  if (held != clock::time_point::min() && held > self.time->now()) {
     call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
   }
   if (!self.limiter || call.pending.empty()) {
@@ -277,22 +280,25 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
 
 sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::string body,
              asio::any_io_executor const& executor) {
-  ticket_batch sub;
-  sub.union_info = call.batch.union_info;
-  sub.drm_kek = call.batch.drm_kek;
-  sub.viewer_ref = call.batch.viewer_ref;
-  sub.episodes.reserve(call.pending.size());
-  for (std::size_t const i : call.pending) {
-    sub.episodes.push_back(call.batch.episodes[i]);
-  }
+  // The episodes sent: the caller's whole batch (shared), or the part of it still pending (a copy).
+  std::shared_ptr<ticket_batch const> episodes = call.batch_ptr;
   if (call.pending.size() != call.batch.episodes.size()) {
-    (void)write_ticket_batch(sub, body); // validated with the whole batch
+    auto sub = std::make_shared<ticket_batch>();
+    sub->union_info = call.batch.union_info;
+    sub->drm_kek = call.batch.drm_kek;
+    sub->viewer_ref = call.batch.viewer_ref;
+    sub->episodes.reserve(call.pending.size());
+    for (std::size_t const i : call.pending) {
+      sub->episodes.push_back(call.batch.episodes[i]);
+    }
+    (void)write_ticket_batch(*sub, body); // validated with the whole batch
+    episodes = std::move(sub);
   }
   call_settings settings = call.settings;
   // A request of prefetches only (the play came from the store, or was refused) is not retried unless asked:
   // a refused prefetch is reported and asked for again as play when the viewer gets there (seed 000).
   bool const any_play =
-      std::any_of(sub.episodes.begin(), sub.episodes.end(), [](auto const& e) { return e.intent == intent::play; });
+      std::any_of(episodes->episodes.begin(), episodes->episodes.end(), [](auto const& e) { return e.intent == intent::play; });
   if (!any_play && !self->options.retry_prefetch) {
     settings.policy.max_retries = 0;
   }
@@ -301,11 +307,11 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
   if (self->options.coalesce && !settings.idempotency_key) {
     key = body;
   }
-  auto reader = std::make_shared<batch_reader>(self, std::move(sub));
+  auto reader = std::make_shared<batch_reader>(self, std::move(episodes));
   auto make = [&] {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
-    return self->engine.call(std::move(request), std::move(traits), settings, reader.get());
+    return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
   };
   auto finish = [reader](call_result&& sent) { return reader->finish(std::move(sent)); };
   auto const deadline = settings.deadline;

@@ -165,7 +165,7 @@ asio::awaitable<retry_engine::counter_wait> retry_engine::wait_for_counter(std::
                                                                            clock::time_point deadline) {
   // After a 429 on this counter, every request to it waits until the server's Retry-After has passed.
   auto const held = holdoffs_->held_until(counter);
-  if (held <= clock_->now()) {
+  if (held == clock::time_point::min() || held <= clock_->now()) { // never held: no clock read
     co_return counter_wait::ready;
   }
   if (held >= deadline) {
