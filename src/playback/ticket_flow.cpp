@@ -4,10 +4,11 @@
 
 #include <asio/error.hpp>
 
-#include "wandura/error.hpp"
 #include "playback/request_writer.hpp"
 #include "playback/response_parser.hpp"
+#include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
+#include "wandura/resilience/classify.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -21,10 +22,6 @@ constexpr std::chrono::milliseconds ticket_attempt_floor{5000};
 ticket_batch_result& thread_parsed_batch() {
   thread_local ticket_batch_result parsed;
   return parsed;
-}
-
-bool is_retryable_item(item_outcome o) noexcept {
-  return o == item_outcome::rate_limited || o == item_outcome::unavailable;
 }
 
 bool is_fresh_grant(ticket_item_result const& item) noexcept {
@@ -43,8 +40,9 @@ bool same_episode(ticket_item_result const& item, episode_request const& want) n
 /// the request to the items still needed. Owned by the operation (it outlives any caller).
 class batch_reader final : public response_reader {
 public:
-  batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> sent)
-      : self_(std::move(self)), sent_ptr_(std::move(sent)), sent_(*sent_ptr_) {
+  batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> sent,
+               retry_classifier classifier)
+      : self_(std::move(self)), sent_ptr_(std::move(sent)), sent_(*sent_ptr_), classifier_(classifier) {
     out_.items.resize(sent_.episodes.size());
     for (std::size_t i = 0; i < sent_.episodes.size(); ++i) {
       out_.items[i].outcome = item_outcome::deferred;
@@ -162,8 +160,9 @@ private:
           !sent_.viewer_ref->empty()) {
         self_->store->insert(key_for(sent_, want), *item.ticket);
       }
+      // An item is retried by the same rule as a whole response (classify.hpp), on its own status and code.
       bool const needed = want.intent == intent::play || self_->options.retry_prefetch;
-      if (needed && is_retryable_item(item.outcome)) {
+      if (needed && is_retryable_status(item.status, item.error_code, classifier_)) {
         retry.push_back(i);
       }
     }
@@ -188,6 +187,7 @@ private:
   std::shared_ptr<client::impl> self_;
   std::shared_ptr<ticket_batch const> sent_ptr_; // owned: the operation outlives any caller
   ticket_batch const& sent_;
+  retry_classifier classifier_;
   sent_batch out_;
   item_indexes pending_; // indexes into sent_.episodes still asked for
   bool narrowed_ = false;
@@ -297,8 +297,8 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
   call_settings settings = call.settings;
   // A request of prefetches only (the play came from the store, or was refused) is not retried unless asked:
   // a refused prefetch is reported and asked for again as play when the viewer gets there (seed 000).
-  bool const any_play =
-      std::any_of(episodes->episodes.begin(), episodes->episodes.end(), [](auto const& e) { return e.intent == intent::play; });
+  bool const any_play = std::any_of(episodes->episodes.begin(), episodes->episodes.end(),
+                                    [](auto const& e) { return e.intent == intent::play; });
   if (!any_play && !self->options.retry_prefetch) {
     settings.policy.max_retries = 0;
   }
@@ -307,7 +307,7 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
   if (self->options.coalesce && !settings.idempotency_key) {
     key = body;
   }
-  auto reader = std::make_shared<batch_reader>(self, std::move(episodes));
+  auto reader = std::make_shared<batch_reader>(self, std::move(episodes), settings.policy.classifier);
   auto make = [&] {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};

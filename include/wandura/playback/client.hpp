@@ -125,10 +125,12 @@ public:
   /// its own deadline (`options.total_timeout`) and cancellation, and leaves alone (`errc::deadline_exceeded`,
   /// `operation_aborted`); the shared request runs under its first caller's options. The whole request is retried by
   /// the retry engine (429, 5xx, network errors; `Retry-After`; budget; deadline); after a 2xx, failed items that
-  /// are needed (play, and prefetch when `retry_prefetch`) and retryable (`rate_limited`, `unavailable`) are retried
-  /// alone, in a new request with a new idempotency key, after their own `retry_after` plus jitter, within the same
-  /// deadline and budget. Whole-request and per-item retries share the policy's `max_retries`: a call makes at most
-  /// `max_retries + 1` attempts in all. Fresh tickets are stored for reuse.
+  /// are needed (play, and prefetch when `retry_prefetch`) and retryable by the policy's rule applied to the item's
+  /// own status and code (classify.hpp: 429, 500, 502, 503 except `not_ready`, ...) are retried alone, in a new
+  /// request with a new idempotency key, after their own `retry_after` plus jitter, within the same deadline and
+  /// budget: the retry engine makes that request as one of its retries. Whole-request and per-item retries share the
+  /// policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are stored for
+  /// reuse.
   ///
   /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
   ///          error; one item's failure never affects another's.

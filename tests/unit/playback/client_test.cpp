@@ -435,3 +435,20 @@ TEST_CASE("client: an unreadable 200 body names the status and what was wrong") 
     CHECK(e.attempts() == 1);
   }
 }
+
+TEST_CASE("client: an item is retried by the policy's own rule on its status: a 504 play only under STANDARD") {
+  for (bool const standard : {false, true}) {
+    INFO((standard ? "standard" : "seed 000 interactive"));
+    harness h;
+    h.fake->push(fake_step::respond(
+        200, batch_body({refused_item("the-heiress-returns", 4, "play", 504, "gateway_timeout", {}, 1)})));
+    h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+    wandura::call_options options;
+    if (standard) {
+      options.policy = wandura::retry_policy::standard();
+    }
+    auto s = h.start(4, 4, "dev-1", options);
+    CHECK(h.fake->attempt_count() == (standard ? 2U : 1U));
+    CHECK(s.play.outcome == (standard ? item_outcome::granted : item_outcome::unavailable));
+  }
+}
