@@ -71,11 +71,11 @@ std::shared_ptr<wandura::clock> client_clock(retry_options const& options) {
   return options.time_source ? options.time_source : std::make_shared<real_clock>();
 }
 
-viewer_limiter_options limiter_options(std::uint32_t per_minute, std::shared_ptr<wandura::clock> const& time) {
+detail::viewer_limiter_options limiter_options(std::uint32_t per_minute, std::shared_ptr<wandura::clock> const& time) {
   if (per_minute == 0) {
     throw error(errc::invalid_argument, "client: viewer_tickets_per_minute must be > 0");
   }
-  viewer_limiter_options lo;
+  detail::viewer_limiter_options lo;
   lo.tickets_per_minute = static_cast<double>(per_minute);
   lo.time_source = time;
   return lo;

@@ -9,8 +9,8 @@
 
 #include "call_registry.hpp"
 #include "metrics_recorder.hpp"
+#include "viewer_limiter.hpp"
 #include "wandura/playback/client.hpp"
-#include "wandura/playback/viewer_limiter.hpp"
 
 namespace wandura {
 
@@ -27,7 +27,7 @@ struct client::impl {
   std::shared_ptr<http_sender> sender;
   retry_engine engine;
   std::shared_ptr<ticket_store> store;
-  std::optional<viewer_limiter> limiter;
+  std::optional<detail::viewer_limiter> limiter;
   detail::playback_metrics metrics;
   detail::call_registry calls;
   std::string base_url;

@@ -1,4 +1,4 @@
-#include "wandura/playback/viewer_limiter.hpp"
+#include "playback/viewer_limiter.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "playback/sharded_lru.hpp"
 #include "wandura/error.hpp"
 
-namespace wandura {
+namespace wandura::detail {
 namespace {
 
 struct string_hash {
@@ -86,4 +86,4 @@ std::size_t viewer_limiter::tracked_viewers() const {
   return viewers_->size();
 }
 
-} // namespace wandura
+} // namespace wandura::detail

@@ -238,7 +238,7 @@ TEST_CASE("client and emulator: garbage and truncated bodies are typed errors, t
   CHECK(cfg.limit("playback") == 6000);
 }
 
-TEST_CASE("client and emulator: typed reads of config, catalogue, videos and creatives") {
+TEST_CASE("client and emulator: typed reads of config, catalog, videos and creatives") {
   live t;
   auto f = t.wait(t.api->get_film("the-heiress-returns"));
   CHECK(f.episode_count == 12);

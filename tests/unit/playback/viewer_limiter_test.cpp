@@ -1,4 +1,4 @@
-#include "wandura/playback/viewer_limiter.hpp"
+#include "playback/viewer_limiter.hpp"
 
 #include <thread>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "wandura/error.hpp"
 
 using namespace std::chrono;
-using wandura::viewer_limiter;
+using wandura::detail::viewer_limiter;
 
 namespace {
 

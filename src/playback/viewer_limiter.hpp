@@ -1,6 +1,6 @@
 // An optional per-viewer ticket limit enforced by the client before anything is sent (seed 001 "Cách đếm": anyone
 // who can drive *your* ticket endpoint can spend your organisation's limit, so limit tickets per viewer on your
-// side; SPEC §1 issue 6).
+// side; SPEC §1 issue 6). Not public API: users set `client_options::viewer_tickets_per_minute`.
 #pragma once
 
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "wandura/resilience/clock.hpp"
 
-namespace wandura {
+namespace wandura::detail {
 
 /// Options of `viewer_limiter`.
 struct viewer_limiter_options {
@@ -70,4 +70,4 @@ private:
   std::unique_ptr<storage> viewers_;
 };
 
-} // namespace wandura
+} // namespace wandura::detail
