@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
@@ -97,7 +98,21 @@ public:
   template <class T, class Make, class Finish>
   std::pair<std::shared_ptr<operation<T>>, bool> join_or_start(std::optional<std::string> key,
                                                                asio::any_io_executor const& executor,
-                                                               clock::time_point deadline, Make make, Finish finish);
+                                                               clock::time_point deadline, Make make, Finish finish) {
+    return join_or_start_with<T>(
+        std::move(key), executor, deadline, [] { return std::monostate{}; },
+        [&make](std::monostate&) { return make(); },
+        [finish = std::move(finish)](std::monostate&, auto&& produced) mutable {
+          return finish(std::forward<decltype(produced)>(produced));
+        });
+  }
+
+  /// `join_or_start` for an operation that keeps a context of its own (in the same allocation): `make_context()`
+  /// returns it (a prvalue: it need not be movable), `make(Context&)` and `finish(Context&, R&&)` use it.
+  template <class T, class MakeContext, class Make, class Finish>
+  std::pair<std::shared_ptr<operation<T>>, bool>
+  join_or_start_with(std::optional<std::string> key, asio::any_io_executor const& executor, clock::time_point deadline,
+                     MakeContext make_context, Make make, Finish finish);
 
   /// Waits for `op` as one waiter: completes with an empty code when the operation is done (its value or error is
   /// then in `op`), `operation_aborted` when this waiter's cancellation slot is emitted or the registry is closed,
@@ -152,7 +167,7 @@ private:
     asio::cancellation_signal signal; // emitted on `executor` only
     std::vector<waiter> waiters;
     bool done = false;
-    std::exception_ptr error; // set, or the value is, before `done`
+    std::exception_ptr error;      // set, or the value is, before `done`
     std::size_t running_index = 0; // position in `state::running` while it runs
     virtual ~operation_base() = default;
   };
@@ -181,7 +196,7 @@ private:
   std::shared_ptr<state> state_;
 };
 
-template <class T> class call_registry::operation final : public call_registry::operation_base {
+template <class T> class call_registry::operation : public call_registry::operation_base {
 public:
   /// The result once done without error: a copy for joinable operations (several waiters), moved out otherwise.
   /// @pre the waiter completed with an empty code; rethrows the operation's error.
@@ -200,11 +215,21 @@ private:
   std::optional<T> value;
 };
 
-template <class T, class Make, class Finish>
+namespace call_registry_detail {
+/// An operation and the context it keeps, in one allocation.
+template <class T, class Context> class operation_with final : public call_registry::operation<T> {
+public:
+  template <class MakeContext> explicit operation_with(MakeContext& make_context) : context(make_context()) {}
+  Context context;
+};
+} // namespace call_registry_detail
+
+template <class T, class MakeContext, class Make, class Finish>
 std::pair<std::shared_ptr<call_registry::operation<T>>, bool>
-call_registry::join_or_start(std::optional<std::string> key, asio::any_io_executor const& executor,
-                             clock::time_point deadline, Make make, Finish finish) {
-  std::shared_ptr<operation<T>> op;
+call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_executor const& executor,
+                                  clock::time_point deadline, MakeContext make_context, Make make, Finish finish) {
+  using context_type = std::decay_t<decltype(make_context())>;
+  std::shared_ptr<call_registry_detail::operation_with<T, context_type>> op;
   {
     std::lock_guard lock(state_->mutex);
     if (state_->closed) {
@@ -216,7 +241,7 @@ call_registry::join_or_start(std::optional<std::string> key, asio::any_io_execut
         return {std::static_pointer_cast<operation<T>>(it->second), true};
       }
     }
-    op = std::make_shared<operation<T>>();
+    op = std::make_shared<call_registry_detail::operation_with<T, context_type>>(make_context);
     op->executor = executor;
     op->deadline = deadline;
     if (key) {
@@ -226,7 +251,7 @@ call_registry::join_or_start(std::optional<std::string> key, asio::any_io_execut
     op->running_index = state_->running.size();
     state_->running.push_back(op);
   }
-  auto work = make(); // named before spawning: GCC 12 and temporaries in coroutine calls
+  auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
   asio::co_spawn(executor, std::move(work),
                  asio::bind_cancellation_slot(op->signal.slot(),
                                               [weak = std::weak_ptr<state>(state_), op, finish = std::move(finish)](
@@ -235,7 +260,7 @@ call_registry::join_or_start(std::optional<std::string> key, asio::any_io_execut
                                                   if (failed) {
                                                     std::rethrow_exception(failed);
                                                   }
-                                                  op->value.emplace(finish(std::move(produced)));
+                                                  op->value.emplace(finish(op->context, std::move(produced)));
                                                 } catch (...) {
                                                   op->error = std::current_exception();
                                                 }

@@ -18,6 +18,10 @@
 #include "wandura/error.hpp"
 
 namespace wandura::detail::json_scan {
+// Internal linkage on purpose: each reader's file gets its own copy, which GCC then inlines into its few callers as
+// it did when the readers were one file (an inline function with external linkage is not, and costs ~1k
+// instructions per ticket batch).
+namespace {
 
 namespace od = simdjson::ondemand;
 using json_error = simdjson::error_code;
@@ -325,17 +329,16 @@ bool for_each_element(reader& r, std::string_view name, od::array& arr, OnElemen
   return true;
 }
 
-} // namespace wandura::detail::json_scan
-
-namespace wandura::detail {
-
-template <class Reader> std::error_code response_parser::run(simdjson::padded_string_view json, Reader&& read) {
-  message_.clear();
+/// Parses `json` as one object and hands it to `read(reader&, object&)`; what a response_parser::parse_* does.
+template <class Reader>
+std::error_code run(simdjson::ondemand::parser& parser, std::string& message, std::vector<ticket>* spare_tickets,
+                    simdjson::padded_string_view json, Reader&& read) {
+  message.clear();
   // One search of the whole body instead of one per string: API bodies rarely escape anything.
   bool const escapes = std::memchr(json.data(), '\\', json.length()) != nullptr;
-  json_scan::reader r(message_, &spare_tickets_, escapes);
+  reader r(message, spare_tickets, escapes);
   simdjson::ondemand::document doc;
-  if (auto e = parser_.iterate(json).get(doc)) {
+  if (auto e = parser.iterate(json).get(doc)) {
     if (e == simdjson::EMPTY) {
       r.fail("empty body");
     } else {
@@ -363,4 +366,5 @@ template <class Reader> std::error_code response_parser::run(simdjson::padded_st
   return {};
 }
 
-} // namespace wandura::detail
+} // namespace
+} // namespace wandura::detail::json_scan

@@ -86,7 +86,6 @@ public:
 private:
   static simdjson::padded_string_view padded(response_body const& body) noexcept;
   simdjson::padded_string_view padded(std::string_view body);
-  template <class Reader> std::error_code run(simdjson::padded_string_view json, Reader&& read);
   std::error_code read_ticket_batch(simdjson::padded_string_view json, ticket_batch_result& out);
   std::error_code read_org_config(simdjson::padded_string_view json, org_config& out);
   std::error_code read_film(simdjson::padded_string_view json, film& out);

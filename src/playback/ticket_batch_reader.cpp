@@ -214,7 +214,7 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
 } // namespace
 
 std::error_code response_parser::read_ticket_batch(simdjson::padded_string_view json, ticket_batch_result& out) {
-  return run(json, [&](reader& r, od::object& obj) {
+  return json_scan::run(parser_, message_, &spare_tickets_, json, [&](reader& r, od::object& obj) {
     out.request_id.clear();
     std::size_t count = 0; // items read; earlier items of `out` are reused in place, the rest dropped at the end
     bool has_items = false;

@@ -233,13 +233,21 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
   auto const& batch = call.batch;
   call.has_viewer = batch.viewer_ref.has_value() && !batch.viewer_ref->empty();
   // Each item names its episode once the call is done (finish_items); until then an empty film_ref marks an item
-  // that no response has filled.
-  call.result.items.resize(batch.episodes.size());
+  // that no response has filled. The items exist only once one of them is answered here: when every episode is
+  // sent, the operation's items become the result whole (merge).
+  auto item_at = [&](std::size_t i) -> ticket_item_result& {
+    if (call.result.items.empty()) {
+      call.result.items.resize(batch.episodes.size());
+      for (auto& item : call.result.items) {
+        item.outcome = item_outcome::deferred;
+      }
+    }
+    return call.result.items[i];
+  };
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
-    auto& item = call.result.items[i];
-    item.outcome = item_outcome::deferred;
     if (self.options.reuse_tickets && call.has_viewer) {
       if (auto t = self.store->find(key_for(batch, batch.episodes[i]))) {
+        auto& item = item_at(i);
         item.outcome = item_outcome::granted;
         item.status = 200;
         item.reused = true;
@@ -255,6 +263,7 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
   auto const held = self.engine.held_until(playback_counter);
   if (held != clock::time_point::min() && held > self.time->now()) {
     call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
+    (void)item_at(0); // the prefetches left out stay `deferred`
   }
   if (!self.limiter || call.pending.empty()) {
     return;
@@ -269,7 +278,7 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
       allowed.push_back(i);
       call.acquired.push_back(i);
     } else {
-      auto& item = call.result.items[i];
+      auto& item = item_at(i);
       item.outcome = item_outcome::viewer_limited;
       item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
     }
@@ -307,15 +316,17 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
   if (self->options.coalesce && !settings.idempotency_key) {
     key = body;
   }
-  auto reader = std::make_shared<batch_reader>(self, std::move(episodes), settings.policy.classifier);
-  auto make = [&] {
+  // The reader lives in the operation (one allocation): the engine consults it after each response.
+  auto make_reader = [&] { return batch_reader(self, std::move(episodes), settings.policy.classifier); };
+  auto make = [&](batch_reader& reader) {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
-    return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
+    return self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
   };
-  auto finish = [reader](call_result&& sent) { return reader->finish(std::move(sent)); };
+  auto finish = [](batch_reader& reader, call_result&& sent) { return reader.finish(std::move(sent)); };
   auto const deadline = settings.deadline;
-  auto [op, joined] = self->calls.join_or_start<sent_batch>(std::move(key), executor, deadline, make, finish);
+  auto [op, joined] =
+      self->calls.join_or_start_with<sent_batch>(std::move(key), executor, deadline, make_reader, make, finish);
   return sending{std::move(op), joined};
 }
 
@@ -330,11 +341,17 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
                 error_info{0, {}, {}, {}, 0});
   }
   sent_batch batch = sent.op->take();
-  for (std::size_t p = 0; p < call.pending.size(); ++p) {
-    auto& item = call.result.items[call.pending[p]];
-    item = std::move(batch.items[p]);
-    if (sent.coalesced && item.outcome == item_outcome::granted) {
-      item.reused = true; // another call of this client asked for (and counted) this very ticket
+  if (call.result.items.empty()) { // every episode was sent, in order (plan)
+    call.result.items = std::move(batch.items);
+  } else {
+    for (std::size_t p = 0; p < call.pending.size(); ++p) {
+      call.result.items[call.pending[p]] = std::move(batch.items[p]);
+    }
+  }
+  if (sent.coalesced) {
+    for (std::size_t const i : call.pending) {
+      auto& item = call.result.items[i];
+      item.reused = item.reused || item.outcome == item_outcome::granted; // another call asked for (and counted) it
     }
   }
   call.result.attempts = sent.coalesced ? 0 : batch.attempts;

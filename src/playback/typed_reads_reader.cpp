@@ -71,7 +71,7 @@ bool read_creative_object(reader& r, location const& where, od::value& v, creati
 } // namespace
 
 std::error_code response_parser::read_org_config(simdjson::padded_string_view json, org_config& out) {
-  return run(json, [&](reader& r, od::object& obj) {
+  return json_scan::run(parser_, message_, &spare_tickets_, json, [&](reader& r, od::object& obj) {
     out = org_config{};
     return for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
@@ -105,7 +105,7 @@ std::error_code response_parser::read_org_config(simdjson::padded_string_view js
 }
 
 std::error_code response_parser::read_film(simdjson::padded_string_view json, film& out) {
-  return run(json, [&](reader& r, od::object& obj) {
+  return json_scan::run(parser_, message_, &spare_tickets_, json, [&](reader& r, od::object& obj) {
     out = film{};
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
       switch (key_hash(key)) {
@@ -164,7 +164,7 @@ std::error_code response_parser::read_film(simdjson::padded_string_view json, fi
 }
 
 std::error_code response_parser::read_videos(simdjson::padded_string_view json, std::vector<video>& out) {
-  return run(json, [&](reader& r, od::object& obj) {
+  return json_scan::run(parser_, message_, &spare_tickets_, json, [&](reader& r, od::object& obj) {
     out.clear();
     bool has_list = false;
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
@@ -188,11 +188,12 @@ std::error_code response_parser::read_videos(simdjson::padded_string_view json, 
 }
 
 std::error_code response_parser::read_video(simdjson::padded_string_view json, video& out) {
-  return run(json, [&](reader& r, od::object& obj) { return read_video_fields(r, {}, obj, out); });
+  return json_scan::run(parser_, message_, &spare_tickets_, json,
+                        [&](reader& r, od::object& obj) { return read_video_fields(r, {}, obj, out); });
 }
 
 std::error_code response_parser::read_creatives(simdjson::padded_string_view json, std::vector<creative>& out) {
-  return run(json, [&](reader& r, od::object& obj) {
+  return json_scan::run(parser_, message_, &spare_tickets_, json, [&](reader& r, od::object& obj) {
     out.clear();
     bool has_list = false;
     bool ok = for_each_field(r, {}, obj, [&](std::string_view key, od::value& value) {
