@@ -47,12 +47,10 @@ void call_registry::leave(std::weak_ptr<state> const& weak, std::shared_ptr<oper
     return;
   }
   std::unique_lock lock(s->mutex);
-  auto it = std::find_if(op->waiters.begin(), op->waiters.end(), [id](waiter const& w) { return w.id == id; });
-  if (it == op->waiters.end()) {
+  std::optional<waiter> w = op->waiters.remove(id);
+  if (!w) {
     return; // already completed
   }
-  waiter w = std::move(*it);
-  op->waiters.erase(it);
   bool const last = op->waiters.empty() && !op->done;
   if (last && op->key) {
     // Nobody waits for it any more: nobody may join it either, and it sends nothing more.
@@ -62,19 +60,19 @@ void call_registry::leave(std::weak_ptr<state> const& weak, std::shared_ptr<oper
     }
   }
   lock.unlock();
-  release(w, why);
+  release(*w, why);
   if (last) {
     cancel_operation(op);
   }
 }
 
 void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op) {
-  std::vector<waiter> waiters;
+  waiter_list waiters;
   std::vector<pending_completion> idle;
   if (auto s = weak.lock()) {
     std::lock_guard lock(s->mutex);
     op->done = true;
-    waiters.swap(op->waiters);
+    waiters = std::exchange(op->waiters, waiter_list{});
     if (op->key) {
       auto k = s->by_key.find(*op->key);
       if (k != s->by_key.end() && k->second == op) {
@@ -91,18 +89,16 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
     }
   } else {
     op->done = true;
-    waiters.swap(op->waiters);
+    waiters = std::exchange(op->waiters, waiter_list{});
   }
-  for (auto& w : waiters) {
-    release(w, {});
-  }
+  waiters.for_each([](waiter& w) { release(w, {}); });
   for (auto& c : idle) {
     std::move(c).complete({});
   }
 }
 
 void call_registry::cancel_all() {
-  std::vector<waiter> waiters;
+  std::vector<waiter_list> waiters;
   std::vector<std::shared_ptr<operation_base>> ops;
   {
     std::lock_guard lock(state_->mutex);
@@ -110,12 +106,11 @@ void call_registry::cancel_all() {
     state_->by_key.clear();
     ops = state_->running;
     for (auto const& op : ops) {
-      std::move(op->waiters.begin(), op->waiters.end(), std::back_inserter(waiters));
-      op->waiters.clear();
+      waiters.push_back(std::exchange(op->waiters, waiter_list{}));
     }
   }
-  for (auto& w : waiters) {
-    release(w, asio::error::operation_aborted);
+  for (auto& list : waiters) {
+    list.for_each([](waiter& w) { release(w, asio::error::operation_aborted); });
   }
   for (auto const& op : ops) {
     cancel_operation(op);

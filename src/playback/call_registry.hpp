@@ -15,6 +15,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -42,34 +43,91 @@
 namespace wandura::detail {
 
 /// A suspended completion `void(std::error_code)`, completed at most once by posting to its own executor; it keeps
-/// that executor's context running (outstanding work) until then.
+/// that executor's context running (outstanding work) until then. A coroutine's handler is kept in place (no
+/// allocation); a larger one on the heap.
 class pending_completion {
 public:
-  template <class Handler>
-  explicit pending_completion(Handler handler) : impl_(std::make_unique<model<Handler>>(std::move(handler))) {}
-  void complete(std::error_code ec) && { std::exchange(impl_, nullptr)->complete(ec); }
+  template <class Handler> explicit pending_completion(Handler handler) {
+    using model_t = model<Handler>;
+    if constexpr (fits_inline<model_t>()) {
+      impl_ = ::new (static_cast<void*>(&buffer_)) model_t(std::move(handler));
+    } else {
+      impl_ = new model_t(std::move(handler));
+    }
+  }
+  pending_completion(pending_completion&& other) noexcept { take(other); }
+  pending_completion& operator=(pending_completion&& other) noexcept {
+    if (this != &other) {
+      reset();
+      take(other);
+    }
+    return *this;
+  }
+  pending_completion(pending_completion const&) = delete;
+  pending_completion& operator=(pending_completion const&) = delete;
+  ~pending_completion() { reset(); }
+
+  /// @pre not completed yet.
+  void complete(std::error_code ec) && {
+    impl_->complete(ec);
+    reset();
+  }
 
 private:
+  static constexpr std::size_t buffer_size = 128;
+
   struct concept_t {
     concept_t() = default;
     concept_t(concept_t const&) = delete;
     concept_t& operator=(concept_t const&) = delete;
     virtual ~concept_t() = default;
     virtual void complete(std::error_code ec) = 0;
+    /// Moves this into `buffer` (this one is then destroyed by the caller); only for models kept in place.
+    virtual concept_t* move_to(void* buffer) noexcept = 0;
   };
   template <class Handler> struct model final : concept_t {
     explicit model(Handler h)
         : handler(std::move(h)),
           work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
+    model(model&& other) noexcept : concept_t(), handler(std::move(other.handler)), work(std::move(other.work)) {}
     void complete(std::error_code ec) override {
       asio::post(work, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
     }
+    concept_t* move_to(void* buffer) noexcept override { return ::new (buffer) model(std::move(*this)); }
     Handler handler;
     std::decay_t<decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
                                        asio::execution::outstanding_work.tracked))>
         work;
   };
-  std::unique_ptr<concept_t> impl_;
+  template <class Model> static constexpr bool fits_inline() noexcept {
+    return sizeof(Model) <= buffer_size && alignof(Model) <= alignof(std::max_align_t) &&
+           std::is_nothrow_move_constructible_v<Model>;
+  }
+  [[nodiscard]] bool is_inline() const noexcept {
+    return static_cast<void const*>(impl_) == static_cast<void const*>(&buffer_);
+  }
+  void take(pending_completion& other) noexcept {
+    if (other.is_inline()) {
+      impl_ = other.impl_->move_to(&buffer_);
+      other.reset();
+    } else {
+      impl_ = std::exchange(other.impl_, nullptr);
+    }
+  }
+  void reset() noexcept {
+    if (impl_ == nullptr) {
+      return;
+    }
+    if (is_inline()) {
+      impl_->~concept_t();
+    } else {
+      delete impl_;
+    }
+    impl_ = nullptr;
+  }
+
+  alignas(std::max_align_t) std::byte buffer_[buffer_size];
+  concept_t* impl_ = nullptr;
 };
 
 /// The registry of one client's operations. See the file comment.
@@ -160,12 +218,47 @@ private:
     asio::any_io_executor timer_executor;
   };
 
+  /// The waiters of one operation: the first in place (most operations have exactly one), the others in a vector.
+  class waiter_list {
+  public:
+    waiter& add() { return first_ ? rest_.emplace_back() : first_.emplace(); }
+    [[nodiscard]] bool empty() const noexcept { return !first_ && rest_.empty(); }
+    [[nodiscard]] std::size_t size() const noexcept { return (first_ ? 1U : 0U) + rest_.size(); }
+    /// Removes and returns waiter `id`; nullopt when it is no longer there (it completed already).
+    std::optional<waiter> remove(std::uint64_t id) {
+      std::optional<waiter> out;
+      if (first_ && first_->id == id) {
+        out = std::move(first_);
+        first_.reset();
+        return out;
+      }
+      auto it = std::find_if(rest_.begin(), rest_.end(), [id](waiter const& w) { return w.id == id; });
+      if (it != rest_.end()) {
+        out = std::move(*it);
+        rest_.erase(it);
+      }
+      return out;
+    }
+    template <class F> void for_each(F&& f) {
+      if (first_) {
+        f(*first_);
+      }
+      for (auto& w : rest_) {
+        f(w);
+      }
+    }
+
+  private:
+    std::optional<waiter> first_;
+    std::vector<waiter> rest_;
+  };
+
   struct operation_base {
     std::optional<std::string> key;
     asio::any_io_executor executor;
     clock::time_point deadline;
     asio::cancellation_signal signal; // emitted on `executor` only
-    std::vector<waiter> waiters;
+    waiter_list waiters;
     bool done = false;
     std::exception_ptr error;      // set, or the value is, before `done`
     std::size_t running_index = 0; // position in `state::running` while it runs
@@ -280,7 +373,7 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
     pending_completion(std::move(handler)).complete(aborted ? asio::error::operation_aborted : std::error_code{});
     return;
   }
-  waiter& w = op->waiters.emplace_back();
+  waiter& w = op->waiters.add();
   w.id = ++state_->next_waiter;
   w.completion.emplace(std::move(handler));
   if (slot.is_connected()) {
