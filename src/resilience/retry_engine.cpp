@@ -297,15 +297,9 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     if (ready == counter_wait::cancelled) {
       co_return finish(stop_reason::cancelled);
     }
-    auto now = clk.now();
+    auto const now = clk.now();
     if (ready == counter_wait::past_deadline || now >= settings.deadline) {
-      if (attempt == 1) {
-        result.error = ready == counter_wait::past_deadline ? std::error_code(errc::rate_limited)
-                                                            : std::error_code(errc::deadline_exceeded);
-      }
-      if (ready == counter_wait::past_deadline) {
-        result.note = "counter '" + traits.counter + "' is held back after a 429 past the deadline";
-      }
+      too_late_for_attempt(result, attempt, ready == counter_wait::past_deadline, traits.counter);
       co_return finish(stop_reason::deadline_exceeded);
     }
 
@@ -327,43 +321,16 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     auto retry_after = take_outcome(result, std::move(outcome), clk);
     note_response(traits.counter, result, retry_after, reader);
 
-    follow_up next;
-    auto const verdict = classify_attempt({transport_error, result.response.status, result.error_code},
-                                          settings.policy.classifier, safety);
-    switch (verdict.verdict) {
-    case attempt_verdict::success:
-      if (reader == nullptr || !(next = reader->after_success(result)).again) {
-        co_return finish(stop_reason::success);
-      }
-      retry_after = next.retry_after;
-      break;
-    case attempt_verdict::cancelled: co_return finish(stop_reason::cancelled);
-    case attempt_verdict::final: result.note = std::string(verdict.note); co_return finish(stop_reason::not_retryable);
-    case attempt_verdict::retry: break;
+    auto next = after_attempt(result, {transport_error, deadline_bound, retry_after, safety, attempt}, reader, settings,
+                              traits);
+    if (next.stop) {
+      co_return finish(*next.stop);
     }
-
-    // A follow-up that cannot be made leaves the call with its 2xx: what the reader read stands.
-    now = clk.now();
-    if (!next.again && (now >= settings.deadline || (deadline_bound && transport_error == condition::timeout))) {
-      result.note = "the attempt used the time left";
-      co_return finish(stop_reason::deadline_exceeded);
-    }
-    if (retry_after && retry_after->count() <= 0) {
-      retry_after.reset();
-    }
-    auto step = plan_retry(settings, traits.counter, attempt, retry_after, now);
-    if (step.stop) {
-      if (!next.again) {
-        result.note = std::move(step.note);
-      }
-      co_return finish(next.again ? stop_reason::success : *step.stop);
-    }
-    notify_retry(retry_event_for(result, next, step, attempt, settings, traits, transport_error, now));
-    if (co_await sleep_on(clk, now + step.wait)) {
+    if (co_await sleep_on(clk, next.wake_at)) {
       co_return finish(stop_reason::cancelled);
     }
-    if (next.again) { // a new request: its own body and key, the same deadline, budget and count of retries
-      request.body = std::move(next.body);
+    if (next.follow.again) { // a new request: its own body and key, the same deadline, budget and count of retries
+      request.body = std::move(next.follow.body);
       if (is_write) {
         if (auto ec = attach_key(request, settings, true, result.idempotency_key, safety)) {
           result.error = ec;
@@ -372,6 +339,62 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
       }
     }
   }
+}
+
+void retry_engine::too_late_for_attempt(call_result& result, int attempt, bool counter_held,
+                                        std::string const& counter) {
+  if (attempt == 1) {
+    result.error = counter_held ? std::error_code(errc::rate_limited) : std::error_code(errc::deadline_exceeded);
+  }
+  if (counter_held) {
+    result.note = "counter '" + counter + "' is held back after a 429 past the deadline";
+  }
+}
+
+retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt_summary const& facts,
+                                                    response_reader* reader, call_settings const& settings,
+                                                    request_traits const& traits) {
+  next_step out;
+  auto retry_after = facts.retry_after;
+  auto const verdict = classify_attempt({facts.transport_error, result.response.status, result.error_code},
+                                        settings.policy.classifier, facts.safety);
+  switch (verdict.verdict) {
+  case attempt_verdict::success:
+    if (reader == nullptr || !(out.follow = reader->after_success(result)).again) {
+      out.stop = stop_reason::success;
+      return out;
+    }
+    retry_after = out.follow.retry_after;
+    break;
+  case attempt_verdict::cancelled: out.stop = stop_reason::cancelled; return out;
+  case attempt_verdict::final:
+    result.note = std::string(verdict.note);
+    out.stop = stop_reason::not_retryable;
+    return out;
+  case attempt_verdict::retry: break;
+  }
+  // A follow-up that cannot be made leaves the call with its 2xx: what the reader read stands.
+  bool const follow = out.follow.again;
+  auto const now = clock_->now();
+  if (!follow && (now >= settings.deadline || (facts.deadline_bound && facts.transport_error == condition::timeout))) {
+    result.note = "the attempt used the time left";
+    out.stop = stop_reason::deadline_exceeded;
+    return out;
+  }
+  if (retry_after && retry_after->count() <= 0) {
+    retry_after.reset();
+  }
+  auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, now);
+  if (step.stop) {
+    if (!follow) {
+      result.note = std::move(step.note);
+    }
+    out.stop = follow ? stop_reason::success : *step.stop;
+    return out;
+  }
+  notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, facts.transport_error, now));
+  out.wake_at = now + step.wait;
+  return out;
 }
 
 retry_event retry_engine::retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,

@@ -32,6 +32,7 @@
 
 #include "wandura/resilience/call_options.hpp"
 #include "wandura/resilience/call_result.hpp"
+#include "wandura/resilience/classify.hpp"
 #include "wandura/resilience/clock.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/resilience/retry_event.hpp"
@@ -192,6 +193,26 @@ private:
                      std::optional<std::chrono::milliseconds> retry_after, response_reader const* reader);
   /// How long from `now` until `counter` may be used again (zero when it is not held).
   [[nodiscard]] clock::duration counter_wait_from(std::string_view counter, clock::time_point now) const;
+  /// What one attempt produced besides its response, for `after_attempt`.
+  struct attempt_summary {
+    std::error_code transport_error;
+    bool deadline_bound = false; ///< The attempt's timeout was the time left before the deadline.
+    std::optional<std::chrono::milliseconds> retry_after;
+    request_safety safety = request_safety::read;
+    int attempt = 1;
+  };
+  /// What the loop does after an attempt: stop (and why), or sleep until `wake_at` and send again (`follow` says
+  /// with which body when it is a follow-up request).
+  struct next_step {
+    std::optional<stop_reason> stop;
+    clock::time_point wake_at{};
+    follow_up follow;
+  };
+  /// Classifies the attempt, asks the reader after a 2xx, and plans the retry (counting it and firing `on_retry`).
+  [[nodiscard]] next_step after_attempt(call_result& result, attempt_summary const& facts, response_reader* reader,
+                                        call_settings const& settings, request_traits const& traits);
+  /// Records why no attempt could start: the deadline, or a counter held past it.
+  static void too_late_for_attempt(call_result& result, int attempt, bool counter_held, std::string const& counter);
   /// Whether retry number `retry` may be made and after what wait: `max_retries`, backoff, deadline (with the
   /// counter's hold-off), budget. Counts a granted retry or a budget refusal.
   [[nodiscard]] retry_step plan_retry(call_settings const& settings, std::string_view counter, int retry,
