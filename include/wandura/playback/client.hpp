@@ -220,6 +220,7 @@ public:
   /// The executor calls run on when spawned through an `async_` form.
   [[nodiscard]] asio::any_io_executor get_executor() const noexcept { return executor_; }
 
+  /// The client's internals, shared by every call in flight. Not public API: complete only inside the library.
   struct impl;
 
 private:
