@@ -348,7 +348,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
   asio::co_spawn(executor, std::move(work),
                  asio::bind_cancellation_slot(op->signal.slot(),
                                               [weak = std::weak_ptr<state>(state_), op, finish = std::move(finish)](
-                                                  std::exception_ptr failed, auto produced) mutable {
+                                                  std::exception_ptr failed, auto&& produced) mutable {
                                                 try {
                                                   if (failed) {
                                                     std::rethrow_exception(failed);
