@@ -27,7 +27,6 @@ public:
     case errc::invalid_response: return "invalid response body";
     case errc::invalid_argument: return "invalid argument";
     case errc::unauthorized: return "unauthorized";
-    case errc::viewer_limited: return "per-viewer ticket limit reached";
     }
     return "unknown wandura error";
   }
@@ -114,7 +113,6 @@ std::string_view to_string(errc e) noexcept {
   case errc::invalid_response: return "invalid_response";
   case errc::invalid_argument: return "invalid_argument";
   case errc::unauthorized: return "unauthorized";
-  case errc::viewer_limited: return "viewer_limited";
   }
   return "unknown";
 }

@@ -23,7 +23,7 @@
 
 #include "../common/loopback_bench.hpp"
 #include "wandura/playback/client.hpp"
-#include "wandura/playback/detail/request_writer.hpp"
+#include "playback/request_writer.hpp"
 
 namespace {
 
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     }
     auto const st = api.stats();
     std::printf("issue_tickets: %llu calls, %llu attempts, %llu retries\n",
-                static_cast<unsigned long long>(st.metrics.requests),
+                static_cast<unsigned long long>(st.metrics.calls),
                 static_cast<unsigned long long>(st.metrics.attempts),
                 static_cast<unsigned long long>(st.metrics.retries));
     return status;

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "wandura/error.hpp"
-#include "wandura/playback/detail/response_parser.hpp"
+#include "playback/response_parser.hpp"
 #include "wandura/playback/ticket_result.hpp"
 
 namespace {

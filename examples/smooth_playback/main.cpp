@@ -561,7 +561,7 @@ int run(demo_options const& o) {
   auto const svg_path = (std::filesystem::path(o.report_dir) / "report.svg").string();
   write_report_json(json_path, s, result.samples);
   write_report_svg(svg_path, s, result.samples);
-  print_summary(s, result, in_process, after.metrics.requests - before.metrics.requests,
+  print_summary(s, result, in_process, after.metrics.calls - before.metrics.calls,
                 after.metrics.held_off - before.metrics.held_off, target, json_path, svg_path, warn_lines.load());
 
   if (!counts_match) {

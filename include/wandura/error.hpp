@@ -64,8 +64,8 @@ enum class errc {
   invalid_argument = 41,
   /// The API key was missing or unknown (HTTP 401 `unauthorized`).
   unauthorized = 42,
-  /// The viewer reached the per-viewer ticket limit configured in the client; nothing was sent.
-  viewer_limited = 43,
+  // 43 was `viewer_limited`: a viewer over the per-viewer limit is an item outcome (`item_outcome::viewer_limited`),
+  // never an error of the call.
 };
 
 /// Broad classes of failures that `errc` values, Asio and system codes compare equal to.

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstdio>
 
+#include "playback/metrics_recorder.hpp"
+
 namespace wandura {
 namespace {
 
@@ -36,7 +38,7 @@ std::string seconds_text(std::int64_t microseconds) {
 
 } // namespace
 
-void playback_metrics::observe_latency(std::chrono::nanoseconds latency) noexcept {
+void detail::playback_metrics::observe_latency(std::chrono::nanoseconds latency) noexcept {
   // Microseconds, rounded up; negative counts as 0 and the sum cannot overflow for any real latency.
   auto const us =
       latency.count() <= 0 ? std::int64_t{0} : latency.count() / 1000 + (latency.count() % 1000 != 0 ? 1 : 0);
@@ -50,12 +52,9 @@ void playback_metrics::observe_latency(std::chrono::nanoseconds latency) noexcep
   latency_count_.fetch_add(1, std::memory_order_relaxed);
 }
 
-metrics_snapshot playback_metrics::snapshot() const noexcept {
+metrics_snapshot detail::playback_metrics::snapshot() const noexcept {
   metrics_snapshot s;
-  s.requests = requests_.load(std::memory_order_relaxed);
-  s.attempts = attempts_.load(std::memory_order_relaxed);
-  s.retries = retries_.load(std::memory_order_relaxed);
-  s.budget_denied = budget_denied_.load(std::memory_order_relaxed);
+  s.calls = calls_.load(std::memory_order_relaxed);
   s.held_off = held_off_.load(std::memory_order_relaxed);
   s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
   s.coalesced = coalesced_.load(std::memory_order_relaxed);
@@ -71,14 +70,14 @@ metrics_snapshot playback_metrics::snapshot() const noexcept {
   return s;
 }
 
-std::string playback_metrics::to_prometheus(std::string_view prefix) const {
+std::string detail::playback_metrics::to_prometheus(std::string_view prefix) const {
   return wandura::to_prometheus(snapshot(), prefix);
 }
 
 std::string to_prometheus(metrics_snapshot const& s, std::string_view prefix) {
   std::string out;
   out.reserve(4096);
-  append_counter(out, prefix, "requests_total", "Logical calls started.", s.requests);
+  append_counter(out, prefix, "calls_total", "Logical calls started.", s.calls);
   append_counter(out, prefix, "attempts_total", "HTTP attempts sent, retries included.", s.attempts);
   append_counter(out, prefix, "retries_total", "Attempts after the first of a call.", s.retries);
   append_counter(out, prefix, "budget_denied_total", "Retries refused by the retry budget.", s.budget_denied);

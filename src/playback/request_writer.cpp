@@ -1,4 +1,4 @@
-#include "wandura/playback/detail/request_writer.hpp"
+#include "playback/request_writer.hpp"
 
 #include <charconv>
 #include <cstdint>

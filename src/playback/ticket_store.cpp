@@ -1,10 +1,9 @@
 #include "wandura/playback/ticket_store.hpp"
 
-#include <algorithm>
-#include <list>
-#include <mutex>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
+
+#include "playback/sharded_lru.hpp"
 
 namespace wandura {
 
@@ -19,103 +18,60 @@ std::size_t ticket_key_hash::operator()(ticket_key const& key) const noexcept {
   return seed;
 }
 
-struct memory_ticket_store::shard {
-  struct node {
-    ticket value;
-    std::list<ticket_key const*>::iterator recency; // position in `lru`
-  };
-  mutable std::mutex mutex;
-  std::unordered_map<ticket_key, node, ticket_key_hash> entries;
-  std::list<ticket_key const*> lru; // front: most recently used; points at the keys of `entries` (node-stable)
+namespace {
 
-  void erase(std::unordered_map<ticket_key, node, ticket_key_hash>::iterator it) {
-    lru.erase(it->second.recency);
-    entries.erase(it);
-  }
+std::shared_ptr<wandura::clock> or_real_clock(std::shared_ptr<wandura::clock> time) {
+  return time ? std::move(time) : std::make_shared<real_clock>();
+}
+
+} // namespace
+
+struct memory_ticket_store::storage : detail::sharded_lru<ticket_key, ticket, ticket_key_hash> {
+  using sharded_lru::sharded_lru;
 };
 
 memory_ticket_store::memory_ticket_store(memory_ticket_store_options options) : options_(std::move(options)) {
-  options_.max_entries = std::max<std::size_t>(options_.max_entries, 1);
-  shard_count_ = std::clamp<std::size_t>(options_.shards, 1, options_.max_entries);
-  per_shard_capacity_ = (options_.max_entries + shard_count_ - 1) / shard_count_;
-  shards_ = std::make_unique<shard[]>(shard_count_);
+  options_.time_source = or_real_clock(std::move(options_.time_source));
+  entries_ = std::make_unique<storage>(options_.max_entries, options_.shards);
 }
 
 memory_ticket_store::~memory_ticket_store() = default;
 
-memory_ticket_store::shard& memory_ticket_store::shard_for(ticket_key const& key) const noexcept {
-  return shards_[ticket_key_hash{}(key) % shard_count_];
-}
-
-std::chrono::system_clock::time_point memory_ticket_store::now() const {
-  return options_.clock ? options_.clock() : std::chrono::system_clock::now();
-}
-
 std::optional<ticket> memory_ticket_store::find(ticket_key const& key) {
-  auto const t = now();
-  auto& s = shard_for(key);
-  std::lock_guard lock(s.mutex);
-  auto it = s.entries.find(key);
-  if (it == s.entries.end()) {
-    return std::nullopt;
-  }
-  if (t >= it->second.value.expires_at - options_.reuse_margin) {
-    s.erase(it);
-    return std::nullopt;
-  }
-  s.lru.splice(s.lru.begin(), s.lru, it->second.recency);
-  return it->second.value;
+  auto const t = options_.time_source->system_now();
+  return entries_->find(key, true, [&](ticket* found, bool& drop) -> std::optional<ticket> {
+    if (found == nullptr) {
+      return std::nullopt;
+    }
+    if (t >= found->expires_at - options_.reuse_margin) {
+      drop = true; // inside the reuse margin: never reused again
+      return std::nullopt;
+    }
+    return *found;
+  });
 }
 
 void memory_ticket_store::insert(ticket_key const& key, ticket const& value) {
   if (key.viewer_ref.empty() || key.union_info.empty()) {
     return; // no viewer or no device: nothing may be reused (SPEC §4)
   }
-  if (now() >= value.expires_at - options_.reuse_margin) {
+  if (options_.time_source->system_now() >= value.expires_at - options_.reuse_margin) {
     return; // already inside the reuse margin
   }
-  auto& s = shard_for(key);
-  std::lock_guard lock(s.mutex);
-  auto it = s.entries.find(key);
-  if (it != s.entries.end()) {
-    it->second.value = value;
-    s.lru.splice(s.lru.begin(), s.lru, it->second.recency);
-    return;
-  }
-  while (s.entries.size() >= per_shard_capacity_) {
-    auto victim = s.entries.find(*s.lru.back());
-    s.erase(victim);
-  }
-  auto [inserted, ok] = s.entries.emplace(key, shard::node{value, {}});
-  (void)ok; // absent: checked above under the same lock
-  s.lru.push_front(&inserted->first);
-  inserted->second.recency = s.lru.begin();
+  entries_->find_or_insert(
+      key, [&] { return value; }, [&](ticket& stored) { stored = value; });
 }
 
 void memory_ticket_store::erase(ticket_key const& key) {
-  auto& s = shard_for(key);
-  std::lock_guard lock(s.mutex);
-  auto it = s.entries.find(key);
-  if (it != s.entries.end()) {
-    s.erase(it);
-  }
+  entries_->erase(key);
 }
 
 std::size_t memory_ticket_store::size() const {
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mutex);
-    total += shards_[i].entries.size();
-  }
-  return total;
+  return entries_->size();
 }
 
 void memory_ticket_store::clear() {
-  for (std::size_t i = 0; i < shard_count_; ++i) {
-    std::lock_guard lock(shards_[i].mutex);
-    shards_[i].entries.clear();
-    shards_[i].lru.clear();
-  }
+  entries_->clear();
 }
 
 } // namespace wandura

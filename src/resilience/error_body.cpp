@@ -1,8 +1,8 @@
-#include "wandura/resilience/error_body.hpp"
+#include "resilience/error_body.hpp"
 
 #include <simdjson.h>
 
-namespace wandura {
+namespace wandura::detail {
 
 static_assert(body_padding == simdjson::SIMDJSON_PADDING,
               "response_body must keep exactly the padding simdjson reads past the end");
@@ -68,4 +68,4 @@ error_body parse_error_body(response_body const& body) {
   return result;
 }
 
-} // namespace wandura
+} // namespace wandura::detail

@@ -1,6 +1,6 @@
-#include "wandura/resilience/holdoff_registry.hpp"
+#include "resilience/holdoff_registry.hpp"
 
-namespace wandura {
+namespace wandura::detail {
 
 void holdoff_registry::hold(std::string_view counter, time_point until) {
   std::lock_guard lock(mutex_);
@@ -29,4 +29,4 @@ holdoff_registry::time_point holdoff_registry::held_until(std::string_view count
   return time_point::min();
 }
 
-} // namespace wandura
+} // namespace wandura::detail

@@ -8,9 +8,11 @@
 #include <asio/this_coro.hpp>
 
 #include "wandura/resilience/classify.hpp"
-#include "wandura/resilience/error_body.hpp"
 #include "wandura/resilience/idempotency.hpp"
 #include "wandura/resilience/retry_after.hpp"
+
+#include "resilience/error_body.hpp"
+#include "resilience/holdoff_registry.hpp"
 
 namespace wandura {
 namespace {
@@ -31,24 +33,92 @@ clock::duration to_clock_duration(std::chrono::duration<double, std::milli> d) n
   return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
-std::optional<std::string_view> find_request_header(http_request const& request, std::string_view name) {
-  for (auto const& h : request.headers) {
-    if (iequals(h.name, name)) {
-      return std::string_view(h.value);
-    }
-  }
-  return std::nullopt;
-}
-
 bool is_cancelled(asio::cancellation_state const& state) noexcept {
   return state.cancelled() != asio::cancellation_type::none;
 }
 
+/// Sleeps on `clk` until `when`: empty error, or `operation_aborted` when cancelled (also when a cancellation was
+/// requested before the wait began: Asio's throw_if_cancelled then throws instead).
+asio::awaitable<std::error_code> sleep_on(wandura::clock& clk, clock::time_point when) {
+  try {
+    co_return co_await clk.sleep_until(when);
+  } catch (std::system_error const& e) {
+    co_return e.code();
+  }
+}
+
+/// Whether a wait of `delay` from `now` ends before `deadline`: one ending exactly at it leaves no time to send.
+bool fits_deadline(clock::time_point deadline, clock::time_point now, clock::duration delay) noexcept {
+  return now < deadline && delay < deadline - now;
+}
+
+/// Gives a write its `Idempotency-Key` (SPEC §1, seed 004): the caller's (validated) or an automatic one, unless
+/// automatic keys are off. `fresh` drops a key already on the request: a follow-up request has another body.
+std::error_code attach_key(http_request& request, call_settings const& settings, bool fresh, std::string& key,
+                           request_safety& safety) {
+  auto const existing = std::find_if(request.headers.begin(), request.headers.end(),
+                                     [](http_header const& h) { return iequals(h.name, idempotency_key_header); });
+  if (fresh && existing != request.headers.end()) {
+    request.headers.erase(existing);
+  }
+  bool const has_header = !fresh && existing != request.headers.end();
+  bool const caller_key = has_header || (!fresh && settings.idempotency_key.has_value());
+  key.clear();
+  if (has_header) {
+    key = existing->value;
+  } else if (caller_key) {
+    key = *settings.idempotency_key;
+  }
+  if (caller_key) {
+    if (auto ec = validate_idempotency_key(key)) {
+      return ec;
+    }
+  } else if (settings.auto_idempotency_keys) {
+    if (auto ec = make_idempotency_key(key)) {
+      return ec;
+    }
+  }
+  if (key.empty()) {
+    safety = request_safety::unkeyed_write;
+    return {};
+  }
+  if (!has_header) {
+    request.headers.push_back({std::string(idempotency_key_header), key});
+  }
+  safety = request_safety::keyed_write;
+  return {};
+}
+
+/// The limits of one attempt: timeout = min(attempt timeout, time left), 0 meaning "no limit" on both sides.
+/// `deadline_bound` tells whether the time left was the smaller.
+attempt_options attempt_limits(std::chrono::milliseconds attempt_limit, clock::time_point deadline,
+                               clock::time_point now, bool& deadline_bound) {
+  attempt_options options;
+  deadline_bound = false;
+  if (deadline != clock::time_point::max()) {
+    auto const left =
+        std::max(std::chrono::floor<std::chrono::milliseconds>(deadline - now), std::chrono::milliseconds(1));
+    deadline_bound = attempt_limit.count() <= 0 || left < attempt_limit;
+    options.timeout = deadline_bound ? left : attempt_limit;
+  } else {
+    options.timeout = std::max(attempt_limit, std::chrono::milliseconds(0));
+  }
+  if (options.timeout.count() > 0) {
+    options.connect_timeout = std::min(options.connect_timeout, options.timeout);
+  }
+  return options;
+}
+
 } // namespace
+
+bool response_reader::holds_counter(call_result const& /*response*/) const {
+  return true;
+}
 
 retry_engine::retry_engine(http_sender& sender, retry_options options)
     : sender_(sender), options_(std::move(options)),
-      clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget) {}
+      clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget),
+      holdoffs_(std::make_unique<detail::holdoff_registry>()) {}
 
 retry_engine::~retry_engine() = default;
 
@@ -64,20 +134,6 @@ double retry_engine::draw() const {
   // threads does not matter.
   thread_local std::mt19937_64 generator{std::random_device{}()};
   return std::generate_canonical<double, 53>(generator);
-}
-
-backoff_delay retry_engine::next_delay(retry_policy const& policy, int retry,
-                                       std::optional<std::chrono::milliseconds> retry_after) const {
-  return compute_backoff(policy, retry, retry_after, draw());
-}
-
-bool retry_engine::fits_deadline(call_settings const& settings, clock::duration delay) const noexcept {
-  auto const now = clock_->now();
-  if (now >= settings.deadline) {
-    return false;
-  }
-  // A wait ending exactly at the deadline leaves no time for the attempt: it does not fit either.
-  return delay < settings.deadline - now;
 }
 
 void retry_engine::notify_retry(retry_event const& event) {
@@ -96,21 +152,41 @@ void retry_engine::notify_retry(retry_event const& event) {
   }
 }
 
-asio::awaitable<std::error_code> retry_engine::sleep_until(clock::time_point when) {
-  try {
-    co_return co_await clock_->sleep_until(when);
-  } catch (std::system_error const& e) {
-    // Awaiting after a cancellation was requested throws operation_aborted (Asio's throw_if_cancelled).
-    co_return e.code();
-  }
+clock::time_point retry_engine::held_until(std::string_view counter) const {
+  return holdoffs_->held_until(counter);
 }
 
-void retry_engine::hold_counter(std::string_view counter, std::chrono::milliseconds retry_after) {
-  if (retry_after.count() <= 0) {
+clock::duration retry_engine::counter_wait_from(std::string_view counter, clock::time_point now) const {
+  auto const held = holdoffs_->held_until(counter); // time_point::min() when not held: no subtraction
+  return held > now ? held - now : clock::duration::zero();
+}
+
+asio::awaitable<retry_engine::counter_wait> retry_engine::wait_for_counter(std::string_view counter,
+                                                                           clock::time_point deadline) {
+  // After a 429 on this counter, every request to it waits until the server's Retry-After has passed.
+  auto const held = holdoffs_->held_until(counter);
+  if (held == clock::time_point::min() || held <= clock_->now()) { // never held: no clock read
+    co_return counter_wait::ready;
+  }
+  if (held >= deadline) {
+    co_return counter_wait::past_deadline;
+  }
+  counters_.holdoff_waits.fetch_add(1, std::memory_order_relaxed);
+  co_return (co_await sleep_on(*clock_, held)) ? counter_wait::cancelled : counter_wait::ready;
+}
+
+void retry_engine::note_response(std::string_view counter, call_result const& response,
+                                 std::optional<std::chrono::milliseconds> retry_after, response_reader const* reader) {
+  if (response.response.status != 429 || !retry_after || retry_after->count() <= 0) {
     return;
   }
-  retry_after = std::min(retry_after, max_holdoff);
-  holdoffs_.hold(counter, clock_->now() + std::chrono::duration_cast<clock::duration>(retry_after));
+  if (reader != nullptr && !reader->holds_counter(response)) {
+    return;
+  }
+  // The server's full value is honoured, not the policy's `max_retry_after` (that caps a backoff, not the server's
+  // rate limit), up to `max_holdoff`, so that one broken header cannot block a counter for a year.
+  auto const wait = std::min(*retry_after, max_holdoff);
+  holdoffs_->hold(counter, clock_->now() + std::chrono::duration_cast<clock::duration>(wait));
 }
 
 retry_engine_stats retry_engine::stats() const noexcept {
@@ -124,113 +200,111 @@ retry_engine_stats retry_engine::stats() const noexcept {
   return s;
 }
 
-asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings) {
+namespace {
+
+/// Moves one attempt's outcome into `result` (response, the error body's code and reason, replayed) and returns the
+/// response's `Retry-After`, if any.
+std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attempt_result&& outcome,
+                                                      wandura::clock const& clk) {
+  result.error = outcome.error;
+  result.error_code.clear();
+  result.reason.clear();
+  result.replayed = false;
+  if (outcome.error) {
+    result.response = http_response{};
+    return std::nullopt;
+  }
+  result.response = std::move(outcome.response);
+  int const status = result.response.status;
+  if (status < 200 || status >= 300) {
+    auto body = detail::parse_error_body(result.response.body);
+    result.error_code = std::move(body.error_code);
+    result.reason = std::move(body.reason);
+  }
+  result.replayed = result.response.idempotency_replayed();
+  if (auto raw = result.response.retry_after()) {
+    return parse_retry_after(*raw, result.response.date(), clk.system_now());
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings, std::string_view counter, int retry,
+                                                  std::optional<std::chrono::milliseconds> retry_after,
+                                                  clock::time_point now) {
+  retry_step step;
+  if (retry > std::max(settings.policy.max_retries, 0)) {
+    step.stop = stop_reason::retries_exhausted;
+    return step;
+  }
+  auto const delay = compute_backoff(settings.policy, retry, retry_after, draw());
+  step.wait = to_clock_duration(delay.delay);
+  step.source = delay.source;
+  // The next attempt starts after the backoff and after the counter's hold-off (a Retry-After above the policy's
+  // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
+  auto const start_in = std::max(step.wait, counter_wait_from(counter, now));
+  if (!fits_deadline(settings.deadline, now, start_in)) {
+    // Seed 004: stop when now + delay passes the total deadline, and report the last real error.
+    step.stop = stop_reason::deadline_exceeded;
+    step.note = "the next retry in " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(start_in).count()) +
+                " ms would end past it";
+    return step;
+  }
+  if (!budget_.try_retry(now)) {
+    counters_.budget_denied.fetch_add(1, std::memory_order_relaxed);
+    step.stop = stop_reason::budget_exhausted;
+    return step;
+  }
+  counters_.retries.fetch_add(1, std::memory_order_relaxed);
+  return step;
+}
+
+asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
+                                                response_reader* reader) {
   call_result result;
   result.total_timeout = settings.total_timeout;
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
   auto& clk = *clock_;
-
   auto finish = [&](stop_reason why) -> call_result&& {
     result.stopped = why;
     result.retries = result.attempts > 0 ? result.attempts - 1 : 0;
     if (why == stop_reason::deadline_exceeded) {
       counters_.deadline_stops.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (why == stop_reason::cancelled) {
+    } else if (why == stop_reason::cancelled) {
       result.error = asio::error::operation_aborted;
     }
     return std::move(result);
   };
 
-  // Idempotency (SPEC §1, seed 004): one key per logical call, on every attempt, with the same body.
   request_safety safety = request_safety::read;
-  if (traits.is_write || request.method == http_method::post) { // every POST is a write, whatever the traits say
-    std::string key;
-    auto const existing = find_request_header(request, idempotency_key_header);
-    bool const caller_key = existing.has_value() || settings.idempotency_key.has_value();
-    if (existing) {
-      key.assign(*existing);
-    } else if (settings.idempotency_key) {
-      key = *settings.idempotency_key;
-    }
-    if (caller_key) {
-      if (auto ec = validate_idempotency_key(key)) {
-        result.error = ec;
-        co_return finish(stop_reason::invalid_request);
-      }
-    } else if (settings.auto_idempotency_keys) {
-      if (auto ec = make_idempotency_key(key)) {
-        result.error = ec;
-        co_return finish(stop_reason::invalid_request);
-      }
-    }
-    if (!key.empty()) {
-      if (!existing) {
-        request.headers.push_back({std::string(idempotency_key_header), key});
-      }
-      result.idempotency_key = std::move(key);
-      safety = request_safety::keyed_write;
-    } else {
-      safety = request_safety::unkeyed_write;
+  bool const is_write = traits.is_write || request.method == http_method::post; // every POST is a write
+  if (is_write) {
+    if (auto ec = attach_key(request, settings, false, result.idempotency_key, safety)) {
+      result.error = ec;
+      co_return finish(stop_reason::invalid_request);
     }
   }
-
-  // One clock read for the budget and the first attempt: nothing suspends between them.
-  auto now = clk.now();
-  if (settings.count_request) {
-    budget_.note_request(now); // seed 000: requests counted per logical call
-  }
-
+  budget_.note_request(clk.now()); // seed 000: requests counted per logical call, follow-ups included
   auto const attempt_limit = std::max(settings.attempt_timeout, traits.attempt_timeout_floor);
-  int const max_retries = std::max(settings.policy.max_retries, 0);
-  int const retries_before = std::max(settings.retries_done, 0); // made by earlier requests of the same call
 
   for (int attempt = 1;; ++attempt) {
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
       co_return finish(stop_reason::cancelled);
     }
-
-    // After a 429 on this counter, every request to it waits until the server's Retry-After has passed.
-    if (attempt > 1) {
-      now = clk.now(); // after the backoff sleep
+    auto const ready = co_await wait_for_counter(traits.counter, settings.deadline);
+    if (ready == counter_wait::cancelled) {
+      co_return finish(stop_reason::cancelled);
     }
-    auto const held = holdoffs_.held_until(traits.counter);
-    if (held > now) {
-      if (held >= settings.deadline) {
-        if (attempt == 1) {
-          result.error = errc::rate_limited;
-        }
-        result.note = "counter '" + traits.counter + "' is held back after a 429 past the deadline";
-        co_return finish(stop_reason::deadline_exceeded);
-      }
-      counters_.holdoff_waits.fetch_add(1, std::memory_order_relaxed);
-      if (co_await sleep_until(held)) {
-        co_return finish(stop_reason::cancelled);
-      }
-      now = clk.now();
-    }
-    if (now >= settings.deadline) {
-      if (attempt == 1) {
-        result.error = errc::deadline_exceeded;
-      }
+    auto const now = clk.now();
+    if (ready == counter_wait::past_deadline || now >= settings.deadline) {
+      too_late_for_attempt(result, attempt, ready == counter_wait::past_deadline, traits.counter);
       co_return finish(stop_reason::deadline_exceeded);
     }
 
-    // Each attempt's timeout is min(attempt timeout, time left); 0 means "no limit" on both sides.
-    attempt_options options;
     bool deadline_bound = false;
-    if (settings.deadline != clock::time_point::max()) {
-      auto const left = std::max(std::chrono::floor<std::chrono::milliseconds>(settings.deadline - now),
-                                 std::chrono::milliseconds(1));
-      deadline_bound = attempt_limit.count() <= 0 || left < attempt_limit;
-      options.timeout = deadline_bound ? left : attempt_limit;
-    } else {
-      options.timeout = std::max(attempt_limit, std::chrono::milliseconds(0));
-    }
-    if (options.timeout.count() > 0) {
-      options.connect_timeout = std::min(options.connect_timeout, options.timeout);
-    }
-
+    auto const options = attempt_limits(attempt_limit, settings.deadline, now, deadline_bound);
     result.attempts = attempt;
     counters_.attempts.fetch_add(1, std::memory_order_relaxed);
     attempt_result outcome;
@@ -243,87 +317,101 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     } catch (std::exception const&) {
       outcome.error = errc::transport_failed; // a misbehaving sender must not escape as an unknown exception
     }
+    auto const transport_error = outcome.error;
+    auto retry_after = take_outcome(result, std::move(outcome), clk);
+    note_response(traits.counter, result, retry_after, reader);
 
-    result.error = outcome.error;
-    result.error_code.clear();
-    result.reason.clear();
-    result.replayed = false;
-    std::optional<std::chrono::milliseconds> retry_after;
-    if (outcome.error) {
-      result.response = http_response{};
-    } else {
-      result.response = std::move(outcome.response);
-      int const status = result.response.status;
-      if (status < 200 || status >= 300) {
-        auto body = parse_error_body(result.response.body);
-        result.error_code = std::move(body.error_code);
-        result.reason = std::move(body.reason);
-      }
-      result.replayed = result.response.idempotency_replayed();
-      if (auto raw = result.response.retry_after()) {
-        retry_after = parse_retry_after(*raw, result.response.date(), clk.system_now());
-      }
-      // A 429 that only shed prefetches is not the counter running out: the server still grants plays (seed 001
-      // "Quá tải nhẹ nhàng"), so it must not hold the plays of every other call back.
-      if (status == 429 && retry_after && result.reason != "prefetch_shed") {
-        hold_counter(traits.counter, *retry_after); // the server's full value, not the policy's backoff cap
-      }
+    auto next = after_attempt(result, {transport_error, deadline_bound, retry_after, safety, attempt}, reader, settings,
+                              traits);
+    if (next.stop) {
+      co_return finish(*next.stop);
     }
-
-    auto const verdict = classify_attempt({outcome.error, result.response.status, result.error_code},
-                                          settings.policy.classifier, safety);
-    switch (verdict.verdict) {
-    case attempt_verdict::success: co_return finish(stop_reason::success);
-    case attempt_verdict::cancelled: co_return finish(stop_reason::cancelled);
-    case attempt_verdict::final: result.note = std::string(verdict.note); co_return finish(stop_reason::not_retryable);
-    case attempt_verdict::retry: break;
-    }
-
-    now = clk.now();
-    if (now >= settings.deadline || (deadline_bound && outcome.error == condition::timeout)) {
-      result.note = "the attempt used the time left";
-      co_return finish(stop_reason::deadline_exceeded);
-    }
-    int const retry = retries_before + attempt; // the number of the retry this would be, 1-based, in the call
-    if (retry > max_retries) {
-      co_return finish(stop_reason::retries_exhausted);
-    }
-    auto const delay = next_delay(settings.policy, retry, retry_after);
-    auto const wait = to_clock_duration(delay.delay);
-    // The next attempt starts after the backoff and after the counter's hold-off (a Retry-After above the policy's
-    // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
-    auto const held_to = holdoffs_.held_until(traits.counter); // time_point::min() when not held: no subtraction
-    auto const start_in = held_to > now ? std::max(wait, held_to - now) : wait;
-    if (!fits_deadline(settings, start_in)) {
-      // Seed 004: stop when now + delay passes the total deadline, and report the last real error.
-      result.note = "the next retry in " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(start_in).count()) +
-                    " ms would end past it";
-      co_return finish(stop_reason::deadline_exceeded);
-    }
-    if (!budget_.try_retry(now)) {
-      counters_.budget_denied.fetch_add(1, std::memory_order_relaxed);
-      co_return finish(stop_reason::budget_exhausted);
-    }
-    counters_.retries.fetch_add(1, std::memory_order_relaxed);
-
-    retry_event event;
-    event.retry = retry;
-    event.max_retries = max_retries;
-    event.delay = std::chrono::round<std::chrono::milliseconds>(wait);
-    event.source = delay.source;
-    event.http_status = result.response.status;
-    event.error = outcome.error;
-    event.error_code = result.error_code;
-    event.budget_left = budget_.snapshot(now).left;
-    event.idempotency_key = result.idempotency_key;
-    event.counter = traits.counter;
-    notify_retry(event);
-
-    if (co_await sleep_until(now + wait)) {
+    if (co_await sleep_on(clk, next.wake_at)) {
       co_return finish(stop_reason::cancelled);
     }
+    if (next.follow.again) { // a new request: its own body and key, the same deadline, budget and count of retries
+      request.body = std::move(next.follow.body);
+      if (is_write) {
+        if (auto ec = attach_key(request, settings, true, result.idempotency_key, safety)) {
+          result.error = ec;
+          co_return finish(stop_reason::invalid_request);
+        }
+      }
+    }
   }
+}
+
+void retry_engine::too_late_for_attempt(call_result& result, int attempt, bool counter_held,
+                                        std::string const& counter) {
+  if (attempt == 1) {
+    result.error = counter_held ? std::error_code(errc::rate_limited) : std::error_code(errc::deadline_exceeded);
+  }
+  if (counter_held) {
+    result.note = "counter '" + counter + "' is held back after a 429 past the deadline";
+  }
+}
+
+retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt_summary const& facts,
+                                                    response_reader* reader, call_settings const& settings,
+                                                    request_traits const& traits) {
+  next_step out;
+  auto retry_after = facts.retry_after;
+  auto const verdict = classify_attempt({facts.transport_error, result.response.status, result.error_code},
+                                        settings.policy.classifier, facts.safety);
+  switch (verdict.verdict) {
+  case attempt_verdict::success:
+    if (reader == nullptr || !(out.follow = reader->after_success(result)).again) {
+      out.stop = stop_reason::success;
+      return out;
+    }
+    retry_after = out.follow.retry_after;
+    break;
+  case attempt_verdict::cancelled: out.stop = stop_reason::cancelled; return out;
+  case attempt_verdict::final:
+    result.note = std::string(verdict.note);
+    out.stop = stop_reason::not_retryable;
+    return out;
+  case attempt_verdict::retry: break;
+  }
+  // A follow-up that cannot be made leaves the call with its 2xx: what the reader read stands.
+  bool const follow = out.follow.again;
+  auto const now = clock_->now();
+  if (!follow && (now >= settings.deadline || (facts.deadline_bound && facts.transport_error == condition::timeout))) {
+    result.note = "the attempt used the time left";
+    out.stop = stop_reason::deadline_exceeded;
+    return out;
+  }
+  if (retry_after && retry_after->count() <= 0) {
+    retry_after.reset();
+  }
+  auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, now);
+  if (step.stop) {
+    if (!follow) {
+      result.note = std::move(step.note);
+    }
+    out.stop = follow ? stop_reason::success : *step.stop;
+    return out;
+  }
+  notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, facts.transport_error, now));
+  out.wake_at = now + step.wait;
+  return out;
+}
+
+retry_event retry_engine::retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,
+                                          int retry, call_settings const& settings, request_traits const& traits,
+                                          std::error_code transport_error, clock::time_point now) const {
+  retry_event event;
+  event.retry = retry;
+  event.max_retries = std::max(settings.policy.max_retries, 0);
+  event.delay = std::chrono::round<std::chrono::milliseconds>(step.wait);
+  event.source = step.source;
+  event.http_status = next.again ? next.http_status : result.response.status;
+  event.error = next.again ? std::error_code{} : transport_error;
+  event.error_code = next.again ? std::string_view(next.server_code) : std::string_view(result.error_code);
+  event.budget_left = budget_.snapshot(now).left;
+  event.idempotency_key = result.idempotency_key;
+  event.counter = traits.counter;
+  return event;
 }
 
 } // namespace wandura

@@ -105,7 +105,7 @@ TEST_CASE("client and emulator: past the last episode is not_ready and never ret
   CHECK(s.prefetch[1].outcome == item_outcome::not_ready);
   auto past = t.start("the-heiress-returns", 13, 13);
   CHECK(past.play.outcome == item_outcome::not_ready);
-  CHECK(past.requests == 1);
+  CHECK(past.attempts == 1);
   CHECK(t.warn_lines.empty());
 }
 
@@ -115,7 +115,7 @@ TEST_CASE("client and emulator: the same viewer and device reuse the ticket, ano
     auto first = t.start("the-heiress-returns", 2, 2);
     auto again = t.start("the-heiress-returns", 2, 2);
     CHECK(again.play.reused);
-    CHECK(again.requests == 0);
+    CHECK(again.attempts == 0);
     CHECK(again.play.ticket->ticket_id == first.play.ticket->ticket_id);
     auto other = t.start("the-heiress-returns", 2, 2, "device-2");
     CHECK_FALSE(other.play.reused);
@@ -128,7 +128,7 @@ TEST_CASE("client and emulator: the same viewer and device reuse the ticket, ano
     live t({}, options);
     auto first = t.start("the-heiress-returns", 2, 2);
     auto again = t.start("the-heiress-returns", 2, 2);
-    CHECK(again.requests == 1);
+    CHECK(again.attempts == 1);
     CHECK(again.play.reused);
     CHECK(again.play.ticket->ticket_id == first.play.ticket->ticket_id);
     auto const st = t.emu->stats();
@@ -166,7 +166,7 @@ TEST_CASE("client and emulator: scripted 503s are retried with WARN lines and th
   fast.policy = wandura::retry_policy::standard();
   auto s = t.start("the-heiress-returns", 1, 1, "device-1", fast);
   CHECK(s.play.outcome == item_outcome::granted);
-  CHECK(s.requests == 3);
+  CHECK(s.attempts == 3);
   std::lock_guard lock(t.lines_mutex);
   REQUIRE(t.warn_lines.size() == 2);
   CHECK(t.warn_lines[0].rfind("retry 1/2 in ", 0) == 0);
@@ -180,7 +180,7 @@ TEST_CASE("client and emulator: a request lost after the server read it is not c
   t.emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"drop_after_read","count":1}]})");
   auto s = t.start("the-heiress-returns", 5, 7);
   CHECK(s.play.outcome == item_outcome::granted);
-  CHECK(s.requests == 2);
+  CHECK(s.attempts == 2);
   CHECK(t.emu->stats().tickets_counted == 3);
 }
 
@@ -189,7 +189,7 @@ TEST_CASE("client and emulator: a reset mid-body is retried under the same key a
   t.emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"reset","count":1}]})");
   auto s = t.start("the-heiress-returns", 5, 7);
   CHECK(s.play.outcome == item_outcome::granted);
-  CHECK(s.requests == 2);
+  CHECK(s.attempts == 2);
   auto const st = t.emu->stats();
   CHECK(st.tickets_counted == 3);    // executed once, by the first attempt
   CHECK(st.idempotent_replays == 1); // the retry got the stored result
@@ -205,7 +205,7 @@ TEST_CASE("client and emulator: a first attempt slower than the attempt timeout 
   options.total_timeout = 30000ms;
   auto s = t.start("the-heiress-returns", 8, 9, "device-1", options);
   CHECK(s.play.outcome == item_outcome::granted);
-  CHECK(s.requests >= 2);
+  CHECK(s.attempts >= 2);
   CHECK(t.emu->stats().tickets_counted == 2);
 }
 
@@ -238,7 +238,7 @@ TEST_CASE("client and emulator: garbage and truncated bodies are typed errors, t
   CHECK(cfg.limit("playback") == 6000);
 }
 
-TEST_CASE("client and emulator: typed reads of config, catalogue, videos and creatives") {
+TEST_CASE("client and emulator: typed reads of config, catalog, videos and creatives") {
   live t;
   auto f = t.wait(t.api->get_film("the-heiress-returns"));
   CHECK(f.episode_count == 12);
@@ -265,12 +265,12 @@ TEST_CASE("client and emulator: after a 429 the counter is held and prefetches w
   quick.total_timeout = 3000ms; // Retry-After is ~20 s here: the deadline decides at once
   auto second = t.start("the-heiress-returns", 7, 12, "device-2", quick);
   CHECK(second.play.outcome == item_outcome::rate_limited);
-  CHECK(second.requests == 1);
+  CHECK(second.attempts == 1);
   CHECK(second.play.retry_after.has_value());
   // The 429 set the playback counter's hold-off: the next start sends nothing; its play is reported rate_limited
   // with the time left, its prefetches deferred.
   auto third = t.start("the-heiress-returns", 10, 12, "device-3", quick);
-  CHECK(third.requests == 0);
+  CHECK(third.attempts == 0);
   CHECK(third.play.outcome == item_outcome::rate_limited);
   CHECK(third.play.retry_after.has_value());
   for (auto const& p : third.prefetch) {

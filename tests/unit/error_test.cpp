@@ -9,7 +9,7 @@ TEST_CASE("error codes: every enumerator has a name and a message in the wandura
                  wandura::errc::protocol_error, wandura::errc::transport_failed, wandura::errc::deadline_exceeded,
                  wandura::errc::budget_exhausted, wandura::errc::invalid_idempotency_key, wandura::errc::http_error,
                  wandura::errc::rate_limited, wandura::errc::invalid_response, wandura::errc::invalid_argument,
-                 wandura::errc::unauthorized, wandura::errc::viewer_limited}) {
+                 wandura::errc::unauthorized}) {
     std::error_code ec = e;
     CHECK(std::string(ec.category().name()) == "wandura");
     CHECK(ec.message().find("unknown") == std::string::npos);

@@ -79,8 +79,9 @@ struct episode_start {
   ticket_item_result play;
   /// N+1 and N+2 as `prefetch`, those up to `unlocked_through` (0 to 2 items). Never affects `play`.
   std::vector<ticket_item_result> prefetch;
-  /// HTTP requests sent for this start, retries and per-item retries included; 0 when all came from the cache.
-  int requests = 0;
+  /// HTTP attempts sent for this start, retries and per-item retries included; 0 when all came from the cache or
+  /// when this start joined an identical one in flight.
+  int attempts = 0;
 };
 
 /// Counters of one client since it was created.
@@ -92,12 +93,18 @@ struct client_stats {
 /// The Wandura playback API client.
 ///
 /// @par Thread safety
-/// Every member function may be called from any thread and from many coroutines at once. The client must outlive
-/// every call on it; destroying it while calls are in flight is undefined.
+/// Every member function may be called from any thread and from many coroutines at once.
+/// @par Lifetime
+/// Every call keeps the client's internals alive until it ends, so the client may be destroyed with calls in
+/// flight: `~client()` cancels each of them (each completes with `asio::error::operation_aborted` as a
+/// `wandura::error`) and returns without waiting; `shutdown()` does the same and completes once nothing of the
+/// client runs any more. As for any Asio I/O object, destroy the client (and let its calls complete) before its
+/// `io_context`: a context destroyed first destroys the suspended calls without completing them.
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
-/// `wandura::error`, whether it is sending, waiting to retry or waiting for a 429 hold-off.
+/// `wandura::error`, whether it is sending, waiting to retry, waiting for a 429 hold-off or waiting for an identical
+/// request in flight. A request that no caller waits for any more is cancelled too: it sends nothing more.
 class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may
@@ -114,12 +121,16 @@ public:
   /// Issues the tickets of one batch: `POST /v1/playback/tickets` (SPEC §1), at most 3 episodes.
   ///
   /// Items answered from the ticket store or refused by the per-viewer limit are not sent. The rest go in one
-  /// request; an identical request already in flight is joined instead (`coalesce`). The whole request is retried by
+  /// request; an identical request already in flight is joined instead (`coalesce`): the joiner still waits under
+  /// its own deadline (`options.total_timeout`) and cancellation, and leaves alone (`errc::deadline_exceeded`,
+  /// `operation_aborted`); the shared request runs under its first caller's options. The whole request is retried by
   /// the retry engine (429, 5xx, network errors; `Retry-After`; budget; deadline); after a 2xx, failed items that
-  /// are needed (play, and prefetch when `retry_prefetch`) and retryable (`rate_limited`, `unavailable`) are retried
-  /// alone, in a new request with a new idempotency key, after their own `retry_after` plus jitter, within the same
-  /// deadline and budget. Whole-request and per-item retries share the policy's `max_retries`: a call makes at most
-  /// `max_retries + 1` attempts in all. Fresh tickets are stored for reuse.
+  /// are needed (play, and prefetch when `retry_prefetch`) and retryable by the policy's rule applied to the item's
+  /// own status and code (classify.hpp: 429, 500, 502, 503 except `not_ready`, ...) are retried alone, in a new
+  /// request with a new idempotency key, after their own `retry_after` plus jitter, within the same deadline and
+  /// budget: the retry engine makes that request as one of its retries. Whole-request and per-item retries share the
+  /// policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are stored for
+  /// reuse.
   ///
   /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
   ///          error; one item's failure never affects another's.
@@ -195,7 +206,12 @@ public:
     return asio::co_spawn(executor_, list_creatives(std::move(options)), std::forward<CompletionToken>(token));
   }
 
-  /// Counters: requests, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.
+  /// Cancels every call in flight (each completes with `operation_aborted`), refuses new ones (they fail with
+  /// `operation_aborted`) and completes once no request, retry wait or hold-off wait of the client runs any more.
+  /// Never fails. May be awaited from any coroutine; the client must outlive the wait.
+  [[nodiscard]] asio::awaitable<void> shutdown();
+
+  /// Counters: calls, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.
   [[nodiscard]] client_stats stats() const;
   /// The same counters in the Prometheus text exposition format (prefix `wandura_`).
   [[nodiscard]] std::string metrics_text() const;
@@ -204,10 +220,19 @@ public:
   /// The executor calls run on when spawned through an `async_` form.
   [[nodiscard]] asio::any_io_executor get_executor() const noexcept { return executor_; }
 
-private:
+  /// The client's internals, shared by every call in flight. Not public API: complete only inside the library.
   struct impl;
+
+private:
+  static asio::awaitable<ticket_batch_result> issue_tickets_impl(std::shared_ptr<impl> self, ticket_batch batch,
+                                                                 call_options options);
+  static asio::awaitable<episode_start> start_episode_impl(std::shared_ptr<impl> self, viewer who, std::string film_ref,
+                                                           std::int32_t episode_no, std::int32_t unlocked_through,
+                                                           call_options options);
+  static asio::awaitable<void> shutdown_impl(std::shared_ptr<impl> self);
+
   asio::any_io_executor executor_;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<impl> impl_; // shared with every call in flight
 };
 
 } // namespace wandura

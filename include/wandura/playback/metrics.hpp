@@ -5,7 +5,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +24,7 @@ inline constexpr std::size_t latency_bucket_count = 16; // finite buckets; the +
 /// A copy of every value at one moment. Each value is read atomically, the set as a whole is not (a call that
 /// completes while the snapshot is taken may be counted in one value and not yet in another).
 struct metrics_snapshot {
-  std::uint64_t requests = 0;      ///< Logical calls started (each `issue_tickets`, `config`, ... once).
+  std::uint64_t calls = 0;         ///< Logical calls started (each `issue_tickets`, `config`, ... once).
   std::uint64_t attempts = 0;      ///< HTTP attempts sent, first attempts and retries.
   std::uint64_t retries = 0;       ///< Attempts after the first of a call.
   std::uint64_t budget_denied = 0; ///< Retries the retry budget refused.
@@ -44,57 +43,10 @@ struct metrics_snapshot {
 };
 
 /// Writes `snapshot` in the Prometheus text exposition format 0.0.4: for each metric a `# HELP` and a `# TYPE`
-/// line, then samples named `<prefix>_requests_total`, ..., `<prefix>_item_outcomes_total{outcome="granted"}`, and
+/// line, then samples named `<prefix>_calls_total`, ..., `<prefix>_item_outcomes_total{outcome="granted"}`, and
 /// the histogram `<prefix>_request_duration_seconds` with cumulative `_bucket{le="0.001"}` ... `{le="+Inf"}`,
 /// `_sum` (seconds) and `_count`.
 /// @param prefix metric name prefix; must match `[a-zA-Z_:][a-zA-Z0-9_:]*` (not checked).
 [[nodiscard]] std::string to_prometheus(metrics_snapshot const& snapshot, std::string_view prefix = "wandura");
-
-/// The live counters of one client.
-///
-/// @par Thread safety
-/// Every member function may be called from any thread at once; updates are single relaxed atomic operations.
-class playback_metrics {
-public:
-  playback_metrics() = default;
-  playback_metrics(playback_metrics const&) = delete;
-  playback_metrics& operator=(playback_metrics const&) = delete;
-
-  void add_request() noexcept { requests_.fetch_add(1, std::memory_order_relaxed); }
-  void add_attempt(std::uint64_t n = 1) noexcept { attempts_.fetch_add(n, std::memory_order_relaxed); }
-  void add_retry(std::uint64_t n = 1) noexcept { retries_.fetch_add(n, std::memory_order_relaxed); }
-  void add_budget_denied() noexcept { budget_denied_.fetch_add(1, std::memory_order_relaxed); }
-  void add_held_off() noexcept { held_off_.fetch_add(1, std::memory_order_relaxed); }
-  void add_cache_hit() noexcept { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
-  void add_coalesced() noexcept { coalesced_.fetch_add(1, std::memory_order_relaxed); }
-  void add_call_failure() noexcept { call_failures_.fetch_add(1, std::memory_order_relaxed); }
-  /// Counts one batch item; values outside the enum are ignored.
-  void add_outcome(item_outcome o) noexcept {
-    auto const i = static_cast<std::size_t>(o);
-    if (i < outcomes_.size()) {
-      outcomes_[i].fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  /// Records one call's latency (negative durations count as zero).
-  void observe_latency(std::chrono::nanoseconds latency) noexcept;
-
-  [[nodiscard]] metrics_snapshot snapshot() const noexcept;
-  /// `wandura::to_prometheus(snapshot(), prefix)`.
-  [[nodiscard]] std::string to_prometheus(std::string_view prefix = "wandura") const;
-
-private:
-  std::atomic<std::uint64_t> requests_{0};
-  std::atomic<std::uint64_t> attempts_{0};
-  std::atomic<std::uint64_t> retries_{0};
-  std::atomic<std::uint64_t> budget_denied_{0};
-  std::atomic<std::uint64_t> held_off_{0};
-  std::atomic<std::uint64_t> cache_hits_{0};
-  std::atomic<std::uint64_t> coalesced_{0};
-  std::atomic<std::uint64_t> call_failures_{0};
-  std::array<std::atomic<std::uint64_t>, std::size(all_item_outcomes)> outcomes_{};
-  std::array<std::atomic<std::uint64_t>, latency_bucket_count + 1> latency_buckets_{};
-  std::atomic<std::uint64_t> latency_count_{0};
-  std::atomic<std::uint64_t> latency_sum_us_{0};
-};
 
 } // namespace wandura

@@ -50,7 +50,7 @@ enum class intent : std::uint8_t {
 
 /// One episode of a ticket batch: `{"film_ref":..., "episode_no":..., "intent":...}` on the wire.
 struct episode_request {
-  /// The film's catalogue reference, e.g. "the-heiress-returns". Must not be empty. UTF-8.
+  /// The film's catalog reference, e.g. "the-heiress-returns". Must not be empty. UTF-8.
   std::string film_ref;
   /// Episode number, 1-based. Must be >= 1.
   std::int32_t episode_no = 1;

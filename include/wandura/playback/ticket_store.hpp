@@ -14,6 +14,7 @@
 #include <string>
 
 #include "wandura/playback/ticket.hpp"
+#include "wandura/resilience/clock.hpp"
 
 namespace wandura {
 
@@ -62,8 +63,9 @@ struct memory_ticket_store_options {
   std::chrono::seconds reuse_margin{300};
   /// Independent locks, to spread contention; each shard has its own LRU. Clamped to [1, max_entries].
   std::size_t shards = 16;
-  /// The wall clock compared with `expires_at`. Empty means `std::chrono::system_clock::now`. Tests inject a fake.
-  std::function<std::chrono::system_clock::time_point()> clock{};
+  /// The clock whose wall time (`system_now`) is compared with `expires_at`. Null: a `wandura::real_clock`. A client
+  /// gives its own store its `retry.time_source`; tests inject `wandura::testing::manual_clock`.
+  std::shared_ptr<wandura::clock> time_source{};
 };
 
 /// The default `ticket_store`: a sharded in-memory LRU whose entries also expire `reuse_margin` before the
@@ -90,14 +92,10 @@ public:
   void clear();
 
 private:
-  struct shard;
-  [[nodiscard]] shard& shard_for(ticket_key const& key) const noexcept;
-  [[nodiscard]] std::chrono::system_clock::time_point now() const;
+  struct storage;
 
   memory_ticket_store_options options_;
-  std::size_t per_shard_capacity_ = 1;
-  std::unique_ptr<shard[]> shards_;
-  std::size_t shard_count_ = 1;
+  std::unique_ptr<storage> entries_;
 };
 
 } // namespace wandura

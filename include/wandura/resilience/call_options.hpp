@@ -75,17 +75,8 @@ struct call_settings {
   std::chrono::milliseconds attempt_timeout{0};
   /// The total deadline as a duration, for messages ("deadline of 15000 ms reached").
   std::chrono::milliseconds total_timeout{0};
-  /// The absolute deadline on the client's clock. Shared by every request of a logical call: the playback layer
-  /// passes the same settings to the per-item retry requests of a batch.
+  /// The absolute deadline on the client's clock, shared by every request of the logical call (follow-ups too).
   clock::time_point deadline{};
-  /// Whether `retry_engine::call` counts this request in the retry budget. The playback layer clears it for
-  /// per-item retry requests, which belong to a logical call already counted.
-  bool count_request = true;
-  /// Retries this logical call already made in earlier requests (the playback layer's per-item retry requests
-  /// belong to one call). The request may make only `policy.max_retries - retries_done` more, numbered from
-  /// `retries_done + 1` in the `on_retry` event, the WARN line and the backoff, so that a call never makes more
-  /// than `max_retries + 1` attempts in all (SPEC §3).
-  int retries_done = 0;
 };
 
 /// Merges per-call and client options (precedence in the file comment); `deadline = now + total_timeout`,

@@ -6,12 +6,14 @@
 //
 //   1. merge options once (done by the caller through `settings_for`), deadline fixed on the client's clock;
 //   2. writes: validate the caller's key or make an automatic one; add `Idempotency-Key`;
-//   3. count the call in the budget; then per attempt: wait out the counter's 429 hold-off, send with
-//      timeout = min(attempt timeout, time left), classify (classify.hpp);
-//   4. on a retryable failure: compute the wait (backoff or `Retry-After`), stop at once if it would end past the
-//      deadline, ask the budget, emit `on_retry` + one WARN line, sleep (cancellable), go to 3;
-//   5. record a 429's `Retry-After` as the counter's hold-off (not when its body's reason is `prefetch_shed`: the
-//      server then refused prefetches only and still grants plays).
+//   3. count the call once in the budget; then per attempt: wait for the counter (`wait_for_counter`: the 429
+//      hold-off), send with timeout = min(attempt timeout, time left), note the response (`note_response`: a 429's
+//      `Retry-After` holds the counter unless the caller's `response_reader` says the response does not), classify
+//      (classify.hpp);
+//   4. after a 2xx, ask the caller's `response_reader` whether the call is done or goes on with a narrowed request
+//      (a ticket batch's items still needed): that follow-up is a retry like any other;
+//   5. on a retryable failure or a follow-up: compute the wait (backoff or `Retry-After`), stop at once if it would
+//      end past the deadline, ask the budget, emit `on_retry` + one WARN line, sleep (cancellable), go to 3.
 //
 // It returns the final outcome (`call_result`) and never throws for HTTP statuses, transport errors, deadlines or
 // cancellation; `to_error`/`throw_if_failed` (call_result.hpp) turn a failure into `wandura::error`.
@@ -30,8 +32,8 @@
 
 #include "wandura/resilience/call_options.hpp"
 #include "wandura/resilience/call_result.hpp"
+#include "wandura/resilience/classify.hpp"
 #include "wandura/resilience/clock.hpp"
-#include "wandura/resilience/holdoff_registry.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/resilience/retry_event.hpp"
 #include "wandura/resilience/retry_policy.hpp"
@@ -39,6 +41,10 @@
 #include "wandura/transport/http_sender.hpp"
 
 namespace wandura {
+
+namespace detail {
+class holdoff_registry;
+} // namespace detail
 
 /// The longest hold-off a 429 can put on a counter: one hour.
 inline constexpr std::chrono::milliseconds max_holdoff{std::chrono::hours(1)};
@@ -56,6 +62,40 @@ struct request_traits {
   std::chrono::milliseconds attempt_timeout_floor{0};
 };
 
+/// What follows a response, as the caller of `retry_engine::call` reads it (`response_reader::after_success`).
+struct follow_up {
+  /// Whether the call goes on with another request. False: the call is done with this response.
+  bool again = false;
+  /// The body of the next request (e.g. the ticket batch narrowed to the items still needed). It is a new request:
+  /// it gets a fresh automatic idempotency key (the same key with another body is a 409 conflict).
+  std::string body;
+  /// The wait the server asked for (an item's `retry_after`); nullopt or zero: the policy's backoff.
+  std::optional<std::chrono::milliseconds> retry_after;
+  /// The status and server code that caused the follow-up, for the retry event and the WARN line.
+  int http_status = 0;
+  std::string server_code;
+};
+
+/// What a caller makes of the responses of one call (the playback layer reads a ticket batch's items). It is
+/// consulted synchronously on the call's coroutine, after each response, and lives in the caller's frame for the
+/// whole call.
+class response_reader {
+public:
+  response_reader() = default;
+  response_reader(response_reader const&) = delete;
+  response_reader& operator=(response_reader const&) = delete;
+  virtual ~response_reader() = default;
+
+  /// Whether a 429 with `Retry-After` holds the request's counter back (SPEC §3). Default: yes. The playback layer
+  /// says no for a response that only shed prefetches: the server still grants plays then (seed 001).
+  [[nodiscard]] virtual bool holds_counter(call_result const& response) const;
+
+  /// Reads a 2xx response (`response.response`); says whether the call is done or goes on with a follow-up
+  /// request. A follow-up is made like any retry (counted against `max_retries`, backoff, deadline, budget, hook);
+  /// when it cannot be made, the call ends with this response as its successful result.
+  [[nodiscard]] virtual follow_up after_success(call_result const& response) = 0;
+};
+
 /// Counters of one engine since it was created, for metrics.
 struct retry_engine_stats {
   std::uint64_t calls = 0;          ///< Logical calls started.
@@ -69,7 +109,7 @@ struct retry_engine_stats {
 /// The retry engine of one client.
 ///
 /// @par Thread safety
-/// `call` and every primitive may be used from any number of threads and coroutines at once. The `http_sender`
+/// `call` and every query may be used from any number of threads and coroutines at once. The `http_sender`
 /// must outlive the engine; the engine must outlive every call on it.
 class retry_engine {
 public:
@@ -102,7 +142,11 @@ public:
   /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or a hold-off wait.
   /// @par Retries and idempotency
   /// Seed 000 / 004 as configured by the policy; one key per logical call, reused on every attempt.
-  [[nodiscard]] asio::awaitable<call_result> call(http_request request, request_traits traits, call_settings settings);
+  /// @param reader what the caller makes of each response: whether a 429 holds the counter and whether a 2xx is
+  ///        followed by a narrowed request. Null: every 2xx ends the call and every 429 holds its counter. Not
+  ///        owned; must live until the call completes (in the caller's frame).
+  [[nodiscard]] asio::awaitable<call_result> call(http_request request, request_traits traits, call_settings settings,
+                                                  response_reader* reader = nullptr);
 
   /// `call` for any completion token (callbacks, `asio::use_future`, `use_awaitable`, ...), run on the sender's
   /// executor. Completion signature `void(std::exception_ptr, call_result)`.
@@ -112,31 +156,11 @@ public:
                           std::forward<CompletionToken>(token));
   }
 
-  // --- primitives for callers that retry on their own (per-item retries of a ticket batch) -------------------
-
-  /// The wait before retry number `retry` (1-based) under `policy`, drawing the jitter from the engine's random
-  /// source. `retry_after` as from `parse_retry_after`, or an item's `retry_after` in seconds.
-  [[nodiscard]] backoff_delay next_delay(retry_policy const& policy, int retry,
-                                         std::optional<std::chrono::milliseconds> retry_after) const;
-
-  /// Whether a wait of `delay` starting now would end before `settings.deadline` (a retry that would end past the
-  /// deadline is not made).
-  [[nodiscard]] bool fits_deadline(call_settings const& settings, clock::duration delay) const noexcept;
-
-  /// Fires the `on_retry` hook and writes the WARN line (`format_retry_line`). Does not consult the budget.
-  void notify_retry(retry_event const& event);
-
-  /// Sleeps on the engine's clock until `when`; empty error, or `operation_aborted` when cancelled.
-  [[nodiscard]] asio::awaitable<std::error_code> sleep_until(clock::time_point when);
-
-  /// Records a 429 `Retry-After` for `counter` (the hold-off every request to it then waits for). The server's full
-  /// value is honoured, not the policy's `max_retry_after` (that caps a backoff, not the server's rate limit), up to
-  /// `max_holdoff`, so that one broken header cannot block a counter for a year.
-  void hold_counter(std::string_view counter, std::chrono::milliseconds retry_after);
+  /// The time before which no request to `counter` starts (a 429's hold-off); `time_point::min()` when not held.
+  [[nodiscard]] clock::time_point held_until(std::string_view counter) const;
 
   [[nodiscard]] retry_budget& budget() noexcept { return budget_; }
   [[nodiscard]] retry_budget const& budget() const noexcept { return budget_; }
-  [[nodiscard]] holdoff_registry& holdoffs() noexcept { return holdoffs_; }
   [[nodiscard]] wandura::clock& get_clock() const noexcept { return *clock_; }
   [[nodiscard]] retry_options const& options() const noexcept { return options_; }
   [[nodiscard]] http_sender& sender() const noexcept { return sender_; }
@@ -152,13 +176,58 @@ private:
     std::atomic<std::uint64_t> holdoff_waits{0};
   };
 
+  enum class counter_wait { ready, cancelled, past_deadline };
+  /// The next retry's wait, or why there is none.
+  struct retry_step {
+    std::optional<stop_reason> stop;
+    clock::duration wait{};
+    delay_source source = delay_source::backoff;
+    std::string note;
+  };
+
   [[nodiscard]] double draw() const;
+  /// Before each attempt: waits until `counter` may be used (the 429 hold-off), within the deadline.
+  [[nodiscard]] asio::awaitable<counter_wait> wait_for_counter(std::string_view counter, clock::time_point deadline);
+  /// After each response: records what it means for its counter (a 429's `Retry-After` holds it).
+  void note_response(std::string_view counter, call_result const& response,
+                     std::optional<std::chrono::milliseconds> retry_after, response_reader const* reader);
+  /// How long from `now` until `counter` may be used again (zero when it is not held).
+  [[nodiscard]] clock::duration counter_wait_from(std::string_view counter, clock::time_point now) const;
+  /// What one attempt produced besides its response, for `after_attempt`.
+  struct attempt_summary {
+    std::error_code transport_error;
+    bool deadline_bound = false; ///< The attempt's timeout was the time left before the deadline.
+    std::optional<std::chrono::milliseconds> retry_after;
+    request_safety safety = request_safety::read;
+    int attempt = 1;
+  };
+  /// What the loop does after an attempt: stop (and why), or sleep until `wake_at` and send again (`follow` says
+  /// with which body when it is a follow-up request).
+  struct next_step {
+    std::optional<stop_reason> stop;
+    clock::time_point wake_at{};
+    follow_up follow;
+  };
+  /// Classifies the attempt, asks the reader after a 2xx, and plans the retry (counting it and firing `on_retry`).
+  [[nodiscard]] next_step after_attempt(call_result& result, attempt_summary const& facts, response_reader* reader,
+                                        call_settings const& settings, request_traits const& traits);
+  /// Records why no attempt could start: the deadline, or a counter held past it.
+  static void too_late_for_attempt(call_result& result, int attempt, bool counter_held, std::string const& counter);
+  /// Whether retry number `retry` may be made and after what wait: `max_retries`, backoff, deadline (with the
+  /// counter's hold-off), budget. Counts a granted retry or a budget refusal.
+  [[nodiscard]] retry_step plan_retry(call_settings const& settings, std::string_view counter, int retry,
+                                      std::optional<std::chrono::milliseconds> retry_after, clock::time_point now);
+  [[nodiscard]] retry_event retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,
+                                            int retry, call_settings const& settings, request_traits const& traits,
+                                            std::error_code transport_error, clock::time_point now) const;
+  /// Fires the `on_retry` hook and writes the WARN line; a throwing hook or logger is ignored.
+  void notify_retry(retry_event const& event);
 
   http_sender& sender_;
   retry_options options_;
   std::shared_ptr<wandura::clock> clock_;
   retry_budget budget_;
-  holdoff_registry holdoffs_;
+  std::unique_ptr<detail::holdoff_registry> holdoffs_; // the per-counter 429 hold-offs (never null)
   counters counters_;
 };
 

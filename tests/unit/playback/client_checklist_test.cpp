@@ -16,8 +16,9 @@ using namespace client_harness;
 using wandura::item_outcome;
 
 namespace {
-std::string rfc3339_in(std::chrono::seconds from_now) {
-  auto const t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + from_now);
+/// The wall time `from_now` after the client's clock's, as RFC 3339 (the ticket store reads the client's clock).
+std::string rfc3339_in(wandura::clock const& clock, std::chrono::seconds from_now) {
+  auto const t = std::chrono::system_clock::to_time_t(clock.system_now() + from_now);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
@@ -50,10 +51,20 @@ TEST_CASE(
   // A ticket with 4 minutes left is inside the 5-minute margin: never reused.
   harness soon;
   soon.fake->set_default(fake_step::respond(
-      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4", false, rfc3339_in(240s))})));
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4", false, rfc3339_in(*soon.clock, 240s))})));
   (void)soon.start(4, 0);
   CHECK_FALSE(soon.start(4, 0).play.reused);
   CHECK(soon.fake->attempt_count() == 2);
+
+  // With 6 minutes left it is reused, until the client's clock has moved past the margin.
+  harness later;
+  later.fake->set_default(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4", false, rfc3339_in(*later.clock, 360s))})));
+  (void)later.start(4, 0);
+  CHECK(later.start(4, 0).play.reused);
+  later.clock->advance(61s);
+  CHECK_FALSE(later.start(4, 0).play.reused);
+  CHECK(later.fake->attempt_count() == 2);
 }
 
 TEST_CASE("seed 000 checklist 3: viewer_ref is stable per viewer and device and carries no personal data") {

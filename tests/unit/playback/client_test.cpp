@@ -42,7 +42,7 @@ TEST_CASE("client: start_episode asks for N as play and N+1, N+2 as prefetch in 
   CHECK(s.play.ticket->ticket_id == "t4");
   REQUIRE(s.prefetch.size() == 2);
   CHECK(s.prefetch[1].ticket->ticket_id == "t6");
-  CHECK(s.requests == 1);
+  CHECK(s.attempts == 1);
 }
 
 TEST_CASE("client: only unlocked episodes are prefetched") {
@@ -87,7 +87,7 @@ TEST_CASE("client: a failed play item is retried alone, with a new key, after it
   CHECK(s.play.outcome == item_outcome::granted);
   CHECK(s.play.ticket->ticket_id == "t4");
   CHECK(s.prefetch[0].outcome == item_outcome::granted);
-  CHECK(s.requests == 2);
+  CHECK(s.attempts == 2);
   REQUIRE(h.warn_lines.size() == 1);
   CHECK(h.warn_lines[0] == "retry 1/3 in 1500 ms: HTTP 503 code=service_unavailable");
 }
@@ -121,11 +121,19 @@ TEST_CASE("client: a whole-batch 429 is retried after Retry-After and holds pref
 
 TEST_CASE("client: while the playback counter is held off, prefetches are deferred and not sent") {
   harness h;
-  h.api->engine().hold_counter("playback", 3000ms);
+  // A play refused for rate, not retried: the counter is held for the server's 3 s.
+  wandura::call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake->push(
+      fake_step::respond(429, batch_body({refused_item("the-heiress-returns", 1, "play", 429, "rate_limited", {}, 3)}),
+                         {{"Retry-After", "3"}}));
+  CHECK(h.start(1, 1, "dev-1", no_retries).play.outcome == item_outcome::rate_limited);
+  auto const before = h.clock->now();
   h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
   auto s = h.start(4, 6);
-  REQUIRE(h.fake->attempt_count() == 1);
-  CHECK(sent_episodes(h.fake->attempts()[0].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  REQUIRE(h.fake->attempt_count() == 2);
+  CHECK(sent_episodes(h.fake->attempts()[1].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  CHECK(h.clock->now() - before == 3000ms); // the play waited for the hold-off
   CHECK(s.play.outcome == item_outcome::granted);
   REQUIRE(s.prefetch.size() == 2);
   CHECK(s.prefetch[0].outcome == item_outcome::deferred);
@@ -141,7 +149,7 @@ TEST_CASE("client: a granted ticket is reused for the same viewer and device, ne
   CHECK(h.fake->attempt_count() == 1);
   CHECK(again.play.reused);
   CHECK(again.play.ticket->ticket_id == "t4");
-  CHECK(again.requests == 0);
+  CHECK(again.attempts == 0);
   auto other_device = h.start(4, 0, "dev-2");
   CHECK(h.fake->attempt_count() == 2);
   CHECK_FALSE(other_device.play.reused);
@@ -312,7 +320,7 @@ TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
                        refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed", 2)})));
   (void)h.start(4, 5);
   auto const st = h.api->stats();
-  CHECK(st.metrics.requests == 1);
+  CHECK(st.metrics.calls == 1);
   CHECK(st.metrics.attempts == 1);
   CHECK(st.metrics.outcome(item_outcome::granted) == 1);
   CHECK(st.metrics.outcome(item_outcome::shed) == 1);
@@ -425,5 +433,22 @@ TEST_CASE("client: an unreadable 200 body names the status and what was wrong") 
     CHECK(e.code() == wandura::errc::invalid_response);
     CHECK(std::string(e.what()).rfind("issue_tickets: invalid response body (HTTP 200): ", 0) == 0);
     CHECK(e.attempts() == 1);
+  }
+}
+
+TEST_CASE("client: an item is retried by the policy's own rule on its status: a 504 play only under STANDARD") {
+  for (bool const standard : {false, true}) {
+    INFO((standard ? "standard" : "seed 000 interactive"));
+    harness h;
+    h.fake->push(fake_step::respond(
+        200, batch_body({refused_item("the-heiress-returns", 4, "play", 504, "gateway_timeout", {}, 1)})));
+    h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+    wandura::call_options options;
+    if (standard) {
+      options.policy = wandura::retry_policy::standard();
+    }
+    auto s = h.start(4, 4, "dev-1", options);
+    CHECK(h.fake->attempt_count() == (standard ? 2U : 1U));
+    CHECK(s.play.outcome == (standard ? item_outcome::granted : item_outcome::unavailable));
   }
 }

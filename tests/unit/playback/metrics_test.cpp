@@ -7,9 +7,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "playback/metrics_recorder.hpp"
+
 using namespace std::chrono;
 using wandura::item_outcome;
-using wandura::playback_metrics;
+using wandura::detail::playback_metrics;
 
 namespace {
 
@@ -27,13 +29,8 @@ bool contains_line(std::string const& text, std::string const& line) {
 
 TEST_CASE("metrics: counters and outcomes are counted") {
   playback_metrics m;
-  m.add_request();
-  m.add_request();
-  m.add_attempt();
-  m.add_attempt();
-  m.add_attempt();
-  m.add_retry();
-  m.add_budget_denied();
+  m.add_call();
+  m.add_call();
   m.add_held_off();
   m.add_cache_hit();
   m.add_coalesced();
@@ -43,10 +40,7 @@ TEST_CASE("metrics: counters and outcomes are counted") {
   m.add_outcome(item_outcome::shed);
   m.add_outcome(static_cast<item_outcome>(99));
   auto s = m.snapshot();
-  CHECK(s.requests == 2);
-  CHECK(s.attempts == 3);
-  CHECK(s.retries == 1);
-  CHECK(s.budget_denied == 1);
+  CHECK(s.calls == 2);
   CHECK(s.held_off == 1);
   CHECK(s.cache_hits == 1);
   CHECK(s.coalesced == 1);
@@ -77,14 +71,14 @@ TEST_CASE("metrics: latencies land in the first power-of-two millisecond bucket 
 
 TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes and a cumulative histogram") {
   playback_metrics m;
-  m.add_request();
+  m.add_call();
   m.add_outcome(item_outcome::not_ready);
   m.observe_latency(microseconds(1500));
   m.observe_latency(milliseconds(300));
   auto const text = m.to_prometheus();
-  CHECK(contains_line(text, "# HELP wandura_requests_total Logical calls started."));
-  CHECK(contains_line(text, "# TYPE wandura_requests_total counter"));
-  CHECK(contains_line(text, "wandura_requests_total 1"));
+  CHECK(contains_line(text, "# HELP wandura_calls_total Logical calls started."));
+  CHECK(contains_line(text, "# TYPE wandura_calls_total counter"));
+  CHECK(contains_line(text, "wandura_calls_total 1"));
   CHECK(contains_line(text, "wandura_retries_total 0"));
   CHECK(contains_line(text, "# TYPE wandura_item_outcomes_total counter"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"not_ready\"} 1"));
@@ -126,7 +120,7 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes 
 TEST_CASE("metrics: a custom prefix names every metric") {
   playback_metrics m;
   auto const text = m.to_prometheus("svc_wandura");
-  CHECK(contains_line(text, "svc_wandura_requests_total 0"));
+  CHECK(contains_line(text, "svc_wandura_calls_total 0"));
   CHECK(text.find("\nwandura_") == std::string::npos);
 }
 
@@ -136,7 +130,7 @@ TEST_CASE("metrics: concurrent updates are all counted") {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 10000; ++i) {
-        m.add_attempt();
+        m.add_call();
         m.observe_latency(milliseconds(i % 50));
       }
     });
@@ -145,7 +139,7 @@ TEST_CASE("metrics: concurrent updates are all counted") {
     th.join();
   }
   auto s = m.snapshot();
-  CHECK(s.attempts == 40000);
+  CHECK(s.calls == 40000);
   CHECK(s.latency_count == 40000);
   std::uint64_t in_buckets = 0;
   for (auto b : s.latency_buckets) {

@@ -1,4 +1,4 @@
-#include "wandura/playback/detail/response_parser.hpp"
+#include "playback/response_parser.hpp"
 
 #include <string>
 #include <vector>
@@ -335,26 +335,6 @@ TEST_CASE("response parser: huge strings and many items are read intact") {
   CHECK(result.items[149].ticket->drm_payload == payload);
   CHECK(result.items[299].ticket->ticket_id == "t300");
   CHECK(result.items[299].episode_no == 300);
-}
-
-TEST_CASE("response parser: the flat error body, with a string or a numeric code") {
-  response_parser parser;
-  wandura::error_body e;
-  REQUIRE_FALSE(parser.parse_error_body(
-      body_of(R"({"error":"Prefetch requests are paused","error_code":"rate_limited","reason":"prefetch_shed"})"), e));
-  CHECK(e.message == "Prefetch requests are paused");
-  CHECK(e.error_code == "rate_limited");
-  CHECK(e.reason == "prefetch_shed");
-  REQUIRE_FALSE(parser.parse_error_body(std::string_view(R"({"error_code":50200,"request_id":"req_9","x":[]})"), e));
-  CHECK(e.error_code == "50200");
-  CHECK(e.request_id == "req_9");
-  CHECK(e.message.empty());
-  CHECK(e.reason.empty());
-  REQUIRE_FALSE(parser.parse_error_body(std::string_view(R"({"error_code":"unauthorized","reason":null})"), e));
-  CHECK(e.error_code == "unauthorized");
-  CHECK(parser.parse_error_body(std::string_view("<html>"), e) == wandura::errc::invalid_response);
-  CHECK(parser.parse_error_body(std::string_view(R"({"error_code":["x"]})"), e) == wandura::errc::invalid_response);
-  CHECK(parser.message().find("error_code") != std::string::npos);
 }
 
 TEST_CASE("response parser: config reads every counter's limit") {

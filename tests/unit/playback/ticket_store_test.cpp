@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "wandura/testing/manual_clock.hpp"
+
 using namespace std::chrono;
 using wandura::intent;
 using wandura::memory_ticket_store;
@@ -15,12 +17,13 @@ using wandura::ticket_key;
 
 namespace {
 
-/// A hand-stepped wall clock.
+/// The store's time source, hand-stepped: a manual clock whose wall time starts at 2026-11-30T10:00Z.
 struct fake_wall_clock {
-  system_clock::time_point now = sys_days{year{2026} / 11 / 30} + hours{10};
-  std::function<system_clock::time_point()> function() {
-    return [this] { return now; };
-  }
+  std::shared_ptr<wandura::testing::manual_clock> source = std::make_shared<wandura::testing::manual_clock>(
+      steady_clock::time_point(hours(1000)), sys_days{year{2026} / 11 / 30} + hours{10});
+  [[nodiscard]] system_clock::time_point now() const { return source->system_now(); }
+  /// Moves the clock forward to `t` (never back).
+  void set(system_clock::time_point t) { source->advance(duration_cast<wandura::clock::duration>(t - now())); }
 };
 
 ticket make_ticket(std::string id, system_clock::time_point expires_at) {
@@ -39,8 +42,8 @@ ticket_key key(std::string viewer, std::string device, std::int32_t episode, int
 
 TEST_CASE("ticket store: a stored ticket is found for exactly its key") {
   fake_wall_clock clock;
-  memory_ticket_store store({.max_entries = 100, .reuse_margin = minutes(5), .shards = 4, .clock = clock.function()});
-  auto const t = make_ticket("tkt_1", clock.now + minutes(30));
+  memory_ticket_store store({.max_entries = 100, .reuse_margin = minutes(5), .shards = 4, .time_source = clock.source});
+  auto const t = make_ticket("tkt_1", clock.now() + minutes(30));
   store.insert(key("viewer-a", "device-1", 4), t);
   auto found = store.find(key("viewer-a", "device-1", 4));
   REQUIRE(found);
@@ -55,41 +58,41 @@ TEST_CASE("ticket store: a stored ticket is found for exactly its key") {
 
 TEST_CASE("ticket store: never returns a ticket issued for another device") {
   fake_wall_clock clock;
-  memory_ticket_store store({.clock = clock.function()});
-  store.insert(key("viewer-a", "phone", 4), make_ticket("tkt_phone", clock.now + hours(1)));
+  memory_ticket_store store({.time_source = clock.source});
+  store.insert(key("viewer-a", "phone", 4), make_ticket("tkt_phone", clock.now() + hours(1)));
   CHECK_FALSE(store.find(key("viewer-a", "tv", 4)));
-  store.insert(key("viewer-a", "tv", 4), make_ticket("tkt_tv", clock.now + hours(1)));
+  store.insert(key("viewer-a", "tv", 4), make_ticket("tkt_tv", clock.now() + hours(1)));
   CHECK(store.find(key("viewer-a", "phone", 4))->ticket_id == "tkt_phone");
   CHECK(store.find(key("viewer-a", "tv", 4))->ticket_id == "tkt_tv");
 }
 
 TEST_CASE("ticket store: reuse stops 5 minutes before expires_at") {
   fake_wall_clock clock;
-  memory_ticket_store store({.clock = clock.function()});
-  auto const expires = clock.now + minutes(20);
+  memory_ticket_store store({.time_source = clock.source});
+  auto const expires = clock.now() + minutes(20);
   store.insert(key("v", "d", 1), make_ticket("t", expires));
-  clock.now = expires - minutes(5) - seconds(1);
+  clock.set(expires - minutes(5) - seconds(1));
   CHECK(store.find(key("v", "d", 1)));
-  clock.now = expires - minutes(5);
+  clock.set(expires - minutes(5));
   CHECK_FALSE(store.find(key("v", "d", 1)));
   CHECK(store.size() == 0); // dropped when found expired
 }
 
 TEST_CASE("ticket store: declines tickets already inside the margin and keys without viewer or device") {
   fake_wall_clock clock;
-  memory_ticket_store store({.clock = clock.function()});
-  store.insert(key("v", "d", 1), make_ticket("t", clock.now + minutes(5)));
-  store.insert(key("v", "d", 2), make_ticket("t", clock.now - minutes(1)));
-  store.insert(key("", "d", 3), make_ticket("t", clock.now + hours(1)));
-  store.insert(key("v", "", 4), make_ticket("t", clock.now + hours(1)));
+  memory_ticket_store store({.time_source = clock.source});
+  store.insert(key("v", "d", 1), make_ticket("t", clock.now() + minutes(5)));
+  store.insert(key("v", "d", 2), make_ticket("t", clock.now() - minutes(1)));
+  store.insert(key("", "d", 3), make_ticket("t", clock.now() + hours(1)));
+  store.insert(key("v", "", 4), make_ticket("t", clock.now() + hours(1)));
   CHECK(store.size() == 0);
   CHECK_FALSE(store.find(key("", "d", 3)));
 }
 
 TEST_CASE("ticket store: the least recently used ticket is evicted first") {
   fake_wall_clock clock;
-  memory_ticket_store store({.max_entries = 3, .shards = 1, .clock = clock.function()});
-  auto const expires = clock.now + hours(1);
+  memory_ticket_store store({.max_entries = 3, .shards = 1, .time_source = clock.source});
+  auto const expires = clock.now() + hours(1);
   store.insert(key("v", "d", 1), make_ticket("t1", expires));
   store.insert(key("v", "d", 2), make_ticket("t2", expires));
   store.insert(key("v", "d", 3), make_ticket("t3", expires));
@@ -108,9 +111,9 @@ TEST_CASE("ticket store: the least recently used ticket is evicted first") {
 
 TEST_CASE("ticket store: erase and clear forget tickets") {
   fake_wall_clock clock;
-  memory_ticket_store store({.clock = clock.function()});
-  store.insert(key("v", "d", 1), make_ticket("t1", clock.now + hours(1)));
-  store.insert(key("v", "d", 2), make_ticket("t2", clock.now + hours(1)));
+  memory_ticket_store store({.time_source = clock.source});
+  store.insert(key("v", "d", 1), make_ticket("t1", clock.now() + hours(1)));
+  store.insert(key("v", "d", 2), make_ticket("t2", clock.now() + hours(1)));
   store.erase(key("v", "d", 1));
   store.erase(key("v", "d", 9));
   CHECK_FALSE(store.find(key("v", "d", 1)));

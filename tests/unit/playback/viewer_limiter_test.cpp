@@ -1,44 +1,45 @@
-#include "wandura/playback/viewer_limiter.hpp"
+#include "playback/viewer_limiter.hpp"
 
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "wandura/testing/manual_clock.hpp"
+
 #include "wandura/error.hpp"
 
 using namespace std::chrono;
-using wandura::viewer_limiter;
+using wandura::detail::viewer_limiter;
 
 namespace {
 
+/// The limiter's time source, hand-stepped.
 struct fake_steady_clock {
-  steady_clock::time_point now{hours(1)};
-  std::function<steady_clock::time_point()> function() {
-    return [this] { return now; };
-  }
+  std::shared_ptr<wandura::testing::manual_clock> source = std::make_shared<wandura::testing::manual_clock>();
+  void advance(steady_clock::duration d) { source->advance(d); }
 };
 
 } // namespace
 
 TEST_CASE("viewer limiter: an idle viewer may take a whole minute's allowance at once, then waits for refill") {
   fake_steady_clock clock;
-  viewer_limiter limiter({.tickets_per_minute = 6, .clock = clock.function()});
+  viewer_limiter limiter({.tickets_per_minute = 6, .time_source = clock.source});
   CHECK(limiter.try_acquire("viewer-a", 3).allowed);
   CHECK(limiter.try_acquire("viewer-a", 3).allowed);
   auto refused = limiter.try_acquire("viewer-a", 1);
   CHECK_FALSE(refused.allowed);
   CHECK(refused.retry_after == seconds(10)); // 6 a minute: one every 10 s
-  clock.now += seconds(9);
+  clock.advance(seconds(9));
   CHECK_FALSE(limiter.try_acquire("viewer-a", 1).allowed);
-  clock.now += seconds(1);
+  clock.advance(seconds(1));
   CHECK(limiter.try_acquire("viewer-a", 1).allowed);
   CHECK_FALSE(limiter.try_acquire("viewer-a", 1).allowed);
 }
 
 TEST_CASE("viewer limiter: all or nothing for a batch, and the wait covers the missing tickets") {
   fake_steady_clock clock;
-  viewer_limiter limiter({.tickets_per_minute = 6, .clock = clock.function()});
+  viewer_limiter limiter({.tickets_per_minute = 6, .time_source = clock.source});
   REQUIRE(limiter.try_acquire("v", 5).allowed);
   auto refused = limiter.try_acquire("v", 3);
   CHECK_FALSE(refused.allowed);
@@ -50,7 +51,7 @@ TEST_CASE("viewer limiter: all or nothing for a batch, and the wait covers the m
 
 TEST_CASE("viewer limiter: viewers are independent and released tickets come back, up to the capacity") {
   fake_steady_clock clock;
-  viewer_limiter limiter({.tickets_per_minute = 3, .clock = clock.function()});
+  viewer_limiter limiter({.tickets_per_minute = 3, .time_source = clock.source});
   REQUIRE(limiter.try_acquire("a", 3).allowed);
   CHECK(limiter.try_acquire("b", 3).allowed);
   CHECK_FALSE(limiter.try_acquire("a", 1).allowed);
@@ -66,7 +67,7 @@ TEST_CASE("viewer limiter: viewers are independent and released tickets come bac
 
 TEST_CASE("viewer limiter: memory is bounded by forgetting the least recently seen viewer") {
   fake_steady_clock clock;
-  viewer_limiter limiter({.tickets_per_minute = 1, .max_viewers = 2, .shards = 1, .clock = clock.function()});
+  viewer_limiter limiter({.tickets_per_minute = 1, .max_viewers = 2, .shards = 1, .time_source = clock.source});
   REQUIRE(limiter.try_acquire("a").allowed);
   REQUIRE(limiter.try_acquire("b").allowed);
   CHECK_FALSE(limiter.try_acquire("a").allowed); // a is now the most recently seen
@@ -82,7 +83,7 @@ TEST_CASE("viewer limiter: memory is bounded by forgetting the least recently se
 
 TEST_CASE("viewer limiter: a request larger than the allowance is told the time of a full refill") {
   fake_steady_clock clock;
-  viewer_limiter limiter({.tickets_per_minute = 1e-300, .clock = clock.function()});
+  viewer_limiter limiter({.tickets_per_minute = 1e-300, .time_source = clock.source});
   auto refused = limiter.try_acquire("v", 1);
   CHECK_FALSE(refused.allowed);
   CHECK(refused.retry_after >= seconds(60));
@@ -96,7 +97,7 @@ TEST_CASE("viewer limiter: a non-positive limit is refused at construction") {
 
 TEST_CASE("viewer limiter: concurrent callers never get more than the allowance") {
   fake_steady_clock clock; // time does not move: exactly the allowance may be taken
-  viewer_limiter limiter({.tickets_per_minute = 100, .max_viewers = 1000, .clock = clock.function()});
+  viewer_limiter limiter({.tickets_per_minute = 100, .max_viewers = 1000, .time_source = clock.source});
   std::atomic<int> granted{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

@@ -20,7 +20,6 @@ TEST_CASE("options: with nothing set, the client's preset decides (INTERACTIVE b
   CHECK(s.deadline == now + 15s);
   CHECK(s.auto_idempotency_keys);
   CHECK_FALSE(s.idempotency_key);
-  CHECK(s.count_request);
 }
 
 TEST_CASE("options: client fields override the client's preset") {

@@ -1,12 +1,12 @@
-#include "wandura/resilience/error_body.hpp"
+#include "resilience/error_body.hpp"
 
 #include <catch2/catch.hpp>
 
 namespace {
-wandura::error_body parse(std::string_view text) {
+wandura::detail::error_body parse(std::string_view text) {
   wandura::response_body body;
   body.assign(text);
-  return wandura::parse_error_body(body);
+  return wandura::detail::parse_error_body(body);
 }
 } // namespace
 
@@ -27,13 +27,17 @@ TEST_CASE("error body: unknown fields and wrong types are skipped") {
       parse(R"({"items":[{"status":429,"error_code":"x"}],"error_code":"not_ready","reason":{"a":1},"z":null})");
   CHECK(e.error_code == "not_ready");
   CHECK(e.reason.empty());
+  auto const n = parse(R"({"error_code":"unauthorized","reason":null,"request_id":"req_9","x":[]})");
+  CHECK(n.error_code == "unauthorized");
+  CHECK(n.reason.empty());
+  CHECK(n.request_id == "req_9");
 }
 
 TEST_CASE("error body: bodies that are not a JSON object give empty fields, never an exception") {
   for (auto text : {"", "<html>502 Bad Gateway</html>", "[1,2]", "\"str\"", "{\"error_code\":", "{\"error_code\":\"na",
                     "{\"error_code\" \"x\"}", "null", "{}"}) {
     INFO("body: " << text);
-    wandura::error_body e;
+    wandura::detail::error_body e;
     REQUIRE_NOTHROW(e = parse(text));
     CHECK(e.reason.empty());
   }

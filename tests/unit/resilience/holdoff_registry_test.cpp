@@ -1,4 +1,4 @@
-#include "wandura/resilience/holdoff_registry.hpp"
+#include "resilience/holdoff_registry.hpp"
 
 #include <thread>
 
@@ -7,7 +7,7 @@
 using namespace std::chrono_literals;
 
 TEST_CASE("hold-offs: one per counter, and a hold-off only ever moves later") {
-  wandura::holdoff_registry r;
+  wandura::detail::holdoff_registry r;
   auto const t = std::chrono::steady_clock::time_point(100h);
   CHECK(r.held_until("playback") == std::chrono::steady_clock::time_point::min());
   r.hold("playback", t + 2s);
@@ -20,7 +20,7 @@ TEST_CASE("hold-offs: one per counter, and a hold-off only ever moves later") {
 }
 
 TEST_CASE("hold-offs: concurrent holds keep the longest wait") {
-  wandura::holdoff_registry r;
+  wandura::detail::holdoff_registry r;
   auto const t = std::chrono::steady_clock::time_point(100h);
   auto worker = [&](int offset) {
     for (int i = 0; i < 2000; ++i) {

@@ -63,9 +63,10 @@ struct harness {
   }
 
   /// Runs one call to completion, advancing the clock whenever everything waits on it. Bounded.
-  call_result run(http_request request, request_traits traits, call_options const& per_call = {}) {
+  call_result run(http_request request, request_traits traits, call_options const& per_call = {},
+                  wandura::response_reader* reader = nullptr) {
     std::optional<call_result> out;
-    asio::co_spawn(io, engine->call(std::move(request), std::move(traits), engine->settings_for(per_call)),
+    asio::co_spawn(io, engine->call(std::move(request), std::move(traits), engine->settings_for(per_call), reader),
                    [&](std::exception_ptr e, call_result r) {
                      REQUIRE_FALSE(e);
                      out = std::move(r);
@@ -108,6 +109,27 @@ request_traits reads(std::string counter = "config") {
 request_traits writes() {
   return {"playback", true, 0ms};
 }
+
+/// A caller's reader that asks for a follow-up request (a narrowed body) after each of the first `follow_ups` 2xx
+/// responses, as a ticket batch does for its items still needed, and may say that 429s do not hold the counter.
+struct scripted_reader final : wandura::response_reader {
+  int follow_ups = 0;
+  std::chrono::milliseconds item_retry_after{0};
+  bool hold = true;
+  int read = 0;
+  [[nodiscard]] bool holds_counter(call_result const&) const override { return hold; }
+  [[nodiscard]] wandura::follow_up after_success(call_result const&) override {
+    wandura::follow_up next;
+    if (read++ < follow_ups) {
+      next.again = true;
+      next.body = "follow-up " + std::to_string(read);
+      next.retry_after = item_retry_after;
+      next.http_status = 503;
+      next.server_code = "service_unavailable";
+    }
+    return next;
+  }
+};
 
 bool is_lower_hex(std::string const& s) {
   for (char c : s) {
@@ -590,36 +612,62 @@ TEST_CASE("retry loop: async_call completes a plain callback") {
   CHECK(out->attempts == 2);
 }
 
-TEST_CASE("primitives: per-item retries share the deadline, budget and hooks of the engine") {
+TEST_CASE("follow-up: a narrowed request after a 2xx is a retry: item Retry-After, hook, WARN line, fresh key") {
   harness h;
+  scripted_reader reader;
+  reader.follow_ups = 1;
+  reader.item_retry_after = 2000ms;
+  auto const r = h.run(post(), writes(), {}, &reader);
+  CHECK(r.ok());
+  CHECK(r.attempts == 2);
+  CHECK(r.retries == 1);
+  auto const attempts = h.fake.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[1].request.body == "follow-up 1");
+  // Another body is another request: the same key would be a 409 conflict.
+  CHECK(attempts[0].header("Idempotency-Key") != attempts[1].header("Idempotency-Key"));
+  CHECK(attempts[1].header("Idempotency-Key").size() == 32);
+  CHECK(r.idempotency_key == attempts[1].header("Idempotency-Key"));
+  // An item's retry_after of 2 s, under seed 000: 2 s + up to 1 s of jitter (u = 0.5).
+  CHECK(h.clock->elapsed() == 2500ms);
+  REQUIRE(h.lines.size() == 1);
+  CHECK(h.lines[0] == "retry 1/3 in 2500 ms: HTTP 503 code=service_unavailable");
+  REQUIRE(h.events.size() == 1);
+  CHECK(h.events[0].event.source == wandura::delay_source::retry_after);
+  // One logical call, counted once in the budget; its follow-up is one retry.
+  CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 1);
+  CHECK(h.engine->stats().retries == 1);
+}
+
+TEST_CASE("follow-up: one that would end past the deadline is not made, and the 2xx stands") {
+  harness h;
+  scripted_reader reader;
+  reader.follow_ups = 1;
+  reader.item_retry_after = 5000ms;
   call_options five_seconds;
   five_seconds.total_timeout = 5s;
-  auto settings = h.engine->settings_for(five_seconds);
-  // An item's retry_after of 2 s, under seed 000: 2 s + up to 1 s of jitter.
-  auto const d = h.engine->next_delay(settings.policy, 1, 2000ms);
-  CHECK(d.delay.count() == Approx(2500.0));
-  CHECK(d.source == wandura::delay_source::retry_after);
-  CHECK(h.engine->fits_deadline(settings, 4s));
-  CHECK_FALSE(h.engine->fits_deadline(settings, 5s));
-  h.clock->advance(2s);
-  CHECK_FALSE(h.engine->fits_deadline(settings, 3s)); // the deadline is absolute: it spans the logical call
-  wandura::retry_event item_retry;
-  item_retry.retry = 1;
-  item_retry.max_retries = 3;
-  item_retry.delay = 2500ms;
-  item_retry.http_status = 503;
-  h.engine->notify_retry(item_retry);
-  CHECK(h.lines.back() == "retry 1/3 in 2500 ms: HTTP 503");
-  CHECK(h.events.size() == 1);
+  auto const r = h.run(post(), writes(), five_seconds, &reader);
+  CHECK(r.ok());
+  CHECK(r.attempts == 1);
+  CHECK(h.fake.attempt_count() == 1);
+  CHECK(h.lines.empty());
+  CHECK(h.clock->elapsed() == 0ms);
+}
 
-  // A per-item retry request is not counted as a new logical call in the budget.
-  settings.count_request = false;
-  std::optional<call_result> out;
-  asio::co_spawn(h.io, h.engine->call(post(), writes(), settings),
-                 [&](std::exception_ptr, call_result r) { out = std::move(r); });
-  h.drive(out);
-  REQUIRE(out);
-  CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 0);
+TEST_CASE("follow-up: a write with a caller's key keeps it on whole retries and gets automatic keys on follow-ups") {
+  harness h;
+  scripted_reader reader;
+  reader.follow_ups = 1;
+  call_options with_key;
+  with_key.idempotency_key = "order-42";
+  h.fake.push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  auto const r = h.run(post(), writes(), with_key, &reader);
+  CHECK(r.ok());
+  auto const attempts = h.fake.attempts();
+  REQUIRE(attempts.size() == 3);
+  CHECK(attempts[0].header("Idempotency-Key") == "order-42");
+  CHECK(attempts[1].header("Idempotency-Key") == "order-42");
+  CHECK(attempts[2].header("Idempotency-Key").size() == 32);
 }
 
 TEST_CASE("decision table end to end: each failure once, through the engine, for each policy and request kind") {
@@ -743,36 +791,38 @@ TEST_CASE("hold-off: an absurd Retry-After holds a counter for at most max_holdo
   no_retries.disable_retries = true;
   h.fake.push(fake_step::respond(429, "{}", {{"Retry-After", "99999999999999999999"}}));
   h.run(post(), writes(), no_retries);
-  CHECK(h.engine->holdoffs().held_until("playback") - h.clock->now() == wandura::max_holdoff);
+  CHECK(h.engine->held_until("playback") - h.clock->now() == wandura::max_holdoff);
 }
 
-TEST_CASE("hold-off: a 429 that only shed prefetches does not hold the counter") {
+TEST_CASE("hold-off: the caller's reader says whether a 429 holds the counter") {
   harness h;
   call_options no_retries;
   no_retries.disable_retries = true;
+  scripted_reader does_not_hold;
+  does_not_hold.hold = false;
   h.fake.push(
       fake_step::respond(429, R"({"error_code":"rate_limited","reason":"prefetch_shed"})", {{"Retry-After", "2"}}));
-  h.run(post(), writes(), no_retries);
-  CHECK(h.engine->holdoffs().held_until("playback") <= h.clock->now());
+  h.run(post(), writes(), no_retries, &does_not_hold);
+  CHECK(h.engine->held_until("playback") <= h.clock->now());
   h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "2"}}));
   h.run(post(), writes(), no_retries);
-  CHECK(h.engine->holdoffs().held_until("playback") - h.clock->now() == 2000ms);
+  CHECK(h.engine->held_until("playback") - h.clock->now() == 2000ms);
+  // The next call to the counter waits for the hold-off before its first attempt.
+  h.run(post(), writes());
+  CHECK(h.clock->elapsed() == 2000ms);
 }
 
-TEST_CASE("retry loop: retries made by earlier requests of the same call count against max_retries") {
+TEST_CASE("retry loop: follow-up requests and whole retries share one count of max_retries") {
   harness h; // INTERACTIVE: 3 retries
+  scripted_reader reader;
+  reader.follow_ups = 2;
+  h.fake.push(fake_step::respond(200, "{}"));
+  h.fake.push(fake_step::respond(200, "{}"));
   h.fake.set_default(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
-  auto settings = h.engine->settings_for({});
-  settings.retries_done = 2;
-  std::optional<call_result> out;
-  asio::co_spawn(h.io, h.engine->call(post(), writes(), settings), [&](std::exception_ptr e, call_result r) {
-    REQUIRE_FALSE(e);
-    out = std::move(r);
-  });
-  h.drive(out);
-  REQUIRE(out);
-  CHECK(out->stopped == stop_reason::retries_exhausted);
-  CHECK(out->attempts == 2);
-  REQUIRE(h.lines.size() == 1);
-  CHECK(h.lines[0].rfind("retry 3/3 ", 0) == 0);
+  auto const r = h.run(post(), writes(), {}, &reader);
+  CHECK(r.stopped == stop_reason::retries_exhausted);
+  CHECK(r.attempts == 4);
+  REQUIRE(h.lines.size() == 3);
+  CHECK(h.lines[0].rfind("retry 1/3 ", 0) == 0);
+  CHECK(h.lines[2].rfind("retry 3/3 ", 0) == 0);
 }

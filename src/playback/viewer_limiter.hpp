@@ -1,6 +1,6 @@
 // An optional per-viewer ticket limit enforced by the client before anything is sent (seed 001 "Cách đếm": anyone
 // who can drive *your* ticket endpoint can spend your organisation's limit, so limit tickets per viewer on your
-// side; SPEC §1 issue 6).
+// side; SPEC §1 issue 6). Not public API: users set `client_options::viewer_tickets_per_minute`.
 #pragma once
 
 #include <chrono>
@@ -10,7 +10,9 @@
 #include <memory>
 #include <string_view>
 
-namespace wandura {
+#include "wandura/resilience/clock.hpp"
+
+namespace wandura::detail {
 
 /// Options of `viewer_limiter`.
 struct viewer_limiter_options {
@@ -22,8 +24,9 @@ struct viewer_limiter_options {
   std::size_t max_viewers = 100'000;
   /// Independent locks, each with its own LRU. Clamped to [1, max_viewers].
   std::size_t shards = 16;
-  /// Monotonic time. Empty means `std::chrono::steady_clock::now`. Tests inject a hand-stepped clock.
-  std::function<std::chrono::steady_clock::time_point()> clock{};
+  /// The monotonic clock (`now`) the allowance refills on. Null: a `wandura::real_clock`. A client gives its limiter
+  /// its `retry.time_source`; tests inject `wandura::testing::manual_clock`.
+  std::shared_ptr<wandura::clock> time_source{};
 };
 
 /// A continuous token bucket per viewer (capacity `tickets_per_minute`, refill `tickets_per_minute / 60` per
@@ -60,15 +63,11 @@ public:
   [[nodiscard]] std::size_t tracked_viewers() const;
 
 private:
-  struct shard;
-  [[nodiscard]] shard& shard_for(std::string_view viewer_ref) const noexcept;
-  [[nodiscard]] std::chrono::steady_clock::time_point now() const;
+  struct storage;
 
   viewer_limiter_options options_;
   double per_second_ = 1;
-  std::size_t per_shard_capacity_ = 1;
-  std::size_t shard_count_ = 1;
-  std::unique_ptr<shard[]> shards_;
+  std::unique_ptr<storage> viewers_;
 };
 
-} // namespace wandura
+} // namespace wandura::detail

@@ -9,7 +9,7 @@
 
 #include "wandura/transport/http_response.hpp"
 
-namespace wandura {
+namespace wandura::detail {
 
 struct error_body {
   std::string error_code; ///< `error_code` as text: `"not_ready"` stays `not_ready`, `50200` becomes `50200`.
@@ -24,4 +24,4 @@ struct error_body {
 /// before the damage, if any. Never throws a simdjson exception.
 [[nodiscard]] error_body parse_error_body(response_body const& body);
 
-} // namespace wandura
+} // namespace wandura::detail

@@ -1,6 +1,7 @@
 // Readers of the API's JSON bodies (SPEC §1), built on simdjson On Demand.
 //
-// Not public API (wandura::detail): the client uses it; it is exposed for the benchmark and the tests.
+// Not public API (wandura::detail): the client uses it, and so do its benchmark and tests. The scanning helpers
+// are in json_scan.hpp; the ticket batch reader in ticket_batch_reader.cpp, the typed reads in typed_reads_reader.cpp.
 #pragma once
 
 #include <string>
@@ -12,7 +13,6 @@
 
 #include "wandura/playback/catalog.hpp"
 #include "wandura/playback/ticket_result.hpp"
-#include "wandura/resilience/error_body.hpp"
 #include "wandura/transport/http_response.hpp"
 
 namespace wandura::detail {
@@ -58,12 +58,6 @@ public:
   [[nodiscard]] std::error_code parse_ticket_batch(response_body const& body, ticket_batch_result& out);
   [[nodiscard]] std::error_code parse_ticket_batch(std::string_view body, ticket_batch_result& out);
 
-  /// A flat error body (SPEC §1 "Errors"), into the resilience layer's `wandura::error_body` value. Unlike the
-  /// tolerant `wandura::parse_error_body`, this one is strict: a body that is not a JSON object, or a field of the
-  /// wrong type, is `errc::invalid_response` with a message. `error_code` may be a string or an integer.
-  [[nodiscard]] std::error_code parse_error_body(response_body const& body, error_body& out);
-  [[nodiscard]] std::error_code parse_error_body(std::string_view body, error_body& out);
-
   /// `GET /v1/config`: `{"org_id":"...","limits":{"<counter>":<non-negative integer>,...}}`.
   [[nodiscard]] std::error_code parse_org_config(response_body const& body, org_config& out);
   [[nodiscard]] std::error_code parse_org_config(std::string_view body, org_config& out);
@@ -92,9 +86,7 @@ public:
 private:
   static simdjson::padded_string_view padded(response_body const& body) noexcept;
   simdjson::padded_string_view padded(std::string_view body);
-  template <class Reader> std::error_code run(simdjson::padded_string_view json, Reader&& read);
   std::error_code read_ticket_batch(simdjson::padded_string_view json, ticket_batch_result& out);
-  std::error_code read_error_body(simdjson::padded_string_view json, error_body& out);
   std::error_code read_org_config(simdjson::padded_string_view json, org_config& out);
   std::error_code read_film(simdjson::padded_string_view json, film& out);
   std::error_code read_videos(simdjson::padded_string_view json, std::vector<video>& out);

@@ -1,6 +1,7 @@
 // After a 429 on a rate-limit counter, every request to that counter waits until the server's `Retry-After` has
 // passed (SPEC §3 "After a 429, hold every request to that counter until Retry-After has passed"). One hold-off per
-// counter, shared by every call of a client, not one per call.
+// counter, shared by every call of a client, not one per call. Not public API: the retry engine waits for it in
+// `wait_for_counter` and feeds it in `note_response`, its only two uses.
 #pragma once
 
 #include <atomic>
@@ -10,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace wandura {
+namespace wandura::detail {
 
 /// The per-counter hold-offs of one client.
 ///
@@ -39,4 +40,4 @@ private:
   std::atomic<bool> any_{false}; // set (after the entry) once the first hold-off is recorded; never cleared
 };
 
-} // namespace wandura
+} // namespace wandura::detail

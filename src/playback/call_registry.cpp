@@ -1,0 +1,134 @@
+#include "call_registry.hpp"
+
+namespace wandura::detail {
+namespace {
+
+/// The deadline timer of one waiter: the clock's sleep, which owns the clock it sleeps on.
+asio::awaitable<std::error_code> sleep_on(std::shared_ptr<wandura::clock> time, clock::time_point until) {
+  try {
+    co_return co_await time->sleep_until(until);
+  } catch (std::system_error const& e) {
+    co_return e.code(); // cancelled before the wait began
+  }
+}
+
+} // namespace
+
+void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id,
+                                std::shared_ptr<asio::cancellation_signal> timer, std::shared_ptr<wandura::clock> time,
+                                clock::time_point deadline) {
+  auto sleep = sleep_on(std::move(time), deadline);
+  auto& signal = *timer;
+  asio::co_spawn(
+      op->executor, std::move(sleep),
+      asio::bind_cancellation_slot(signal.slot(), [weak = std::weak_ptr<state>(state_), op, id,
+                                                   timer = std::move(timer)](std::exception_ptr, std::error_code ec) {
+        if (!ec) {
+          leave(weak, op, id, errc::deadline_exceeded);
+        }
+      }));
+}
+
+void call_registry::release(waiter& w, std::error_code ec) {
+  if (w.timer) {
+    asio::post(w.timer_executor, [timer = std::move(w.timer)] { timer->emit(asio::cancellation_type::terminal); });
+  }
+  std::move(*w.completion).complete(ec);
+}
+
+void call_registry::cancel_operation(std::shared_ptr<operation_base> const& op) {
+  asio::post(op->executor, [op] { op->signal.emit(asio::cancellation_type::terminal); });
+}
+
+void call_registry::leave(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op, std::uint64_t id,
+                          std::error_code why) {
+  auto s = weak.lock();
+  if (!s) {
+    return;
+  }
+  std::unique_lock lock(s->mutex);
+  std::optional<waiter> w = op->waiters.remove(id);
+  if (!w) {
+    return; // already completed
+  }
+  bool const last = op->waiters.empty() && !op->done;
+  if (last && op->key) {
+    // Nobody waits for it any more: nobody may join it either, and it sends nothing more.
+    auto k = s->by_key.find(*op->key);
+    if (k != s->by_key.end() && k->second == op) {
+      s->by_key.erase(k);
+    }
+  }
+  lock.unlock();
+  release(*w, why);
+  if (last) {
+    cancel_operation(op);
+  }
+}
+
+void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op) {
+  waiter_list waiters;
+  std::vector<pending_completion> idle;
+  if (auto s = weak.lock()) {
+    std::lock_guard lock(s->mutex);
+    op->done = true;
+    waiters = std::exchange(op->waiters, waiter_list{});
+    if (op->key) {
+      auto k = s->by_key.find(*op->key);
+      if (k != s->by_key.end() && k->second == op) {
+        s->by_key.erase(k);
+      }
+    }
+    // O(1): the last operation takes this one's place.
+    auto& running = s->running;
+    running[op->running_index] = std::move(running.back());
+    running[op->running_index]->running_index = op->running_index;
+    running.pop_back();
+    if (s->running.empty()) {
+      idle.swap(s->idle_waiters);
+    }
+  } else {
+    op->done = true;
+    waiters = std::exchange(op->waiters, waiter_list{});
+  }
+  waiters.for_each([](waiter& w) { release(w, {}); });
+  for (auto& c : idle) {
+    std::move(c).complete({});
+  }
+}
+
+void call_registry::cancel_all() {
+  std::vector<waiter_list> waiters;
+  std::vector<std::shared_ptr<operation_base>> ops;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->closed = true;
+    state_->by_key.clear();
+    ops = state_->running;
+    for (auto const& op : ops) {
+      waiters.push_back(std::exchange(op->waiters, waiter_list{}));
+    }
+  }
+  for (auto& list : waiters) {
+    list.for_each([](waiter& w) { release(w, asio::error::operation_aborted); });
+  }
+  for (auto const& op : ops) {
+    cancel_operation(op);
+  }
+}
+
+std::size_t call_registry::in_flight() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->running.size();
+}
+
+std::size_t call_registry::waiting() const {
+  std::lock_guard lock(state_->mutex);
+  std::size_t total = 0;
+  for (auto const& op : state_->running) {
+    total += op->waiters.size();
+  }
+  return total;
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,395 @@
+// The calls in flight of one client: singleflight with per-waiter semantics (SPEC §3 "a concurrent identical
+// request joins the one in flight"), and the one list that `~client()` and `client::shutdown()` cancel.
+//
+// Every call of a client runs its work as an *operation*: a coroutine spawned detached on the caller's executor,
+// with its own cancellation signal, owning everything it uses. Every caller, the one that started it included, is
+// a *waiter*: it waits under its own deadline and its own cancellation slot, and leaves alone. An operation started
+// with a key may be joined by later callers with an equal key while it runs; one started without a key is never
+// shared. When the last waiter of an operation leaves, the operation is cancelled (terminal) and forgotten by its
+// key, so that it sends nothing more and nobody joins it.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/error.hpp>
+#include <asio/execution/outstanding_work.hpp>
+#include <asio/post.hpp>
+#include <asio/prefer.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/resilience/clock.hpp"
+
+namespace wandura::detail {
+
+/// A suspended completion `void(std::error_code)`, completed at most once by posting to its own executor; it keeps
+/// that executor's context running (outstanding work) until then. A coroutine's handler is kept in place (no
+/// allocation); a larger one on the heap.
+class pending_completion {
+public:
+  template <class Handler> explicit pending_completion(Handler handler) {
+    using model_t = model<Handler>;
+    if constexpr (fits_inline<model_t>()) {
+      impl_ = ::new (static_cast<void*>(&buffer_)) model_t(std::move(handler));
+    } else {
+      impl_ = new model_t(std::move(handler));
+    }
+  }
+  pending_completion(pending_completion&& other) noexcept { take(other); }
+  pending_completion& operator=(pending_completion&& other) noexcept {
+    if (this != &other) {
+      reset();
+      take(other);
+    }
+    return *this;
+  }
+  pending_completion(pending_completion const&) = delete;
+  pending_completion& operator=(pending_completion const&) = delete;
+  ~pending_completion() { reset(); }
+
+  /// @pre not completed yet.
+  void complete(std::error_code ec) && {
+    impl_->complete(ec);
+    reset();
+  }
+
+private:
+  static constexpr std::size_t buffer_size = 128;
+
+  struct concept_t {
+    concept_t() = default;
+    concept_t(concept_t const&) = delete;
+    concept_t& operator=(concept_t const&) = delete;
+    virtual ~concept_t() = default;
+    virtual void complete(std::error_code ec) = 0;
+    /// Moves this into `buffer` (this one is then destroyed by the caller); only for models kept in place.
+    virtual concept_t* move_to(void* buffer) noexcept = 0;
+  };
+  template <class Handler> struct model final : concept_t {
+    explicit model(Handler h)
+        : handler(std::move(h)),
+          work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
+    model(model&& other) noexcept : concept_t(), handler(std::move(other.handler)), work(std::move(other.work)) {}
+    void complete(std::error_code ec) override {
+      asio::post(work, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+    }
+    concept_t* move_to(void* buffer) noexcept override { return ::new (buffer) model(std::move(*this)); }
+    Handler handler;
+    std::decay_t<decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
+                                       asio::execution::outstanding_work.tracked))>
+        work;
+  };
+  template <class Model> static constexpr bool fits_inline() noexcept {
+    return sizeof(Model) <= buffer_size && alignof(Model) <= alignof(std::max_align_t) &&
+           std::is_nothrow_move_constructible_v<Model>;
+  }
+  [[nodiscard]] bool is_inline() const noexcept {
+    return static_cast<void const*>(impl_) == static_cast<void const*>(&buffer_);
+  }
+  void take(pending_completion& other) noexcept {
+    if (other.is_inline()) {
+      impl_ = other.impl_->move_to(&buffer_);
+      other.reset();
+    } else {
+      impl_ = std::exchange(other.impl_, nullptr);
+    }
+  }
+  void reset() noexcept {
+    if (impl_ == nullptr) {
+      return;
+    }
+    if (is_inline()) {
+      impl_->~concept_t();
+    } else {
+      delete impl_;
+    }
+    impl_ = nullptr;
+  }
+
+  alignas(std::max_align_t) std::byte buffer_[buffer_size];
+  concept_t* impl_ = nullptr;
+};
+
+/// The registry of one client's operations. See the file comment.
+///
+/// @par Thread safety
+/// Every member function may be called from any thread at once. Waiters are completed on their own executors; an
+/// operation's cancellation is emitted on its own executor (the Asio rule for cancellation slots).
+class call_registry {
+  struct operation_base;
+
+public:
+  /// An operation producing `T`, as its waiters see it.
+  template <class T> class operation;
+
+  call_registry() : state_(std::make_shared<state>()) {}
+  call_registry(call_registry const&) = delete;
+  call_registry& operator=(call_registry const&) = delete;
+  ~call_registry() = default;
+
+  /// Joins the operation in flight for `key`, or starts one: `make()` (called at once, only when starting) returns
+  /// an `asio::awaitable<R>` whose parameters own what it uses; it is spawned on `executor` with the operation's
+  /// cancellation signal, and `finish(R&&)` turns its result into the `T` every waiter receives (or throws the error
+  /// they all get). `deadline` is the operation's own (its first caller's).
+  /// @returns the operation and whether this caller joined one in flight.
+  /// @throws wandura::error `operation_aborted` once the registry is closed (`cancel_all`).
+  template <class T, class Make, class Finish>
+  std::pair<std::shared_ptr<operation<T>>, bool> join_or_start(std::optional<std::string> key,
+                                                               asio::any_io_executor const& executor,
+                                                               clock::time_point deadline, Make make, Finish finish) {
+    return join_or_start_with<T>(
+        std::move(key), executor, deadline, [] { return std::monostate{}; },
+        [&make](std::monostate&) { return make(); },
+        [finish = std::move(finish)](std::monostate&, auto&& produced) mutable {
+          return finish(std::forward<decltype(produced)>(produced));
+        });
+  }
+
+  /// `join_or_start` for an operation that keeps a context of its own (in the same allocation): `make_context()`
+  /// returns it (a prvalue: it need not be movable), `make(Context&)` and `finish(Context&, R&&)` use it.
+  template <class T, class MakeContext, class Make, class Finish>
+  std::pair<std::shared_ptr<operation<T>>, bool>
+  join_or_start_with(std::optional<std::string> key, asio::any_io_executor const& executor, clock::time_point deadline,
+                     MakeContext make_context, Make make, Finish finish);
+
+  /// Waits for `op` as one waiter: completes with an empty code when the operation is done (its value or error is
+  /// then in `op`), `operation_aborted` when this waiter's cancellation slot is emitted or the registry is closed,
+  /// `errc::deadline_exceeded` when `deadline` passes on `time` first (a timer runs only when `deadline` is earlier
+  /// than the operation's).
+  template <class T, class Token>
+  auto async_wait(std::shared_ptr<operation<T>> op, std::shared_ptr<wandura::clock> time, clock::time_point deadline,
+                  Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler, std::shared_ptr<operation_base> target, std::shared_ptr<wandura::clock> t,
+               clock::time_point d) { enqueue(std::move(target), std::move(t), d, std::move(handler)); },
+        token, std::shared_ptr<operation_base>(std::move(op)), std::move(time), deadline);
+  }
+
+  /// Closes the registry: new calls fail with `operation_aborted`; every waiter completes with `operation_aborted`
+  /// and every operation is cancelled. Does not block.
+  void cancel_all();
+
+  /// Completes (`void(std::error_code)`, always empty) once no operation runs any more; at once when none does.
+  template <class Token> auto async_wait_idle(Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this](auto handler) {
+          std::unique_lock lock(state_->mutex);
+          if (state_->running.empty()) {
+            lock.unlock();
+            pending_completion(std::move(handler)).complete({});
+            return;
+          }
+          state_->idle_waiters.emplace_back(std::move(handler));
+        },
+        token);
+  }
+
+  /// Operations running (keyed or not).
+  [[nodiscard]] std::size_t in_flight() const;
+  /// Waiters over all operations.
+  [[nodiscard]] std::size_t waiting() const;
+
+private:
+  struct waiter {
+    std::uint64_t id = 0;
+    std::optional<pending_completion> completion;
+    /// Cancels the waiter's deadline timer, when it has one (emitted on `timer_executor`).
+    std::shared_ptr<asio::cancellation_signal> timer;
+    asio::any_io_executor timer_executor;
+  };
+
+  /// The waiters of one operation: the first in place (most operations have exactly one), the others in a vector.
+  class waiter_list {
+  public:
+    waiter& add() { return first_ ? rest_.emplace_back() : first_.emplace(); }
+    [[nodiscard]] bool empty() const noexcept { return !first_ && rest_.empty(); }
+    [[nodiscard]] std::size_t size() const noexcept { return (first_ ? 1U : 0U) + rest_.size(); }
+    /// Removes and returns waiter `id`; nullopt when it is no longer there (it completed already).
+    std::optional<waiter> remove(std::uint64_t id) {
+      std::optional<waiter> out;
+      if (first_ && first_->id == id) {
+        out = std::move(first_);
+        first_.reset();
+        return out;
+      }
+      auto it = std::find_if(rest_.begin(), rest_.end(), [id](waiter const& w) { return w.id == id; });
+      if (it != rest_.end()) {
+        out = std::move(*it);
+        rest_.erase(it);
+      }
+      return out;
+    }
+    template <class F> void for_each(F&& f) {
+      if (first_) {
+        f(*first_);
+      }
+      for (auto& w : rest_) {
+        f(w);
+      }
+    }
+
+  private:
+    std::optional<waiter> first_;
+    std::vector<waiter> rest_;
+  };
+
+  struct operation_base {
+    std::optional<std::string> key;
+    asio::any_io_executor executor;
+    clock::time_point deadline;
+    asio::cancellation_signal signal; // emitted on `executor` only
+    waiter_list waiters;
+    bool done = false;
+    std::exception_ptr error;      // set, or the value is, before `done`
+    std::size_t running_index = 0; // position in `state::running` while it runs
+    virtual ~operation_base() = default;
+  };
+
+  struct state {
+    mutable std::mutex mutex;
+    std::unordered_map<std::string, std::shared_ptr<operation_base>> by_key;
+    std::vector<std::shared_ptr<operation_base>> running;
+    std::vector<pending_completion> idle_waiters;
+    std::uint64_t next_waiter = 0;
+    bool closed = false;
+  };
+
+  template <class Handler>
+  void enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time, clock::time_point deadline,
+               Handler handler);
+  void start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id,
+                   std::shared_ptr<asio::cancellation_signal> timer, std::shared_ptr<wandura::clock> time,
+                   clock::time_point deadline);
+  static void leave(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op, std::uint64_t id,
+                    std::error_code why);
+  static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
+  static void release(waiter& w, std::error_code ec);
+  static void cancel_operation(std::shared_ptr<operation_base> const& op);
+
+  std::shared_ptr<state> state_;
+};
+
+template <class T> class call_registry::operation : public call_registry::operation_base {
+public:
+  /// The result once done without error: a copy for joinable operations (several waiters), moved out otherwise.
+  /// @pre the waiter completed with an empty code; rethrows the operation's error.
+  [[nodiscard]] T take() {
+    if (error) {
+      std::rethrow_exception(error);
+    }
+    if (key) {
+      return *value;
+    }
+    return std::move(*value);
+  }
+
+private:
+  friend class call_registry;
+  std::optional<T> value;
+};
+
+namespace call_registry_detail {
+/// An operation and the context it keeps, in one allocation.
+template <class T, class Context> class operation_with final : public call_registry::operation<T> {
+public:
+  template <class MakeContext> explicit operation_with(MakeContext& make_context) : context(make_context()) {}
+  Context context;
+};
+} // namespace call_registry_detail
+
+template <class T, class MakeContext, class Make, class Finish>
+std::pair<std::shared_ptr<call_registry::operation<T>>, bool>
+call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_executor const& executor,
+                                  clock::time_point deadline, MakeContext make_context, Make make, Finish finish) {
+  using context_type = std::decay_t<decltype(make_context())>;
+  std::shared_ptr<call_registry_detail::operation_with<T, context_type>> op;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->closed) {
+      throw error(asio::error::operation_aborted, "client: shut down");
+    }
+    if (key) {
+      auto it = state_->by_key.find(*key);
+      if (it != state_->by_key.end()) {
+        return {std::static_pointer_cast<operation<T>>(it->second), true};
+      }
+    }
+    op = std::make_shared<call_registry_detail::operation_with<T, context_type>>(make_context);
+    op->executor = executor;
+    op->deadline = deadline;
+    if (key) {
+      state_->by_key.emplace(*key, op);
+      op->key = std::move(key);
+    }
+    op->running_index = state_->running.size();
+    state_->running.push_back(op);
+  }
+  auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
+  asio::co_spawn(executor, std::move(work),
+                 asio::bind_cancellation_slot(op->signal.slot(),
+                                              [weak = std::weak_ptr<state>(state_), op, finish = std::move(finish)](
+                                                  std::exception_ptr failed, auto&& produced) mutable {
+                                                try {
+                                                  if (failed) {
+                                                    std::rethrow_exception(failed);
+                                                  }
+                                                  op->value.emplace(finish(op->context, std::move(produced)));
+                                                } catch (...) {
+                                                  op->error = std::current_exception();
+                                                }
+                                                publish(weak, op);
+                                              }));
+  return {op, false};
+}
+
+template <class Handler>
+void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time,
+                            clock::time_point deadline, Handler handler) {
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  std::unique_lock lock(state_->mutex);
+  if (op->done || state_->closed) {
+    bool const aborted = !op->done;
+    lock.unlock();
+    pending_completion(std::move(handler)).complete(aborted ? asio::error::operation_aborted : std::error_code{});
+    return;
+  }
+  waiter& w = op->waiters.add();
+  w.id = ++state_->next_waiter;
+  w.completion.emplace(std::move(handler));
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<state>(state_), op, id = w.id](asio::cancellation_type) {
+      leave(weak, op, id, asio::error::operation_aborted);
+    });
+  }
+  if (deadline >= op->deadline) {
+    return;
+  }
+  w.timer = std::make_shared<asio::cancellation_signal>();
+  w.timer_executor = op->executor;
+  auto timer = w.timer;
+  auto const id = w.id;
+  lock.unlock();
+  start_timer(op, id, std::move(timer), std::move(time), deadline);
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,376 @@
+#include "ticket_flow.hpp"
+
+#include <utility>
+
+#include <asio/error.hpp>
+
+#include "playback/request_writer.hpp"
+#include "playback/response_parser.hpp"
+#include "wandura/error.hpp"
+#include "wandura/resilience/call_result.hpp"
+#include "wandura/resilience/classify.hpp"
+
+namespace wandura::detail {
+namespace {
+
+constexpr std::string_view playback_counter = "playback";
+/// Seed 000 checklist: "Request xin vé có timeout phía client ít nhất 5 giây".
+constexpr std::chrono::milliseconds ticket_attempt_floor{5000};
+
+// The items of a ticket batch response as read, before they are matched to the request. Used from the parse to the
+// end of the matching, without suspending (as the parser), so one per thread; its items vector is kept.
+ticket_batch_result& thread_parsed_batch() {
+  thread_local ticket_batch_result parsed;
+  return parsed;
+}
+
+bool is_fresh_grant(ticket_item_result const& item) noexcept {
+  return item.outcome == item_outcome::granted && !item.reused;
+}
+
+ticket_key key_for(ticket_batch const& batch, episode_request const& e) {
+  return ticket_key{batch.viewer_ref.value_or(std::string{}), batch.union_info, e.film_ref, e.episode_no, e.intent};
+}
+
+bool same_episode(ticket_item_result const& item, episode_request const& want) noexcept {
+  return item.film_ref == want.film_ref && item.episode_no == want.episode_no && item.intent == want.intent;
+}
+
+/// Reads the responses of one batch operation for the retry engine: matches items, stores fresh tickets, narrows
+/// the request to the items still needed. Owned by the operation (it outlives any caller).
+class batch_reader final : public response_reader {
+public:
+  batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> sent,
+               retry_classifier classifier)
+      : self_(std::move(self)), sent_ptr_(std::move(sent)), sent_(*sent_ptr_), classifier_(classifier) {
+    out_.items.resize(sent_.episodes.size());
+    for (std::size_t i = 0; i < sent_.episodes.size(); ++i) {
+      out_.items[i].outcome = item_outcome::deferred;
+      pending_.push_back(i);
+    }
+  }
+
+  // A 429 that only shed prefetches is not the counter running out: the server still grants plays (seed 001
+  // "Quá tải nhẹ nhàng"), so it must not hold the plays of every other call back.
+  [[nodiscard]] bool holds_counter(call_result const& response) const override {
+    return response.reason != "prefetch_shed";
+  }
+
+  [[nodiscard]] follow_up after_success(call_result const& response) override {
+    follow_up next;
+    ticket_batch_result& parsed = thread_parsed_batch();
+    parsed.items.clear();
+    auto ec = thread_parser().parse_ticket_batch(response.response.body, parsed);
+    if (ec || parsed.items.empty()) {
+      invalid_ = ec ? thread_parser().message() : std::string("no items");
+      return next;
+    }
+    item_indexes const retry = read_items(parsed, response);
+    if (retry.empty()) {
+      return next;
+    }
+    // Retry the needed items alone, in a new request (the engine gives it its own key), within the same deadline,
+    // budget and count of retries, after the longest of their retry_after.
+    ticket_batch narrowed;
+    narrowed.union_info = sent_.union_info;
+    narrowed.drm_kek = sent_.drm_kek;
+    narrowed.viewer_ref = sent_.viewer_ref;
+    for (std::size_t const i : retry) {
+      narrowed.episodes.push_back(sent_.episodes[i]);
+      auto const& item = out_.items[i];
+      auto const ra =
+          std::chrono::duration_cast<std::chrono::milliseconds>(item.retry_after.value_or(std::chrono::seconds{0}));
+      if (!next.again || ra > *next.retry_after) {
+        next.retry_after = ra;
+        next.http_status = item.status;
+        next.server_code = item.error_code;
+      }
+      next.again = true;
+    }
+    (void)write_ticket_batch(narrowed, next.body); // validated with the whole batch
+    pending_ = retry;
+    narrowed_ = true;
+    return next;
+  }
+
+  /// The operation's result once the engine is done, or the whole call's failure as `wandura::error`.
+  sent_batch finish(call_result&& sent) {
+    out_.attempts = sent.attempts;
+    if (!invalid_.empty()) {
+      throw error(
+          errc::invalid_response,
+          "issue_tickets: invalid response body (HTTP " + std::to_string(sent.response.status) + "): " + invalid_,
+          error_info{
+              sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
+    }
+    if (sent.ok()) {
+      return std::move(out_);
+    }
+    // Per-item outcomes are read from any final response that carries them, a final 429 or 503 included; one
+    // without them (401, 400, a proxy's HTML) or no response at all fails the whole call.
+    if (sent.has_response() && sent.response.status != 401) {
+      ticket_batch_result& parsed = thread_parsed_batch();
+      parsed.items.clear();
+      if (!thread_parser().parse_ticket_batch(sent.response.body, parsed) && !parsed.items.empty()) {
+        (void)read_items(parsed, sent);
+        return std::move(out_);
+      }
+    }
+    if (sent.attempts == 0 && sent.error == errc::rate_limited) {
+      held_off();
+      return std::move(out_);
+    }
+    throw to_error(sent, "issue_tickets");
+  }
+
+private:
+  /// Matches the server's items to the pending ones by film, episode and intent (the server keeps the order: trust,
+  /// but check); returns those needed and retryable.
+  item_indexes read_items(ticket_batch_result& parsed, call_result const& response) {
+    int const status = response.response.status;
+    out_.http_status = status;
+    out_.replayed = out_.replayed || response.replayed;
+    if (!narrowed_ || out_.request_id.empty()) {
+      out_.request_id = std::move(parsed.request_id);
+    }
+    item_indexes used;
+    item_indexes retry;
+    for (std::size_t p = 0; p < pending_.size(); ++p) {
+      std::size_t const i = pending_[p];
+      auto const& want = sent_.episodes[i];
+      std::size_t match = parsed.items.size();
+      if (p < parsed.items.size() && !used.contains(p) && same_episode(parsed.items[p], want)) {
+        match = p;
+      } else {
+        for (std::size_t k = 0; k < parsed.items.size() && match == parsed.items.size(); ++k) {
+          match = !used.contains(k) && same_episode(parsed.items[k], want) ? k : match;
+        }
+      }
+      auto& item = out_.items[i];
+      if (match == parsed.items.size()) {
+        item.outcome = item_outcome::failed;
+        item.status = status;
+        item.error = make_error_code(errc::invalid_response);
+        item.error_code = "missing_item";
+        continue;
+      }
+      used.push_back(match);
+      item = std::move(parsed.items[match]);
+      if (is_fresh_grant(item) && item.ticket && self_->options.reuse_tickets && sent_.viewer_ref &&
+          !sent_.viewer_ref->empty()) {
+        self_->store->insert(key_for(sent_, want), *item.ticket);
+      }
+      // An item is retried by the same rule as a whole response (classify.hpp), on its own status and code.
+      bool const needed = want.intent == intent::play || self_->options.retry_prefetch;
+      if (needed && is_retryable_status(item.status, item.error_code, classifier_)) {
+        retry.push_back(i);
+      }
+    }
+    return retry;
+  }
+
+  /// The counter's 429 hold-off outlasted the deadline: nothing was sent. Like a refused item, it is an outcome
+  /// with the time left, not a failure of the call.
+  void held_off() {
+    auto const left = self_->engine.held_until(playback_counter) - self_->time->now();
+    for (std::size_t const i : pending_) {
+      auto& item = out_.items[i];
+      item.outcome = item_outcome::rate_limited;
+      item.status = 0;
+      item.error_code = "rate_limited";
+      item.reason = "held_off";
+      item.retry_after = std::chrono::ceil<std::chrono::seconds>(std::max(left, clock::duration::zero()));
+    }
+    self_->metrics.add_held_off();
+  }
+
+  std::shared_ptr<client::impl> self_;
+  std::shared_ptr<ticket_batch const> sent_ptr_; // owned: the operation outlives any caller
+  ticket_batch const& sent_;
+  retry_classifier classifier_;
+  sent_batch out_;
+  item_indexes pending_; // indexes into sent_.episodes still asked for
+  bool narrowed_ = false;
+  std::string invalid_; // why a 2xx body could not be read; empty when it could
+};
+
+} // namespace
+
+ticket_settlement::ticket_settlement(client::impl& self, ticket_call& call) noexcept
+    : self_(self), call_(call), started_(self.time->now()) {
+  self_.metrics.add_call();
+}
+
+ticket_settlement::~ticket_settlement() {
+  settle(false);
+}
+
+void ticket_settlement::settle(bool ok) noexcept {
+  if (std::exchange(settled_, true)) {
+    return;
+  }
+  if (!ok) {
+    self_.metrics.add_call_failure();
+  }
+  if (self_.limiter && !call_.acquired.empty()) {
+    // A call that fails as a whole gives back all it took: nothing was granted to the viewer. Otherwise what was
+    // not freshly granted goes back (refused, shed, reused, never sent).
+    auto const unused = ok ? std::count_if(call_.acquired.begin(), call_.acquired.end(),
+                                           [&](std::size_t i) { return !is_fresh_grant(call_.result.items[i]); })
+                           : static_cast<std::ptrdiff_t>(call_.acquired.size());
+    if (unused > 0) {
+      self_.limiter->release(call_.who(), static_cast<std::uint32_t>(unused));
+    }
+  }
+  self_.metrics.observe_latency(self_.time->now() - started_);
+}
+
+void plan(client::impl& self, ticket_call& call, std::string& body) {
+  std::string message;
+  if (auto ec = write_ticket_batch(call.batch, body, &message)) {
+    throw error(ec, "issue_tickets: " + message);
+  }
+  auto const& batch = call.batch;
+  call.has_viewer = batch.viewer_ref.has_value() && !batch.viewer_ref->empty();
+  // Each item names its episode once the call is done (finish_items); until then an empty film_ref marks an item
+  // that no response has filled. The items exist only once one of them is answered here: when every episode is
+  // sent, the operation's items become the result whole (merge).
+  auto item_at = [&](std::size_t i) -> ticket_item_result& {
+    if (call.result.items.empty()) {
+      call.result.items.resize(batch.episodes.size());
+      for (auto& item : call.result.items) {
+        item.outcome = item_outcome::deferred;
+      }
+    }
+    return call.result.items[i];
+  };
+  for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
+    if (self.options.reuse_tickets && call.has_viewer) {
+      if (auto t = self.store->find(key_for(batch, batch.episodes[i]))) {
+        auto& item = item_at(i);
+        item.outcome = item_outcome::granted;
+        item.status = 200;
+        item.reused = true;
+        item.ticket = std::move(*t);
+        self.metrics.add_cache_hit();
+        continue;
+      }
+    }
+    call.pending.push_back(i);
+  }
+  // While the playback counter is held off after a 429, prefetches are not sent at all (seed 001: retrying early
+  // only earns more 429s); plays wait for the hold-off inside the engine.
+  auto const held = self.engine.held_until(playback_counter);
+  if (held != clock::time_point::min() && held > self.time->now()) {
+    call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
+    (void)item_at(0); // the prefetches left out stay `deferred`
+  }
+  if (!self.limiter || call.pending.empty()) {
+    return;
+  }
+  // Per-viewer limit (seed 001, trust boundary): plays first, one ticket each, before anything is sent.
+  std::stable_partition(call.pending.begin(), call.pending.end(),
+                        [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
+  item_indexes allowed;
+  for (std::size_t const i : call.pending) {
+    auto decision = self.limiter->try_acquire(call.who(), 1);
+    if (decision.allowed) {
+      allowed.push_back(i);
+      call.acquired.push_back(i);
+    } else {
+      auto& item = item_at(i);
+      item.outcome = item_outcome::viewer_limited;
+      item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
+    }
+  }
+  allowed.sort();
+  call.pending = allowed;
+}
+
+sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::string body,
+             asio::any_io_executor const& executor) {
+  // The episodes sent: the caller's whole batch (shared), or the part of it still pending (a copy).
+  std::shared_ptr<ticket_batch const> episodes = call.batch_ptr;
+  if (call.pending.size() != call.batch.episodes.size()) {
+    auto sub = std::make_shared<ticket_batch>();
+    sub->union_info = call.batch.union_info;
+    sub->drm_kek = call.batch.drm_kek;
+    sub->viewer_ref = call.batch.viewer_ref;
+    sub->episodes.reserve(call.pending.size());
+    for (std::size_t const i : call.pending) {
+      sub->episodes.push_back(call.batch.episodes[i]);
+    }
+    (void)write_ticket_batch(*sub, body); // validated with the whole batch
+    episodes = std::move(sub);
+  }
+  call_settings settings = call.settings;
+  // A request of prefetches only (the play came from the store, or was refused) is not retried unless asked:
+  // a refused prefetch is reported and asked for again as play when the viewer gets there (seed 000).
+  bool const any_play = std::any_of(episodes->episodes.begin(), episodes->episodes.end(),
+                                    [](auto const& e) { return e.intent == intent::play; });
+  if (!any_play && !self->options.retry_prefetch) {
+    settings.policy.max_retries = 0;
+  }
+  // A caller-chosen key means "this exact logical call": never merged with another.
+  std::optional<std::string> key;
+  if (self->options.coalesce && !settings.idempotency_key) {
+    key = body;
+  }
+  // The reader lives in the operation (one allocation): the engine consults it after each response.
+  auto make_reader = [&] { return batch_reader(self, std::move(episodes), settings.policy.classifier); };
+  auto make = [&](batch_reader& reader) {
+    http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
+    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
+    return self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
+  };
+  auto finish = [](batch_reader& reader, call_result&& sent) { return reader.finish(std::move(sent)); };
+  auto const deadline = settings.deadline;
+  auto [op, joined] =
+      self->calls.join_or_start_with<sent_batch>(std::move(key), executor, deadline, make_reader, make, finish);
+  return sending{std::move(op), joined};
+}
+
+void merge(ticket_call& call, sending& sent, std::error_code waited) {
+  if (waited == asio::error::operation_aborted) {
+    throw error(asio::error::operation_aborted, "issue_tickets: cancelled");
+  }
+  if (waited) {
+    throw error(errc::deadline_exceeded,
+                "issue_tickets: deadline of " + std::to_string(call.settings.total_timeout.count()) +
+                    " ms reached while waiting for an identical request in flight",
+                error_info{0, {}, {}, {}, 0});
+  }
+  sent_batch batch = sent.op->take();
+  if (call.result.items.empty()) { // every episode was sent, in order (plan)
+    call.result.items = std::move(batch.items);
+  } else {
+    for (std::size_t p = 0; p < call.pending.size(); ++p) {
+      call.result.items[call.pending[p]] = std::move(batch.items[p]);
+    }
+  }
+  if (sent.coalesced) {
+    for (std::size_t const i : call.pending) {
+      auto& item = call.result.items[i];
+      item.reused = item.reused || item.outcome == item_outcome::granted; // another call asked for (and counted) it
+    }
+  }
+  call.result.attempts = sent.coalesced ? 0 : batch.attempts;
+  call.result.http_status = batch.http_status;
+  call.result.request_id = std::move(batch.request_id);
+  call.result.replayed = batch.replayed;
+}
+
+void finish_items(client::impl& self, ticket_call& call) {
+  for (std::size_t i = 0; i < call.result.items.size(); ++i) {
+    auto& item = call.result.items[i];
+    if (item.film_ref.empty()) { // not filled by a response: the episode as asked
+      auto const& e = call.batch.episodes[i];
+      item.film_ref = e.film_ref;
+      item.episode_no = e.episode_no;
+      item.intent = e.intent;
+    }
+    self.metrics.add_outcome(item.outcome);
+  }
+}
+
+} // namespace wandura::detail

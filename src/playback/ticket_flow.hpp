@@ -1,0 +1,129 @@
+// The steps of one `client::issue_tickets` call: plan -> send -> merge (SPEC §1 ticket batch, §3 SDK behaviour).
+//
+// - `plan` validates the batch, answers what it can from the ticket store, takes the viewer's allowance and drops
+//   prefetches while the playback counter is held after a 429;
+// - `send_batch` starts (or joins) the operation that sends the rest through the retry engine; its
+//   `batch_reader` reads every response's items, stores fresh tickets and narrows the request to the items still
+//   needed, which the engine then retries like any retry;
+// - `merge` puts what came back into the caller's result.
+// A `ticket_settlement` in the caller's frame settles the call on every exit: unused allowance back, a failure
+// counted, the latency observed.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "client_impl.hpp"
+
+namespace wandura::detail {
+
+/// Indexes into the episodes of one batch, in place (a batch has at most `ticket_batch::max_episodes`).
+class item_indexes {
+public:
+  /// @pre size() < ticket_batch::max_episodes (the batch was validated).
+  void push_back(std::size_t index) noexcept { items_[size_++] = index; }
+  [[nodiscard]] bool contains(std::size_t index) const noexcept { return std::find(begin(), end(), index) != end(); }
+  template <class Predicate> void erase_if(Predicate p) {
+    size_ = static_cast<std::size_t>(std::remove_if(begin(), end(), p) - begin());
+  }
+  /// Ascending order (insertion sort: at most three items; std::sort trips GCC 12's -Warray-bounds here).
+  void sort() noexcept {
+    for (std::size_t i = 1; i < size_; ++i) {
+      for (std::size_t j = i; j > 0 && items_[j - 1] > items_[j]; --j) {
+        std::swap(items_[j - 1], items_[j]);
+      }
+    }
+  }
+  [[nodiscard]] std::size_t* begin() noexcept { return items_.data(); }
+  [[nodiscard]] std::size_t* end() noexcept { return items_.data() + size_; }
+  [[nodiscard]] std::size_t const* begin() const noexcept { return items_.data(); }
+  [[nodiscard]] std::size_t const* end() const noexcept { return items_.data() + size_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::size_t operator[](std::size_t i) const noexcept { return items_[i]; }
+
+private:
+  std::array<std::size_t, ticket_batch::max_episodes> items_{};
+  std::size_t size_ = 0;
+};
+
+/// One call's state, in the caller's frame.
+struct ticket_call {
+  /// The caller's batch, shared with the operation that sends it when every episode is sent (no copy).
+  std::shared_ptr<ticket_batch const> batch_ptr;
+  ticket_batch const& batch;
+  explicit ticket_call(ticket_batch&& b) : batch_ptr(std::make_shared<ticket_batch const>(std::move(b))), batch(*batch_ptr) {}
+  ticket_call(ticket_call const&) = delete;
+  ticket_call& operator=(ticket_call const&) = delete;
+  call_settings settings;
+  ticket_batch_result result;
+  item_indexes pending;  ///< Episodes to send.
+  item_indexes acquired; ///< Episodes that took one ticket of the viewer's allowance.
+  bool has_viewer = false;
+
+  /// Who the viewer limit counts: the viewer_ref, or the device without one.
+  [[nodiscard]] std::string_view who() const noexcept {
+    return has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info);
+  }
+};
+
+/// What the operation sending a batch produced: one item per sent episode, in the order sent.
+struct sent_batch {
+  std::vector<ticket_item_result> items;
+  int attempts = 0;
+  int http_status = 0;
+  std::string request_id;
+  bool replayed = false;
+};
+
+/// Settles one call on every exit (success, exception, cancellation): gives back the allowance of items not freshly
+/// granted (all of it on failure), counts a failure, observes the latency.
+class ticket_settlement {
+public:
+  ticket_settlement(client::impl& self, ticket_call& call) noexcept;
+  ticket_settlement(ticket_settlement const&) = delete;
+  ticket_settlement& operator=(ticket_settlement const&) = delete;
+  ~ticket_settlement();
+  /// Settles the call as a success now (before its result is moved out).
+  void succeeded() noexcept { settle(true); }
+
+private:
+  void settle(bool ok) noexcept;
+
+  client::impl& self_;
+  ticket_call& call_;
+  clock::time_point started_;
+  bool settled_ = false;
+};
+
+/// Validates `call.batch` (throws `wandura::error` `invalid_argument` before anything is taken), then fills
+/// `call.result` from the store, applies the hold-off to prefetches and the viewer limit; `call.pending` is left
+/// with what must be sent. `body` receives the batch's JSON when every episode is pending.
+void plan(client::impl& self, ticket_call& call, std::string& body);
+
+/// A batch on its way: the operation sending it and whether this call joined one in flight.
+struct sending {
+  std::shared_ptr<call_registry::operation<sent_batch>> op;
+  bool coalesced = false;
+};
+
+/// Starts the operation that sends `call.pending` through the retry engine, or joins an identical one in flight
+/// (`coalesce`, and no caller-chosen idempotency key). `body` is the batch's JSON when every episode is pending,
+/// empty otherwise. @throws wandura::error `operation_aborted` when the client is shut down.
+[[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::string body,
+                           asio::any_io_executor const& executor);
+
+/// Puts what the operation produced into `call.result`. `waited` is how this caller's wait ended.
+/// @throws wandura::error the operation's failure, `operation_aborted` when this caller was cancelled,
+///         `deadline_exceeded` when its own deadline passed first.
+void merge(ticket_call& call, sending& sent, std::error_code waited);
+
+/// Names every item that no response filled with the episode asked for, and counts the outcomes.
+void finish_items(client::impl& self, ticket_call& call);
+
+} // namespace wandura::detail

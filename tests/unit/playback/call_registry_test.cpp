@@ -1,0 +1,179 @@
+#include "playback/call_registry.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/testing/manual_clock.hpp"
+
+using namespace std::chrono_literals;
+using wandura::detail::call_registry;
+
+namespace {
+
+struct fixture {
+  asio::io_context io;
+  std::shared_ptr<wandura::testing::manual_clock> clock = std::make_shared<wandura::testing::manual_clock>();
+  call_registry calls;
+  int started = 0;
+  int finished = 0;  // operations that ran to their end
+  int cancelled = 0; // operations that saw their cancellation
+
+  /// An operation that sleeps `d` on the clock, then yields `value`; counts how it ended.
+  asio::awaitable<int> work(std::chrono::milliseconds d, int value) {
+    ++started;
+    std::error_code ec;
+    try {
+      ec = co_await clock->sleep_until(clock->now() + d);
+    } catch (std::system_error const& e) {
+      ec = e.code();
+    }
+    if (ec) {
+      ++cancelled;
+      throw wandura::error(ec, "work: cancelled");
+    }
+    ++finished;
+    co_return value;
+  }
+
+  /// One caller: joins or starts `key`, waits under `deadline` (from now), records its outcome.
+  asio::awaitable<void> caller(std::optional<std::string> key, std::chrono::milliseconds op_time,
+                               std::chrono::milliseconds deadline, std::vector<std::string>& out) {
+    auto executor = co_await asio::this_coro::executor;
+    auto const until = clock->now() + deadline;
+    auto make = [&] { return work(op_time, 42); };
+    auto finish = [](int v) { return v; };
+    auto [op, joined] = calls.join_or_start<int>(std::move(key), executor, until, make, finish);
+    std::error_code waited;
+    auto target = op;
+    co_await calls.async_wait(std::move(target), clock, until, asio::redirect_error(asio::use_awaitable, waited));
+    if (waited) {
+      out.push_back(waited == asio::error::operation_aborted ? "aborted" : "deadline");
+      co_return;
+    }
+    try {
+      out.push_back(std::string(joined ? "joined " : "led ") + std::to_string(op->take()));
+    } catch (wandura::error const& e) {
+      out.push_back(std::string("error ") + e.code().message());
+    }
+  }
+
+  void drive(std::size_t want, std::vector<std::string> const& out) {
+    for (int i = 0; i < 100 && out.size() < want; ++i) {
+      io.restart();
+      io.poll();
+      if (out.size() < want) {
+        clock->advance_to_next_wakeup();
+      }
+    }
+  }
+};
+
+} // namespace
+
+TEST_CASE("call registry: concurrent callers with one key share one operation and its result") {
+  fixture f;
+  std::vector<std::string> out;
+  for (int i = 0; i < 3; ++i) {
+    asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::detached);
+  }
+  f.drive(3, out);
+  CHECK(out == std::vector<std::string>{"led 42", "joined 42", "joined 42"});
+  CHECK(f.started == 1);
+  CHECK(f.calls.in_flight() == 0);
+}
+
+TEST_CASE("call registry: operations without a key are never shared") {
+  fixture f;
+  std::vector<std::string> out;
+  asio::co_spawn(f.io, f.caller(std::nullopt, 100ms, 10s, out), asio::detached);
+  asio::co_spawn(f.io, f.caller(std::nullopt, 100ms, 10s, out), asio::detached);
+  f.drive(2, out);
+  CHECK(out == std::vector<std::string>{"led 42", "led 42"});
+  CHECK(f.started == 2);
+}
+
+TEST_CASE("call registry: a cancelled waiter leaves at once; the operation goes on for the others") {
+  fixture f;
+  std::vector<std::string> out;
+  asio::cancellation_signal signal;
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::detached);
+  f.io.poll();
+  REQUIRE(f.calls.waiting() == 2);
+  signal.emit(asio::cancellation_type::terminal);
+  f.drive(2, out);
+  CHECK(out == std::vector<std::string>{"aborted", "joined 42"});
+  CHECK(f.finished == 1);
+  CHECK(f.cancelled == 0);
+}
+
+TEST_CASE("call registry: when the last waiter leaves, the operation is cancelled and nobody joins it") {
+  fixture f;
+  std::vector<std::string> out;
+  asio::cancellation_signal signal;
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+  f.io.poll();
+  signal.emit(asio::cancellation_type::terminal);
+  f.io.restart();
+  f.io.poll();
+  CHECK(out == std::vector<std::string>{"aborted"});
+  CHECK(f.cancelled == 1);
+  CHECK(f.finished == 0);
+  CHECK(f.calls.in_flight() == 0);
+  CHECK(f.clock->pending_sleeps() == 0);
+  // The key is free again: the next caller starts afresh.
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::detached);
+  f.drive(2, out);
+  CHECK(out.back() == "led 42");
+  CHECK(f.started == 2);
+}
+
+TEST_CASE("call registry: a joiner with a shorter deadline leaves at its own deadline") {
+  fixture f;
+  std::vector<std::string> out;
+  asio::co_spawn(f.io, f.caller("k", 3s, 10s, out), asio::detached);
+  asio::co_spawn(f.io, f.caller("k", 3s, 300ms, out), asio::detached);
+  f.drive(1, out);
+  CHECK(out == std::vector<std::string>{"deadline"});
+  CHECK(f.clock->elapsed() == 300ms);
+  f.drive(2, out);
+  CHECK(out.back() == "led 42");
+  CHECK(f.clock->elapsed() == 3s);
+}
+
+TEST_CASE("call registry: cancel_all completes every waiter, cancels every operation, refuses new calls") {
+  fixture f;
+  std::vector<std::string> out;
+  for (int i = 0; i < 5; ++i) {
+    asio::co_spawn(f.io, f.caller(std::to_string(i % 2), 1s, 10s, out), asio::detached);
+  }
+  f.io.poll();
+  REQUIRE(f.calls.in_flight() == 2);
+  f.calls.cancel_all();
+  bool idle = false;
+  f.calls.async_wait_idle(asio::bind_executor(f.io, [&](std::error_code) { idle = true; }));
+  f.io.restart();
+  f.io.poll();
+  CHECK(out == std::vector<std::string>(5, "aborted"));
+  CHECK(f.cancelled == 2);
+  CHECK(idle);
+  CHECK(f.calls.in_flight() == 0);
+  CHECK_THROWS_AS(f.calls.join_or_start<int>(
+                      std::nullopt, f.io.get_executor(), f.clock->now() + 1s, [&] { return f.work(1s, 1); },
+                      [](int v) { return v; }),
+                  wandura::error);
+  CHECK(f.started == 2);
+}

@@ -1,0 +1,326 @@
+// The client's calls as operations with lifetimes: cancellation, deadlines of joiners, destruction and shutdown
+// with calls in flight, and settling a call (allowance, failure count, latency) on every exit.
+#include "wandura/playback/client.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/testing/fake_transport.hpp"
+#include "wandura/testing/manual_clock.hpp"
+
+#include "client_harness.hpp"
+
+using namespace std::chrono_literals;
+using wandura::item_outcome;
+using wandura::testing::fake_step;
+using namespace client_harness;
+
+namespace {
+
+constexpr char const* film = "the-heiress-returns";
+
+wandura::ticket_batch play_batch(int episode, std::string device = "dev-1") {
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({film, episode, wandura::intent::play});
+  batch.union_info = std::move(device);
+  batch.drm_kek = "kek";
+  batch.viewer_ref = "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a";
+  return batch;
+}
+
+/// How one spawned call ended.
+struct call_end {
+  bool done = false;
+  std::optional<wandura::ticket_batch_result> result;
+  std::optional<std::error_code> error; ///< Set when it threw a wandura::error.
+  bool other_exception = false;         ///< It threw something that is not a wandura::error.
+};
+
+/// Spawns `issue_tickets` on the harness's io_context, with `slot` as its cancellation slot when given.
+void spawn_call(harness& h, wandura::ticket_batch batch, wandura::call_options options, call_end& end,
+                asio::cancellation_slot slot = {}) {
+  auto op = h.api->issue_tickets(std::move(batch), std::move(options));
+  asio::co_spawn(h.io, std::move(op),
+                 asio::bind_cancellation_slot(slot, [&end](std::exception_ptr e, wandura::ticket_batch_result r) {
+                   end.done = true;
+                   if (!e) {
+                     end.result = std::move(r);
+                     return;
+                   }
+                   try {
+                     std::rethrow_exception(e);
+                   } catch (wandura::error const& err) {
+                     end.error = err.code();
+                   } catch (...) {
+                     end.other_exception = true;
+                   }
+                 }));
+}
+
+void poll(harness& h) {
+  h.io.restart();
+  h.io.poll();
+}
+
+/// Runs the io_context and the clock until nothing is left to do; bounded.
+void drain(harness& h) {
+  for (int i = 0; i < 1000; ++i) {
+    poll(h);
+    if (!h.clock->advance_to_next_wakeup()) {
+      poll(h);
+      return;
+    }
+  }
+  FAIL("the client kept working");
+}
+
+} // namespace
+
+TEST_CASE("lifetime: cancelling a call mid-request throws operation_aborted, gives the allowance back and sends "
+          "nothing more") {
+  bool const coalesce = GENERATE(true, false);
+  INFO("coalesce = " << coalesce);
+  wandura::client_options options;
+  options.coalesce = coalesce;
+  options.viewer_tickets_per_minute = 1;
+  harness h(options);
+  auto slow = fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "1"}});
+  slow.latency = 2s;
+  h.fake->push(slow);
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+
+  asio::cancellation_signal signal;
+  call_end end;
+  spawn_call(h, play_batch(4), {}, end, signal.slot());
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1); // the first attempt is in flight
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(end.done);
+  CHECK_FALSE(end.other_exception);
+  REQUIRE(end.error);
+  CHECK(*end.error == asio::error::operation_aborted);
+
+  // Nobody waits for the request any more: it is cancelled, retries nothing and leaves no timer behind.
+  drain(h);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(h.clock->pending_sleeps() == 0);
+  CHECK(h.api->stats().metrics.call_failures == 1);
+
+  // The viewer's one ticket a minute was given back: the next episode is granted, not viewer_limited.
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 5, "play", "t5")})));
+  auto next = h.run(h.api->issue_tickets(play_batch(5)));
+  CHECK(next.items[0].outcome == item_outcome::granted);
+}
+
+TEST_CASE("lifetime: a joiner leaves at its own 300 ms deadline while the first caller waits longer") {
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 3s;
+  h.fake->push(slow);
+  call_end leader;
+  call_end joiner;
+  spawn_call(h, play_batch(4), {}, leader);
+  poll(h);
+  wandura::call_options short_deadline;
+  short_deadline.total_timeout = 300ms;
+  spawn_call(h, play_batch(4), short_deadline, joiner);
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  REQUIRE(h.clock->advance_to_next_wakeup());
+  poll(h);
+  REQUIRE(joiner.done);
+  CHECK(h.clock->elapsed() == 300ms);
+  REQUIRE(joiner.error);
+  CHECK(*joiner.error == wandura::errc::deadline_exceeded);
+  CHECK_FALSE(leader.done);
+  drain(h);
+  REQUIRE(leader.result);
+  CHECK(leader.result->items[0].outcome == item_outcome::granted);
+  CHECK(h.clock->elapsed() == 3s);
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("lifetime: a caller that joined keeps the request alive for itself when the first caller leaves") {
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 1s;
+  h.fake->push(slow);
+  asio::cancellation_signal signal;
+  call_end leader;
+  call_end joiner;
+  spawn_call(h, play_batch(4), {}, leader, signal.slot());
+  poll(h);
+  spawn_call(h, play_batch(4), {}, joiner);
+  poll(h);
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(leader.error);
+  CHECK(*leader.error == asio::error::operation_aborted);
+  drain(h);
+  REQUIRE(joiner.result);
+  CHECK(joiner.result->items[0].outcome == item_outcome::granted);
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("lifetime: a cancelled call, then the client destroyed, touches no freed memory") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({refused_item(film, 4, "play", 503, "service_unavailable", {}, 5)})));
+  asio::cancellation_signal signal;
+  call_end end;
+  spawn_call(h, play_batch(4), {}, end, signal.slot());
+  poll(h);
+  REQUIRE(h.clock->pending_sleeps() == 1); // waiting before the retry of the refused play
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(end.error);
+  h.api.reset();
+  drain(h);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(h.clock->pending_sleeps() == 0);
+}
+
+TEST_CASE("lifetime: destroying a client with 50 calls in flight completes each with operation_aborted") {
+  harness h;
+  h.fake->set_default(fake_step::stall());
+  std::vector<call_end> ends(50);
+  for (int i = 0; i < 50; ++i) {
+    // Two calls per episode: half of them join the other half's request.
+    spawn_call(h, play_batch(1 + i / 2), {}, ends[static_cast<std::size_t>(i)]);
+  }
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 25);
+  h.api.reset();
+  drain(h);
+  for (auto const& end : ends) {
+    REQUIRE(end.done);
+    REQUIRE(end.error);
+    CHECK(*end.error == asio::error::operation_aborted);
+  }
+  CHECK(h.fake->attempt_count() == 25);
+  CHECK(h.clock->pending_sleeps() == 0);
+  CHECK(h.clock->elapsed() == 0ms); // nothing waited for a timeout: every attempt was cancelled
+}
+
+TEST_CASE("lifetime: shutdown cancels every call, completes when nothing runs, and refuses later calls") {
+  harness h;
+  h.fake->set_default(fake_step::stall());
+  std::vector<call_end> ends(3);
+  for (int i = 0; i < 3; ++i) {
+    spawn_call(h, play_batch(1 + i), {}, ends[static_cast<std::size_t>(i)]);
+  }
+  bool reads_aborted = false;
+  asio::co_spawn(h.io, h.api->get_config(), [&](std::exception_ptr e, wandura::org_config) {
+    try {
+      std::rethrow_exception(e);
+    } catch (wandura::error const& err) {
+      reads_aborted = err.code() == asio::error::operation_aborted;
+    } catch (...) {
+    }
+  });
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 4);
+  bool shut_down = false;
+  asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
+  poll(h);
+  CHECK(shut_down);
+  CHECK(reads_aborted);
+  for (auto const& end : ends) {
+    REQUIRE(end.error);
+    CHECK(*end.error == asio::error::operation_aborted);
+  }
+  CHECK(h.clock->pending_sleeps() == 0);
+  call_end late;
+  spawn_call(h, play_batch(9), {}, late);
+  poll(h);
+  REQUIRE(late.error);
+  CHECK(*late.error == asio::error::operation_aborted);
+  CHECK(h.fake->attempt_count() == 4);
+}
+
+TEST_CASE("metrics: failed calls are observed in the latency histogram too") {
+  harness h;
+  h.fake->push(fake_step::respond(401, R"({"error_code":"unauthorized"})"));
+  CHECK_THROWS_AS(h.start(4, 4), wandura::error);
+  h.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+  CHECK_THROWS_AS(h.run(h.api->get_film("nope")), wandura::error);
+  auto const m = h.api->stats().metrics;
+  CHECK(m.calls == 2);
+  CHECK(m.call_failures == 2);
+  CHECK(m.latency_count == 2);
+}
+
+TEST_CASE("fail at step N: every step of a batch with per-item retries ends complete or in a clean typed error, with "
+          "the allowance settled") {
+  // The batch: play 4, prefetch 5 and 6. The script: a whole 503, then a 200 where the play is refused (503, retried
+  // alone) while 5 is granted and 6 shed, then the play granted. Each attempt N in turn fails instead, with a
+  // retryable and with a final transport error; N = 5 is past the last step (no failure).
+  std::error_code const injected =
+      GENERATE(std::error_code(wandura::errc::connection_reset), std::error_code(wandura::errc::tls_failed));
+  for (std::size_t n = 1; n <= 5; ++n) {
+    INFO("failure " << injected.message() << " at attempt " << n);
+    wandura::client_options options;
+    options.viewer_tickets_per_minute = 3;
+    harness h(options);
+    h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "1"}}));
+    h.fake->push(fake_step::respond(
+        200, batch_body({refused_item(film, 4, "play", 503, "service_unavailable", {}, 1),
+                         granted_item(film, 5, "prefetch", "t5"),
+                         refused_item(film, 6, "prefetch", 429, "rate_limited", "prefetch_shed", 2)})));
+    h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+    h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+    h.fake->fail_at(n, injected);
+
+    int fresh = 0;
+    try {
+      auto const s = h.start(4, 6);
+      CHECK(s.play.outcome != item_outcome::deferred);
+      CHECK(s.play.film_ref == film);
+      for (auto const& item : s.prefetch) {
+        CHECK(item.outcome != item_outcome::deferred);
+      }
+      for (auto const* item : {&s.play, &s.prefetch[0], &s.prefetch[1]}) {
+        fresh += item->outcome == item_outcome::granted && !item->reused ? 1 : 0;
+      }
+      CHECK(h.api->stats().metrics.call_failures == 0);
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == injected);
+      CHECK(h.api->stats().metrics.call_failures == 1);
+    }
+    CHECK(h.api->stats().metrics.latency_count == 1);
+    CHECK(h.fake->attempt_count() <= 4); // INTERACTIVE: at most 3 retries, follow-ups included
+
+    // What is left of the viewer's 3 tickets is exactly what was not freshly granted. Probe it with three plays:
+    // the limit refuses the rest before sending. (Script steps and a failure left over are consumed first by reads.)
+    for (int i = 0; i < 5 && (h.fake->steps_left() > 0 || h.fake->attempt_count() < n); ++i) {
+      wandura::call_options once;
+      once.disable_retries = true;
+      try {
+        (void)h.run(h.api->get_config(once));
+      } catch (wandura::error const&) {
+      }
+    }
+    wandura::ticket_batch probe;
+    probe.union_info = "dev-1";
+    probe.drm_kek = "kek";
+    probe.viewer_ref = "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a";
+    for (int e = 7; e <= 9; ++e) {
+      probe.episodes.push_back({film, e, wandura::intent::play});
+    }
+    auto const after = h.run(h.api->issue_tickets(probe));
+    int limited = 0;
+    for (auto const& item : after.items) {
+      limited += item.outcome == item_outcome::viewer_limited ? 1 : 0;
+    }
+    CHECK(limited == fresh);
+  }
+}
