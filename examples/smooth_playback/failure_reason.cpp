@@ -36,7 +36,7 @@ std::string failure_reason(wandura::episode_start const& got, double latency_ms,
   if (item.reason == "held_off") {
     return "rate_limited"; // held back after a 429 past the deadline: nothing more was sent
   }
-  if (got.requests > policy.max_retries) {
+  if (got.attempts > policy.max_retries) {
     return is_429 ? "rate_limited" : "http_error"; // every retry used
   }
   double const next_wait_ms = item.retry_after && item.retry_after->count() > 0

@@ -54,7 +54,7 @@ int main() {
 
   auto const stats = emu->stats();
   bool ok = check(start && start->play.outcome == wandura::item_outcome::granted, "the play ticket is granted");
-  ok = check(start && start->requests == 2, "two requests: the 503, then the retry") && ok;
+  ok = check(start && start->attempts == 2, "two attempts: the 503, then the retry") && ok;
   ok = check(stats.faults_injected == 1, "the emulator injected the scripted 503 once") && ok;
   ok = check(stats.tickets_counted == 3, "the emulator counted three tickets, once") && ok;
   return ok ? 0 : 1;

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "wandura/error.hpp"
-#include "wandura/playback/detail/response_parser.hpp"
+#include "playback/response_parser.hpp"
 
 #include <cstdint>
 #include <cstdlib>

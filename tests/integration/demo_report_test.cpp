@@ -26,7 +26,7 @@ wandura::episode_start failed_play(wandura::item_outcome outcome, int requests,
   got.play.outcome = outcome;
   got.play.status = outcome == wandura::item_outcome::unavailable ? 503 : 429;
   got.play.retry_after = ra;
-  got.requests = requests;
+  got.attempts = requests;
   return got;
 }
 
