@@ -181,7 +181,7 @@ public:
                   Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::shared_ptr<operation_base> target, std::shared_ptr<wandura::clock> t,
-               clock::time_point d) { enqueue(std::move(target), std::move(t), d, std::move(handler)); },
+               clock::time_point d) { this->enqueue(std::move(target), std::move(t), d, std::move(handler)); },
         token, std::shared_ptr<operation_base>(std::move(op)), std::move(time), deadline);
   }
 
@@ -211,6 +211,9 @@ public:
 
 private:
   struct waiter {
+    // User-provided, so that the type is default-constructible inside the enclosing class (clang does not use the
+    // default member initializers of a nested class before the enclosing class is complete).
+    waiter() noexcept {} // NOLINT(modernize-use-equals-default)
     std::uint64_t id = 0;
     std::optional<pending_completion> completion;
     /// Cancels the waiter's deadline timer, when it has one (emitted on `timer_executor`).

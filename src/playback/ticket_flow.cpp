@@ -238,7 +238,7 @@ private:
   item_indexes pending_; // indexes into sent_.episodes still asked for
   bool narrowed_ = false;
   bool parsed_ready_ = false; // the per-thread parsed batch holds the last 2xx, read by read_counter_feedback
-  std::string invalid_; // why a 2xx body could not be read; empty when it could
+  std::string invalid_;       // why a 2xx body could not be read; empty when it could
 };
 
 } // namespace

@@ -111,7 +111,7 @@ private:
   std::uint32_t limit_ = 0;
   std::chrono::seconds window_{60};
   bool closed_ = false;
-  bool refused_ = false; ///< A 429 refused a request since the counter congested.
+  bool refused_ = false;           ///< A 429 refused a request since the counter congested.
   double rate_ = 0;                ///< Units per second released while congested.
   double room_ = 0;                ///< Units that may be released now; negative after a request larger than it.
   clock::time_point room_at_{};    ///< When `room_` was last brought up to date.

@@ -241,8 +241,8 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
 } // namespace
 
 retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings, std::string_view counter, int retry,
-                                                  std::optional<std::chrono::milliseconds> retry_after,
-                                                  bool gate_paces, clock::time_point now) {
+                                                  std::optional<std::chrono::milliseconds> retry_after, bool gate_paces,
+                                                  clock::time_point now) {
   retry_step step;
   if (retry > std::max(settings.policy.max_retries, 0)) {
     step.stop = stop_reason::retries_exhausted;

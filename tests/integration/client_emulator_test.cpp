@@ -256,7 +256,8 @@ TEST_CASE("client and emulator: typed reads of config, catalog, videos and creat
   }
 }
 
-TEST_CASE("client and emulator: after a 429 the counter is held, and a call that could not be sent in time fails at once") {
+TEST_CASE(
+    "client and emulator: after a 429 the counter is held, and a call that could not be sent in time fails at once") {
   // 3 tickets a minute, exact counters, manual clock (plays are refused, not held): the first start takes all 3.
   live t(with_playback_limit(3, true));
   auto first = t.start("the-heiress-returns", 1, 12);

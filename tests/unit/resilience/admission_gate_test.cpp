@@ -208,6 +208,19 @@ TEST_CASE("admission gate: a 429 hold-off known to outlast a request's deadline 
   CHECK(h.playback().queued_play == 1);
 }
 
+TEST_CASE("admission gate: one hold-off per counter, and a hold-off only ever moves later") {
+  gate_harness h;
+  auto const t = h.now();
+  CHECK(h.gate.held_until("playback") == wandura::clock::time_point::min());
+  h.gate.observe("playback", refused(60, 2s));
+  CHECK(h.gate.held_until("playback") == t + 2s);
+  CHECK(h.gate.held_until("catalog") == wandura::clock::time_point::min());
+  h.gate.observe("playback", refused(60, 1s)); // an earlier 429 answer arriving late does not shorten the wait
+  CHECK(h.gate.held_until("playback") == t + 2s);
+  h.gate.observe("playback", refused(60, 5s));
+  CHECK(h.gate.held_until("playback") == t + 5s);
+}
+
 TEST_CASE("admission gate: a request past its deadline is refused at once while congested") {
   gate_harness h;
   h.gate.observe("playback", refused(60, 5s));

@@ -98,3 +98,24 @@ TEST_CASE("admission gate threads: every queued request completes once, from sev
   CHECK(stats.front().queued_play == 0);
   CHECK(stats.front().queued_prefetch == 0);
 }
+
+TEST_CASE("threads: concurrent 429s keep the longest hold-off of each counter") {
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  wandura::admission_gate gate(clock);
+  auto const t = clock->now();
+  auto worker = [&](int offset) {
+    for (int i = 0; i < 2000; ++i) {
+      wandura::counter_feedback f;
+      f.status = 429;
+      f.refused = 1;
+      f.retry_after = std::chrono::milliseconds(offset + i);
+      gate.observe(i % 2 == 0 ? "playback" : "config", f);
+    }
+  };
+  std::thread a(worker, 0);
+  std::thread b(worker, 5);
+  a.join();
+  b.join();
+  CHECK(gate.held_until("playback") == t + std::chrono::milliseconds(5 + 1998));
+  CHECK(gate.held_until("config") == t + std::chrono::milliseconds(5 + 1999));
+}

@@ -824,7 +824,7 @@ TEST_CASE("admission: the caller's reader says whether a 429 refused the counter
       fake_step::respond(429, R"({"error_code":"rate_limited","reason":"prefetch_shed"})", {{"Retry-After", "2"}}));
   h.run(post(), writes(), no_retries, &does_not_hold);
   CHECK(h.engine->gate().held_until("playback") <= h.clock->now()); // a shed holds nothing back
-  CHECK(h.engine->gate().under_reserve("playback"));               // but prefetches are dropped for 2 s
+  CHECK(h.engine->gate().under_reserve("playback"));                // but prefetches are dropped for 2 s
   h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "2"}}));
   h.run(post(), writes(), no_retries);
   CHECK(h.engine->gate().held_until("playback") - h.clock->now() == 2000ms);
