@@ -14,6 +14,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "gate_counter.hpp"
+#include "wandura/transport/http_response.hpp"
 
 namespace wandura {
 namespace {
@@ -31,13 +32,7 @@ std::optional<std::uint64_t> read_uint(std::optional<std::string_view> text) noe
   if (!text) {
     return std::nullopt;
   }
-  auto v = *text;
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
-    v.remove_prefix(1);
-  }
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
-    v.remove_suffix(1);
-  }
+  auto const v = trim_ows(*text);
   std::uint64_t value = 0;
   auto const [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
   if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {

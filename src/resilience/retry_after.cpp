@@ -3,21 +3,13 @@
 #include <array>
 #include <cstdint>
 
+#include "wandura/transport/http_response.hpp"
+
 namespace wandura {
 namespace {
 
 constexpr bool is_digit(char c) noexcept {
   return c >= '0' && c <= '9';
-}
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 constexpr std::int64_t max_ms = max_retry_after_value.count();
@@ -114,7 +106,7 @@ std::optional<std::chrono::sys_seconds> make_time(int year, unsigned month, int 
 } // namespace
 
 std::optional<std::chrono::sys_seconds> parse_http_date(std::string_view text) noexcept {
-  text = trim(text);
+  text = trim_ows(text);
   int day = 0;
   int year = 0;
   int hour = 0;
@@ -155,7 +147,7 @@ std::optional<std::chrono::sys_seconds> parse_http_date(std::string_view text) n
 
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value, std::optional<std::string_view> date,
                                                            std::chrono::system_clock::time_point now) noexcept {
-  value = trim(value);
+  value = trim_ows(value);
   if (value.empty()) {
     return std::nullopt;
   }

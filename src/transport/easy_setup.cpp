@@ -75,16 +75,6 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
   return true;
 }
 
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
   auto* t = static_cast<transfer*>(userp);
   std::size_t const n = size * count;
@@ -119,7 +109,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     return n; // the status line, or not a header field (obsolete line folding, garbage libcurl tolerated)
   }
   auto const name = line.substr(0, colon);
-  auto const value = trim(line.substr(colon + 1));
+  auto const value = trim_ows(line.substr(colon + 1));
   if (iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
     return 0;
   }

@@ -20,6 +20,18 @@
 
 namespace wandura {
 
+/// `value` without the optional white space (spaces and horizontal tabs, RFC 9110 "OWS") around a header field
+/// value.
+[[nodiscard]] constexpr std::string_view trim_ows(std::string_view value) noexcept {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+    value.remove_prefix(1);
+  }
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
+    value.remove_suffix(1);
+  }
+  return value;
+}
+
 /// Bytes of readable slack the body keeps after its end, so that simdjson parses it in place without a copy.
 /// Equal to SIMDJSON_PADDING (checked where the parser includes simdjson).
 inline constexpr std::size_t body_padding = 64;

@@ -115,3 +115,11 @@ TEST_CASE("response_body: appending or assigning its own bytes, with and without
   CHECK(small.view() == "bc" + big);
   CHECK(padded(small));
 }
+
+TEST_CASE("trim_ows: spaces and tabs around a header value go, everything else stays") {
+  static_assert(wandura::trim_ows(" \t 2 \t") == "2");
+  CHECK(wandura::trim_ows("") == "");
+  CHECK(wandura::trim_ows(" \t ") == "");
+  CHECK(wandura::trim_ows("a b") == "a b");
+  CHECK(wandura::trim_ows("\r1\n") == "\r1\n"); // CR and LF are not optional white space
+}
