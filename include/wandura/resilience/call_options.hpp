@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "wandura/resilience/attempt_observer.hpp"
 #include "wandura/resilience/clock.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/resilience/retry_event.hpp"
@@ -59,6 +60,9 @@ struct retry_options {
   logger log;
   /// Called once per retry with the structured event; none when empty. Must be thread-safe and must not throw.
   retry_hook on_retry;
+  /// Told of every attempt's begin and end and of every call's end (tracing, `wandura::http_client_metrics`);
+  /// none when null. Shared with every call of the client; must be thread-safe.
+  std::shared_ptr<attempt_observer> observer;
   /// Uniform random numbers in [0, 1) for jitter; must be thread-safe. Empty: a per-thread `std::mt19937_64`
   /// seeded from `std::random_device`.
   std::function<double()> random;
