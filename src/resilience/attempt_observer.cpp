@@ -50,7 +50,8 @@ attempt_begin make_attempt_begin(std::string_view operation, http_request const&
   auto authority = url.substr(scheme_end + 3);
   authority = authority.substr(0, authority.find('/'));
   if (auto const at = authority.rfind('@'); at != std::string_view::npos) {
-    authority = authority.substr(at + 1); // never report user information
+    a.url_full = {}; // user information is never reported, and cannot be cut out of a view
+    authority = authority.substr(at + 1);
   }
   std::string_view port_text;
   if (!authority.empty() && authority.front() == '[') {

@@ -32,7 +32,8 @@ namespace wandura {
 struct attempt_begin {
   std::string_view operation;      ///< The logical call, e.g. "issue_tickets", "get_config" (`wandura.operation`).
   std::string_view method;         ///< "GET" or "POST" (`http.request.method`).
-  std::string_view url_full;       ///< The URL without its query and fragment (`url.full`); never holds the key.
+  std::string_view url_full;       ///< The URL without its query and fragment (`url.full`); never holds the key;
+                                   ///< empty when the URL holds user information.
   std::string_view server_address; ///< The host, without brackets for IPv6 (`server.address`).
   int server_port = 0;             ///< The port, explicit or the scheme's default (`server.port`).
   int resend_count = 0;            ///< 0 for the first attempt of a call, n for its n-th retry

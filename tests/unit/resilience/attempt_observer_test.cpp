@@ -26,6 +26,7 @@ TEST_CASE("attempt observer: attributes name method, URL without query, host and
 
   request.url = "http://user:secret@127.0.0.1/v1/videos";
   auto const c = wandura::make_attempt_begin("list_videos", request, 0);
+  CHECK(c.url_full.empty());
   CHECK(c.server_address == "127.0.0.1");
   CHECK(c.server_port == 80);
 }
