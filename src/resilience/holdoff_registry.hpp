@@ -1,7 +1,7 @@
 // After a 429 on a rate-limit counter, every request to that counter waits until the server's `Retry-After` has
-// passed (SPEC §3 "After a 429, hold every request to that counter until Retry-After has passed"). One hold-off per
-// counter, shared by every call of a client, not one per call. Not public API: the retry engine waits for it in
-// `wait_for_counter` and feeds it in `note_response`, its only two uses.
+// passed (docs/protocol.md §3 "After a 429, hold every request to that counter until Retry-After has passed"). One
+// hold-off per counter, shared by every call of a client, not one per call. Not public API: the retry engine waits for
+// it in `wait_for_counter` and feeds it in `note_response`, its only two uses.
 #pragma once
 
 #include <atomic>

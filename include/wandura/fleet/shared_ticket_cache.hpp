@@ -26,8 +26,8 @@ struct cached_ticket {
 };
 
 struct ticket_cache_options {
-  /// A ticket is reused until this long before its `expires_at` (SPEC §3: 5 minutes); the Redis entry expires by
-  /// itself then (PX).
+  /// A ticket is reused until this long before its `expires_at` (docs/protocol.md §3: 5 minutes); the Redis entry
+  /// expires by itself then (PX).
   std::chrono::milliseconds reuse_margin = std::chrono::minutes(5);
   /// The most tickets the local fallback keeps, as `memory_ticket_store_options::max_entries` (expired ones are
   /// dropped first; beyond it new ones are not kept locally, they are still stored in Redis).

@@ -16,7 +16,8 @@
 namespace wandura {
 
 struct viewer_limit_options {
-  /// Tickets one viewer_ref may get per minute, refilled continuously (seed 001: a per-viewer limit on our side).
+  /// Tickets one viewer_ref may get per minute, refilled continuously (docs/protocol.md §2: a per-viewer limit on our
+  /// side).
   double tickets_per_minute = 30;
   /// The most tickets at once from idle; 0 means `tickets_per_minute`.
   double burst = 0;

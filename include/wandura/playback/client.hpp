@@ -1,5 +1,4 @@
-// wandura::client: the typed Wandura playback API over one transport and one retry engine (seed 000 "Phát mượt khi
-// tải cao"; SPEC §1 and §3).
+// wandura::client: the typed Wandura playback API over one transport and one retry engine (docs/protocol.md §1 and §3).
 //
 //     asio::io_context io;
 //     wandura::client api(io.get_executor(), {.base_url = "https://api.wandura.example", .api_key = key});
@@ -49,19 +48,20 @@ struct client_options {
   /// Connection pool, TLS and size limits of the owned transport (ignored when the client is given a sender).
   transport_options transport;
   /// Retry policy, budget, hooks, logger, clock and random source shared by every call of the client. The default
-  /// policy is seed 000 INTERACTIVE: a viewer is waiting.
+  /// policy is docs/protocol.md §3 INTERACTIVE: a viewer is waiting.
   retry_options retry;
   /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries).
   std::shared_ptr<ticket_store> tickets;
-  /// Whether tickets are reused from `tickets` at all (seed 000 "Dùng lại vé cho đúng"). Needs `viewer_ref`.
+  /// Whether tickets are reused from `tickets` at all (docs/protocol.md §3). Needs `viewer_ref`.
   bool reuse_tickets = true;
   /// Whether a concurrent identical ticket request joins the one in flight instead of sending another.
   bool coalesce = true;
-  /// Per-viewer limit in tickets per minute, enforced before anything is sent (seed 001, trust boundary: whoever
-  /// controls your ticket endpoint can spend your organisation's limit). nullopt: no limit.
+  /// Per-viewer limit in tickets per minute, enforced before anything is sent (docs/protocol.md §2, trust boundary:
+  /// whoever controls your ticket endpoint can spend your organisation's limit). nullopt: no limit.
   std::optional<std::uint32_t> viewer_tickets_per_minute;
   /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported
-  /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there (seed 000).
+  /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there
+  /// (docs/protocol.md §3).
   bool retry_prefetch = false;
 };
 
@@ -121,7 +121,7 @@ public:
   client& operator=(client const&) = delete;
   ~client();
 
-  /// Issues the tickets of one batch: `POST /v1/playback/tickets` (SPEC §1), at most 3 episodes.
+  /// Issues the tickets of one batch: `POST /v1/playback/tickets` (docs/protocol.md §1), at most 3 episodes.
   ///
   /// Items answered from the ticket store or refused by the per-viewer limit are not sent. The rest go in one
   /// request; an identical request already in flight is joined instead (`coalesce`): the joiner still waits under
@@ -146,10 +146,10 @@ public:
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
   /// first request; per-item retry requests always get fresh automatic keys. Attempt timeouts are never under 5 s
-  /// (seed 000 checklist).
+  /// (docs/protocol.md §3 checklist).
   [[nodiscard]] asio::awaitable<ticket_batch_result> issue_tickets(ticket_batch batch, call_options options = {});
 
-  /// Starts episode N for a viewer (seed 000 "Xin vé sớm"): one request with N as `play` plus N+1 and N+2 as
+  /// Starts episode N for a viewer (docs/protocol.md §3): one request with N as `play` plus N+1 and N+2 as
   /// `prefetch` when they are `<= unlocked_through`. Failures of N+1 or N+2 never affect N.
   ///
   /// @param episode_no N, >= 1. @param unlocked_through the last episode the viewer may watch (0: only N).

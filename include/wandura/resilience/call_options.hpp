@@ -27,7 +27,7 @@
 
 namespace wandura {
 
-/// Per-call overrides (seed 004 `RequestOptions`). Unset fields fall back to the client's options.
+/// Per-call overrides (docs/protocol.md §1 `RequestOptions`). Unset fields fall back to the client's options.
 struct call_options {
   /// A caller-chosen idempotency key for a write (e.g. an order number), validated before sending: 1-200
   /// characters 0x21-0x7E, else the call fails with `errc::invalid_idempotency_key` (90010) and nothing is sent.
@@ -45,16 +45,16 @@ struct call_options {
 
 /// Client-level options of the retry loop.
 struct retry_options {
-  /// Default policy of every call (seed 000 INTERACTIVE unless changed).
+  /// Default policy of every call (docs/protocol.md §3 INTERACTIVE unless changed).
   retry_policy policy = retry_policy::interactive();
   /// Client-wide total deadline; overrides `policy.total_timeout` when set.
   std::optional<std::chrono::milliseconds> total_timeout;
   /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set.
   std::optional<std::chrono::milliseconds> attempt_timeout;
   /// Whether writes get an automatic idempotency key. When false, a write without a caller key is never retried
-  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (seed 004).
+  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (docs/protocol.md §1).
   bool auto_idempotency_keys = true;
-  /// The retry budget's parameters (seed 000: 10 %, at least 10, per 60 s).
+  /// The retry budget's parameters (docs/protocol.md §3: 10 %, at least 10, per 60 s).
   retry_budget::config budget;
   /// Receives one WARN line per retry; none when empty.
   logger log;

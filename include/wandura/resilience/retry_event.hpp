@@ -1,5 +1,5 @@
 // What the retry loop tells the outside world about each retry: a structured `retry_event` to the `on_retry` hook
-// and one WARN line to the logger (seed 004: "每次重试都回调 onRetry，同时写一条 WARN 日志"; SPEC §3).
+// and one WARN line to the logger (docs/protocol.md §3, "Visibility").
 #pragma once
 
 #include <chrono>
