@@ -58,6 +58,7 @@ struct counter_pace_stats {
 class shared_counter_pace {
 public:
   /// @param redis must outlive the pace. @param org the organisation (hash tag).
+  /// @param options the counter, its rate and burst, and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, counter, rate, burst or share.
   shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options = {});
   ~shared_counter_pace();

@@ -61,6 +61,7 @@ struct ticket_cache_stats {
 class shared_ticket_cache {
 public:
   /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-]; copied.
+  /// @param options the reuse margin, the local fallback's capacity and the fallback rules; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`.
   shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options = {});
   ~shared_ticket_cache();

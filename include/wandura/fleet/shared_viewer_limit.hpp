@@ -54,6 +54,7 @@ struct viewer_limit_stats {
 class shared_viewer_limit {
 public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
+  /// @param options the per-viewer rate and burst, and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org` or a rate or burst that is not > 0.
   shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
   ~shared_viewer_limit();

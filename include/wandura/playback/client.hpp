@@ -152,7 +152,9 @@ public:
   /// Starts episode N for a viewer (docs/protocol.md §3): one request with N as `play` plus N+1 and N+2 as
   /// `prefetch` when they are `<= unlocked_through`. Failures of N+1 or N+2 never affect N.
   ///
+  /// @param who the viewer and device the tickets are for. @param film_ref the film's catalog reference.
   /// @param episode_no N, >= 1. @param unlocked_through the last episode the viewer may watch (0: only N).
+  /// @param options per-call overrides of the client's retry settings.
   /// @throws as `issue_tickets`.
   [[nodiscard]] asio::awaitable<episode_start> start_episode(viewer who, std::string film_ref, std::int32_t episode_no,
                                                              std::int32_t unlocked_through, call_options options = {});

@@ -177,6 +177,7 @@ public:
   static constexpr std::size_t max_counters = 32;
 
   /// @param time_source the clock every wait and rate is measured on (`real_clock` when null).
+  /// @param options calm period, burst and pacing factors of the gate; copied.
   explicit admission_gate(std::shared_ptr<wandura::clock> time_source, admission_gate_options options = {});
   admission_gate(admission_gate const&) = delete;
   admission_gate& operator=(admission_gate const&) = delete;
