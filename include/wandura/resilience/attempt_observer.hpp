@@ -1,6 +1,6 @@
 // Per-attempt tracing hook: one begin and one end event for every HTTP attempt the retry engine sends, carrying
 // the attribute names of the OpenTelemetry HTTP client semantic conventions, so that a user can open one client
-// span per attempt in the tracer they already run (docs/adr/0009 and docs/testing.md show a binding).
+// span per attempt in the tracer they already run (docs/testing.md, "Telemetry", shows a compiled binding).
 //
 //     struct span_observer final : wandura::attempt_observer {
 //       void* on_attempt_begin(wandura::attempt_begin const& a) noexcept override {
