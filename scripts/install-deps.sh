@@ -11,6 +11,7 @@ packages=(
   doxygen
   clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm
   redis-server libhiredis-dev
+  prometheus-cpp-dev
 )
 
 missing=()

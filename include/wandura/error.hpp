@@ -49,7 +49,7 @@ enum class errc {
   deadline_exceeded = 20,
   /// The client's retry budget (10 % of the last minute's requests, at least 10 a minute) refused a retry.
   budget_exhausted = 21,
-  /// A caller-chosen idempotency key is not 1-200 visible ASCII characters (0x21-0x7E). Seed 004 code 90010.
+  /// A caller-chosen idempotency key is not 1-200 visible ASCII characters (0x21-0x7E). docs/protocol.md §1 code 90010.
   invalid_idempotency_key = 22,
   /// The server answered with an HTTP status that is final for this call (see `wandura::error::http_status`).
   http_error = 23,

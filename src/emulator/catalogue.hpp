@@ -1,5 +1,5 @@
-// The demo catalogue (SPEC §4: films of 1-40 episodes, `the-heiress-returns` has 12) and the open videos and
-// creatives the emulator serves. Deterministic: the same on every run, whatever the seed.
+// The demo catalogue (docs/protocol.md §4: films of 1-40 episodes, `the-heiress-returns` has 12) and the open videos
+// and creatives the emulator serves. Deterministic: the same on every run, whatever the seed.
 #pragma once
 
 #include "wandura/emulator/emulator.hpp"

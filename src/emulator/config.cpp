@@ -1,4 +1,4 @@
-// Configuration parsing (SPEC §4 file format and fault rules) and the demo catalogue.
+// Configuration parsing (docs/protocol.md §4 file format and fault rules) and the demo catalogue.
 #include "wandura/emulator/emulator.hpp"
 
 #include "emulator/catalogue.hpp"

@@ -229,7 +229,7 @@ asio::awaitable<connection::outcome> connection::handle_request() {
     co_return co_await send(reply, keep_alive);
   }
   service& svc = svc_;
-  // SPEC §4: a scripted fault answers before authentication and idempotency are looked at.
+  // docs/protocol.md §4: a scripted fault answers before authentication and idempotency are looked at.
   auto fault = svc.take_fault(reader_.request().path());
   bool stale_db = false;
   std::chrono::milliseconds delay{0};

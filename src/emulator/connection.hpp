@@ -1,6 +1,6 @@
 // One keep-alive connection of the emulator: reads requests (request_reader), answers them one at a time (pipelined
-// requests in order), serves the admin API of SPEC §4, and delivers replies intact or damaged as a fault rule says.
-// Closes on error, on `Connection: close` or after `idle_timeout` without traffic.
+// requests in order), serves the admin API of docs/protocol.md §4, and delivers replies intact or damaged as a fault
+// rule says. Closes on error, on `Connection: close` or after `idle_timeout` without traffic.
 #pragma once
 
 #include "emulator/clock.hpp"

@@ -1,8 +1,8 @@
-// The two refill models of seed 001 ("Nạp lại"), as plain values over the emulator's clock. Not thread-safe: the
+// The two refill models of docs/protocol.md §2), as plain values over the emulator's clock. Not thread-safe: the
 // owner (detail::service) serialises access with its mutex.
 //
 // Time is passed in, never read, so the models are exact under the manual clock. Both allow a burst to overshoot
-// the limit by `slack` units before refusing (SPEC §1: "approximate on the high side, up to ~2.5 %").
+// the limit by `slack` units before refusing (docs/protocol.md §1: "approximate on the high side, up to ~2.5 %").
 #pragma once
 
 #include <algorithm>

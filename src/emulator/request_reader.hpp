@@ -15,7 +15,7 @@
 
 namespace wandura::emulator::detail {
 
-/// SPEC/issue: request bodies above 64 KiB are refused with 400.
+/// Request bodies above 64 KiB are refused with 400.
 inline constexpr std::size_t max_body_bytes = std::size_t{64} * 1024;
 inline constexpr std::size_t max_target_bytes = std::size_t{8} * 1024;
 inline constexpr std::size_t max_header_value_bytes = std::size_t{8} * 1024;

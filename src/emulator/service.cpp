@@ -1,5 +1,5 @@
-// The emulated API's dispatch (SPEC §1 endpoints), authentication, the read endpoints, fault rules and stats. The
-// ticket batch and its idempotency store are in ticket_batch.cpp; the wire vocabulary is in wire_format.cpp.
+// The emulated API's dispatch (docs/protocol.md §1 endpoints), authentication, the read endpoints, fault rules and
+// stats. The ticket batch and its idempotency store are in ticket_batch.cpp; the wire vocabulary is in wire_format.cpp.
 #include "emulator/service.hpp"
 
 #include "emulator/json_writer.hpp"
@@ -363,7 +363,7 @@ http_reply service::fault_reply(fault_rule const& rule, http_request const& req)
     append_header(headers, "X-RateLimit-Window", 60u);
   }
   http_reply r = error_reply(rule.status, code, "Injected by an emulator fault rule.", {}, headers);
-  // A well-formed ticket batch always gets its items back (SPEC §1), each with the injected status.
+  // A well-formed ticket batch always gets its items back (docs/protocol.md §1), each with the injected status.
   if (req.path() == "/v1/playback/tickets" && rule.status != 200) {
     simdjson::dom::array episodes;
     if (req.json->parse(req.body.data(), req.body.size(), true)["episodes"].get_array().get(episodes) ==

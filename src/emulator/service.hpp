@@ -32,19 +32,19 @@
 
 namespace wandura::emulator::detail {
 
-/// SPEC §2: a reused ticket must have at least this long left.
+/// docs/protocol.md §2: a reused ticket must have at least this long left.
 inline constexpr auto reuse_margin = std::chrono::minutes(5);
-/// SPEC §2: in stale_db mode answers may be this old.
+/// docs/protocol.md §2: in stale_db mode answers may be this old.
 inline constexpr auto stale_limit = std::chrono::minutes(5);
-/// SPEC §1: idempotency keys are remembered this long.
+/// docs/protocol.md §1: idempotency keys are remembered this long.
 inline constexpr auto idempotency_memory = std::chrono::hours(24);
 /// Bounds on the in-memory stores (the oldest entries go first).
 inline constexpr std::size_t max_idempotency_entries = 100000;
 inline constexpr std::size_t max_reuse_entries = 200000;
 inline constexpr std::size_t max_last_good_entries = 100000;
-/// SPEC §2: prefetch is shed below this fraction of the playback limit.
+/// docs/protocol.md §2: prefetch is shed below this fraction of the playback limit.
 inline constexpr double shed_level = 0.20;
-/// SPEC §1: at most this many episodes in one ticket batch.
+/// docs/protocol.md §1: at most this many episodes in one ticket batch.
 inline constexpr std::size_t max_items = 3;
 
 /// Waits `d` on the current coroutine's executor (no wait when `d` is zero).
@@ -202,7 +202,7 @@ private:
   std::vector<creative> creatives_;
   /// When each film_ref (known or not) was last answered by the "database": the stale_db mode's cache.
   string_map<time_point> last_good_;
-  /// Tickets by org, viewer_ref, union_info, film, episode and intent (SPEC §2 reuse).
+  /// Tickets by org, viewer_ref, union_info, film, episode and intent (docs/protocol.md §2 reuse).
   string_map<issued_ticket> reuse_;
   /// Idempotency records by org and key; `idempotency_order_` evicts them oldest first (24 h, bounded).
   string_map<idempotency_entry> idempotency_;

@@ -1,5 +1,6 @@
-// The ticket batch (SPEC §1, §2; ADR 0005 "Ticket batch") and its idempotency store (seed 004): validation, the
-// decision of every item under the lock (catalogue, reuse, play before prefetch), the hold, issuing, the answer.
+// The ticket batch (docs/protocol.md §1, §2; ADR 0005 "Ticket batch") and its idempotency store (docs/protocol.md §1):
+// validation, the decision of every item under the lock (catalogue, reuse, play before prefetch), the hold, issuing,
+// the answer.
 #include "emulator/json_writer.hpp"
 #include "emulator/service.hpp"
 #include "emulator/wire_format.hpp"
@@ -125,8 +126,8 @@ std::optional<http_reply> service::begin_idempotent(std::string const& store_key
   return std::nullopt;
 }
 
-/// Stores the first execution's answer for replays, or (seed 004) releases the key when it failed: 5xx or 429 with
-/// nothing granted.
+/// Stores the first execution's answer for replays, or (docs/protocol.md §1) releases the key when it failed: 5xx or
+/// 429 with nothing granted.
 void service::finish_idempotent(std::string const& store_key, std::uint64_t generation, http_reply const& reply,
                                 bool granted) {
   std::lock_guard lock(mutex_);
@@ -195,7 +196,7 @@ asio::awaitable<http_reply> service::execute_batch(http_request const& req, org_
   if (auto refused = read_batch(req, org, batch)) {
     co_return std::move(*refused);
   }
-  // Decide every item under the lock: catalogue, reuse, then play before prefetch (SPEC §4).
+  // Decide every item under the lock: catalogue, reuse, then play before prefetch (docs/protocol.md §4).
   auto hold = std::chrono::duration<double>::zero();
   {
     std::lock_guard lock(mutex_);
@@ -270,7 +271,8 @@ std::optional<http_reply> service::read_batch(http_request const& req, org_state
   return std::nullopt;
 }
 
-/// Catalogue and licence check, then reuse, for every item (SPEC §2 rows "not ready", "reuse", "database slow").
+/// Catalogue and licence check, then reuse, for every item (docs/protocol.md §2 rows "not ready", "reuse", "database
+/// slow").
 void service::decide_catalogue(batch_request& batch, bool stale_db, time_point now) {
   for (std::size_t i = 0; i < batch.n; ++i) {
     auto& it = batch.items[i];
@@ -315,7 +317,7 @@ std::chrono::duration<double> service::decide_plays(batch_request& batch, contin
     }
     double wait = bucket.seconds_until(1, now);
     if (!clock_.manual() && wait <= hold_s) {
-      // Seed 001: a play arriving a few hundred ms before room returns is held, then granted. The unit is
+      // docs/protocol.md §2: a play arriving a few hundred ms before room returns is held, then granted. The unit is
       // reserved now so that nobody else is granted it meanwhile.
       bucket.reserve(1, now);
       it.grant = true;
@@ -420,8 +422,8 @@ template <typename Item> void write_items(json_writer& w, Item const* items, std
 
 } // namespace
 
-/// The answer: whole-request status (SPEC §1): 200 if anything was granted or reused; else 429 if every item was
-/// refused for rate; else 503 if an item could not be issued in time; else the first item's status.
+/// The answer: whole-request status (docs/protocol.md §1): 200 if anything was granted or reused; else 429 if every
+/// item was refused for rate; else 503 if an item could not be issued in time; else the first item's status.
 http_reply service::batch_reply(batch_request const& batch, org_state const& org, std::string const& request_id,
                                 bool& granted_any) {
   auto const& items = batch.items;

@@ -14,7 +14,7 @@
 
 namespace wandura::emulator::detail {
 
-/// The API's `error_code` for an HTTP status (SPEC §1 "Errors").
+/// The API's `error_code` for an HTTP status (docs/protocol.md §1 "Errors").
 std::string_view error_code_for(int status) noexcept;
 /// The human `error` text for an `error_code`.
 std::string_view message_for(std::string_view error_code) noexcept;
@@ -24,7 +24,7 @@ void append_header(std::string& headers, std::string_view name, std::uint64_t va
 void append_header(std::string& headers, std::string_view name, std::string_view value);
 
 /// Serialises a JSON value with object keys sorted and no white space, so that two texts of the same JSON value
-/// (SPEC §4: "key order and white space ignored") give the same bytes.
+/// (docs/protocol.md §4: "key order and white space ignored") give the same bytes.
 void canonical_json(simdjson::dom::element e, std::string& out);
 
 /// SHA-256 of `data`.

@@ -1,5 +1,5 @@
-// The calls in flight of one client: singleflight with per-waiter semantics (SPEC §3 "a concurrent identical
-// request joins the one in flight"), and the one list that `~client()` and `client::shutdown()` cancel.
+// The calls in flight of one client: singleflight with per-waiter semantics (docs/protocol.md §3 "a concurrent
+// identical request joins the one in flight"), and the one list that `~client()` and `client::shutdown()` cancel.
 //
 // Every call of a client runs its work as an *operation*: a coroutine spawned detached on the caller's executor,
 // with its own cancellation signal, owning everything it uses. Every caller, the one that started it included, is

@@ -1,4 +1,4 @@
-// Writes request bodies as JSON (SPEC §1). Not public API (wandura::detail): the client uses it.
+// Writes request bodies as JSON (docs/protocol.md §1). Not public API (wandura::detail): the client uses it.
 #pragma once
 
 #include <string>

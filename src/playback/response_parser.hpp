@@ -1,4 +1,4 @@
-// Readers of the API's JSON bodies (SPEC §1), built on simdjson On Demand.
+// Readers of the API's JSON bodies (docs/protocol.md §1), built on simdjson On Demand.
 //
 // Not public API (wandura::detail): the client uses it, and so do its benchmark and tests. The scanning helpers
 // are in json_scan.hpp; the ticket batch reader in ticket_batch_reader.cpp, the typed reads in typed_reads_reader.cpp.

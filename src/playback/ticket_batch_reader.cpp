@@ -1,5 +1,5 @@
-// The ticket batch reader: `POST /v1/playback/tickets` responses into `ticket_batch_result` (SPEC §1), on the hot
-// path of every ticket call.
+// The ticket batch reader: `POST /v1/playback/tickets` responses into `ticket_batch_result` (docs/protocol.md §1), on
+// the hot path of every ticket call.
 #include "playback/json_scan.hpp"
 
 namespace wandura::detail {

@@ -53,7 +53,7 @@ std::optional<ticket> memory_ticket_store::find(ticket_key const& key) {
 
 void memory_ticket_store::insert(ticket_key const& key, ticket const& value) {
   if (key.viewer_ref.empty() || key.union_info.empty()) {
-    return; // no viewer or no device: nothing may be reused (SPEC §4)
+    return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
   }
   if (options_.time_source->system_now() >= value.expires_at - options_.reuse_margin) {
     return; // already inside the reuse margin

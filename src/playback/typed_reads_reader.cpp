@@ -1,4 +1,5 @@
-// The typed reads reader: config, film, videos and creatives responses into their values (SPEC §1 endpoints).
+// The typed reads reader: config, film, videos and creatives responses into their values (docs/protocol.md §1
+// endpoints).
 #include "playback/json_scan.hpp"
 
 namespace wandura::detail {

@@ -1,6 +1,6 @@
-// An optional per-viewer ticket limit enforced by the client before anything is sent (seed 001 "Cách đếm": anyone
+// An optional per-viewer ticket limit enforced by the client before anything is sent (docs/protocol.md §2: anyone
 // who can drive *your* ticket endpoint can spend your organisation's limit, so limit tickets per viewer on your
-// side; SPEC §1 issue 6). Not public API: users set `client_options::viewer_tickets_per_minute`.
+// side; docs/protocol.md §1 issue 6). Not public API: users set `client_options::viewer_tickets_per_minute`.
 #pragma once
 
 #include <chrono>

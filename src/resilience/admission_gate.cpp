@@ -24,7 +24,7 @@ std::shared_ptr<wandura::clock> default_clock() {
   return shared;
 }
 
-/// The counters of SPEC §1, known from the start so that their lookups never take the adding lock.
+/// The counters of docs/protocol.md §1, known from the start so that their lookups never take the adding lock.
 constexpr std::array<std::string_view, 6> spec_counters{"playback", "catalog", "creatives",
                                                         "videos",   "video",   "config"};
 

@@ -101,6 +101,9 @@ error to_error(call_result const& r, std::string_view operation) {
     break;
   }
   std::string message(operation);
+  if (!r.target.empty()) {
+    message += message.empty() ? r.target : " (" + r.target + ")";
+  }
   if (!message.empty()) {
     message += ": ";
   }

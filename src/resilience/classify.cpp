@@ -11,12 +11,14 @@ namespace {
 
 constexpr std::string_view unkeyed_write_note = "not retried: write without idempotency key";
 
-/// Codes that are final whatever the status says (SPEC §3: never retry `not_ready` or `idempotency_conflict`).
+/// Codes that are final whatever the status says (docs/protocol.md §3: never retry `not_ready` or
+/// `idempotency_conflict`).
 bool is_never_retried_code(std::string_view code) noexcept {
   return code == "not_ready" || code == "idempotency_conflict" || code == "40903";
 }
 
-/// Seed 004's code table: the codes marked retryable. `idempotency_in_progress` is 40901's string form (SPEC §1).
+/// docs/protocol.md §1 code table: the codes marked retryable. `idempotency_in_progress` is 40901's string form
+/// (docs/protocol.md §1).
 bool is_retryable_code(std::string_view code) noexcept {
   constexpr std::array<std::string_view, 5> numeric{"40901", "42900", "42901", "50000", "50200"};
   for (auto c : numeric) {
@@ -31,18 +33,19 @@ bool is_retryable_code(std::string_view code) noexcept {
 
 bool is_retryable_status(int status, std::string_view error_code, retry_classifier classifier) noexcept {
   if (status == 0) {
-    return true; // no response: a network error (seed 000 `status === null`)
+    return true; // no response: a network error (docs/protocol.md §3 `status === null`)
   }
   if (status >= 200 && status < 300) {
     return false;
   }
   if (is_never_retried_code(error_code)) {
-    // Seed 000 checks not_ready only on 503; on 429/500/502 its table still retries, and the golden vectors say so.
+    // docs/protocol.md §3 checks not_ready only on 503; on 429/500/502 its table still retries, and the golden vectors
+    // say so.
     if (status == 503 || error_code != "not_ready") {
       return false;
     }
   }
-  // 409 is decided by its body: only "still running" is worth waiting for (SPEC §1, both classifiers).
+  // 409 is decided by its body: only "still running" is worth waiting for (docs/protocol.md §1, both classifiers).
   if (status == 409) {
     return error_code == "idempotency_in_progress" || error_code == "40901";
   }

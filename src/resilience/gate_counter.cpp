@@ -100,7 +100,7 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
 void gate_counter::on_shed(clock::time_point now, counter_feedback const& feedback) {
   bool const entering = !congested();
   enter_congestion(now, false);
-  // A shed item's retry_after is the time until the counter is back above its reserve (SPEC §1 details).
+  // A shed item's retry_after is the time until the counter is back above its reserve (docs/protocol.md §1 details).
   auto const back_in = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
                                             : clock::duration(std::chrono::seconds(1));
   auto const until = now + back_in;

@@ -10,6 +10,10 @@ std::string format_retry_line(retry_event const& event) {
   line += " in ";
   line += std::to_string(event.delay.count());
   line += " ms: ";
+  if (!event.target.empty()) {
+    line += event.target;
+    line += ": ";
+  }
   if (event.error) {
     line += event.error.message();
   } else {

@@ -79,7 +79,7 @@ backoff_delay compute_backoff(retry_policy const& policy, int retry,
   }
 
   if (policy.backoff == backoff_kind::full_jitter) {
-    // Seed 000 backoffMs: Retry-After (> 0) plus up to 1 s of jitter wins; else full jitter under the cap.
+    // docs/protocol.md §3 backoffMs: Retry-After (> 0) plus up to 1 s of jitter wins; else full jitter under the cap.
     if (ra_ms && *ra_ms > 0.0) {
       return {fms(*ra_ms + u * 1000.0), delay_source::retry_after};
     }
@@ -88,7 +88,7 @@ backoff_delay compute_backoff(retry_policy const& policy, int retry,
     return {fms(u * step), delay_source::backoff};
   }
 
-  // Seed 004: min(maxDelay, initial * multiplier^(n-1)) * (1 + U(-jitter, +jitter)).
+  // docs/protocol.md §3: min(maxDelay, initial * multiplier^(n-1)) * (1 + U(-jitter, +jitter)).
   double const multiplier = policy.multiplier > 0.0 ? policy.multiplier : 1.0;
   double const jitter = std::clamp(policy.jitter, 0.0, 1.0);
   double const grown = initial * std::pow(multiplier, static_cast<double>(n - 1));

@@ -1,4 +1,4 @@
-// The emulator as a command (SPEC §4), shared by the `wandura-emulator` binary and `wandura emulator`:
+// The emulator as a command (docs/protocol.md §4), shared by the `wandura-emulator` binary and `wandura emulator`:
 //
 //   PROGRAM --port 8787 [--host 127.0.0.1] [--config FILE.json] [--seed N] [--manual-clock] [--threads N]
 #pragma once

@@ -1,5 +1,5 @@
-// The Wandura API emulator: an in-process HTTP/1.1 server that reproduces the playback API of SPEC §1, its
-// behaviour under load (SPEC §2, seed 001 "Rate limit") and the admin API of SPEC §4.
+// The Wandura API emulator: an in-process HTTP/1.1 server that reproduces the playback API of docs/protocol.md §1, its
+// behaviour under load (docs/protocol.md §2 "Rate limit") and the admin API of docs/protocol.md §4.
 //
 // It shares no code path with the client (docs/adr/0001-architecture.md): it speaks plain HTTP on a loopback socket,
 // so it tests the SDK, `curl` or any other client alike. Tests and examples start it on an ephemeral port:
@@ -25,7 +25,8 @@
 
 namespace wandura::emulator {
 
-/// The rate-limit counters of SPEC §1. Each organisation has one of each; a runaway job on one never blocks another.
+/// The rate-limit counters of docs/protocol.md §1. Each organisation has one of each; a runaway job on one never blocks
+/// another.
 enum class counter {
   playback,  ///< `POST /v1/playback/tickets`, counts tickets granted; continuous refill.
   catalog,   ///< `GET /v1/catalog/films/{film_ref}`, counts requests; continuous refill.
@@ -41,7 +42,8 @@ inline constexpr std::size_t counter_count = 6;
 /// The counter's name as the wire and the stats use it ("playback", "catalog", ...).
 [[nodiscard]] std::string_view to_string(counter c) noexcept;
 
-/// Per-minute limits of one organisation (SPEC §4 defaults). `playback` is in tickets, the others in requests.
+/// Per-minute limits of one organisation (docs/protocol.md §4 defaults). `playback` is in tickets, the others in
+/// requests.
 struct limits {
   std::uint32_t playback = 6000;
   std::uint32_t catalog = 1200;
@@ -54,7 +56,7 @@ struct limits {
   [[nodiscard]] std::uint32_t of(counter c) const noexcept;
 };
 
-/// An organisation: its API keys share its limits (adding keys never raises them, seed 001 "Cách đếm").
+/// An organisation: its API keys share its limits (adding keys never raises them, docs/protocol.md §2).
 struct organisation {
   std::string id = "org_demo";
   std::vector<std::string> keys = {"test-key"};
@@ -70,7 +72,7 @@ struct film {
   bool entitled = true;
 };
 
-/// The kinds of scripted fault of SPEC §4.
+/// The kinds of scripted fault of docs/protocol.md §4.
 enum class fault_kind {
   status,          ///< Answer with `status` (flat error body, `Retry-After` when given) without executing.
   delay,           ///< Execute slowly: after authentication and after the idempotency key is registered, wait `ms`
@@ -82,7 +84,7 @@ enum class fault_kind {
   huge,            ///< Execute, then send the real JSON body padded with `bytes` of filler in an extra field.
   slow_body,       ///< Execute, then drip the body at `bytes_per_s`.
   stale_db,        ///< Handle the request as if the database were slow: catalog and licence checks come from the
-                   ///< last good answer (at most 5 min old, SPEC §2), else `503 service_unavailable`.
+                   ///< last good answer (at most 5 min old, docs/protocol.md §2), else `503 service_unavailable`.
 };
 
 /// The kind's name on the wire ("status", "delay", ...).
@@ -111,7 +113,7 @@ struct fault_rule {
   std::optional<double> probability;
 };
 
-/// Everything the emulator serves. Every field has the default of SPEC §4.
+/// Everything the emulator serves. Every field has the default of docs/protocol.md §4.
 struct config {
   /// Organisations and their keys. Default: `org_demo` with key `test-key` and the default limits.
   std::vector<organisation> orgs = {organisation{}};
@@ -132,16 +134,16 @@ struct config {
   std::uint16_t port = 0;
   /// Threads running the server's io_context (at least 1). One thread = one core.
   unsigned threads = 1;
-  /// How far a burst may overshoot a limit before 429 starts, as a fraction of the limit (SPEC §1: up to ~2.5 %).
-  /// 0 makes the counters exact, which tests of the arithmetic prefer.
+  /// How far a burst may overshoot a limit before 429 starts, as a fraction of the limit (docs/protocol.md §1: up to
+  /// ~2.5 %). 0 makes the counters exact, which tests of the arithmetic prefer.
   double overshoot = 0.025;
-  /// Longest time a play item is held waiting for room before it is refused (seed 001: about 0.5 s).
+  /// Longest time a play item is held waiting for room before it is refused (docs/protocol.md §2: about 0.5 s).
   std::chrono::milliseconds hold_window{500};
   /// Connections idle this long (no byte read or written) are closed.
   std::chrono::milliseconds idle_timeout{60000};
 };
 
-/// The demo catalogue served when `config::films` is empty (SPEC §4): about 50 films of 1-40 episodes each,
+/// The demo catalogue served when `config::films` is empty (docs/protocol.md §4): about 50 films of 1-40 episodes each,
 /// `the-heiress-returns` (12 episodes) first. Deterministic: the same on every run, whatever the seed.
 [[nodiscard]] std::vector<film> demo_catalogue();
 
@@ -152,7 +154,7 @@ public:
   using std::invalid_argument::invalid_argument;
 };
 
-/// Reads a configuration in the JSON format of SPEC §4 (`orgs`, `films`, `ticket_ttl_s`, `faults`) plus the
+/// Reads a configuration in the JSON format of docs/protocol.md §4 (`orgs`, `films`, `ticket_ttl_s`, `faults`) plus the
 /// emulator's own optional fields `seed`, `overshoot` (fraction), `hold_window_ms` and `idle_timeout_ms`. Fields left
 /// out keep their defaults; a limit left out keeps its default; `films`, when given, replaces the demo catalogue.
 /// Unknown fields are ignored.
@@ -163,7 +165,7 @@ public:
 /// @throws config_error when a rule has an unknown kind or a field has the wrong type or range.
 [[nodiscard]] std::vector<fault_rule> parse_fault_rules(std::string_view json);
 
-/// What the server counted since it started (SPEC §4 `GET /_emulator/stats`).
+/// What the server counted since it started (docs/protocol.md §4 `GET /_emulator/stats`).
 struct stats_snapshot {
   /// Tickets granted and counted against a playback limit (held plays included, reused excluded).
   std::uint64_t tickets_counted = 0;

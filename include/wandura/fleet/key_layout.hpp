@@ -22,9 +22,9 @@
 
 namespace wandura {
 
-/// Who a ticket is for: the reuse rule of SPEC §3 (same viewer, device, film, episode and intent).
+/// Who a ticket is for: the reuse rule of docs/protocol.md §3 (same viewer, device, film, episode and intent).
 struct ticket_identity {
-  std::string viewer_ref; ///< stable per viewer and device (SPEC §1 viewer_ref); must not be empty
+  std::string viewer_ref; ///< stable per viewer and device (docs/protocol.md §1 viewer_ref); must not be empty
   std::string union_info; ///< the device id the ticket is bound to; must not be empty
   std::string film_ref;
   int episode_no = 0;

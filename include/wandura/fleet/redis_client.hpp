@@ -87,6 +87,7 @@ redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept
 class redis_client {
 public:
   /// @param ex where hiredis is driven and timers run. No connection is made before the first command.
+  /// @param options the server URL and the command and connect timeouts; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `options.url` (the message never contains the
   ///         password).
   redis_client(asio::any_io_executor ex, redis_options options);

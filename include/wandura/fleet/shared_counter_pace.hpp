@@ -15,12 +15,13 @@
 namespace wandura {
 
 struct counter_pace_options {
-  /// The counter's name in keys, e.g. "playback" (SPEC §1 counters).
+  /// The counter's name in keys, e.g. "playback" (docs/protocol.md §1 counters).
   std::string counter = "playback";
-  /// The counter's limit per minute, refilled continuously (SPEC §1: limit/60 per second). Used until a rate is
-  /// set for the fleet with `set_rate`.
+  /// The counter's limit per minute, refilled continuously (docs/protocol.md §1: limit/60 per second). Used until a
+  /// rate is set for the fleet with `set_rate`.
   double limit_per_minute = 6000;
-  /// The most units at once from idle; 0 means `limit_per_minute` (SPEC §1: from idle a whole minute's limit).
+  /// The most units at once from idle; 0 means `limit_per_minute` (docs/protocol.md §1: from idle a whole minute's
+  /// limit).
   double burst = 0;
   /// This process's share of the rate while it paces alone (Redis away): 1 lets every process go at the whole
   /// rate; 1/N keeps N processes within it together.
@@ -57,6 +58,7 @@ struct counter_pace_stats {
 class shared_counter_pace {
 public:
   /// @param redis must outlive the pace. @param org the organisation (hash tag).
+  /// @param options the counter, its rate and burst, and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, counter, rate, burst or share.
   shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options = {});
   ~shared_counter_pace();
@@ -69,8 +71,8 @@ public:
   [[nodiscard]] asio::awaitable<pace_decision>
   try_acquire(double cost, std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
-  /// Holds every process of the fleet back until `until` (a 429's Retry-After: seed 000, "hold every request to
-  /// that counter until Retry-After has passed"). A later hold wins over an earlier one; never shortened.
+  /// Holds every process of the fleet back until `until` (a 429's Retry-After: docs/protocol.md §3, "hold every request
+  /// to that counter until Retry-After has passed"). A later hold wins over an earlier one; never shortened.
   [[nodiscard]] asio::awaitable<void>
   hold_until(std::chrono::system_clock::time_point until,
              std::chrono::system_clock::time_point now = std::chrono::system_clock::now());

@@ -26,8 +26,8 @@ struct cached_ticket {
 };
 
 struct ticket_cache_options {
-  /// A ticket is reused until this long before its `expires_at` (SPEC §3: 5 minutes); the Redis entry expires by
-  /// itself then (PX).
+  /// A ticket is reused until this long before its `expires_at` (docs/protocol.md §3: 5 minutes); the Redis entry
+  /// expires by itself then (PX).
   std::chrono::milliseconds reuse_margin = std::chrono::minutes(5);
   /// The most tickets the local fallback keeps, as `memory_ticket_store_options::max_entries` (expired ones are
   /// dropped first; beyond it new ones are not kept locally, they are still stored in Redis).
@@ -61,6 +61,7 @@ struct ticket_cache_stats {
 class shared_ticket_cache {
 public:
   /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-]; copied.
+  /// @param options the reuse margin, the local fallback's capacity and the fallback rules; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`.
   shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options = {});
   ~shared_ticket_cache();

@@ -16,7 +16,8 @@
 namespace wandura {
 
 struct viewer_limit_options {
-  /// Tickets one viewer_ref may get per minute, refilled continuously (seed 001: a per-viewer limit on our side).
+  /// Tickets one viewer_ref may get per minute, refilled continuously (docs/protocol.md §2: a per-viewer limit on our
+  /// side).
   double tickets_per_minute = 30;
   /// The most tickets at once from idle; 0 means `tickets_per_minute`.
   double burst = 0;
@@ -53,6 +54,7 @@ struct viewer_limit_stats {
 class shared_viewer_limit {
 public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
+  /// @param options the per-viewer rate and burst, and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org` or a rate or burst that is not > 0.
   shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
   ~shared_viewer_limit();

@@ -1,7 +1,8 @@
-// Values returned by the read endpoints of SPEC §1: `GET /v1/config` (`org_config`), `GET /v1/catalog/films/{ref}`
+// Values returned by the read endpoints of docs/protocol.md §1: `GET /v1/config` (`org_config`), `GET
+// /v1/catalog/films/{ref}`
 // (`film`), `GET /v1/videos` and `GET /v1/videos/{ref}` (`video`), `GET /v1/creatives` (`creative`).
 //
-// Readers of these bodies are tolerant (seed 000 "Đọc response một cách dễ tính"): unknown fields are ignored and
+// Readers of these bodies are tolerant (docs/protocol.md §3): unknown fields are ignored and
 // optional fields may be absent; only the identifying field of each object is required.
 //
 // Thread safety: plain values; distinct objects may be used from distinct threads.
@@ -15,7 +16,7 @@
 
 namespace wandura {
 
-/// One rate-limit counter's limit for the organisation (seed 001 "Cách đếm").
+/// One rate-limit counter's limit for the organisation (docs/protocol.md §2).
 struct counter_limit {
   /// The counter: "playback", "catalog", "creatives", "videos", "video", "config", or a newer one kept as text.
   std::string counter;

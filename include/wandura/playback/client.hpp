@@ -1,5 +1,4 @@
-// wandura::client: the typed Wandura playback API over one transport and one retry engine (seed 000 "Phát mượt khi
-// tải cao"; SPEC §1 and §3).
+// wandura::client: the typed Wandura playback API over one transport and one retry engine (docs/protocol.md §1 and §3).
 //
 //     asio::io_context io;
 //     wandura::client api(io.get_executor(), {.base_url = "https://api.wandura.example", .api_key = key});
@@ -17,13 +16,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 
+#include "wandura/detail/async_call.hpp"
 #include "wandura/playback/catalog.hpp"
+#include "wandura/playback/error_info_token.hpp"
 #include "wandura/playback/metrics.hpp"
 #include "wandura/playback/ticket.hpp"
 #include "wandura/playback/ticket_result.hpp"
@@ -46,19 +48,20 @@ struct client_options {
   /// Connection pool, TLS and size limits of the owned transport (ignored when the client is given a sender).
   transport_options transport;
   /// Retry policy, budget, hooks, logger, clock and random source shared by every call of the client. The default
-  /// policy is seed 000 INTERACTIVE: a viewer is waiting.
+  /// policy is docs/protocol.md §3 INTERACTIVE: a viewer is waiting.
   retry_options retry;
   /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries).
   std::shared_ptr<ticket_store> tickets;
-  /// Whether tickets are reused from `tickets` at all (seed 000 "Dùng lại vé cho đúng"). Needs `viewer_ref`.
+  /// Whether tickets are reused from `tickets` at all (docs/protocol.md §3). Needs `viewer_ref`.
   bool reuse_tickets = true;
   /// Whether a concurrent identical ticket request joins the one in flight instead of sending another.
   bool coalesce = true;
-  /// Per-viewer limit in tickets per minute, enforced before anything is sent (seed 001, trust boundary: whoever
-  /// controls your ticket endpoint can spend your organisation's limit). nullopt: no limit.
+  /// Per-viewer limit in tickets per minute, enforced before anything is sent (docs/protocol.md §2, trust boundary:
+  /// whoever controls your ticket endpoint can spend your organisation's limit). nullopt: no limit.
   std::optional<std::uint32_t> viewer_tickets_per_minute;
   /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported
-  /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there (seed 000).
+  /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there
+  /// (docs/protocol.md §3).
   bool retry_prefetch = false;
 };
 
@@ -118,7 +121,7 @@ public:
   client& operator=(client const&) = delete;
   ~client();
 
-  /// Issues the tickets of one batch: `POST /v1/playback/tickets` (SPEC §1), at most 3 episodes.
+  /// Issues the tickets of one batch: `POST /v1/playback/tickets` (docs/protocol.md §1), at most 3 episodes.
   ///
   /// Items answered from the ticket store or refused by the per-viewer limit are not sent. The rest go in one
   /// request; an identical request already in flight is joined instead (`coalesce`): the joiner still waits under
@@ -143,13 +146,15 @@ public:
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
   /// first request; per-item retry requests always get fresh automatic keys. Attempt timeouts are never under 5 s
-  /// (seed 000 checklist).
+  /// (docs/protocol.md §3 checklist).
   [[nodiscard]] asio::awaitable<ticket_batch_result> issue_tickets(ticket_batch batch, call_options options = {});
 
-  /// Starts episode N for a viewer (seed 000 "Xin vé sớm"): one request with N as `play` plus N+1 and N+2 as
+  /// Starts episode N for a viewer (docs/protocol.md §3): one request with N as `play` plus N+1 and N+2 as
   /// `prefetch` when they are `<= unlocked_through`. Failures of N+1 or N+2 never affect N.
   ///
+  /// @param who the viewer and device the tickets are for. @param film_ref the film's catalog reference.
   /// @param episode_no N, >= 1. @param unlocked_through the last episode the viewer may watch (0: only N).
+  /// @param options per-call overrides of the client's retry settings.
   /// @throws as `issue_tickets`.
   [[nodiscard]] asio::awaitable<episode_start> start_episode(viewer who, std::string film_ref, std::int32_t episode_no,
                                                              std::int32_t unlocked_through, call_options options = {});
@@ -166,45 +171,137 @@ public:
   /// `GET /v1/creatives` (counter `creatives`).
   [[nodiscard]] asio::awaitable<std::vector<creative>> list_creatives(call_options options = {});
 
-  /// `issue_tickets` for any completion token; signature `void(std::exception_ptr, ticket_batch_result)`.
-  template <typename CompletionToken>
-  auto async_issue_tickets(ticket_batch batch, call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_, issue_tickets(std::move(batch), std::move(options)),
-                          std::forward<CompletionToken>(token));
+  /// The executor type of the `async_` forms' default completion token.
+  using executor_type = asio::any_io_executor;
+
+  /// @name Completion-token forms
+  /// Each awaitable call has an `async_` twin that takes any Asio completion token and completes the way Asio's own
+  /// operations do: `void(std::error_code, T)`, where `T` is the awaitable form's result (default-constructed on
+  /// failure). The codes are those the awaitable form throws (`errc`, `asio::error::operation_aborted`, transport
+  /// codes), so `asio::redirect_error`, `asio::experimental::as_tuple`, `asio::use_future` and plain callbacks all
+  /// work without exceptions. Wrap the token in `wandura::with_error_info(token, details)` to also receive the HTTP
+  /// status, server code, request id and attempts of a failure (docs/adr/0009-completion-signatures.md).
+  ///
+  /// The call starts on `get_executor()`; the handler runs on its own associated executor (by default that one).
+  /// Every form has an overload without `call_options`. The token defaults to
+  /// `asio::default_completion_token_t<executor_type>` as Asio's I/O objects do; with Asio 1.22 and
+  /// `asio::any_io_executor` that default is not a usable token, so pass one.
+  /// @par Cancellation
+  /// Terminal cancellation through the token's bound cancellation slot (`asio::bind_cancellation_slot`): the call
+  /// completes with `asio::error::operation_aborted`.
+  /// @par Thread safety
+  /// As for the awaitable forms: any thread, many calls at once.
+  /// @{
+
+  /// `issue_tickets` for any completion token: `void(std::error_code, ticket_batch_result)`.
+  /// @param batch the episodes, as for `issue_tickets`. @param options per-call overrides.
+  /// @param token how to complete, e.g. `asio::use_future`.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
+  auto async_issue_tickets(ticket_batch batch, call_options options = {},
+                           CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(executor_, issue_tickets(std::move(batch), std::move(options)),
+                              std::forward<CompletionToken>(token));
   }
-  /// `start_episode` for any completion token; signature `void(std::exception_ptr, episode_start)`.
+  /// `async_issue_tickets` with default `call_options`.
   template <typename CompletionToken>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_issue_tickets(
+      ticket_batch batch, CompletionToken&& token) {
+    return async_issue_tickets(std::move(batch), call_options{}, std::forward<CompletionToken>(token));
+  }
+
+  /// `start_episode` for any completion token: `void(std::error_code, episode_start)`.
+  /// @param who the viewer. @param film_ref the film. @param episode_no N, >= 1.
+  /// @param unlocked_through the last episode the viewer may watch. @param options per-call overrides.
+  /// @param token how to complete.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_start_episode(viewer who, std::string film_ref, std::int32_t episode_no, std::int32_t unlocked_through,
-                           call_options options, CompletionToken&& token) {
-    return asio::co_spawn(
+                           call_options options = {},
+                           CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(
         executor_, start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through, std::move(options)),
         std::forward<CompletionToken>(token));
   }
+  /// `async_start_episode` with default `call_options`.
+  template <typename CompletionToken>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_start_episode(
+      viewer who, std::string film_ref, std::int32_t episode_no, std::int32_t unlocked_through,
+      CompletionToken&& token) {
+    return async_start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through, call_options{},
+                               std::forward<CompletionToken>(token));
+  }
 
-  /// `get_config` for any completion token; signature `void(std::exception_ptr, org_config)`.
-  template <typename CompletionToken> auto async_get_config(call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_, get_config(std::move(options)), std::forward<CompletionToken>(token));
+  /// `get_config` for any completion token: `void(std::error_code, org_config)`.
+  /// @param options per-call overrides. @param token how to complete.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
+  auto async_get_config(call_options options = {},
+                        CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(executor_, get_config(std::move(options)), std::forward<CompletionToken>(token));
   }
-  /// `get_film` for any completion token; signature `void(std::exception_ptr, film)`.
+  /// `async_get_config` with default `call_options`.
   template <typename CompletionToken>
-  auto async_get_film(std::string film_ref, call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_, get_film(std::move(film_ref), std::move(options)),
-                          std::forward<CompletionToken>(token));
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_get_config(
+      CompletionToken&& token) {
+    return async_get_config(call_options{}, std::forward<CompletionToken>(token));
   }
-  /// `list_videos` for any completion token; signature `void(std::exception_ptr, std::vector<video>)`.
-  template <typename CompletionToken> auto async_list_videos(call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_, list_videos(std::move(options)), std::forward<CompletionToken>(token));
+
+  /// `get_film` for any completion token: `void(std::error_code, film)`.
+  /// @param film_ref the film. @param options per-call overrides. @param token how to complete.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
+  auto async_get_film(std::string film_ref, call_options options = {},
+                      CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(executor_, get_film(std::move(film_ref), std::move(options)),
+                              std::forward<CompletionToken>(token));
   }
-  /// `get_video` for any completion token; signature `void(std::exception_ptr, video)`.
+  /// `async_get_film` with default `call_options`.
   template <typename CompletionToken>
-  auto async_get_video(std::string video_ref, call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_, get_video(std::move(video_ref), std::move(options)),
-                          std::forward<CompletionToken>(token));
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_get_film(std::string film_ref,
+                                                                                             CompletionToken&& token) {
+    return async_get_film(std::move(film_ref), call_options{}, std::forward<CompletionToken>(token));
   }
-  /// `list_creatives` for any completion token; signature `void(std::exception_ptr, std::vector<creative>)`.
-  template <typename CompletionToken> auto async_list_creatives(call_options options, CompletionToken&& token) {
-    return asio::co_spawn(executor_, list_creatives(std::move(options)), std::forward<CompletionToken>(token));
+
+  /// `list_videos` for any completion token: `void(std::error_code, std::vector<video>)`.
+  /// @param options per-call overrides. @param token how to complete.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
+  auto async_list_videos(call_options options = {},
+                         CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(executor_, list_videos(std::move(options)), std::forward<CompletionToken>(token));
   }
+  /// `async_list_videos` with default `call_options`.
+  template <typename CompletionToken>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_list_videos(
+      CompletionToken&& token) {
+    return async_list_videos(call_options{}, std::forward<CompletionToken>(token));
+  }
+
+  /// `get_video` for any completion token: `void(std::error_code, video)`.
+  /// @param video_ref the video. @param options per-call overrides. @param token how to complete.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
+  auto async_get_video(std::string video_ref, call_options options = {},
+                       CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(executor_, get_video(std::move(video_ref), std::move(options)),
+                              std::forward<CompletionToken>(token));
+  }
+  /// `async_get_video` with default `call_options`.
+  template <typename CompletionToken>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_get_video(std::string video_ref,
+                                                                                              CompletionToken&& token) {
+    return async_get_video(std::move(video_ref), call_options{}, std::forward<CompletionToken>(token));
+  }
+
+  /// `list_creatives` for any completion token: `void(std::error_code, std::vector<creative>)`.
+  /// @param options per-call overrides. @param token how to complete.
+  template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
+  auto async_list_creatives(call_options options = {},
+                            CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return detail::async_call(executor_, list_creatives(std::move(options)), std::forward<CompletionToken>(token));
+  }
+  /// `async_list_creatives` with default `call_options`.
+  template <typename CompletionToken>
+  requires(!std::is_same_v<std::decay_t<CompletionToken>, call_options>) auto async_list_creatives(
+      CompletionToken&& token) {
+    return async_list_creatives(call_options{}, std::forward<CompletionToken>(token));
+  }
+  /// @}
 
   /// Cancels every call in flight (each completes with `operation_aborted`), refuses new ones (they fail with
   /// `operation_aborted`) and completes once no request, retry wait or hold-off wait of the client runs any more.

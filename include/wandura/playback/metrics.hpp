@@ -46,6 +46,7 @@ struct metrics_snapshot {
 /// line, then samples named `<prefix>_calls_total`, ..., `<prefix>_item_outcomes_total{outcome="granted"}`, and
 /// the histogram `<prefix>_request_duration_seconds` with cumulative `_bucket{le="0.001"}` ... `{le="+Inf"}`,
 /// `_sum` (seconds) and `_count`.
+/// @param snapshot the values to write.
 /// @param prefix metric name prefix; must match `[a-zA-Z_:][a-zA-Z0-9_:]*` (not checked).
 [[nodiscard]] std::string to_prometheus(metrics_snapshot const& snapshot, std::string_view prefix = "wandura");
 

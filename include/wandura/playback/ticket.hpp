@@ -1,5 +1,5 @@
 // What a backend asks for and what it gets back for one episode: `intent`, `episode_request`, `ticket_batch`
-// (the body of `POST /v1/playback/tickets`, SPEC §1) and `ticket` (one granted playback ticket).
+// (the body of `POST /v1/playback/tickets`, docs/protocol.md §1) and `ticket` (one granted playback ticket).
 //
 // Thread safety: plain values; distinct objects may be used from distinct threads, one object from one thread at a
 // time.
@@ -14,12 +14,12 @@
 
 namespace wandura {
 
-/// Why an episode's ticket is wanted (SPEC §1 `intent`; seed 000 "Xin vé sớm").
+/// Why an episode's ticket is wanted (docs/protocol.md §1 `intent`; docs/protocol.md §3).
 ///
 /// The server grants `play` even when it is close to its limit and may hold it up to ~0.5 s; `prefetch` is refused
 /// first ("prefetch_shed") and never held. A response may carry a value this SDK does not know yet: it reads as
 /// `other`, and the raw text is kept next to it (`ticket_item_result::intent_text`), per the tolerant-reader rule of
-/// seed 000.
+/// docs/protocol.md §3.
 enum class intent : std::uint8_t {
   play = 0,     ///< The viewer pressed play on this episode: "play" on the wire.
   prefetch = 1, ///< An episode the viewer will probably watch next: "prefetch" on the wire.
@@ -60,7 +60,7 @@ struct episode_request {
   friend bool operator==(episode_request const&, episode_request const&) = default;
 };
 
-/// The body of `POST /v1/playback/tickets` (SPEC §1).
+/// The body of `POST /v1/playback/tickets` (docs/protocol.md §1).
 ///
 /// Every string is UTF-8; the SDK escapes it on the wire and refuses invalid UTF-8 with `errc::invalid_argument`
 /// before anything is sent.
@@ -69,7 +69,7 @@ struct ticket_batch {
   /// answer `400 invalid_request`). At least one.
   std::vector<episode_request> episodes;
   /// The device id from the player SDK. Required (non-empty). Tickets are bound to it and never reused across
-  /// devices (seed 000).
+  /// devices (docs/protocol.md §3).
   std::string union_info;
   /// The device public key from the player SDK. Required (non-empty).
   std::string drm_kek;
@@ -77,19 +77,20 @@ struct ticket_batch {
   /// reuses tickets.
   std::optional<std::string> viewer_ref;
 
-  /// The most episodes one request may carry (SPEC §1).
+  /// The most episodes one request may carry (docs/protocol.md §1).
   static constexpr std::size_t max_episodes = 3;
 
   friend bool operator==(ticket_batch const&, ticket_batch const&) = default;
 };
 
-/// One granted playback ticket (SPEC §1 `items[].ticket`). Bound to the device (`union_info`) it was issued for.
+/// One granted playback ticket (docs/protocol.md §1 `items[].ticket`). Bound to the device (`union_info`) it was issued
+/// for.
 struct ticket {
   std::string ticket_id;    ///< e.g. "tkt_..."; never empty in a parsed ticket.
   std::string manifest_url; ///< Where the player fetches the stream manifest.
   std::string license_url;  ///< Where the player fetches the DRM licence.
   /// When the ticket stops working, from `expires_at` (RFC 3339, any offset, normalised to UTC). The SDK reuses a
-  /// ticket only until 5 minutes before this instant (seed 000).
+  /// ticket only until 5 minutes before this instant (docs/protocol.md §3).
   std::chrono::system_clock::time_point expires_at{};
   std::string expires_at_text; ///< `expires_at` exactly as the server wrote it, e.g. "2026-11-30T11:00:00Z".
   std::string drm_payload;     ///< Opaque DRM data for the player; passed through unchanged.

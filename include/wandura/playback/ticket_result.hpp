@@ -1,5 +1,5 @@
 // What came back for a ticket batch: one `ticket_item_result` per episode, each with its own `item_outcome`, and
-// the `ticket_batch_result` around them (SPEC §1 response; seed 000 "Mỗi phần tử trong response có status riêng").
+// the `ticket_batch_result` around them (docs/protocol.md §1 response; docs/protocol.md §3).
 //
 // A caller decides on `outcome` and never has to look at raw statuses; they are kept for logs and for cases this
 // SDK does not know yet.
@@ -21,15 +21,16 @@
 namespace wandura {
 
 /// The outcome of one episode of a batch. Only `failed` is an error; the others are situations a player handles
-/// without showing the viewer anything (seed 000 "Giữ người xem tiếp tục xem").
+/// without showing the viewer anything (docs/protocol.md §3).
 enum class item_outcome : std::uint8_t {
   /// A ticket was issued, or an earlier one returned (`ticket_item_result::reused`). HTTP 2xx.
   granted = 0,
   /// A prefetch was refused because the organisation is close to its playback limit (429 with reason
   /// `prefetch_shed`, or any 429 on a prefetch). Not an error: ask again with `intent::play` when the viewer gets
-  /// there (seed 001 "Quá tải nhẹ nhàng").
+  /// there (docs/protocol.md §2).
   shed = 1,
-  /// The episode is past the film's last released one (`not_ready`, usually 404). Never retryable (seed 000).
+  /// The episode is past the film's last released one (`not_ready`, usually 404). Never retryable (docs/protocol.md
+  /// §3).
   not_ready = 2,
   /// A play item was refused for rate (429). Retryable after `retry_after`.
   rate_limited = 3,
@@ -57,7 +58,7 @@ inline constexpr item_outcome all_item_outcomes[] = {
     item_outcome::failed,       item_outcome::viewer_limited, item_outcome::deferred};
 
 /// The outcome and, for `failed`, the error that one item's server answer means. Rules, first match wins
-/// (tolerant reader, seed 000: known codes first, unknown codes by status group):
+/// (tolerant reader, docs/protocol.md §3: known codes first, unknown codes by status group):
 ///
 /// | status / error_code / reason                                  | outcome       | error                 |
 /// |---------------------------------------------------------------|---------------|-----------------------|
@@ -104,7 +105,7 @@ struct ticket_batch_result {
   std::vector<ticket_item_result> items; ///< In the server's order, normally the request's order.
   int http_status = 0;                   ///< The whole response's status (200 when anything was granted).
   int attempts = 0;                      ///< HTTP attempts made, the first included.
-  bool replayed = false;                 ///< `Idempotency-Replayed: true`: a stored earlier result (seed 004).
+  bool replayed = false; ///< `Idempotency-Replayed: true`: a stored earlier result (docs/protocol.md §1).
 };
 
 } // namespace wandura

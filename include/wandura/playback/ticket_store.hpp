@@ -1,4 +1,4 @@
-// Ticket reuse on the SDK's side (seed 000 "Dùng lại vé cho đúng"; SPEC §3): a ticket is reused only for the same
+// Ticket reuse on the SDK's side (docs/protocol.md §3): a ticket is reused only for the same
 // viewer, device, film, episode and intent, and only until 5 minutes before `expires_at`; never across devices.
 //
 // `ticket_store` is the small interface the client talks to, so that another store (a shared cache, a database)
@@ -21,7 +21,8 @@ namespace wandura {
 /// What a reusable ticket is keyed by. Two keys are equal only when every field is: a ticket for another device
 /// (`union_info`) or another viewer is never found.
 struct ticket_key {
-  std::string viewer_ref; ///< Required for caching: without it nothing is stored (as on the server, SPEC §4).
+  std::string
+      viewer_ref; ///< Required for caching: without it nothing is stored (as on the server, docs/protocol.md §4).
   std::string union_info; ///< The device the ticket is bound to. Required for caching.
   std::string film_ref;
   std::int32_t episode_no = 0;
@@ -59,7 +60,7 @@ public:
 struct memory_ticket_store_options {
   /// The most tickets kept; the least recently used goes first. Rounded up to a multiple of the shard count.
   std::size_t max_entries = 10'000;
-  /// A ticket is reused only while `now < expires_at - reuse_margin` (seed 000: 5 minutes).
+  /// A ticket is reused only while `now < expires_at - reuse_margin` (docs/protocol.md §3: 5 minutes).
   std::chrono::seconds reuse_margin{300};
   /// Independent locks, to spread contention; each shard has its own LRU. Clamped to [1, max_entries].
   std::size_t shards = 16;

@@ -1,5 +1,5 @@
-// `viewer_ref`: a stable, non-personal id of one viewer on one device (SPEC §1 "viewer_ref"; seed 000 "Gửi
-// viewer_ref ổn định": HMAC of the user id plus a hash of the install id, never per session, never personal data).
+// `viewer_ref`: a stable, non-personal id of one viewer on one device (docs/protocol.md §1 "viewer_ref";
+// docs/protocol.md §3: HMAC of the user id plus a hash of the install id, never per session, never personal data).
 //
 // Thread safety: the functions are reentrant and may be called from any thread at once.
 #pragma once

@@ -1,5 +1,5 @@
-// The per-counter admission gate of a client (issue 12; SPEC §1 rate-limit counters, §2 shedding, §3 "after a 429,
-// hold every request to that counter"): every request of a client, first attempts and retries alike, passes the
+// The per-counter admission gate of a client (issue 12; docs/protocol.md §1 rate-limit counters, §2 shedding, §3 "after
+// a 429, hold every request to that counter"): every request of a client, first attempts and retries alike, passes the
 // gate of the rate-limit counter it spends before it is sent, and every response is reported back to it.
 //
 // - Uncongested (no 429 and no shed prefetch seen for `calm_period`), `admit` is one atomic load: no lock, no
@@ -49,14 +49,14 @@ struct admission_gate_probe; // test access to a counter's lock
 /// A batch with any play item is a `play` request.
 enum class request_class { play, prefetch };
 
-/// How a rate-limit counter gets its room back (SPEC §1 table).
+/// How a rate-limit counter gets its room back (docs/protocol.md §1 table).
 enum class refill_kind {
   continuous,  ///< limit/window per second, all the time (`playback`, `catalog`).
   fixed_window ///< the whole limit at the start of each window (`creatives`, `videos`, `video`, `config`).
 };
 
-/// The SPEC §1 refill of a counter by name: `continuous` for `playback` and `catalog` (and any name the SPEC does
-/// not list), `fixed_window` for `creatives`, `videos`, `video` and `config`.
+/// The docs/protocol.md §1 refill of a counter by name: `continuous` for `playback` and `catalog` (and any name
+/// docs/protocol.md does not list), `fixed_window` for `creatives`, `videos`, `video` and `config`.
 [[nodiscard]] refill_kind default_refill(std::string_view counter) noexcept;
 
 /// A counter's limit, as `GET /v1/config` or the rate-limit headers of a 429 tell it.
@@ -127,7 +127,7 @@ struct admission_gate_options {
   double min_rate_fraction = 0.05;
   /// Pacing rate (units/s) of a counter whose limit is unknown when it is first congested.
   double unknown_limit_rate = 1.0;
-  /// The server's prefetch reserve: it sheds prefetches below this fraction of the limit (SPEC §2: 20 %).
+  /// The server's prefetch reserve: it sheds prefetches below this fraction of the limit (docs/protocol.md §2: 20 %).
   double reserve_fraction = 0.2;
   /// Waits at least this long are reported to `on_long_wait`.
   std::chrono::milliseconds long_wait{1000};
@@ -177,6 +177,7 @@ public:
   static constexpr std::size_t max_counters = 32;
 
   /// @param time_source the clock every wait and rate is measured on (`real_clock` when null).
+  /// @param options calm period, burst and pacing factors of the gate; copied.
   explicit admission_gate(std::shared_ptr<wandura::clock> time_source, admission_gate_options options = {});
   admission_gate(admission_gate const&) = delete;
   admission_gate& operator=(admission_gate const&) = delete;

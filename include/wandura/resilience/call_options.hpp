@@ -20,6 +20,7 @@
 #include <string>
 
 #include "wandura/resilience/admission_gate.hpp"
+#include "wandura/resilience/attempt_observer.hpp"
 #include "wandura/resilience/clock.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/resilience/retry_event.hpp"
@@ -27,7 +28,7 @@
 
 namespace wandura {
 
-/// Per-call overrides (seed 004 `RequestOptions`). Unset fields fall back to the client's options.
+/// Per-call overrides (docs/protocol.md §1 `RequestOptions`). Unset fields fall back to the client's options.
 struct call_options {
   /// A caller-chosen idempotency key for a write (e.g. an order number), validated before sending: 1-200
   /// characters 0x21-0x7E, else the call fails with `errc::invalid_idempotency_key` (90010) and nothing is sent.
@@ -45,16 +46,16 @@ struct call_options {
 
 /// Client-level options of the retry loop.
 struct retry_options {
-  /// Default policy of every call (seed 000 INTERACTIVE unless changed).
+  /// Default policy of every call (docs/protocol.md §3 INTERACTIVE unless changed).
   retry_policy policy = retry_policy::interactive();
   /// Client-wide total deadline; overrides `policy.total_timeout` when set.
   std::optional<std::chrono::milliseconds> total_timeout;
   /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set.
   std::optional<std::chrono::milliseconds> attempt_timeout;
   /// Whether writes get an automatic idempotency key. When false, a write without a caller key is never retried
-  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (seed 004).
+  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (docs/protocol.md §1).
   bool auto_idempotency_keys = true;
-  /// The retry budget's parameters (seed 000: 10 %, at least 10, per 60 s).
+  /// The retry budget's parameters (docs/protocol.md §3: 10 %, at least 10, per 60 s).
   retry_budget::config budget;
   /// Tuning of the admission gate every attempt passes (admission_gate.hpp): how it paces a counter after a 429 or
   /// a shed, and the hook for long waits (`on_long_wait`). The defaults suit the Wandura API.
@@ -63,6 +64,9 @@ struct retry_options {
   logger log;
   /// Called once per retry with the structured event; none when empty. Must be thread-safe and must not throw.
   retry_hook on_retry;
+  /// Told of every attempt's begin and end and of every call's end (tracing, `wandura::http_client_metrics`);
+  /// none when null. Shared with every call of the client; must be thread-safe.
+  std::shared_ptr<attempt_observer> observer;
   /// Uniform random numbers in [0, 1) for jitter; must be thread-safe. Empty: a per-thread `std::mt19937_64`
   /// seeded from `std::random_device`.
   std::function<double()> random;

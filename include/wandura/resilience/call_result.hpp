@@ -58,6 +58,9 @@ struct call_result {
   /// A note on why a retryable failure was not retried ("not retried: write without idempotency key"); empty
   /// otherwise.
   std::string note;
+  /// What was sent, "POST /v1/playback/tickets on api.wandura.example" (`describe_target`); named by error messages
+  /// after the operation. Empty when unknown.
+  std::string target;
 
   [[nodiscard]] bool ok() const noexcept { return stopped == stop_reason::success; }
   [[nodiscard]] bool has_response() const noexcept { return response.status != 0; }

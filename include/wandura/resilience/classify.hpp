@@ -17,10 +17,10 @@
 // | anything else (400, 401, 403, 404, ...; TLS, too large)  | final        | final    |
 // | `operation_aborted`                                      | cancelled    | cancelled|
 //
-// (*) unless the status itself is retryable. Sources: seed 000 `isRetryable`; seed 004 "only retry retryable
-// errors"; SPEC §1 idempotency. Network errors are the codes equal to `wandura::condition::retryable`
-// (connect_failed, attempt_timeout, response_timeout, connection_reset); TLS failures, oversized bodies, protocol
-// errors and other transport failures would fail again and are final.
+// (*) unless the status itself is retryable. Sources: docs/protocol.md §3 `isRetryable`; docs/protocol.md §1 "only
+// retry retryable errors"; docs/protocol.md §1 idempotency. Network errors are the codes equal to
+// `wandura::condition::retryable` (connect_failed, attempt_timeout, response_timeout, connection_reset); TLS failures,
+// oversized bodies, protocol errors and other transport failures would fail again and are final.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -67,9 +67,9 @@ struct attempt_classification {
 [[nodiscard]] attempt_classification classify_attempt(attempt_facts const& facts, retry_classifier classifier,
                                                       request_safety safety) noexcept;
 
-/// Seed 000 `isRetryable(status, errorCode)` and its seed 004 extension, without the request-safety rules:
-/// `status` 0 means "no response" (a network error). Exposed for the golden vectors and for per-item retries of a
-/// batch (an item's own status and code).
+/// docs/protocol.md §3 `isRetryable(status, errorCode)` and its docs/protocol.md §3 extension, without the
+/// request-safety rules: `status` 0 means "no response" (a network error). Exposed for the golden vectors and for
+/// per-item retries of a batch (an item's own status and code).
 [[nodiscard]] bool is_retryable_status(int status, std::string_view error_code, retry_classifier classifier) noexcept;
 
 } // namespace wandura

@@ -1,5 +1,5 @@
-// The client's retry budget (seed 000 `RetryBudget`, SPEC §3): retries may be at most 10 % of the requests of the
-// last minute, never fewer than 10 a minute.
+// The client's retry budget (docs/protocol.md §3 `RetryBudget`, docs/protocol.md §3): retries may be at most 10 % of
+// the requests of the last minute, never fewer than 10 a minute.
 #pragma once
 
 #include <atomic>
@@ -8,7 +8,7 @@
 
 namespace wandura {
 
-/// Parameters of a `retry_budget` (seed 000 values by default).
+/// Parameters of a `retry_budget` (docs/protocol.md §3 values by default).
 struct retry_budget_config {
   /// Retries always allowed per window (seed: 10).
   std::int64_t min_retries = 10;

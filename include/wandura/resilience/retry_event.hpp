@@ -1,5 +1,5 @@
 // What the retry loop tells the outside world about each retry: a structured `retry_event` to the `on_retry` hook
-// and one WARN line to the logger (seed 004: "每次重试都回调 onRetry，同时写一条 WARN 日志"; SPEC §3).
+// and one WARN line to the logger (docs/protocol.md §3, "Visibility").
 #pragma once
 
 #include <chrono>
@@ -32,12 +32,16 @@ struct retry_event {
   std::int64_t budget_left = 0;     ///< Retries the client's budget still allows after this one.
   std::string_view idempotency_key; ///< The key sent (and re-sent); empty for reads.
   std::string_view counter;         ///< The rate-limit counter of the request, e.g. `playback`.
+  /// What was sent: "POST /v1/playback/tickets on api.wandura.example" (method, path, host; never the key or the
+  /// query); empty when unknown.
+  std::string_view target;
 };
 
 using retry_hook = std::function<void(retry_event const&)>;
 
 /// The WARN line for `event`, exactly `retry 1/2 in 231 ms: HTTP 503 code=50200`, `retry 1/2 in 231 ms: HTTP 503`
-/// (no body code) or `retry 1/3 in 412 ms: connection reset` (the network error's message).
+/// (no body code) or `retry 1/3 in 412 ms: connection reset` (the network error's message); with a `target`,
+/// it follows the delay: `retry 1/2 in 231 ms: POST /v1/playback/tickets on api.wandura.example: HTTP 503`.
 [[nodiscard]] std::string format_retry_line(retry_event const& event);
 
 } // namespace wandura

@@ -1,14 +1,14 @@
 // How hard one logical call tries: the number of retries, which failures are worth retrying, how long to wait
-// between attempts, and the time limits. Three presets from the source documents (SPEC §3):
+// between attempts, and the time limits. Three presets from the source documents (docs/protocol.md §3):
 //
 // | preset        | source   | retries | backoff                                   | attempt timeout | total   |
 // |---------------|----------|---------|-------------------------------------------|-----------------|---------|
-// | interactive() | seed 000 | 3       | full jitter, base 500 ms, cap 8 s         | 8 s             | 15 s    |
-// | background()  | seed 000 | 5       | full jitter, base 1 s, cap 30 s           | 15 s            | 120 s   |
-// | standard()    | seed 004 | 2       | 200 ms x2 up to 4 s, +/-30 % jitter       | 30 s (*)        | 300 s   |
-// | none()        |          | 0       | (never waits)                             | 8 s             | 15 s    |
+// | interactive() | docs/protocol.md §3 | 3       | full jitter, base 500 ms, cap 8 s         | 8 s             | 15 s
+// | | background()  | docs/protocol.md §3 | 5       | full jitter, base 1 s, cap 30 s           | 15 s            | 120
+// s   | | standard()    | docs/protocol.md §3 | 2       | 200 ms x2 up to 4 s, +/-30 % jitter       | 30 s (*)        |
+// 300 s   | | none()        |          | 0       | (never waits)                             | 8 s             | 15 s |
 //
-// (*) seed 004 names no default read timeout; 30 s is the value of its own override example.
+// (*) docs/protocol.md §3 names no default read timeout; 30 s is the value of its own override example.
 //
 // Thread safety: plain values.
 #pragma once
@@ -20,20 +20,22 @@ namespace wandura {
 
 /// How the wait before a retry is computed.
 enum class backoff_kind {
-  /// Seed 000 `backoffMs`: `Retry-After` (> 0) plus up to 1 s of jitter wins; otherwise a uniform draw in
+  /// docs/protocol.md §3 `backoffMs`: `Retry-After` (> 0) plus up to 1 s of jitter wins; otherwise a uniform draw in
   /// `[0, min(max_delay, initial_delay * 2^(retry-1)))` ("full jitter under the cap"). `Retry-After: 0` falls back
   /// to full jitter.
   full_jitter,
-  /// Seed 004 `delay(n) = min(max_delay, initial_delay * multiplier^(n-1)) * (1 + U(-jitter, +jitter))`; with a
+  /// docs/protocol.md §3 `delay(n) = min(max_delay, initial_delay * multiplier^(n-1)) * (1 + U(-jitter, +jitter))`;
+  /// with a
   /// `Retry-After`, `max(delay, min(retry_after, max_retry_after))`.
   exponential,
 };
 
 /// Which failures are worth retrying (the decision table is `wandura::classify_attempt`, classify.hpp).
 enum class retry_classifier {
-  /// Seed 000 `isRetryable`: network errors, 429, 500, 502, and 503 unless the body's code is `not_ready`.
+  /// docs/protocol.md §3 `isRetryable`: network errors, 429, 500, 502, and 503 unless the body's code is `not_ready`.
   seed_default,
-  /// Seed 004's standard list: the above plus 408, 425, 504 and the retryable numeric codes 40901, 42900, 42901,
+  /// docs/protocol.md §3 standard list: the above plus 408, 425, 504 and the retryable numeric codes 40901, 42900,
+  /// 42901,
   /// 50000 and 50200.
   standard,
 };
@@ -44,30 +46,31 @@ struct retry_policy {
   int max_retries = 3;
   backoff_kind backoff = backoff_kind::full_jitter;
   retry_classifier classifier = retry_classifier::seed_default;
-  /// First backoff step: seed 000 `baseMs`, seed 004 `initialDelayMs`.
+  /// First backoff step: docs/protocol.md §3 `baseMs`, docs/protocol.md §3 `initialDelayMs`.
   std::chrono::milliseconds initial_delay{500};
-  /// Growth per retry for `backoff_kind::exponential` (seed 004 `multiplier`); full jitter always doubles.
+  /// Growth per retry for `backoff_kind::exponential` (docs/protocol.md §3 `multiplier`); full jitter always doubles.
   double multiplier = 2.0;
-  /// Largest backoff step before jitter: seed 000 `capMs`, seed 004 `maxDelayMs`.
+  /// Largest backoff step before jitter: docs/protocol.md §3 `capMs`, docs/protocol.md §3 `maxDelayMs`.
   std::chrono::milliseconds max_delay{8000};
   /// Proportional jitter for `backoff_kind::exponential`, in [0, 1): 0.3 means a factor drawn from [0.7, 1.3).
   double jitter = 0.3;
-  /// Whether a `Retry-After` header changes the wait (seed 004 `respectRetryAfter`).
+  /// Whether a `Retry-After` header changes the wait (docs/protocol.md §3 `respectRetryAfter`).
   bool respect_retry_after = true;
-  /// Largest `Retry-After` honoured; larger values are capped to it (seed 004 `maxRetryAfterMs`). Seed 000 names no
-  /// cap; its presets use 24 h, so in practice the deadline decides.
+  /// Largest `Retry-After` honoured; larger values are capped to it (docs/protocol.md §3 `maxRetryAfterMs`).
+  /// docs/protocol.md §3 names no cap; its presets use 24 h, so in practice the deadline decides.
   std::chrono::milliseconds max_retry_after{std::chrono::hours(24)};
-  /// Limit of one attempt (connect, send, full response). Seed 000 `timeoutMs`.
+  /// Limit of one attempt (connect, send, full response). docs/protocol.md §3 `timeoutMs`.
   std::chrono::milliseconds attempt_timeout{8000};
-  /// Limit of the whole logical call, waits and retries included. Seed 000 `deadlineMs`, seed 004
+  /// Limit of the whole logical call, waits and retries included. docs/protocol.md §3 `deadlineMs`, docs/protocol.md §3
   /// `totalTimeoutMs`.
   std::chrono::milliseconds total_timeout{15000};
 
-  /// Seed 000 INTERACTIVE: a viewer is waiting. `{3, 500 ms, cap 8 s, attempt 8 s, total 15 s}`, full jitter.
+  /// docs/protocol.md §3 INTERACTIVE: a viewer is waiting. `{3, 500 ms, cap 8 s, attempt 8 s, total 15 s}`, full
+  /// jitter.
   [[nodiscard]] static retry_policy interactive() noexcept;
-  /// Seed 000 BACKGROUND: a sync job. `{5, 1 s, cap 30 s, attempt 15 s, total 120 s}`, full jitter.
+  /// docs/protocol.md §3 BACKGROUND: a sync job. `{5, 1 s, cap 30 s, attempt 15 s, total 120 s}`, full jitter.
   [[nodiscard]] static retry_policy background() noexcept;
-  /// Seed 004 defaults: `{2, 200 ms, x2, max 4 s, jitter 0.3, Retry-After capped at 30 s, total 300 s}`, the
+  /// docs/protocol.md §3 defaults: `{2, 200 ms, x2, max 4 s, jitter 0.3, Retry-After capped at 30 s, total 300 s}`, the
   /// standard classifier, attempt timeout 30 s.
   [[nodiscard]] static retry_policy standard() noexcept;
   /// No retries: one attempt, INTERACTIVE's time limits.
@@ -79,7 +82,8 @@ struct retry_policy {
 /// Where a retry's wait came from.
 enum class delay_source {
   backoff,     ///< The policy's formula alone.
-  retry_after, ///< The server's `Retry-After` decided it (seed 000: it won; seed 004: it was the larger term).
+  retry_after, ///< The server's `Retry-After` decided it (docs/protocol.md §3: it won; docs/protocol.md §3: it was the
+               ///< larger term).
 };
 
 /// A computed wait, in fractional milliseconds so that results match the golden vectors to 1e-6 ms.
@@ -94,7 +98,7 @@ struct backoff_delay {
 /// reproducible. `retry_after` is the parsed header (`wandura::parse_retry_after`), nullopt when absent; it is capped
 /// at `policy.max_retry_after` first and ignored when `policy.respect_retry_after` is false. Never overflows: the
 /// result is at most `max(max_delay * (1 + jitter), max_retry_after + 1 s)`.
-/// Implements seed 000 `backoffMs` (`backoff_kind::full_jitter`) and seed 004 `delay(n)`
+/// Implements docs/protocol.md §3 `backoffMs` (`backoff_kind::full_jitter`) and docs/protocol.md §3 `delay(n)`
 /// (`backoff_kind::exponential`).
 [[nodiscard]] backoff_delay compute_backoff(retry_policy const& policy, int retry,
                                             std::optional<std::chrono::milliseconds> retry_after, double u) noexcept;

@@ -37,6 +37,7 @@ public:
   /// transport_failed) or `asio::error::operation_aborted`; never throws for those.
   ///
   /// @param request must stay alive and unchanged until the returned awaitable completes.
+  /// @param options the attempt's time limits; read when the attempt starts.
   /// @par Cancellation
   /// Terminal cancellation through the awaiting coroutine's cancellation slot aborts the attempt in any phase and
   /// completes with `asio::error::operation_aborted`.

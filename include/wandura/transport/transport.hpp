@@ -114,8 +114,8 @@ public:
   /// uses it (the same when `options.timeout` passes). The removal is always posted to the strand, so a
   /// signal emitted from any thread, or from code running inside a libcurl callback, is safe.
   /// @par Retries and idempotency
-  /// None here. `connect_failed` guarantees the request was not sent (always safe to retry, seed 004); every other
-  /// error may follow a request the server executed.
+  /// None here. `connect_failed` guarantees the request was not sent (always safe to retry, docs/protocol.md §1); every
+  /// other error may follow a request the server executed.
   template <class CompletionToken>
   auto async_send(http_request const& request, attempt_options options, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, http_response)>(

@@ -1,0 +1,117 @@
+// How a `client::async_` form runs an awaitable call and completes the way Asio's own operations do,
+// `void(std::error_code, T)`, instead of `co_spawn`'s `void(std::exception_ptr, T)`. Not public API.
+//
+// The call is spawned with `co_spawn` on the client's executor; its completion handler converts the exception to
+// the code it carries and then calls the user's handler. The wrapper forwards the user's handler's associated
+// cancellation slot (so `asio::bind_cancellation_slot` reaches the call), executor and allocator.
+#pragma once
+
+#include <exception>
+#include <new>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_allocator.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/playback/error_info_token.hpp"
+
+namespace wandura::detail {
+
+/// The code an awaitable call's exception carries; writes the details of a `wandura::error` to `details` (when not
+/// null), and a default `error_info` there on success or for other exceptions. Codes: the exception's own for a
+/// `std::system_error` (a `wandura::error` included), `std::errc::not_enough_memory` for `std::bad_alloc`,
+/// `std::errc::io_error` for anything else (the SDK throws nothing else).
+inline std::error_code to_error_code(std::exception_ptr const& failure, error_info* details) {
+  if (details != nullptr) {
+    *details = error_info{};
+  }
+  if (!failure) {
+    return {};
+  }
+  try {
+    std::rethrow_exception(failure);
+  } catch (wandura::error const& e) {
+    if (details != nullptr) {
+      *details = e.info();
+    }
+    return e.code();
+  } catch (std::system_error const& e) {
+    return e.code();
+  } catch (std::bad_alloc const&) {
+    return std::make_error_code(std::errc::not_enough_memory);
+  } catch (...) {
+    return std::make_error_code(std::errc::io_error);
+  }
+}
+
+/// `co_spawn`'s completion handler for one call: turns `(std::exception_ptr, T)` into `(std::error_code, T)`.
+template <typename Handler, typename T> class error_code_handler {
+public:
+  using cancellation_slot_type = asio::associated_cancellation_slot_t<Handler>;
+
+  error_code_handler(Handler handler, error_info* details) : handler_(std::move(handler)), details_(details) {}
+
+  void operator()(std::exception_ptr failure, T value) {
+    auto const code = to_error_code(failure, details_);
+    std::move(handler_)(code, std::move(value));
+  }
+
+  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept {
+    return asio::get_associated_cancellation_slot(handler_);
+  }
+  [[nodiscard]] Handler const& handler() const noexcept { return handler_; }
+
+private:
+  Handler handler_;
+  error_info* details_;
+};
+
+/// Starts `op` on `executor` and completes `token` with `void(std::error_code, T)`; `details` (may be null)
+/// receives the error's details first.
+template <typename T, typename CompletionToken>
+auto async_call_with(asio::any_io_executor executor, asio::awaitable<T> op, error_info* details,
+                     CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(std::error_code, T)>(
+      [](auto handler, asio::any_io_executor ex, asio::awaitable<T> call, error_info* out) {
+        using handler_type = std::decay_t<decltype(handler)>;
+        asio::co_spawn(std::move(ex), std::move(call), error_code_handler<handler_type, T>(std::move(handler), out));
+      },
+      token, std::move(executor), std::move(op), details);
+}
+
+/// `async_call_with`, taking the details' address from a `wandura::error_info_token` when `token` is one.
+template <typename T, typename CompletionToken>
+auto async_call(asio::any_io_executor executor, asio::awaitable<T> op, CompletionToken&& token) {
+  if constexpr (is_error_info_token<std::decay_t<CompletionToken>>::value) {
+    auto wrapped = std::forward<CompletionToken>(token);
+    return async_call_with<T>(std::move(executor), std::move(op), wrapped.details, std::move(wrapped.inner));
+  } else {
+    return async_call_with<T>(std::move(executor), std::move(op), nullptr, std::forward<CompletionToken>(token));
+  }
+}
+
+} // namespace wandura::detail
+
+template <typename Handler, typename T, typename Executor>
+struct asio::associated_executor<wandura::detail::error_code_handler<Handler, T>, Executor> {
+  using type = asio::associated_executor_t<Handler, Executor>;
+  static type get(wandura::detail::error_code_handler<Handler, T> const& h, Executor const& ex = Executor()) noexcept {
+    return asio::get_associated_executor(h.handler(), ex);
+  }
+};
+
+template <typename Handler, typename T, typename Allocator>
+struct asio::associated_allocator<wandura::detail::error_code_handler<Handler, T>, Allocator> {
+  using type = asio::associated_allocator_t<Handler, Allocator>;
+  static type get(wandura::detail::error_code_handler<Handler, T> const& h, Allocator const& a = Allocator()) noexcept {
+    return asio::get_associated_allocator(h.handler(), a);
+  }
+};

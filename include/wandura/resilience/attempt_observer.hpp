@@ -1,0 +1,87 @@
+// Per-attempt tracing hook: one begin and one end event for every HTTP attempt the retry engine sends, carrying
+// the attribute names of the OpenTelemetry HTTP client semantic conventions, so that a user can open one client
+// span per attempt in the tracer they already run (docs/testing.md, "Telemetry", shows a compiled binding).
+//
+//     struct span_observer final : wandura::attempt_observer {
+//       void* on_attempt_begin(wandura::attempt_begin const& a) noexcept override {
+//         auto* span = tracer.start(a.method, {{"http.request.method", a.method}, {"url.full", a.url_full},
+//                                               {"server.address", a.server_address},
+//                                               {"http.request.resend_count", a.resend_count}});
+//         return span;
+//       }
+//       void on_attempt_end(void* span, wandura::attempt_begin const&, wandura::attempt_end const& e) noexcept override
+//       {
+//         static_cast<my_span*>(span)->end(e.status_code, e.error_type);
+//       }
+//     };
+//
+// Thread safety: the engine calls the observer from whichever thread runs the attempt, from many attempts at once;
+// an observer must be thread-safe and must not throw. Every string_view in an event lives until the call returns.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+#include <system_error>
+
+#include "wandura/transport/http_request.hpp"
+
+namespace wandura {
+
+/// What is known when an attempt starts. Names in comments are the OpenTelemetry attribute names.
+struct attempt_begin {
+  std::string_view operation;      ///< The logical call, e.g. "issue_tickets", "get_config" (`wandura.operation`).
+  std::string_view method;         ///< "GET" or "POST" (`http.request.method`).
+  std::string_view url_full;       ///< The URL without its query and fragment (`url.full`); never holds the key;
+                                   ///< empty when the URL holds user information.
+  std::string_view server_address; ///< The host, without brackets for IPv6 (`server.address`).
+  int server_port = 0;             ///< The port, explicit or the scheme's default (`server.port`).
+  int resend_count = 0;            ///< 0 for the first attempt of a call, n for its n-th retry
+                                   ///< (`http.request.resend_count`).
+};
+
+/// How an attempt ended.
+struct attempt_end {
+  int status_code = 0;                  ///< The response's status; 0 when none arrived (`http.response.status_code`).
+  std::string_view error_type;          ///< Empty on success; else the status as text for a status >= 400 ("503"),
+                                        ///< or the transport error's short name ("connect_failed") (`error.type`).
+  std::chrono::nanoseconds duration{0}; ///< From sending to the end of the response or the failure.
+};
+
+/// How a logical call ended (all its attempts, retry waits and hold-offs included).
+struct call_end {
+  std::string_view operation;           ///< As in `attempt_begin::operation`.
+  std::error_code error;                ///< Empty on success; else what the call failed with.
+  std::chrono::nanoseconds duration{0}; ///< From the call's start to its end.
+};
+
+/// Receives the begin and end of every attempt, and the end of every logical call. See the file comment for a
+/// binding to a tracer.
+class attempt_observer {
+public:
+  attempt_observer() = default;
+  attempt_observer(attempt_observer const&) = delete;
+  attempt_observer& operator=(attempt_observer const&) = delete;
+  virtual ~attempt_observer() = default;
+  /// An attempt is about to be sent. @returns a context handed back to `on_attempt_end` (e.g. a span), or null.
+  virtual void* on_attempt_begin(attempt_begin const& attempt) noexcept = 0;
+  /// The attempt `attempt`, for which `on_attempt_begin` returned `context`, has ended with `end`.
+  virtual void on_attempt_end(void* context, attempt_begin const& attempt, attempt_end const& end) noexcept = 0;
+  /// A logical call has ended. Does nothing unless overridden.
+  virtual void on_call_end(call_end const& call) noexcept { (void)call; }
+};
+
+/// The attributes of an attempt of `operation` sending `request`, the `resend_count`-th retry of its call. The
+/// views point into `request.url` and `operation`; nothing is allocated.
+[[nodiscard]] attempt_begin make_attempt_begin(std::string_view operation, http_request const& request,
+                                               int resend_count) noexcept;
+
+/// The OpenTelemetry `error.type` of an attempt that ended with `status` (0: none) and `error`: "" on success
+/// (no error and a status below 400), the status as three digits for a status >= 400, else the short name of the
+/// error code (`to_string(errc)`, "operation_aborted" for cancellation), or "_OTHER". Static storage; no allocation.
+[[nodiscard]] std::string_view attempt_error_type(int status, std::error_code error) noexcept;
+
+/// `attempt_begin::method` for a method.
+[[nodiscard]] std::string_view method_name(http_method method) noexcept;
+
+} // namespace wandura

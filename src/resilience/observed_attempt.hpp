@@ -1,0 +1,44 @@
+// The begin and end of one HTTP attempt as told to a `wandura::attempt_observer`, from the place attempts happen
+// (`retry_engine::call`). Not public API.
+//
+//     detail::observed_attempt observed(options_.observer.get(), request, attempt - 1, clk);
+//     ... outcome = co_await sender_.send_attempt(request, options); ...
+//     observed.end(outcome);
+//
+// Nothing is allocated; with a null observer both steps do nothing but read the clock.
+#pragma once
+
+#include <string_view>
+
+#include "wandura/resilience/attempt_observer.hpp"
+#include "wandura/resilience/clock.hpp"
+#include "wandura/transport/http_sender.hpp"
+
+namespace wandura::detail {
+
+/// The client operation a request belongs to, from its method and path: "issue_tickets" (POST
+/// /v1/playback/tickets), "get_config", "get_film", "list_videos", "get_video", "list_creatives", else "other".
+[[nodiscard]] std::string_view operation_of(http_request const& request) noexcept;
+
+/// One attempt being observed: `on_attempt_begin` at construction, `on_attempt_end` from `end`.
+class observed_attempt {
+public:
+  /// @param observer may be null (then nothing is told). @param request must outlive this object.
+  /// @param resend_count 0 for the first attempt of the call. @param time the engine's clock, for the duration.
+  observed_attempt(attempt_observer* observer, http_request const& request, int resend_count, clock& time) noexcept;
+  observed_attempt(observed_attempt const&) = delete;
+  observed_attempt& operator=(observed_attempt const&) = delete;
+  ~observed_attempt() = default;
+
+  /// Tells the observer how the attempt ended: its status, `error.type` and duration. Call once.
+  void end(attempt_result const& outcome) noexcept;
+
+private:
+  attempt_observer* observer_;
+  attempt_begin begin_;
+  void* context_ = nullptr;
+  clock& time_;
+  clock::time_point started_;
+};
+
+} // namespace wandura::detail

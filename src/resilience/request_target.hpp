@@ -1,0 +1,18 @@
+// What a WARN line or an error message says about the request it is about: method, path and host, e.g.
+// "POST /v1/playback/tickets on api.wandura.example" or "GET /v1/config on 127.0.0.1:8787". Not public API.
+//
+// Never the API key (it travels in a header, never in the URL), the query, or user information (a URL with an
+// `@` in its authority is refused by `base_url` and named here by method and path only).
+#pragma once
+
+#include <string>
+
+#include "wandura/transport/http_request.hpp"
+
+namespace wandura::detail {
+
+/// "METHOD /path on host[:port]": the port as the URL writes it, the path without query or fragment.
+/// Allocates the returned string only.
+[[nodiscard]] std::string describe_target(http_request const& request);
+
+} // namespace wandura::detail

@@ -1,0 +1,206 @@
+// The `client::async_` forms complete as Asio's operations do, `void(std::error_code, T)`: with plain callbacks,
+// `asio::redirect_error`, `asio::experimental::as_tuple`, `asio::use_future` and `asio::use_awaitable`, and a
+// failure's details are read through `wandura::with_error_info` without any exception.
+#include "wandura/playback/client.hpp"
+
+#include <future>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/playback/error_info_token.hpp"
+#include "wandura/testing/fake_transport.hpp"
+
+#include "client_harness.hpp"
+
+using namespace client_harness;
+using wandura::testing::fake_step;
+
+namespace {
+
+constexpr char const* not_found_body = R"({"error_code":"not_found","reason":"gone"})";
+
+/// A 404 with a server code and an `X-Request-Id`.
+fake_step not_found() {
+  return fake_step::respond(404, not_found_body, {{"X-Request-Id", "req_404"}});
+}
+
+/// Polls the context and steps the clock until `done` or 1000 rounds.
+void drive(harness& h, bool const& done) {
+  for (int i = 0; i < 1000 && !done; ++i) {
+    h.io.restart();
+    h.io.poll();
+    if (!done) {
+      h.clock->advance_to_next_wakeup();
+    }
+  }
+}
+
+wandura::ticket_batch play_batch() {
+  wandura::ticket_batch b;
+  b.union_info = "dev-1";
+  b.drm_kek = "kek";
+  b.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  return b;
+}
+
+/// Starts one `async_` form of `api` with `token`, for each form in turn (index 0 to 6).
+template <typename Token> void start_form(wandura::client& api, int form, Token token) {
+  switch (form) {
+  case 0: api.async_issue_tickets(play_batch(), std::move(token)); break;
+  case 1: api.async_start_episode({"", "dev-1", "kek"}, "the-heiress-returns", 4, 4, std::move(token)); break;
+  case 2: api.async_get_config(std::move(token)); break;
+  case 3: api.async_get_film("nope", std::move(token)); break;
+  case 4: api.async_list_videos(std::move(token)); break;
+  case 5: api.async_get_video("nope", std::move(token)); break;
+  default: api.async_list_creatives(std::move(token)); break;
+  }
+}
+
+} // namespace
+
+TEST_CASE("async forms: a plain callback gets no error and the value") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
+  bool done = false;
+  std::error_code code = wandura::errc::transport_failed;
+  wandura::org_config config;
+  h.api->async_get_config(wandura::call_options{}, [&](std::error_code ec, wandura::org_config c) {
+    code = ec;
+    config = std::move(c);
+    done = true;
+  });
+  drive(h, done);
+  REQUIRE(done);
+  CHECK_FALSE(code);
+  CHECK(config.org_id == "org_demo");
+  CHECK(config.limit("playback") == 6000);
+}
+
+TEST_CASE("async forms: every form fails with http_error through redirect_error, details without an exception") {
+  for (int form = 0; form < 7; ++form) {
+    CAPTURE(form);
+    harness h;
+    h.fake->set_default(not_found());
+    bool done = false;
+    std::error_code code;
+    wandura::error_info details;
+    auto on_done = [&](auto&&...) { done = true; };
+    start_form(*h.api, form, wandura::with_error_info(asio::redirect_error(on_done, code), details));
+    drive(h, done);
+    REQUIRE(done);
+    CHECK(code == wandura::errc::http_error);
+    CHECK(details.http_status == 404);
+    CHECK(details.error_code == "not_found");
+    CHECK(details.request_id == "req_404");
+    CHECK(details.attempts == 1);
+  }
+}
+
+TEST_CASE("async forms: every form fails with its code through as_tuple") {
+  for (int form = 0; form < 7; ++form) {
+    CAPTURE(form);
+    harness h;
+    h.fake->set_default(fake_step::respond(401, R"({"error_code":"unauthorized"})"));
+    std::optional<std::error_code> code;
+    start_form(*h.api, form, asio::experimental::as_tuple([&](auto result) { code = std::get<0>(result); }));
+    for (int i = 0; i < 1000 && !code; ++i) {
+      h.io.restart();
+      h.io.poll();
+      h.clock->advance_to_next_wakeup();
+    }
+    REQUIRE(code);
+    CHECK(*code == wandura::errc::unauthorized);
+  }
+}
+
+TEST_CASE("async forms: as_tuple and use_awaitable in a coroutine, with a success and a failure") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  h.fake->push(not_found());
+  bool done = false;
+  std::string ticket_id;
+  std::error_code film_error;
+  int film_status = 0;
+  asio::co_spawn(
+      h.io,
+      [&]() -> asio::awaitable<void> {
+        auto token = asio::experimental::as_tuple(asio::use_awaitable);
+        auto start = h.api->async_start_episode({"", "dev-1", "kek"}, "the-heiress-returns", 4, 4, token);
+        auto [start_error, episode] = co_await std::move(start);
+        if (!start_error && episode.play.ticket) {
+          ticket_id = episode.play.ticket->ticket_id;
+        }
+        wandura::error_info details;
+        auto detailed = wandura::with_error_info(asio::redirect_error(asio::use_awaitable, film_error), details);
+        auto lookup = h.api->async_get_film("nope", detailed);
+        auto const missing = co_await std::move(lookup);
+        film_status = details.http_status;
+        CHECK(missing.title.empty());
+      },
+      [&](std::exception_ptr e) { done = !e; });
+  drive(h, done);
+  REQUIRE(done);
+  CHECK(ticket_id == "t4");
+  CHECK(film_error == wandura::errc::http_error);
+  CHECK(film_status == 404);
+}
+
+TEST_CASE("async forms: use_future gets the value, and a failure as a system_error with the code") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
+  h.fake->push(not_found());
+  auto config = h.api->async_get_config(asio::use_future);
+  auto missing = h.api->async_get_video("nope", asio::use_future);
+  for (int i = 0; i < 1000 && missing.wait_for(std::chrono::seconds(0)) != std::future_status::ready; ++i) {
+    h.io.restart();
+    h.io.poll();
+    h.clock->advance_to_next_wakeup();
+  }
+  REQUIRE(config.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+  CHECK(config.get().org_id == "org_demo");
+  REQUIRE(missing.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+  try {
+    (void)missing.get();
+    FAIL("a 404 must fail the future");
+  } catch (std::system_error const& e) {
+    CHECK(e.code() == wandura::errc::http_error);
+  }
+}
+
+TEST_CASE("async forms: cancellation through a bound slot completes with operation_aborted") {
+  harness h;
+  h.fake->set_default(fake_step::stall());
+  asio::cancellation_signal signal;
+  bool done = false;
+  std::error_code code;
+  wandura::ticket_batch_result result;
+  h.api->async_issue_tickets(play_batch(), wandura::call_options{},
+                             asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, auto r) {
+                               code = ec;
+                               result = std::move(r);
+                               done = true;
+                             }));
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(h.fake->attempt_count() == 1);
+  CHECK_FALSE(done);
+  signal.emit(asio::cancellation_type::terminal);
+  drive(h, done);
+  REQUIRE(done);
+  CHECK(code == asio::error::operation_aborted);
+  CHECK(result.items.empty());
+  CHECK(h.fake->attempt_count() == 1);
+}

@@ -1,0 +1,47 @@
+#include "resilience/request_target.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "wandura/resilience/call_result.hpp"
+#include "wandura/resilience/retry_event.hpp"
+
+namespace {
+wandura::http_request post(std::string url) {
+  wandura::http_request r;
+  r.method = wandura::http_method::post;
+  r.url = std::move(url);
+  r.headers.push_back({"Authorization", "Bearer secret-key"});
+  return r;
+}
+} // namespace
+
+TEST_CASE("request target: method, path and host, never the query or the key") {
+  CHECK(wandura::detail::describe_target(post("https://api.wandura.example/v1/playback/tickets?x=1")) ==
+        "POST /v1/playback/tickets on api.wandura.example");
+  wandura::http_request get;
+  get.url = "http://127.0.0.1:8787/v1/catalog/films/a%20b#frag";
+  CHECK(wandura::detail::describe_target(get) == "GET /v1/catalog/films/a%20b on 127.0.0.1:8787");
+  CHECK(wandura::detail::describe_target(post("http://u:p@h/v1/x")) == "POST /v1/x");
+}
+
+TEST_CASE("request target: the WARN line and the error message name it") {
+  wandura::retry_event event;
+  event.retry = 1;
+  event.max_retries = 3;
+  event.delay = std::chrono::milliseconds(412);
+  event.http_status = 503;
+  auto const target = wandura::detail::describe_target(post("https://api.wandura.example/v1/playback/tickets"));
+  event.target = target;
+  CHECK(wandura::format_retry_line(event) ==
+        "retry 1/3 in 412 ms: POST /v1/playback/tickets on api.wandura.example: HTTP 503");
+
+  wandura::call_result r;
+  r.stopped = wandura::stop_reason::retries_exhausted;
+  r.response.status = 503;
+  r.attempts = 4;
+  r.target = target;
+  std::string const what = wandura::to_error(r, "issue_tickets").what();
+  CHECK(what.rfind("issue_tickets (POST /v1/playback/tickets on api.wandura.example): retries exhausted after 4", 0) ==
+        0);
+  CHECK(what.find("secret") == std::string::npos);
+}
