@@ -10,6 +10,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "client_impl.hpp"
+#include "playback/observed_call.hpp"
 #include "playback/response_parser.hpp"
 #include "ticket_flow.hpp"
 #include "wandura/error.hpp"
@@ -100,11 +101,13 @@ std::shared_ptr<ticket_store> default_store(std::shared_ptr<wandura::clock> cons
 } // namespace
 
 client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
-    : options(std::move(o)), time(client_clock(options.retry)), sender(std::move(s)),
+    : options(std::move(o)), time(client_clock(options.retry)),
+      http_metrics(std::make_shared<http_client_metrics>(options.retry.observer)), sender(std::move(s)),
       engine(*sender,
              [this] {
                retry_options r = options.retry;
                r.time_source = time;
+               r.observer = http_metrics;
                return r;
              }()),
       store(options.tickets ? options.tickets : default_store(time)), base_url(checked_base_url(options.base_url)),
@@ -177,7 +180,7 @@ client_stats client::stats() const {
 }
 
 std::string client::metrics_text() const {
-  return to_prometheus(stats().metrics) + impl_->engine.gate().metrics_text();
+  return to_prometheus(stats().metrics) + impl_->engine.gate().metrics_text() + impl_->http_metrics->to_prometheus();
 }
 
 asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, call_options options) {
@@ -186,26 +189,32 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
 
 asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self, ticket_batch batch,
                                                                 call_options options) {
-  detail::ticket_call call(std::move(batch));
-  detail::ticket_settlement settle(*self, call);
-  std::string body;
-  detail::plan(*self, call, body);
-  call.settings = self->engine.settings_for(options);
-  if (!call.pending.empty()) {
-    auto const executor = co_await asio::this_coro::executor;
-    detail::sending sent = detail::send(self, call, std::move(body), executor);
-    if (sent.coalesced) {
-      self->metrics.add_coalesced();
+  detail::observed_call observed(self->http_metrics.get(), "issue_tickets", *self->time);
+  try {
+    detail::ticket_call call(std::move(batch));
+    detail::ticket_settlement settle(*self, call);
+    std::string body;
+    detail::plan(*self, call, body);
+    call.settings = self->engine.settings_for(options);
+    if (!call.pending.empty()) {
+      auto const executor = co_await asio::this_coro::executor;
+      detail::sending sent = detail::send(self, call, std::move(body), executor);
+      if (sent.coalesced) {
+        self->metrics.add_coalesced();
+      }
+      std::error_code waited;
+      auto op = sent.op; // named: GCC 12 and class temporaries in co_await expressions
+      co_await self->calls.async_wait(std::move(op), self->time, call.settings.deadline,
+                                      asio::redirect_error(asio::use_awaitable, waited));
+      detail::merge(call, sent, waited);
     }
-    std::error_code waited;
-    auto op = sent.op; // named: GCC 12 and class temporaries in co_await expressions
-    co_await self->calls.async_wait(std::move(op), self->time, call.settings.deadline,
-                                    asio::redirect_error(asio::use_awaitable, waited));
-    detail::merge(call, sent, waited);
+    detail::finish_items(*self, call);
+    settle.succeeded();
+    co_return std::move(call.result);
+  } catch (...) {
+    observed.fail(std::current_exception()); // the call's duration is observed on every exit, failures included
+    throw;
   }
-  detail::finish_items(*self, call);
-  settle.succeeded();
-  co_return std::move(call.result);
 }
 
 asio::awaitable<episode_start> client::start_episode(viewer who, std::string film_ref, std::int32_t episode_no,

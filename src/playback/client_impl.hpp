@@ -11,6 +11,7 @@
 #include "metrics_recorder.hpp"
 #include "viewer_limiter.hpp"
 #include "wandura/playback/client.hpp"
+#include "wandura/playback/http_client_metrics.hpp"
 
 namespace wandura {
 
@@ -24,6 +25,9 @@ struct client::impl {
   /// The one time source of the client: retry engine, ticket store, viewer limiter, latency (from
   /// `options.retry.time_source`, or a `real_clock`).
   std::shared_ptr<wandura::clock> time;
+  /// Per-attempt and per-call telemetry (OpenTelemetry HTTP client conventions); the engine's attempt observer,
+  /// passing every event on to `options.retry.observer` when the user set one.
+  std::shared_ptr<http_client_metrics> http_metrics;
   std::shared_ptr<http_sender> sender;
   retry_engine engine;
   std::shared_ptr<ticket_store> store;

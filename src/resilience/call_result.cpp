@@ -101,9 +101,6 @@ error to_error(call_result const& r, std::string_view operation) {
     break;
   }
   std::string message(operation);
-  if (!r.target.empty()) {
-    message += message.empty() ? r.target : " (" + r.target + ")";
-  }
   if (!message.empty()) {
     message += ": ";
   }
@@ -115,6 +112,9 @@ error to_error(call_result const& r, std::string_view operation) {
   // The last real error, when there is one to report (a cancellation or a deadline before any attempt has none).
   if (r.stopped != stop_reason::cancelled && (had_attempt || r.stopped == stop_reason::invalid_request)) {
     message += ": " + last_error_text(r);
+  }
+  if (!r.target.empty()) { // which request, last: the message still starts with the operation and why it stopped
+    message += " (" + r.target + ")";
   }
   return error(code, message, std::move(info));
 }

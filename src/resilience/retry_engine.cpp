@@ -12,6 +12,8 @@
 #include "wandura/resilience/retry_after.hpp"
 
 #include "resilience/error_body.hpp"
+#include "resilience/observed_attempt.hpp"
+#include "resilience/request_target.hpp"
 
 namespace wandura {
 namespace {
@@ -283,6 +285,7 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
                                                 response_reader* reader) {
   call_result result;
+  result.target = detail::describe_target(request);
   result.total_timeout = settings.total_timeout;
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
   auto& clk = *clock_;
@@ -330,6 +333,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     auto const options = attempt_limits(attempt_limit, settings.deadline, now, deadline_bound);
     result.attempts = attempt;
     counters_.attempts.fetch_add(1, std::memory_order_relaxed);
+    detail::observed_attempt observed(options_.observer.get(), request, attempt - 1, clk);
     attempt_result outcome;
     try {
       outcome = co_await sender_.send_attempt(request, options);
@@ -340,6 +344,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     } catch (std::exception const&) {
       outcome.error = errc::transport_failed; // a misbehaving sender must not escape as an unknown exception
     }
+    observed.end(outcome);
     auto const transport_error = outcome.error;
     auto retry_after = take_outcome(result, std::move(outcome), clk);
     note_response(traits.counter, result, retry_after, reader);
@@ -439,6 +444,7 @@ retry_event retry_engine::retry_event_for(call_result const& result, follow_up c
   event.budget_left = budget_.snapshot(now).left;
   event.idempotency_key = result.idempotency_key;
   event.counter = traits.counter;
+  event.target = result.target;
   return event;
 }
 

@@ -10,10 +10,6 @@ std::string format_retry_line(retry_event const& event) {
   line += " in ";
   line += std::to_string(event.delay.count());
   line += " ms: ";
-  if (!event.target.empty()) {
-    line += event.target;
-    line += ": ";
-  }
   if (event.error) {
     line += event.error.message();
   } else {
@@ -23,6 +19,11 @@ std::string format_retry_line(retry_event const& event) {
       line += " code=";
       line += event.error_code;
     }
+  }
+  if (!event.target.empty()) { // after the documented part, so that the line still starts as it always has
+    line += " (";
+    line += event.target;
+    line += ')';
   }
   return line;
 }

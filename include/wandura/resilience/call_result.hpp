@@ -58,8 +58,8 @@ struct call_result {
   /// A note on why a retryable failure was not retried ("not retried: write without idempotency key"); empty
   /// otherwise.
   std::string note;
-  /// What was sent, "POST /v1/playback/tickets on api.wandura.example" (`describe_target`); named by error messages
-  /// after the operation. Empty when unknown.
+  /// What was sent, "POST /v1/playback/tickets on api.wandura.example" (`describe_target`); error messages end
+  /// with it in parentheses. Empty when unknown.
   std::string target;
 
   [[nodiscard]] bool ok() const noexcept { return stopped == stop_reason::success; }
@@ -69,7 +69,7 @@ struct call_result {
 /// The exception for a failed call. Its code: `operation_aborted` (cancelled), `errc::deadline_exceeded`,
 /// `errc::budget_exhausted`, `errc::rate_limited` (final 429, or a request the admission gate shed),
 /// `errc::unauthorized` (401), `errc::http_error` (other statuses), or the transport code / the refusal code.
-/// `what()` is "<operation>: <where and why it stopped>: <last real error>", e.g.
+/// `what()` is "<operation>: <where and why it stopped>: <last real error> (<target>)", e.g. (targets left out)
 /// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=50200",
 /// "issue_tickets: deadline of 15000 ms reached after 3 attempts: connection reset",
 /// "issue_tickets: not retried: write without idempotency key: connection reset",

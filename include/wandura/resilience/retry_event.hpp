@@ -40,8 +40,8 @@ struct retry_event {
 using retry_hook = std::function<void(retry_event const&)>;
 
 /// The WARN line for `event`, exactly `retry 1/2 in 231 ms: HTTP 503 code=50200`, `retry 1/2 in 231 ms: HTTP 503`
-/// (no body code) or `retry 1/3 in 412 ms: connection reset` (the network error's message); with a `target`,
-/// it follows the delay: `retry 1/2 in 231 ms: POST /v1/playback/tickets on api.wandura.example: HTTP 503`.
+/// (no body code) or `retry 1/3 in 412 ms: connection reset` (the network error's message); with a `target`, it
+/// ends the line: `retry 1/2 in 231 ms: HTTP 503 (POST /v1/playback/tickets on api.wandura.example)`.
 [[nodiscard]] std::string format_retry_line(retry_event const& event);
 
 } // namespace wandura
