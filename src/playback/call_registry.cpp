@@ -1,5 +1,8 @@
 #include "call_registry.hpp"
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+
 namespace wandura::detail {
 namespace {
 
@@ -27,6 +30,13 @@ void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::
           leave(weak, op, id, errc::deadline_exceeded);
         }
       }));
+}
+
+void call_registry::launch(asio::any_io_executor const& executor, std::shared_ptr<operation_base> const& op,
+                           asio::awaitable<asio::detail::awaitable_thread_entry_point> body) {
+  asio::cancellation_slot const slot = op->signal.slot();
+  asio::detail::awaitable_thread<asio::any_io_executor>(std::move(body), executor, slot, asio::cancellation_state(slot))
+      .launch();
 }
 
 void call_registry::release(waiter& w, std::error_code ec) {

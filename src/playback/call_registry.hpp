@@ -29,9 +29,9 @@
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
-#include <asio/bind_cancellation_slot.hpp>
+#include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
-#include <asio/co_spawn.hpp>
+#include <asio/cancellation_state.hpp>
 #include <asio/error.hpp>
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
@@ -286,6 +286,17 @@ private:
   static void release(waiter& w, std::error_code ec);
   static void cancel_operation(std::shared_ptr<operation_base> const& op);
 
+  /// The body of an operation: awaits `work`, hands its result to `finish`, publishes. It is the bottom frame of
+  /// its own thread of execution (see `launch`), so an operation costs one coroutine frame besides `work`.
+  template <class Op, class R, class Finish>
+  static asio::awaitable<asio::detail::awaitable_thread_entry_point>
+  run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awaitable<R> work, Finish finish);
+  /// Starts `body` on `executor` at once, as `co_spawn` would, with the operation's signal as its cancellation
+  /// slot. Without `co_spawn`'s wrapper: no second frame, no re-dispatch to start, no completion handler to move
+  /// the result through. @pre called on `executor` (the caller's own).
+  static void launch(asio::any_io_executor const& executor, std::shared_ptr<operation_base> const& op,
+                     asio::awaitable<asio::detail::awaitable_thread_entry_point> body);
+
   std::shared_ptr<state> state_;
 };
 
@@ -345,21 +356,22 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     state_->running.push_back(op);
   }
   auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
-  asio::co_spawn(executor, std::move(work),
-                 asio::bind_cancellation_slot(op->signal.slot(),
-                                              [weak = std::weak_ptr<state>(state_), op, finish = std::move(finish)](
-                                                  std::exception_ptr failed, auto&& produced) mutable {
-                                                try {
-                                                  if (failed) {
-                                                    std::rethrow_exception(failed);
-                                                  }
-                                                  op->value.emplace(finish(op->context, std::move(produced)));
-                                                } catch (...) {
-                                                  op->error = std::current_exception();
-                                                }
-                                                publish(weak, op);
-                                              }));
+  launch(executor, op, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
   return {op, false};
+}
+
+template <class Op, class R, class Finish>
+asio::awaitable<asio::detail::awaitable_thread_entry_point>
+call_registry::run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awaitable<R> work, Finish finish) {
+  // Keeps the executor's context running until the operation ends, as co_spawn does.
+  auto const tracked = asio::prefer(op->executor, asio::execution::outstanding_work.tracked);
+  try {
+    R produced = co_await std::move(work); // named: GCC 12 and class temporaries in co_await expressions
+    op->value.emplace(finish(op->context, std::move(produced)));
+  } catch (...) {
+    op->error = std::current_exception();
+  }
+  publish(weak, op);
 }
 
 template <class Handler>
