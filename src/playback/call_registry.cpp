@@ -39,11 +39,15 @@ void call_registry::launch(asio::any_io_executor const& executor, std::shared_pt
       .launch();
 }
 
-void call_registry::release(waiter& w, std::error_code ec) {
+void call_registry::release(waiter& w, std::error_code ec, bool may_run_here) {
   if (w.timer) {
     asio::post(w.timer_executor, [timer = std::move(w.timer)] { timer->emit(asio::cancellation_type::terminal); });
   }
-  std::move(*w.completion).complete(ec);
+  if (may_run_here) {
+    std::move(*w.completion).complete_here(ec);
+  } else {
+    std::move(*w.completion).complete(ec);
+  }
 }
 
 void call_registry::cancel_operation(std::shared_ptr<operation_base> const& op) {
@@ -101,7 +105,9 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
     op->done = true;
     waiters = std::exchange(op->waiters, waiter_list{});
   }
-  waiters.for_each([](waiter& w) { release(w, {}); });
+  // Called at the end of the operation, on its executor, with no lock held: a waiter on that executor (the one
+  // that started it, most often) resumes at once instead of through one more round of the scheduler.
+  waiters.for_each([](waiter& w) { release(w, {}, true); });
   for (auto& c : idle) {
     std::move(c).complete({});
   }

@@ -32,6 +32,7 @@
 #include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_state.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
@@ -67,9 +68,16 @@ public:
   pending_completion& operator=(pending_completion const&) = delete;
   ~pending_completion() { reset(); }
 
-  /// @pre not completed yet.
+  /// Posts the completion. @pre not completed yet.
   void complete(std::error_code ec) && {
-    impl_->complete(ec);
+    impl_->complete(ec, false);
+    reset();
+  }
+
+  /// Runs the completion at once when the caller already runs on its executor, posts it otherwise. Only for a
+  /// caller that is not the initiating function and holds no lock. @pre not completed yet.
+  void complete_here(std::error_code ec) && {
+    impl_->complete(ec, true);
     reset();
   }
 
@@ -81,7 +89,7 @@ private:
     concept_t(concept_t const&) = delete;
     concept_t& operator=(concept_t const&) = delete;
     virtual ~concept_t() = default;
-    virtual void complete(std::error_code ec) = 0;
+    virtual void complete(std::error_code ec, bool may_run_here) = 0;
     /// Moves this into `buffer` (this one is then destroyed by the caller); only for models kept in place.
     virtual concept_t* move_to(void* buffer) noexcept = 0;
   };
@@ -90,8 +98,13 @@ private:
         : handler(std::move(h)),
           work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
     model(model&& other) noexcept : concept_t(), handler(std::move(other.handler)), work(std::move(other.work)) {}
-    void complete(std::error_code ec) override {
-      asio::post(work, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+    void complete(std::error_code ec, bool may_run_here) override {
+      auto f = [h = std::move(handler), ec]() mutable { std::move(h)(ec); };
+      if (may_run_here) {
+        asio::dispatch(work, std::move(f));
+      } else {
+        asio::post(work, std::move(f));
+      }
     }
     concept_t* move_to(void* buffer) noexcept override { return ::new (buffer) model(std::move(*this)); }
     Handler handler;
@@ -283,7 +296,8 @@ private:
   static void leave(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op, std::uint64_t id,
                     std::error_code why);
   static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
-  static void release(waiter& w, std::error_code ec);
+  /// Completes `w` with `ec` and stops its timer; `may_run_here`: see `pending_completion::complete_here`.
+  static void release(waiter& w, std::error_code ec, bool may_run_here = false);
   static void cancel_operation(std::shared_ptr<operation_base> const& op);
 
   /// The body of an operation: awaits `work`, hands its result to `finish`, publishes. It is the bottom frame of
