@@ -29,9 +29,10 @@
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
-#include <asio/bind_cancellation_slot.hpp>
+#include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
-#include <asio/co_spawn.hpp>
+#include <asio/cancellation_state.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
@@ -67,9 +68,16 @@ public:
   pending_completion& operator=(pending_completion const&) = delete;
   ~pending_completion() { reset(); }
 
-  /// @pre not completed yet.
+  /// Posts the completion. @pre not completed yet.
   void complete(std::error_code ec) && {
-    impl_->complete(ec);
+    impl_->complete(ec, false);
+    reset();
+  }
+
+  /// Runs the completion at once when the caller already runs on its executor, posts it otherwise. Only for a
+  /// caller that is not the initiating function and holds no lock. @pre not completed yet.
+  void complete_here(std::error_code ec) && {
+    impl_->complete(ec, true);
     reset();
   }
 
@@ -81,7 +89,7 @@ private:
     concept_t(concept_t const&) = delete;
     concept_t& operator=(concept_t const&) = delete;
     virtual ~concept_t() = default;
-    virtual void complete(std::error_code ec) = 0;
+    virtual void complete(std::error_code ec, bool may_run_here) = 0;
     /// Moves this into `buffer` (this one is then destroyed by the caller); only for models kept in place.
     virtual concept_t* move_to(void* buffer) noexcept = 0;
   };
@@ -90,8 +98,13 @@ private:
         : handler(std::move(h)),
           work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
     model(model&& other) noexcept : concept_t(), handler(std::move(other.handler)), work(std::move(other.work)) {}
-    void complete(std::error_code ec) override {
-      asio::post(work, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+    void complete(std::error_code ec, bool may_run_here) override {
+      auto f = [h = std::move(handler), ec]() mutable { std::move(h)(ec); };
+      if (may_run_here) {
+        asio::dispatch(work, std::move(f));
+      } else {
+        asio::post(work, std::move(f));
+      }
     }
     concept_t* move_to(void* buffer) noexcept override { return ::new (buffer) model(std::move(*this)); }
     Handler handler;
@@ -286,8 +299,20 @@ private:
   static void leave(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op, std::uint64_t id,
                     std::error_code why);
   static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
-  static void release(waiter& w, std::error_code ec);
+  /// Completes `w` with `ec` and stops its timer; `may_run_here`: see `pending_completion::complete_here`.
+  static void release(waiter& w, std::error_code ec, bool may_run_here = false);
   static void cancel_operation(std::shared_ptr<operation_base> const& op);
+
+  /// The body of an operation: awaits `work`, hands its result to `finish`, publishes. It is the bottom frame of
+  /// its own thread of execution (see `launch`), so an operation costs one coroutine frame besides `work`.
+  template <class Op, class R, class Finish>
+  static asio::awaitable<asio::detail::awaitable_thread_entry_point>
+  run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awaitable<R> work, Finish finish);
+  /// Starts `body` on `executor` at once, as `co_spawn` would, with the operation's signal as its cancellation
+  /// slot. Without `co_spawn`'s wrapper: no second frame, no re-dispatch to start, no completion handler to move
+  /// the result through. @pre called on `executor` (the caller's own).
+  static void launch(asio::any_io_executor const& executor, std::shared_ptr<operation_base> const& op,
+                     asio::awaitable<asio::detail::awaitable_thread_entry_point> body);
 
   std::shared_ptr<state> state_;
 };
@@ -348,21 +373,22 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     state_->running.push_back(op);
   }
   auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
-  asio::co_spawn(executor, std::move(work),
-                 asio::bind_cancellation_slot(op->signal.slot(),
-                                              [weak = std::weak_ptr<state>(state_), op, finish = std::move(finish)](
-                                                  std::exception_ptr failed, auto&& produced) mutable {
-                                                try {
-                                                  if (failed) {
-                                                    std::rethrow_exception(failed);
-                                                  }
-                                                  op->value.emplace(finish(op->context, std::move(produced)));
-                                                } catch (...) {
-                                                  op->error = std::current_exception();
-                                                }
-                                                publish(weak, op);
-                                              }));
+  launch(executor, op, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
   return {op, false};
+}
+
+template <class Op, class R, class Finish>
+asio::awaitable<asio::detail::awaitable_thread_entry_point>
+call_registry::run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awaitable<R> work, Finish finish) {
+  // Keeps the executor's context running until the operation ends, as co_spawn does.
+  auto const tracked = asio::prefer(op->executor, asio::execution::outstanding_work.tracked);
+  try {
+    R produced = co_await std::move(work); // named: GCC 12 and class temporaries in co_await expressions
+    op->value.emplace(finish(op->context, std::move(produced)));
+  } catch (...) {
+    op->error = std::current_exception();
+  }
+  publish(weak, op);
 }
 
 template <class Handler>
