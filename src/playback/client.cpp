@@ -12,6 +12,8 @@
 #include "client_impl.hpp"
 #include "playback/response_parser.hpp"
 #include "ticket_flow.hpp"
+#include "wandura/detail/base_url.hpp"
+#include "wandura/detail/header_value.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/transport/transport.hpp"
@@ -25,20 +27,15 @@ detail::response_parser& detail::thread_parser() {
 
 namespace {
 
-// The base URL without trailing slashes; refuses anything that is not http(s)://host[...] before any request.
-std::string checked_base_url(std::string url) {
-  while (!url.empty() && url.back() == '/') {
-    url.pop_back();
+// Refuses, before anything is made or sent, options that would put a broken or injected header on the wire (issue
+// 14): an empty API key (it would go out as "Bearer "), and a key or user agent holding CR, LF or NUL. The base
+// URL is checked by detail::checked_base_url when the client's state is made.
+void check_header_options(client_options const& options) {
+  if (options.api_key.empty()) {
+    throw error(errc::invalid_argument, "client: api_key must not be empty; refused, nothing sent");
   }
-  std::string_view const v(url);
-  std::size_t const scheme_end = v.starts_with("https://") ? 8 : v.starts_with("http://") ? 7 : 0;
-  bool const has_host = scheme_end != 0 && v.size() > scheme_end && v[scheme_end] != '/' && v[scheme_end] != ':';
-  bool const clean = v.find_first_of(" \t\r\n") == std::string_view::npos;
-  if (!has_host || !clean) {
-    throw error(errc::invalid_argument,
-                "client: base_url must be an http:// or https:// URL with a host, got \"" + url + "\"");
-  }
-  return url;
+  detail::check_header_value("Authorization", options.api_key);
+  detail::check_header_value("User-Agent", options.transport.user_agent);
 }
 
 // A 2xx whose body is not the documented JSON: says so, with the status and the parser's words.
@@ -107,8 +104,9 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                r.time_source = time;
                return r;
              }()),
-      store(options.tickets ? options.tickets : default_store(time)), base_url(checked_base_url(options.base_url)),
-      tickets_url(base_url + "/v1/playback/tickets"), authorization("Bearer " + options.api_key) {
+      store(options.tickets ? options.tickets : default_store(time)),
+      base_url(detail::checked_base_url(options.base_url)), tickets_url(base_url + "/v1/playback/tickets"),
+      authorization("Bearer " + options.api_key) {
   if (options.viewer_tickets_per_minute) {
     limiter.emplace(limiter_options(*options.viewer_tickets_per_minute, time));
   }
@@ -128,15 +126,17 @@ http_request client::impl::make_request(http_method method, std::string url, std
   return r;
 }
 
-client::client(asio::any_io_executor executor, client_options options)
-    : executor_(std::move(executor)),
-      impl_(std::make_shared<impl>(std::make_shared<transport>(executor_, options.transport), std::move(options))) {}
+client::client(asio::any_io_executor executor, client_options options) : executor_(std::move(executor)) {
+  check_header_options(options);
+  impl_ = std::make_shared<impl>(std::make_shared<transport>(executor_, options.transport), std::move(options));
+}
 
 client::client(std::shared_ptr<http_sender> sender, client_options options)
     : executor_(sender ? sender->get_executor() : asio::any_io_executor{}) {
   if (!sender) {
     throw error(errc::invalid_argument, "client: sender must not be null");
   }
+  check_header_options(options);
   impl_ = std::make_shared<impl>(std::move(sender), std::move(options));
 }
 

@@ -411,6 +411,7 @@ TEST_CASE("client: a base_url that is not http(s) with a host is refused when th
   for (char const* bad : {"ftp://127.0.0.1:1", "not-a-url", "http://", "http:///v1", "http://127.0.0.1:1 x", ""}) {
     wandura::client_options options;
     options.base_url = bad;
+    options.api_key = "test-key";
     try {
       wandura::client api(fake, options);
       FAIL("accepted " << bad);
@@ -420,6 +421,7 @@ TEST_CASE("client: a base_url that is not http(s) with a host is refused when th
   }
   wandura::client_options ok;
   ok.base_url = "https://api.wandura.example/";
+  ok.api_key = "test-key";
   CHECK_NOTHROW(wandura::client(fake, ok));
 }
 
