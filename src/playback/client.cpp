@@ -38,15 +38,6 @@ void check_header_options(client_options const& options) {
   detail::check_header_value("User-Agent", options.transport.user_agent);
 }
 
-// A 2xx whose body is not the documented JSON: says so, with the status and the parser's words.
-error invalid_body(std::string_view operation, call_result const& sent, std::string_view what) {
-  return error(
-      errc::invalid_response,
-      std::string(operation) + ": invalid response body (HTTP " + std::to_string(sent.response.status) +
-          "): " + std::string(what),
-      error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
-}
-
 // Percent-encodes a path segment (RFC 3986 unreserved characters pass through).
 void append_path_segment(std::string& out, std::string_view segment) {
   static constexpr char hex[] = "0123456789ABCDEF";
@@ -269,6 +260,27 @@ struct read_target {
   std::string_view segment_name; ///< Non-empty: a path segment follows, named so in the error for an empty one.
 };
 
+// Reads the 2xx of a typed GET with `parse` (a member of response_parser) into `value`; an unreadable body is
+// reported to the engine, which retries it as it would a connection reset (a GET is safe to resend).
+template <class T, class Parse> class typed_reader final : public response_reader {
+public:
+  explicit typed_reader(Parse parse) : parse_(parse) {}
+
+  [[nodiscard]] follow_up after_success(call_result const& response) override {
+    follow_up next;
+    value = T{};
+    if ((detail::thread_parser().*parse_)(response.response.body, value)) {
+      next.unreadable = detail::thread_parser().message();
+    }
+    return next;
+  }
+
+  T value{};
+
+private:
+  Parse parse_;
+};
+
 // A GET through the engine as an operation of the client, parsed with `parse` (a member of response_parser);
 // throws `wandura::error`.
 template <class T, class Parse>
@@ -287,20 +299,18 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
   call_settings settings = self->engine.settings_for(options);
   auto const deadline = settings.deadline;
   auto const total = settings.total_timeout;
+  // The reader lives as long as the operation's finish, which outlives the engine's call.
+  auto reader = std::make_shared<typed_reader<T, Parse>>(parse);
   auto make = [&] {
     http_request request = self->make_request(http_method::get, std::move(url), {});
     request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}};
-    return self->engine.call(std::move(request), std::move(traits), std::move(settings));
+    return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
   };
-  auto finish = [self, parse, operation = target.operation](call_result&& sent) {
+  auto finish = [self, reader, operation = target.operation](call_result&& sent) {
     if (!sent.ok()) {
       throw to_error(sent, operation);
     }
-    T value{};
-    if ((detail::thread_parser().*parse)(sent.response.body, value)) {
-      throw invalid_body(operation, sent, detail::thread_parser().message());
-    }
-    return value;
+    return std::move(reader->value);
   };
   auto const executor = co_await asio::this_coro::executor;
   auto started = self->calls.join_or_start<T>(std::nullopt, executor, deadline, make, finish);

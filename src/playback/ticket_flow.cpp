@@ -62,7 +62,7 @@ public:
     parsed.items.clear();
     auto ec = thread_parser().parse_ticket_batch(response.response.body, parsed);
     if (ec || parsed.items.empty()) {
-      invalid_ = ec ? thread_parser().message() : std::string("no items");
+      next.unreadable = ec ? thread_parser().message() : std::string("no items"); // the engine retries or fails it
       return next;
     }
     item_indexes const retry = read_items(parsed, response);
@@ -96,13 +96,6 @@ public:
   /// The operation's result once the engine is done, or the whole call's failure as `wandura::error`.
   sent_batch finish(call_result&& sent) {
     out_.attempts = sent.attempts;
-    if (!invalid_.empty()) {
-      throw error(
-          errc::invalid_response,
-          "issue_tickets: invalid response body (HTTP " + std::to_string(sent.response.status) + "): " + invalid_,
-          error_info{
-              sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
-    }
     if (sent.ok()) {
       return std::move(out_);
     }
@@ -191,7 +184,6 @@ private:
   sent_batch out_;
   item_indexes pending_; // indexes into sent_.episodes still asked for
   bool narrowed_ = false;
-  std::string invalid_; // why a 2xx body could not be read; empty when it could
 };
 
 } // namespace

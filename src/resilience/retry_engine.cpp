@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include <asio/error.hpp>
 #include <asio/this_coro.hpp>
@@ -207,6 +208,7 @@ namespace {
 std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attempt_result&& outcome,
                                                       wandura::clock const& clk) {
   result.error = outcome.error;
+  result.detail = std::move(outcome.detail);
   result.error_code.clear();
   result.reason.clear();
   result.replayed = false;
@@ -361,6 +363,16 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
   switch (verdict.verdict) {
   case attempt_verdict::success:
     if (reader == nullptr || !(out.follow = reader->after_success(result)).again) {
+      if (!out.follow.unreadable.empty()) { // a 2xx no one can read: failed as a reset would, same rules
+        result.error = errc::invalid_response;
+        result.detail = std::exchange(out.follow, {}).unreadable;
+        if (facts.safety == request_safety::unkeyed_write) {
+          result.note = "not retried: write without idempotency key";
+          out.stop = stop_reason::not_retryable;
+          return out;
+        }
+        break;
+      }
       out.stop = stop_reason::success;
       return out;
     }
@@ -392,7 +404,7 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
     out.stop = follow ? stop_reason::success : *step.stop;
     return out;
   }
-  notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, facts.transport_error, now));
+  notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, result.error, now));
   out.wake_at = now + step.wait;
   return out;
 }

@@ -74,6 +74,10 @@ struct follow_up {
   /// The status and server code that caused the follow-up, for the retry event and the WARN line.
   int http_status = 0;
   std::string server_code;
+  /// Non-empty: the 2xx body could not be read (truncated, not the documented JSON), and why. The engine then
+  /// treats the attempt as a failed one (`errc::invalid_response`): retried like a connection reset when the request
+  /// is safe to resend (a read, a keyed write: the server replays), final for an unkeyed write.
+  std::string unreadable;
 };
 
 /// What a caller makes of the responses of one call (the playback layer reads a ticket batch's items). It is
