@@ -161,6 +161,7 @@ client_stats client::stats() const {
   s.metrics.retries += s.engine.retries;
   s.metrics.budget_denied += s.engine.budget_denied;
   s.metrics.held_off += s.engine.holdoff_waits;
+  s.metrics.hook_errors = s.engine.hook_errors;
   return s;
 }
 

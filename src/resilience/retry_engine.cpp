@@ -138,17 +138,19 @@ double retry_engine::draw() const {
 }
 
 void retry_engine::notify_retry(retry_event const& event) {
-  // A throwing hook or logger must not turn a retry into a crash or a lost call.
+  // A throwing hook or logger must not turn a retry into a crash or a lost call: counted (metrics), then ignored.
   if (options_.on_retry) {
     try {
       options_.on_retry(event);
     } catch (...) {
+      counters_.hook_errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (options_.log) {
     try {
       options_.log(log_level::warn, format_retry_line(event));
     } catch (...) {
+      counters_.hook_errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }
@@ -198,6 +200,7 @@ retry_engine_stats retry_engine::stats() const noexcept {
   s.budget_denied = counters_.budget_denied.load(std::memory_order_relaxed);
   s.deadline_stops = counters_.deadline_stops.load(std::memory_order_relaxed);
   s.holdoff_waits = counters_.holdoff_waits.load(std::memory_order_relaxed);
+  s.hook_errors = counters_.hook_errors.load(std::memory_order_relaxed);
   return s;
 }
 

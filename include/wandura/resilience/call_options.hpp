@@ -55,9 +55,13 @@ struct retry_options {
   bool auto_idempotency_keys = true;
   /// The retry budget's parameters (seed 000: 10 %, at least 10, per 60 s).
   retry_budget::config budget;
-  /// Receives one WARN line per retry; none when empty.
+  /// Receives one WARN line per retry; none when empty. Called on the call's coroutine, before the backoff sleep;
+  /// must be thread-safe. If it throws, the exception is caught and ignored: the retry goes ahead as if the line had
+  /// been written (a throwing logger never ends, delays or loses a call), and `wandura_hook_errors_total` (the
+  /// client's `metrics_text()`, `retry_engine_stats::hook_errors`) counts it.
   logger log;
-  /// Called once per retry with the structured event; none when empty. Must be thread-safe and must not throw.
+  /// Called once per retry with the structured event, before `log`; none when empty. Must be thread-safe. If it
+  /// throws, as for `log`: caught, counted in `wandura_hook_errors_total`, and the retry (and `log`) goes ahead.
   retry_hook on_retry;
   /// Uniform random numbers in [0, 1) for jitter; must be thread-safe. Empty: a per-thread `std::mt19937_64`
   /// seeded from `std::random_device`.

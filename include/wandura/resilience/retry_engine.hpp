@@ -108,6 +108,7 @@ struct retry_engine_stats {
   std::uint64_t budget_denied = 0;  ///< Retries the budget refused.
   std::uint64_t deadline_stops = 0; ///< Calls stopped by their deadline.
   std::uint64_t holdoff_waits = 0;  ///< Attempts that waited for a counter's 429 hold-off.
+  std::uint64_t hook_errors = 0;    ///< Exceptions thrown by `on_retry` or `log`, caught and ignored.
 };
 
 /// The retry engine of one client.
@@ -178,6 +179,7 @@ private:
     std::atomic<std::uint64_t> budget_denied{0};
     std::atomic<std::uint64_t> deadline_stops{0};
     std::atomic<std::uint64_t> holdoff_waits{0};
+    std::atomic<std::uint64_t> hook_errors{0};
   };
 
   enum class counter_wait { ready, cancelled, past_deadline };
@@ -224,7 +226,7 @@ private:
   [[nodiscard]] retry_event retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,
                                             int retry, call_settings const& settings, request_traits const& traits,
                                             std::error_code transport_error, clock::time_point now) const;
-  /// Fires the `on_retry` hook and writes the WARN line; a throwing hook or logger is ignored.
+  /// Fires the `on_retry` hook and writes the WARN line; a throwing hook or logger is counted and otherwise ignored.
   void notify_retry(retry_event const& event);
 
   http_sender& sender_;

@@ -3,6 +3,8 @@
 #include "wandura/playback/client.hpp"
 
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -128,4 +130,46 @@ TEST_CASE("client options: a scheme in upper case is accepted and requests go to
   REQUIRE(done);
   REQUIRE(s.fake->attempt_count() == 1);
   CHECK(s.fake->attempts().front().request.url == "http://127.0.0.1:1/base/v1/config");
+}
+
+TEST_CASE("client options: hooks that throw never end or lose a call, and are counted in the metrics") {
+  fake_setup s;
+  auto options = valid_options();
+  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
+  options.retry.random = [] { return 0.5; };
+  int hook_calls = 0;
+  int log_calls = 0;
+  options.retry.on_retry = [&](wandura::retry_event const&) {
+    ++hook_calls;
+    throw std::runtime_error("hook failed");
+  };
+  options.retry.log = [&](wandura::log_level, std::string_view) {
+    ++log_calls;
+    throw 42; // not even a std::exception
+  };
+  wandura::client api(s.fake, options);
+  s.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  s.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  s.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
+  std::optional<wandura::org_config> got;
+  std::exception_ptr failure;
+  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr e, wandura::org_config c) {
+    failure = e;
+    got = std::move(c);
+  });
+  for (int i = 0; i < 1000 && !got; ++i) {
+    s.io.restart();
+    s.io.poll();
+    if (!got) {
+      s.clock.advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(got.has_value());
+  CHECK_FALSE(failure);
+  CHECK(got->limit("playback") == 6000);
+  CHECK(s.fake->attempt_count() == 3);
+  CHECK(hook_calls == 2); // the log still ran after each throwing hook
+  CHECK(log_calls == 2);
+  CHECK(api.stats().engine.hook_errors == 4);
+  CHECK(api.metrics_text().find("\nwandura_hook_errors_total 4\n") != std::string::npos);
 }
