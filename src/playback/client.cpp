@@ -155,18 +155,21 @@ client_stats client::stats() const {
   client_stats s;
   s.engine = impl_->engine.stats();
   s.metrics = impl_->metrics.snapshot();
-  // The engine counts the attempts it sends, the retries it makes (follow-ups included), its budget refusals and
-  // hold-off waits; the client counts none of them, so nothing is counted twice.
+  // The engine counts the attempts it sends, the retries it makes (follow-ups included) and its budget refusals;
+  // its admission gate the requests that queued behind a counter's limit. The client counts none of them, so
+  // nothing is counted twice.
   s.metrics.attempts += s.engine.attempts;
   s.metrics.retries += s.engine.retries;
   s.metrics.budget_denied += s.engine.budget_denied;
-  s.metrics.held_off += s.engine.holdoff_waits;
+  for (auto const& counter : impl_->engine.gate().stats()) {
+    s.metrics.held_off += counter.waited;
+  }
   s.metrics.hook_errors = s.engine.hook_errors;
   return s;
 }
 
 std::string client::metrics_text() const {
-  return to_prometheus(stats().metrics);
+  return to_prometheus(stats().metrics) + impl_->engine.gate().metrics_text();
 }
 
 asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, call_options options) {
@@ -332,8 +335,19 @@ template <class T> using parse_fn = std::error_code (detail::response_parser::*)
 } // namespace
 
 asio::awaitable<org_config> client::get_config(call_options options) {
-  return get_typed<org_config>(impl_, {"/v1/config", "config", "get_config", {}}, {}, std::move(options),
-                               static_cast<parse_fn<org_config>>(&detail::response_parser::parse_org_config));
+  auto self = impl_;
+  org_config config =
+      co_await get_typed<org_config>(self, {"/v1/config", "config", "get_config", {}}, {}, std::move(options),
+                                     static_cast<parse_fn<org_config>>(&detail::response_parser::parse_org_config));
+  // The admission gate paces a congested counter at its refill: the limits told here are the first it knows.
+  for (auto const& limit : config.limits) {
+    if (limit.per_minute > 0 && limit.per_minute <= std::numeric_limits<std::uint32_t>::max()) {
+      self->engine.gate().set_limit(
+          limit.counter, {static_cast<std::uint32_t>(limit.per_minute), std::chrono::seconds(60),
+                          default_refill(limit.counter)});
+    }
+  }
+  co_return config;
 }
 
 asio::awaitable<film> client::get_film(std::string film_ref, call_options options) {

@@ -1,5 +1,6 @@
 #include "ticket_flow.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <asio/error.hpp>
@@ -32,6 +33,15 @@ ticket_key key_for(ticket_batch const& batch, episode_request const& e) {
   return ticket_key{batch.viewer_ref.value_or(std::string{}), batch.union_info, e.film_ref, e.episode_no, e.intent};
 }
 
+/// An item the client answers `shed` without sending it: the playback counter is known to be under its reserve,
+/// where the server refuses prefetches. Nothing was sent, so there is no HTTP status.
+void shed_item(ticket_item_result& item) {
+  item.outcome = item_outcome::shed;
+  item.status = 0;
+  item.error_code = "rate_limited";
+  item.reason = "prefetch_shed";
+}
+
 bool same_episode(ticket_item_result const& item, episode_request const& want) noexcept {
   return item.film_ref == want.film_ref && item.episode_no == want.episode_no && item.intent == want.intent;
 }
@@ -50,20 +60,63 @@ public:
     }
   }
 
-  // A 429 that only shed prefetches is not the counter running out: the server still grants plays (seed 001
-  // "Quá tải nhẹ nhàng"), so it must not hold the plays of every other call back.
-  [[nodiscard]] bool holds_counter(call_result const& response) const override {
-    return response.reason != "prefetch_shed";
+  /// A request with a play item is what a viewer waits for; one of prefetches only may be dropped by the gate.
+  [[nodiscard]] request_class admission_class() const override {
+    bool const any_play = std::any_of(pending_.begin(), pending_.end(),
+                                      [&](std::size_t i) { return sent_.episodes[i].intent == intent::play; });
+    return any_play ? request_class::play : request_class::prefetch;
+  }
+  /// The tickets the counter will count. While it is short of room the server sheds prefetches first and grants
+  /// plays, so a request with plays costs its plays; one of prefetches only costs its items.
+  [[nodiscard]] std::uint32_t admission_cost() const override {
+    auto const plays = std::count_if(pending_.begin(), pending_.end(),
+                                     [&](std::size_t i) { return sent_.episodes[i].intent == intent::play; });
+    return static_cast<std::uint32_t>(plays > 0 ? plays : static_cast<std::ptrdiff_t>(pending_.size()));
+  }
+
+  /// Counts the response's items for the admission gate: fresh grants, prefetches shed (the counter is under its
+  /// reserve, plays are still granted: not the counter running out) and items refused for rate. A 2xx is read
+  /// here once and its items kept for `after_success`, which follows without suspending.
+  void read_counter_feedback(call_result const& response, counter_feedback& feedback) override {
+    parsed_ready_ = false;
+    ticket_batch_result& parsed = thread_parsed_batch();
+    parsed.items.clear();
+    int const status = response.response.status;
+    if (status == 401 || thread_parser().parse_ticket_batch(response.response.body, parsed) || parsed.items.empty()) {
+      // No items to count: a whole refusal says it for the request's items at once.
+      bool const shed = response.reason == "prefetch_shed";
+      auto const units = static_cast<std::uint32_t>(pending_.size());
+      feedback.shed = status == 429 && shed ? units : 0;
+      feedback.refused = status == 429 && !shed ? units : 0;
+      return;
+    }
+    parsed_ready_ = status >= 200 && status < 300;
+    std::optional<std::chrono::seconds> smallest; // a whole-request Retry-After is the smallest of its items'
+    for (auto const& item : parsed.items) {
+      feedback.granted += item.outcome == item_outcome::granted && !item.reused ? 1U : 0U;
+      bool const refused = item.status == 429;
+      bool const shed = refused && item.reason == "prefetch_shed";
+      feedback.shed += shed ? 1U : 0U;
+      feedback.refused += refused && !shed ? 1U : 0U;
+      if (refused && item.retry_after && (!smallest || *item.retry_after < *smallest)) {
+        smallest = item.retry_after;
+      }
+    }
+    if (!feedback.retry_after && smallest && smallest->count() > 0) {
+      feedback.retry_after = std::chrono::duration_cast<std::chrono::milliseconds>(*smallest);
+    }
   }
 
   [[nodiscard]] follow_up after_success(call_result const& response) override {
     follow_up next;
     ticket_batch_result& parsed = thread_parsed_batch();
-    parsed.items.clear();
-    auto ec = thread_parser().parse_ticket_batch(response.response.body, parsed);
-    if (ec || parsed.items.empty()) {
-      next.unreadable = ec ? thread_parser().message() : std::string("no items"); // the engine retries or fails it
-      return next;
+    if (!std::exchange(parsed_ready_, false)) { // not read by read_counter_feedback (no reader call before)
+      parsed.items.clear();
+      auto ec = thread_parser().parse_ticket_batch(response.response.body, parsed);
+      if (ec || parsed.items.empty()) {
+        next.unreadable = ec ? thread_parser().message() : std::string("no items"); // the engine retries or fails it
+        return next;
+      }
     }
     item_indexes const retry = read_items(parsed, response);
     if (retry.empty()) {
@@ -109,8 +162,8 @@ public:
         return std::move(out_);
       }
     }
-    if (sent.attempts == 0 && sent.error == errc::rate_limited) {
-      held_off();
+    if (sent.stopped == stop_reason::shed) {
+      shed_locally();
       return std::move(out_);
     }
     throw to_error(sent, "issue_tickets");
@@ -162,19 +215,12 @@ private:
     return retry;
   }
 
-  /// The counter's 429 hold-off outlasted the deadline: nothing was sent. Like a refused item, it is an outcome
-  /// with the time left, not a failure of the call.
-  void held_off() {
-    auto const left = self_->engine.held_until(playback_counter) - self_->time->now();
+  /// The admission gate dropped this request of prefetches only: the counter is under its reserve, where the
+  /// server refuses prefetches. Its items are `shed`, as the server would have answered them; nothing was sent.
+  void shed_locally() {
     for (std::size_t const i : pending_) {
-      auto& item = out_.items[i];
-      item.outcome = item_outcome::rate_limited;
-      item.status = 0;
-      item.error_code = "rate_limited";
-      item.reason = "held_off";
-      item.retry_after = std::chrono::ceil<std::chrono::seconds>(std::max(left, clock::duration::zero()));
+      shed_item(out_.items[i]);
     }
-    self_->metrics.add_held_off();
   }
 
   std::shared_ptr<client::impl> self_;
@@ -184,6 +230,7 @@ private:
   sent_batch out_;
   item_indexes pending_; // indexes into sent_.episodes still asked for
   bool narrowed_ = false;
+  bool parsed_ready_ = false; // the per-thread parsed batch holds the last 2xx, read by read_counter_feedback
 };
 
 } // namespace
@@ -250,12 +297,17 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
     }
     call.pending.push_back(i);
   }
-  // While the playback counter is held off after a 429, prefetches are not sent at all (seed 001: retrying early
-  // only earns more 429s); plays wait for the hold-off inside the engine.
-  auto const held = self.engine.held_until(playback_counter);
-  if (held != clock::time_point::min() && held > self.time->now()) {
+  // While the admission gate knows the playback counter is under its reserve, where the server refuses
+  // prefetches (told by a shed, or held empty after a 429), they are not sent at all: they come back `shed`, as the
+  // server would have answered. Plays wait for their turn at the gate inside the engine.
+  auto& gate = self.engine.gate();
+  if (gate.under_reserve(playback_counter) || gate.held_until(playback_counter) > self.time->now()) {
+    for (std::size_t const i : call.pending) {
+      if (batch.episodes[i].intent == intent::prefetch) {
+        shed_item(item_at(i));
+      }
+    }
     call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
-    (void)item_at(0); // the prefetches left out stay `deferred`
   }
   if (!self.limiter || call.pending.empty()) {
     return;

@@ -182,7 +182,7 @@ void admission_gate::observe(std::string_view counter, counter_feedback const& f
   found->observe(feedback);
 }
 
-void admission_gate::set_limit(std::string_view counter, counter_limit limit) {
+void admission_gate::set_limit(std::string_view counter, rate_limit limit) {
   if (auto* found = find_or_add(counter)) {
     found->set_limit(limit);
   }
@@ -191,6 +191,11 @@ void admission_gate::set_limit(std::string_view counter, counter_limit limit) {
 bool admission_gate::under_reserve(std::string_view counter) const noexcept {
   auto* found = find(counter);
   return found != nullptr && found->congested() && found->under_reserve(clock_->now());
+}
+
+clock::time_point admission_gate::held_until(std::string_view counter) const {
+  auto* found = find(counter);
+  return found != nullptr ? found->held_until() : clock::time_point::min();
 }
 
 bool admission_gate::congested(std::string_view counter) const noexcept {

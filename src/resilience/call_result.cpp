@@ -13,6 +13,7 @@ std::string_view to_string(stop_reason r) noexcept {
   case stop_reason::deadline_exceeded: return "deadline_exceeded";
   case stop_reason::cancelled: return "cancelled";
   case stop_reason::invalid_request: return "invalid_request";
+  case stop_reason::shed: return "shed";
   }
   return "unknown";
 }
@@ -93,13 +94,9 @@ error to_error(call_result const& r, std::string_view operation) {
     why = "retry budget exhausted after " + attempts_text(r.attempts);
     break;
   case stop_reason::deadline_exceeded:
-    if (r.attempts == 0 && r.error == errc::rate_limited) {
-      code = errc::rate_limited;
-      why = "held back after a 429 past the deadline of " + std::to_string(r.total_timeout.count()) + " ms";
-    } else {
-      code = errc::deadline_exceeded;
-      why = "deadline of " + std::to_string(r.total_timeout.count()) + " ms reached after " + attempts_text(r.attempts);
-    }
+    code = errc::deadline_exceeded;
+    why = "deadline of " + std::to_string(r.total_timeout.count()) + " ms reached " +
+          (r.attempts == 0 ? std::string("before any attempt") : "after " + attempts_text(r.attempts));
     break;
   case stop_reason::cancelled:
     code = asio::error::operation_aborted;
@@ -109,6 +106,10 @@ error to_error(call_result const& r, std::string_view operation) {
     code = r.error ? r.error : std::error_code(errc::invalid_argument);
     why = "not sent";
     break;
+  case stop_reason::shed:
+    code = errc::rate_limited;
+    why = "not sent: " + (r.note.empty() ? std::string("shed") : r.note);
+    break;
   }
   std::string message(operation);
   if (!message.empty()) {
@@ -116,7 +117,7 @@ error to_error(call_result const& r, std::string_view operation) {
   }
   message += why;
   bool const had_attempt = r.attempts > 0;
-  if (r.stopped == stop_reason::deadline_exceeded && had_attempt && !r.note.empty()) {
+  if (r.stopped == stop_reason::deadline_exceeded && !r.note.empty()) {
     message += " (" + r.note + ")";
   }
   // The last real error, when there is one to report (a cancellation or a deadline before any attempt has none).

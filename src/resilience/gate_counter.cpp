@@ -35,6 +35,14 @@ gate_counter::gate_counter(std::string name, refill_kind refill, std::shared_ptr
                            std::shared_ptr<admission_gate_options const> options)
     : name_(std::move(name)), clock_(std::move(clock)), options_(std::move(options)), refill_(refill) {}
 
+clock::time_point gate_counter::held_until() const {
+  if (!congested()) {
+    return clock::time_point::min();
+  }
+  lock_type lock(mutex_);
+  return hold_until_;
+}
+
 bool gate_counter::under_reserve(clock::time_point now) const noexcept {
   return congested() && now.time_since_epoch().count() < reserve_until_.load(std::memory_order_acquire);
 }
@@ -69,6 +77,7 @@ void gate_counter::enter_congestion(clock::time_point now, bool refused) {
 void gate_counter::on_refused(clock::time_point now, counter_feedback const& feedback) {
   bool const was_pacing = congested();
   enter_congestion(now, true);
+  refused_ = true;
   bring_room_up_to(now);
   room_ = std::min(room_, 0.0); // no room now; a debt from an oversized request stays
   auto const hold = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
@@ -138,13 +147,22 @@ void gate_counter::bring_room_up_to(clock::time_point now) {
   room_at_ = now;
 }
 
+bool gate_counter::paces() const noexcept {
+  return limit_ > 0 || refused_;
+}
+
 bool gate_counter::has_room(std::uint32_t cost) const noexcept {
+  if (!paces()) {
+    return true; // only shed so far, limit unknown: plays are still granted, and no rate is known to pace them at
+  }
   // A request larger than the cap goes when the room is full, leaving a debt the next ones wait for.
   return room_ >= std::min(static_cast<double>(cost), burst_cap()) - 1e-9;
 }
 
 void gate_counter::take(std::uint32_t cost, clock::time_point now) {
-  room_ -= static_cast<double>(cost);
+  if (paces()) {
+    room_ -= static_cast<double>(cost);
+  }
   ++released_;
   auto const second = whole_second(now);
   if (second != second_) {
@@ -174,6 +192,7 @@ bool gate_counter::maybe_calm(clock::time_point now) {
   }
   congested_.store(false, std::memory_order_release);
   reserve_until_.store(0, std::memory_order_release);
+  refused_ = false;
   return true;
 }
 
@@ -197,7 +216,7 @@ std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32
     ++shed_;
     return admission{admission_verdict::shed, {}};
   }
-  if (deadline <= now) {
+  if (deadline <= now || hold_until_ >= deadline) { // past it, or the known hold-off outlasts it: no point waiting
     ++deadline_exceeded_;
     return admission{admission_verdict::deadline_exceeded, {}};
   }
@@ -275,7 +294,7 @@ void gate_counter::observe(counter_feedback const& feedback) {
   run(out);
 }
 
-void gate_counter::set_limit(counter_limit limit) {
+void gate_counter::set_limit(rate_limit limit) {
   if (limit.limit == 0 || limit.window.count() <= 0) {
     return;
   }

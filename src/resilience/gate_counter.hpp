@@ -44,6 +44,8 @@ public:
   /// The uncongested fast path reads only this.
   [[nodiscard]] bool congested() const noexcept { return congested_.load(std::memory_order_acquire); }
   [[nodiscard]] bool under_reserve(clock::time_point now) const noexcept;
+  /// The end of the current 429 hold-off (no release before it); `time_point::min()` when uncongested.
+  [[nodiscard]] clock::time_point held_until() const;
 
   /// Decides a request at once when it can be (admitted with room and nobody ahead, shed, past its deadline, or the
   /// counter calmed down); nullopt when it must queue.
@@ -56,7 +58,7 @@ public:
   void cancel(gate_waiter& waiter);
 
   void observe(counter_feedback const& feedback);
-  void set_limit(counter_limit limit);
+  void set_limit(rate_limit limit);
 
   /// Completes every queued request with `cancelled`; later timers do nothing.
   void close();
@@ -81,6 +83,9 @@ private:
   void on_shed(clock::time_point now, counter_feedback const& feedback);
   void on_granted(std::uint32_t units);
   void bring_room_up_to(clock::time_point now);
+  /// Whether releases are paced: the limit is known, or a 429 refused a request since the counter congested. A
+  /// counter that has only shed prefetches, limit unknown, drops prefetches but lets plays through.
+  [[nodiscard]] bool paces() const noexcept;
   [[nodiscard]] bool has_room(std::uint32_t cost) const noexcept;
   void take(std::uint32_t cost, clock::time_point now);
   [[nodiscard]] clock::time_point release_time(std::uint32_t cost, clock::time_point now) const;
@@ -106,6 +111,7 @@ private:
   std::uint32_t limit_ = 0;
   std::chrono::seconds window_{60};
   bool closed_ = false;
+  bool refused_ = false; ///< A 429 refused a request since the counter congested.
   double rate_ = 0;                ///< Units per second released while congested.
   double room_ = 0;                ///< Units that may be released now; negative after a request larger than it.
   clock::time_point room_at_{};    ///< When `room_` was last brought up to date.

@@ -13,7 +13,6 @@
 #include "wandura/resilience/retry_after.hpp"
 
 #include "resilience/error_body.hpp"
-#include "resilience/holdoff_registry.hpp"
 
 namespace wandura {
 namespace {
@@ -32,6 +31,16 @@ clock::duration to_clock_duration(std::chrono::duration<double, std::milli> d) n
   }
   ms = std::min(ms, max_ms);
   return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
+/// What a response of one unit says about its counter: a 2xx granted it, a 429 refused it.
+void count_by_status(call_result const& response, counter_feedback& feedback) noexcept {
+  int const status = response.response.status;
+  if (status >= 200 && status < 300) {
+    feedback.granted = 1;
+  } else if (status == 429) {
+    feedback.refused = 1;
+  }
 }
 
 bool is_cancelled(asio::cancellation_state const& state) noexcept {
@@ -112,14 +121,14 @@ attempt_options attempt_limits(std::chrono::milliseconds attempt_limit, clock::t
 
 } // namespace
 
-bool response_reader::holds_counter(call_result const& /*response*/) const {
-  return true;
+void response_reader::read_counter_feedback(call_result const& response, counter_feedback& feedback) {
+  count_by_status(response, feedback);
 }
 
 retry_engine::retry_engine(http_sender& sender, retry_options options)
     : sender_(sender), options_(std::move(options)),
       clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget),
-      holdoffs_(std::make_unique<detail::holdoff_registry>()) {}
+      gate_(clock_, options_.admission) {}
 
 retry_engine::~retry_engine() = default;
 
@@ -155,41 +164,43 @@ void retry_engine::notify_retry(retry_event const& event) {
   }
 }
 
-clock::time_point retry_engine::held_until(std::string_view counter) const {
-  return holdoffs_->held_until(counter);
-}
-
 clock::duration retry_engine::counter_wait_from(std::string_view counter, clock::time_point now) const {
-  auto const held = holdoffs_->held_until(counter); // time_point::min() when not held: no subtraction
+  auto const held = gate_.held_until(counter); // time_point::min() when not held: no subtraction
   return held > now ? held - now : clock::duration::zero();
 }
 
-asio::awaitable<retry_engine::counter_wait> retry_engine::wait_for_counter(std::string_view counter,
-                                                                           clock::time_point deadline) {
-  // After a 429 on this counter, every request to it waits until the server's Retry-After has passed.
-  auto const held = holdoffs_->held_until(counter);
-  if (held == clock::time_point::min() || held <= clock_->now()) { // never held: no clock read
-    co_return counter_wait::ready;
-  }
-  if (held >= deadline) {
-    co_return counter_wait::past_deadline;
-  }
-  counters_.holdoff_waits.fetch_add(1, std::memory_order_relaxed);
-  co_return (co_await sleep_on(*clock_, held)) ? counter_wait::cancelled : counter_wait::ready;
+asio::awaitable<admission> retry_engine::wait_for_counter(std::string_view counter, response_reader const* reader,
+                                                          clock::time_point deadline) {
+  auto const cls = reader != nullptr ? reader->admission_class() : request_class::play;
+  auto const cost = reader != nullptr ? std::max<std::uint32_t>(reader->admission_cost(), 1) : 1U;
+  admission const admitted = co_await gate_.admit(counter, cls, cost, deadline);
+  co_return admitted;
 }
 
 void retry_engine::note_response(std::string_view counter, call_result const& response,
-                                 std::optional<std::chrono::milliseconds> retry_after, response_reader const* reader) {
-  if (response.response.status != 429 || !retry_after || retry_after->count() <= 0) {
-    return;
+                                 std::optional<std::chrono::milliseconds> retry_after, response_reader* reader) {
+  if (!response.has_response()) {
+    return; // no answer: nothing learnt about the counter
   }
-  if (reader != nullptr && !reader->holds_counter(response)) {
-    return;
+  counter_feedback feedback;
+  feedback.status = response.response.status;
+  if (retry_after && retry_after->count() > 0) {
+    // The server's full value, not the policy's `max_retry_after` (that caps a backoff, not the server's rate
+    // limit), up to `max_holdoff`, so that one broken header cannot block a counter for a year.
+    feedback.retry_after = std::min(*retry_after, max_holdoff);
   }
-  // The server's full value is honoured, not the policy's `max_retry_after` (that caps a backoff, not the server's
-  // rate limit), up to `max_holdoff`, so that one broken header cannot block a counter for a year.
-  auto const wait = std::min(*retry_after, max_holdoff);
-  holdoffs_->hold(counter, clock_->now() + std::chrono::duration_cast<clock::duration>(wait));
+  if (reader != nullptr) {
+    reader->read_counter_feedback(response, feedback);
+  } else {
+    count_by_status(response, feedback);
+  }
+  bool const pressure = feedback.status == 429 || feedback.shed > 0 || feedback.refused > 0;
+  if (!pressure && !gate_.congested(counter)) {
+    return; // a success on an uncongested counter teaches the gate nothing: no header lookups on the hot path
+  }
+  auto const& headers = response.response.headers;
+  read_rate_limit_headers(headers.find("x-ratelimit-limit"), headers.find("x-ratelimit-window"), feedback);
+  gate_.observe(counter, feedback);
 }
 
 retry_engine_stats retry_engine::stats() const noexcept {
@@ -199,7 +210,6 @@ retry_engine_stats retry_engine::stats() const noexcept {
   s.retries = counters_.retries.load(std::memory_order_relaxed);
   s.budget_denied = counters_.budget_denied.load(std::memory_order_relaxed);
   s.deadline_stops = counters_.deadline_stops.load(std::memory_order_relaxed);
-  s.holdoff_waits = counters_.holdoff_waits.load(std::memory_order_relaxed);
   s.hook_errors = counters_.hook_errors.load(std::memory_order_relaxed);
   return s;
 }
@@ -237,18 +247,27 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
 
 retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings, std::string_view counter, int retry,
                                                   std::optional<std::chrono::milliseconds> retry_after,
-                                                  clock::time_point now) {
+                                                  bool gate_paces, clock::time_point now) {
   retry_step step;
   if (retry > std::max(settings.policy.max_retries, 0)) {
     step.stop = stop_reason::retries_exhausted;
     return step;
   }
-  auto const delay = compute_backoff(settings.policy, retry, retry_after, draw());
-  step.wait = to_clock_duration(delay.delay);
-  step.source = delay.source;
+  auto const held = counter_wait_from(counter, now);
+  if (gate_paces) {
+    // After a 429 the admission gate holds the counter for its Retry-After and then releases the waiting requests
+    // at the rate the counter refills, plays first: the retry queues there at once, in its turn, instead of
+    // sleeping on its own and joining the crowd released when the hold-off ends.
+    step.source = delay_source::retry_after;
+  } else {
+    auto const delay = compute_backoff(settings.policy, retry, retry_after, draw());
+    step.wait = to_clock_duration(delay.delay);
+    step.source = delay.source;
+  }
   // The next attempt starts after the backoff and after the counter's hold-off (a Retry-After above the policy's
   // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
-  auto const start_in = std::max(step.wait, counter_wait_from(counter, now));
+  auto const start_in = std::max(step.wait, held);
+  step.starts_in = start_in;
   if (!fits_deadline(settings.deadline, now, start_in)) {
     // Seed 004: stop when now + delay passes the total deadline, and report the last real error.
     step.stop = stop_reason::deadline_exceeded;
@@ -298,13 +317,17 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
       co_return finish(stop_reason::cancelled);
     }
-    auto const ready = co_await wait_for_counter(traits.counter, settings.deadline);
-    if (ready == counter_wait::cancelled) {
+    admission const admitted = co_await wait_for_counter(traits.counter, reader, settings.deadline);
+    if (admitted.verdict == admission_verdict::cancelled) {
       co_return finish(stop_reason::cancelled);
     }
+    if (admitted.verdict == admission_verdict::shed) {
+      result.note = describe(admitted, traits.counter);
+      co_return finish(stop_reason::shed);
+    }
     auto const now = clk.now();
-    if (ready == counter_wait::past_deadline || now >= settings.deadline) {
-      too_late_for_attempt(result, attempt, ready == counter_wait::past_deadline, traits.counter);
+    if (admitted.verdict == admission_verdict::deadline_exceeded || now >= settings.deadline) {
+      too_late_for_attempt(result, attempt, admitted, traits.counter);
       co_return finish(stop_reason::deadline_exceeded);
     }
 
@@ -346,14 +369,17 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
   }
 }
 
-void retry_engine::too_late_for_attempt(call_result& result, int attempt, bool counter_held,
+void retry_engine::too_late_for_attempt(call_result& result, int attempt, admission const& waited,
                                         std::string const& counter) {
   if (attempt == 1) {
-    result.error = counter_held ? std::error_code(errc::rate_limited) : std::error_code(errc::deadline_exceeded);
+    result.error = errc::deadline_exceeded; // later attempts keep the last real error
   }
-  if (counter_held) {
-    result.note = "counter '" + counter + "' is held back after a 429 past the deadline";
+  if (waited.verdict != admission_verdict::deadline_exceeded) {
+    return;
   }
+  result.note = waited.queued > clock::duration::zero()
+                    ? describe(waited, counter)
+                    : "the " + counter + " counter is held back after a 429 until past the deadline";
 }
 
 retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt_summary const& facts,
@@ -399,7 +425,9 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
   if (retry_after && retry_after->count() <= 0) {
     retry_after.reset();
   }
-  auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, now);
+  int const refused_status = follow ? out.follow.http_status : result.response.status;
+  bool const gate_paces = refused_status == 429 && gate_.congested(traits.counter);
+  auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, gate_paces, now);
   if (step.stop) {
     if (!follow) {
       result.note = std::move(step.note);
@@ -418,7 +446,7 @@ retry_event retry_engine::retry_event_for(call_result const& result, follow_up c
   retry_event event;
   event.retry = retry;
   event.max_retries = std::max(settings.policy.max_retries, 0);
-  event.delay = std::chrono::round<std::chrono::milliseconds>(step.wait);
+  event.delay = std::chrono::round<std::chrono::milliseconds>(step.starts_in);
   event.source = step.source;
   event.http_status = next.again ? next.http_status : result.response.status;
   event.error = next.again ? std::error_code{} : transport_error;

@@ -256,7 +256,7 @@ TEST_CASE("client and emulator: typed reads of config, catalog, videos and creat
   }
 }
 
-TEST_CASE("client and emulator: after a 429 the counter is held and prefetches wait their turn") {
+TEST_CASE("client and emulator: after a 429 the counter is held, and a call that could not be sent in time fails at once") {
   // 3 tickets a minute, exact counters, manual clock (plays are refused, not held): the first start takes all 3.
   live t(with_playback_limit(3, true));
   auto first = t.start("the-heiress-returns", 1, 12);
@@ -267,15 +267,18 @@ TEST_CASE("client and emulator: after a 429 the counter is held and prefetches w
   CHECK(second.play.outcome == item_outcome::rate_limited);
   CHECK(second.attempts == 1);
   CHECK(second.play.retry_after.has_value());
-  // The 429 set the playback counter's hold-off: the next start sends nothing; its play is reported rate_limited
-  // with the time left, its prefetches deferred.
-  auto third = t.start("the-heiress-returns", 10, 12, "device-3", quick);
-  CHECK(third.attempts == 0);
-  CHECK(third.play.outcome == item_outcome::rate_limited);
-  CHECK(third.play.retry_after.has_value());
-  for (auto const& p : third.prefetch) {
-    CHECK(p.outcome == item_outcome::deferred);
+  // The 429 holds the playback counter at the admission gate for its Retry-After, longer than the next call's
+  // deadline: that call sends nothing and fails at once, saying why.
+  auto const requests_before = t.emu->stats().requests.at("playback");
+  try {
+    (void)t.start("the-heiress-returns", 10, 12, "device-3", quick);
+    FAIL("expected deadline_exceeded");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::deadline_exceeded);
+    CHECK(e.attempts() == 0);
+    CHECK(std::string(e.what()).find("playback counter is held back after a 429") != std::string::npos);
   }
+  CHECK(t.emu->stats().requests.at("playback") == requests_before);
   CHECK(t.emu->stats().tickets_counted == 3);
 }
 

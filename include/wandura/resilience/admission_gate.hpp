@@ -60,7 +60,7 @@ enum class refill_kind {
 [[nodiscard]] refill_kind default_refill(std::string_view counter) noexcept;
 
 /// A counter's limit, as `GET /v1/config` or the rate-limit headers of a 429 tell it.
-struct counter_limit {
+struct rate_limit {
   std::uint32_t limit = 0;         ///< Units per window (tickets for `playback`, requests otherwise); > 0.
   std::chrono::seconds window{60}; ///< Window length; > 0 (the API's is 60 s).
   refill_kind refill = refill_kind::continuous;
@@ -188,7 +188,8 @@ public:
   /// - `admitted` at once while the counter is uncongested, or while congested when room is there and nobody of
   ///   the same or a higher class waits; otherwise when its turn comes at the pacing rate;
   /// - `shed` at once (or while queued) for a `prefetch` while the counter is known to be under its reserve;
-  /// - `deadline_exceeded` when `deadline` passes while queued, with `queued` the time it waited;
+  /// - `deadline_exceeded` when `deadline` passes while queued, with `queued` the time it waited, or at once when
+  ///   the counter's known 429 hold-off lasts past `deadline`;
   /// - `cancelled` on cancellation while queued, or when the gate is destroyed.
   /// Never throws for those.
   ///
@@ -212,11 +213,16 @@ public:
 
   /// Sets a counter's limit, e.g. from `GET /v1/config` (`limits.playback` tickets per 60 s, continuous). Also
   /// learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` in `observe`.
-  void set_limit(std::string_view counter, counter_limit limit);
+  void set_limit(std::string_view counter, rate_limit limit);
 
   /// True while `counter` is known to be under its prefetch reserve: leave prefetch items out of a batch and
   /// answer them `shed`. One atomic load and a clock read; false when the counter is uncongested.
   [[nodiscard]] bool under_reserve(std::string_view counter) const noexcept;
+
+  /// The end of `counter`'s current 429 hold-off: no request to it is released before. `time_point::min()` while
+  /// it is uncongested (one atomic load then). A retry engine checks it against a call's deadline before planning
+  /// a retry that could not start in time.
+  [[nodiscard]] clock::time_point held_until(std::string_view counter) const;
 
   /// True while `counter` is congested (requests to it may queue).
   [[nodiscard]] bool congested(std::string_view counter) const noexcept;

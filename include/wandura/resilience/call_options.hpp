@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "wandura/resilience/admission_gate.hpp"
 #include "wandura/resilience/clock.hpp"
 #include "wandura/resilience/retry_budget.hpp"
 #include "wandura/resilience/retry_event.hpp"
@@ -55,6 +56,9 @@ struct retry_options {
   bool auto_idempotency_keys = true;
   /// The retry budget's parameters (seed 000: 10 %, at least 10, per 60 s).
   retry_budget::config budget;
+  /// Tuning of the admission gate every attempt passes (admission_gate.hpp): how it paces a counter after a 429 or
+  /// a shed, and the hook for long waits (`on_long_wait`). The defaults suit the Wandura API.
+  admission_gate_options admission;
   /// Receives one WARN line per retry; none when empty. Called on the call's coroutine, before the backoff sleep;
   /// must be thread-safe. If it throws, the exception is caught and ignored: the retry goes ahead as if the line had
   /// been written (a throwing logger never ends, delays or loses a call), and `wandura_hook_errors_total` (the

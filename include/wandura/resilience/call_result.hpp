@@ -21,9 +21,12 @@ enum class stop_reason {
   not_retryable,     ///< The last failure is final (see classify.hpp), or it was a write without a key.
   retries_exhausted, ///< `max_retries` retries were made and the last attempt failed.
   budget_exhausted,  ///< The client's retry budget refused the next retry.
-  deadline_exceeded, ///< The deadline passed, or the next wait (backoff or 429 hold-off) would have ended past it.
-  cancelled,         ///< The call was cancelled (in an attempt, a backoff sleep or a hold-off wait).
+  deadline_exceeded, ///< The deadline passed (also while queued at the admission gate), or the next wait (backoff
+                     ///< or 429 hold-off) would have ended past it.
+  cancelled,         ///< The call was cancelled (in an attempt, a backoff sleep or a wait at the admission gate).
   invalid_request,   ///< Nothing was sent: an invalid caller idempotency key, or no key could be made.
+  shed, ///< Nothing more was sent: the admission gate dropped a prefetch-only request while its counter is under its
+        ///< reserve (the server would have refused it); the caller answers its items `shed`.
 };
 
 /// The short name of a stop reason, e.g. "budget_exhausted".
@@ -33,9 +36,9 @@ struct call_result {
   stop_reason stopped = stop_reason::success;
   /// The last real error when the last attempt produced no response: a transport code (`connect_failed`,
   /// `connection_reset`, ...). Also: `operation_aborted` when cancelled; `errc::invalid_idempotency_key` when
-  /// refused before sending; `errc::rate_limited` when a 429 hold-off outlasted the deadline before any attempt;
-  /// `errc::deadline_exceeded` when the deadline passed before any attempt; `errc::invalid_response`, next to the
-  /// 2xx `response`, when that response's body could not be read. Empty when `response` is the outcome.
+  /// refused before sending; `errc::deadline_exceeded` when the deadline passed before any attempt (at the
+  /// admission gate, or a 429 hold-off that outlasts it); `errc::invalid_response`, next to the 2xx `response`,
+  /// when that response's body could not be read. Empty when `response` is the outcome.
   std::error_code error;
   /// What went wrong in the last attempt, in words: the transport's text for `error` (libcurl's error text, e.g.
   /// "SSL certificate problem: self-signed certificate"), or why a 2xx body could not be read (with `error` set to
@@ -66,13 +69,15 @@ struct call_result {
 };
 
 /// The exception for a failed call. Its code: `operation_aborted` (cancelled), `errc::deadline_exceeded`,
-/// `errc::budget_exhausted`, `errc::rate_limited` (final 429, or held back past the deadline),
+/// `errc::budget_exhausted`, `errc::rate_limited` (final 429, or a request the admission gate shed),
 /// `errc::unauthorized` (401), `errc::http_error` (other statuses), `errc::invalid_response` (a 2xx whose body could
 /// not be read), or the transport code / the refusal code.
 /// `what()` is "<operation>: <where and why it stopped>: <last real error>[: <detail>]", e.g.
 /// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=50200",
 /// "issue_tickets: deadline of 15000 ms reached after 3 attempts: connection reset",
 /// "issue_tickets: not retried: write without idempotency key: connection reset",
+/// "issue_tickets: deadline of 15000 ms reached before any attempt (queued behind the playback counter's limit for
+/// 15000 ms)",
 /// "get_config: failed after 1 attempt: TLS failure: <what the transport said> (libcurl's error text)".
 /// The `error_info` carries the last status, server code, reason, request id and attempts.
 /// @pre `!result.ok()`.

@@ -1,19 +1,21 @@
-// The retry loop of a client, generic over endpoints (SPEC §1 idempotency, §3 SDK behaviour; seeds 000 and 004).
+// The retry loop of a client, generic over endpoints (docs/protocol.md: idempotency, retries, rate limits).
 //
 // One `retry_engine` per client holds what every call shares: the `http_sender` (the transport seam), the retry
-// budget, the per-counter 429 hold-offs, the clock, the random source, the logger, the `on_retry` hook and the
-// client-level defaults. `call` runs one logical call:
+// budget, the admission gate (one state per rate-limit counter), the clock, the random source, the logger, the
+// `on_retry` hook and the client-level defaults. `call` runs one logical call:
 //
 //   1. merge options once (done by the caller through `settings_for`), deadline fixed on the client's clock;
 //   2. writes: validate the caller's key or make an automatic one; add `Idempotency-Key`;
-//   3. count the call once in the budget; then per attempt: wait for the counter (`wait_for_counter`: the 429
-//      hold-off), send with timeout = min(attempt timeout, time left), note the response (`note_response`: a 429's
-//      `Retry-After` holds the counter unless the caller's `response_reader` says the response does not), classify
-//      (classify.hpp);
+//   3. count the call once in the budget; then per attempt: pass the admission gate of the request's counter
+//      (`wait_for_counter`: free while uncongested; after a 429 or a shed it queues requests, plays first, and
+//      releases them at the rate the counter refills; waiting there is not a retry and costs no budget), send with
+//      timeout = min(attempt timeout, time left), tell the gate what the response says (`note_response`: a 429, a
+//      shed, grants, the rate-limit headers), classify (classify.hpp);
 //   4. after a 2xx, ask the caller's `response_reader` whether the call is done or goes on with a narrowed request
 //      (a ticket batch's items still needed): that follow-up is a retry like any other;
-//   5. on a retryable failure or a follow-up: compute the wait (backoff or `Retry-After`), stop at once if it would
-//      end past the deadline, ask the budget, emit `on_retry` + one WARN line, sleep (cancellable), go to 3.
+//   5. on a retryable failure or a follow-up: compute the wait (backoff or `Retry-After`; none of its own after a
+//      429, whose hold-off and pacing the gate owns), stop at once if the next attempt could not start before the
+//      deadline, ask the budget, emit `on_retry` + one WARN line, sleep (cancellable), go to 3.
 //
 // It returns the final outcome (`call_result`) and never throws for HTTP statuses, transport errors, deadlines or
 // cancellation; `to_error`/`throw_if_failed` (call_result.hpp) turn a failure into `wandura::error`.
@@ -30,6 +32,7 @@
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 
+#include "wandura/resilience/admission_gate.hpp"
 #include "wandura/resilience/call_options.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/resilience/classify.hpp"
@@ -41,10 +44,6 @@
 #include "wandura/transport/http_sender.hpp"
 
 namespace wandura {
-
-namespace detail {
-class holdoff_registry;
-} // namespace detail
 
 /// The longest hold-off a 429 can put on a counter: one hour.
 inline constexpr std::chrono::milliseconds max_holdoff{std::chrono::hours(1)};
@@ -90,9 +89,19 @@ public:
   response_reader& operator=(response_reader const&) = delete;
   virtual ~response_reader() = default;
 
-  /// Whether a 429 with `Retry-After` holds the request's counter back (SPEC §3). Default: yes. The playback layer
-  /// says no for a response that only shed prefetches: the server still grants plays then (seed 001).
-  [[nodiscard]] virtual bool holds_counter(call_result const& response) const;
+  /// The class of the request about to be sent, for the admission gate: `play` (the default) when it carries
+  /// anything a viewer waits for, `prefetch` when all of it may be dropped. Asked before each attempt.
+  [[nodiscard]] virtual request_class admission_class() const { return request_class::play; }
+  /// Units the counter will count if the request about to be sent is granted whole (the items of a ticket batch).
+  /// Default 1. Asked before each attempt.
+  [[nodiscard]] virtual std::uint32_t admission_cost() const { return 1; }
+
+  /// Adds what `response` says about its counter to `feedback` (status, `Retry-After` and the rate-limit headers
+  /// are the engine's): units granted fresh, shed and refused for rate. Called after each response, before
+  /// `after_success`, without suspending in between. Default: 1 granted for a 2xx, 1 refused for a 429. The
+  /// playback layer counts a batch's items, so that a 429 that only shed prefetches does not read as the counter
+  /// running out (the server still grants plays then).
+  virtual void read_counter_feedback(call_result const& response, counter_feedback& feedback);
 
   /// Reads a 2xx response (`response.response`); says whether the call is done or goes on with a follow-up
   /// request. A follow-up is made like any retry (counted against `max_retries`, backoff, deadline, budget, hook);
@@ -107,7 +116,6 @@ struct retry_engine_stats {
   std::uint64_t retries = 0;        ///< Retries granted (hook fired).
   std::uint64_t budget_denied = 0;  ///< Retries the budget refused.
   std::uint64_t deadline_stops = 0; ///< Calls stopped by their deadline.
-  std::uint64_t holdoff_waits = 0;  ///< Attempts that waited for a counter's 429 hold-off.
   std::uint64_t hook_errors = 0;    ///< Exceptions thrown by `on_retry` or `log`, caught and ignored.
 };
 
@@ -129,27 +137,32 @@ public:
   /// Call once per logical call.
   [[nodiscard]] call_settings settings_for(call_options const& per_call = {}) const;
 
-  /// Runs one logical call: attempts, classification, backoff, budget, hooks, hold-offs (see the file comment).
+  /// Runs one logical call: admission, attempts, classification, backoff, budget, hooks (see the file comment).
   ///
   /// Completes, never throwing for these, with `call_result::stopped`:
   /// - `success`: a 2xx response (`replayed` set from `Idempotency-Replayed: true`);
   /// - `not_retryable`: a final status or transport error, or a write without a key after it was sent;
   /// - `retries_exhausted`, `budget_exhausted`, `deadline_exceeded`: the last real error or response is kept;
   /// - `cancelled`: `error == asio::error::operation_aborted`;
-  /// - `invalid_request`: `errc::invalid_idempotency_key`, nothing sent.
+  /// - `invalid_request`: `errc::invalid_idempotency_key`, nothing sent;
+  /// - `shed`: the admission gate dropped a prefetch-only request (the counter is under its reserve); `note` says so.
   ///
+  /// A call that cannot be admitted before its deadline ends `deadline_exceeded` with `note` saying how long it was
+  /// queued behind the counter's limit (or that the counter's 429 hold-off outlasts the deadline).
   /// @param request moved into the call's frame; for writes the engine adds `Idempotency-Key` (unless the request
   ///        already has one, which is then validated as a caller key). The body is sent byte-identical each time.
   /// @param traits the counter and whether it is a write.
   /// @param settings from `settings_for`; taken by value and kept in the frame.
   /// @par Cancellation
   /// Terminal cancellation through the awaiting coroutine's cancellation slot ends the call at once with
-  /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or a hold-off wait.
+  /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or queued at the admission gate.
   /// @par Retries and idempotency
-  /// Seed 000 / 004 as configured by the policy; one key per logical call, reused on every attempt.
-  /// @param reader what the caller makes of each response: whether a 429 holds the counter and whether a 2xx is
-  ///        followed by a narrowed request. Null: every 2xx ends the call and every 429 holds its counter. Not
-  ///        owned; must live until the call completes (in the caller's frame).
+  /// As configured by the policy (retry_policy.hpp); one key per logical call, reused on every attempt; a
+  /// follow-up request gets its own. Waiting at the admission gate is not a retry and costs no retry budget.
+  /// @param reader what the caller makes of each response: what it tells the admission gate (units granted, shed,
+  ///        refused), the class and cost of the next request, and whether a 2xx is followed by a narrowed request.
+  ///        Null: a request of class `play` costing 1, every 2xx ends the call. Not owned; must live until the call
+  ///        completes (in the caller's frame).
   [[nodiscard]] asio::awaitable<call_result> call(http_request request, request_traits traits, call_settings settings,
                                                   response_reader* reader = nullptr);
 
@@ -161,8 +174,10 @@ public:
                           std::forward<CompletionToken>(token));
   }
 
-  /// The time before which no request to `counter` starts (a 429's hold-off); `time_point::min()` when not held.
-  [[nodiscard]] clock::time_point held_until(std::string_view counter) const;
+  /// The admission gate every attempt of every call passes (admission_gate.hpp): one state per rate-limit counter,
+  /// paced after a 429 or a shed, free while uncongested.
+  [[nodiscard]] admission_gate& gate() noexcept { return gate_; }
+  [[nodiscard]] admission_gate const& gate() const noexcept { return gate_; }
 
   [[nodiscard]] retry_budget& budget() noexcept { return budget_; }
   [[nodiscard]] retry_budget const& budget() const noexcept { return budget_; }
@@ -178,25 +193,25 @@ private:
     std::atomic<std::uint64_t> retries{0};
     std::atomic<std::uint64_t> budget_denied{0};
     std::atomic<std::uint64_t> deadline_stops{0};
-    std::atomic<std::uint64_t> holdoff_waits{0};
     std::atomic<std::uint64_t> hook_errors{0};
   };
 
-  enum class counter_wait { ready, cancelled, past_deadline };
   /// The next retry's wait, or why there is none.
   struct retry_step {
     std::optional<stop_reason> stop;
-    clock::duration wait{};
+    clock::duration wait{};      ///< The retry's own sleep (zero when the admission gate paces it).
+    clock::duration starts_in{}; ///< When the next attempt may start: the sleep, or the counter's hold-off if later.
     delay_source source = delay_source::backoff;
     std::string note;
   };
 
   [[nodiscard]] double draw() const;
-  /// Before each attempt: waits until `counter` may be used (the 429 hold-off), within the deadline.
-  [[nodiscard]] asio::awaitable<counter_wait> wait_for_counter(std::string_view counter, clock::time_point deadline);
-  /// After each response: records what it means for its counter (a 429's `Retry-After` holds it).
+  /// Before each attempt: waits at the admission gate until `counter` admits the request, within the deadline.
+  [[nodiscard]] asio::awaitable<admission> wait_for_counter(std::string_view counter, response_reader const* reader,
+                                                            clock::time_point deadline);
+  /// After each response: tells the admission gate what it means for its counter (a 429, a shed, grants).
   void note_response(std::string_view counter, call_result const& response,
-                     std::optional<std::chrono::milliseconds> retry_after, response_reader const* reader);
+                     std::optional<std::chrono::milliseconds> retry_after, response_reader* reader);
   /// How long from `now` until `counter` may be used again (zero when it is not held).
   [[nodiscard]] clock::duration counter_wait_from(std::string_view counter, clock::time_point now) const;
   /// What one attempt produced besides its response, for `after_attempt`.
@@ -217,12 +232,15 @@ private:
   /// Classifies the attempt, asks the reader after a 2xx, and plans the retry (counting it and firing `on_retry`).
   [[nodiscard]] next_step after_attempt(call_result& result, attempt_summary const& facts, response_reader* reader,
                                         call_settings const& settings, request_traits const& traits);
-  /// Records why no attempt could start: the deadline, or a counter held past it.
-  static void too_late_for_attempt(call_result& result, int attempt, bool counter_held, std::string const& counter);
-  /// Whether retry number `retry` may be made and after what wait: `max_retries`, backoff, deadline (with the
-  /// counter's hold-off), budget. Counts a granted retry or a budget refusal.
+  /// Records why no attempt could start: the deadline passed, at the admission gate or before.
+  static void too_late_for_attempt(call_result& result, int attempt, admission const& waited,
+                                   std::string const& counter);
+  /// Whether retry number `retry` may be made and after what wait: `max_retries`, backoff (none of its own when
+  /// `gate_paces`: a 429 on a counter the admission gate now paces), deadline (with the counter's hold-off),
+  /// budget. Counts a granted retry or a budget refusal.
   [[nodiscard]] retry_step plan_retry(call_settings const& settings, std::string_view counter, int retry,
-                                      std::optional<std::chrono::milliseconds> retry_after, clock::time_point now);
+                                      std::optional<std::chrono::milliseconds> retry_after, bool gate_paces,
+                                      clock::time_point now);
   [[nodiscard]] retry_event retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,
                                             int retry, call_settings const& settings, request_traits const& traits,
                                             std::error_code transport_error, clock::time_point now) const;
@@ -233,7 +251,7 @@ private:
   retry_options options_;
   std::shared_ptr<wandura::clock> clock_;
   retry_budget budget_;
-  std::unique_ptr<detail::holdoff_registry> holdoffs_; // the per-counter 429 hold-offs (never null)
+  admission_gate gate_;
   counters counters_;
 };
 

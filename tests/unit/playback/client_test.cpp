@@ -119,7 +119,7 @@ TEST_CASE("client: a whole-batch 429 is retried after Retry-After and holds pref
   CHECK(attempts[0].header("Idempotency-Key") == attempts[1].header("Idempotency-Key"));
 }
 
-TEST_CASE("client: while the playback counter is held off, prefetches are deferred and not sent") {
+TEST_CASE("client: while the playback counter is held off after a 429, prefetches are shed and not sent") {
   harness h;
   // A play refused for rate, not retried: the counter is held for the server's 3 s.
   wandura::call_options no_retries;
@@ -136,8 +136,10 @@ TEST_CASE("client: while the playback counter is held off, prefetches are deferr
   CHECK(h.clock->now() - before == 3000ms); // the play waited for the hold-off
   CHECK(s.play.outcome == item_outcome::granted);
   REQUIRE(s.prefetch.size() == 2);
-  CHECK(s.prefetch[0].outcome == item_outcome::deferred);
-  CHECK(s.prefetch[1].outcome == item_outcome::deferred);
+  CHECK(s.prefetch[0].outcome == item_outcome::shed);
+  CHECK(s.prefetch[1].outcome == item_outcome::shed);
+  CHECK(s.prefetch[0].status == 0); // nothing was sent for it
+  CHECK(s.prefetch[0].reason == "prefetch_shed");
 }
 
 TEST_CASE("client: a granted ticket is reused for the same viewer and device, never for another device") {

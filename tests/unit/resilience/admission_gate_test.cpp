@@ -176,19 +176,36 @@ TEST_CASE("admission gate: after a 429 with X-RateLimit-Limit, the queue drains 
 
 TEST_CASE("admission gate: a request whose deadline passes while queued ends deadline_exceeded, nothing sent") {
   gate_harness h;
-  h.gate.observe("playback", refused(60, 10s));
-  h.spawn(1, request_class::play, 1, h.now() + 4200ms);
+  h.gate.observe("playback", refused(60, 2s)); // held 2 s, then one ticket a second
+  for (int id = 10; id < 13; ++id) {
+    h.spawn(id, request_class::play, 1, h.now() + 30s); // released at 2 s, 3 s and 4 s
+  }
+  h.spawn(1, request_class::play, 1, h.now() + 4200ms); // its turn would come at 5 s
   h.spawn(2, request_class::play, 1, h.now() + 30s);
   h.settle();
-  h.run_for(5s);
-  REQUIRE(h.completed.size() == 1);
-  auto const& d = h.completed.front();
-  CHECK(d.id == 1);
-  CHECK(d.result.verdict == admission_verdict::deadline_exceeded);
-  CHECK(d.result.queued == 4200ms); // woken at its deadline exactly, not at the next release
-  CHECK(wandura::describe(d.result, "playback") == "queued behind the playback counter's limit for 4200 ms");
+  h.run_for(4500ms);
+  REQUIRE(h.completed.size() == 4);
+  auto const d = std::find_if(h.completed.begin(), h.completed.end(), [](auto const& c) { return c.id == 1; });
+  REQUIRE(d != h.completed.end());
+  CHECK(d->result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(d->result.queued == 4200ms); // woken at its deadline exactly, not at the next release
+  CHECK(wandura::describe(d->result, "playback") == "queued behind the playback counter's limit for 4200 ms");
   CHECK(h.playback().queued_play == 1);
   CHECK(h.playback().deadline_exceeded == 1);
+}
+
+TEST_CASE("admission gate: a 429 hold-off known to outlast a request's deadline refuses it at once") {
+  gate_harness h;
+  h.gate.observe("playback", refused(60, 10s));
+  h.spawn(1, request_class::play, 1, h.now() + 4200ms); // could not be sent before 10 s
+  h.spawn(2, request_class::play, 1, h.now() + 30s);
+  h.settle();
+  REQUIRE(h.completed.size() == 1);
+  CHECK(h.completed[0].id == 1);
+  CHECK(h.completed[0].result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(h.completed[0].result.queued == 0s);
+  CHECK(h.gate.held_until("playback") == h.now() + 10s);
+  CHECK(h.playback().queued_play == 1);
 }
 
 TEST_CASE("admission gate: a request past its deadline is refused at once while congested") {

@@ -86,13 +86,23 @@ TEST_CASE("call result: cancellation, refusal before sending and hold-back past 
   CHECK(e.code() == errc::invalid_idempotency_key);
   CHECK(e.attempts() == 0);
 
-  call_result held;
-  held.stopped = stop_reason::deadline_exceeded;
-  held.error = errc::rate_limited;
-  held.total_timeout = std::chrono::milliseconds(5000);
-  auto const h = wandura::to_error(held, "issue_tickets");
-  CHECK(h.code() == errc::rate_limited);
-  CHECK(std::string(h.what()).find("held back after a 429") != std::string::npos);
+  call_result queued;
+  queued.stopped = stop_reason::deadline_exceeded;
+  queued.error = errc::deadline_exceeded;
+  queued.total_timeout = std::chrono::milliseconds(5000);
+  queued.note = "queued behind the playback counter's limit for 5000 ms";
+  auto const q = wandura::to_error(queued, "issue_tickets");
+  CHECK(q.code() == errc::deadline_exceeded);
+  CHECK(std::string(q.what()) == "issue_tickets: deadline of 5000 ms reached before any attempt (queued behind the "
+                                 "playback counter's limit for 5000 ms)");
+
+  call_result shed;
+  shed.stopped = stop_reason::shed;
+  shed.note = "prefetch shed: the playback counter is under its reserve";
+  auto const sh = wandura::to_error(shed, "issue_tickets");
+  CHECK(sh.code() == errc::rate_limited);
+  CHECK(std::string(sh.what()) == "issue_tickets: not sent: prefetch shed: the playback counter is under its reserve");
+  CHECK(wandura::to_string(stop_reason::shed) == "shed");
 
   call_result ok;
   CHECK_NOTHROW(wandura::throw_if_failed(ok, "x"));

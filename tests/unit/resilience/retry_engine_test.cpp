@@ -111,13 +111,19 @@ request_traits writes() {
 }
 
 /// A caller's reader that asks for a follow-up request (a narrowed body) after each of the first `follow_ups` 2xx
-/// responses, as a ticket batch does for its items still needed, and may say that 429s do not hold the counter.
+/// responses, as a ticket batch does for its items still needed, and may say that its 429s only shed prefetches.
 struct scripted_reader final : wandura::response_reader {
   int follow_ups = 0;
   std::chrono::milliseconds item_retry_after{0};
-  bool hold = true;
+  bool shed_only = false;
   int read = 0;
-  [[nodiscard]] bool holds_counter(call_result const&) const override { return hold; }
+  void read_counter_feedback(call_result const& response, wandura::counter_feedback& feedback) override {
+    if (shed_only && response.response.status == 429) {
+      feedback.shed = 1;
+    } else {
+      wandura::response_reader::read_counter_feedback(response, feedback);
+    }
+  }
   [[nodiscard]] wandura::follow_up after_success(call_result const&) override {
     wandura::follow_up next;
     if (read++ < follow_ups) {
@@ -514,7 +520,17 @@ TEST_CASE("budget: a denied retry stops the call and says so") {
   CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 2); // counted per logical call
 }
 
-TEST_CASE("hold-off: after a 429 every request to that counter waits for its Retry-After") {
+/// Requests that queued at the engine's admission gate for `counter`.
+std::uint64_t gate_waits(wandura::retry_engine const& engine, std::string_view counter) {
+  for (auto const& c : engine.gate().stats()) {
+    if (c.counter == counter) {
+      return c.waited;
+    }
+  }
+  return 0;
+}
+
+TEST_CASE("admission: after a 429 every request to that counter waits at the gate for its Retry-After") {
   harness h;
   call_options no_retries;
   no_retries.disable_retries = true;
@@ -530,10 +546,11 @@ TEST_CASE("hold-off: after a 429 every request to that counter waits for its Ret
   auto const second = h.run(post(), writes()); // same counter: waits 3 s first
   CHECK(second.ok());
   CHECK(h.clock->elapsed() == 3s);
-  CHECK(h.engine->stats().holdoff_waits == 1);
+  CHECK(gate_waits(*h.engine, "playback") == 1);
+  CHECK(gate_waits(*h.engine, "catalog") == 0);
 }
 
-TEST_CASE("hold-off: a hold-off that outlasts the deadline fails at once as rate limited") {
+TEST_CASE("admission: a 429 hold-off that outlasts the deadline fails the call at once, nothing sent") {
   harness h;
   call_options no_retries;
   no_retries.disable_retries = true;
@@ -544,10 +561,13 @@ TEST_CASE("hold-off: a hold-off that outlasts the deadline fails at once as rate
   auto const r = h.run(post(), writes(), short_call);
   CHECK(r.stopped == stop_reason::deadline_exceeded);
   CHECK(r.attempts == 0);
-  CHECK(r.error == errc::rate_limited);
+  CHECK(r.error == errc::deadline_exceeded);
   CHECK(h.fake.attempt_count() == 1);
   CHECK(h.clock->elapsed() == 0ms);
-  CHECK(wandura::to_error(r, "issue_tickets").code() == wandura::condition::rate_limited);
+  auto const e = wandura::to_error(r, "issue_tickets");
+  CHECK(e.code() == errc::deadline_exceeded);
+  CHECK(std::string(e.what()) == "issue_tickets: deadline of 5000 ms reached before any attempt (the playback "
+                                 "counter is held back after a 429 until past the deadline)");
 }
 
 TEST_CASE("cancellation: cancelling during a backoff sleep ends the call at once with operation_aborted") {
@@ -785,28 +805,29 @@ TEST_CASE("deadline: a hold-off longer than the capped Retry-After wait counts a
   CHECK(r.note == "the next retry in 60000 ms would end past it");
 }
 
-TEST_CASE("hold-off: an absurd Retry-After holds a counter for at most max_holdoff") {
+TEST_CASE("admission: an absurd Retry-After holds a counter for at most max_holdoff") {
   harness h;
   call_options no_retries;
   no_retries.disable_retries = true;
   h.fake.push(fake_step::respond(429, "{}", {{"Retry-After", "99999999999999999999"}}));
   h.run(post(), writes(), no_retries);
-  CHECK(h.engine->held_until("playback") - h.clock->now() == wandura::max_holdoff);
+  CHECK(h.engine->gate().held_until("playback") - h.clock->now() == wandura::max_holdoff);
 }
 
-TEST_CASE("hold-off: the caller's reader says whether a 429 holds the counter") {
+TEST_CASE("admission: the caller's reader says whether a 429 refused the counter or only shed prefetches") {
   harness h;
   call_options no_retries;
   no_retries.disable_retries = true;
   scripted_reader does_not_hold;
-  does_not_hold.hold = false;
+  does_not_hold.shed_only = true;
   h.fake.push(
       fake_step::respond(429, R"({"error_code":"rate_limited","reason":"prefetch_shed"})", {{"Retry-After", "2"}}));
   h.run(post(), writes(), no_retries, &does_not_hold);
-  CHECK(h.engine->held_until("playback") <= h.clock->now());
+  CHECK(h.engine->gate().held_until("playback") <= h.clock->now()); // a shed holds nothing back
+  CHECK(h.engine->gate().under_reserve("playback"));               // but prefetches are dropped for 2 s
   h.fake.push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "2"}}));
   h.run(post(), writes(), no_retries);
-  CHECK(h.engine->held_until("playback") - h.clock->now() == 2000ms);
+  CHECK(h.engine->gate().held_until("playback") - h.clock->now() == 2000ms);
   // The next call to the counter waits for the hold-off before its first attempt.
   h.run(post(), writes());
   CHECK(h.clock->elapsed() == 2000ms);
