@@ -342,9 +342,8 @@ asio::awaitable<org_config> client::get_config(call_options options) {
   // The admission gate paces a congested counter at its refill: the limits told here are the first it knows.
   for (auto const& limit : config.limits) {
     if (limit.per_minute > 0 && limit.per_minute <= std::numeric_limits<std::uint32_t>::max()) {
-      self->engine.gate().set_limit(
-          limit.counter, {static_cast<std::uint32_t>(limit.per_minute), std::chrono::seconds(60),
-                          default_refill(limit.counter)});
+      self->engine.gate().set_limit(limit.counter, {static_cast<std::uint32_t>(limit.per_minute),
+                                                    std::chrono::seconds(60), default_refill(limit.counter)});
     }
   }
   co_return config;
