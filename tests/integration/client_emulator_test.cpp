@@ -223,8 +223,9 @@ TEST_CASE("client and emulator: an unknown key fails the call as unauthorized an
   CHECK(t.emu->stats().tickets_counted == 0);
 }
 
-TEST_CASE("client and emulator: a garbage or truncated 2xx body is retried; when every retry gets one it is a typed "
-          "error") {
+TEST_CASE(
+    "client and emulator: a garbage or truncated 2xx body is retried, and when every retry gets one it is a typed "
+    "error") {
   live t;
   for (auto kind : {"garbage", "truncate"}) {
     INFO(kind);

@@ -478,7 +478,7 @@ TEST_CASE("client: an unreadable 200 to a write without a key is final: it may h
   CHECK(h.fake->attempt_count() == 1);
 }
 
-TEST_CASE("client: an unreadable 200 to a typed read is retried; the next readable answer is the result") {
+TEST_CASE("client: an unreadable 200 to a typed read is retried, and the next readable answer is the result") {
   harness h;
   h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":)"));
   h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
