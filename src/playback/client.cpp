@@ -13,6 +13,8 @@
 #include "playback/observed_call.hpp"
 #include "playback/response_parser.hpp"
 #include "ticket_flow.hpp"
+#include "wandura/detail/base_url.hpp"
+#include "wandura/detail/header_value.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/transport/transport.hpp"
@@ -26,29 +28,15 @@ detail::response_parser& detail::thread_parser() {
 
 namespace {
 
-// The base URL without trailing slashes; refuses anything that is not http(s)://host[...] before any request.
-std::string checked_base_url(std::string url) {
-  while (!url.empty() && url.back() == '/') {
-    url.pop_back();
+// Refuses, before anything is made or sent, options that would put a broken or injected header on the wire (issue
+// 14): an empty API key (it would go out as "Bearer "), and a key or user agent holding CR, LF or NUL. The base
+// URL is checked by detail::checked_base_url when the client's state is made.
+void check_header_options(client_options const& options) {
+  if (options.api_key.empty()) {
+    throw error(errc::invalid_argument, "client: api_key must not be empty; refused, nothing sent");
   }
-  std::string_view const v(url);
-  std::size_t const scheme_end = v.starts_with("https://") ? 8 : v.starts_with("http://") ? 7 : 0;
-  bool const has_host = scheme_end != 0 && v.size() > scheme_end && v[scheme_end] != '/' && v[scheme_end] != ':';
-  bool const clean = v.find_first_of(" \t\r\n") == std::string_view::npos;
-  if (!has_host || !clean) {
-    throw error(errc::invalid_argument,
-                "client: base_url must be an http:// or https:// URL with a host, got \"" + url + "\"");
-  }
-  return url;
-}
-
-// A 2xx whose body is not the documented JSON: says so, with the status and the parser's words.
-error invalid_body(std::string_view operation, call_result const& sent, std::string_view what) {
-  return error(
-      errc::invalid_response,
-      std::string(operation) + ": invalid response body (HTTP " + std::to_string(sent.response.status) +
-          "): " + std::string(what),
-      error_info{sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
+  detail::check_header_value("Authorization", options.api_key);
+  detail::check_header_value("User-Agent", options.transport.user_agent);
 }
 
 // Percent-encodes a path segment (RFC 3986 unreserved characters pass through).
@@ -110,8 +98,9 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                r.observer = http_metrics;
                return r;
              }()),
-      store(options.tickets ? options.tickets : default_store(time)), base_url(checked_base_url(options.base_url)),
-      tickets_url(base_url + "/v1/playback/tickets"), authorization("Bearer " + options.api_key) {
+      store(options.tickets ? options.tickets : default_store(time)),
+      base_url(detail::checked_base_url(options.base_url)), tickets_url(base_url + "/v1/playback/tickets"),
+      authorization("Bearer " + options.api_key) {
   if (options.viewer_tickets_per_minute) {
     limiter.emplace(limiter_options(*options.viewer_tickets_per_minute, time));
   }
@@ -131,15 +120,17 @@ http_request client::impl::make_request(http_method method, std::string url, std
   return r;
 }
 
-client::client(asio::any_io_executor executor, client_options options)
-    : executor_(std::move(executor)),
-      impl_(std::make_shared<impl>(std::make_shared<transport>(executor_, options.transport), std::move(options))) {}
+client::client(asio::any_io_executor executor, client_options options) : executor_(std::move(executor)) {
+  check_header_options(options);
+  impl_ = std::make_shared<impl>(std::make_shared<transport>(executor_, options.transport), std::move(options));
+}
 
 client::client(std::shared_ptr<http_sender> sender, client_options options)
     : executor_(sender ? sender->get_executor() : asio::any_io_executor{}) {
   if (!sender) {
     throw error(errc::invalid_argument, "client: sender must not be null");
   }
+  check_header_options(options);
   impl_ = std::make_shared<impl>(std::move(sender), std::move(options));
 }
 
@@ -176,6 +167,7 @@ client_stats client::stats() const {
   for (auto const& counter : impl_->engine.gate().stats()) {
     s.metrics.held_off += counter.waited;
   }
+  s.metrics.hook_errors = s.engine.hook_errors;
   return s;
 }
 
@@ -281,6 +273,27 @@ struct read_target {
   std::string_view segment_name; ///< Non-empty: a path segment follows, named so in the error for an empty one.
 };
 
+// Reads the 2xx of a typed GET with `parse` (a member of response_parser) into `value`; an unreadable body is
+// reported to the engine, which retries it as it would a connection reset (a GET is safe to resend).
+template <class T, class Parse> class typed_reader final : public response_reader {
+public:
+  explicit typed_reader(Parse parse) : parse_(parse) {}
+
+  [[nodiscard]] follow_up after_success(call_result const& response) override {
+    follow_up next;
+    value = T{};
+    if ((detail::thread_parser().*parse_)(response.response.body, value)) {
+      next.unreadable = detail::thread_parser().message();
+    }
+    return next;
+  }
+
+  T value{};
+
+private:
+  Parse parse_;
+};
+
 // A GET through the engine as an operation of the client, parsed with `parse` (a member of response_parser);
 // throws `wandura::error`.
 template <class T, class Parse>
@@ -299,20 +312,18 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
   call_settings settings = self->engine.settings_for(options);
   auto const deadline = settings.deadline;
   auto const total = settings.total_timeout;
+  // The reader lives as long as the operation's finish, which outlives the engine's call.
+  auto reader = std::make_shared<typed_reader<T, Parse>>(parse);
   auto make = [&] {
     http_request request = self->make_request(http_method::get, std::move(url), {});
     request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}};
-    return self->engine.call(std::move(request), std::move(traits), std::move(settings));
+    return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
   };
-  auto finish = [self, parse, operation = target.operation](call_result&& sent) {
+  auto finish = [self, reader, operation = target.operation](call_result&& sent) {
     if (!sent.ok()) {
       throw to_error(sent, operation);
     }
-    T value{};
-    if ((detail::thread_parser().*parse)(sent.response.body, value)) {
-      throw invalid_body(operation, sent, detail::thread_parser().message());
-    }
-    return value;
+    return std::move(reader->value);
   };
   auto const executor = co_await asio::this_coro::executor;
   auto started = self->calls.join_or_start<T>(std::nullopt, executor, deadline, make, finish);

@@ -85,6 +85,8 @@ std::string to_prometheus(metrics_snapshot const& s, std::string_view prefix) {
   append_counter(out, prefix, "cache_hits_total", "Ticket items answered from the ticket store.", s.cache_hits);
   append_counter(out, prefix, "coalesced_total", "Calls that joined an identical call in flight.", s.coalesced);
   append_counter(out, prefix, "call_failures_total", "Calls that ended with an error.", s.call_failures);
+  append_counter(out, prefix, "hook_errors_total", "Exceptions thrown by the on_retry hook or the logger, ignored.",
+                 s.hook_errors);
 
   out.append("# HELP ").append(prefix).append("_item_outcomes_total Ticket batch items by outcome.\n");
   out.append("# TYPE ").append(prefix).append("_item_outcomes_total counter\n");

@@ -114,7 +114,7 @@ public:
       parsed.items.clear();
       auto ec = thread_parser().parse_ticket_batch(response.response.body, parsed);
       if (ec || parsed.items.empty()) {
-        invalid_ = ec ? thread_parser().message() : std::string("no items");
+        next.unreadable = ec ? thread_parser().message() : std::string("no items"); // the engine retries or fails it
         return next;
       }
     }
@@ -149,13 +149,6 @@ public:
   /// The operation's result once the engine is done, or the whole call's failure as `wandura::error`.
   sent_batch finish(call_result&& sent) {
     out_.attempts = sent.attempts;
-    if (!invalid_.empty()) {
-      throw error(
-          errc::invalid_response,
-          "issue_tickets: invalid response body (HTTP " + std::to_string(sent.response.status) + "): " + invalid_,
-          error_info{
-              sent.response.status, {}, {}, std::string(sent.response.request_id().value_or("")), sent.attempts});
-    }
     if (sent.ok()) {
       return std::move(out_);
     }
@@ -238,7 +231,6 @@ private:
   item_indexes pending_; // indexes into sent_.episodes still asked for
   bool narrowed_ = false;
   bool parsed_ready_ = false; // the per-thread parsed batch holds the last 2xx, read by read_counter_feedback
-  std::string invalid_;       // why a 2xx body could not be read; empty when it could
 };
 
 } // namespace

@@ -20,19 +20,27 @@ std::string_view to_string(stop_reason r) noexcept {
 
 namespace {
 
-/// "HTTP 503 code=50200", "HTTP 404", or the transport error's message.
+/// "HTTP 503 code=50200", "HTTP 404", "HTTP 200: invalid response: <why>", or the transport error's message with
+/// the transport's words ("TLS failure: SSL certificate problem: ...").
 std::string last_error_text(call_result const& r) {
+  std::string text;
   if (r.has_response()) {
-    std::string text = "HTTP " + std::to_string(r.response.status);
+    text = "HTTP " + std::to_string(r.response.status);
     if (!r.error_code.empty()) {
       text += " code=" + r.error_code;
     }
-    return text;
+    if (r.error) {
+      text += ": " + r.error.message();
+    }
+  } else if (r.error) {
+    text = r.error.message();
+  } else {
+    return "no attempt made";
   }
-  if (r.error) {
-    return r.error.message();
+  if (r.error && !r.detail.empty()) {
+    text += ": " + r.detail;
   }
-  return "no attempt made";
+  return text;
 }
 
 std::string attempts_text(int attempts) {
@@ -41,6 +49,9 @@ std::string attempts_text(int attempts) {
 
 /// The code a caller matches on when the call stopped for what the server said.
 std::error_code code_for_last_error(call_result const& r) {
+  if (r.error == errc::invalid_response) {
+    return r.error; // a 2xx whose body could not be read
+  }
   if (r.has_response()) {
     if (r.response.status == 429) {
       return errc::rate_limited;

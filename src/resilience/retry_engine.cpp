@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include <asio/error.hpp>
 #include <asio/this_coro.hpp>
@@ -148,17 +149,19 @@ double retry_engine::draw() const {
 }
 
 void retry_engine::notify_retry(retry_event const& event) {
-  // A throwing hook or logger must not turn a retry into a crash or a lost call.
+  // A throwing hook or logger must not turn a retry into a crash or a lost call: counted (metrics), then ignored.
   if (options_.on_retry) {
     try {
       options_.on_retry(event);
     } catch (...) {
+      counters_.hook_errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (options_.log) {
     try {
       options_.log(log_level::warn, format_retry_line(event));
     } catch (...) {
+      counters_.hook_errors.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }
@@ -209,6 +212,7 @@ retry_engine_stats retry_engine::stats() const noexcept {
   s.retries = counters_.retries.load(std::memory_order_relaxed);
   s.budget_denied = counters_.budget_denied.load(std::memory_order_relaxed);
   s.deadline_stops = counters_.deadline_stops.load(std::memory_order_relaxed);
+  s.hook_errors = counters_.hook_errors.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -219,6 +223,7 @@ namespace {
 std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attempt_result&& outcome,
                                                       wandura::clock const& clk) {
   result.error = outcome.error;
+  result.detail = std::move(outcome.detail);
   result.error_code.clear();
   result.reason.clear();
   result.replayed = false;
@@ -392,6 +397,16 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
   switch (verdict.verdict) {
   case attempt_verdict::success:
     if (reader == nullptr || !(out.follow = reader->after_success(result)).again) {
+      if (!out.follow.unreadable.empty()) { // a 2xx no one can read: failed as a reset would, same rules
+        result.error = errc::invalid_response;
+        result.detail = std::exchange(out.follow, {}).unreadable;
+        if (facts.safety == request_safety::unkeyed_write) {
+          result.note = "not retried: write without idempotency key";
+          out.stop = stop_reason::not_retryable;
+          return out;
+        }
+        break;
+      }
       out.stop = stop_reason::success;
       return out;
     }
@@ -425,7 +440,7 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
     out.stop = follow ? stop_reason::success : *step.stop;
     return out;
   }
-  notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, facts.transport_error, now));
+  notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, result.error, now));
   out.wake_at = now + step.wait;
   return out;
 }

@@ -69,7 +69,12 @@ asio::awaitable<http_response> transport::do_send(http_request const& request, a
 
 asio::awaitable<attempt_result> transport::do_send_attempt(http_request const& request, attempt_options options) {
   attempt_result result;
-  result.response = co_await async_send(request, options, asio::redirect_error(asio::use_awaitable, result.error));
+  auto token = asio::redirect_error(asio::use_awaitable, result.error);
+  auto [response, detail] = co_await async_send_with_detail(request, options, token);
+  result.response = std::move(response);
+  if (result.error) {
+    result.detail = std::move(detail);
+  }
   co_return result;
 }
 

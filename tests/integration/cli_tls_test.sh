@@ -44,6 +44,7 @@ no_err "WARNING"
 run config "${once[@]}"
 expect_rc 1 "no CA bundle"
 expect_err "^wandura config: .*TLS"
+expect_err "^wandura config: .*TLS[^:]*: .*certificate" # libcurl's own words on the error line, not only in the hint
 expect_err "^hint: the server's certificate was checked against the system's CA bundle; .* pass --ca-bundle FILE"
 
 # The same CA through the environment, as the curl tool reads it.
@@ -56,6 +57,7 @@ expect_err "^hint: the server's certificate was checked against the system's CA 
 run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard --ca-bundle "$ca"
 expect_rc 1 "host not in the certificate"
 expect_err "TLS"
+expect_err "^wandura config: .*TLS[^:]*: .*certificate"
 expect_err "^hint: the server's certificate was checked against the CA bundle $ca (from --ca-bundle)"
 ( export SSL_CERT_FILE=$ca; run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard
   expect_rc 1 "host not in the certificate, CA from SSL_CERT_FILE"

@@ -223,16 +223,25 @@ TEST_CASE("client and emulator: an unknown key fails the call as unauthorized an
   CHECK(t.emu->stats().tickets_counted == 0);
 }
 
-TEST_CASE("client and emulator: garbage and truncated bodies are typed errors, the client keeps working") {
+TEST_CASE(
+    "client and emulator: a garbage or truncated 2xx body is retried, and when every retry gets one it is a typed "
+    "error") {
   live t;
   for (auto kind : {"garbage", "truncate"}) {
+    INFO(kind);
     t.emu->install_faults(std::string(R"({"rules":[{"path":"/v1/config","kind":")") + kind + R"(","count":1}]})");
-    try {
-      (void)t.wait(t.api->get_config());
-      FAIL("expected invalid_response");
-    } catch (wandura::error const& e) {
-      CHECK(e.code() == wandura::errc::invalid_response);
-    }
+    CHECK(t.wait(t.api->get_config()).limit("playback") == 6000); // a read is safe to resend
+    std::lock_guard lock(t.lines_mutex);
+    REQUIRE_FALSE(t.warn_lines.empty());
+    CHECK(t.warn_lines.back().find(": invalid response body") != std::string::npos);
+  }
+  t.emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"garbage","count":4}]})");
+  try {
+    (void)t.wait(t.api->get_config());
+    FAIL("expected invalid_response");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_response);
+    CHECK(e.attempts() == 4);
   }
   auto cfg = t.wait(t.api->get_config());
   CHECK(cfg.limit("playback") == 6000);

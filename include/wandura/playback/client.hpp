@@ -112,10 +112,14 @@ class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may
   /// be run by several threads.
-  /// @throws wandura::error `errc::invalid_argument` for a `base_url` that is not http(s), or a zero
+  /// @throws wandura::error `errc::invalid_argument`, nothing sent, for a `base_url` that
+  ///         `detail::checked_base_url` refuses (not http(s), no host, port outside 1-65535, a query, a fragment or
+  ///         userinfo; the message never quotes userinfo), an empty `api_key`, an `api_key` or
+  ///         `transport.user_agent` holding CR, LF or NUL (the message names the header, never the key), or a zero
   ///         `viewer_tickets_per_minute`.
   client(asio::any_io_executor executor, client_options options);
   /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.
+  /// @throws wandura::error `errc::invalid_argument` for a null `sender`, or as the constructor above.
   client(std::shared_ptr<http_sender> sender, client_options options);
   client(client const&) = delete;
   client& operator=(client const&) = delete;

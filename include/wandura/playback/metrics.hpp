@@ -32,6 +32,7 @@ struct metrics_snapshot {
   std::uint64_t cache_hits = 0;    ///< Items answered from the ticket store without a request.
   std::uint64_t coalesced = 0;     ///< Calls that joined an identical call in flight instead of sending.
   std::uint64_t call_failures = 0; ///< Calls that ended with an exception (auth, deadline, cancellation, budget).
+  std::uint64_t hook_errors = 0;   ///< Exceptions thrown by `retry_options::on_retry` or `log`, caught and ignored.
   /// Ticket batch items by outcome, indexed by `item_outcome`.
   std::array<std::uint64_t, std::size(all_item_outcomes)> outcomes{};
   /// Latency of calls, per bucket (not cumulative); the last one is +Inf.

@@ -60,9 +60,13 @@ struct retry_options {
   /// Tuning of the admission gate every attempt passes (admission_gate.hpp): how it paces a counter after a 429 or
   /// a shed, and the hook for long waits (`on_long_wait`). The defaults suit the Wandura API.
   admission_gate_options admission;
-  /// Receives one WARN line per retry; none when empty.
+  /// Receives one WARN line per retry; none when empty. Called on the call's coroutine, before the backoff sleep;
+  /// must be thread-safe. If it throws, the exception is caught and ignored: the retry goes ahead as if the line had
+  /// been written (a throwing logger never ends, delays or loses a call), and `wandura_hook_errors_total` (the
+  /// client's `metrics_text()`, `retry_engine_stats::hook_errors`) counts it.
   logger log;
-  /// Called once per retry with the structured event; none when empty. Must be thread-safe and must not throw.
+  /// Called once per retry with the structured event, before `log`; none when empty. Must be thread-safe. If it
+  /// throws, as for `log`: caught, counted in `wandura_hook_errors_total`, and the retry (and `log`) goes ahead.
   retry_hook on_retry;
   /// Told of every attempt's begin and end and of every call's end (tracing, `wandura::http_client_metrics`);
   /// none when null. Shared with every call of the client; must be thread-safe.

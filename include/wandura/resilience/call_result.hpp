@@ -37,8 +37,13 @@ struct call_result {
   /// The last real error when the last attempt produced no response: a transport code (`connect_failed`,
   /// `connection_reset`, ...). Also: `operation_aborted` when cancelled; `errc::invalid_idempotency_key` when
   /// refused before sending; `errc::deadline_exceeded` when the deadline passed before any attempt (at the
-  /// admission gate, or a 429 hold-off that outlasts it). Empty when `response` is the outcome.
+  /// admission gate, or a 429 hold-off that outlasts it); `errc::invalid_response`, next to the 2xx `response`,
+  /// when that response's body could not be read. Empty when `response` is the outcome.
   std::error_code error;
+  /// What went wrong in the last attempt, in words: the transport's text for `error` (libcurl's error text, e.g.
+  /// "SSL certificate problem: self-signed certificate"), or why a 2xx body could not be read (with `error` set to
+  /// `errc::invalid_response`). Empty when there is nothing to add. Never holds a header value (an API key).
+  std::string detail;
   /// The last response (status 0 when the last attempt produced none). On failure it is still complete: headers
   /// and body of a final 429/503 batch are there for per-item outcomes.
   http_response response;
@@ -68,13 +73,16 @@ struct call_result {
 
 /// The exception for a failed call. Its code: `operation_aborted` (cancelled), `errc::deadline_exceeded`,
 /// `errc::budget_exhausted`, `errc::rate_limited` (final 429, or a request the admission gate shed),
-/// `errc::unauthorized` (401), `errc::http_error` (other statuses), or the transport code / the refusal code.
-/// `what()` is "<operation>: <where and why it stopped>: <last real error> (<target>)", e.g. (targets left out)
+/// `errc::unauthorized` (401), `errc::http_error` (other statuses), `errc::invalid_response` (a 2xx whose body could
+/// not be read), or the transport code / the refusal code.
+/// `what()` is "<operation>: <where and why it stopped>: <last real error>[: <detail>] (<target>)", e.g. (targets
+/// left out)
 /// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=50200",
 /// "issue_tickets: deadline of 15000 ms reached after 3 attempts: connection reset",
 /// "issue_tickets: not retried: write without idempotency key: connection reset",
 /// "issue_tickets: deadline of 15000 ms reached before any attempt (queued behind the playback counter's limit for
-/// 15000 ms)".
+/// 15000 ms)",
+/// "get_config: failed after 1 attempt: TLS failure: <what the transport said> (libcurl's error text)".
 /// The `error_info` carries the last status, server code, reason, request id and attempts.
 /// @pre `!result.ok()`.
 [[nodiscard]] error to_error(call_result const& result, std::string_view operation);

@@ -73,6 +73,10 @@ struct follow_up {
   /// The status and server code that caused the follow-up, for the retry event and the WARN line.
   int http_status = 0;
   std::string server_code;
+  /// Non-empty: the 2xx body could not be read (truncated, not the documented JSON), and why. The engine then
+  /// treats the attempt as a failed one (`errc::invalid_response`): retried like a connection reset when the request
+  /// is safe to resend (a read, a keyed write: the server replays), final for an unkeyed write.
+  std::string unreadable;
 };
 
 /// What a caller makes of the responses of one call (the playback layer reads a ticket batch's items). It is
@@ -112,6 +116,7 @@ struct retry_engine_stats {
   std::uint64_t retries = 0;        ///< Retries granted (hook fired).
   std::uint64_t budget_denied = 0;  ///< Retries the budget refused.
   std::uint64_t deadline_stops = 0; ///< Calls stopped by their deadline.
+  std::uint64_t hook_errors = 0;    ///< Exceptions thrown by `on_retry` or `log`, caught and ignored.
 };
 
 /// The retry engine of one client.
@@ -188,6 +193,7 @@ private:
     std::atomic<std::uint64_t> retries{0};
     std::atomic<std::uint64_t> budget_denied{0};
     std::atomic<std::uint64_t> deadline_stops{0};
+    std::atomic<std::uint64_t> hook_errors{0};
   };
 
   /// The next retry's wait, or why there is none.
@@ -238,7 +244,7 @@ private:
   [[nodiscard]] retry_event retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,
                                             int retry, call_settings const& settings, request_traits const& traits,
                                             std::error_code transport_error, clock::time_point now) const;
-  /// Fires the `on_retry` hook and writes the WARN line; a throwing hook or logger is ignored.
+  /// Fires the `on_retry` hook and writes the WARN line; a throwing hook or logger is counted and otherwise ignored.
   void notify_retry(retry_event const& event);
 
   http_sender& sender_;

@@ -5,6 +5,7 @@
 // this interface.
 #pragma once
 
+#include <string>
 #include <system_error>
 
 #include <asio/any_io_executor.hpp>
@@ -20,6 +21,9 @@ namespace wandura {
 struct attempt_result {
   std::error_code error;
   http_response response;
+  /// With `error`: what happened in words, with libcurl's own error text when it gave one (e.g. "SSL certificate
+  /// problem: self-signed certificate"); may be empty. Never holds a header value (an API key). Empty otherwise.
+  std::string detail;
 };
 
 /// Sends single attempts. Implementations must be safe to call from any thread and from many coroutines at once.
@@ -34,7 +38,8 @@ public:
   ///
   /// Completes with `attempt_result::error` set to a `wandura::errc` transport code (connect_failed,
   /// attempt_timeout, response_timeout, connection_reset, tls_failed, response_too_large, protocol_error,
-  /// transport_failed) or `asio::error::operation_aborted`; never throws for those.
+  /// transport_failed, invalid_argument for a request it refuses to send, e.g. a header value holding CR, LF or NUL)
+  /// or `asio::error::operation_aborted`, and `attempt_result::detail` saying what happened; never throws for those.
   ///
   /// @param request must stay alive and unchanged until the returned awaitable completes.
   /// @param options the attempt's time limits; read when the attempt starts.

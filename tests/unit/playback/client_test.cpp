@@ -413,6 +413,7 @@ TEST_CASE("client: a base_url that is not http(s) with a host is refused when th
   for (char const* bad : {"ftp://127.0.0.1:1", "not-a-url", "http://", "http:///v1", "http://127.0.0.1:1 x", ""}) {
     wandura::client_options options;
     options.base_url = bad;
+    options.api_key = "test-key";
     try {
       wandura::client api(fake, options);
       FAIL("accepted " << bad);
@@ -422,19 +423,76 @@ TEST_CASE("client: a base_url that is not http(s) with a host is refused when th
   }
   wandura::client_options ok;
   ok.base_url = "https://api.wandura.example/";
+  ok.api_key = "test-key";
   CHECK_NOTHROW(wandura::client(fake, ok));
 }
 
-TEST_CASE("client: an unreadable 200 body names the status and what was wrong") {
+TEST_CASE("client: an unreadable 200 batch is retried with the same key until retries run out, then names what "
+          "was wrong") {
   harness h;
-  h.fake->push(fake_step::respond(200, "\xff\xfe not json"));
+  h.fake->set_default(fake_step::respond(200, "\xff\xfe not json"));
   try {
     (void)h.start(4, 4);
     FAIL("expected invalid_response");
   } catch (wandura::error const& e) {
     CHECK(e.code() == wandura::errc::invalid_response);
-    CHECK(std::string(e.what()).rfind("issue_tickets: invalid response body (HTTP 200): ", 0) == 0);
+    INFO(e.what());
+    CHECK(std::string(e.what()).rfind("issue_tickets: retries exhausted after 4 attempts: HTTP 200: invalid response "
+                                      "body: ",
+                                      0) == 0);
+    CHECK(e.attempts() == 4);
+  }
+  auto const attempts = h.fake->attempts();
+  REQUIRE(attempts.size() == 4);
+  CHECK(attempts[0].header("Idempotency-Key") == attempts[3].header("Idempotency-Key")); // the server replays
+  REQUIRE(h.warn_lines.size() == 3);
+  CHECK(h.warn_lines[0].find(": invalid response body") != std::string::npos);
+}
+
+TEST_CASE("client: a truncated 200 batch is retried like a reset and the retry's tickets stand") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)"));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto s = h.start(4, 4);
+  CHECK(s.play.outcome == item_outcome::granted);
+  auto const attempts = h.fake->attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].header("Idempotency-Key") == attempts[1].header("Idempotency-Key"));
+  CHECK(attempts[0].request.body == attempts[1].request.body);
+}
+
+TEST_CASE("client: an unreadable 200 to a write without a key is final: it may have been executed") {
+  wandura::client_options options;
+  options.retry.auto_idempotency_keys = false;
+  harness h(options);
+  h.fake->set_default(fake_step::respond(200, "\xff\xfe not json"));
+  try {
+    (void)h.start(4, 4);
+    FAIL("expected invalid_response");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_response);
+    INFO(e.what());
+    CHECK(std::string(e.what()).rfind("issue_tickets: not retried: write without idempotency key: HTTP 200: ", 0) == 0);
     CHECK(e.attempts() == 1);
+  }
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("client: an unreadable 200 to a typed read is retried, and the next readable answer is the result") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":)"));
+  h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
+  CHECK(h.run(h.api->get_config()).limit("playback") == 6000);
+  CHECK(h.fake->attempt_count() == 2);
+  h.fake->set_default(fake_step::respond(200, "<html>proxy</html>"));
+  try {
+    (void)h.run(h.api->get_config());
+    FAIL("expected invalid_response");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_response);
+    CHECK(e.attempts() == 4);
+    CHECK(std::string(e.what()).find("get_config: retries exhausted after 4 attempts: HTTP 200: invalid response") ==
+          0);
   }
 }
 

@@ -80,6 +80,7 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes 
   CHECK(contains_line(text, "# TYPE wandura_calls_total counter"));
   CHECK(contains_line(text, "wandura_calls_total 1"));
   CHECK(contains_line(text, "wandura_retries_total 0"));
+  CHECK(contains_line(text, "wandura_hook_errors_total 0"));
   CHECK(contains_line(text, "# TYPE wandura_item_outcomes_total counter"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"not_ready\"} 1"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"granted\"} 0"));
@@ -114,7 +115,7 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes 
     CHECK(line.find_first_not_of("0123456789.", space + 1) == std::string::npos);
     ++samples;
   }
-  CHECK(samples == 8 + 9 + 17 + 2);
+  CHECK(samples == 9 + 9 + 17 + 2);
 }
 
 TEST_CASE("metrics: a custom prefix names every metric") {

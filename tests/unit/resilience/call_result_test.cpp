@@ -109,3 +109,24 @@ TEST_CASE("call result: cancellation, refusal before sending and hold-back past 
   CHECK_THROWS_AS(wandura::throw_if_failed(refused, "x"), wandura::error);
   CHECK(wandura::to_string(stop_reason::budget_exhausted) == "budget_exhausted");
 }
+
+TEST_CASE("call result: the transport's words follow the error, and a 2xx that could not be read says why") {
+  call_result tls;
+  tls.stopped = stop_reason::not_retryable;
+  tls.error = errc::tls_failed;
+  tls.detail = "SSL certificate problem: self-signed certificate";
+  tls.attempts = 1;
+  auto const e = wandura::to_error(tls, "get_config");
+  CHECK(e.code() == errc::tls_failed);
+  CHECK(std::string(e.what()) ==
+        "get_config: failed after 1 attempt: TLS failure: SSL certificate problem: self-signed certificate");
+
+  auto unreadable = http_failure(stop_reason::retries_exhausted, 200, "", 3);
+  unreadable.error = errc::invalid_response;
+  unreadable.detail = "unexpected end of input";
+  auto const u = wandura::to_error(unreadable, "issue_tickets");
+  CHECK(u.code() == errc::invalid_response);
+  CHECK(u.http_status() == 200);
+  CHECK(std::string(u.what()) ==
+        "issue_tickets: retries exhausted after 3 attempts: HTTP 200: invalid response body: unexpected end of input");
+}

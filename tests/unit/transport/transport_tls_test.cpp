@@ -143,6 +143,8 @@ TEST_CASE("transport over TLS: a self-signed certificate is refused by default w
   auto r = run(io, tr.send_attempt(request, {}));
   CHECK(r.error == wandura::errc::tls_failed);
   CHECK_FALSE(r.error == wandura::condition::retryable);
+  INFO(r.detail);
+  CHECK(r.detail.find("certificate") != std::string::npos); // libcurl's own words, for the call's error message
 }
 
 TEST_CASE("transport over TLS: with the CA option it succeeds over HTTP/2 negotiated by ALPN") {

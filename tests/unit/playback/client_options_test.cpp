@@ -1,0 +1,175 @@
+// The client's constructor refuses options that would put a broken or injected header on the wire, or send
+// requests to a URL other than the one written (issue 14): nothing is made, nothing is sent.
+#include "wandura/playback/client.hpp"
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/testing/fake_transport.hpp"
+#include "wandura/testing/manual_clock.hpp"
+
+using wandura::testing::fake_step;
+
+namespace {
+
+struct fake_setup {
+  asio::io_context io;
+  wandura::testing::manual_clock clock;
+  std::shared_ptr<wandura::testing::fake_transport> fake =
+      std::make_shared<wandura::testing::fake_transport>(io.get_executor(), clock);
+};
+
+wandura::client_options valid_options() {
+  wandura::client_options options;
+  options.base_url = "http://127.0.0.1:1";
+  options.api_key = "test-key";
+  return options;
+}
+
+/// The message of the invalid_argument error the client's constructor throws for `options` over a fake sender;
+/// fails the test if it accepts them or throws anything else.
+std::string refusal(wandura::client_options const& options) {
+  fake_setup s;
+  try {
+    wandura::client api(s.fake, options);
+    FAIL("accepted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+    CHECK(s.fake->attempt_count() == 0);
+    return e.what();
+  }
+  return {};
+}
+
+/// As `refusal`, for the constructor that makes a real transport (which must not be made for such options).
+std::string refusal_with_transport(wandura::client_options const& options) {
+  asio::io_context io;
+  try {
+    wandura::client api(io.get_executor(), options);
+    FAIL("accepted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+    return e.what();
+  }
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("client options: an api_key holding CR, LF or NUL is refused without echoing the key") {
+  using namespace std::string_literals;
+  auto const bad =
+      GENERATE("k\r\nX-Injected: yes"s, "k\nX-Injected: yes"s, "k\rX-Injected: yes"s, "k\0X-Injected: yes"s);
+  INFO("key of " << bad.size() << " bytes");
+  auto options = valid_options();
+  options.api_key = bad;
+  for (std::string const& message : {refusal(options), refusal_with_transport(options)}) {
+    CHECK(message.find("Authorization") != std::string::npos);
+    CHECK(message.find("X-Injected") == std::string::npos);
+  }
+}
+
+TEST_CASE("client options: an empty api_key is refused, never sent as \"Bearer \"") {
+  auto options = valid_options();
+  options.api_key.clear();
+  CHECK(refusal(options).find("api_key") != std::string::npos);
+  CHECK(refusal_with_transport(options).find("api_key") != std::string::npos);
+}
+
+TEST_CASE("client options: a user agent holding CR or LF is refused whatever the sender") {
+  auto const bad = GENERATE(std::string("wandura\r\nX-Injected: yes"), std::string("wandura\nX-Injected: yes"));
+  auto options = valid_options();
+  options.transport.user_agent = bad;
+  for (std::string const& message : {refusal(options), refusal_with_transport(options)}) {
+    CHECK(message.find("User-Agent") != std::string::npos);
+    CHECK(message.find("X-Injected") == std::string::npos);
+  }
+}
+
+TEST_CASE("client options: a base_url with a port out of range, a query or a fragment is refused") {
+  auto const bad = GENERATE(as<std::string>{}, "http://127.0.0.1:99999", "http://127.0.0.1:0", "http://127.0.0.1:1?x=1",
+                            "http://127.0.0.1:1/base?", "http://127.0.0.1:1#frag", "http://127.0.0.1:1/base#frag");
+  INFO(bad);
+  auto options = valid_options();
+  options.base_url = bad;
+  CHECK_FALSE(refusal(options).empty());
+  CHECK_FALSE(refusal_with_transport(options).empty());
+}
+
+TEST_CASE("client options: a base_url with userinfo is refused and the message never holds the password") {
+  auto const bad = GENERATE(as<std::string>{}, "http://user:s3cret-pw@127.0.0.1:1",
+                            "https://user:s3cret-pw@api.example", "http://user:s3cret-pw@127.0.0.1:99999?x=1");
+  auto options = valid_options();
+  options.base_url = bad;
+  for (std::string const& message : {refusal(options), refusal_with_transport(options)}) {
+    CHECK(message.find("s3cret-pw") == std::string::npos);
+  }
+}
+
+TEST_CASE("client options: a scheme in upper case is accepted and requests go to the normalised URL") {
+  fake_setup s;
+  auto options = valid_options();
+  options.base_url = "HTTP://127.0.0.1:1/base/";
+  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
+  wandura::client api(s.fake, options);
+  s.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+  bool done = false;
+  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr, wandura::org_config) { done = true; });
+  for (int i = 0; i < 100 && !done; ++i) {
+    s.io.restart();
+    s.io.poll();
+  }
+  REQUIRE(done);
+  REQUIRE(s.fake->attempt_count() == 1);
+  CHECK(s.fake->attempts().front().request.url == "http://127.0.0.1:1/base/v1/config");
+}
+
+TEST_CASE("client options: hooks that throw never end or lose a call, and are counted in the metrics") {
+  fake_setup s;
+  auto options = valid_options();
+  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
+  options.retry.random = [] { return 0.5; };
+  int hook_calls = 0;
+  int log_calls = 0;
+  options.retry.on_retry = [&](wandura::retry_event const&) {
+    ++hook_calls;
+    throw std::runtime_error("hook failed");
+  };
+  options.retry.log = [&](wandura::log_level, std::string_view) {
+    ++log_calls;
+    throw 42; // not even a std::exception
+  };
+  wandura::client api(s.fake, options);
+  s.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  s.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  s.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
+  std::optional<wandura::org_config> got;
+  std::exception_ptr failure;
+  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr e, wandura::org_config c) {
+    failure = e;
+    got = std::move(c);
+  });
+  for (int i = 0; i < 1000 && !got; ++i) {
+    s.io.restart();
+    s.io.poll();
+    if (!got) {
+      s.clock.advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(got.has_value());
+  CHECK_FALSE(failure);
+  CHECK(got->limit("playback") == 6000);
+  CHECK(s.fake->attempt_count() == 3);
+  CHECK(hook_calls == 2); // the log still ran after each throwing hook
+  CHECK(log_calls == 2);
+  CHECK(api.stats().engine.hook_errors == 4);
+  CHECK(api.metrics_text().find("\nwandura_hook_errors_total 4\n") != std::string::npos);
+}
