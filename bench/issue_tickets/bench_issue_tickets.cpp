@@ -22,8 +22,8 @@
 #include <asio/io_context.hpp>
 
 #include "../common/loopback_bench.hpp"
-#include "wandura/playback/client.hpp"
 #include "playback/request_writer.hpp"
+#include "wandura/playback/client.hpp"
 
 namespace {
 
@@ -95,8 +95,7 @@ int main(int argc, char** argv) {
     }
     auto const st = api.stats();
     std::printf("issue_tickets: %llu calls, %llu attempts, %llu retries\n",
-                static_cast<unsigned long long>(st.metrics.calls),
-                static_cast<unsigned long long>(st.metrics.attempts),
+                static_cast<unsigned long long>(st.metrics.calls), static_cast<unsigned long long>(st.metrics.attempts),
                 static_cast<unsigned long long>(st.metrics.retries));
     return status;
   } catch (std::exception const& e) {

@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "wandura/error.hpp"
 #include "playback/response_parser.hpp"
+#include "wandura/error.hpp"
 #include "wandura/playback/ticket_result.hpp"
 
 namespace {

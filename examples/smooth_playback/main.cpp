@@ -30,9 +30,9 @@
 #include <asio/use_future.hpp>
 
 #include "audience.hpp"
+#include "cli/style.hpp"
 #include "counting_sender.hpp"
 #include "play_plan.hpp"
-#include "cli/style.hpp"
 #include "report.hpp"
 #include "simulation.hpp"
 #include "wandura/emulator/emulator.hpp"

@@ -299,44 +299,50 @@ private:
 template <class T, class Parse>
 asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target target, std::string segment,
                              call_options options, Parse parse) {
-  if (!target.segment_name.empty() && segment.empty()) {
-    throw error(errc::invalid_argument,
-                std::string(target.operation) + ": " + std::string(target.segment_name) + " must not be empty");
-  }
-  read_settlement settle(*self);
-  std::string url = self->base_url + std::string(target.path);
-  if (!target.segment_name.empty()) {
-    url.push_back('/');
-    append_path_segment(url, segment);
-  }
-  call_settings settings = self->engine.settings_for(options);
-  auto const deadline = settings.deadline;
-  auto const total = settings.total_timeout;
-  // The reader lives as long as the operation's finish, which outlives the engine's call.
-  auto reader = std::make_shared<typed_reader<T, Parse>>(parse);
-  auto make = [&] {
-    http_request request = self->make_request(http_method::get, std::move(url), {});
-    request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}};
-    return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
-  };
-  auto finish = [self, reader, operation = target.operation](call_result&& sent) {
-    if (!sent.ok()) {
-      throw to_error(sent, operation);
+  detail::observed_call observed(self->http_metrics.get(), target.operation, *self->time);
+  try {
+    if (!target.segment_name.empty() && segment.empty()) {
+      throw error(errc::invalid_argument,
+                  std::string(target.operation) + ": " + std::string(target.segment_name) + " must not be empty");
     }
-    return std::move(reader->value);
-  };
-  auto const executor = co_await asio::this_coro::executor;
-  auto started = self->calls.join_or_start<T>(std::nullopt, executor, deadline, make, finish);
-  std::error_code waited;
-  auto op = started.first;
-  co_await self->calls.async_wait(std::move(op), self->time, deadline,
-                                  asio::redirect_error(asio::use_awaitable, waited));
-  if (waited) {
-    throw_wait_ended(waited, target.operation, total);
+    read_settlement settle(*self);
+    std::string url = self->base_url + std::string(target.path);
+    if (!target.segment_name.empty()) {
+      url.push_back('/');
+      append_path_segment(url, segment);
+    }
+    call_settings settings = self->engine.settings_for(options);
+    auto const deadline = settings.deadline;
+    auto const total = settings.total_timeout;
+    // The reader lives as long as the operation's finish, which outlives the engine's call.
+    auto reader = std::make_shared<typed_reader<T, Parse>>(parse);
+    auto make = [&] {
+      http_request request = self->make_request(http_method::get, std::move(url), {});
+      request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}};
+      return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
+    };
+    auto finish = [self, reader, operation = target.operation](call_result&& sent) {
+      if (!sent.ok()) {
+        throw to_error(sent, operation);
+      }
+      return std::move(reader->value);
+    };
+    auto const executor = co_await asio::this_coro::executor;
+    auto started = self->calls.join_or_start<T>(std::nullopt, executor, deadline, make, finish);
+    std::error_code waited;
+    auto op = started.first;
+    co_await self->calls.async_wait(std::move(op), self->time, deadline,
+                                    asio::redirect_error(asio::use_awaitable, waited));
+    if (waited) {
+      throw_wait_ended(waited, target.operation, total);
+    }
+    T value = started.first->take();
+    settle.succeeded();
+    co_return value;
+  } catch (...) {
+    observed.fail(std::current_exception()); // the call's duration is observed on every exit, failures included
+    throw;
   }
-  T value = started.first->take();
-  settle.succeeded();
-  co_return value;
 }
 
 template <class T> using parse_fn = std::error_code (detail::response_parser::*)(response_body const&, T&);

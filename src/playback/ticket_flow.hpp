@@ -57,7 +57,8 @@ struct ticket_call {
   /// The caller's batch, shared with the operation that sends it when every episode is sent (no copy).
   std::shared_ptr<ticket_batch const> batch_ptr;
   ticket_batch const& batch;
-  explicit ticket_call(ticket_batch&& b) : batch_ptr(std::make_shared<ticket_batch const>(std::move(b))), batch(*batch_ptr) {}
+  explicit ticket_call(ticket_batch&& b)
+      : batch_ptr(std::make_shared<ticket_batch const>(std::move(b))), batch(*batch_ptr) {}
   ticket_call(ticket_call const&) = delete;
   ticket_call& operator=(ticket_call const&) = delete;
   call_settings settings;

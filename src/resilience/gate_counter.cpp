@@ -80,8 +80,9 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
   refused_ = true;
   bring_room_up_to(now);
   room_ = std::min(room_, 0.0); // no room now; a debt from an oversized request stays
-  auto const hold = feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold)
-                                         : clock::duration(std::chrono::seconds(1));
+  // Without a Retry-After there is no hold-off: room returns at the refill rate, which the pacing follows.
+  auto const hold =
+      feedback.retry_after ? std::min<clock::duration>(*feedback.retry_after, max_hold) : clock::duration::zero();
   hold_until_ = std::max(hold_until_, now + hold);
   if (refill_ == refill_kind::fixed_window && feedback.retry_after) {
     next_window_ = now + hold; // a fixed window's Retry-After is the rest of the window

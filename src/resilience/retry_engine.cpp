@@ -431,7 +431,9 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
     retry_after.reset();
   }
   int const refused_status = follow ? out.follow.http_status : result.response.status;
-  bool const gate_paces = refused_status == 429 && gate_.congested(traits.counter);
+  // The gate owns the wait after a 429 that named one (Retry-After, or the item's retry_after): it holds the
+  // counter that long and then paces. A 429 without one keeps the policy's backoff.
+  bool const gate_paces = refused_status == 429 && retry_after && gate_.congested(traits.counter);
   auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, gate_paces, now);
   if (step.stop) {
     if (!follow) {

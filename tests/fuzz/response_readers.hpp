@@ -4,8 +4,8 @@
 // output object is fresh or holds a previous result (the reuse path).
 #pragma once
 
-#include "wandura/error.hpp"
 #include "playback/response_parser.hpp"
+#include "wandura/error.hpp"
 
 #include <cstdint>
 #include <cstdlib>

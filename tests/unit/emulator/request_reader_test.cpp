@@ -42,7 +42,7 @@ TEST_CASE("request reader: pipelined requests are read one at a time, however th
   }
 }
 
-TEST_CASE("request reader: Authorization and Idempotency-Key are read once; a repeat is refused") {
+TEST_CASE("request reader: Authorization and Idempotency-Key are read once, a repeat is refused") {
   request_reader reader;
   auto const r = reader.feed("GET / HTTP/1.1\r\nauthorization: Bearer k\r\nIdempotency-Key: a\r\n\r\n");
   REQUIRE(r.what == event::request);

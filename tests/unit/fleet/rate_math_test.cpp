@@ -48,7 +48,7 @@ TEST_CASE("gcra: a hold-off refuses everything until it passes") {
   CHECK(gcra_take(g, 5000, 1, 100, 10).go);
 }
 
-TEST_CASE("token bucket: more than the capacity never fits; the wait is until the bucket is full") {
+TEST_CASE("token bucket: more than the capacity never fits, the wait is until the bucket is full") {
   wandura::detail::token_bucket b;
   double const rate = 30.0 / 60000.0;
   REQUIRE(bucket_take(b, 0, rate, 30, 10).granted);

@@ -105,7 +105,7 @@ TEST_CASE("call registry: operations without a key are never shared") {
   CHECK(f.started == 2);
 }
 
-TEST_CASE("call registry: a cancelled waiter leaves at once; the operation goes on for the others") {
+TEST_CASE("call registry: a cancelled waiter leaves at once, the operation goes on for the others") {
   fixture f;
   std::vector<std::string> out;
   asio::cancellation_signal signal;

@@ -81,7 +81,7 @@ TEST_CASE("admission: a play refused for rate is retried in its turn at the gate
   // Retry-After 2 s held the counter; the retry went when the hold ended, without the backoff's jitter on top.
   CHECK(h.clock->now() - before == 2s);
   REQUIRE(h.warn_lines.size() == 1);
-  CHECK(h.warn_lines[0] == "retry 1/3 in 2000 ms: HTTP 429");
+  CHECK(h.warn_lines[0] == "retry 1/3 in 2000 ms: HTTP 429 (POST /v1/playback/tickets on 127.0.0.1:1)");
   auto const stats = h.api->stats();
   CHECK(stats.engine.retries == 1);
   CHECK(stats.engine.budget_denied == 0);
@@ -139,6 +139,21 @@ TEST_CASE("admission: calls queued behind the counter go one per refill, and one
   CHECK(third_error->attempts() == 0);
   CHECK(std::string(third_error->what()) ==
         "issue_tickets: deadline of 2500 ms reached before any attempt (queued behind the playback counter's limit "
-        "for 2500 ms)");
+        "for 2500 ms) (POST /v1/playback/tickets on 127.0.0.1:1)");
   CHECK(h.fake->attempt_count() == 3); // the 429, then one request per released play
+}
+
+TEST_CASE("telemetry: a failed call and each of its attempts are in metrics_text under the OpenTelemetry names") {
+  harness h;
+  h.fake->set_default(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  CHECK_THROWS_AS(h.run(h.api->get_config()), wandura::error);
+  CHECK(h.fake->attempt_count() == 4);
+  auto const text = h.api->metrics_text();
+  INFO(text);
+  // The logical call, failed, with its operation.
+  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_config\"") != std::string::npos);
+  // Every attempt, with the HTTP status and how many times the request was sent before.
+  CHECK(text.find("http_client_request_duration_seconds_count{") != std::string::npos);
+  CHECK(text.find("http_response_status_code=\"503\"") != std::string::npos);
+  CHECK(text.find("wandura_http_client_attempts_total") != std::string::npos);
 }

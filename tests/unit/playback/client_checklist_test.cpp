@@ -76,7 +76,7 @@ TEST_CASE("seed 000 checklist 3: viewer_ref is stable per viewer and device and 
   CHECK(a.find("example") == std::string::npos);
 }
 
-TEST_CASE("seed 000 checklist 4: 429 and 503 wait Retry-After plus jitter; without it, full jitter under the cap") {
+TEST_CASE("seed 000 checklist 4: 429 and 503 wait Retry-After plus jitter, without it, full jitter under the cap") {
   harness h; // random source fixed at 0.5
   h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "2"}}));
   h.fake->push(fake_step::respond(429, R"({"error_code":"rate_limited"})"));
@@ -84,8 +84,11 @@ TEST_CASE("seed 000 checklist 4: 429 and 503 wait Retry-After plus jitter; witho
   auto s = h.start(1, 1);
   CHECK(s.play.outcome == item_outcome::granted);
   REQUIRE(h.warn_lines.size() == 2);
-  CHECK(h.warn_lines[0] == "retry 1/3 in 2500 ms: HTTP 503 code=service_unavailable"); // 2 s + 0.5 * 1 s
-  CHECK(h.warn_lines[1] == "retry 2/3 in 500 ms: HTTP 429 code=rate_limited");         // 0.5 * min(8 s, 500 ms * 2)
+  // 2 s + 0.5 * 1 s, then 0.5 * min(8 s, 500 ms * 2)
+  CHECK(h.warn_lines[0] ==
+        "retry 1/3 in 2500 ms: HTTP 503 code=service_unavailable (POST /v1/playback/tickets on 127.0.0.1:1)");
+  CHECK(h.warn_lines[1] ==
+        "retry 2/3 in 500 ms: HTTP 429 code=rate_limited (POST /v1/playback/tickets on 127.0.0.1:1)");
 }
 
 TEST_CASE("seed 000 checklist 5: at most 3 retries for an interactive request, and the 10 % budget") {

@@ -89,7 +89,8 @@ TEST_CASE("client: a failed play item is retried alone, with a new key, after it
   CHECK(s.prefetch[0].outcome == item_outcome::granted);
   CHECK(s.attempts == 2);
   REQUIRE(h.warn_lines.size() == 1);
-  CHECK(h.warn_lines[0] == "retry 1/3 in 1500 ms: HTTP 503 code=service_unavailable");
+  CHECK(h.warn_lines[0] ==
+        "retry 1/3 in 1500 ms: HTTP 503 code=service_unavailable (POST /v1/playback/tickets on 127.0.0.1:1)");
 }
 
 TEST_CASE("client: a failed prefetch item is not retried by default") {

@@ -66,7 +66,7 @@ TEST_CASE("viewer_ref: refuses every invalid input of the vectors with invalid_a
   CHECK(cases == 3);
 }
 
-TEST_CASE("viewer_ref: shape is 22 url-safe characters, a colon, 11; stable per viewer and device") {
+TEST_CASE("viewer_ref: shape is 22 url-safe characters, a colon, 11, stable per viewer and device") {
   auto const a = wandura::make_viewer_ref("secret", "user-1", "install-1");
   REQUIRE(a.size() == 34);
   CHECK(a[22] == ':');

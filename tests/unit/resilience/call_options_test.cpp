@@ -34,7 +34,7 @@ TEST_CASE("options: client fields override the client's preset") {
   CHECK_FALSE(s.auto_idempotency_keys);
 }
 
-TEST_CASE("options: per-call fields override everything; a per-call policy overrides the client's fields") {
+TEST_CASE("options: per-call fields override everything, a per-call policy overrides the client's fields") {
   retry_options client;
   client.total_timeout = 60s;
   client.attempt_timeout = 3s;

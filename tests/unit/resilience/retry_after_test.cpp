@@ -37,7 +37,7 @@ TEST_CASE("Retry-After: zero is a value, not the same as absent") {
   CHECK_FALSE(parse("   ").has_value());
 }
 
-TEST_CASE("Retry-After: only digits are delay-seconds; a fraction or an exponent is junk, not rounded") {
+TEST_CASE("Retry-After: only digits are delay-seconds, a fraction or an exponent is junk, not rounded") {
   // RFC 9110 §10.2.3: delay-seconds = 1*DIGIT. `1e3` once meant 1,000 s.
   for (auto not_digits : {"1e3", "1E3", "15e-1", "1.5", "1.1", "0.0001", "0.000", "1e400", "1e-400", "0e400"}) {
     INFO("value: " << not_digits);

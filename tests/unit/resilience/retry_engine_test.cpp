@@ -162,7 +162,7 @@ TEST_CASE("retry loop: transient 503 then success") {
   REQUIRE(h.events.size() == 1);
   CHECK(h.clock->elapsed() == 250ms); // INTERACTIVE full jitter: 0.5 * min(8 s, 500 ms)
   REQUIRE(h.lines.size() == 1);
-  CHECK(h.lines[0] == "retry 1/3 in 250 ms: HTTP 503 code=service_unavailable");
+  CHECK(h.lines[0] == "retry 1/3 in 250 ms: HTTP 503 code=service_unavailable (GET /v1/config on 127.0.0.1:1)");
   CHECK(r.idempotency_key.empty());
   CHECK(h.fake.attempts()[0].header("Idempotency-Key").empty()); // reads carry no key
 }
@@ -253,7 +253,7 @@ TEST_CASE("retry loop: a POST gets one automatic key, sent unchanged with a byte
   CHECK_FALSE(second.replayed);
 }
 
-TEST_CASE("retry loop: a caller key is validated and sent; an invalid one fails before sending") {
+TEST_CASE("retry loop: a caller key is validated and sent, an invalid one fails before sending") {
   harness h;
   call_options with_key;
   with_key.idempotency_key = "order-20261008-0001";
@@ -378,7 +378,8 @@ TEST_CASE("retry loop: retries exhausted keeps the last response for the caller 
   CHECK(r.response.body.view().find("items") != std::string_view::npos);
   CHECK(h.events.size() == 3);
   CHECK(h.lines.size() == 3);
-  CHECK(h.lines[2] == "retry 3/3 in 1000 ms: HTTP 503 code=service_unavailable"); // 0.5 * 500 * 2^2
+  CHECK(h.lines[2] ==
+        "retry 3/3 in 1000 ms: HTTP 503 code=service_unavailable (GET /v1/config on 127.0.0.1:1)"); // 0.5 * 500 * 2^2
 }
 
 TEST_CASE("retry loop: the on_retry event and the WARN line follow seed 004") {
@@ -390,7 +391,7 @@ TEST_CASE("retry loop: the on_retry event and the WARN line follow seed 004") {
   auto const r = h.run(post(), writes(), standard);
   CHECK(r.ok());
   REQUIRE(h.lines.size() == 1);
-  CHECK(h.lines[0] == "retry 1/2 in 231 ms: HTTP 503 code=50200");
+  CHECK(h.lines[0] == "retry 1/2 in 231 ms: HTTP 503 code=50200 (POST /v1/playback/tickets on 127.0.0.1:1)");
   REQUIRE(h.events.size() == 1);
   auto const& e = h.events[0];
   CHECK(e.event.retry == 1);
@@ -408,7 +409,7 @@ TEST_CASE("retry loop: the on_retry event and the WARN line follow seed 004") {
   net.fake.push(fake_step::fail(errc::connection_reset));
   net.run(get(), reads());
   REQUIRE(net.lines.size() == 1);
-  CHECK(net.lines[0] == "retry 1/3 in 412 ms: connection reset");
+  CHECK(net.lines[0] == "retry 1/3 in 412 ms: connection reset (GET /v1/config on 127.0.0.1:1)");
   CHECK(net.events[0].event.error == errc::connection_reset);
   CHECK(net.events[0].event.http_status == 0);
 }
@@ -566,8 +567,9 @@ TEST_CASE("admission: a 429 hold-off that outlasts the deadline fails the call a
   CHECK(h.clock->elapsed() == 0ms);
   auto const e = wandura::to_error(r, "issue_tickets");
   CHECK(e.code() == errc::deadline_exceeded);
-  CHECK(std::string(e.what()) == "issue_tickets: deadline of 5000 ms reached before any attempt (the playback "
-                                 "counter is held back after a 429 until past the deadline)");
+  CHECK(std::string(e.what()) ==
+        "issue_tickets: deadline of 5000 ms reached before any attempt (the playback "
+        "counter is held back after a 429 until past the deadline) (POST /v1/playback/tickets on 127.0.0.1:1)");
 }
 
 TEST_CASE("cancellation: cancelling during a backoff sleep ends the call at once with operation_aborted") {
@@ -651,7 +653,8 @@ TEST_CASE("follow-up: a narrowed request after a 2xx is a retry: item Retry-Afte
   // An item's retry_after of 2 s, under seed 000: 2 s + up to 1 s of jitter (u = 0.5).
   CHECK(h.clock->elapsed() == 2500ms);
   REQUIRE(h.lines.size() == 1);
-  CHECK(h.lines[0] == "retry 1/3 in 2500 ms: HTTP 503 code=service_unavailable");
+  CHECK(h.lines[0] ==
+        "retry 1/3 in 2500 ms: HTTP 503 code=service_unavailable (POST /v1/playback/tickets on 127.0.0.1:1)");
   REQUIRE(h.events.size() == 1);
   CHECK(h.events[0].event.source == wandura::delay_source::retry_after);
   // One logical call, counted once in the budget; its follow-up is one retry.

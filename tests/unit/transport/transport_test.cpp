@@ -509,7 +509,7 @@ TEST_CASE("transport: a pooled connection the server closes is dropped and not w
   CHECK(next.response.status == 200);
 }
 
-TEST_CASE("transport: a pooled connection the server closed while idle is not reused; the next request succeeds") {
+TEST_CASE("transport: a pooled connection the server closed while idle is not reused, the next request succeeds") {
   // Servers close idle keep-alive connections without warning (Connection: close is not sent). A request after
   // that must get a new connection, not fail on the dead one.
   test_http_server server;

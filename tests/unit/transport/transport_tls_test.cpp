@@ -283,7 +283,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("transport over TLS: a cancelled HTTP/2 stream alone on its connection ends it at once; others keep it") {
+TEST_CASE("transport over TLS: a cancelled HTTP/2 stream alone on its connection ends it at once, others keep it") {
   // libcurl 7.88 queues the RST_STREAM of a removed stream in the connection's output buffer and sends it only when
   // the connection is next used: the server would go on sending the response. Alone on its connection, the stream
   // ends with the connection; beside other streams, their traffic carries the reset and the connection stays.
