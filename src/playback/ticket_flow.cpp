@@ -15,7 +15,7 @@ namespace wandura::detail {
 namespace {
 
 constexpr std::string_view playback_counter = "playback";
-/// Seed 000 checklist: "Request xin vé có timeout phía client ít nhất 5 giây".
+/// A ticket request never uses an attempt timeout under 5 s (docs/protocol.md §3).
 constexpr std::chrono::milliseconds ticket_attempt_floor{5000};
 
 // The items of a ticket batch response as read, before they are matched to the request. Used from the parse to the
@@ -312,7 +312,8 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
   if (!self.limiter || call.pending.empty()) {
     return;
   }
-  // Per-viewer limit (seed 001, trust boundary): plays first, one ticket each, before anything is sent.
+  // Per-viewer limit (docs/protocol.md §3: whoever drives your ticket endpoint can spend your limit): plays first, one
+  // ticket each, before anything is sent.
   std::stable_partition(call.pending.begin(), call.pending.end(),
                         [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
   item_indexes allowed;
@@ -349,7 +350,7 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
   }
   call_settings settings = call.settings;
   // A request of prefetches only (the play came from the store, or was refused) is not retried unless asked:
-  // a refused prefetch is reported and asked for again as play when the viewer gets there (seed 000).
+  // a refused prefetch is reported and asked for again as play when the viewer gets there (docs/protocol.md §3).
   bool const any_play = std::any_of(episodes->episodes.begin(), episodes->episodes.end(),
                                     [](auto const& e) { return e.intent == intent::play; });
   if (!any_play && !self->options.retry_prefetch) {

@@ -1,4 +1,5 @@
-// The steps of one `client::issue_tickets` call: plan -> send -> merge (SPEC §1 ticket batch, §3 SDK behaviour).
+// The steps of one `client::issue_tickets` call: plan -> send -> merge (docs/protocol.md §1 ticket
+// batch, §3 what the SDK does).
 //
 // - `plan` validates the batch, answers what it can from the ticket store, takes the viewer's allowance and drops
 //   prefetches while the playback counter is held after a 429;

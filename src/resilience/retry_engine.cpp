@@ -64,7 +64,7 @@ bool fits_deadline(clock::time_point deadline, clock::time_point now, clock::dur
   return now < deadline && delay < deadline - now;
 }
 
-/// Gives a write its `Idempotency-Key` (SPEC §1, seed 004): the caller's (validated) or an automatic one, unless
+/// Gives a write its `Idempotency-Key` (docs/protocol.md §1): the caller's (validated) or an automatic one, unless
 /// automatic keys are off. `fresh` drops a key already on the request: a follow-up request has another body.
 std::error_code attach_key(http_request& request, call_settings const& settings, bool fresh, std::string& key,
                            request_safety& safety) {
@@ -271,7 +271,7 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
   auto const start_in = std::max(step.wait, held);
   step.starts_in = start_in;
   if (!fits_deadline(settings.deadline, now, start_in)) {
-    // Seed 004: stop when now + delay passes the total deadline, and report the last real error.
+    // Stop when now + delay passes the total deadline, and report the last real error (docs/protocol.md §3).
     step.stop = stop_reason::deadline_exceeded;
     step.note = "the next retry in " +
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(start_in).count()) +
@@ -313,7 +313,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
       co_return finish(stop_reason::invalid_request);
     }
   }
-  budget_.note_request(clk.now()); // seed 000: requests counted per logical call, follow-ups included
+  budget_.note_request(clk.now()); // calls counted once each, follow-ups included (docs/protocol.md §3)
   auto const attempt_limit = std::max(settings.attempt_timeout, traits.attempt_timeout_floor);
 
   for (int attempt = 1;; ++attempt) {

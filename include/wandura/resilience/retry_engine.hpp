@@ -50,14 +50,14 @@ inline constexpr std::chrono::milliseconds max_holdoff{std::chrono::hours(1)};
 
 /// What the retry loop needs to know about a request besides its bytes.
 struct request_traits {
-  /// The rate-limit counter the request spends (SPEC §1 table): `playback`, `catalog`, `creatives`, `videos`,
-  /// `video`, `config`. Hold-offs after a 429 are per counter.
+  /// The rate-limit counter the request spends (docs/protocol.md §1, the counters table): `playback`, `catalog`,
+  /// `creatives`, `videos`, `video`, `config`. The admission gate keeps one state per counter.
   std::string counter;
   /// A write: gets an `Idempotency-Key`, and without one is retried only after `connect_failed`. A POST request is
   /// always treated as a write, even when this is false.
   bool is_write = false;
-  /// The smallest attempt timeout this request accepts, whatever the options say (SPEC §3, seed 000: ticket
-  /// requests never use an attempt timeout under 5 s). The deadline still bounds the attempt.
+  /// The smallest attempt timeout this request accepts, whatever the options say (docs/protocol.md §3:
+  /// ticket requests never use an attempt timeout under 5 s). The deadline still bounds the attempt.
   std::chrono::milliseconds attempt_timeout_floor{0};
 };
 
