@@ -90,112 +90,111 @@ void reset_item(ticket_item_result& item) noexcept {
   item.error = {};
 }
 
-bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& item) {
-  location const where{"items", index, true, {}};
-  od::object obj;
-  if (!r.object(v, where, {}, obj)) {
-    return false;
-  }
-  reset_item(item);
-  bool has_ticket = false;
-  bool has_film = false;
-  bool has_episode = false;
-  bool has_intent = false;
-  bool has_status = false;
-  bool ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
-    std::int64_t n = 0;
-    switch (key_hash(key)) {
-    case key_hash("film_ref"):
-      if (is(key, "film_ref")) {
-        has_film = true;
-        return r.string(value, where, key, item.film_ref);
-      }
-      break;
-    case key_hash("episode_no"):
-      if (is(key, "episode_no")) {
-        if (!r.integer(value, where, key, 1, std::numeric_limits<std::int32_t>::max(), n)) {
-          return false;
-        }
-        item.episode_no = static_cast<std::int32_t>(n);
-        has_episode = true;
-        return true;
-      }
-      break;
-    case key_hash("intent"):
-      if (is(key, "intent")) {
-        if (!r.string(value, where, key, item.intent_text)) {
-          return false;
-        }
-        item.intent = intent_from_string(item.intent_text);
-        if (item.intent != intent::other) {
-          item.intent_text.clear();
-        }
-        has_intent = true;
-        return true;
-      }
-      break;
-    case key_hash("status"):
-      if (is(key, "status")) {
-        if (!r.integer(value, where, key, 100, 599, n)) {
-          return false;
-        }
-        item.status = static_cast<int>(n);
-        has_status = true;
-        return true;
-      }
-      break;
-    case key_hash("reused"):
-      if (is(key, "reused")) {
-        return r.boolean(value, where, key, item.reused);
-      }
-      break;
-    case key_hash("ticket"):
-      if (is(key, "ticket")) {
-        bool not_null = true;
-        if (r.is_null(value, where, key, not_null) || !not_null) {
-          has_ticket = false;
-          return not_null;
-        }
-        r.engage(item.ticket);
-        has_ticket = true;
-        return read_ticket(r, location{"items", index, true, "ticket"}, value, *item.ticket);
-      }
-      break;
-    case key_hash("error_code"):
-      if (is(key, "error_code")) {
-        return r.string_or_integer(value, where, key, item.error_code);
-      }
-      break;
-    case key_hash("reason"):
-      if (is(key, "reason")) {
-        return r.string(value, where, key, item.reason);
-      }
-      break;
-    case key_hash("retry_after"):
-      if (is(key, "retry_after")) {
-        return r.seconds(value, where, key, item.retry_after);
-      }
-      break;
-    default: break;
+/// Which required fields of an item were there.
+struct item_fields_seen {
+  bool ticket = false;
+  bool film = false;
+  bool episode = false;
+  bool intent = false;
+  bool status = false;
+};
+
+/// Reads one field of an item into `item`; unknown fields (and the human-readable "error") are ignored.
+bool read_item_field(reader& r, location const& where, std::size_t index, std::string_view key, od::value& value,
+                     ticket_item_result& item, item_fields_seen& seen) {
+  std::int64_t n = 0;
+  switch (key_hash(key)) {
+  case key_hash("film_ref"):
+    if (is(key, "film_ref")) {
+      seen.film = true;
+      return r.string(value, where, key, item.film_ref);
     }
-    return true; // unknown field (or the human-readable "error"): ignored
-  });
-  if (!ok) {
-    return false;
+    break;
+  case key_hash("episode_no"):
+    if (is(key, "episode_no")) {
+      if (!r.integer(value, where, key, 1, std::numeric_limits<std::int32_t>::max(), n)) {
+        return false;
+      }
+      item.episode_no = static_cast<std::int32_t>(n);
+      seen.episode = true;
+      return true;
+    }
+    break;
+  case key_hash("intent"):
+    if (is(key, "intent")) {
+      if (!r.string(value, where, key, item.intent_text)) {
+        return false;
+      }
+      item.intent = intent_from_string(item.intent_text);
+      if (item.intent != intent::other) {
+        item.intent_text.clear();
+      }
+      seen.intent = true;
+      return true;
+    }
+    break;
+  case key_hash("status"):
+    if (is(key, "status")) {
+      if (!r.integer(value, where, key, 100, 599, n)) {
+        return false;
+      }
+      item.status = static_cast<int>(n);
+      seen.status = true;
+      return true;
+    }
+    break;
+  case key_hash("reused"):
+    if (is(key, "reused")) {
+      return r.boolean(value, where, key, item.reused);
+    }
+    break;
+  case key_hash("ticket"):
+    if (is(key, "ticket")) {
+      bool not_null = true;
+      if (r.is_null(value, where, key, not_null) || !not_null) {
+        seen.ticket = false;
+        return not_null;
+      }
+      r.engage(item.ticket);
+      seen.ticket = true;
+      return read_ticket(r, location{"items", index, true, "ticket"}, value, *item.ticket);
+    }
+    break;
+  case key_hash("error_code"):
+    if (is(key, "error_code")) {
+      return r.string_or_integer(value, where, key, item.error_code);
+    }
+    break;
+  case key_hash("reason"):
+    if (is(key, "reason")) {
+      return r.string(value, where, key, item.reason);
+    }
+    break;
+  case key_hash("retry_after"):
+    if (is(key, "retry_after")) {
+      return r.seconds(value, where, key, item.retry_after);
+    }
+    break;
+  default: break;
   }
-  if (!has_ticket) {
+  return true; // unknown field (or the human-readable "error"): ignored
+}
+
+/// After an item's fields: the required ones are there, and a ticket is present exactly when granted.
+bool finish_item(reader& r, location const& where, item_fields_seen const& seen, ticket_item_result& item) {
+  if (!seen.ticket) {
     r.drop(item.ticket);
   }
-  if (!has_film) {
+  if (!seen.film) {
     return r.fail_missing(where, "film_ref");
   }
-  if (!has_episode) {
+  if (!seen.episode) {
     return r.fail_missing(where, "episode_no");
   }
-  if (!has_intent) {
+  if (!seen.intent) {
     return r.fail_missing(where, "intent");
   }
-  if (!has_status) {
+  if (!seen.status) {
     return r.fail_missing(where, "status");
   }
   auto const c = classify_item(item.status, item.error_code, item.reason, item.intent);
@@ -209,6 +208,20 @@ bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& i
     r.drop(item.ticket); // a ticket is present exactly when granted
   }
   return true;
+}
+
+bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& item) {
+  location const where{"items", index, true, {}};
+  od::object obj;
+  if (!r.object(v, where, {}, obj)) {
+    return false;
+  }
+  reset_item(item);
+  item_fields_seen seen;
+  bool const ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
+    return read_item_field(r, where, index, key, value, item, seen);
+  });
+  return ok && finish_item(r, where, seen, item);
 }
 
 } // namespace
