@@ -94,8 +94,10 @@ public:
     std::optional<std::chrono::seconds> smallest; // a whole-request Retry-After is the smallest of its items'
     for (auto const& item : parsed.items) {
       feedback.granted += item.outcome == item_outcome::granted && !item.reused ? 1U : 0U;
+      // As the item's own outcome says (ticket_result.hpp): a prefetch refused for rate is shed (the server refuses
+      // prefetches first, below its reserve), a play refused for rate means the counter ran out.
       bool const refused = item.status == 429;
-      bool const shed = refused && item.reason == "prefetch_shed";
+      bool const shed = refused && item.outcome == item_outcome::shed;
       feedback.shed += shed ? 1U : 0U;
       feedback.refused += refused && !shed ? 1U : 0U;
       if (refused && item.retry_after && (!smallest || *item.retry_after < *smallest)) {

@@ -157,3 +157,22 @@ TEST_CASE("telemetry: a failed call and each of its attempts are in metrics_text
   CHECK(text.find("http_response_status_code=\"503\"") != std::string::npos);
   CHECK(text.find("wandura_http_client_attempts_total") != std::string::npos);
 }
+
+TEST_CASE("admission: a prefetch refused for rate is a shed, not the counter running out") {
+  harness h;
+  // No "prefetch_shed" reason: the server refused the prefetch first for lack of room, and granted the play.
+  h.fake->push(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                       refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", {}, 3)})));
+  auto s = h.start(4, 5);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.prefetch.at(0).outcome == item_outcome::shed);
+  auto& gate = h.api->engine().gate();
+  CHECK(gate.held_until("playback") <= h.clock->now()); // plays are not held back...
+  CHECK(gate.under_reserve("playback"));                // ...prefetches are, for the 3 s the item said
+  for (auto const& c : gate.stats()) {
+    if (c.counter == "playback") {
+      CHECK(c.decreases == 0);
+    }
+  }
+}
