@@ -1,0 +1,84 @@
+// wandura::fleet: one object that makes the clients of many processes act as one through Redis (docs/adr/0008).
+//
+//     wandura::fleet shared(io.get_executor(), {.redis = {.url = "redis://10.0.0.5:6379"}, .org = "acme"});
+//     wandura::client_options options{.base_url = url, .api_key = key, .viewer_tickets_per_minute = 30};
+//     shared.configure(options); // ticket reuse, per-viewer limit and the playback counter's pace, fleet-wide
+//     wandura::client api(io.get_executor(), std::move(options));
+//
+// What is shared: reusable tickets (the same reuse rule as in one process, never across devices or viewers), the
+// per-viewer ticket limit, and each rate-limit counter's hold-off and pace, so that N processes release requests at
+// the counter's refill together, not N times it. When Redis is slow, down or failing, each of them answers from
+// this process's local state within `redis.command_timeout` (degrade, never block) and goes back to Redis by itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <asio/any_io_executor.hpp>
+
+#include "wandura/fleet/fallback.hpp"
+#include "wandura/fleet/redis_client.hpp"
+#include "wandura/fleet/shared_counter_pace.hpp"
+#include "wandura/fleet/shared_ticket_cache.hpp"
+#include "wandura/fleet/shared_viewer_limit.hpp"
+#include "wandura/playback/client.hpp"
+
+namespace wandura {
+
+/// Options of a `fleet`.
+struct fleet_options {
+  /// Where the shared state lives, and how long each Redis command may take (a few ms: then local state answers).
+  redis_options redis{};
+  /// The organisation: the hash tag of every key (`wandura:{org}:...`), 1-64 of [A-Za-z0-9._-].
+  std::string org = "default";
+  /// This process's name in the tickets it stores, to count `fleet_stats::cross_process_reuse`. Empty: the host
+  /// name and process id ("host:1234").
+  std::string process_id;
+  /// How each shared part logs and probes while it answers locally.
+  fallback_options fallback{};
+};
+
+/// Counters of one fleet object, summed over its shared parts. A snapshot.
+struct fleet_stats {
+  /// Tickets this process reused that another process of the fleet had issued and stored.
+  std::uint64_t cross_process_reuse = 0;
+  /// Operations answered from local state because Redis was slow, down or failing (all parts).
+  std::uint64_t fallbacks = 0;
+  /// Whether any part answers locally right now.
+  bool degraded = false;
+  ticket_cache_stats tickets{};
+  viewer_limit_stats viewers{};
+  counter_pace_stats pace{};
+  redis_client_stats redis{};
+};
+
+/// The shared state of a fleet of clients, over one Redis connection.
+///
+/// @par Thread safety
+/// `configure` and `stats` may be called from any thread. The clients it configures may be called from any thread;
+/// Redis commands are run on a strand of `executor`.
+/// @par Lifetime
+/// Clients configured by a fleet share its state: the fleet may be destroyed before them (its parts live as long
+/// as any client uses them). Destroy it, and its clients, before the io_context.
+class fleet {
+public:
+  /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL. Never for Redis being down: the
+  ///         first commands then fall back to local state.
+  fleet(asio::any_io_executor executor, fleet_options options);
+  fleet(fleet const&) = delete;
+  fleet& operator=(fleet const&) = delete;
+  ~fleet();
+
+  /// Points `options` at the shared state: `options.tickets` (ticket reuse), the per-viewer limit (when
+  /// `options.viewer_tickets_per_minute` is set) and `options.retry.admission`'s shared pace.
+  void configure(client_options& options) const;
+
+  [[nodiscard]] fleet_stats stats() const;
+
+private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+} // namespace wandura
