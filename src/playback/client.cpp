@@ -318,7 +318,7 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
     auto reader = std::make_shared<typed_reader<T, Parse>>(parse);
     auto make = [&] {
       http_request request = self->make_request(http_method::get, std::move(url), {});
-      request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}};
+      request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}, target.operation};
       return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
     };
     auto finish = [self, reader, operation = target.operation](call_result&& sent) {

@@ -367,7 +367,7 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
   auto make_reader = [&] { return batch_reader(self, std::move(episodes), settings.policy.classifier); };
   auto make = [&](batch_reader& reader) {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
-    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor};
+    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, "issue_tickets"};
     return self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
   };
   auto finish = [](batch_reader& reader, call_result&& sent) { return reader.finish(std::move(sent)); };

@@ -5,6 +5,7 @@
 
 #include <asio/error.hpp>
 
+#include "resilience/request_target.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura {
@@ -39,16 +40,12 @@ attempt_begin make_attempt_begin(std::string_view operation, http_request const&
   a.operation = operation;
   a.method = method_name(request.method);
   a.resend_count = resend_count;
-  std::string_view url = request.url;
-  url = url.substr(0, url.find_first_of("?#"));
-  a.url_full = url;
-  auto const scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) {
+  auto const parts = detail::split_url(request.url);
+  a.url_full = parts.without_query;
+  if (parts.scheme.empty()) {
     return a;
   }
-  bool const https = url.substr(0, scheme_end) == "https";
-  auto authority = url.substr(scheme_end + 3);
-  authority = authority.substr(0, authority.find('/'));
+  auto authority = parts.authority;
   if (auto const at = authority.rfind('@'); at != std::string_view::npos) {
     a.url_full = {}; // user information is never reported, and cannot be cut out of a view
     authority = authority.substr(at + 1);
@@ -67,7 +64,7 @@ attempt_begin make_attempt_begin(std::string_view operation, http_request const&
       port_text = authority.substr(colon + 1);
     }
   }
-  a.server_port = port_text.empty() ? (https ? 443 : 80) : parse_port(port_text);
+  a.server_port = port_text.empty() ? (parts.scheme == "https" ? 443 : 80) : parse_port(port_text);
   return a;
 }
 

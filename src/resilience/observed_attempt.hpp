@@ -1,7 +1,7 @@
 // The begin and end of one HTTP attempt as told to a `wandura::attempt_observer`, from the place attempts happen
 // (`retry_engine::call`). Not public API.
 //
-//     detail::observed_attempt observed(options_.observer.get(), request, attempt - 1, clk);
+//     detail::observed_attempt observed(options_.observer.get(), traits.operation, request, attempt - 1, clk);
 //     ... outcome = co_await sender_.send_attempt(request, options); ...
 //     observed.end(outcome);
 //
@@ -16,16 +16,14 @@
 
 namespace wandura::detail {
 
-/// The client operation a request belongs to, from its method and path: "issue_tickets" (POST
-/// /v1/playback/tickets), "get_config", "get_film", "list_videos", "get_video", "list_creatives", else "other".
-[[nodiscard]] std::string_view operation_of(http_request const& request) noexcept;
-
 /// One attempt being observed: `on_attempt_begin` at construction, `on_attempt_end` from `end`.
 class observed_attempt {
 public:
-  /// @param observer may be null (then nothing is told). @param request must outlive this object.
+  /// @param observer may be null (then nothing is told). @param operation the call's name (`request_traits`;
+  /// empty: "other"), viewed. @param request must outlive this object.
   /// @param resend_count 0 for the first attempt of the call. @param time the engine's clock, for the duration.
-  observed_attempt(attempt_observer* observer, http_request const& request, int resend_count, clock& time) noexcept;
+  observed_attempt(attempt_observer* observer, std::string_view operation, http_request const& request,
+                   int resend_count, clock& time) noexcept;
   observed_attempt(observed_attempt const&) = delete;
   observed_attempt& operator=(observed_attempt const&) = delete;
   ~observed_attempt() = default;

@@ -6,21 +6,38 @@
 
 namespace wandura::detail {
 
-std::string describe_target(http_request const& request) {
-  std::string_view url = request.url;
-  url = url.substr(0, url.find_first_of("?#"));
-  std::string_view authority;
-  std::string_view path = url;
-  if (auto const scheme_end = url.find("://"); scheme_end != std::string_view::npos) {
-    auto const rest = url.substr(scheme_end + 3);
-    auto const slash = rest.find('/');
-    authority = rest.substr(0, slash);
-    path = slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
+url_parts split_url(std::string_view url) noexcept {
+  url_parts out;
+  std::size_t i = 0;
+  std::size_t const n = url.size();
+  auto const scheme_end = url.find("://");
+  if (scheme_end != std::string_view::npos) {
+    out.scheme = url.substr(0, scheme_end);
+    i = scheme_end + 3;
+    std::size_t const authority_begin = i;
+    while (i < n && url[i] != '/' && url[i] != '?' && url[i] != '#') {
+      ++i;
+    }
+    out.authority = url.substr(authority_begin, i - authority_begin);
   }
-  std::string out(method_name(request.method));
-  out.append(" ").append(path);
-  if (!authority.empty() && authority.find('@') == std::string_view::npos) {
-    out.append(" on ").append(authority);
+  std::size_t const path_begin = i;
+  while (i < n && url[i] != '?' && url[i] != '#') {
+    ++i;
+  }
+  out.path = i > path_begin ? url.substr(path_begin, i - path_begin) : std::string_view("/");
+  out.without_query = url.substr(0, i);
+  return out;
+}
+
+std::string describe_target(http_request const& request) {
+  auto const parts = split_url(request.url);
+  auto const method = method_name(request.method);
+  bool const with_host = !parts.authority.empty() && parts.authority.find('@') == std::string_view::npos;
+  std::string out;
+  out.reserve(method.size() + 1 + parts.path.size() + (with_host ? 4 + parts.authority.size() : 0));
+  out.append(method).append(" ").append(parts.path);
+  if (with_host) {
+    out.append(" on ").append(parts.authority);
   }
   return out;
 }

@@ -6,10 +6,22 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "wandura/transport/http_request.hpp"
 
 namespace wandura::detail {
+
+/// The parts of an absolute URL that telemetry and messages name, as views into it.
+struct url_parts {
+  std::string_view scheme;        ///< "https"; empty when the URL has no "://".
+  std::string_view authority;     ///< "user@host:port" as written (user information included); empty without scheme.
+  std::string_view path;          ///< From the first '/' after the authority, without query or fragment; "/" if none.
+  std::string_view without_query; ///< The URL up to its query or fragment.
+};
+
+/// Splits `url` in one pass. A URL without "://" is all path.
+[[nodiscard]] url_parts split_url(std::string_view url) noexcept;
 
 /// "METHOD /path on host[:port]": the port as the URL writes it, the path without query or fragment.
 /// Allocates the returned string only.

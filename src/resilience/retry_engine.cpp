@@ -290,12 +290,14 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
                                                 response_reader* reader) {
   call_result result;
-  result.target = detail::describe_target(request);
   result.total_timeout = settings.total_timeout;
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
   auto& clk = *clock_;
   auto finish = [&](stop_reason why) -> call_result&& {
     result.stopped = why;
+    if (why != stop_reason::success && result.target.empty()) { // named only where a message may need it
+      result.target = detail::describe_target(request);
+    }
     result.retries = result.attempts > 0 ? result.attempts - 1 : 0;
     if (why == stop_reason::deadline_exceeded) {
       counters_.deadline_stops.fetch_add(1, std::memory_order_relaxed);
@@ -338,7 +340,7 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     auto const options = attempt_limits(attempt_limit, settings.deadline, now, deadline_bound);
     result.attempts = attempt;
     counters_.attempts.fetch_add(1, std::memory_order_relaxed);
-    detail::observed_attempt observed(options_.observer.get(), request, attempt - 1, clk);
+    detail::observed_attempt observed(options_.observer.get(), traits.operation, request, attempt - 1, clk);
     attempt_result outcome;
     try {
       outcome = co_await sender_.send_attempt(request, options);
@@ -354,8 +356,8 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     auto retry_after = take_outcome(result, std::move(outcome), clk);
     note_response(traits.counter, result, retry_after, reader);
 
-    auto next = after_attempt(result, {transport_error, deadline_bound, retry_after, safety, attempt}, reader, settings,
-                              traits);
+    auto next = after_attempt(result, {transport_error, deadline_bound, retry_after, safety, attempt, &request}, reader,
+                              settings, traits);
     if (next.stop) {
       co_return finish(*next.stop);
     }
@@ -441,6 +443,9 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
     }
     out.stop = follow ? stop_reason::success : *step.stop;
     return out;
+  }
+  if (result.target.empty()) {
+    result.target = detail::describe_target(*facts.request);
   }
   notify_retry(retry_event_for(result, out.follow, step, facts.attempt, settings, traits, result.error, now));
   out.wake_at = now + step.wait;

@@ -63,8 +63,10 @@ struct call_result {
   /// A note on why a retryable failure was not retried ("not retried: write without idempotency key"); empty
   /// otherwise.
   std::string note;
-  /// What was sent, "POST /v1/playback/tickets on api.wandura.example" (`describe_target`); error messages end
-  /// with it in parentheses. Empty when unknown.
+  /// What was sent, "POST /v1/playback/tickets on api.wandura.example": method, path and host, never the query
+  /// or user information. Error messages and WARN lines end with it in parentheses. Filled only when a message may
+  /// need it: when the call did not succeed, or once it was retried; empty after a success at the first attempt
+  /// (naming it costs an allocation per call).
   std::string target;
 
   [[nodiscard]] bool ok() const noexcept { return stopped == stop_reason::success; }

@@ -59,6 +59,10 @@ struct request_traits {
   /// The smallest attempt timeout this request accepts, whatever the options say (docs/protocol.md §3:
   /// ticket requests never use an attempt timeout under 5 s). The deadline still bounds the attempt.
   std::chrono::milliseconds attempt_timeout_floor{0};
+  /// The logical call the request belongs to, told to the `attempt_observer` (`wandura.operation`), e.g.
+  /// "issue_tickets" or "get_config". Viewed, not copied: give a string with static storage (a literal). Empty is
+  /// reported as "other".
+  std::string_view operation{};
 };
 
 /// What follows a response, as the caller of `retry_engine::call` reads it (`response_reader::after_success`).
@@ -221,6 +225,7 @@ private:
     std::optional<std::chrono::milliseconds> retry_after;
     request_safety safety = request_safety::read;
     int attempt = 1;
+    http_request const* request = nullptr; ///< What was sent; named in the retry event.
   };
   /// What the loop does after an attempt: stop (and why), or sleep until `wake_at` and send again (`follow` says
   /// with which body when it is a follow-up request).

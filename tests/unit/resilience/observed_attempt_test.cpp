@@ -33,16 +33,15 @@ wandura::http_request get(std::string url) {
 }
 } // namespace
 
-TEST_CASE("observed attempt: the operation comes from method and path") {
-  wandura::http_request post = get("https://h/v1/playback/tickets");
-  post.method = wandura::http_method::post;
-  CHECK(wandura::detail::operation_of(post) == "issue_tickets");
-  CHECK(wandura::detail::operation_of(get("http://h:1/v1/config")) == "get_config");
-  CHECK(wandura::detail::operation_of(get("http://h/v1/catalog/films/a")) == "get_film");
-  CHECK(wandura::detail::operation_of(get("http://h/v1/videos?x")) == "list_videos");
-  CHECK(wandura::detail::operation_of(get("http://h/v1/videos/v1")) == "get_video");
-  CHECK(wandura::detail::operation_of(get("http://h/v1/creatives")) == "list_creatives");
-  CHECK(wandura::detail::operation_of(get("http://h/v2/other")) == "other");
+TEST_CASE("observed attempt: the operation is the caller's, empty reported as other") {
+  wandura::testing::manual_clock clock;
+  recorder r;
+  auto const request = get("https://h/v1/playback/tickets");
+  wandura::detail::observed_attempt named(&r, "issue_tickets", request, 0, clock);
+  wandura::detail::observed_attempt unnamed(&r, {}, request, 2, clock);
+  REQUIRE(r.seen.size() == 2);
+  CHECK(r.seen[0] == "issue_tickets GET resend=0");
+  CHECK(r.seen[1] == "other GET resend=2");
 }
 
 TEST_CASE("observed attempt: begin and end reach the observer with status, error type and clock duration") {
@@ -50,7 +49,7 @@ TEST_CASE("observed attempt: begin and end reach the observer with status, error
   recorder r;
   auto const request = get("http://127.0.0.1:8787/v1/config");
   {
-    wandura::detail::observed_attempt observed(&r, request, 1, clock);
+    wandura::detail::observed_attempt observed(&r, "get_config", request, 1, clock);
     clock.advance(250ms);
     wandura::attempt_result failed;
     failed.error = wandura::errc::attempt_timeout;
@@ -60,6 +59,6 @@ TEST_CASE("observed attempt: begin and end reach the observer with status, error
   REQUIRE(r.seen.size() == 2);
   CHECK(r.seen[0] == "get_config GET resend=1");
   CHECK(r.seen[1] == "get_config 0 attempt_timeout 250ms");
-  wandura::detail::observed_attempt unobserved(nullptr, request, 0, clock);
+  wandura::detail::observed_attempt unobserved(nullptr, "get_config", request, 0, clock);
   unobserved.end({});
 }
