@@ -293,26 +293,12 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
   result.total_timeout = settings.total_timeout;
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
   auto& clk = *clock_;
-  auto finish = [&](stop_reason why) -> call_result&& {
-    result.stopped = why;
-    if (why != stop_reason::success && result.target.empty()) { // named only where a message may need it
-      result.target = detail::describe_target(request);
-    }
-    result.retries = result.attempts > 0 ? result.attempts - 1 : 0;
-    if (why == stop_reason::deadline_exceeded) {
-      counters_.deadline_stops.fetch_add(1, std::memory_order_relaxed);
-    } else if (why == stop_reason::cancelled) {
-      result.error = asio::error::operation_aborted;
-    }
-    return std::move(result);
-  };
-
   request_safety safety = request_safety::read;
   bool const is_write = traits.is_write || request.method == http_method::post; // every POST is a write
   if (is_write) {
     if (auto ec = attach_key(request, settings, false, result.idempotency_key, safety)) {
       result.error = ec;
-      co_return finish(stop_reason::invalid_request);
+      co_return finish(result, request, stop_reason::invalid_request);
     }
   }
   budget_.note_request(clk.now()); // calls counted once each, follow-ups included (docs/protocol.md §3)
@@ -320,22 +306,13 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
 
   for (int attempt = 1;; ++attempt) {
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
-      co_return finish(stop_reason::cancelled);
+      co_return finish(result, request, stop_reason::cancelled);
     }
     admission const admitted = co_await wait_for_counter(traits.counter, reader, settings.deadline);
-    if (admitted.verdict == admission_verdict::cancelled) {
-      co_return finish(stop_reason::cancelled);
-    }
-    if (admitted.verdict == admission_verdict::shed) {
-      result.note = describe(admitted, traits.counter);
-      co_return finish(stop_reason::shed);
-    }
     auto const now = clk.now();
-    if (admitted.verdict == admission_verdict::deadline_exceeded || now >= settings.deadline) {
-      too_late_for_attempt(result, attempt, admitted, traits.counter);
-      co_return finish(stop_reason::deadline_exceeded);
+    if (auto stop = not_admitted(result, admitted, attempt, traits.counter, settings.deadline, now)) {
+      co_return finish(result, request, *stop);
     }
-
     bool deadline_bound = false;
     auto const options = attempt_limits(attempt_limit, settings.deadline, now, deadline_bound);
     result.attempts = attempt;
@@ -359,21 +336,55 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     auto next = after_attempt(result, {transport_error, deadline_bound, retry_after, safety, attempt, &request}, reader,
                               settings, traits);
     if (next.stop) {
-      co_return finish(*next.stop);
+      co_return finish(result, request, *next.stop);
     }
     if (co_await sleep_on(clk, next.wake_at)) {
-      co_return finish(stop_reason::cancelled);
+      co_return finish(result, request, stop_reason::cancelled);
     }
     if (next.follow.again) { // a new request: its own body and key, the same deadline, budget and count of retries
       request.body = std::move(next.follow.body);
       if (is_write) {
         if (auto ec = attach_key(request, settings, true, result.idempotency_key, safety)) {
           result.error = ec;
-          co_return finish(stop_reason::invalid_request);
+          co_return finish(result, request, stop_reason::invalid_request);
         }
       }
     }
   }
+}
+
+call_result&& retry_engine::finish(call_result& result, http_request const& request, stop_reason why) noexcept {
+  result.stopped = why;
+  if (why != stop_reason::success && result.target.empty()) { // named only where a message may need it
+    try {
+      result.target = detail::describe_target(request);
+    } catch (std::bad_alloc const&) { // the message goes without its target
+    }
+  }
+  result.retries = result.attempts > 0 ? result.attempts - 1 : 0;
+  if (why == stop_reason::deadline_exceeded) {
+    counters_.deadline_stops.fetch_add(1, std::memory_order_relaxed);
+  } else if (why == stop_reason::cancelled) {
+    result.error = asio::error::operation_aborted;
+  }
+  return std::move(result);
+}
+
+std::optional<stop_reason> retry_engine::not_admitted(call_result& result, admission const& admitted, int attempt,
+                                                      std::string const& counter, clock::time_point deadline,
+                                                      clock::time_point now) {
+  switch (admitted.verdict) {
+  case admission_verdict::cancelled: return stop_reason::cancelled;
+  case admission_verdict::shed: result.note = describe(admitted, counter); return stop_reason::shed;
+  case admission_verdict::deadline_exceeded: break;
+  case admission_verdict::admitted:
+    if (now < deadline) {
+      return std::nullopt;
+    }
+    break;
+  }
+  too_late_for_attempt(result, attempt, admitted, counter);
+  return stop_reason::deadline_exceeded;
 }
 
 void retry_engine::too_late_for_attempt(call_result& result, int attempt, admission const& waited,

@@ -237,6 +237,13 @@ private:
   /// Classifies the attempt, asks the reader after a 2xx, and plans the retry (counting it and firing `on_retry`).
   [[nodiscard]] next_step after_attempt(call_result& result, attempt_summary const& facts, response_reader* reader,
                                         call_settings const& settings, request_traits const& traits);
+  /// Ends a call: records why it stopped, names its target when a message may need it, counts a deadline stop.
+  call_result&& finish(call_result& result, http_request const& request, stop_reason why) noexcept;
+  /// Why no attempt may be sent after the admission gate's verdict (cancelled, shed, or the deadline passed at the
+  /// gate or before); nullopt when it may.
+  std::optional<stop_reason> not_admitted(call_result& result, admission const& admitted, int attempt,
+                                          std::string const& counter, clock::time_point deadline,
+                                          clock::time_point now);
   /// Records why no attempt could start: the deadline passed, at the admission gate or before.
   static void too_late_for_attempt(call_result& result, int attempt, admission const& waited,
                                    std::string const& counter);
