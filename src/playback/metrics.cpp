@@ -55,7 +55,6 @@ void detail::playback_metrics::observe_latency(std::chrono::nanoseconds latency)
 metrics_snapshot detail::playback_metrics::snapshot() const noexcept {
   metrics_snapshot s;
   s.calls = calls_.load(std::memory_order_relaxed);
-  s.held_off = held_off_.load(std::memory_order_relaxed);
   s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
   s.coalesced = coalesced_.load(std::memory_order_relaxed);
   s.call_failures = call_failures_.load(std::memory_order_relaxed);
@@ -81,7 +80,8 @@ std::string to_prometheus(metrics_snapshot const& s, std::string_view prefix) {
   append_counter(out, prefix, "attempts_total", "HTTP attempts sent, retries included.", s.attempts);
   append_counter(out, prefix, "retries_total", "Attempts after the first of a call.", s.retries);
   append_counter(out, prefix, "budget_denied_total", "Retries refused by the retry budget.", s.budget_denied);
-  append_counter(out, prefix, "held_off_total", "Calls held back by a counter's hold-off after a 429.", s.held_off);
+  append_counter(out, prefix, "held_off_total",
+                 "Requests sent after queuing at the admission gate behind a counter's limit.", s.held_off);
   append_counter(out, prefix, "cache_hits_total", "Ticket items answered from the ticket store.", s.cache_hits);
   append_counter(out, prefix, "coalesced_total", "Calls that joined an identical call in flight.", s.coalesced);
   append_counter(out, prefix, "call_failures_total", "Calls that ended with an error.", s.call_failures);

@@ -24,7 +24,6 @@ public:
   playback_metrics& operator=(playback_metrics const&) = delete;
 
   void add_call() noexcept { calls_.fetch_add(1, std::memory_order_relaxed); }
-  void add_held_off() noexcept { held_off_.fetch_add(1, std::memory_order_relaxed); }
   void add_cache_hit() noexcept { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   void add_coalesced() noexcept { coalesced_.fetch_add(1, std::memory_order_relaxed); }
   void add_call_failure() noexcept { call_failures_.fetch_add(1, std::memory_order_relaxed); }
@@ -44,7 +43,6 @@ public:
 
 private:
   std::atomic<std::uint64_t> calls_{0};
-  std::atomic<std::uint64_t> held_off_{0};
   std::atomic<std::uint64_t> cache_hits_{0};
   std::atomic<std::uint64_t> coalesced_{0};
   std::atomic<std::uint64_t> call_failures_{0};

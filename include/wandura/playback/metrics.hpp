@@ -28,7 +28,7 @@ struct metrics_snapshot {
   std::uint64_t attempts = 0;      ///< HTTP attempts sent, first attempts and retries.
   std::uint64_t retries = 0;       ///< Attempts after the first of a call.
   std::uint64_t budget_denied = 0; ///< Retries the retry budget refused.
-  std::uint64_t held_off = 0;      ///< Requests that queued at the admission gate behind a rate-limit counter.
+  std::uint64_t held_off = 0;      ///< Requests sent after queuing at the admission gate behind a counter's limit.
   std::uint64_t cache_hits = 0;    ///< Items answered from the ticket store without a request.
   std::uint64_t coalesced = 0;     ///< Calls that joined an identical call in flight instead of sending.
   std::uint64_t call_failures = 0; ///< Calls that ended with an exception (auth, deadline, cancellation, budget).

@@ -141,6 +141,10 @@ TEST_CASE("admission: calls queued behind the counter go one per refill, and one
         "issue_tickets: deadline of 2500 ms reached before any attempt (queued behind the playback counter's limit "
         "for 2500 ms) (POST /v1/playback/tickets on 127.0.0.1:1)");
   CHECK(h.fake->attempt_count() == 3); // the 429, then one request per released play
+  // held_off counts the requests sent after queuing at the gate: the two released, not the one that left at its
+  // deadline (the gate's own deadline_exceeded counts that one).
+  CHECK(h.api->stats().metrics.held_off == 2);
+  CHECK(h.api->metrics_text().find("wandura_held_off_total 2\n") != std::string::npos);
 }
 
 TEST_CASE("telemetry: a failed call and each of its attempts are in metrics_text under the OpenTelemetry names") {
