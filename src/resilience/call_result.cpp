@@ -72,7 +72,9 @@ error to_error(call_result const& r, std::string_view operation) {
   info.error_code = r.error_code;
   info.reason = r.reason;
   info.attempts = r.attempts;
-  if (auto id = r.response.request_id()) {
+  if (!r.request_id.empty()) {
+    info.request_id = r.request_id;
+  } else if (auto id = r.response.request_id()) {
     info.request_id = std::string(*id);
   }
 

@@ -226,6 +226,7 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
   result.detail = std::move(outcome.detail);
   result.error_code.clear();
   result.reason.clear();
+  result.request_id.clear();
   result.replayed = false;
   if (outcome.error) {
     result.response = http_response{};
@@ -237,6 +238,8 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
     auto body = detail::parse_error_body(result.response.body);
     result.error_code = std::move(body.error_code);
     result.reason = std::move(body.reason);
+    auto const header_id = result.response.request_id();
+    result.request_id = header_id ? std::string(*header_id) : std::move(body.request_id);
   }
   result.replayed = result.response.idempotency_replayed();
   if (auto raw = result.response.retry_after()) {

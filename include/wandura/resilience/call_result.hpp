@@ -50,6 +50,9 @@ struct call_result {
   /// `error_code` and `reason` of the last response's body (numeric codes as decimal text); empty when none.
   std::string error_code;
   std::string reason;
+  /// The request id of the last non-2xx response: its `X-Request-Id` header, else its body's `request_id`; empty
+  /// when it had neither, and after a 2xx (whose id is read from `response` when needed).
+  std::string request_id;
   /// Attempts made, the first included; 0 when nothing was sent.
   int attempts = 0;
   /// Retries made (attempts - 1 when attempts > 0).

@@ -850,3 +850,17 @@ TEST_CASE("retry loop: follow-up requests and whole retries share one count of m
   CHECK(h.lines[0].rfind("retry 1/3 ", 0) == 0);
   CHECK(h.lines[2].rfind("retry 3/3 ", 0) == 0);
 }
+
+TEST_CASE("errors: the request id comes from X-Request-Id, else from the error body's request_id") {
+  harness h;
+  h.fake.push(fake_step::respond(404, R"({"error":"no such film","error_code":"not_found","request_id":"req_body"})"));
+  auto from_body = h.run(get(), reads());
+  CHECK(from_body.request_id == "req_body");
+  CHECK(wandura::to_error(from_body, "get_config").request_id() == "req_body");
+
+  h.fake.push(fake_step::respond(404, R"({"error_code":"not_found","request_id":"req_body"})",
+                                 {{"X-Request-Id", "req_header"}}));
+  auto from_header = h.run(get(), reads());
+  CHECK(from_header.request_id == "req_header");
+  CHECK(wandura::to_error(from_header, "get_config").request_id() == "req_header");
+}
