@@ -9,6 +9,28 @@ install(TARGETS wandura EXPORT wandura-targets
 install(DIRECTORY include/wandura DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT wandura-targets NAMESPACE wandura:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
 
+# The optional layers, when they were built, are components of the package: each its own export file
+# (wandura-<component>-targets.cmake, loaded by wandura-config.cmake after finding the component's dependencies)
+# and its own pkg-config file (wandura-<component>.pc, which requires wandura.pc). Their headers ship with the rest.
+# wandura::fleet links hiredis: the config finds it with the installed Findhiredis.cmake, in the minor version the
+# library was built against (before 1.0, hiredis changed its ABI with each minor version).
+if(TARGET wandura_fleet)
+  find_package(hiredis MODULE REQUIRED) # cmake/Findhiredis.cmake: the hiredis the fleet layer was built with
+  math(EXPR hiredis_next_minor "${hiredis_VERSION_MINOR} + 1")
+  set(WANDURA_HIREDIS_MIN_VERSION ${hiredis_VERSION_MAJOR}.${hiredis_VERSION_MINOR})
+  set(WANDURA_HIREDIS_END_VERSION ${hiredis_VERSION_MAJOR}.${hiredis_next_minor})
+  set(WANDURA_HIREDIS_VERSION_RANGE ${WANDURA_HIREDIS_MIN_VERSION}...<${WANDURA_HIREDIS_END_VERSION})
+  install(FILES cmake/Findhiredis.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
+endif()
+foreach(component IN ITEMS fleet prometheus)
+  if(TARGET wandura_${component})
+    install(EXPORT wandura-${component}-targets NAMESPACE wandura::
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
+    configure_file(cmake/wandura-${component}.pc.in ${PROJECT_BINARY_DIR}/wandura-${component}.pc @ONLY)
+    install(FILES ${PROJECT_BINARY_DIR}/wandura-${component}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  endif()
+endforeach()
+
 configure_package_config_file(cmake/wandura-config.cmake.in
   ${PROJECT_BINARY_DIR}/wandura-config.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
