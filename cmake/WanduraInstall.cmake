@@ -48,6 +48,13 @@ install(FILES ${PROJECT_BINARY_DIR}/wandura.pc DESTINATION ${CMAKE_INSTALL_LIBDI
 # `cpack -G DEB` in the build tree: one Debian package with the libraries, headers, CMake and pkg-config files and
 # the `wandura` and `wandura-emulator` programs, installed under /usr. The libraries are static, so the package
 # depends on the development packages of what they link; dpkg-shlibdeps adds the programs' shared libraries.
+#
+# The optional components' libraries (when built) are in the package too, but what they link is only recommended:
+# a user of the core library must not have to install Redis's or Prometheus's client libraries. apt installs
+# Recommends by default, so a default install gets every component working; with --no-install-recommends the core
+# still works, `find_package(wandura)` leaves the component out, and `find_package(wandura COMPONENTS fleet)` fails
+# naming the missing package. (Depends would force them on every user; Suggests, which apt does not install,
+# would leave libraries in the package that cannot link by default.)
 set(CPACK_PACKAGE_NAME wandura-dev)
 set(CPACK_PACKAGE_VENDOR wandura)
 set(CPACK_PACKAGE_CONTACT "wandura-cpp maintainers")
@@ -62,5 +69,14 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS
 if(WANDURA_BUILD_EMULATOR)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libhttp-parser-dev")
 endif()
+set(recommends "")
+if(TARGET wandura_fleet)
+  list(APPEND recommends
+       "libhiredis-dev (>= ${WANDURA_HIREDIS_MIN_VERSION})" "libhiredis-dev (<< ${WANDURA_HIREDIS_END_VERSION})")
+endif()
+if(TARGET wandura_prometheus)
+  list(APPEND recommends "prometheus-cpp-dev (>= 1.0)")
+endif()
+list(JOIN recommends ", " CPACK_DEBIAN_PACKAGE_RECOMMENDS)
 set(CPACK_GENERATOR DEB)
 include(CPack)
