@@ -127,6 +127,8 @@ private:
   void fleet_answered(std::uint64_t seq, std::uint32_t units, std::optional<shared_pace_grant> const& grant,
                       after_unlock& out);
   void fleet_failed(clock::time_point now);
+  /// A fraction in [0, 1), different in every process: the spread of asks after the fleet refused.
+  [[nodiscard]] double next_jitter() noexcept;
   void publish_hold(clock::time_point now, after_unlock& out);
   void publish_limit(after_unlock& out);
   void apply_view(shared_pace_view const& view, after_unlock& out);
@@ -175,6 +177,7 @@ private:
   clock::time_point published_hold_{};    ///< The latest hold-off published.
   clock::time_point published_at_{};      ///< When it was published.
   rate_limit published_limit_{};          ///< The latest limit published (or read from the fleet).
+  std::uint64_t jitter_ = 0;              ///< State of the xorshift that spreads asks after a refusal.
 
   // Statistics (under the lock).
   std::uint64_t released_ = 0;

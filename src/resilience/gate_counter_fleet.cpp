@@ -4,6 +4,7 @@
 // none of this runs.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -71,9 +72,27 @@ void gate_counter::fleet_answered(std::uint64_t seq, std::uint32_t units, std::o
     ++fleet_grants_;
   } else {
     ++fleet_waits_;
-    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now), now + std::chrono::milliseconds(1));
+    // Every refused process is told the same instant; each asks again up to one unit's refill after it, at a
+    // random point, so that the first to ask is not always the same one. The fleet's burst (at least two units)
+    // absorbs the delay: no refill is lost.
+    double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
+    auto const spread =
+        std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
+    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now) + spread, now + std::chrono::milliseconds(1));
   }
   pump(now, out);
+}
+
+double gate_counter::next_jitter() noexcept {
+  if (jitter_ == 0) { // seeded on first use from where this counter lives and when
+    jitter_ = (reinterpret_cast<std::uintptr_t>(this) ^
+               static_cast<std::uint64_t>(clock_->now().time_since_epoch().count())) |
+              1U;
+  }
+  jitter_ ^= jitter_ >> 12U; // xorshift64*
+  jitter_ ^= jitter_ << 25U;
+  jitter_ ^= jitter_ >> 27U;
+  return static_cast<double>((jitter_ * 2685821657736338717ULL) >> 11U) * 0x1.0p-53;
 }
 
 void gate_counter::fleet_failed(clock::time_point now) {
