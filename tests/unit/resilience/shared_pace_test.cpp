@@ -248,6 +248,9 @@ TEST_CASE("shared pace: the fleet's refill is kept second by second, and no requ
   }
   CHECK(h.playback(0).fleet_grants + h.playback(1).fleet_grants == 60);
   CHECK(h.playback(0).fleet_failures == 0);
+  auto const text = h.gates[0]->metrics_text();
+  CHECK(text.find("wandura_gate_fleet_total{counter=\"playback\",outcome=\"granted\"} " +
+                  std::to_string(h.playback(0).fleet_grants) + "\n") != std::string::npos);
 }
 
 TEST_CASE("shared pace: a hold published by one gate delays the requests of another that saw no 429") {
