@@ -62,19 +62,26 @@ public:
   ~redis_counter_pace() override;
 
   /// `shared_counter_pace::try_acquire` of the counter, on the Redis client's executor. A `cost` above the
-  /// fleet's burst asks for the whole burst. @throws wandura::error `operation_aborted` when cancelled.
+  /// fleet's burst asks for the whole burst.
+  /// @param counter the counter's name in keys; copied before the first suspension.
+  /// @param cost units, >= 1. @param now the caller's wall-clock time.
+  /// @throws wandura::error `operation_aborted` when cancelled.
   [[nodiscard]] asio::awaitable<shared_pace_grant> acquire(std::string_view counter, std::uint32_t cost,
                                                            std::chrono::system_clock::time_point now) override;
 
   /// `shared_counter_pace::hold_until`, started on the Redis client's executor; returns at once.
+  /// @param counter the counter's name in keys; copied. @param until the hold's end. @param now the refusal's time.
   void hold_until(std::string_view counter, std::chrono::system_clock::time_point until,
                   std::chrono::system_clock::time_point now) noexcept override;
 
   /// `shared_counter_pace::set_rate` with the limit as units per minute and the burst of the options, started on
   /// the Redis client's executor; returns at once. A limit of 0 or a window of 0 is ignored.
+  /// @param counter the counter's name in keys; copied. @param limit units per window, and the refill kind.
   void set_limit(std::string_view counter, rate_limit const& limit) noexcept override;
 
   /// `shared_counter_pace::read` of the counter, on the Redis client's executor: the limit as units per 60 s.
+  /// @param counter the counter's name in keys; copied before the first suspension.
+  /// @param now unused: the view is what Redis holds (part of the `shared_pace` signature).
   /// @throws wandura::error `operation_aborted` when cancelled.
   [[nodiscard]] asio::awaitable<shared_pace_view> read(std::string_view counter,
                                                        std::chrono::system_clock::time_point now) override;

@@ -80,6 +80,9 @@ public:
   /// and records `now` as the latest time the counter refused a request (`shared_pace_view::pressure_at`): a 429
   /// without `Retry-After` passes `until == now`. A later hold wins over an earlier one; never shortened.
   /// Returns at once: the write goes on in the background; a failure is the implementation's to count or log.
+  /// @param counter the rate-limit counter; viewed, copied before the call returns.
+  /// @param until the end of the hold-off (wall clock); `now` or earlier for a refusal without one.
+  /// @param now the caller's wall-clock time.
   /// @par Thread safety
   /// Callable from any thread, under no lock of the caller's that the implementation could need. Must not throw.
   virtual void hold_until(std::string_view counter, std::chrono::system_clock::time_point until,
@@ -87,10 +90,13 @@ public:
 
   /// Sets `counter`'s limit for the whole fleet (from `GET /v1/config` or a 429's `X-RateLimit-*`). Returns at
   /// once as `hold_until` does. Must not throw.
+  /// @param counter the rate-limit counter; viewed, copied before the call returns.
+  /// @param limit units per window and the refill kind; a limit or window of 0 is ignored.
   virtual void set_limit(std::string_view counter, rate_limit const& limit) noexcept = 0;
 
   /// Reads what the fleet knows of `counter`: the hold-off in force, the latest refusal, the limit. One light
   /// read; the gate calls it at most once per `admission_gate_options::shared_pace_refresh` for a counter in use.
+  /// @param counter the rate-limit counter; viewed, valid until the awaitable completes.
   /// @param now the caller's wall-clock time.
   /// @throws anything the implementation fails with; the gate then keeps what it knew.
   [[nodiscard]] virtual asio::awaitable<shared_pace_view> read(std::string_view counter,

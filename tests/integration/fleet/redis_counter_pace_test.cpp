@@ -176,6 +176,7 @@ TEST_CASE("redis counter pace: a 429 one process saw holds the other, which saw 
     std::this_thread::sleep_for(20ms);
   }
   auto const learnt_after = steady_clock::now() - refused_at;
+  INFO("learnt after " << std::chrono::duration_cast<std::chrono::milliseconds>(learnt_after).count() << " ms");
   CHECK(b.gate().congested("playback"));
   CHECK(learnt_after <= 300ms);
   auto const admitted_when_learnt = b.admitted_by(steady_clock::now());
