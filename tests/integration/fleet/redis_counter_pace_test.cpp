@@ -17,6 +17,7 @@
 
 #include "fleet_test_support.hpp"
 
+#include "wandura/error.hpp"
 #include "wandura/resilience/admission_gate.hpp"
 
 using namespace std::chrono_literals;
@@ -217,4 +218,23 @@ TEST_CASE("redis counter pace: with redis paused the gate paces alone and no req
   CHECK(expired == 5); // ended at their deadline, not held longer by the stalled Redis
   CHECK(stats.fallbacks >= 1);
   CHECK(stats.degraded);
+}
+
+TEST_CASE("redis counter pace: a null client or a bad option is refused with invalid_argument") {
+  asio::io_context io;
+  auto client = std::make_shared<wandura::redis_client>(io.get_executor(), wandura::redis_options{});
+  auto refuses = [](auto make) {
+    try {
+      make();
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  CHECK(refuses([] { wandura::redis_counter_pace pace(nullptr, {}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.org = "a{b}"}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = 0}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.local_share = 1.5}); }));
+  wandura::redis_counter_pace fine(client, {.org = "org_demo"});
+  CHECK(fine.stats().admitted == 0);
 }
