@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
@@ -163,12 +165,18 @@ struct fleet_harness {
 
   wandura::clock::time_point now() const { return clock->now(); }
 
-  void spawn(std::size_t gate, wandura::clock::duration deadline_in = 60s) {
+  void spawn(std::size_t gate, wandura::clock::duration deadline_in = 60s,
+             asio::cancellation_signal* cancel = nullptr) {
     auto op = gates[gate]->admit("playback", request_class::play, 1, now() + deadline_in);
-    asio::co_spawn(io, std::move(op), [this, gate](std::exception_ptr e, admission a) {
+    auto record = [this, gate](std::exception_ptr e, admission a) {
       REQUIRE_FALSE(e);
       completed.push_back({gate, a, clock->now()});
-    });
+    };
+    if (cancel != nullptr) {
+      asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(cancel->slot(), record));
+    } else {
+      asio::co_spawn(io, std::move(op), record);
+    }
   }
   void settle() {
     io.restart();
@@ -343,8 +351,16 @@ TEST_CASE("shared pace: a request cancelled or past its deadline while a grant i
   auto const start = h.now();
   h.gates[0]->observe("playback", refused(600, 0ms));
   h.spawn(0, 20ms); // the grant for it is in flight when its deadline comes
-  h.run_for(30ms, 5ms);
-  REQUIRE(h.completed.size() == 1);
-  CHECK(h.completed[0].result.verdict == admission_verdict::deadline_exceeded);
-  CHECK(h.completed[0].at == start + 20ms);
+  asio::cancellation_signal cancel;
+  h.spawn(0, 60s, &cancel);
+  h.run_for(15ms, 5ms);
+  cancel.emit(asio::cancellation_type::terminal);
+  h.settle();
+  h.run_for(15ms, 5ms);
+  REQUIRE(h.completed.size() == 2);
+  CHECK(h.completed[0].result.verdict == admission_verdict::cancelled);
+  CHECK(h.completed[0].at == start + 15ms);
+  CHECK(h.completed[1].result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(h.completed[1].at == start + 20ms);
+  CHECK(h.playback(0).queued_play == 0);
 }
