@@ -56,13 +56,15 @@ inline constexpr std::string_view pace_take =
                        "extend(KEYS[1], 3600000)\n"
                        "return {1, now}\n";
 
-/// KEYS[1] pace key; ARGV: now_ms, until_ms. Nobody in the fleet goes before until_ms (a 429's Retry-After).
-/// Returns the hold in force afterwards.
+/// KEYS[1] pace key; ARGV: now_ms, until_ms. Nobody in the fleet goes before until_ms (a 429's Retry-After), and
+/// `press` (the latest refusal any process saw) becomes at least now_ms. Returns the hold in force afterwards.
 inline constexpr std::string_view pace_hold =
     WANDURA_LUA_EXTEND "local now, hold = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-                       "local cur = tonumber(redis.call('HGET', KEYS[1], 'hold')) or 0\n"
+                       "local s = redis.call('HMGET', KEYS[1], 'hold', 'press')\n"
+                       "local cur, press = tonumber(s[1]) or 0, tonumber(s[2]) or 0\n"
                        "if cur > hold then hold = cur end\n"
-                       "redis.call('HSET', KEYS[1], 'hold', hold)\n"
+                       "if press > now then now = press end\n"
+                       "redis.call('HSET', KEYS[1], 'hold', hold, 'press', now)\n"
                        "extend(KEYS[1], math.max(3600000, hold - now + 60000))\n"
                        "return hold\n";
 
@@ -72,6 +74,11 @@ inline constexpr std::string_view pace_rate =
     WANDURA_LUA_EXTEND "redis.call('HSET', KEYS[1], 'em', ARGV[1], 'burst', ARGV[2])\n"
                        "extend(KEYS[1], 3600000)\n"
                        "return 1\n";
+
+/// KEYS[1] pace key. What a process needs to learn of the others: {hold, press, em} as text ('0' when absent;
+/// em is absent until a rate was set for the fleet). Read-only.
+inline constexpr std::string_view pace_read = "local s = redis.call('HMGET', KEYS[1], 'hold', 'press', 'em')\n"
+                                              "return {s[1] or '0', s[2] or '0', s[3] or '0'}\n";
 
 #undef WANDURA_LUA_EXTEND
 

@@ -1,6 +1,10 @@
 #include "wandura/fleet/shared_counter_pace.hpp"
 
+#include <algorithm>
 #include <array>
+#include <charconv>
+#include <cmath>
+#include <optional>
 
 #include "fallback_guard.hpp"
 #include "fleet_values.hpp"
@@ -23,6 +27,26 @@ bool is_integer(redis_reply const& reply) {
   return reply.type == redis_reply::kind::integer;
 }
 
+/// A number the scripts stored and `pace_read` returned as text; nothing for anything else.
+std::optional<double> read_number(redis_reply const& reply) noexcept {
+  if (reply.type != redis_reply::kind::string) {
+    return std::nullopt;
+  }
+  double value = 0;
+  auto const* end = reply.text.data() + reply.text.size();
+  auto const [at, ec] = std::from_chars(reply.text.data(), end, value);
+  if (ec != std::errc{} || at != end || !std::isfinite(value) || value < 0) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool is_view(redis_reply const& reply) {
+  return reply.type == redis_reply::kind::array && reply.elements.size() == 3 &&
+         std::all_of(reply.elements.begin(), reply.elements.end(),
+                     [](redis_reply const& e) { return read_number(e).has_value(); });
+}
+
 void check_rate(double limit_per_minute, double burst) {
   if (!(limit_per_minute > 0) || burst < 0) {
     throw error(errc::invalid_argument, "counter pace: limit_per_minute must be > 0 and burst >= 0");
@@ -35,7 +59,8 @@ struct shared_counter_pace::impl {
   impl(redis_client& r, std::string_view org, counter_pace_options opts)
       : redis(r), key(fleet_keys::pace(org, opts.counter)), local_share(opts.local_share),
         guard("counter_pace " + opts.counter, r.server_name(), std::move(opts.fallback)),
-        take_script(detail::lua::pace_take), hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate) {
+        take_script(detail::lua::pace_take), hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate),
+        read_script(detail::lua::pace_read) {
     set_local_rate(opts.limit_per_minute, opts.burst);
   }
 
@@ -54,6 +79,9 @@ struct shared_counter_pace::impl {
   detail::redis_script take_script;
   detail::redis_script hold_script;
   detail::redis_script rate_script;
+  detail::redis_script read_script;
+  double local_pressure_ms = 0; ///< The latest refusal this process published.
+  bool rate_set = false;        ///< `set_rate` was called through this process.
   counter_pace_stats stats;
 };
 
@@ -97,6 +125,7 @@ asio::awaitable<void> shared_counter_pace::hold_until(system_clock::time_point u
   impl& self = *impl_;
   double const until_ms = detail::to_epoch_ms(until);
   self.local.hold_ms = std::max(self.local.hold_ms, until_ms);
+  self.local_pressure_ms = std::max(self.local_pressure_ms, detail::to_epoch_ms(now));
   std::array<std::string, 2> const text{detail::number_text(detail::to_epoch_ms(now)), detail::number_text(until_ms)};
   std::array<std::string_view, 1> const keys{self.key};
   std::array<std::string_view, 2> const args{text[0], text[1]};
@@ -108,11 +137,29 @@ asio::awaitable<void> shared_counter_pace::set_rate(double limit_per_minute, dou
   check_rate(limit_per_minute, burst);
   impl& self = *impl_;
   self.set_local_rate(limit_per_minute, burst);
+  self.rate_set = true;
   std::array<std::string, 2> const text{detail::number_text(self.emission_ms), detail::number_text(self.burst)};
   std::array<std::string_view, 1> const keys{self.key};
   std::array<std::string_view, 2> const args{text[0], text[1]};
   co_await detail::run_or_fall_back(self.rate_script, self.redis, self.guard, keys, args, &is_integer,
                                     "counter pace: set rate");
+}
+
+asio::awaitable<counter_pace_view> shared_counter_pace::read() {
+  impl& self = *impl_;
+  std::array<std::string_view, 1> const keys{self.key};
+  auto const reply = co_await detail::run_or_fall_back(self.read_script, self.redis, self.guard, keys, {}, &is_view,
+                                                       "counter pace: read");
+  if (!reply) {
+    co_return counter_pace_view{detail::from_epoch_ms(self.local.hold_ms),
+                                detail::from_epoch_ms(self.local_pressure_ms),
+                                self.rate_set ? 60000.0 / self.emission_ms : 0.0};
+  }
+  double const hold_ms = *read_number(reply->elements[0]);
+  double const pressure_ms = *read_number(reply->elements[1]);
+  double const emission_ms = *read_number(reply->elements[2]);
+  co_return counter_pace_view{detail::from_epoch_ms(hold_ms), detail::from_epoch_ms(pressure_ms),
+                              emission_ms > 0 ? 60000.0 / emission_ms : 0.0};
 }
 
 counter_pace_stats shared_counter_pace::stats() const noexcept {

@@ -41,10 +41,16 @@ std::optional<std::uint64_t> read_uint(std::optional<std::string_view> text) noe
   return value;
 }
 
-/// The congested path of `admit`: decided at once under the counter's lock when it can be, else queued until the
-/// counter releases it, its deadline passes or it is cancelled.
+/// The path of `admit` for a counter that is congested or due to read the fleet's view: decided at once under the
+/// counter's lock when it can be, else queued until the counter releases it, its deadline passes or it is cancelled.
 asio::awaitable<admission> wait_congested(detail::gate_counter& counter, request_class cls, std::uint32_t cost,
                                           clock::time_point deadline) {
+  if (counter.take_refresh()) { // with a shared pace: the fleet's view is read in the background, not waited for
+    counter.start_refresh(co_await asio::this_coro::executor);
+  }
+  if (!counter.congested()) {
+    co_return admission{};
+  }
   if (auto decided = counter.decide_now(cls, cost, deadline)) {
     co_return *decided;
   }
@@ -161,7 +167,7 @@ detail::gate_counter* admission_gate::find_or_add(std::string_view counter) {
 asio::awaitable<admission> admission_gate::admit(std::string_view counter, request_class cls, std::uint32_t cost,
                                                  clock::time_point deadline) {
   auto* found = find(counter);
-  if (found == nullptr || !found->congested()) {
+  if (found == nullptr || found->quiet()) {
     co_return admission{}; // the uncongested path: one atomic load, and a frame no bigger than the arguments
   }
   auto wait = wait_congested(*found, cls, std::max<std::uint32_t>(cost, 1), deadline);

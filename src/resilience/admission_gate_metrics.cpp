@@ -61,6 +61,18 @@ std::string admission_gate::metrics_text() const {
   for (auto const& s : all) {
     sample(out, "decreases_total", counter_label(s), std::to_string(s.decreases));
   }
+  header(out, "fleet_total", "counter",
+         "Fleet-wide grants asked for through the shared pace, by outcome (none without a shared pace).");
+  for (auto const& s : all) {
+    auto const l = counter_label(s);
+    sample(out, "fleet_total", l + ",outcome=\"granted\"", std::to_string(s.fleet_grants));
+    sample(out, "fleet_total", l + ",outcome=\"wait\"", std::to_string(s.fleet_waits));
+    sample(out, "fleet_total", l + ",outcome=\"failed\"", std::to_string(s.fleet_failures));
+  }
+  header(out, "fleet_congestions_total", "counter", "Times another process's 429 or hold congested the counter here.");
+  for (auto const& s : all) {
+    sample(out, "fleet_congestions_total", counter_label(s), std::to_string(s.fleet_congestions));
+  }
   header(out, "wait_seconds", "histogram", "Time requests spent queued at the gate.");
   for (auto const& s : all) {
     auto const l = counter_label(s);

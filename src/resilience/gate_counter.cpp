@@ -33,7 +33,8 @@ std::int64_t whole_second(clock::time_point t) noexcept {
 
 gate_counter::gate_counter(std::string name, refill_kind refill, std::shared_ptr<wandura::clock> clock,
                            std::shared_ptr<admission_gate_options const> options)
-    : name_(std::move(name)), clock_(std::move(clock)), options_(std::move(options)), refill_(refill) {}
+    : name_(std::move(name)), clock_(std::move(clock)), options_(std::move(options)),
+      flags_(options_->shared_pace ? refresh_flag : 0U), refill_(refill) {}
 
 clock::time_point gate_counter::held_until() const {
   if (!congested()) {
@@ -71,7 +72,7 @@ void gate_counter::enter_congestion(clock::time_point now, bool refused) {
   room_ = refused ? 0.0 : burst_cap();
   room_at_ = now;
   last_decrease_ = now;
-  congested_.store(true, std::memory_order_release);
+  flags_.fetch_or(congested_flag, std::memory_order_acq_rel);
 }
 
 void gate_counter::on_refused(clock::time_point now, counter_feedback const& feedback) {
@@ -191,9 +192,10 @@ bool gate_counter::maybe_calm(clock::time_point now) {
       now - last_pressure_ < options_->calm_period) {
     return false;
   }
-  congested_.store(false, std::memory_order_release);
+  flags_.fetch_and(~congested_flag, std::memory_order_acq_rel);
   reserve_until_.store(0, std::memory_order_release);
   refused_ = false;
+  fleet_credit_ = 0;
   return true;
 }
 
@@ -223,7 +225,12 @@ std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32
   }
   bring_room_up_to(now);
   bool const nobody_ahead = plays_.empty() && (cls == request_class::play || prefetches_.empty());
-  if (nobody_ahead && now >= hold_until_ && has_room(cost)) {
+  // With a shared pace, only units the fleet already granted go at once; else the request queues for a grant.
+  bool const paid = !uses_fleet(now) || fleet_credit_ + 1e-9 >= static_cast<double>(cost);
+  if (nobody_ahead && now >= hold_until_ && has_room(cost) && paid) {
+    if (uses_fleet(now)) {
+      fleet_credit_ -= static_cast<double>(cost);
+    }
     take(cost, now);
     return admission{};
   }
@@ -278,8 +285,10 @@ void gate_counter::observe(counter_feedback const& feedback) {
     if (feedback.window && feedback.window->count() > 0) {
       window_ = *feedback.window;
     }
+    publish_limit(out);
     if (refused) {
       on_refused(now, feedback);
+      publish_hold(now, out);
     }
     if (feedback.shed > 0) {
       on_shed(now, feedback);
@@ -308,6 +317,7 @@ void gate_counter::set_limit(rate_limit limit) {
     if (double const refill = refill_per_s(); rate_ > refill) {
       rate_ = refill;
     }
+    publish_limit(out);
     if (congested()) {
       pump(clock_->now(), out);
     }
@@ -370,9 +380,17 @@ void gate_counter::pump(clock::time_point now, after_unlock& out) {
       finish(*prefetches_.front(), admission_verdict::shed, now, out);
     }
   }
+  if (grant_in_flight_ && now >= grant_deadline_) {
+    fleet_failed(now); // the fleet did not answer in time: pace alone for a while
+  }
+  bool waits_for_fleet = false;
   if (now >= hold_until_) {
     while (auto* w = head()) {
       if (!has_room(w->cost)) {
+        break;
+      }
+      if (!fleet_paid(w->cost, now, out)) {
+        waits_for_fleet = true;
         break;
       }
       take(w->cost, now);
@@ -385,7 +403,7 @@ void gate_counter::pump(clock::time_point now, after_unlock& out) {
     next = deadlines_.begin()->first;
   }
   if (auto* w = head()) {
-    next = std::min(next, release_time(w->cost, now));
+    next = std::min(next, waits_for_fleet ? fleet_wake() : release_time(w->cost, now));
   }
   if (next != clock::time_point::max()) {
     arm(next, out);
@@ -412,6 +430,18 @@ void gate_counter::run(after_unlock& out) {
   }
   for (auto const& [when, executor] : out.alarms) {
     start_alarm(weak_from_this(), when, executor);
+  }
+  if (auto* pace = fleet()) {
+    if (out.hold) {
+      pace->hold_until(name_, out.hold->first, out.hold->second);
+    }
+    if (out.limit) {
+      pace->set_limit(name_, *out.limit);
+    }
+  }
+  if (out.grant) {
+    auto const& [units, seq, executor] = *out.grant;
+    start_grant(weak_from_this(), units, seq, executor);
   }
 }
 
@@ -463,6 +493,10 @@ admission_counter_stats gate_counter::stats() const {
   s.deadline_exceeded = deadline_exceeded_;
   s.cancelled = cancelled_;
   s.decreases = decreases_;
+  s.fleet_grants = fleet_grants_;
+  s.fleet_waits = fleet_waits_;
+  s.fleet_failures = fleet_failures_;
+  s.fleet_congestions = fleet_congestions_;
   auto const second = whole_second(clock_->now());
   s.released_last_second = second == second_ + 1 ? released_this_second_
                            : second == second_   ? released_previous_second_

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
@@ -41,8 +42,19 @@ public:
 
   [[nodiscard]] std::string const& name() const noexcept { return name_; }
 
-  /// The uncongested fast path reads only this.
-  [[nodiscard]] bool congested() const noexcept { return congested_.load(std::memory_order_acquire); }
+  /// The uncongested fast path reads only this: true while the counter is calm and no read of the fleet's view is
+  /// due.
+  [[nodiscard]] bool quiet() const noexcept { return flags_.load(std::memory_order_acquire) == 0; }
+  [[nodiscard]] bool congested() const noexcept {
+    return (flags_.load(std::memory_order_acquire) & congested_flag) != 0;
+  }
+  /// True (once) when a read of the fleet's view is due; the caller then starts it with `start_refresh`.
+  [[nodiscard]] bool take_refresh() noexcept {
+    return (flags_.fetch_and(~refresh_flag, std::memory_order_acq_rel) & refresh_flag) != 0;
+  }
+  /// Reads the fleet's view of the counter on `executor`, without waiting for it; the next read is due
+  /// `shared_pace_refresh` after it completes.
+  void start_refresh(asio::any_io_executor const& executor);
   [[nodiscard]] bool under_reserve(clock::time_point now) const noexcept;
   /// The end of the current 429 hold-off (no release before it); `time_point::min()` when uncongested.
   [[nodiscard]] clock::time_point held_until() const;
@@ -73,6 +85,11 @@ private:
     std::vector<std::pair<std::function<void(admission)>, admission>> completions;
     std::vector<admission_wait_event> long_waits;
     std::vector<std::pair<clock::time_point, asio::any_io_executor>> alarms;
+    /// A fleet-wide grant to ask for: units, sequence number, where to run it.
+    std::optional<std::tuple<std::uint32_t, std::uint64_t, asio::any_io_executor>> grant;
+    /// A hold-off to publish: until, now (wall clock).
+    std::optional<std::pair<std::chrono::system_clock::time_point, std::chrono::system_clock::time_point>> hold;
+    std::optional<rate_limit> limit; ///< A limit to publish.
   };
   using lock_type = std::unique_lock<std::mutex>;
 
@@ -99,10 +116,35 @@ private:
   static void start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::time_point when,
                           asio::any_io_executor const& executor);
 
+  // The fleet's shared pace (src/resilience/gate_counter_fleet.cpp).
+  [[nodiscard]] wandura::shared_pace* fleet() const noexcept { return options_->shared_pace.get(); }
+  /// Whether releases need a fleet-wide grant now: a shared pace, pacing, and not left aside after a failure.
+  [[nodiscard]] bool uses_fleet(clock::time_point now) const noexcept;
+  /// True when the fleet granted `cost` units; takes them. False: a grant is asked for (or awaited) first.
+  [[nodiscard]] bool fleet_paid(std::uint32_t cost, clock::time_point now, after_unlock& out);
+  /// When the head that waits for the fleet should be looked at again.
+  [[nodiscard]] clock::time_point fleet_wake() const noexcept;
+  void fleet_answered(std::uint64_t seq, std::uint32_t units, std::optional<shared_pace_grant> const& grant,
+                      after_unlock& out);
+  void fleet_failed(clock::time_point now);
+  /// A fraction in [0, 1), different in every process: the spread of asks after the fleet refused.
+  [[nodiscard]] double next_jitter() noexcept;
+  void publish_hold(clock::time_point now, after_unlock& out);
+  void publish_limit(after_unlock& out);
+  void apply_view(shared_pace_view const& view, after_unlock& out);
+  [[nodiscard]] std::chrono::system_clock::time_point to_system(clock::time_point t) const noexcept;
+  [[nodiscard]] clock::time_point to_steady(std::chrono::system_clock::time_point t, clock::time_point now) const;
+  static void start_grant(std::weak_ptr<gate_counter> weak_counter, std::uint32_t units, std::uint64_t seq,
+                          asio::any_io_executor const& executor);
+
   std::string const name_;
   std::shared_ptr<wandura::clock> const clock_;
   std::shared_ptr<admission_gate_options const> const options_;
-  std::atomic<bool> congested_{false};
+  static constexpr unsigned congested_flag = 1;
+  static constexpr unsigned refresh_flag = 2;
+  /// `congested_flag` while congested; `refresh_flag` while a read of the fleet's view is due (never without a
+  /// shared pace). Both clear: the uncongested fast path.
+  std::atomic<unsigned> flags_{0};
   /// Steady-clock ticks until which prefetches are shed locally (read without the lock by `under_reserve`).
   std::atomic<clock::duration::rep> reserve_until_{0};
 
@@ -125,6 +167,18 @@ private:
   std::multiset<clock::time_point> alarms_; ///< Wake-ups of timers still pending.
   asio::any_io_executor executor_;          ///< Of the latest queued request; runs the timers.
 
+  // The fleet's shared pace (under the lock; unused without one).
+  double fleet_credit_ = 0;               ///< Units the fleet granted that no release has used yet.
+  bool grant_in_flight_ = false;          ///< A grant is being asked for.
+  std::uint64_t grant_seq_ = 0;           ///< Of the latest grant asked for: a late answer is dropped.
+  clock::time_point grant_deadline_{};    ///< When the grant in flight is given up on.
+  clock::time_point fleet_wait_until_{};  ///< The fleet refused: no grant asked for before.
+  clock::time_point fleet_aside_until_{}; ///< After a failure: pace alone until then.
+  clock::time_point published_hold_{};    ///< The latest hold-off published.
+  clock::time_point published_at_{};      ///< When it was published.
+  rate_limit published_limit_{};          ///< The latest limit published (or read from the fleet).
+  std::uint64_t jitter_ = 0;              ///< State of the xorshift that spreads asks after a refusal.
+
   // Statistics (under the lock).
   std::uint64_t released_ = 0;
   std::uint64_t waited_ = 0;
@@ -132,6 +186,10 @@ private:
   std::uint64_t deadline_exceeded_ = 0;
   std::uint64_t cancelled_ = 0;
   std::uint64_t decreases_ = 0;
+  std::uint64_t fleet_grants_ = 0;
+  std::uint64_t fleet_waits_ = 0;
+  std::uint64_t fleet_failures_ = 0;
+  std::uint64_t fleet_congestions_ = 0;
   std::array<std::uint64_t, wait_buckets_s.size() + 1> wait_hist_{}; ///< Per bucket, not cumulative; last: +Inf.
   std::uint64_t wait_count_ = 0;
   double wait_sum_s_ = 0;

@@ -36,6 +36,16 @@ struct pace_decision {
   std::chrono::system_clock::time_point wait_until{};
 };
 
+/// What `shared_counter_pace::read` tells of the counter: what the other processes of the fleet did to it.
+struct counter_pace_view {
+  /// The fleet-wide hold (`hold_until`); the epoch when none was ever set.
+  std::chrono::system_clock::time_point held_until{};
+  /// The latest `now` any process passed to `hold_until` (a 429 it saw); the epoch when none.
+  std::chrono::system_clock::time_point pressure_at{};
+  /// The rate set for the fleet with `set_rate`, in units per minute; 0 when none was set.
+  double limit_per_minute = 0;
+};
+
 /// Counters of one pace. A snapshot.
 struct counter_pace_stats {
   std::uint64_t admitted = 0;
@@ -72,10 +82,17 @@ public:
   try_acquire(double cost, std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
   /// Holds every process of the fleet back until `until` (a 429's Retry-After: docs/protocol.md §3, "hold every request
-  /// to that counter until Retry-After has passed"). A later hold wins over an earlier one; never shortened.
+  /// to that counter until Retry-After has passed"), and records `now` as the latest refusal (`read`'s
+  /// `pressure_at`; a 429 without Retry-After passes `until == now`). A later hold wins over an earlier one; never
+  /// shortened.
   [[nodiscard]] asio::awaitable<void>
   hold_until(std::chrono::system_clock::time_point until,
              std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+  /// Reads the fleet's hold, latest refusal and rate of the counter: one read-only script (`HMGET`), or this
+  /// process's own hold, refusal and rate when Redis is slow, down or failing. Changes nothing.
+  /// @throws wandura::error with `operation_aborted` when cancelled. Never for Redis failures (local fallback).
+  [[nodiscard]] asio::awaitable<counter_pace_view> read();
 
   /// Sets the counter's rate for the whole fleet (e.g. from a 429's X-RateLimit-Limit); `burst` 0 means the
   /// limit. Kept in Redis for an hour after the counter's last use.

@@ -13,6 +13,10 @@
 // - It keeps learning, additive increase / multiplicative decrease: a 429 while pacing cuts the pacing rate (at most
 //   once per hold-off), grants grow it back up to the counter's refill. Several gates in front of one server
 //   counter (several clients or processes) each see their own 429s and settle on a share of the refill.
+// - Given a `shared_pace` (shared_pace.hpp), the processes of a fleet pace as one: each publishes its hold-offs and
+//   learnt limits, takes a fleet-wide grant for every request it releases while congested, and learns within
+//   `shared_pace_refresh` of a hold or a 429 another process saw. Slow or failing, the shared pace is left aside and
+//   the gate paces alone.
 // - While the counter is known to be under the server's 20 % reserve (a shed prefetch told so, with the time until
 //   it is back above), prefetches are not sent: they come back `shed`, as the server would have answered. That time
 //   also tells how much room is left above the server's zero, which plays may use at once.
@@ -37,6 +41,7 @@
 #include <asio/awaitable.hpp>
 
 #include "wandura/resilience/clock.hpp"
+#include "wandura/resilience/shared_pace.hpp"
 
 namespace wandura {
 
@@ -133,6 +138,20 @@ struct admission_gate_options {
   std::chrono::milliseconds long_wait{1000};
   /// Called (outside any lock, on the thread that released the request) for each long wait. Must not throw.
   std::function<void(admission_wait_event const&)> on_long_wait;
+
+  /// The counters' pace and hold-offs shared with the other processes of a fleet (e.g. `redis_counter_pace`);
+  /// null: this gate paces alone. When set, the gate publishes every 429's hold-off and every limit it learns,
+  /// releases a queued request of a congested counter only once the fleet granted its units too (so that together
+  /// the fleet releases at the counter's refill), and reads the fleet's view of a counter in use at most every
+  /// `shared_pace_refresh`. The uncongested path stays one atomic load: the read is started by the first request
+  /// after the interval, which does not wait for it.
+  std::shared_ptr<wandura::shared_pace> shared_pace;
+  /// How often a counter in use reads the fleet's view (a hold or a 429 another process saw congests it here too).
+  std::chrono::milliseconds shared_pace_refresh{100};
+  /// The longest the gate waits for a fleet-wide grant before it releases by its own pace alone.
+  std::chrono::milliseconds shared_pace_timeout{50};
+  /// After a grant failed or timed out, how long the counter paces alone before asking the fleet again.
+  std::chrono::milliseconds shared_pace_retry{1000};
 };
 
 /// Statistics of one counter of the gate, read from its state.
@@ -150,6 +169,10 @@ struct admission_counter_stats {
   std::uint64_t deadline_exceeded = 0;
   std::uint64_t cancelled = 0;
   std::uint64_t decreases = 0;            ///< Multiplicative decreases after a 429 while pacing.
+  std::uint64_t fleet_grants = 0;         ///< Fleet-wide grants taken from the shared pace (0 without one).
+  std::uint64_t fleet_waits = 0;          ///< Grants the fleet refused for now (its room or a fleet-wide hold).
+  std::uint64_t fleet_failures = 0;       ///< Grants that failed or timed out: the counter paced alone meanwhile.
+  std::uint64_t fleet_congestions = 0;    ///< Times the counter was congested by what another process published.
   std::uint64_t released_last_second = 0; ///< Requests released in the last whole second.
   /// Queue wait of requests that left the queue, in seconds: cumulative bucket counts for `wait_buckets_s`.
   std::array<std::uint64_t, 10> wait_buckets{};
@@ -170,7 +193,8 @@ inline constexpr std::array<double, 10> wait_buckets_s{0.01, 0.05, 0.1, 0.25, 0.
 /// @par Lifetime
 /// Destroying the gate completes every queued request with `cancelled`. Timers it armed keep a reference to the
 /// counter's state and the clock and end on their own at their wake-up time (at most the earliest queued
-/// deadline or the next release).
+/// deadline or the next release). Operations on the shared pace still running keep the `shared_pace` alive, not
+/// the gate: their answers are dropped.
 class admission_gate {
 public:
   /// At most this many distinct counters are tracked; requests to further names are never queued.
@@ -187,7 +211,9 @@ public:
   ///
   /// Completes with:
   /// - `admitted` at once while the counter is uncongested, or while congested when room is there and nobody of
-  ///   the same or a higher class waits; otherwise when its turn comes at the pacing rate;
+  ///   the same or a higher class waits; otherwise when its turn comes at the pacing rate (with a `shared_pace`,
+  ///   and when the fleet granted its units too: never later than `shared_pace_timeout` after its local turn
+  ///   because of the shared pace being slow or failing);
   /// - `shed` at once (or while queued) for a `prefetch` while the counter is known to be under its reserve;
   /// - `deadline_exceeded` when `deadline` passes while queued, with `queued` the time it waited, or at once when
   ///   the counter's known 429 hold-off lasts past `deadline`;

@@ -124,3 +124,49 @@ TEST_CASE("shared counter pace: with redis killed it goes on locally at its shar
   CHECK(count_starting(lines, "WARN fleet counter_pace playback: ") == 1);
   CHECK(lines.size() == 1);
 }
+
+TEST_CASE("shared counter pace: read tells one process the hold, refusal and rate another set") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace_a(fleet.a, "org_demo", {.limit_per_minute = 6000});
+  wandura::shared_counter_pace pace_b(fleet.b, "org_demo", {.limit_per_minute = 6000});
+  auto const calm = test_support::run(fleet.io, pace_b.read());
+  CHECK(calm.held_until == at_ms(0));
+  CHECK(calm.pressure_at == at_ms(0));
+  CHECK(calm.limit_per_minute == 0); // the rate of the options is this process's guess, not the fleet's
+
+  auto const t0 = at_ms(1'764'590'400'000);
+  test_support::run(fleet.io, pace_a.hold_until(t0 + 2s, t0));
+  test_support::run(fleet.io, pace_a.hold_until(t0 + 500ms, t0 + 300ms)); // a later refusal, inside the hold
+  test_support::run(fleet.io, pace_a.set_rate(600, 5));
+  auto const seen = test_support::run(fleet.io, pace_b.read());
+  CHECK(seen.held_until == t0 + 2s);
+  CHECK(seen.pressure_at == t0 + 300ms);
+  CHECK(seen.limit_per_minute == Approx(600));
+  CHECK(pace_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared counter pace: with redis paused read answers with this process's own hold and rate") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 50ms});
+  wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600});
+  auto const t0 = at_ms(1'764'590'400'000);
+  redis->pause();
+  test_support::run(io, pace.hold_until(t0 + 1s, t0)); // times out: kept locally
+  test_support::run(io, pace.set_rate(1200, 10));
+  auto const start = std::chrono::steady_clock::now();
+  auto const seen = test_support::run(io, pace.read());
+  CHECK(test_support::elapsed_ms(start) < 50); // within the probe interval: answered locally at once
+  redis->resume();
+  CHECK(seen.held_until == t0 + 1s);
+  CHECK(seen.pressure_at == t0);
+  CHECK(seen.limit_per_minute == Approx(1200));
+  CHECK(pace.stats().degraded);
+}

@@ -95,7 +95,68 @@ asio::awaitable<int> admit_loop(wandura::admission_gate& gate, counting_clock& c
   co_return admitted;
 }
 
+/// A fleet where nothing happens: every grant given, no hold, no refusal. Counts what the gate asks of it.
+class calm_fleet final : public wandura::shared_pace {
+public:
+  asio::awaitable<wandura::shared_pace_grant> acquire(std::string_view, std::uint32_t,
+                                                      std::chrono::system_clock::time_point now) override {
+    ++calls;
+    co_return wandura::shared_pace_grant{true, now};
+  }
+  void hold_until(std::string_view, std::chrono::system_clock::time_point,
+                  std::chrono::system_clock::time_point) noexcept override {
+    ++calls;
+  }
+  void set_limit(std::string_view, wandura::rate_limit const&) noexcept override { ++calls; }
+  asio::awaitable<wandura::shared_pace_view> read(std::string_view, std::chrono::system_clock::time_point) override {
+    ++calls;
+    ++reads;
+    co_return wandura::shared_pace_view{};
+  }
+  std::atomic<int> calls{0};
+  std::atomic<int> reads{0};
+};
+
 } // namespace
+
+TEST_CASE("admission gate fast path: with a shared pace, a calm counter costs the same and asks the fleet nothing") {
+  asio::io_context io;
+  auto clk = std::make_shared<counting_clock>();
+  auto fleet = std::make_shared<calm_fleet>();
+  wandura::admission_gate_options options;
+  options.shared_pace = fleet;
+  wandura::admission_gate gate(clk, options);
+  std::uint64_t allocated = 99;
+  int reads = 99;
+  int admitted = 0;
+  bool done = false;
+  asio::co_spawn(io, admit_loop(gate, *clk, "playback", 10000, allocated, reads), [&](std::exception_ptr e, int n) {
+    REQUIRE_FALSE(e);
+    admitted = n;
+    done = true;
+  });
+  for (int i = 0; i < 100 && !done; ++i) { // polled: the read's next wake-up keeps the io_context busy
+    io.restart();
+    io.poll();
+  }
+  REQUIRE(done);
+  CHECK(admitted == 10000);
+  CHECK(reads == 0);
+  CHECK(fleet->reads == 1); // the first admit read the fleet's view; no other until the refresh interval passed
+  CHECK(fleet->calls == 1); // and nothing else: no Redis command per request while calm
+  CHECK(clk->inner.pending_sleeps() == 1); // the wake-up that makes the next read due
+#if WANDURA_COUNT_ALLOCATIONS
+  CHECK(allocated == 0);
+#endif
+  clk->inner.advance(100ms); // the next request after the interval reads again
+  io.restart();
+  io.poll();
+  asio::co_spawn(io, gate.admit("playback", wandura::request_class::play, 1, wandura::clock::time_point::max()),
+                 [](std::exception_ptr, wandura::admission) {});
+  io.restart();
+  io.poll();
+  CHECK(fleet->reads == 2);
+}
 
 TEST_CASE("admission gate fast path: no allocation, no clock read, no timer while uncongested") {
   asio::io_context io;

@@ -1,0 +1,246 @@
+// The part of a gate counter that paces with the other processes of a fleet through a `shared_pace`
+// (admission_gate_options::shared_pace; docs/adr/0006, "The fleet's pace"): grants asked for before a queued
+// request is released, hold-offs and limits published, the fleet's view read now and then. Without a shared pace
+// none of this runs.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+
+#include "gate_counter.hpp"
+
+namespace wandura::detail {
+namespace {
+
+using std::chrono::system_clock;
+
+constexpr std::chrono::hours max_hold{1};
+
+} // namespace
+
+system_clock::time_point gate_counter::to_system(clock::time_point t) const noexcept {
+  return clock_->system_now() + std::chrono::duration_cast<system_clock::duration>(t - clock_->now());
+}
+
+clock::time_point gate_counter::to_steady(system_clock::time_point t, clock::time_point now) const {
+  auto const ahead = std::chrono::duration_cast<clock::duration>(t - clock_->system_now());
+  return now + std::clamp<clock::duration>(ahead, clock::duration::zero(), max_hold);
+}
+
+bool gate_counter::uses_fleet(clock::time_point now) const noexcept {
+  return fleet() != nullptr && paces() && now >= fleet_aside_until_;
+}
+
+bool gate_counter::fleet_paid(std::uint32_t cost, clock::time_point now, after_unlock& out) {
+  if (!uses_fleet(now)) {
+    return true;
+  }
+  double const need = static_cast<double>(cost);
+  if (fleet_credit_ + 1e-9 >= need) {
+    fleet_credit_ -= need;
+    return true;
+  }
+  // One grant at a time, asked for the head of the queue: whoever is the head when it comes back uses it, so the
+  // order of the queue (plays first, then arrival) is kept.
+  if (!grant_in_flight_ && now >= fleet_wait_until_ && executor_) {
+    grant_in_flight_ = true;
+    ++grant_seq_;
+    grant_deadline_ = now + options_->shared_pace_timeout;
+    auto const units = static_cast<std::uint32_t>(std::max(std::ceil(need - fleet_credit_ - 1e-9), 1.0));
+    out.grant.emplace(units, grant_seq_, executor_);
+  }
+  return false;
+}
+
+clock::time_point gate_counter::fleet_wake() const noexcept {
+  return grant_in_flight_ ? grant_deadline_ : fleet_wait_until_;
+}
+
+void gate_counter::fleet_answered(std::uint64_t seq, std::uint32_t units, std::optional<shared_pace_grant> const& grant,
+                                  after_unlock& out) {
+  if (!grant_in_flight_ || seq != grant_seq_) {
+    return; // given up on after `shared_pace_timeout`: the units it may have taken are lost to this process
+  }
+  grant_in_flight_ = false;
+  auto const now = clock_->now();
+  if (!grant) {
+    fleet_failed(now);
+  } else if (grant->go) {
+    fleet_credit_ += static_cast<double>(units);
+    ++fleet_grants_;
+  } else {
+    ++fleet_waits_;
+    // Every refused process is told the same instant; each asks again up to one unit's refill after it, at a
+    // random point, so that the first to ask is not always the same one. The fleet's burst (at least two units)
+    // absorbs the delay: no refill is lost.
+    double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
+    auto const spread =
+        std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
+    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now) + spread, now + std::chrono::milliseconds(1));
+  }
+  pump(now, out);
+}
+
+double gate_counter::next_jitter() noexcept {
+  if (jitter_ == 0) { // seeded on first use from where this counter lives and when
+    jitter_ = (reinterpret_cast<std::uintptr_t>(this) ^
+               static_cast<std::uint64_t>(clock_->now().time_since_epoch().count())) |
+              1U;
+  }
+  jitter_ ^= jitter_ >> 12U; // xorshift64*
+  jitter_ ^= jitter_ << 25U;
+  jitter_ ^= jitter_ >> 27U;
+  return static_cast<double>((jitter_ * 2685821657736338717ULL) >> 11U) * 0x1.0p-53;
+}
+
+void gate_counter::fleet_failed(clock::time_point now) {
+  grant_in_flight_ = false;
+  fleet_aside_until_ = now + options_->shared_pace_retry;
+  ++fleet_failures_;
+}
+
+void gate_counter::publish_hold(clock::time_point now, after_unlock& out) {
+  if (fleet() == nullptr) {
+    return;
+  }
+  // Every longer hold-off at once; the mere news of a refusal (a 429 without Retry-After, or one inside a hold
+  // already published) at most once per refresh interval, so that a burst of 429s is one write.
+  bool const longer = hold_until_ > now && hold_until_ > published_hold_;
+  bool const stale = published_at_ == clock::time_point{} || now - published_at_ >= options_->shared_pace_refresh;
+  if (!longer && !stale) {
+    return;
+  }
+  published_hold_ = std::max(published_hold_, hold_until_);
+  published_at_ = now;
+  out.hold.emplace(to_system(std::max(hold_until_, now)), clock_->system_now());
+}
+
+void gate_counter::publish_limit(after_unlock& out) {
+  if (fleet() == nullptr || limit_ == 0) {
+    return;
+  }
+  if (limit_ == published_limit_.limit && window_ == published_limit_.window && refill_ == published_limit_.refill) {
+    return;
+  }
+  published_limit_ = {limit_, window_, refill_};
+  out.limit = published_limit_;
+}
+
+void gate_counter::apply_view(shared_pace_view const& view, after_unlock& out) {
+  if (closed_) {
+    return;
+  }
+  auto const now = clock_->now();
+  auto const wall = clock_->system_now();
+  if (view.limit && *view.limit > 0 && limit_ == 0) { // learnt from another process: not published again
+    limit_ = *view.limit;
+    window_ = view.window.count() > 0 ? view.window : window_;
+    published_limit_ = {limit_, window_, refill_};
+    rate_ = std::min(rate_, refill_per_s());
+  }
+  bool const held = view.held_until > wall;
+  auto const age = std::chrono::duration_cast<clock::duration>(
+      std::max<system_clock::duration>(wall - view.pressure_at, system_clock::duration::zero()));
+  bool const pressed = view.pressure_at != system_clock::time_point{} && age < options_->calm_period;
+  if (!held && !pressed) {
+    return;
+  }
+  // Another process saw a 429 (or this one did and reads it back): pace as if this one had, without a cut.
+  bring_room_up_to(now);
+  if (!congested()) {
+    ++fleet_congestions_;
+  }
+  enter_congestion(now, true);
+  refused_ = true;
+  if (held) {
+    hold_until_ = std::max(hold_until_, to_steady(view.held_until, now));
+  }
+  if (pressed) {
+    last_pressure_ = std::max(last_pressure_, now - age);
+  }
+  pump(now, out);
+}
+
+void gate_counter::start_refresh(asio::any_io_executor const& executor) {
+  auto refresh = [](std::weak_ptr<gate_counter> weak) -> asio::awaitable<void> {
+    std::shared_ptr<wandura::shared_pace> pace;
+    std::string name;
+    system_clock::time_point asked_at;
+    if (auto counter = weak.lock()) {
+      pace = counter->options_->shared_pace;
+      name = counter->name_;
+      asked_at = counter->clock_->system_now();
+    } else {
+      co_return;
+    }
+    std::optional<shared_pace_view> view;
+    try {
+      std::string_view const counter_name = name;
+      auto read = pace->read(counter_name, asked_at);
+      view = co_await std::move(read);
+    } catch (...) { // unavailable: keep what is known, read again after the interval
+    }
+    wandura::clock* clk = nullptr;
+    clock::time_point next;
+    if (auto counter = weak.lock()) {
+      after_unlock out;
+      {
+        lock_type lock(counter->mutex_);
+        if (view) {
+          counter->apply_view(*view, out);
+        }
+        clk = counter->clock_.get();
+        next = clk->now() + counter->options_->shared_pace_refresh;
+      }
+      counter->run(out);
+    } else {
+      co_return;
+    }
+    // As the release timers do: the clock by pointer and the counter weakly, so a sleeping refresh keeps neither
+    // alive; the next request after the wake-up starts the next read.
+    try {
+      (void)co_await clk->sleep_until(next);
+    } catch (std::system_error const&) {
+    }
+    if (auto counter = weak.lock()) {
+      counter->flags_.fetch_or(refresh_flag, std::memory_order_acq_rel);
+    }
+  };
+  asio::co_spawn(executor, refresh(weak_from_this()), asio::detached);
+}
+
+void gate_counter::start_grant(std::weak_ptr<gate_counter> weak_counter, std::uint32_t units, std::uint64_t seq,
+                               asio::any_io_executor const& executor) {
+  auto grant = [](std::weak_ptr<gate_counter> weak, std::uint32_t cost, std::uint64_t id) -> asio::awaitable<void> {
+    std::shared_ptr<wandura::shared_pace> pace;
+    std::string name;
+    system_clock::time_point asked_at;
+    if (auto counter = weak.lock()) {
+      pace = counter->options_->shared_pace;
+      name = counter->name_;
+      asked_at = counter->clock_->system_now();
+    } else {
+      co_return;
+    }
+    std::optional<shared_pace_grant> answer;
+    try {
+      std::string_view const counter_name = name;
+      auto acquire = pace->acquire(counter_name, cost, asked_at);
+      answer = co_await std::move(acquire);
+    } catch (...) { // unavailable: the counter paces alone for a while
+    }
+    if (auto counter = weak.lock()) {
+      after_unlock out;
+      {
+        lock_type lock(counter->mutex_);
+        counter->fleet_answered(id, cost, answer, out);
+      }
+      counter->run(out);
+    }
+  };
+  asio::co_spawn(executor, grant(std::move(weak_counter), units, seq), asio::detached);
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,240 @@
+// The admission gate's shared pace over a real redis-server: gates on their own io_contexts and threads stand for
+// the processes of a fleet, in real time.
+#include "wandura/fleet/redis_counter_pace.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+
+#include "fleet_test_support.hpp"
+
+#include "wandura/error.hpp"
+#include "wandura/resilience/admission_gate.hpp"
+
+using namespace std::chrono_literals;
+using std::chrono::steady_clock;
+
+namespace {
+
+/// One process of the fleet: its own io_context on its own thread, Redis connection, shared pace and gate.
+/// Admissions are recorded with their time.
+class gate_process {
+public:
+  gate_process(std::string const& url, std::chrono::milliseconds command_timeout,
+               wandura::admission_gate_options options = {})
+      : redis_(std::make_shared<wandura::redis_client>(
+            io_.get_executor(), wandura::redis_options{.url = url, .command_timeout = command_timeout})),
+        pace_(std::make_shared<wandura::redis_counter_pace>(
+            redis_,
+            wandura::redis_counter_pace_options{.org = "org_demo", .fallback = {.log = {}, .probe_interval = 200ms}})) {
+    options.shared_pace = pace_;
+    gate_ = std::make_unique<wandura::admission_gate>(nullptr, std::move(options));
+  }
+  ~gate_process() { stop(); }
+  gate_process(gate_process const&) = delete;
+  gate_process& operator=(gate_process const&) = delete;
+
+  void start() {
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  /// Destroys the gate on its own thread (its queued requests complete `cancelled`), then stops the io_context.
+  void stop() {
+    if (!thread_.joinable()) {
+      return;
+    }
+    asio::post(io_, [this] {
+      gate_.reset();
+      redis_.reset();
+      pace_.reset();
+    });
+    std::this_thread::sleep_for(50ms);
+    io_.stop();
+    thread_.join();
+  }
+
+  wandura::admission_gate& gate() { return *gate_; }
+  wandura::redis_counter_pace& pace() { return *pace_; }
+
+  /// Queues `n` plays on the playback counter, each with `deadline_in`.
+  void spawn(int n, std::chrono::milliseconds deadline_in) {
+    for (int i = 0; i < n; ++i) {
+      auto op = gate_->admit("playback", wandura::request_class::play, 1, steady_clock::now() + deadline_in);
+      asio::co_spawn(io_, std::move(op), [this](std::exception_ptr, wandura::admission a) {
+        std::lock_guard lock(mutex_);
+        done_.push_back({a.verdict, steady_clock::now()});
+      });
+    }
+  }
+
+  /// Admissions by `by`, and the latest of them.
+  std::size_t admitted_by(steady_clock::time_point by) const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::size_t>(std::count_if(done_.begin(), done_.end(), [&](auto const& d) {
+      return d.first == wandura::admission_verdict::admitted && d.second <= by;
+    }));
+  }
+  std::size_t completed(wandura::admission_verdict verdict) const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::size_t>(
+        std::count_if(done_.begin(), done_.end(), [&](auto const& d) { return d.first == verdict; }));
+  }
+  steady_clock::time_point first_admitted() const {
+    std::lock_guard lock(mutex_);
+    auto first = steady_clock::time_point::max();
+    for (auto const& d : done_) {
+      if (d.first == wandura::admission_verdict::admitted) {
+        first = std::min(first, d.second);
+      }
+    }
+    return first;
+  }
+
+private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  std::shared_ptr<wandura::redis_client> redis_;
+  std::shared_ptr<wandura::redis_counter_pace> pace_;
+  std::unique_ptr<wandura::admission_gate> gate_;
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::vector<std::pair<wandura::admission_verdict, steady_clock::time_point>> done_;
+};
+
+/// A 429 on the playback counter of `limit_per_min`, held `retry_after`.
+wandura::counter_feedback refused(std::uint32_t limit_per_min, std::chrono::milliseconds retry_after) {
+  wandura::counter_feedback f;
+  f.status = 429;
+  f.refused = 1;
+  f.retry_after = retry_after;
+  f.limit = limit_per_min;
+  f.window = 60s;
+  return f;
+}
+
+} // namespace
+
+TEST_CASE("redis counter pace: two gates on two io_contexts release at the counter's refill together") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  // A generous Redis timeout and grant timeout: this tests the pace, not the fallback (the machine is shared).
+  wandura::admission_gate_options options;
+  options.shared_pace_timeout = 500ms;
+  gate_process a(redis->url(), 300ms, options);
+  gate_process b(redis->url(), 300ms, options);
+  auto const start = steady_clock::now();
+  // Both saw a 429 of a counter of 1200/min (20 per second), held 500 ms; 100 plays wait at each.
+  a.gate().observe("playback", refused(1200, 500ms));
+  b.gate().observe("playback", refused(1200, 500ms));
+  a.spawn(100, 30s);
+  b.spawn(100, 30s);
+  a.start();
+  b.start();
+  std::this_thread::sleep_for(3s);
+  auto const by = start + 3s;
+  auto const from_a = a.admitted_by(by);
+  auto const from_b = b.admitted_by(by);
+  auto const stats = a.pace().stats();
+  a.stop();
+  b.stop();
+  INFO("a " << from_a << ", b " << from_b << "; fallbacks " << stats.fallbacks);
+  // 2.5 s at 20/s after the hold, plus the fleet's burst of 10: 60. Alone each gate would release about that.
+  CHECK(from_a + from_b >= 45);
+  CHECK(from_a + from_b <= 75);
+  CHECK(from_a >= 12); // both get a share
+  CHECK(from_b >= 12);
+  CHECK(a.first_admitted() >= start + 500ms); // nobody before the hold's end
+  CHECK(b.first_admitted() >= start + 500ms);
+}
+
+TEST_CASE("redis counter pace: a 429 one process saw holds the other, which saw none") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  gate_process a(redis->url(), 300ms);
+  gate_process b(redis->url(), 300ms);
+  a.start();
+  b.start();
+  b.spawn(1, 30s); // b in use: its first read finds the fleet calm
+  std::this_thread::sleep_for(50ms);
+  REQUIRE(b.admitted_by(steady_clock::now()) == 1);
+  auto const refused_at = steady_clock::now();
+  a.gate().observe("playback", refused(600, 1500ms));
+  // b keeps sending; within a few hundred ms it learns of the hold and queues behind it.
+  while (!b.gate().congested("playback") && steady_clock::now() - refused_at < 2s) {
+    b.spawn(1, 30s);
+    std::this_thread::sleep_for(20ms);
+  }
+  auto const learnt_after = steady_clock::now() - refused_at;
+  INFO("learnt after " << std::chrono::duration_cast<std::chrono::milliseconds>(learnt_after).count() << " ms");
+  CHECK(b.gate().congested("playback"));
+  CHECK(learnt_after <= 300ms);
+  auto const admitted_when_learnt = b.admitted_by(steady_clock::now());
+  b.spawn(3, 30s);
+  std::this_thread::sleep_for(refused_at + 1400ms - steady_clock::now());
+  CHECK(b.admitted_by(steady_clock::now()) <= admitted_when_learnt + 1); // at most one read in flight let through
+  std::this_thread::sleep_for(refused_at + 2500ms - steady_clock::now());
+  CHECK(b.admitted_by(steady_clock::now()) >= admitted_when_learnt + 3); // released after the hold
+  a.stop();
+  b.stop();
+}
+
+TEST_CASE("redis counter pace: with redis paused the gate paces alone and no request waits past its deadline") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  gate_process p(redis->url(), 20ms);
+  p.start();
+  p.spawn(1, 30s); // connected, and a first read done
+  std::this_thread::sleep_for(100ms);
+  redis->pause();
+  auto const start = steady_clock::now();
+  p.gate().observe("playback", refused(600, 200ms)); // the hold's publication times out in the background
+  p.spawn(20, 5s);
+  p.spawn(5, 800ms); // queued behind the others: their deadline comes first
+  std::this_thread::sleep_for(1500ms);
+  auto const admitted = p.admitted_by(start + 1500ms);
+  auto const expired = p.completed(wandura::admission_verdict::deadline_exceeded);
+  auto const stats = p.pace().stats();
+  redis->resume();
+  p.stop();
+  INFO("admitted " << admitted << ", deadline exceeded " << expired << ", fallbacks " << stats.fallbacks);
+  // Held 200 ms, then the local pace of 10/s (its 0.5 s burst first) for 1.3 s: about 18, minus what Redis's
+  // timeouts cost. Without the fallback nothing would be released at all.
+  CHECK(admitted >= 1 + 12);
+  CHECK(admitted <= 1 + 20);
+  CHECK(expired == 5); // ended at their deadline, not held longer by the stalled Redis
+  CHECK(stats.fallbacks >= 1);
+  CHECK(stats.degraded);
+}
+
+TEST_CASE("redis counter pace: a null client or a bad option is refused with invalid_argument") {
+  asio::io_context io;
+  auto client = std::make_shared<wandura::redis_client>(io.get_executor(), wandura::redis_options{});
+  auto refuses = [](auto make) {
+    try {
+      make();
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  CHECK(refuses([] { wandura::redis_counter_pace pace(nullptr, {}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.org = "a{b}"}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = 0}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.local_share = 1.5}); }));
+  wandura::redis_counter_pace fine(client, {.org = "org_demo"});
+  CHECK(fine.stats().admitted == 0);
+}

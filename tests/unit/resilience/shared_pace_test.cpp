@@ -1,0 +1,366 @@
+// The admission gate with a shared pace (shared_pace.hpp, admission_gate_options::shared_pace): gates of several
+// processes, here several gates on one hand-stepped clock, pace a counter as one through an in-memory shared pace
+// that keeps one GCRA per counter, as the Redis one does.
+#include "wandura/resilience/shared_pace.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "wandura/resilience/admission_gate.hpp"
+#include "wandura/testing/manual_clock.hpp"
+
+using namespace std::chrono_literals;
+using std::chrono::system_clock;
+using wandura::admission;
+using wandura::admission_verdict;
+using wandura::counter_feedback;
+using wandura::request_class;
+
+namespace {
+
+/// The fleet's state in memory: per counter a GCRA (one unit every window/limit, `burst` units at once), a hold
+/// and the latest refusal. `failing` makes every acquire and read throw; `stalled` makes them never answer (they
+/// sleep on the clock until the test ends).
+class memory_pace final : public wandura::shared_pace {
+public:
+  /// @param clock by pointer: the stalled operations sleep on it, and must not keep it alive.
+  explicit memory_pace(wandura::testing::manual_clock* clock, double burst = 5) : clock_(clock), burst_(burst) {}
+
+  asio::awaitable<wandura::shared_pace_grant> acquire(std::string_view counter, std::uint32_t cost,
+                                                      system_clock::time_point now) override {
+    co_await misbehave();
+    std::lock_guard lock(mutex_);
+    ++acquires;
+    auto& c = counters_[std::string(counter)];
+    if (c.hold > now) {
+      co_return wandura::shared_pace_grant{false, c.hold};
+    }
+    if (c.limit == 0) {
+      co_return wandura::shared_pace_grant{true, now};
+    }
+    auto const emission = std::chrono::duration_cast<system_clock::duration>(c.window) / c.limit;
+    auto const tat = std::max(c.tat, now);
+    auto const new_tat = tat + emission * cost;
+    auto const allow_at = new_tat - std::chrono::duration_cast<system_clock::duration>(emission * burst_);
+    if (allow_at > now) {
+      co_return wandura::shared_pace_grant{false, allow_at};
+    }
+    c.tat = new_tat;
+    granted_units += static_cast<int>(cost);
+    co_return wandura::shared_pace_grant{true, now};
+  }
+
+  void hold_until(std::string_view counter, system_clock::time_point until,
+                  system_clock::time_point now) noexcept override {
+    std::lock_guard lock(mutex_);
+    ++holds;
+    auto& c = counters_[std::string(counter)];
+    c.hold = std::max(c.hold, until);
+    c.pressure = std::max(c.pressure, now);
+  }
+
+  void set_limit(std::string_view counter, wandura::rate_limit const& limit) noexcept override {
+    std::lock_guard lock(mutex_);
+    ++limits;
+    auto& c = counters_[std::string(counter)];
+    c.limit = limit.limit;
+    c.window = limit.window;
+  }
+
+  asio::awaitable<wandura::shared_pace_view> read(std::string_view counter, system_clock::time_point) override {
+    co_await misbehave();
+    std::lock_guard lock(mutex_);
+    ++reads;
+    auto const& c = counters_[std::string(counter)];
+    wandura::shared_pace_view view{c.hold, c.pressure, {}, c.window};
+    if (c.limit > 0) {
+      view.limit = c.limit;
+    }
+    co_return view;
+  }
+
+  std::atomic<bool> failing{false};
+  std::atomic<bool> stalled{false};
+  std::atomic<int> acquires{0};
+  std::atomic<int> granted_units{0};
+  std::atomic<int> holds{0};
+  std::atomic<int> limits{0};
+  std::atomic<int> reads{0};
+
+private:
+  struct state {
+    system_clock::time_point tat{};
+    system_clock::time_point hold{};
+    system_clock::time_point pressure{};
+    std::uint32_t limit = 0;
+    std::chrono::seconds window{60};
+  };
+
+  asio::awaitable<void> misbehave() {
+    if (failing) {
+      throw std::runtime_error("shared pace unavailable");
+    }
+    if (stalled) {
+      (void)co_await clock_->sleep_until(wandura::clock::time_point::max());
+      throw std::runtime_error("shared pace stalled");
+    }
+  }
+
+  wandura::testing::manual_clock* clock_;
+  double burst_;
+  std::mutex mutex_;
+  std::map<std::string, state> counters_;
+};
+
+counter_feedback refused(std::uint32_t limit_per_min, std::chrono::milliseconds retry_after) {
+  counter_feedback f;
+  f.status = 429;
+  f.refused = 1;
+  f.retry_after = retry_after;
+  f.limit = limit_per_min;
+  f.window = 60s;
+  return f;
+}
+
+/// Gates standing for the processes of a fleet, on one manual clock and one io_context; every admission recorded.
+/// Members in this order: the gates go first, then the clock (its pending sleeps aborted onto a live io_context),
+/// then the io_context.
+struct fleet_harness {
+  asio::io_context io;
+  std::shared_ptr<wandura::testing::manual_clock> clock = std::make_shared<wandura::testing::manual_clock>();
+  std::shared_ptr<memory_pace> pace = std::make_shared<memory_pace>(clock.get());
+  std::vector<std::unique_ptr<wandura::admission_gate>> gates;
+
+  struct done {
+    std::size_t gate = 0;
+    admission result;
+    wandura::clock::time_point at;
+  };
+  std::vector<done> completed;
+
+  explicit fleet_harness(std::size_t n, bool shared = true) {
+    for (std::size_t i = 0; i < n; ++i) {
+      wandura::admission_gate_options options;
+      if (shared) {
+        options.shared_pace = pace;
+      }
+      gates.push_back(std::make_unique<wandura::admission_gate>(clock, options));
+    }
+  }
+  ~fleet_harness() {
+    gates.clear();
+    settle();
+  }
+
+  wandura::clock::time_point now() const { return clock->now(); }
+
+  void spawn(std::size_t gate, wandura::clock::duration deadline_in = 60s,
+             asio::cancellation_signal* cancel = nullptr) {
+    auto op = gates[gate]->admit("playback", request_class::play, 1, now() + deadline_in);
+    auto record = [this, gate](std::exception_ptr e, admission a) {
+      REQUIRE_FALSE(e);
+      completed.push_back({gate, a, clock->now()});
+    };
+    if (cancel != nullptr) {
+      asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(cancel->slot(), record));
+    } else {
+      asio::co_spawn(io, std::move(op), record);
+    }
+  }
+  void settle() {
+    io.restart();
+    io.poll();
+  }
+  void run_for(wandura::clock::duration total, wandura::clock::duration step = 10ms) {
+    for (auto t = wandura::clock::duration::zero(); t < total; t += step) {
+      clock->advance(step);
+      settle();
+    }
+  }
+  std::size_t admitted(std::size_t gate, wandura::clock::time_point by) const {
+    return static_cast<std::size_t>(std::count_if(completed.begin(), completed.end(), [&](done const& d) {
+      return d.gate == gate && d.result.admitted() && d.at <= by;
+    }));
+  }
+  wandura::admission_counter_stats playback(std::size_t gate) const {
+    for (auto& s : gates[gate]->stats()) {
+      if (s.counter == "playback") {
+        return s;
+      }
+    }
+    FAIL("no playback counter");
+    return {};
+  }
+};
+
+/// Two gates both congested by a 429 on a counter of 10/s, 100 plays queued at each; what each admitted in 10 s.
+std::pair<std::size_t, std::size_t> two_gates_for_ten_seconds(bool shared) {
+  fleet_harness h(2, shared);
+  auto const start = h.now();
+  for (std::size_t g = 0; g < 2; ++g) {
+    h.gates[g]->observe("playback", refused(600, 1s));
+    for (int i = 0; i < 100; ++i) {
+      h.spawn(g);
+    }
+  }
+  h.settle();
+  h.run_for(10s);
+  return {h.admitted(0, start + 10s), h.admitted(1, start + 10s)};
+}
+
+} // namespace
+
+TEST_CASE("shared pace: two gates sharing one pace release at the counter's refill together, not twice it") {
+  auto const [alone_a, alone_b] = two_gates_for_ten_seconds(false);
+  auto const [shared_a, shared_b] = two_gates_for_ten_seconds(true);
+  INFO("alone: " << alone_a << " + " << alone_b << ", shared: " << shared_a << " + " << shared_b);
+  // Held 1 s, then 10/s for 9 s: 90, plus the fleet's burst of 5. Each gate alone releases about that much.
+  CHECK(alone_a + alone_b >= 180);
+  CHECK(shared_a + shared_b >= 90);
+  CHECK(shared_a + shared_b <= 100);
+  CHECK(shared_a >= 30); // neither process starves the other
+  CHECK(shared_b >= 30);
+}
+
+TEST_CASE("shared pace: the fleet's refill is kept second by second, and no request goes before the hold ends") {
+  fleet_harness h(2);
+  auto const start = h.now();
+  h.gates[0]->observe("playback", refused(600, 2s));
+  h.gates[1]->observe("playback", refused(600, 2s));
+  CHECK(h.pace->holds == 2);
+  CHECK(h.pace->limits == 2);
+  for (int i = 0; i < 60; ++i) {
+    h.spawn(static_cast<std::size_t>(i % 2));
+  }
+  h.run_for(8s);
+  auto both = [&](wandura::clock::duration since) {
+    return h.admitted(0, start + since) + h.admitted(1, start + since);
+  };
+  CHECK(both(1990ms) == 0);
+  for (int s = 3; s <= 7; ++s) {
+    auto const got = static_cast<double>(both(std::chrono::seconds(s)));
+    INFO("after " << s << " s: " << got);
+    CHECK(got >= 10.0 * (s - 2) - 1);
+    CHECK(got <= 10.0 * (s - 2) + 6);
+  }
+  CHECK(h.playback(0).fleet_grants + h.playback(1).fleet_grants == 60);
+  CHECK(h.playback(0).fleet_failures == 0);
+  auto const text = h.gates[0]->metrics_text();
+  CHECK(text.find("wandura_gate_fleet_total{counter=\"playback\",outcome=\"granted\"} " +
+                  std::to_string(h.playback(0).fleet_grants) + "\n") != std::string::npos);
+}
+
+TEST_CASE("shared pace: a hold published by one gate delays the requests of another that saw no 429") {
+  fleet_harness h(2);
+  auto const start = h.now();
+  h.spawn(1); // gate B in use: admitted at once, and its first read of the fleet's view finds nothing
+  h.settle();
+  REQUIRE(h.completed.size() == 1);
+  CHECK_FALSE(h.gates[1]->congested("playback"));
+
+  h.gates[0]->observe("playback", refused(600, 3s)); // gate A: a 429, held 3 s
+  CHECK(h.pace->holds == 1);
+  h.run_for(150ms); // B's next read is due 100 ms after its last
+  h.spawn(1);       // starts the read (admitted at once, or held with the rest if the read answers at once)
+  h.settle();
+  CHECK(h.gates[1]->congested("playback"));
+  CHECK(h.playback(1).fleet_congestions == 1);
+  CHECK(h.gates[1]->held_until("playback") >= start + 2990ms);
+  CHECK(h.gates[1]->held_until("playback") <= start + 3010ms);
+
+  h.spawn(1, 2s); // the fleet's hold outlasts its deadline: refused at once
+  h.settle();
+  REQUIRE_FALSE(h.completed.empty());
+  CHECK(h.completed.back().result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(h.completed.back().at == start + 150ms);
+  h.spawn(1); // queued behind the fleet's hold
+  h.run_for(3s);
+  REQUIRE(h.completed.size() == 4);
+  auto const held_back = std::count_if(h.completed.begin(), h.completed.end(), [&](auto const& d) {
+    return d.result.admitted() && d.at > start + 150ms && d.at < start + 3s;
+  });
+  CHECK(held_back == 0); // nothing B admitted after it learnt of the hold went before the hold's end
+  CHECK(h.admitted(1, start + 3010ms) >= 2);
+}
+
+TEST_CASE("shared pace: a gate learns of a 429 another gate saw within a few hundred ms, while in use") {
+  fleet_harness h(2);
+  h.spawn(1);
+  h.settle();
+  h.gates[0]->observe("playback", refused(600, 0ms)); // a 429 without a hold: congestion only
+  auto const refused_at = h.now();
+  // B sends a request every 20 ms; it learns at its first request after the next read is due.
+  while (!h.gates[1]->congested("playback") && h.now() - refused_at < 1s) {
+    h.spawn(1);
+    h.run_for(20ms);
+  }
+  CHECK(h.gates[1]->congested("playback"));
+  CHECK(h.now() - refused_at <= 250ms);
+  CHECK(h.playback(1).limit == 600); // and the limit A learnt
+}
+
+TEST_CASE("shared pace: a failing shared pace leaves each gate pacing alone, at its own refill") {
+  fleet_harness h(1);
+  h.pace->failing = true;
+  auto const start = h.now();
+  h.gates[0]->observe("playback", refused(600, 1s));
+  for (int i = 0; i < 50; ++i) {
+    h.spawn(0);
+  }
+  h.run_for(4s);
+  // As without a shared pace: held 1 s, then the 0.5 s burst and 10/s.
+  auto const got = h.admitted(0, start + 4s);
+  CHECK(got >= 30);
+  CHECK(got <= 36);
+  CHECK(h.playback(0).fleet_failures >= 1);
+  CHECK(h.playback(0).fleet_failures <= 4); // one failure sets it aside for 1 s: not one per request
+  CHECK(h.playback(0).fleet_grants == 0);
+}
+
+TEST_CASE("shared pace: a stalled shared pace costs a queued request at most the grant timeout") {
+  fleet_harness h(1);
+  h.pace->stalled = true;
+  auto const start = h.now();
+  h.gates[0]->observe("playback", refused(600, 1s));
+  h.spawn(0);
+  h.spawn(0, 1100ms); // its local turn is at the hold's end: it must not outwait its deadline for the fleet
+  h.run_for(1500ms, 5ms);
+  REQUIRE(h.completed.size() == 2);
+  for (auto const& d : h.completed) {
+    CHECK(d.result.admitted());
+    CHECK(d.at >= start + 1s);
+    CHECK(d.at <= start + 1s + 60ms); // the 50 ms grant timeout, then the local pace
+  }
+  CHECK(h.playback(0).fleet_failures == 1);
+}
+
+TEST_CASE("shared pace: a request cancelled or past its deadline while a grant is asked for leaves the queue") {
+  fleet_harness h(1);
+  h.pace->stalled = true;
+  auto const start = h.now();
+  h.gates[0]->observe("playback", refused(600, 0ms));
+  h.spawn(0, 20ms); // the grant for it is in flight when its deadline comes
+  asio::cancellation_signal cancel;
+  h.spawn(0, 60s, &cancel);
+  h.run_for(15ms, 5ms);
+  cancel.emit(asio::cancellation_type::terminal);
+  h.settle();
+  h.run_for(15ms, 5ms);
+  REQUIRE(h.completed.size() == 2);
+  CHECK(h.completed[0].result.verdict == admission_verdict::cancelled);
+  CHECK(h.completed[0].at == start + 15ms);
+  CHECK(h.completed[1].result.verdict == admission_verdict::deadline_exceeded);
+  CHECK(h.completed[1].at == start + 20ms);
+  CHECK(h.playback(0).queued_play == 0);
+}
