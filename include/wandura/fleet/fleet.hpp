@@ -77,6 +77,9 @@ public:
   [[nodiscard]] fleet_stats stats() const;
 
 private:
+  /// Points `options.retry.admission` at the fleet's shared counter pace.
+  void configure_shared_pace(client_options& options) const;
+
   struct impl;
   std::shared_ptr<impl> impl_;
 };
