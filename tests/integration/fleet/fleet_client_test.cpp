@@ -5,8 +5,10 @@
 
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,7 +18,6 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/use_future.hpp>
 #include <asio/write.hpp>
 
 #include "fleet_test_support.hpp"
@@ -76,9 +77,34 @@ struct process {
     batch.drm_kek = "kek";
     batch.viewer_ref = std::move(viewer);
     batch.episodes.push_back({"the-heiress-returns", episode, wandura::intent::play});
-    auto result = asio::co_spawn(io, api->issue_tickets(std::move(batch)), asio::use_future).get();
+    auto result = wait_for(api->issue_tickets(std::move(batch)));
     REQUIRE(result.items.size() == 1);
     return std::move(result.items.front());
+  }
+
+  /// Runs `op` on the process's thread and waits for it from the test's thread. The result is handed over under a
+  /// mutex, not through a std::future, whose shared state TSan reports when it is released on another thread.
+  template <class T> T wait_for(asio::awaitable<T> op) {
+    std::mutex m;
+    std::condition_variable done;
+    std::optional<T> out;
+    std::exception_ptr failure;
+    bool finished = false;
+    asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
+      std::lock_guard lock(m);
+      failure = e;
+      if (!e) {
+        out.emplace(std::move(value));
+      }
+      finished = true;
+      done.notify_one();
+    });
+    std::unique_lock lock(m);
+    REQUIRE(done.wait_for(lock, 30s, [&] { return finished; }));
+    if (failure) {
+      std::rethrow_exception(failure);
+    }
+    return std::move(*out);
   }
 
   std::size_t lines_starting(std::string_view prefix) {
@@ -157,8 +183,7 @@ TEST_CASE("fleet client: the lookups of one batch reach Redis in one write, a pi
   {
     process a("redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), emu->base_url(), "process-a");
     wandura::viewer who{viewer_a, "phone-1", "kek"};
-    auto start = asio::co_spawn(a.io, a.api->start_episode(who, "the-heiress-returns", 4, 6), asio::use_future);
-    auto const result = start.get();
+    auto const result = a.wait_for(a.api->start_episode(who, "the-heiress-returns", 4, 6));
     CHECK(result.play.outcome == item_outcome::granted);
     CHECK(result.prefetch.size() == 2);
   }
