@@ -104,7 +104,15 @@ struct fleet::impl final : detail::fleet_state {
 };
 
 fleet::fleet(asio::any_io_executor executor, fleet_options options)
-    : impl_(std::make_shared<impl>(std::move(executor), std::move(options))) {}
+    : impl_(std::make_shared<impl>(std::move(executor), std::move(options))),
+      pace_(std::make_shared<redis_counter_pace>(
+          detail::fleet_state::shared_redis(impl_),
+          redis_counter_pace_options{.org = impl_->options.org, .fallback = impl_->options.fallback})) {
+  impl_->add_pace_stats([weak = std::weak_ptr<redis_counter_pace>(pace_)] {
+    auto const pace = weak.lock();
+    return pace ? pace->stats() : counter_pace_stats{};
+  });
+}
 
 fleet::~fleet() = default;
 
@@ -117,14 +125,7 @@ void fleet::configure(client_options& options) const {
     auto& limit = impl_->viewer_limit_for(*options.viewer_tickets_per_minute);
     options.viewer_limit = std::make_shared<detail::redis_viewer_limit>(impl_, limit);
   }
-  configure_shared_pace(options);
-}
-
-void fleet::configure_shared_pace(client_options& options) const {
-  // The shared counter pace: `options.retry.admission.shared_pace`, a `redis_counter_pace` on this fleet's Redis
-  // client (`detail::fleet_state::shared_redis(impl_)`), its counters added to `stats` with
-  // `impl_->add_pace_stats`. Set here once the admission gate takes a shared pace.
-  (void)options;
+  options.retry.admission.shared_pace = pace_;
 }
 
 fleet_stats fleet::stats() const {

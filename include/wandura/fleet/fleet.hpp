@@ -19,6 +19,7 @@
 
 #include "wandura/fleet/fallback.hpp"
 #include "wandura/fleet/redis_client.hpp"
+#include "wandura/fleet/redis_counter_pace.hpp"
 #include "wandura/fleet/shared_counter_pace.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
 #include "wandura/fleet/shared_viewer_limit.hpp"
@@ -86,11 +87,11 @@ public:
   [[nodiscard]] fleet_stats stats() const;
 
 private:
-  /// Points `options.retry.admission` at the fleet's shared counter pace.
-  void configure_shared_pace(client_options& options) const;
-
   struct impl;
   std::shared_ptr<impl> impl_;
+  /// The pace of every rate-limit counter, one for all the clients this fleet configures. Held here, not in
+  /// `impl_`: it owns the Redis client through `impl_`, and would otherwise keep it alive forever.
+  std::shared_ptr<redis_counter_pace> pace_;
 };
 
 } // namespace wandura
