@@ -35,6 +35,7 @@ struct row_result {
   side_medians raw;
   ceiling_result ceiling; ///< medians of the load generator's runs
   std::uint64_t failures = 0;
+  std::string first_failure; ///< what the first failed request of either side said
   [[nodiscard]] double ratio() const { return raw.rate > 0 ? ours.rate / raw.rate : 0; }
 };
 
@@ -51,6 +52,11 @@ row_result measure_row(bench_args const& args, int concurrency, side_runner cons
   out.ours.seen += warm_ours.wire;
   out.raw.seen += warm_raw.wire;
   out.failures += warm_ours.failed + warm_raw.failed;
+  for (auto const* r : {&warm_ours, &warm_raw}) {
+    if (out.first_failure.empty() && !r->first_failure.empty()) {
+      out.first_failure = r->first_failure;
+    }
+  }
   std::vector<double> rates[2];
   std::vector<double> cpus[2];
   std::vector<double> ceiling_rates;
@@ -68,6 +74,9 @@ row_result measure_row(bench_args const& args, int concurrency, side_runner cons
       cpus[side].push_back(result.cpu_us_per_request());
       (side == 0 ? out.ours : out.raw).seen += result.wire;
       out.failures += result.failed;
+      if (out.first_failure.empty() && !result.first_failure.empty()) {
+        out.first_failure = (side == 0 ? "ours: " : "raw: ") + result.first_failure;
+      }
     }
   }
   out.ours.rate = median(rates[0]);
@@ -119,8 +128,9 @@ int compare_with_raw(comparison const& what, bench_args const& args, nginx_serve
     }
     auto const r = args.only == "raw" ? raw_curl_loop(nginx.url(p), nginx.ca_file(), what.header_lines).run(c, duration)
                                       : make_ours(p)(c, duration);
-    std::printf("%s c=%d: %.0f req/s, %.2f us CPU per request (%llu failed; %s)\n", args.only.c_str(), c, r.rate(),
-                r.cpu_us_per_request(), static_cast<unsigned long long>(r.failed),
+    std::printf("%s c=%d: %.0f req/s, %.2f us CPU per request (%llu failed%s%s; %s)\n", args.only.c_str(), c, r.rate(),
+                r.cpu_us_per_request(), static_cast<unsigned long long>(r.failed), r.failed != 0 ? ", the first: " : "",
+                r.first_failure.c_str(),
                 protocol_mismatch(p, r.wire, c).empty() ? "protocol as named"
                                                         : protocol_mismatch(p, r.wire, c).c_str());
     return 0;
@@ -152,7 +162,7 @@ int compare_with_raw(comparison const& what, bench_args const& args, nginx_serve
         problems += ", PROTOCOL MISMATCH: raw saw " + why;
       }
       if (row.failures != 0) {
-        problems += ", SOME REQUESTS FAILED";
+        problems += ", " + std::to_string(row.failures) + " REQUESTS FAILED, the first: " + row.first_failure;
       }
       std::printf("%s%s c=%d: ratio=%.2f (%s %.0f %s at %.1f us CPU each, raw %.0f req/s at %.1f us CPU each, %s "
                   "ceiling %.0f req/s at %.1f us CPU each; %s on %llu and %llu connections; medians of %d "

@@ -90,8 +90,9 @@ struct run_result {
   std::uint64_t ok = 0;
   std::uint64_t failed = 0;
   double seconds = 0;
-  double cpu_seconds = 0; ///< the client's CPU time during the run (less sensitive to other jobs than the rate)
-  wire_seen wire;         ///< what the side was seen doing on the wire: versions of its answers, connections opened
+  double cpu_seconds = 0;    ///< the client's CPU time during the run (less sensitive to other jobs than the rate)
+  wire_seen wire;            ///< what the side was seen doing on the wire: versions of its answers, connections opened
+  std::string first_failure; ///< what the first failed request said (empty when none failed)
   [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
   /// Client CPU microseconds per good answer.
   [[nodiscard]] double cpu_us_per_request() const { return ok == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ok); }
@@ -111,7 +112,7 @@ run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::du
         io,
         [&]() -> asio::awaitable<void> {
           while (clock_type::now() < end) {
-            bool const good = co_await one_request();
+            bool const good = co_await one_request(result);
             ++(good ? result.ok : result.failed);
           }
         },

@@ -139,6 +139,10 @@ private:
       result.wire.count_version(version == CURL_HTTP_VERSION_1_1 ? 11 : version == CURL_HTTP_VERSION_2_0 ? 20 : 0);
     } else {
       ++result.failed;
+      if (result.first_failure.empty()) {
+        result.first_failure = std::string(curl_easy_strerror(code)) + ", HTTP " + std::to_string(status) + ", " +
+                               std::to_string(t->body.size()) + " bytes";
+      }
     }
     result.wire.connections_opened += static_cast<std::uint64_t>(connects);
     curl_multi_remove_handle(multi_, easy);

@@ -48,6 +48,7 @@ wandura::ticket_batch bench_batch() {
 /// A client over a transport of its own for one protocol; the transport is held here too, to count the
 /// connections it opens and to ask which HTTP version its connections speak.
 struct client_side {
+  protocol wire;
   std::shared_ptr<wandura::transport> transport;
   wandura::client api;
   wandura::http_request probe; ///< a request to the same endpoint, sent through the same transport after each run
@@ -60,15 +61,24 @@ run_result run_client(client_side& side, asio::io_context& io, int concurrency,
                       std::chrono::duration<double> duration) {
   auto const batch = bench_batch();
   auto const connections_before = side.transport->stats().connections_opened;
-  auto result = wandura::bench::run_coroutines(io, concurrency, duration, [&]() -> asio::awaitable<bool> {
-    try {
-      auto r = co_await side.api.issue_tickets(batch);
-      co_return r.items.size() == 3 &&
-          r.items[0].outcome == wandura::item_outcome::granted&& r.items[2].outcome == wandura::item_outcome::shed;
-    } catch (wandura::error const&) {
-      co_return false;
-    }
-  });
+  auto result =
+      wandura::bench::run_coroutines(io, concurrency, duration, [&](run_result& out) -> asio::awaitable<bool> {
+        std::string failure;
+        try {
+          auto r = co_await side.api.issue_tickets(batch);
+          if (r.items.size() == 3 && r.items[0].outcome == wandura::item_outcome::granted &&
+              r.items[2].outcome == wandura::item_outcome::shed) {
+            co_return true;
+          }
+          failure = "answer read as " + std::to_string(r.items.size()) + " items, not granted, granted, shed";
+        } catch (wandura::error const& e) {
+          failure = e.what();
+        }
+        if (out.first_failure.empty()) {
+          out.first_failure = failure;
+        }
+        co_return false;
+      });
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
@@ -129,23 +139,19 @@ int main(int argc, char** argv) {
       probe.method = wandura::http_method::post;
       probe.url = nginx.url(p);
       probe.body = wandura::bench::request_body;
-      auto side = std::shared_ptr<client_side>(new client_side{tr, wandura::client(tr, options), std::move(probe)});
+      auto side = std::shared_ptr<client_side>(new client_side{p, tr, wandura::client(tr, options), std::move(probe)});
       sides.push_back(side);
       return wandura::bench::side_runner(
           [&io, side](int c, std::chrono::duration<double> d) { return run_client(*side, io, c, d); });
     });
-    if (args->only.empty()) {
-      std::uint64_t calls = 0;
-      std::uint64_t attempts = 0;
-      std::uint64_t retries = 0;
-      for (auto const& side : sides) {
-        auto const st = side->api.stats();
-        calls += st.metrics.calls;
-        attempts += st.metrics.attempts;
-        retries += st.metrics.retries;
-      }
-      std::printf("issue_tickets: %llu calls, %llu attempts, %llu retries\n", static_cast<unsigned long long>(calls),
-                  static_cast<unsigned long long>(attempts), static_cast<unsigned long long>(retries));
+    // Retried calls count as good (the caller got its tickets), but each retry is a failed attempt: say how many.
+    for (auto const& side : sides) {
+      auto const st = side->api.stats();
+      auto const word = wandura::bench::row_word(side->wire);
+      std::printf("issue_tickets%s%s: %llu calls, %llu attempts, %llu retries\n", word.empty() ? "" : " ",
+                  std::string(word).c_str(), static_cast<unsigned long long>(st.metrics.calls),
+                  static_cast<unsigned long long>(st.metrics.attempts),
+                  static_cast<unsigned long long>(st.metrics.retries));
     }
     return status;
   } catch (std::exception const& e) {

@@ -70,14 +70,19 @@ run_result run_transport(wandura::transport& tr, asio::io_context& io, wandura::
                          int concurrency, std::chrono::duration<double> duration) {
   wandura::bench::wire_seen seen;
   auto const connections_before = tr.stats().connections_opened;
-  auto result = wandura::bench::run_coroutines(io, concurrency, duration, [&]() -> asio::awaitable<bool> {
-    auto r = co_await tr.send_attempt(request, {});
-    bool const good = !r.error && r.response.status == 200 && r.response.body.size() > 2000;
-    if (good) {
-      seen.count_version(r.response.http_version);
-    }
-    co_return good;
-  });
+  auto result =
+      wandura::bench::run_coroutines(io, concurrency, duration, [&](run_result& out) -> asio::awaitable<bool> {
+        auto r = co_await tr.send_attempt(request, {});
+        bool const good = !r.error && r.response.status == 200 && r.response.body.size() > 2000;
+        if (good) {
+          seen.count_version(r.response.http_version);
+        } else if (out.first_failure.empty()) {
+          out.first_failure = r.error ? r.error.message() + " (" + r.detail + ")"
+                                      : "HTTP " + std::to_string(r.response.status) + ", " +
+                                            std::to_string(r.response.body.size()) + " bytes";
+        }
+        co_return good;
+      });
   seen.connections_opened = tr.stats().connections_opened - connections_before;
   result.wire = seen;
   return result;
