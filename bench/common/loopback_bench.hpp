@@ -86,9 +86,17 @@ inline double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+/// How one request of a run ended.
+enum class outcome {
+  good,
+  stream_reset, ///< libcurl 7.x's HTTP/2 stream error (see `tolerated_stream_resets`), counted apart
+  failed,
+};
+
 struct run_result {
   std::uint64_t ok = 0;
   std::uint64_t failed = 0;
+  std::uint64_t stream_resets = 0; ///< requests that ended in `outcome::stream_reset` (not in `failed`)
   double seconds = 0;
   double cpu_seconds = 0;    ///< the client's CPU time during the run (less sensitive to other jobs than the rate)
   wire_seen wire;            ///< what the side was seen doing on the wire: versions of its answers, connections opened
@@ -98,8 +106,8 @@ struct run_result {
   [[nodiscard]] double cpu_us_per_request() const { return ok == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ok); }
 };
 
-/// Runs `concurrency` coroutines on `io` (one thread: this one), each awaiting `one_request()` (an
-/// `asio::awaitable<bool>`, true when the answer was good) back to back until `duration` has passed.
+/// Runs `concurrency` coroutines on `io` (one thread: this one), each awaiting `one_request(result)` (an
+/// `asio::awaitable<outcome>`; it may note `result.first_failure`) back to back until `duration` has passed.
 template <class OneRequest>
 run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::duration<double> duration,
                           OneRequest one_request) {
@@ -112,8 +120,8 @@ run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::du
         io,
         [&]() -> asio::awaitable<void> {
           while (clock_type::now() < end) {
-            bool const good = co_await one_request(result);
-            ++(good ? result.ok : result.failed);
+            outcome const o = co_await one_request(result);
+            ++(o == outcome::good ? result.ok : o == outcome::stream_reset ? result.stream_resets : result.failed);
           }
         },
         asio::detached);

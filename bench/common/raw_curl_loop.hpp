@@ -137,6 +137,8 @@ private:
     if (code == CURLE_OK && status == 200 && t->body.size() >= min_body_) {
       ++result.ok;
       result.wire.count_version(version == CURL_HTTP_VERSION_1_1 ? 11 : version == CURL_HTTP_VERSION_2_0 ? 20 : 0);
+    } else if (code == CURLE_HTTP2_STREAM || code == CURLE_HTTP2) {
+      ++result.stream_resets;
     } else {
       ++result.failed;
       if (result.first_failure.empty()) {

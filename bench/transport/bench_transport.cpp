@@ -28,11 +28,13 @@
 #include <asio/io_context.hpp>
 
 #include "../common/compare_with_raw.hpp"
+#include "wandura/error.hpp"
 #include "wandura/transport/transport.hpp"
 
 namespace {
 
 using wandura::bench::nginx_server;
+using wandura::bench::outcome;
 using wandura::bench::protocol;
 using wandura::bench::request_body;
 using wandura::bench::run_result;
@@ -64,25 +66,34 @@ wandura::http_request ticket_request(std::string url) {
   return request;
 }
 
+/// One request through `tr`: good when it answered 200 with the whole batch, then counted by its HTTP version in
+/// `seen`; a failure's words go to `out.first_failure` (the first one of the run).
+asio::awaitable<outcome> send_one(wandura::transport& tr, wandura::http_request const& request,
+                                  wandura::bench::wire_seen& seen, run_result& out) {
+  auto r = co_await tr.send_attempt(request, {});
+  if (!r.error && r.response.status == 200 && r.response.body.size() > 2000) {
+    seen.count_version(r.response.http_version);
+    co_return outcome::good;
+  }
+  if (r.error == wandura::errc::connection_reset && r.detail.find("HTTP/2") != std::string::npos) {
+    co_return outcome::stream_reset; // libcurl 7.x's HTTP/2 stream error, as the transport reports it
+  }
+  if (out.first_failure.empty()) {
+    out.first_failure = r.error ? r.error.message() + " (" + r.detail + ")"
+                                : "HTTP " + std::to_string(r.response.status) + ", " +
+                                      std::to_string(r.response.body.size()) + " bytes";
+  }
+  co_return outcome::failed;
+}
+
 /// Runs `concurrency` coroutines sending `request` through `tr`; counts the good answers by HTTP version and the
 /// connections the transport opened meanwhile.
 run_result run_transport(wandura::transport& tr, asio::io_context& io, wandura::http_request const& request,
                          int concurrency, std::chrono::duration<double> duration) {
   wandura::bench::wire_seen seen;
   auto const connections_before = tr.stats().connections_opened;
-  auto result =
-      wandura::bench::run_coroutines(io, concurrency, duration, [&](run_result& out) -> asio::awaitable<bool> {
-        auto r = co_await tr.send_attempt(request, {});
-        bool const good = !r.error && r.response.status == 200 && r.response.body.size() > 2000;
-        if (good) {
-          seen.count_version(r.response.http_version);
-        } else if (out.first_failure.empty()) {
-          out.first_failure = r.error ? r.error.message() + " (" + r.detail + ")"
-                                      : "HTTP " + std::to_string(r.response.status) + ", " +
-                                            std::to_string(r.response.body.size()) + " bytes";
-        }
-        co_return good;
-      });
+  auto result = wandura::bench::run_coroutines(io, concurrency, duration,
+                                               [&](run_result& out) { return send_one(tr, request, seen, out); });
   seen.connections_opened = tr.stats().connections_opened - connections_before;
   result.wire = seen;
   return result;
