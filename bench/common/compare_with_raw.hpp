@@ -123,6 +123,10 @@ template <class MakeOurs>
 int compare_with_raw(comparison const& what, bench_args const& args, nginx_server const& nginx, MakeOurs make_ours) {
   load_ceiling const ceiling(WANDURA_BENCH_WORK_DIR, what.header_lines);
   if (!args.only.empty()) {
+    if (args.only != "raw" && args.only != "ceiling" && args.only != what.ours_label) {
+      std::fprintf(stderr, "--only takes %s, raw or ceiling\n", what.ours_label);
+      return 2;
+    }
     auto const p = args.only_protocol.value_or(protocol::plain);
     int const c = args.only_concurrency;
     std::chrono::duration<double> const duration(args.seconds);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +79,13 @@ public:
 private:
   std::map<std::string, std::string> env_;
 };
+
+/// Makes a write to a connection the server has closed fail with EPIPE instead of killing the benchmark: libcurl
+/// with CURLOPT_NOSIGNAL (both sides set it) does not ignore SIGPIPE around TLS writes itself. A request that
+/// fails so is counted and named like any other failure.
+inline void ignore_sigpipe() {
+  std::signal(SIGPIPE, SIG_IGN);
+}
 
 /// CPU time this process (all its threads; not the server) has used so far, in seconds.
 inline double process_cpu_seconds() {

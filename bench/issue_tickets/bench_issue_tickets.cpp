@@ -103,10 +103,11 @@ run_result run_client(client_side& side, asio::io_context& io, int concurrency,
 } // namespace
 
 int main(int argc, char** argv) {
-  auto const args = wandura::bench::read_args(argc, argv, "client");
+  auto const args = wandura::bench::read_args(argc, argv, "issue_tickets");
   if (!args) {
     return 2;
   }
+  wandura::bench::ignore_sigpipe();
   try {
     std::string written;
     if (wandura::detail::write_ticket_batch(bench_batch(), written) || written != wandura::bench::request_body) {

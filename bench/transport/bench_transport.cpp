@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   if (!args) {
     return 2;
   }
+  wandura::bench::ignore_sigpipe();
   try {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     nginx_server nginx;
