@@ -112,8 +112,8 @@ struct comparison {
 /// Runs the rows of `what` against `nginx` and prints one line each:
 /// `NAME[ tls-h1|tls-h2] c=C: ratio=R (OURS N UNIT at X us CPU each, raw N req/s at Y us CPU each, wrk|h2load
 /// ceiling N req/s at Z us CPU each; HTTP/V on A and B connections; medians of ...)`, A and B being the
-/// connections each side opened since its protocol's first row. A row whose sides
-/// did not both speak its protocol (protocol_mismatch) says so on its line and on stderr. With `args.only` set
+/// connections each side opened since its protocol's first row. A row whose sides did not both speak its protocol
+/// (protocol_mismatch), or that saw failures, says so on its line and on stderr. With `args.only` set
 /// ("raw", "ceiling" or `what.ours_label`) runs that side alone once, at `args.only_concurrency` and
 /// `args.only_protocol` (default plain), and prints its rate and CPU per request, for profiling.
 /// @param make_ours `side_runner(protocol)`: our side talking to `nginx.url(p)`; called once per protocol, before
