@@ -7,13 +7,16 @@
 // (RAND_bytes), runs the retry engine (budget, hold-off check, attempt timeout), sends through its transport and
 // reads every item with simdjson into typed values. Ticket reuse and coalescing are off, so every call is a request.
 // Both sides run alternately, `rounds` times, `duration` seconds each, one client thread; the ratio is
-// median(client) / median(raw) (higher is better).
+// median(client) / median(raw) (higher is better). Over HTTP/1.1 keep-alive (plain and TLS) and HTTP/2 with TLS,
+// the certificate verified on both sides; wrk or h2load against the same nginx gives the loopback ceiling.
 //
-//   bench_issue_tickets [--quick] [--rounds N] [--duration S] [--only client|raw --concurrency C]
+//   bench_issue_tickets [--quick] [--rounds N] [--duration S] [--protocol plain|tls-h1|tls-h2]
+//                       [--only client|raw|ceiling --concurrency C]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,12 +24,15 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 
-#include "../common/loopback_bench.hpp"
+#include "../common/compare_with_raw.hpp"
 #include "playback/request_writer.hpp"
 #include "wandura/playback/client.hpp"
+#include "wandura/transport/transport.hpp"
 
 namespace {
 
+using wandura::bench::outcome;
+using wandura::bench::protocol;
 using wandura::bench::run_result;
 
 wandura::ticket_batch bench_batch() {
@@ -40,27 +46,68 @@ wandura::ticket_batch bench_batch() {
   return batch;
 }
 
-run_result run_client(wandura::client& api, asio::io_context& io, int concurrency,
+/// A client over a transport of its own for one protocol; the transport is held here too, to count the
+/// connections it opens and to ask which HTTP version its connections speak.
+struct client_side {
+  protocol wire;
+  std::shared_ptr<wandura::transport> transport;
+  wandura::client api;
+  wandura::http_request probe; ///< a request to the same endpoint, sent through the same transport after each run
+};
+
+/// One call: good when its three items were read (granted first, shed last); a failure's words go to
+/// `out.first_failure` (the first one of the run). A libcurl 7.x HTTP/2 stream error is retried by the client: it
+/// shows in the client's retry count, not here.
+asio::awaitable<outcome> call_one(wandura::client& api, wandura::ticket_batch const& batch, run_result& out) {
+  std::string failure;
+  try {
+    auto r = co_await api.issue_tickets(batch);
+    if (r.items.size() == 3 && r.items[0].outcome == wandura::item_outcome::granted &&
+        r.items[2].outcome == wandura::item_outcome::shed) {
+      co_return outcome::good;
+    }
+    failure = "the answer was read as " + std::to_string(r.items.size()) + " items, not granted, granted, shed";
+  } catch (wandura::error const& e) {
+    failure = e.what();
+  }
+  if (out.first_failure.empty()) {
+    out.first_failure = failure;
+  }
+  co_return outcome::failed;
+}
+
+/// Runs `concurrency` coroutines calling `issue_tickets`. The client does not show a call's HTTP version: after the
+/// run (untimed), one request through the same transport, reusing the connections of the run, reports it; the
+/// connections opened are the transport's.
+run_result run_client(client_side& side, asio::io_context& io, int concurrency,
                       std::chrono::duration<double> duration) {
   auto const batch = bench_batch();
-  return wandura::bench::run_coroutines(io, concurrency, duration, [&]() -> asio::awaitable<bool> {
-    try {
-      auto r = co_await api.issue_tickets(batch);
-      co_return r.items.size() == 3 &&
-          r.items[0].outcome == wandura::item_outcome::granted&& r.items[2].outcome == wandura::item_outcome::shed;
-    } catch (wandura::error const&) {
-      co_return false;
-    }
-  });
+  auto const connections_before = side.transport->stats().connections_opened;
+  auto result = wandura::bench::run_coroutines(io, concurrency, duration,
+                                               [&](run_result& out) { return call_one(side.api, batch, out); });
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto r = co_await side.transport->send_attempt(side.probe, {});
+        if (!r.error && r.response.status == 200) {
+          result.wire.count_version(r.response.http_version);
+        }
+      },
+      asio::detached);
+  io.restart();
+  io.run();
+  result.wire.connections_opened = side.transport->stats().connections_opened - connections_before;
+  return result;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  auto const args = wandura::bench::read_args(argc, argv, "client");
+  auto const args = wandura::bench::read_args(argc, argv, "issue_tickets");
   if (!args) {
     return 2;
   }
+  wandura::bench::ignore_sigpipe();
   try {
     std::string written;
     if (wandura::detail::write_ticket_batch(bench_batch(), written) || written != wandura::bench::request_body) {
@@ -71,32 +118,48 @@ int main(int argc, char** argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     wandura::bench::nginx_server nginx;
     asio::io_context io;
-    wandura::client_options options;
-    options.base_url = nginx.base_url();
-    options.api_key = "bench-key";
-    options.reuse_tickets = false;
-    options.coalesce = false;
-    options.transport.max_connections_per_host = 64; // the raw loop uses the same limit
-    // Every call is counted in the retry budget; none fails, so the budget never decides anything here.
-    wandura::client api(io.get_executor(), options);
+    wandura::transport_options transport_options;
+    transport_options.max_connections_per_host = 64; // the raw loop uses the same limit
+    transport_options.ca_bundle = nginx.ca_file();   // verification stays on, as on the raw side
     // The client sends Accept, an Idempotency-Key (32 hex characters) and its transport's User-Agent besides
-    // Authorization and Content-Type: the raw loop sends the same lines (with one fixed key of the same length:
-    // making keys is client work), so that libcurl and nginx handle the same bytes on both sides.
-    std::vector<std::string> const raw_headers = {"Accept: application/json",
-                                                  "Idempotency-Key: 0123456789abcdef0123456789abcdef",
-                                                  "User-Agent: " + options.transport.user_agent};
-
-    int const status = wandura::bench::compare_with_raw(
-        "issue_tickets_vs_raw_curl", "issue_tickets", "calls", *args,
-        [&](int c, auto d) { return run_client(api, io, c, d); },
-        [&](int c, auto d) { return wandura::bench::run_raw_curl(nginx.url(), c, d, raw_headers); });
-    if (!args->only.empty()) {
-      return status;
+    // Authorization and Content-Type: the raw loop and the load generator send the same lines (with one fixed key
+    // of the same length: making keys is client work), so that libcurl and nginx handle the same bytes on every
+    // side.
+    wandura::bench::comparison const what{"issue_tickets_vs_raw_curl",
+                                          "issue_tickets",
+                                          "calls/s",
+                                          {"Accept: application/json",
+                                           "Idempotency-Key: 0123456789abcdef0123456789abcdef",
+                                           "User-Agent: " + transport_options.user_agent}};
+    std::vector<std::shared_ptr<client_side>> sides;
+    // One client per protocol, over a transport built with the options the client would give its own (the
+    // client's constructor taking a sender runs the same code), kept for that protocol's rows.
+    int const status = wandura::bench::compare_with_raw(what, *args, nginx, [&](protocol p) {
+      wandura::client_options options;
+      options.base_url = nginx.base_url(p);
+      options.api_key = "bench-key";
+      options.reuse_tickets = false;
+      options.coalesce = false;
+      // Every call is counted in the retry budget; none fails, so the budget never decides anything here.
+      auto tr = std::make_shared<wandura::transport>(io.get_executor(), transport_options);
+      wandura::http_request probe;
+      probe.method = wandura::http_method::post;
+      probe.url = nginx.url(p);
+      probe.body = wandura::bench::request_body;
+      auto side = std::shared_ptr<client_side>(new client_side{p, tr, wandura::client(tr, options), std::move(probe)});
+      sides.push_back(side);
+      return wandura::bench::side_runner(
+          [&io, side](int c, std::chrono::duration<double> d) { return run_client(*side, io, c, d); });
+    });
+    // Retried calls count as good (the caller got its tickets), but each retry is a failed attempt: say how many.
+    for (auto const& side : sides) {
+      auto const st = side->api.stats();
+      auto const word = wandura::bench::row_word(side->wire);
+      std::printf("issue_tickets%s%s: %llu calls, %llu attempts, %llu retries\n", word.empty() ? "" : " ",
+                  std::string(word).c_str(), static_cast<unsigned long long>(st.metrics.calls),
+                  static_cast<unsigned long long>(st.metrics.attempts),
+                  static_cast<unsigned long long>(st.metrics.retries));
     }
-    auto const st = api.stats();
-    std::printf("issue_tickets: %llu calls, %llu attempts, %llu retries\n",
-                static_cast<unsigned long long>(st.metrics.calls), static_cast<unsigned long long>(st.metrics.attempts),
-                static_cast<unsigned long long>(st.metrics.retries));
     return status;
   } catch (std::exception const& e) {
     std::fprintf(stderr, "bench_issue_tickets: %s\n", e.what());

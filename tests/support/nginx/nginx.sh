@@ -4,10 +4,12 @@
 #   nginx.sh start <run-dir> [workers]   generate a self-signed certificate (openssl), write nginx.conf from
 #                                        nginx.conf.in with free ports, start nginx (daemon), wait until it answers,
 #                                        and write <run-dir>/nginx.env (WANDURA_NGINX_HTTP_PORT, _H2C_PORT,
-#                                        _HTTPS_PORT, _CA).
+#                                        _HTTPS_PORT (HTTP/2 by ALPN), _HTTPS1_PORT (TLS offering only
+#                                        HTTP/1.1), _CA).
 #   nginx.sh stop <run-dir>              stop it (TERM via the pid file, then wait), leaving the directory.
 #
-# Used by the ctest fixture `wandura_nginx` (tests/unit/transport/CMakeLists.txt) and by bench/transport.
+# Used by the ctest fixture `wandura_nginx` (tests/unit/transport/CMakeLists.txt) and by bench/transport and
+# bench/issue_tickets.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -73,17 +75,17 @@ start)
   mkdir -p "$dir/www"
   tr -d '\n' < "$here/response.json" > "$dir/www/response.json"
   for attempt in $(seq 1 20); do
-    http_port="$(pick_port)"; h2c_port="$(pick_port)"; https_port="$(pick_port)"
-    if [ "$http_port" = "$h2c_port" ] || [ "$http_port" = "$https_port" ] || [ "$h2c_port" = "$https_port" ]; then
+    http_port="$(pick_port)"; h2c_port="$(pick_port)"; https_port="$(pick_port)"; https1_port="$(pick_port)"
+    if [ "$(printf '%s\n' "$http_port" "$h2c_port" "$https_port" "$https1_port" | sort -u | wc -l)" != 4 ]; then
       continue
     fi
     sed -e "s|@DIR@|$dir|g" -e "s|@WORKERS@|$workers|g" -e "s|@HTTP_PORT@|$http_port|g" \
-        -e "s|@H2C_PORT@|$h2c_port|g" -e "s|@HTTPS_PORT@|$https_port|g" \
+        -e "s|@H2C_PORT@|$h2c_port|g" -e "s|@HTTPS_PORT@|$https_port|g" -e "s|@HTTPS1_PORT@|$https1_port|g" \
         "$here/nginx.conf.in" > "$dir/nginx.conf"
     if "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/start.log"; then
       ok=0
       for _ in $(seq 1 100); do
-        if answers "$http_port" && answers "$h2c_port" && answers "$https_port"; then
+        if answers "$http_port" && answers "$h2c_port" && answers "$https_port" && answers "$https1_port"; then
           ok=1
           break
         fi
@@ -94,9 +96,11 @@ start)
           echo "WANDURA_NGINX_HTTP_PORT=$http_port"
           echo "WANDURA_NGINX_H2C_PORT=$h2c_port"
           echo "WANDURA_NGINX_HTTPS_PORT=$https_port"
+          echo "WANDURA_NGINX_HTTPS1_PORT=$https1_port"
           echo "WANDURA_NGINX_CA=$dir/cert.pem"
         } > "$dir/nginx.env"
-        echo "nginx on 127.0.0.1: http $http_port, h2c $h2c_port, https $https_port (attempt $attempt)"
+        echo "nginx on 127.0.0.1: http $http_port, h2c $h2c_port, https $https_port, https (HTTP/1.1 only)" \
+          "$https1_port (attempt $attempt)"
         exit 0
       fi
       stop
