@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "playback/response_parser.hpp"
 #include "wandura/error.hpp"
@@ -219,8 +220,11 @@ int main(int argc, char** argv) {
   }
   double const a = median(ours_mbps);
   double const b = median(theirs_mbps);
-  std::printf("parse_vs_nlohmann: ratio=%.1f (wandura %.0f MB/s, nlohmann %.0f MB/s; medians of %d interleaved "
-              "slices each, %zu bodies of %zu bytes in all)\n",
-              a / b, a, b, runs * slices, texts.size(), bytes_per_round);
+  // The SIMD half of simdjson (stage 1, the structural index) is chosen by libsimdjson at run time for this CPU;
+  // the On Demand walk over it is header-only (bench/README.md, "The parser and simdjson's kernels").
+  std::string const kernel = simdjson::get_active_implementation()->name();
+  std::printf("parse_vs_nlohmann: ratio=%.1f kernel=%s (wandura %.0f MB/s, nlohmann %.0f MB/s; medians of %d "
+              "interleaved slices each, %zu bodies of %zu bytes in all)\n",
+              a / b, kernel.c_str(), a, b, runs * slices, texts.size(), bytes_per_round);
   return 0;
 }

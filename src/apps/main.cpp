@@ -7,6 +7,7 @@
 //
 // Base URL and key: --base-url/--api-key, else WANDURA_BASE_URL/WANDURA_API_KEY. Exit status 0 on success, 1 when
 // a call failed or a ticket was not granted, 2 for a usage error.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <span>
@@ -44,6 +45,7 @@ int run(command const& c) {
 } // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN); // a TLS write to a closed connection fails with EPIPE instead (transport.hpp, Signals)
   CLI::App app("The command line of the Wandura SDK: ask for playback tickets, read the organisation's limits, run "
                "the API emulator.",
                "wandura");

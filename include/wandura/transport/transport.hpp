@@ -63,6 +63,14 @@ struct transport_stats {
 /// Destroying the transport aborts the requests still in flight: each completes with
 /// `asio::error::operation_aborted` (if the io_context still runs). Idle keep-alive connections are closed.
 /// The io_context must outlive the transport's pending work.
+///
+/// @par Signals
+/// The transport sets `CURLOPT_NOSIGNAL` (it runs on any thread of the io_context), so libcurl does not ignore
+/// `SIGPIPE` around its writes. Writes to a peer that closed the connection are made with `MSG_NOSIGNAL` where
+/// libcurl can, but TLS writes and some platforms can still raise `SIGPIPE`, whose default action ends the
+/// process: ignore it in the application (`std::signal(SIGPIPE, SIG_IGN)` at start), as libcurl's documentation
+/// asks of every multi-threaded program; the write then fails with `EPIPE` and the request with
+/// `connection_reset`. The project's own programs do so.
 class transport final : public http_sender {
 public:
   /// @param ex where the transport runs libcurl (through a strand of its own) and where handlers without an
