@@ -164,6 +164,26 @@ detail::gate_counter* admission_gate::find_or_add(std::string_view counter) {
   return counters_[n].get();
 }
 
+std::optional<admission> admission_gate::try_admit(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                   clock::time_point deadline,
+                                                   asio::any_io_executor const& executor) noexcept {
+  auto* found = find(counter);
+  if (found == nullptr || found->quiet()) {
+    return admission{}; // the uncongested path: one atomic load
+  }
+  try {
+    if (found->take_refresh()) { // with a shared pace: the fleet's view is read in the background
+      found->start_refresh(executor);
+    }
+    if (!found->congested()) {
+      return admission{};
+    }
+    return found->decide_now(cls, std::max<std::uint32_t>(cost, 1), deadline);
+  } catch (...) { // out of memory starting the read or deciding: the queued path decides (and reports) instead
+    return std::nullopt;
+  }
+}
+
 asio::awaitable<admission> admission_gate::admit(std::string_view counter, request_class cls, std::uint32_t cost,
                                                  clock::time_point deadline) {
   auto* found = find(counter);

@@ -171,10 +171,8 @@ clock::duration retry_engine::counter_wait_from(std::string_view counter, clock:
   return held > now ? held - now : clock::duration::zero();
 }
 
-asio::awaitable<admission> retry_engine::wait_for_counter(std::string_view counter, response_reader const* reader,
-                                                          clock::time_point deadline) {
-  auto const cls = reader != nullptr ? reader->admission_class() : request_class::play;
-  auto const cost = reader != nullptr ? std::max<std::uint32_t>(reader->admission_cost(), 1) : 1U;
+asio::awaitable<admission> retry_engine::wait_for_counter(std::string_view counter, request_class cls,
+                                                          std::uint32_t cost, clock::time_point deadline) {
   admission const admitted = co_await gate_.admit(counter, cls, cost, deadline);
   co_return admitted;
 }
@@ -311,7 +309,13 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
       co_return finish(result, request, stop_reason::cancelled);
     }
-    admission const admitted = co_await wait_for_counter(traits.counter, reader, settings.deadline);
+    auto const executor = co_await asio::this_coro::executor;
+    auto const cls = reader != nullptr ? reader->admission_class() : request_class::play;
+    auto const cost = reader != nullptr ? std::max<std::uint32_t>(reader->admission_cost(), 1) : 1U;
+    // Most requests are decided at once (a calm counter, or room while pacing): no coroutine frame for the gate.
+    auto decided = gate_.try_admit(traits.counter, cls, cost, settings.deadline, executor);
+    admission const admitted =
+        decided ? *decided : co_await wait_for_counter(traits.counter, cls, cost, settings.deadline);
     auto const now = clk.now();
     if (auto stop = not_admitted(result, admitted, attempt, traits.counter, settings.deadline, now)) {
       co_return finish(result, request, *stop);

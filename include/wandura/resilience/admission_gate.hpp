@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 
 #include "wandura/resilience/clock.hpp"
@@ -232,6 +233,14 @@ public:
   /// Waiting here is not a retry and is not counted by the retry budget.
   [[nodiscard]] asio::awaitable<admission> admit(std::string_view counter, request_class cls, std::uint32_t cost,
                                                  clock::time_point deadline);
+  /// `admit` without suspending: the verdict when it can be given at once (the counter is uncongested; or it is
+  /// congested and the request is admitted with room and nobody ahead, shed, or past its deadline), nullopt when
+  /// the request would have to queue (then `co_await admit(...)`). Costs no coroutine frame: callers on a hot path
+  /// try this first. `executor` runs the background read of the fleet's view when one is due (with a shared pace).
+  /// Same parameters as `admit`; thread safety as `admit`. Never throws.
+  [[nodiscard]] std::optional<admission> try_admit(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                   clock::time_point deadline,
+                                                   asio::any_io_executor const& executor) noexcept;
 
   /// Reports one response on `counter` (after every attempt that got a response or failed). A 429 or a shed
   /// congests the counter; while congested, grants grow the pacing rate and 429s cut it. Cheap (one atomic load)

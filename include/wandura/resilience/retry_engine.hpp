@@ -210,9 +210,10 @@ private:
   };
 
   [[nodiscard]] double draw() const;
-  /// Before each attempt: waits at the admission gate until `counter` admits the request, within the deadline.
-  [[nodiscard]] asio::awaitable<admission> wait_for_counter(std::string_view counter, response_reader const* reader,
-                                                            clock::time_point deadline);
+  /// Before an attempt the gate could not admit at once (`admission_gate::try_admit`): waits at the gate until
+  /// `counter` admits a request of class `cls` and `cost` units, within the deadline.
+  [[nodiscard]] asio::awaitable<admission> wait_for_counter(std::string_view counter, request_class cls,
+                                                            std::uint32_t cost, clock::time_point deadline);
   /// After each response: tells the admission gate what it means for its counter (a 429, a shed, grants).
   void note_response(std::string_view counter, call_result const& response,
                      std::optional<std::chrono::milliseconds> retry_after, response_reader* reader);

@@ -463,3 +463,37 @@ TEST_CASE("admission gate: the rate-limit headers are read when well formed, ign
   CHECK_FALSE(absent.limit);
   CHECK_FALSE(absent.window);
 }
+
+TEST_CASE("admission gate: try_admit decides at once what admit would decide at once, and nothing that must queue") {
+  gate_harness h;
+  auto const ex = h.io.get_executor();
+  auto const later = h.now() + 60s;
+  auto calm = h.gate.try_admit("playback", request_class::play, 3, later, ex);
+  REQUIRE(calm.has_value());
+  CHECK(calm->verdict == admission_verdict::admitted);
+
+  h.gate.observe("playback", refused(600, 2s)); // held for 2 s: nothing goes before
+  CHECK_FALSE(h.gate.try_admit("playback", request_class::play, 1, later, ex).has_value());
+  auto too_late = h.gate.try_admit("playback", request_class::play, 1, h.now() + 1s, ex);
+  REQUIRE(too_late.has_value()); // the known hold outlasts the deadline
+  CHECK(too_late->verdict == admission_verdict::deadline_exceeded);
+
+  counter_feedback shed;
+  shed.status = 200;
+  shed.shed = 2;
+  shed.retry_after = 5s;
+  h.gate.observe("playback", shed);
+  auto prefetch = h.gate.try_admit("playback", request_class::prefetch, 1, later, ex);
+  REQUIRE(prefetch.has_value());
+  CHECK(prefetch->verdict == admission_verdict::shed);
+
+  h.spawn(1); // queued behind the hold: try_admit never jumps it
+  h.settle();
+  CHECK_FALSE(h.gate.try_admit("playback", request_class::play, 1, later, ex).has_value());
+  h.run_for(2500ms); // the hold ends, the queued play goes; room is left at the refill
+  CHECK(h.completed.size() == 1);
+  auto room = h.gate.try_admit("playback", request_class::play, 1, later, ex);
+  REQUIRE(room.has_value());
+  CHECK(room->verdict == admission_verdict::admitted);
+  CHECK(h.playback().released == 2); // the queued play, and the one try_admit let through while pacing
+}
