@@ -6,7 +6,7 @@
 # hiredis before 1.0 changed its ABI with every minor version, and wandura::fleet is built against one of them.
 #
 # Result variables: hiredis_FOUND, hiredis_VERSION (and _MAJOR, _MINOR, _PATCH), WANDURA_HIREDIS_INCLUDE_DIR (the directory that holds
-# hiredis/hiredis.h), WANDURA_HIREDIS_LIBRARY. The cache variables are the ones src/fleet/CMakeLists.txt sets, so
+# hiredis/hiredis.h), WANDURA_HIREDIS_LIBRARY. src/fleet/CMakeLists.txt builds wandura::fleet with this module, so
 # that the build and this module agree on one hiredis.
 find_path(WANDURA_HIREDIS_INCLUDE_DIR NAMES hiredis/async.h)
 find_library(WANDURA_HIREDIS_LIBRARY NAMES hiredis)
