@@ -78,6 +78,7 @@ public:
   [[nodiscard]] admission_counter_stats stats() const;
 
 private:
+  struct fleet_question;
   friend struct admission_gate_probe;
   /// Work gathered under the lock and done after it is released: completions post, hooks run user code, timers
   /// start coroutines.

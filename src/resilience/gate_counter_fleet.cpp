@@ -163,18 +163,29 @@ void gate_counter::apply_view(shared_pace_view const& view, after_unlock& out) {
   pump(now, out);
 }
 
+/// What a question to the fleet needs from its counter, taken while the counter is still alive: the coroutine asking
+/// keeps the counter only weakly.
+struct gate_counter::fleet_question {
+  std::shared_ptr<wandura::shared_pace> pace;
+  std::string name;
+  system_clock::time_point asked_at;
+
+  static std::optional<fleet_question> of(std::weak_ptr<gate_counter> const& weak) {
+    auto counter = weak.lock();
+    if (!counter) {
+      return std::nullopt;
+    }
+    return fleet_question{counter->options_->shared_pace, counter->name_, counter->clock_->system_now()};
+  }
+};
+
 void gate_counter::start_refresh(asio::any_io_executor const& executor) {
   auto refresh = [](std::weak_ptr<gate_counter> weak) -> asio::awaitable<void> {
-    std::shared_ptr<wandura::shared_pace> pace;
-    std::string name;
-    system_clock::time_point asked_at;
-    if (auto counter = weak.lock()) {
-      pace = counter->options_->shared_pace;
-      name = counter->name_;
-      asked_at = counter->clock_->system_now();
-    } else {
+    auto asked = fleet_question::of(weak);
+    if (!asked) {
       co_return;
     }
+    auto& [pace, name, asked_at] = *asked;
     std::optional<shared_pace_view> view;
     try {
       std::string_view const counter_name = name;
@@ -214,16 +225,11 @@ void gate_counter::start_refresh(asio::any_io_executor const& executor) {
 void gate_counter::start_grant(std::weak_ptr<gate_counter> weak_counter, std::uint32_t units, std::uint64_t seq,
                                asio::any_io_executor const& executor) {
   auto grant = [](std::weak_ptr<gate_counter> weak, std::uint32_t cost, std::uint64_t id) -> asio::awaitable<void> {
-    std::shared_ptr<wandura::shared_pace> pace;
-    std::string name;
-    system_clock::time_point asked_at;
-    if (auto counter = weak.lock()) {
-      pace = counter->options_->shared_pace;
-      name = counter->name_;
-      asked_at = counter->clock_->system_now();
-    } else {
+    auto asked = fleet_question::of(weak);
+    if (!asked) {
       co_return;
     }
+    auto& [pace, name, asked_at] = *asked;
     std::optional<shared_pace_grant> answer;
     try {
       std::string_view const counter_name = name;
