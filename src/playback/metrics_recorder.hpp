@@ -12,7 +12,7 @@
 
 namespace wandura::detail {
 
-/// The live counters of one client that only the playback layer knows (calls, items, cache, coalescing, latency);
+/// The live counters of one client that only the playback layer knows (calls, items, cache, coalescing);
 /// attempts, retries and budget refusals are the retry engine's own, added by `client::stats`.
 ///
 /// @par Thread safety
@@ -34,8 +34,6 @@ public:
       outcomes_[i].fetch_add(1, std::memory_order_relaxed);
     }
   }
-  /// Records one call's latency (negative durations count as zero).
-  void observe_latency(std::chrono::nanoseconds latency) noexcept;
 
   [[nodiscard]] metrics_snapshot snapshot() const noexcept;
   /// `wandura::to_prometheus(snapshot(), prefix)`.
@@ -47,9 +45,6 @@ private:
   std::atomic<std::uint64_t> coalesced_{0};
   std::atomic<std::uint64_t> call_failures_{0};
   std::array<std::atomic<std::uint64_t>, std::size(all_item_outcomes)> outcomes_{};
-  std::array<std::atomic<std::uint64_t>, latency_bucket_count + 1> latency_buckets_{};
-  std::atomic<std::uint64_t> latency_count_{0};
-  std::atomic<std::uint64_t> latency_sum_us_{0};
 };
 
 } // namespace wandura::detail

@@ -233,8 +233,7 @@ private:
 
 } // namespace
 
-ticket_settlement::ticket_settlement(client::impl& self, ticket_call& call) noexcept
-    : self_(self), call_(call), started_(self.time->now()) {
+ticket_settlement::ticket_settlement(client::impl& self, ticket_call& call) noexcept : self_(self), call_(call) {
   self_.metrics.add_call();
 }
 
@@ -264,7 +263,6 @@ void ticket_settlement::settle(bool ok) noexcept {
       self_.limit->release(call_.who(), static_cast<std::uint32_t>(unused));
     }
   }
-  self_.metrics.observe_latency(self_.time->now() - started_);
 }
 
 namespace {
@@ -300,7 +298,7 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   for (auto const& e : batch.episodes) {
     keys.push_back(key_for(batch, e));
   }
-  auto store = self.store; // held by this frame while it awaits the lookup
+  auto store = self.store;                    // held by this frame while it awaits the lookup
   auto lookup = store->find(std::move(keys)); // named: GCC 12 and temporaries in co_await expressions
   std::vector<std::optional<ticket>> found = co_await std::move(lookup);
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {

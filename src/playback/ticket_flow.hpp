@@ -12,8 +12,8 @@
 // - `merge` puts what came back into the caller's result, and `store_fresh` (awaited only when the call reuses
 //   tickets) stores its fresh tickets.
 // A `ticket_settlement` in the caller's frame settles the call on every exit: unused allowance back, a failure
-// counted, the latency observed. A call that neither reuses tickets nor has a viewer limit awaits nothing but the
-// operation: no coroutine frame beyond its own.
+// counted (the call's duration is observed around it, by `observed_call`). A call that neither reuses tickets nor has a
+// viewer limit awaits nothing but the operation: no coroutine frame beyond its own.
 #pragma once
 
 #include <algorithm>
@@ -90,7 +90,7 @@ struct sent_batch {
 };
 
 /// Settles one call on every exit (success, exception, cancellation): gives back the allowance of items not freshly
-/// granted (all of it on failure), counts a failure, observes the latency.
+/// granted (all of it on failure), counts a failure.
 class ticket_settlement {
 public:
   ticket_settlement(client::impl& self, ticket_call& call) noexcept;
@@ -105,7 +105,6 @@ private:
 
   client::impl& self_;
   ticket_call& call_;
-  clock::time_point started_;
   bool settled_ = false;
 };
 

@@ -325,7 +325,8 @@ public:
   /// Never fails. May be awaited from any coroutine; the client must outlive the wait.
   [[nodiscard]] asio::awaitable<void> shutdown();
 
-  /// Counters: calls, attempts, retries, budget denials, outcomes by kind, cache hits, coalesced, latency.
+  /// Counters: calls, attempts, retries, budget denials, queued at the gate, outcomes by kind, cache hits, coalesced.
+  /// How long calls take is in `metrics_text` (`wandura_call_duration_seconds`, by operation and outcome).
   [[nodiscard]] client_stats stats() const;
   /// The same counters in the Prometheus text exposition format (prefix `wandura_`).
   [[nodiscard]] std::string metrics_text() const;

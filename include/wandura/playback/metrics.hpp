@@ -1,4 +1,6 @@
-// Counters and a latency histogram of the playback client, and their Prometheus text exposition.
+// Counters of the playback client, and their Prometheus text exposition. How long calls take is measured once, by
+// the client's telemetry (`http_client_metrics`: `wandura_call_duration_seconds` by operation and outcome, failed
+// calls included), which `client::metrics_text` writes beside these.
 //
 // `playback_metrics` is written by the client on its hot path (relaxed atomics, no lock, no allocation) and read by
 // whoever exports it: `snapshot()` for code, `to_prometheus()` for a `/metrics` endpoint (text format 0.0.4).
@@ -15,12 +17,6 @@
 
 namespace wandura {
 
-/// The latency histogram's bucket upper bounds: 1 ms, 2 ms, 4 ms, ... 32.768 s (powers of two), then +Inf.
-inline constexpr std::size_t latency_bucket_count = 16; // finite buckets; the +Inf bucket comes after them
-[[nodiscard]] constexpr std::chrono::microseconds latency_bucket_bound(std::size_t index) noexcept {
-  return std::chrono::microseconds(std::int64_t{1000} << index);
-}
-
 /// A copy of every value at one moment. Each value is read atomically, the set as a whole is not (a call that
 /// completes while the snapshot is taken may be counted in one value and not yet in another).
 struct metrics_snapshot {
@@ -35,18 +31,12 @@ struct metrics_snapshot {
   std::uint64_t hook_errors = 0;   ///< Exceptions thrown by `retry_options::on_retry` or `log`, caught and ignored.
   /// Ticket batch items by outcome, indexed by `item_outcome`.
   std::array<std::uint64_t, std::size(all_item_outcomes)> outcomes{};
-  /// Latency of calls, per bucket (not cumulative); the last one is +Inf.
-  std::array<std::uint64_t, latency_bucket_count + 1> latency_buckets{};
-  std::uint64_t latency_count = 0;          ///< Calls observed.
-  std::chrono::microseconds latency_sum{0}; ///< Their total latency.
 
   [[nodiscard]] std::uint64_t outcome(item_outcome o) const noexcept { return outcomes[static_cast<std::size_t>(o)]; }
 };
 
 /// Writes `snapshot` in the Prometheus text exposition format 0.0.4: for each metric a `# HELP` and a `# TYPE`
-/// line, then samples named `<prefix>_calls_total`, ..., `<prefix>_item_outcomes_total{outcome="granted"}`, and
-/// the histogram `<prefix>_request_duration_seconds` with cumulative `_bucket{le="0.001"}` ... `{le="+Inf"}`,
-/// `_sum` (seconds) and `_count`.
+/// line, then samples named `<prefix>_calls_total`, ..., `<prefix>_item_outcomes_total{outcome="granted"}`.
 /// @param snapshot the values to write.
 /// @param prefix metric name prefix; must match `[a-zA-Z_:][a-zA-Z0-9_:]*` (not checked).
 [[nodiscard]] std::string to_prometheus(metrics_snapshot const& snapshot, std::string_view prefix = "wandura");

@@ -247,7 +247,20 @@ TEST_CASE("lifetime: shutdown cancels every call, completes when nothing runs, a
   CHECK(h.fake->attempt_count() == 4);
 }
 
-TEST_CASE("metrics: failed calls are observed in the latency histogram too") {
+namespace {
+/// The calls of `operation` in the per-call duration histogram of `metrics_text`, every outcome summed.
+std::uint64_t calls_observed(std::string const& text, std::string const& operation) {
+  std::string const prefix = "wandura_call_duration_seconds_count{operation=\"" + operation + "\",";
+  std::uint64_t sum = 0;
+  for (std::size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1)) {
+    auto const value = text.find("} ", at);
+    sum += std::stoull(text.substr(value + 2, text.find('\n', value) - value - 2));
+  }
+  return sum;
+}
+} // namespace
+
+TEST_CASE("metrics: failed calls are observed in the call duration histogram too") {
   harness h;
   h.fake->push(fake_step::respond(401, R"({"error_code":"unauthorized"})"));
   CHECK_THROWS_AS(h.start(4, 4), wandura::error);
@@ -256,7 +269,11 @@ TEST_CASE("metrics: failed calls are observed in the latency histogram too") {
   auto const m = h.api->stats().metrics;
   CHECK(m.calls == 2);
   CHECK(m.call_failures == 2);
-  CHECK(m.latency_count == 2);
+  auto const text = h.api->metrics_text();
+  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"issue_tickets\",outcome=\"unauthorized\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_film\",outcome=\"http_error\"} 1\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("fail at step N: every step of a batch with per-item retries ends complete or in a clean typed error, with "
@@ -296,7 +313,7 @@ TEST_CASE("fail at step N: every step of a batch with per-item retries ends comp
       CHECK(e.code() == injected);
       CHECK(h.api->stats().metrics.call_failures == 1);
     }
-    CHECK(h.api->stats().metrics.latency_count == 1);
+    CHECK(calls_observed(h.api->metrics_text(), "issue_tickets") == 1);
     CHECK(h.fake->attempt_count() <= 4); // INTERACTIVE: at most 3 retries, follow-ups included
 
     // What is left of the viewer's 3 tickets is exactly what was not freshly granted. Probe it with three plays:

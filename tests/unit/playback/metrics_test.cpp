@@ -49,31 +49,10 @@ TEST_CASE("metrics: counters and outcomes are counted") {
   CHECK(s.outcome(item_outcome::failed) == 0);
 }
 
-TEST_CASE("metrics: latencies land in the first power-of-two millisecond bucket that holds them") {
-  playback_metrics m;
-  m.observe_latency(microseconds(500));  // <= 1 ms
-  m.observe_latency(milliseconds(1));    // <= 1 ms
-  m.observe_latency(microseconds(1001)); // <= 2 ms
-  m.observe_latency(milliseconds(3));    // <= 4 ms
-  m.observe_latency(milliseconds(1024)); // <= 1.024 s
-  m.observe_latency(seconds(40));        // +Inf
-  m.observe_latency(nanoseconds(-5));    // counted as 0
-  auto s = m.snapshot();
-  CHECK(s.latency_buckets[0] == 3);
-  CHECK(s.latency_buckets[1] == 1);
-  CHECK(s.latency_buckets[2] == 1);
-  CHECK(s.latency_buckets[10] == 1);
-  CHECK(s.latency_buckets[wandura::latency_bucket_count] == 1);
-  CHECK(s.latency_count == 7);
-  CHECK(s.latency_sum == microseconds(500 + 1000 + 1001 + 3000 + 1'024'000 + 40'000'000));
-}
-
-TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes and a cumulative histogram") {
+TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE and labelled outcomes") {
   playback_metrics m;
   m.add_call();
   m.add_outcome(item_outcome::not_ready);
-  m.observe_latency(microseconds(1500));
-  m.observe_latency(milliseconds(300));
   auto const text = m.to_prometheus();
   CHECK(contains_line(text, "# HELP wandura_calls_total Logical calls started."));
   CHECK(contains_line(text, "# TYPE wandura_calls_total counter"));
@@ -83,15 +62,6 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes 
   CHECK(contains_line(text, "# TYPE wandura_item_outcomes_total counter"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"not_ready\"} 1"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"granted\"} 0"));
-  CHECK(contains_line(text, "# TYPE wandura_request_duration_seconds histogram"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_bucket{le=\"0.001\"} 0"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_bucket{le=\"0.002\"} 1"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_bucket{le=\"0.256\"} 1"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_bucket{le=\"0.512\"} 2"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_bucket{le=\"32.768\"} 2"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_sum 0.3015"));
-  CHECK(contains_line(text, "wandura_request_duration_seconds_count 2"));
   CHECK(text.back() == '\n');
 
   // Every sample line is "name[{labels}] value" and each metric's TYPE precedes its samples.
@@ -114,7 +84,7 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE, labelled outcomes 
     CHECK(line.find_first_not_of("0123456789.", space + 1) == std::string::npos);
     ++samples;
   }
-  CHECK(samples == 9 + 9 + 17 + 2);
+  CHECK(samples == 9 + 9); // nine counters, nine item outcomes
 }
 
 TEST_CASE("metrics: a custom prefix names every metric") {
@@ -131,7 +101,7 @@ TEST_CASE("metrics: concurrent updates are all counted") {
     threads.emplace_back([&] {
       for (int i = 0; i < 10000; ++i) {
         m.add_call();
-        m.observe_latency(milliseconds(i % 50));
+        m.add_outcome(i % 2 == 0 ? item_outcome::granted : item_outcome::shed);
       }
     });
   }
@@ -140,10 +110,11 @@ TEST_CASE("metrics: concurrent updates are all counted") {
   }
   auto s = m.snapshot();
   CHECK(s.calls == 40000);
-  CHECK(s.latency_count == 40000);
-  std::uint64_t in_buckets = 0;
-  for (auto b : s.latency_buckets) {
-    in_buckets += b;
-  }
-  CHECK(in_buckets == 40000);
+  CHECK(s.outcome(item_outcome::granted) + s.outcome(item_outcome::shed) == 40000);
+}
+
+TEST_CASE("metrics: call durations are not measured twice: only the telemetry's per-call histogram has them") {
+  playback_metrics m;
+  m.add_call();
+  CHECK(m.to_prometheus().find("duration") == std::string::npos);
 }
