@@ -7,11 +7,14 @@
 namespace wandura::detail {
 
 std::optional<std::size_t> find_forbidden_header_byte(std::string_view value) noexcept {
-  std::size_t const at = value.find_first_of(std::string_view("\r\n\0", 3));
-  if (at == std::string_view::npos) {
-    return std::nullopt;
+  // One comparison per byte in the usual case (every byte of a header value is above CR); checked on every request.
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    auto const c = static_cast<unsigned char>(value[i]);
+    if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
+      return i;
+    }
   }
-  return at;
+  return std::nullopt;
 }
 
 void check_header_value(std::string_view name, std::string_view value) {

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "wandura/detail/header_value.hpp"
+
 namespace wandura::detail {
 namespace {
 
@@ -35,12 +37,7 @@ bool is_header_name(std::string_view name) noexcept {
 }
 
 bool is_header_value(std::string_view value) noexcept {
-  for (char c : value) {
-    if (c == '\r' || c == '\n' || c == '\0') {
-      return false;
-    }
-  }
-  return true;
+  return !find_forbidden_header_byte(value); // the SDK's one check of a header value
 }
 
 std::string check_headers(std::vector<http_header> const& headers) {
