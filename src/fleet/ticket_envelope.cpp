@@ -7,6 +7,7 @@ namespace wandura::detail {
 namespace {
 
 constexpr std::string_view magic = "wt1|";
+constexpr std::string_view payload_magic = "wp1|";
 
 void put_field(std::string& out, std::string_view field) {
   out += std::to_string(field.size());
@@ -81,6 +82,50 @@ std::optional<ticket_envelope> decode_envelope(std::string_view bytes) {
   env.ticket.payload = std::string(*payload);
   env.ticket.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(*expires_ms));
   return env;
+}
+
+std::string encode_ticket_payload(std::string_view process_id, wandura::ticket const& value) {
+  std::string out(payload_magic);
+  out.reserve(payload_magic.size() + 64 + process_id.size() + value.ticket_id.size() + value.manifest_url.size() +
+              value.license_url.size() + value.expires_at_text.size() + value.drm_payload.size());
+  put_field(out, process_id);
+  put_field(out, value.ticket_id);
+  put_field(out, value.manifest_url);
+  put_field(out, value.license_url);
+  auto const expires_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(value.expires_at.time_since_epoch()).count();
+  put_field(out, std::to_string(expires_ns));
+  put_field(out, value.expires_at_text);
+  put_field(out, value.drm_payload);
+  return out;
+}
+
+std::optional<stored_ticket> decode_ticket_payload(std::string_view bytes) {
+  if (!bytes.starts_with(payload_magic)) {
+    return std::nullopt;
+  }
+  bytes.remove_prefix(payload_magic.size());
+  auto const process_id = take_field(bytes);
+  auto const ticket_id = take_field(bytes);
+  auto const manifest_url = take_field(bytes);
+  auto const license_url = take_field(bytes);
+  auto const expires_ns = to_int<std::int64_t>(take_field(bytes));
+  auto const expires_at_text = take_field(bytes);
+  auto const drm_payload = take_field(bytes);
+  if (!process_id || !ticket_id || !manifest_url || !license_url || !expires_ns || !expires_at_text || !drm_payload ||
+      !bytes.empty()) {
+    return std::nullopt;
+  }
+  stored_ticket out;
+  out.process_id = std::string(*process_id);
+  out.value.ticket_id = std::string(*ticket_id);
+  out.value.manifest_url = std::string(*manifest_url);
+  out.value.license_url = std::string(*license_url);
+  out.value.expires_at = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(*expires_ns)));
+  out.value.expires_at_text = std::string(*expires_at_text);
+  out.value.drm_payload = std::string(*drm_payload);
+  return out;
 }
 
 } // namespace wandura::detail

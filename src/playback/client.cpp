@@ -12,6 +12,7 @@
 #include "client_impl.hpp"
 #include "playback/observed_call.hpp"
 #include "playback/response_parser.hpp"
+#include "playback/viewer_limiter.hpp"
 #include "ticket_flow.hpp"
 #include "wandura/detail/base_url.hpp"
 #include "wandura/detail/header_value.hpp"
@@ -60,14 +61,21 @@ std::shared_ptr<wandura::clock> client_clock(retry_options const& options) {
   return options.time_source ? options.time_source : std::make_shared<real_clock>();
 }
 
-detail::viewer_limiter_options limiter_options(std::uint32_t per_minute, std::shared_ptr<wandura::clock> const& time) {
-  if (per_minute == 0) {
+// The given limit, else the local one at `viewer_tickets_per_minute`, else none.
+std::shared_ptr<viewer_limit> make_limit(client_options const& options, std::shared_ptr<wandura::clock> const& time) {
+  if (options.viewer_tickets_per_minute == 0U) {
     throw error(errc::invalid_argument, "client: viewer_tickets_per_minute must be > 0");
   }
+  if (options.viewer_limit) {
+    return options.viewer_limit;
+  }
+  if (!options.viewer_tickets_per_minute) {
+    return nullptr;
+  }
   detail::viewer_limiter_options lo;
-  lo.tickets_per_minute = static_cast<double>(per_minute);
+  lo.tickets_per_minute = static_cast<double>(*options.viewer_tickets_per_minute);
   lo.time_source = time;
-  return lo;
+  return std::make_shared<detail::viewer_limiter>(std::move(lo));
 }
 
 std::shared_ptr<ticket_store> default_store(std::shared_ptr<wandura::clock> const& time) {
@@ -98,13 +106,9 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                r.observer = http_metrics;
                return r;
              }()),
-      store(options.tickets ? options.tickets : default_store(time)),
+      store(options.tickets ? options.tickets : default_store(time)), limit(make_limit(options, time)),
       base_url(detail::checked_base_url(options.base_url)), tickets_url(base_url + "/v1/playback/tickets"),
-      authorization("Bearer " + options.api_key) {
-  if (options.viewer_tickets_per_minute) {
-    limiter.emplace(limiter_options(*options.viewer_tickets_per_minute, time));
-  }
-}
+      authorization("Bearer " + options.api_key) {}
 
 http_request client::impl::make_request(http_method method, std::string url, std::string body) const {
   http_request r;
@@ -186,7 +190,15 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     detail::ticket_call call(std::move(batch));
     detail::ticket_settlement settle(*self, call);
     std::string body;
-    detail::plan(*self, call, body);
+    detail::prepare(*self, call, body);
+    // The store and the viewer limit are awaited only when used: a call without reuse and without a viewer limit
+    // (the benchmark's) awaits nothing but its operation.
+    if (call.reuses) {
+      co_await detail::reuse_stored(*self, call);
+    }
+    if (detail::plan(*self, call)) {
+      co_await detail::take_allowance(*self, call);
+    }
     call.settings = self->engine.settings_for(options);
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;
@@ -199,6 +211,9 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
       co_await self->calls.async_wait(std::move(op), self->time, call.settings.deadline,
                                       asio::redirect_error(asio::use_awaitable, waited));
       detail::merge(call, sent, waited);
+      if (detail::has_fresh_to_store(call, sent)) {
+        co_await detail::store_fresh(*self, call);
+      }
     }
     detail::finish_items(*self, call);
     settle.succeeded();

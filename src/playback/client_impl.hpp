@@ -9,7 +9,6 @@
 
 #include "call_registry.hpp"
 #include "metrics_recorder.hpp"
-#include "viewer_limiter.hpp"
 #include "wandura/playback/client.hpp"
 #include "wandura/playback/http_client_metrics.hpp"
 
@@ -30,8 +29,10 @@ struct client::impl {
   std::shared_ptr<http_client_metrics> http_metrics;
   std::shared_ptr<http_sender> sender;
   retry_engine engine;
+  /// `options.tickets`, or a `memory_ticket_store` on `time`.
   std::shared_ptr<ticket_store> store;
-  std::optional<detail::viewer_limiter> limiter;
+  /// `options.viewer_limit`, or a `detail::viewer_limiter` at `options.viewer_tickets_per_minute`, or null.
+  std::shared_ptr<wandura::viewer_limit> limit;
   detail::playback_metrics metrics;
   detail::call_registry calls;
   std::string base_url;

@@ -204,10 +204,6 @@ private:
       }
       used.push_back(match);
       item = std::move(parsed.items[match]);
-      if (is_fresh_grant(item) && item.ticket && self_->options.reuse_tickets && sent_.viewer_ref &&
-          !sent_.viewer_ref->empty()) {
-        self_->store->insert(key_for(sent_, want), *item.ticket);
-      }
       // An item is retried by the same rule as a whole response (classify.hpp), on its own status and code.
       bool const needed = want.intent == intent::play || self_->options.retry_prefetch;
       if (needed && is_retryable_status(item.status, item.error_code, classifier_)) {
@@ -253,51 +249,79 @@ void ticket_settlement::settle(bool ok) noexcept {
   if (!ok) {
     self_.metrics.add_call_failure();
   }
-  if (self_.limiter && !call_.acquired.empty()) {
+  if (self_.limit && !call_.acquired.empty()) {
     // A call that fails as a whole gives back all it took: nothing was granted to the viewer. Otherwise what was
     // not freshly granted goes back (refused, shed, reused, never sent).
     auto const unused = ok ? std::count_if(call_.acquired.begin(), call_.acquired.end(),
                                            [&](std::size_t i) { return !is_fresh_grant(call_.result.items[i]); })
                            : static_cast<std::ptrdiff_t>(call_.acquired.size());
+    // Released without awaiting: a destructor (an exception, a cancellation, a frame destroyed unfinished) cannot
+    // co_await, and a release awaited on the way out of a cancelled coroutine would throw at once. The interface
+    // makes release a non-blocking start for this reason: the local limit gives back before it returns, the
+    // fleet's hops to its strand on its own (holding its state, so it completes after the client is gone too),
+    // ahead of any acquire started later from this process.
     if (unused > 0) {
-      self_.limiter->release(call_.who(), static_cast<std::uint32_t>(unused));
+      self_.limit->release(call_.who(), static_cast<std::uint32_t>(unused));
     }
   }
   self_.metrics.observe_latency(self_.time->now() - started_);
 }
 
-void plan(client::impl& self, ticket_call& call, std::string& body) {
+namespace {
+
+/// The result's item `i`. Each item names its episode once the call is done (finish_items); until then an empty
+/// film_ref marks an item that no response has filled. The items exist only once one of them is answered before
+/// sending: when every episode is sent, the operation's items become the result whole (merge).
+ticket_item_result& item_at(ticket_call& call, std::size_t i) {
+  if (call.result.items.empty()) {
+    call.result.items.resize(call.batch.episodes.size());
+    for (auto& item : call.result.items) {
+      item.outcome = item_outcome::deferred;
+    }
+  }
+  return call.result.items[i];
+}
+
+} // namespace
+
+void prepare(client::impl& self, ticket_call& call, std::string& body) {
   std::string message;
   if (auto ec = write_ticket_batch(call.batch, body, &message)) {
     throw error(ec, "issue_tickets: " + message);
   }
+  call.has_viewer = call.batch.viewer_ref.has_value() && !call.batch.viewer_ref->empty();
+  call.reuses = call.has_viewer && self.options.reuse_tickets;
+}
+
+asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   auto const& batch = call.batch;
-  call.has_viewer = batch.viewer_ref.has_value() && !batch.viewer_ref->empty();
-  // Each item names its episode once the call is done (finish_items); until then an empty film_ref marks an item
-  // that no response has filled. The items exist only once one of them is answered here: when every episode is
-  // sent, the operation's items become the result whole (merge).
-  auto item_at = [&](std::size_t i) -> ticket_item_result& {
-    if (call.result.items.empty()) {
-      call.result.items.resize(batch.episodes.size());
-      for (auto& item : call.result.items) {
-        item.outcome = item_outcome::deferred;
-      }
+  std::vector<ticket_key> keys;
+  keys.reserve(batch.episodes.size());
+  for (auto const& e : batch.episodes) {
+    keys.push_back(key_for(batch, e));
+  }
+  auto store = self.store; // the client's store may not be replaced, but the call holds what it awaits
+  auto lookup = store->find(std::move(keys)); // named: GCC 12 and temporaries in co_await expressions
+  std::vector<std::optional<ticket>> found = co_await std::move(lookup);
+  for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
+    if (!found[i]) {
+      continue;
     }
-    return call.result.items[i];
-  };
+    auto& item = item_at(call, i);
+    item.outcome = item_outcome::granted;
+    item.status = 200;
+    item.reused = true;
+    item.ticket = std::move(*found[i]);
+    self.metrics.add_cache_hit();
+  }
+}
+
+bool plan(client::impl& self, ticket_call& call) {
+  auto const& batch = call.batch;
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
-    if (self.options.reuse_tickets && call.has_viewer) {
-      if (auto t = self.store->find(key_for(batch, batch.episodes[i]))) {
-        auto& item = item_at(i);
-        item.outcome = item_outcome::granted;
-        item.status = 200;
-        item.reused = true;
-        item.ticket = std::move(*t);
-        self.metrics.add_cache_hit();
-        continue;
-      }
+    if (call.result.items.empty() || call.result.items[i].outcome != item_outcome::granted) {
+      call.pending.push_back(i);
     }
-    call.pending.push_back(i);
   }
   // While the admission gate knows the playback counter is under its reserve, where the server refuses
   // prefetches (told by a shed, or held empty after a 429), they are not sent at all: they come back `shed`, as the
@@ -306,29 +330,42 @@ void plan(client::impl& self, ticket_call& call, std::string& body) {
   if (gate.under_reserve(playback_counter) || gate.held_until(playback_counter) > self.time->now()) {
     for (std::size_t const i : call.pending) {
       if (batch.episodes[i].intent == intent::prefetch) {
-        shed_item(item_at(i));
+        shed_item(item_at(call, i));
       }
     }
     call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
   }
-  if (!self.limiter || call.pending.empty()) {
-    return;
-  }
-  // Per-viewer limit (docs/protocol.md §3: whoever drives your ticket endpoint can spend your limit): plays first, one
-  // ticket each, before anything is sent.
+  return self.limit && !call.pending.empty();
+}
+
+asio::awaitable<void> take_allowance(client::impl& self, ticket_call& call) {
+  auto const& batch = call.batch;
+  auto limit = self.limit;
+  std::string const who(call.who());
+  // Plays first: when the allowance is short, the episode the viewer pressed play on gets it.
   std::stable_partition(call.pending.begin(), call.pending.end(),
                         [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
+  auto all = limit->acquire(who, static_cast<std::uint32_t>(call.pending.size()));
+  viewer_limit::decision decision = co_await std::move(all);
+  // Not all of them fit: one at a time, in order, until one does not (a single episode's answer is already
+  // known); the rest wait as long as that one does.
+  bool const whole = decision.allowed;
+  bool refused = !whole && call.pending.size() == 1;
   item_indexes allowed;
   for (std::size_t const i : call.pending) {
-    auto decision = self.limiter->try_acquire(call.who(), 1);
-    if (decision.allowed) {
+    if (!whole && !refused) {
+      auto one = limit->acquire(who, 1);
+      decision = co_await std::move(one);
+      refused = !decision.allowed;
+    }
+    if (!refused) {
       allowed.push_back(i);
       call.acquired.push_back(i);
-    } else {
-      auto& item = item_at(i);
-      item.outcome = item_outcome::viewer_limited;
-      item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
+      continue;
     }
+    auto& item = item_at(call, i);
+    item.outcome = item_outcome::viewer_limited;
+    item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
   }
   allowed.sort();
   call.pending = allowed;
@@ -405,6 +442,24 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
   call.result.http_status = batch.http_status;
   call.result.request_id = std::move(batch.request_id);
   call.result.replayed = batch.replayed;
+}
+
+bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {
+  return call.reuses && !sent.coalesced && std::any_of(call.pending.begin(), call.pending.end(), [&](std::size_t i) {
+           auto const& item = call.result.items[i];
+           return is_fresh_grant(item) && item.ticket.has_value();
+         });
+}
+
+asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
+  auto store = self.store;
+  for (std::size_t const i : call.pending) {
+    auto const& item = call.result.items[i];
+    if (is_fresh_grant(item) && item.ticket) {
+      auto insert = store->insert(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
+      co_await std::move(insert);
+    }
+  }
 }
 
 void finish_items(client::impl& self, ticket_call& call) {

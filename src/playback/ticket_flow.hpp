@@ -1,14 +1,19 @@
 // The steps of one `client::issue_tickets` call: plan -> send -> merge (docs/protocol.md §1 ticket
 // batch, §3 what the SDK does).
 //
-// - `plan` validates the batch, answers what it can from the ticket store, takes the viewer's allowance and drops
-//   prefetches while the playback counter is held after a 429;
-// - `send_batch` starts (or joins) the operation that sends the rest through the retry engine; its
-//   `batch_reader` reads every response's items, stores fresh tickets and narrows the request to the items still
-//   needed, which the engine then retries like any retry;
-// - `merge` puts what came back into the caller's result.
+// - `prepare` validates the batch and writes its JSON;
+// - `reuse_stored` (awaited only when the call reuses tickets) answers what it can from the ticket store, every
+//   episode in one lookup;
+// - `plan` leaves pending what must be sent, dropping prefetches while the playback counter is under its reserve;
+// - `take_allowance` (awaited only with a viewer limit) takes the viewer's allowance for what is pending;
+// - `send` starts (or joins) the operation that sends the rest through the retry engine; its `batch_reader` reads
+//   every response's items and narrows the request to the items still needed, which the engine then retries like
+//   any retry;
+// - `merge` puts what came back into the caller's result, and `store_fresh` (awaited only when the call reuses
+//   tickets) stores its fresh tickets.
 // A `ticket_settlement` in the caller's frame settles the call on every exit: unused allowance back, a failure
-// counted, the latency observed.
+// counted, the latency observed. A call that neither reuses tickets nor has a viewer limit awaits nothing but the
+// operation: no coroutine frame beyond its own.
 #pragma once
 
 #include <algorithm>
@@ -67,6 +72,7 @@ struct ticket_call {
   item_indexes pending;  ///< Episodes to send.
   item_indexes acquired; ///< Episodes that took one ticket of the viewer's allowance.
   bool has_viewer = false;
+  bool reuses = false; ///< Tickets are looked up and stored: `reuse_tickets` and a viewer_ref.
 
   /// Who the viewer limit counts: the viewer_ref, or the device without one.
   [[nodiscard]] std::string_view who() const noexcept {
@@ -103,10 +109,23 @@ private:
   bool settled_ = false;
 };
 
-/// Validates `call.batch` (throws `wandura::error` `invalid_argument` before anything is taken), then fills
-/// `call.result` from the store, applies the hold-off to prefetches and the viewer limit; `call.pending` is left
-/// with what must be sent. `body` receives the batch's JSON when every episode is pending.
-void plan(client::impl& self, ticket_call& call, std::string& body);
+/// Validates `call.batch` (throws `wandura::error` `invalid_argument` before anything is taken) and writes its JSON
+/// into `body`; sets `call.has_viewer` and `call.reuses`.
+void prepare(client::impl& self, ticket_call& call, std::string& body);
+
+/// Answers from the ticket store every episode it holds a reusable ticket for (one lookup for the batch). Awaited
+/// only when `call.reuses`. @throws what the store throws (`operation_aborted` when cancelled).
+[[nodiscard]] asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call);
+
+/// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches shed while the playback
+/// counter is under its reserve. @returns whether the viewer's allowance must be taken (`take_allowance`).
+[[nodiscard]] bool plan(client::impl& self, ticket_call& call);
+
+/// The per-viewer limit (docs/protocol.md §2): takes one ticket per pending episode, plays first, all at once when
+/// they fit (one decision); otherwise one by one until refused, the rest answered `viewer_limited` with the limit's
+/// retry_after. `call.pending` is left with what was taken, in the batch's order. @throws what the limit throws
+/// (`operation_aborted` when cancelled).
+[[nodiscard]] asio::awaitable<void> take_allowance(client::impl& self, ticket_call& call);
 
 /// A batch on its way: the operation sending it and whether this call joined one in flight.
 struct sending {
@@ -124,6 +143,14 @@ struct sending {
 /// @throws wandura::error the operation's failure, `operation_aborted` when this caller was cancelled,
 ///         `deadline_exceeded` when its own deadline passed first.
 void merge(ticket_call& call, sending& sent, std::error_code waited);
+
+/// Whether `store_fresh` has anything to store: the call reuses tickets and sent its own request (a call that
+/// joined another's leaves the storing to it), which granted at least one fresh ticket.
+[[nodiscard]] bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept;
+
+/// Stores every fresh ticket of `call.result` in the ticket store, for reuse by later calls (of any process sharing
+/// the store). @throws what the store throws (`operation_aborted` when cancelled).
+[[nodiscard]] asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call);
 
 /// Names every item that no response filled with the episode asked for, and counts the outcomes.
 void finish_items(client::impl& self, ticket_call& call);

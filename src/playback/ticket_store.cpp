@@ -37,7 +37,16 @@ memory_ticket_store::memory_ticket_store(memory_ticket_store_options options) : 
 
 memory_ticket_store::~memory_ticket_store() = default;
 
-std::optional<ticket> memory_ticket_store::find(ticket_key const& key) {
+asio::awaitable<std::vector<std::optional<ticket>>> memory_ticket_store::find(std::vector<ticket_key> keys) {
+  std::vector<std::optional<ticket>> found;
+  found.reserve(keys.size());
+  for (auto const& key : keys) {
+    found.push_back(find_one(key));
+  }
+  co_return found;
+}
+
+std::optional<ticket> memory_ticket_store::find_one(ticket_key const& key) {
   auto const t = options_.time_source->system_now();
   return entries_->find(key, true, [&](ticket* found, bool& drop) -> std::optional<ticket> {
     if (found == nullptr) {
@@ -51,19 +60,30 @@ std::optional<ticket> memory_ticket_store::find(ticket_key const& key) {
   });
 }
 
-void memory_ticket_store::insert(ticket_key const& key, ticket const& value) {
+asio::awaitable<void> memory_ticket_store::insert(ticket_key key, ticket value) {
   if (key.viewer_ref.empty() || key.union_info.empty()) {
-    return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
+    co_return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
   }
   if (options_.time_source->system_now() >= value.expires_at - options_.reuse_margin) {
-    return; // already inside the reuse margin
+    co_return; // already inside the reuse margin
   }
+  bool inserted = false;
   entries_->find_or_insert(
-      key, [&] { return value; }, [&](ticket& stored) { stored = value; });
+      key,
+      [&] {
+        inserted = true;
+        return std::move(value);
+      },
+      [&](ticket& stored) {
+        if (!inserted) {
+          stored = std::move(value);
+        }
+      });
 }
 
-void memory_ticket_store::erase(ticket_key const& key) {
+asio::awaitable<void> memory_ticket_store::erase(ticket_key key) {
   entries_->erase(key);
+  co_return;
 }
 
 std::size_t memory_ticket_store::size() const {

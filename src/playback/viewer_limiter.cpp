@@ -40,7 +40,11 @@ viewer_limiter::viewer_limiter(viewer_limiter_options options) : options_(std::m
 
 viewer_limiter::~viewer_limiter() = default;
 
-viewer_limiter::decision viewer_limiter::try_acquire(std::string_view viewer_ref, std::uint32_t tickets) {
+asio::awaitable<viewer_limit::decision> viewer_limiter::acquire(std::string viewer_ref, std::uint32_t tickets) {
+  co_return take(viewer_ref, tickets);
+}
+
+viewer_limit::decision viewer_limiter::take(std::string_view viewer_ref, std::uint32_t tickets) {
   if (tickets == 0) {
     return {true, {}};
   }
@@ -74,7 +78,7 @@ viewer_limiter::decision viewer_limiter::try_acquire(std::string_view viewer_ref
       });
 }
 
-void viewer_limiter::release(std::string_view viewer_ref, std::uint32_t tickets) {
+void viewer_limiter::release(std::string_view viewer_ref, std::uint32_t tickets) noexcept {
   viewers_->find(viewer_ref, false, [&](bucket* b, bool&) {
     if (b != nullptr) {
       b->tokens = std::min(options_.tickets_per_minute, b->tokens + static_cast<double>(tickets));

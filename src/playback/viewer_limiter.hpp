@@ -1,6 +1,7 @@
 // An optional per-viewer ticket limit enforced by the client before anything is sent (docs/protocol.md §2: anyone
 // who can drive *your* ticket endpoint can spend your organisation's limit, so limit tickets per viewer on your
-// side; docs/protocol.md §1 issue 6). Not public API: users set `client_options::viewer_tickets_per_minute`.
+// side). Not public API: the client builds one from `client_options::viewer_tickets_per_minute` when no
+// `client_options::viewer_limit` is given, and uses it through the public `wandura::viewer_limit` interface.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string_view>
 
+#include "wandura/playback/viewer_limit.hpp"
 #include "wandura/resilience/clock.hpp"
 
 namespace wandura::detail {
@@ -30,40 +32,35 @@ struct viewer_limiter_options {
 };
 
 /// A continuous token bucket per viewer (capacity `tickets_per_minute`, refill `tickets_per_minute / 60` per
-/// second), keyed by `viewer_ref`.
+/// second), keyed by `viewer_ref`. Its operations never suspend: awaiting `acquire` costs a coroutine frame, no hop
+/// to another executor, and `release` is done when it returns.
 ///
 /// @par Thread safety
 /// All member functions may be called from any thread at once (sharded mutexes, held for O(1) work).
-class viewer_limiter {
+class viewer_limiter final : public viewer_limit {
 public:
-  /// What `try_acquire` decided.
-  struct decision {
-    bool allowed = false;
-    /// When refused: how long until the requested tickets fit (rounded up to a millisecond). Zero when allowed.
-    /// For a request larger than the whole allowance, the time to refill it completely.
-    std::chrono::milliseconds retry_after{0};
-  };
-
   /// @throws wandura::error with `errc::invalid_argument` when `tickets_per_minute` is not > 0.
   explicit viewer_limiter(viewer_limiter_options options);
-  ~viewer_limiter();
+  ~viewer_limiter() override;
   viewer_limiter(viewer_limiter const&) = delete;
   viewer_limiter& operator=(viewer_limiter const&) = delete;
 
   /// Takes `tickets` from `viewer_ref`'s allowance if all of them fit; takes nothing otherwise (all or nothing, so
   /// a batch is either sent whole or refused whole). A request for 0 tickets is always allowed. A request for more
   /// than `tickets_per_minute` is always refused.
-  [[nodiscard]] decision try_acquire(std::string_view viewer_ref, std::uint32_t tickets = 1);
+  [[nodiscard]] asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) override;
 
   /// Gives back tickets taken but not used (items the cache answered, prefetches the server shed, items never
-  /// sent). The allowance never exceeds its capacity. Unknown viewers are ignored.
-  void release(std::string_view viewer_ref, std::uint32_t tickets);
+  /// sent), before it returns. The allowance never exceeds its capacity. Unknown viewers are ignored.
+  void release(std::string_view viewer_ref, std::uint32_t tickets) noexcept override;
 
   /// Viewers currently tracked (at most `max_viewers` rounded up to a multiple of the shard count).
   [[nodiscard]] std::size_t tracked_viewers() const;
 
 private:
   struct storage;
+
+  [[nodiscard]] decision take(std::string_view viewer_ref, std::uint32_t tickets);
 
   viewer_limiter_options options_;
   double per_second_ = 1;

@@ -12,6 +12,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <asio/awaitable.hpp>
 
 #include "wandura/playback/ticket.hpp"
 #include "wandura/resilience/clock.hpp"
@@ -36,10 +39,21 @@ struct ticket_key_hash {
   [[nodiscard]] std::size_t operator()(ticket_key const& key) const noexcept;
 };
 
-/// Where reusable tickets are kept.
+/// Where reusable tickets are kept: the client's only way to reuse a ticket.
+///
+/// The operations are awaitable so that a store may live out of process (the fleet's Redis store answers a
+/// batch's lookups in one round trip). The client awaits them only when it reuses tickets (`reuse_tickets` and a
+/// `viewer_ref`): once per call to look up every episode of the batch, and once per fresh ticket to store it.
 ///
 /// Implementations must never return a ticket for a key other than the one asked for, nor one that is no longer
-/// reusable (see `memory_ticket_store` for the rule), and must be safe to call from many threads at once.
+/// reusable (see `memory_ticket_store` for the rule).
+///
+/// @par Errors
+/// A store answers "nothing stored" rather than fail when its backing service is away (degrade, never block); it
+/// throws only `wandura::error` with `asio::error::operation_aborted` when the awaiting coroutine is cancelled
+/// (the client's call then fails the same way). Anything else it throws fails the client's call.
+/// @par Thread safety
+/// Implementations must be safe to call from many threads at once, and from coroutines on any executor.
 class ticket_store {
 public:
   ticket_store() = default;
@@ -47,13 +61,17 @@ public:
   ticket_store& operator=(ticket_store const&) = delete;
   virtual ~ticket_store() = default;
 
-  /// The ticket stored for exactly `key`, if it may still be reused; nullopt otherwise.
-  [[nodiscard]] virtual std::optional<ticket> find(ticket_key const& key) = 0;
+  /// The reusable tickets of a batch: element `i` of the result is the ticket stored for exactly `keys[i]` if it
+  /// may still be reused, nullopt otherwise. The result has `keys.size()` elements.
+  /// @param keys the episodes of one batch (at most `ticket_batch::max_episodes`); owned by the operation.
+  [[nodiscard]] virtual asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) = 0;
   /// Stores `t` for `key`, replacing any earlier one. Implementations may decline (a ticket too close to expiry, a
   /// key without viewer or device), in which case `find` keeps returning nullopt for it.
-  virtual void insert(ticket_key const& key, ticket const& t) = 0;
+  /// @param key @param t owned by the operation.
+  [[nodiscard]] virtual asio::awaitable<void> insert(ticket_key key, ticket t) = 0;
   /// Forgets the ticket of `key`, if any (for example after the player reported it rejected).
-  virtual void erase(ticket_key const& key) = 0;
+  /// @param key owned by the operation.
+  [[nodiscard]] virtual asio::awaitable<void> erase(ticket_key key) = 0;
 };
 
 /// Options of `memory_ticket_store`.
@@ -75,6 +93,8 @@ struct memory_ticket_store_options {
 /// `insert` declines keys with an empty `viewer_ref` or `union_info` and tickets already inside the margin. `find`
 /// drops an entry it finds expired. Memory is bounded by `max_entries` tickets (plus the unordered_map overhead).
 ///
+/// Its operations never suspend: awaiting them costs a coroutine frame, no hop to another executor.
+///
 /// @par Thread safety
 /// All member functions may be called from any thread at once; each shard is guarded by its own mutex, held only
 /// for the map and list operations (tickets are copied out under the lock).
@@ -83,9 +103,12 @@ public:
   explicit memory_ticket_store(memory_ticket_store_options options = {});
   ~memory_ticket_store() override;
 
-  [[nodiscard]] std::optional<ticket> find(ticket_key const& key) override;
-  void insert(ticket_key const& key, ticket const& t) override;
-  void erase(ticket_key const& key) override;
+  /// Completes without suspending. @param keys the batch's episodes.
+  [[nodiscard]] asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) override;
+  /// Completes without suspending. @param key @param t the ticket and what it is for.
+  [[nodiscard]] asio::awaitable<void> insert(ticket_key key, ticket t) override;
+  /// Completes without suspending. @param key what to forget.
+  [[nodiscard]] asio::awaitable<void> erase(ticket_key key) override;
 
   /// Tickets currently held, expired ones not yet dropped included.
   [[nodiscard]] std::size_t size() const;
@@ -94,6 +117,8 @@ public:
 
 private:
   struct storage;
+
+  [[nodiscard]] std::optional<ticket> find_one(ticket_key const& key);
 
   memory_ticket_store_options options_;
   std::unique_ptr<storage> entries_;

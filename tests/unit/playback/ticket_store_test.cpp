@@ -4,6 +4,9 @@
 #include <thread>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
 #include "wandura/testing/manual_clock.hpp"
@@ -38,11 +41,65 @@ ticket_key key(std::string viewer, std::string device, std::int32_t episode, int
   return ticket_key{std::move(viewer), std::move(device), "the-heiress-returns", episode, what};
 }
 
+/// Drives a store through the `ticket_store` interface, each operation run to its end on a private io_context.
+class through_interface {
+public:
+  explicit through_interface(wandura::ticket_store& store) : store_(store) {}
+
+  std::vector<std::optional<ticket>> find(std::vector<ticket_key> keys) { return run(store_.find(std::move(keys))); }
+  std::optional<ticket> find(ticket_key k) { return find(std::vector<ticket_key>{std::move(k)}).at(0); }
+  void insert(ticket_key k, ticket t) { run_void(store_.insert(std::move(k), std::move(t))); }
+  void erase(ticket_key k) { run_void(store_.erase(std::move(k))); }
+
+private:
+  template <class T> T run(asio::awaitable<T> op) {
+    std::optional<T> out;
+    asio::co_spawn(io_, std::move(op), [&](std::exception_ptr e, T value) {
+      if (e) {
+        std::rethrow_exception(e);
+      }
+      out = std::move(value);
+    });
+    io_.restart();
+    io_.run();
+    REQUIRE(out);
+    return std::move(*out);
+  }
+  void run_void(asio::awaitable<void> op) {
+    run([](asio::awaitable<void> inner) -> asio::awaitable<bool> {
+      co_await std::move(inner);
+      co_return true;
+    }(std::move(op)));
+  }
+
+  wandura::ticket_store& store_;
+  asio::io_context io_;
+};
+
 } // namespace
+
+TEST_CASE("ticket store: one lookup answers every key of a batch, in order") {
+  fake_wall_clock clock;
+  memory_ticket_store memory({.time_source = clock.source});
+  through_interface store(memory);
+  store.insert(key("viewer-a", "device-1", 4), make_ticket("tkt_4", clock.now() + minutes(30)));
+  store.insert(key("viewer-a", "device-1", 6, intent::prefetch), make_ticket("tkt_6", clock.now() + minutes(30)));
+  auto found = store.find({key("viewer-a", "device-1", 4), key("viewer-a", "device-1", 5, intent::prefetch),
+                           key("viewer-a", "device-1", 6, intent::prefetch)});
+  REQUIRE(found.size() == 3);
+  REQUIRE(found[0]);
+  CHECK(found[0]->ticket_id == "tkt_4");
+  CHECK_FALSE(found[1]);
+  REQUIRE(found[2]);
+  CHECK(found[2]->ticket_id == "tkt_6");
+  CHECK(store.find(std::vector<ticket_key>{}).empty());
+}
 
 TEST_CASE("ticket store: a stored ticket is found for exactly its key") {
   fake_wall_clock clock;
-  memory_ticket_store store({.max_entries = 100, .reuse_margin = minutes(5), .shards = 4, .time_source = clock.source});
+  memory_ticket_store memory(
+      {.max_entries = 100, .reuse_margin = minutes(5), .shards = 4, .time_source = clock.source});
+  through_interface store(memory);
   auto const t = make_ticket("tkt_1", clock.now() + minutes(30));
   store.insert(key("viewer-a", "device-1", 4), t);
   auto found = store.find(key("viewer-a", "device-1", 4));
@@ -58,7 +115,8 @@ TEST_CASE("ticket store: a stored ticket is found for exactly its key") {
 
 TEST_CASE("ticket store: never returns a ticket issued for another device") {
   fake_wall_clock clock;
-  memory_ticket_store store({.time_source = clock.source});
+  memory_ticket_store memory({.time_source = clock.source});
+  through_interface store(memory);
   store.insert(key("viewer-a", "phone", 4), make_ticket("tkt_phone", clock.now() + hours(1)));
   CHECK_FALSE(store.find(key("viewer-a", "tv", 4)));
   store.insert(key("viewer-a", "tv", 4), make_ticket("tkt_tv", clock.now() + hours(1)));
@@ -68,67 +126,72 @@ TEST_CASE("ticket store: never returns a ticket issued for another device") {
 
 TEST_CASE("ticket store: reuse stops 5 minutes before expires_at") {
   fake_wall_clock clock;
-  memory_ticket_store store({.time_source = clock.source});
+  memory_ticket_store memory({.time_source = clock.source});
+  through_interface store(memory);
   auto const expires = clock.now() + minutes(20);
   store.insert(key("v", "d", 1), make_ticket("t", expires));
   clock.set(expires - minutes(5) - seconds(1));
   CHECK(store.find(key("v", "d", 1)));
   clock.set(expires - minutes(5));
   CHECK_FALSE(store.find(key("v", "d", 1)));
-  CHECK(store.size() == 0); // dropped when found expired
+  CHECK(memory.size() == 0); // dropped when found expired
 }
 
 TEST_CASE("ticket store: declines tickets already inside the margin and keys without viewer or device") {
   fake_wall_clock clock;
-  memory_ticket_store store({.time_source = clock.source});
+  memory_ticket_store memory({.time_source = clock.source});
+  through_interface store(memory);
   store.insert(key("v", "d", 1), make_ticket("t", clock.now() + minutes(5)));
   store.insert(key("v", "d", 2), make_ticket("t", clock.now() - minutes(1)));
   store.insert(key("", "d", 3), make_ticket("t", clock.now() + hours(1)));
   store.insert(key("v", "", 4), make_ticket("t", clock.now() + hours(1)));
-  CHECK(store.size() == 0);
+  CHECK(memory.size() == 0);
   CHECK_FALSE(store.find(key("", "d", 3)));
 }
 
 TEST_CASE("ticket store: the least recently used ticket is evicted first") {
   fake_wall_clock clock;
-  memory_ticket_store store({.max_entries = 3, .shards = 1, .time_source = clock.source});
+  memory_ticket_store memory({.max_entries = 3, .shards = 1, .time_source = clock.source});
+  through_interface store(memory);
   auto const expires = clock.now() + hours(1);
   store.insert(key("v", "d", 1), make_ticket("t1", expires));
   store.insert(key("v", "d", 2), make_ticket("t2", expires));
   store.insert(key("v", "d", 3), make_ticket("t3", expires));
   REQUIRE(store.find(key("v", "d", 1))); // 1 is now the most recent; 2 the least
   store.insert(key("v", "d", 4), make_ticket("t4", expires));
-  CHECK(store.size() == 3);
+  CHECK(memory.size() == 3);
   CHECK_FALSE(store.find(key("v", "d", 2)));
   CHECK(store.find(key("v", "d", 1)));
   CHECK(store.find(key("v", "d", 3)));
   CHECK(store.find(key("v", "d", 4)));
   // Replacing an existing key does not evict anything and refreshes it.
   store.insert(key("v", "d", 3), make_ticket("t3b", expires));
-  CHECK(store.size() == 3);
+  CHECK(memory.size() == 3);
   CHECK(store.find(key("v", "d", 3))->ticket_id == "t3b");
 }
 
 TEST_CASE("ticket store: erase and clear forget tickets") {
   fake_wall_clock clock;
-  memory_ticket_store store({.time_source = clock.source});
+  memory_ticket_store memory({.time_source = clock.source});
+  through_interface store(memory);
   store.insert(key("v", "d", 1), make_ticket("t1", clock.now() + hours(1)));
   store.insert(key("v", "d", 2), make_ticket("t2", clock.now() + hours(1)));
   store.erase(key("v", "d", 1));
   store.erase(key("v", "d", 9));
   CHECK_FALSE(store.find(key("v", "d", 1)));
-  CHECK(store.size() == 1);
-  store.clear();
-  CHECK(store.size() == 0);
+  CHECK(memory.size() == 1);
+  memory.clear();
+  CHECK(memory.size() == 0);
 }
 
 TEST_CASE("ticket store: stays bounded and consistent under concurrent use") {
-  memory_ticket_store store({.max_entries = 64, .shards = 8});
+  memory_ticket_store memory({.max_entries = 64, .shards = 8});
   auto const expires = system_clock::now() + hours(1);
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
+      through_interface store(memory); // one io_context per thread, one store for all
       for (int i = 0; i < 2000; ++i) {
         auto k = key("viewer-" + std::to_string(i % 50), "device-" + std::to_string(t), i % 7);
         store.insert(k, make_ticket("tkt-" + std::to_string(t) + "-" + std::to_string(i % 7), expires));
@@ -145,5 +208,5 @@ TEST_CASE("ticket store: stays bounded and consistent under concurrent use") {
     th.join();
   }
   CHECK(wrong == 0);
-  CHECK(store.size() <= 64);
+  CHECK(memory.size() <= 64);
 }

@@ -1,0 +1,60 @@
+// wandura::viewer_limit: the per-viewer ticket limit a client enforces before anything is sent (docs/protocol.md §2:
+// anyone who can drive *your* ticket endpoint can spend your organisation's limit, so limit tickets per viewer on
+// your side).
+//
+// A client takes one ticket of the viewer's allowance per episode it is about to send (plays first) and gives back
+// what was not freshly granted (reused, refused, shed, never sent, or the whole call failed). The default is a
+// process-local token bucket per viewer, built by the client from `client_options::viewer_tickets_per_minute`; a
+// fleet of processes plugs one limit shared through Redis (`wandura::fleet::configure`).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <asio/awaitable.hpp>
+
+namespace wandura {
+
+/// A per-viewer ticket allowance, taken before sending and given back when unused.
+///
+/// @par Errors
+/// A limit whose backing service is away decides from local state rather than fail (degrade, never block).
+/// `acquire` throws only `wandura::error` with `asio::error::operation_aborted` when the awaiting coroutine is
+/// cancelled (the client's call then fails the same way, having sent nothing).
+/// @par Thread safety
+/// Implementations must be safe to call from many threads at once, and from coroutines on any executor.
+class viewer_limit {
+public:
+  /// What `acquire` decided.
+  struct decision {
+    /// Whether every ticket asked for was taken.
+    bool allowed = false;
+    /// When refused: how long until the same request would be allowed (whole milliseconds, rounded up); for a
+    /// request larger than the whole allowance, the time to refill it completely. Zero when allowed.
+    std::chrono::milliseconds retry_after{0};
+  };
+
+  viewer_limit() = default;
+  viewer_limit(viewer_limit const&) = delete;
+  viewer_limit& operator=(viewer_limit const&) = delete;
+  virtual ~viewer_limit() = default;
+
+  /// Takes `tickets` from the allowance of `viewer_ref`, all or nothing (a batch's episodes are either all taken
+  /// or none). 0 tickets are always allowed.
+  /// @param viewer_ref who is counted: the batch's viewer_ref, or its union_info when it has none; owned by the
+  ///        operation. @param tickets how many tickets (episodes) to take.
+  [[nodiscard]] virtual asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) = 0;
+
+  /// Gives back `tickets` taken by `acquire` and not used; the allowance never exceeds its capacity. Unknown
+  /// viewers are ignored.
+  ///
+  /// Starts the give-back and returns at once without throwing: the client calls it when a call ends on any exit,
+  /// destructors and cancellation included, where nothing can be awaited. A limit out of process completes it in
+  /// the background (in order with the `acquire`s started after it from the same process); a local one at once.
+  /// @param viewer_ref as given to `acquire`; copied if needed. @param tickets how many to give back.
+  virtual void release(std::string_view viewer_ref, std::uint32_t tickets) noexcept = 0;
+};
+
+} // namespace wandura

@@ -1,0 +1,116 @@
+#include "wandura/fleet/fleet.hpp"
+
+#include <utility>
+
+#include <unistd.h>
+
+#include "fleet_state.hpp"
+#include "redis_ticket_store.hpp"
+#include "redis_viewer_limit.hpp"
+#include "wandura/error.hpp"
+
+namespace wandura {
+namespace detail {
+namespace {
+
+/// "host:pid": what tells this process's tickets from another's when no `process_id` is given.
+std::string default_process_id() {
+  std::string host(256, '\0');
+  if (::gethostname(host.data(), host.size()) != 0) {
+    host = "host";
+  }
+  host.resize(host.find('\0') == std::string::npos ? host.size() : host.find('\0'));
+  return host + ":" + std::to_string(::getpid());
+}
+
+fleet_options with_process_id(fleet_options options) {
+  if (options.process_id.empty()) {
+    options.process_id = default_process_id();
+  }
+  return options;
+}
+
+ticket_cache_options cache_options(fleet_options const& options) {
+  ticket_cache_options out;
+  out.fallback = options.fallback;
+  return out;
+}
+
+} // namespace
+
+fleet_state::fleet_state(asio::any_io_executor executor, fleet_options opts)
+    : strand(asio::make_strand(std::move(executor))), options(with_process_id(std::move(opts))),
+      redis(strand, options.redis), tickets(redis, options.org, cache_options(options)) {}
+
+fleet_state::~fleet_state() = default;
+
+shared_viewer_limit& fleet_state::viewer_limit_for(std::uint32_t per_minute) {
+  std::lock_guard lock(mutex_);
+  auto& limit = limits_[per_minute];
+  if (!limit) {
+    viewer_limit_options lo;
+    lo.tickets_per_minute = static_cast<double>(per_minute);
+    lo.fallback = options.fallback;
+    limit = std::make_unique<shared_viewer_limit>(redis, options.org, std::move(lo));
+  }
+  return *limit;
+}
+
+void fleet_state::add_cross_process_reuse() noexcept {
+  cross_process_reuse_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void fleet_state::publish() {
+  fleet_stats now;
+  now.tickets = tickets.stats();
+  now.redis = redis.stats();
+  std::lock_guard lock(mutex_);
+  for (auto const& [rate, limit] : limits_) {
+    auto const s = limit->stats();
+    now.viewers.granted += s.granted;
+    now.viewers.refused += s.refused;
+    now.viewers.fallbacks += s.fallbacks;
+    now.viewers.degraded = now.viewers.degraded || s.degraded;
+  }
+  // The shared counter pace is not part of this state yet: `now.pace` stays zero (see fleet::configure).
+  now.fallbacks = now.tickets.fallbacks + now.viewers.fallbacks + now.pace.fallbacks;
+  now.degraded = now.tickets.degraded || now.viewers.degraded || now.pace.degraded;
+  published_ = now;
+}
+
+fleet_stats fleet_state::snapshot() const {
+  std::lock_guard lock(mutex_);
+  fleet_stats out = published_;
+  out.cross_process_reuse = cross_process_reuse_.load(std::memory_order_relaxed);
+  return out;
+}
+
+} // namespace detail
+
+/// The fleet's shared state itself: a `fleet` and every store and limit it configured hold it.
+struct fleet::impl final : detail::fleet_state {
+  using fleet_state::fleet_state;
+};
+
+fleet::fleet(asio::any_io_executor executor, fleet_options options)
+    : impl_(std::make_shared<impl>(std::move(executor), std::move(options))) {}
+
+fleet::~fleet() = default;
+
+void fleet::configure(client_options& options) const {
+  if (options.viewer_tickets_per_minute == 0U) {
+    throw error(errc::invalid_argument, "fleet: viewer_tickets_per_minute must be > 0");
+  }
+  options.tickets = std::make_shared<detail::redis_ticket_store>(impl_);
+  if (options.viewer_tickets_per_minute) {
+    auto& limit = impl_->viewer_limit_for(*options.viewer_tickets_per_minute);
+    options.viewer_limit = std::make_shared<detail::redis_viewer_limit>(impl_, limit);
+  }
+  // The shared counter pace (admission_gate_options::shared_pace over a redis_counter_pace) is set here, last.
+}
+
+fleet_stats fleet::stats() const {
+  return impl_->snapshot();
+}
+
+} // namespace wandura

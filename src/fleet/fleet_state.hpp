@@ -1,0 +1,59 @@
+// What the parts of one `wandura::fleet` share: the strand every Redis command runs on, the redis_client, the shared
+// ticket cache and the per-viewer limits, this process's id, and the counters `fleet::stats` reports. Owned through
+// `std::shared_ptr` by the fleet and by every ticket store and viewer limit it configured, so that it lives as long
+// as any client uses it. Not public API.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/strand.hpp>
+
+#include "wandura/fleet/fleet.hpp"
+
+namespace wandura::detail {
+
+/// @par Thread safety
+/// `strand` and `options` are immutable. `viewer_limit_for`, `add_cross_process_reuse` and `snapshot`
+/// may be called from any thread. `redis`, `tickets`, the limits themselves and `publish` are used on `strand`
+/// only (the rule of `redis_client`).
+class fleet_state {
+public:
+  /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL.
+  fleet_state(asio::any_io_executor executor, fleet_options options);
+  virtual ~fleet_state();
+  fleet_state(fleet_state const&) = delete;
+  fleet_state& operator=(fleet_state const&) = delete;
+
+  /// The shared per-viewer limit at `per_minute` tickets a minute: one per rate, made on first use, kept as long
+  /// as this state (clients of one fleet may set different rates). @throws as `shared_viewer_limit`.
+  [[nodiscard]] shared_viewer_limit& viewer_limit_for(std::uint32_t per_minute);
+
+  /// Counts a ticket this process reused that another process stored.
+  void add_cross_process_reuse() noexcept;
+
+  /// Copies the parts' counters into the snapshot `snapshot` returns. On `strand`, after each operation: the
+  /// parts' own counters are plain values of the strand, read nowhere else.
+  void publish();
+  /// The counters as of the last `publish`, with `cross_process_reuse` now.
+  [[nodiscard]] fleet_stats snapshot() const;
+
+  asio::strand<asio::any_io_executor> const strand;
+  /// As given, `process_id` filled in ("host:pid" when empty).
+  fleet_options const options;
+  redis_client redis;
+  shared_ticket_cache tickets;
+
+private:
+  mutable std::mutex mutex_; // guards limits_ (not the limits themselves) and published_
+  std::map<std::uint32_t, std::unique_ptr<shared_viewer_limit>> limits_;
+  fleet_stats published_{};
+  std::atomic<std::uint64_t> cross_process_reuse_{0};
+};
+
+} // namespace wandura::detail

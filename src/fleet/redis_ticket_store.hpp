@@ -1,0 +1,39 @@
+// The client's `ticket_store` over the fleet's `shared_ticket_cache`: reusable tickets shared by every process of a
+// fleet through Redis (docs/adr/0008). Not public API: `fleet::configure` sets it as `client_options::tickets`.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "fleet_state.hpp"
+#include "wandura/playback/ticket_store.hpp"
+
+namespace wandura::detail {
+
+/// A `ticket_store` whose tickets live in Redis under `wandura:{org}:ticket:<hash>`, each stored with the id of the
+/// process that stored it.
+///
+/// `find` looks up every key of a batch at once: the lookups are initiated in one handler of the fleet's strand, so
+/// hiredis writes them in one `write` and Redis answers them in one round trip (a pipeline). `insert` is one script
+/// round trip. Keys without a viewer_ref or union_info are never looked up or stored. When Redis is slow, down or
+/// failing, the cache answers from this process's local copy within the command timeout (degrade, never block).
+///
+/// @par Thread safety
+/// Any thread, any executor: each operation hops to the fleet's strand and completes back on the caller's executor.
+/// @par Cancellation
+/// Through the awaiting coroutine's cancellation slot: completes by throwing `wandura::error` with
+/// `operation_aborted`; lookups already sent complete on the strand and are dropped.
+class redis_ticket_store final : public ticket_store {
+public:
+  explicit redis_ticket_store(std::shared_ptr<fleet_state> state) noexcept;
+
+  [[nodiscard]] asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) override;
+  [[nodiscard]] asio::awaitable<void> insert(ticket_key key, ticket t) override;
+  [[nodiscard]] asio::awaitable<void> erase(ticket_key key) override;
+
+private:
+  std::shared_ptr<fleet_state> state_;
+};
+
+} // namespace wandura::detail

@@ -1,0 +1,294 @@
+// Clients configured by `wandura::fleet`, as processes of one fleet: each on its own io_context and thread with
+// its own connection to the in-process emulator, sharing one real redis-server (started, paused and killed here)
+// or a fake one that misbehaves.
+#include "wandura/fleet/fleet.hpp"
+
+#include <array>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/use_future.hpp>
+#include <asio/write.hpp>
+
+#include "fleet_test_support.hpp"
+#include "wandura/emulator/emulator.hpp"
+#include "wandura/error.hpp"
+#include "wandura/playback/client.hpp"
+
+using namespace std::chrono_literals;
+using wandura::item_outcome;
+
+namespace {
+
+constexpr char const* viewer_a = "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a";
+constexpr char const* viewer_b = "Qw7Ls0pXc3Vb8Nm1Tz6Ry4:Hk2Jd5Fa9Ge";
+
+/// One process of a fleet: an io_context on its own thread, a fleet object on it, and a client configured by it.
+struct process {
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::mutex lines_mutex;
+  std::vector<std::string> lines; // the fleet's WARN and INFO lines
+  std::unique_ptr<wandura::fleet> shared;
+  std::unique_ptr<wandura::client> api;
+  std::thread thread;
+
+  process(std::string const& redis_url, std::string const& base_url, std::string name,
+          wandura::client_options options = {}, std::chrono::milliseconds command_timeout = 500ms) {
+    wandura::fleet_options fo;
+    fo.redis.url = redis_url;
+    fo.redis.command_timeout = command_timeout;
+    fo.org = "acme";
+    fo.process_id = std::move(name);
+    fo.fallback.probe_interval = 200ms;
+    fo.fallback.log = [this](std::string_view line) {
+      std::lock_guard lock(lines_mutex);
+      lines.emplace_back(line);
+    };
+    shared = std::make_unique<wandura::fleet>(io.get_executor(), std::move(fo));
+    options.base_url = base_url;
+    options.api_key = "test-key";
+    shared->configure(options);
+    api = std::make_unique<wandura::client>(io.get_executor(), std::move(options));
+    thread = std::thread([this] { io.run(); });
+  }
+  ~process() {
+    work.reset();
+    io.stop();
+    thread.join();
+    api.reset(); // the io_context is stopped: nothing runs concurrently with the destruction
+    shared.reset();
+  }
+
+  /// One play of `episode` for `viewer` on `device`, waited for from the test's thread.
+  wandura::ticket_item_result play(std::string viewer, std::string device, int episode) {
+    wandura::ticket_batch batch;
+    batch.union_info = std::move(device);
+    batch.drm_kek = "kek";
+    batch.viewer_ref = std::move(viewer);
+    batch.episodes.push_back({"the-heiress-returns", episode, wandura::intent::play});
+    auto result = asio::co_spawn(io, api->issue_tickets(std::move(batch)), asio::use_future).get();
+    REQUIRE(result.items.size() == 1);
+    return std::move(result.items.front());
+  }
+
+  std::size_t lines_starting(std::string_view prefix) {
+    std::lock_guard lock(lines_mutex);
+    return test_support::count_starting(lines, prefix);
+  }
+};
+
+std::unique_ptr<wandura::emulator::server> start_emulator() {
+  wandura::emulator::config cfg;
+  cfg.seed = 7;
+  return wandura::emulator::server::start(std::move(cfg));
+}
+
+std::uint64_t playback_requests(wandura::emulator::server const& emu) {
+  auto const s = emu.stats();
+  auto const it = s.requests.find("playback");
+  return it == s.requests.end() ? 0 : it->second;
+}
+
+/// Accepts every connection and answers each one's first bytes with `answer`, then closes it: a "Redis" that
+/// answers garbage, or closes mid-reply.
+asio::awaitable<void> misbehave(asio::ip::tcp::acceptor& acceptor, std::string answer) {
+  for (;;) {
+    auto socket = co_await acceptor.async_accept(asio::use_awaitable);
+    std::array<char, 4096> buf{};
+    co_await socket.async_read_some(asio::buffer(buf), asio::use_awaitable);
+    co_await asio::async_write(socket, asio::buffer(answer), asio::use_awaitable);
+    socket.close();
+  }
+}
+
+/// A fake Redis on its own thread.
+struct hostile_redis {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  std::thread thread;
+  explicit hostile_redis(std::string answer) {
+    asio::co_spawn(io, misbehave(acceptor, std::move(answer)), asio::detached);
+    thread = std::thread([this] { io.run(); });
+  }
+  ~hostile_redis() {
+    io.stop();
+    thread.join();
+  }
+  [[nodiscard]] std::string url() const {
+    return "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  }
+};
+
+} // namespace
+
+TEST_CASE("fleet client: a ticket one process issued is reused by another, never across devices or viewers") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a");
+  process b(redis->url(), emu->base_url(), "process-b");
+
+  auto const first = a.play(viewer_a, "phone-1", 4);
+  REQUIRE(first.outcome == item_outcome::granted);
+  CHECK_FALSE(first.reused);
+  REQUIRE(first.ticket);
+
+  auto const second = b.play(viewer_a, "phone-1", 4);
+  REQUIRE(second.outcome == item_outcome::granted);
+  CHECK(second.reused);
+  REQUIRE(second.ticket);
+  CHECK(*second.ticket == *first.ticket); // every field, expires_at included
+  CHECK(b.shared->stats().cross_process_reuse == 1);
+  CHECK(emu->stats().tickets_counted == 1);
+  CHECK(playback_requests(*emu) == 1); // the second process sent nothing
+
+  // Its own ticket is reused by the first process too, and that is not a cross-process reuse.
+  CHECK(a.play(viewer_a, "phone-1", 4).reused);
+  CHECK(a.shared->stats().cross_process_reuse == 0);
+  CHECK(playback_requests(*emu) == 1);
+
+  // Another device, or another viewer: a fresh ticket from the server, never the stored one.
+  auto const other_device = b.play(viewer_a, "tv-1", 4);
+  REQUIRE(other_device.ticket);
+  CHECK_FALSE(other_device.reused);
+  CHECK(other_device.ticket->ticket_id != first.ticket->ticket_id);
+  auto const other_viewer = b.play(viewer_b, "phone-1", 4);
+  REQUIRE(other_viewer.ticket);
+  CHECK_FALSE(other_viewer.reused);
+  CHECK(other_viewer.ticket->ticket_id != first.ticket->ticket_id);
+  CHECK(emu->stats().tickets_counted == 3);
+  CHECK(b.shared->stats().cross_process_reuse == 1);
+  CHECK(b.shared->stats().fallbacks == 0);
+  CHECK(b.api->stats().metrics.cache_hits == 1);
+}
+
+TEST_CASE("fleet client: the per-viewer limit is one limit across two processes") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 2;
+  process a(redis->url(), emu->base_url(), "process-a", options);
+  process b(redis->url(), emu->base_url(), "process-b", options);
+
+  CHECK(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  CHECK(b.play(viewer_a, "phone-1", 2).outcome == item_outcome::granted);
+  // Two a minute for this viewer, whichever process serves them: the third and fourth are refused.
+  auto const third = a.play(viewer_a, "phone-1", 3);
+  CHECK(third.outcome == item_outcome::viewer_limited);
+  REQUIRE(third.retry_after);
+  CHECK(*third.retry_after >= 29s); // one ticket every 30 s
+  CHECK(*third.retry_after <= 30s);
+  CHECK(b.play(viewer_a, "phone-1", 4).outcome == item_outcome::viewer_limited);
+  CHECK(emu->stats().tickets_counted == 2);
+  // Another viewer has an allowance of their own.
+  CHECK(b.play(viewer_b, "phone-2", 1).outcome == item_outcome::granted);
+  // A reused ticket takes nothing: the allowance taken for it is given back (on the fleet's strand, before the
+  // next acquire of the process).
+  CHECK(a.play(viewer_b, "phone-2", 1).reused);
+  CHECK(a.play(viewer_b, "phone-2", 2).outcome == item_outcome::granted);
+  CHECK(b.play(viewer_b, "phone-2", 3).outcome == item_outcome::viewer_limited);
+  auto const stats = a.shared->stats().viewers;
+  CHECK(stats.fallbacks == 0);
+  CHECK(stats.refused >= 1);
+}
+
+TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state within the timeout, then share again") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 30;
+  constexpr auto timeout = 100ms;
+  process a(redis->url(), emu->base_url(), "process-a", options, timeout);
+  process b(redis->url(), emu->base_url(), "process-b", options, timeout);
+  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  REQUIRE(a.shared->stats().fallbacks == 0);
+
+  redis->pause();
+  // Every call still succeeds: each costs at most one command timeout per part (lookup, viewer limit), then the
+  // parts answer locally until the probe interval has passed.
+  for (int episode = 2; episode <= 5; ++episode) {
+    auto const started = std::chrono::steady_clock::now();
+    auto const item = a.play(viewer_a, "phone-1", episode);
+    CHECK(item.outcome == item_outcome::granted);
+    CHECK(test_support::elapsed_ms(started) < 2000);
+  }
+  // What the process issued while Redis was away is still reused by the process itself.
+  CHECK(a.play(viewer_a, "phone-1", 3).reused);
+  auto const degraded = a.shared->stats();
+  CHECK(degraded.fallbacks >= 2);
+  CHECK(degraded.fallbacks == degraded.tickets.fallbacks + degraded.viewers.fallbacks);
+  CHECK(degraded.tickets.fallbacks >= 1);
+  CHECK(degraded.viewers.fallbacks >= 1);
+  CHECK(degraded.degraded);
+  CHECK(a.lines_starting("WARN fleet ticket_cache") == 1); // one line per outage, not one per call
+  CHECK(a.lines_starting("WARN fleet viewer_limit") == 1);
+
+  redis->resume();
+  std::this_thread::sleep_for(300ms); // past the probe interval
+  auto const fresh = a.play(viewer_a, "phone-1", 9);
+  REQUIRE(fresh.outcome == item_outcome::granted);
+  CHECK_FALSE(fresh.reused);
+  // Shared again: the other process reuses what this one stored after the outage.
+  auto const shared = b.play(viewer_a, "phone-1", 9);
+  CHECK(shared.reused);
+  CHECK(b.shared->stats().cross_process_reuse == 1);
+  CHECK_FALSE(a.shared->stats().degraded);
+  CHECK(a.lines_starting("INFO fleet ticket_cache") == 1);
+  CHECK(a.lines_starting("WARN fleet ticket_cache") == 1);
+}
+
+TEST_CASE("fleet client: Redis down from the start, every call succeeds and a process reuses its own tickets") {
+  auto emu = start_emulator();
+  std::string const nowhere = "redis://127.0.0.1:" + std::to_string(test_support::free_loopback_port());
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 30;
+  process a(nowhere, emu->base_url(), "process-a", options);
+  auto const started = std::chrono::steady_clock::now();
+  auto const first = a.play(viewer_a, "phone-1", 4);
+  REQUIRE(first.outcome == item_outcome::granted);
+  auto const again = a.play(viewer_a, "phone-1", 4);
+  CHECK(again.reused);
+  CHECK(test_support::elapsed_ms(started) < 2000);
+  CHECK(emu->stats().tickets_counted == 1);
+  auto const stats = a.shared->stats();
+  CHECK(stats.fallbacks >= 3); // lookup, limit and store of the first call at least
+  CHECK(stats.degraded);
+  CHECK(stats.redis.connect_failures >= 1);
+  CHECK(a.lines_starting("WARN fleet ticket_cache") == 1);
+}
+
+TEST_CASE("fleet client: a Redis that answers garbage or closes mid-reply never fails a call") {
+  auto emu = start_emulator();
+  for (std::string const answer : {"HTTP/1.1 400 Bad Request\r\n\r\n", "$10\r\nabc"}) {
+    hostile_redis fake(answer);
+    wandura::client_options options;
+    options.viewer_tickets_per_minute = 30;
+    process a(fake.url(), emu->base_url(), "process-a", options);
+    auto const before = emu->stats().tickets_counted;
+    auto const first = a.play(viewer_a, "tv-" + std::to_string(answer.size()), 4);
+    REQUIRE(first.outcome == item_outcome::granted);
+    CHECK(a.play(viewer_a, "tv-" + std::to_string(answer.size()), 4).reused);
+    CHECK(emu->stats().tickets_counted == before + 1);
+    auto const stats = a.shared->stats();
+    CHECK(stats.fallbacks >= 2);
+    CHECK(a.lines_starting("WARN fleet ticket_cache") == 1);
+  }
+}
