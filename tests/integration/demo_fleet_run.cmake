@@ -99,7 +99,9 @@ if(SHARED)
   expect("shared_state is the private Redis, got ${shared}" shared MATCHES "^redis://127\\.0\\.0\\.1:[0-9]+$")
   expect("cross_process_reuse > 0 with shared state, got ${cross}" cross GREATER 0)
 else()
-  expect("no shared state (null), got ${shared}" shared STREQUAL "")
+  if(NOT shared STREQUAL "") # null reads as ""
+    message(FATAL_ERROR "report.json: expected no shared state (null), got ${shared}")
+  endif()
   expect("no cross-process reuse without shared state, got ${cross}" cross EQUAL 0)
 endif()
 

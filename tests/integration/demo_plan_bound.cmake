@@ -3,7 +3,7 @@
 # alone exceed it, so the bound is below 1 and the recomputation exercises the ticket queue, not only "all served".
 # The run may fail plays (exit 1); any other exit status fails the test.
 #
-# EXTRA_ARGS (a list) is added to the demo's command line, e.g. "--processes;2" for a fleet run.
+# EXTRA_ARGS (a list) is added to the demo's command line, e.g. --processes=2 for a fleet run.
 #
 #   cmake -DDEMO=/path/to/smooth_playback -DCHECK=/path/to/plan_bound_test -DWORK_DIR=dir [-DEXTRA_ARGS=...]
 #         -P demo_plan_bound.cmake
