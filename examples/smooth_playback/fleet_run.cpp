@@ -215,11 +215,12 @@ int run_fleet(demo_options const& o) {
   server.emulator = emu.get();
   server.playback_limit_per_min = rp.limit;
   print_run_header(o, rp, base_url);
-  std::printf("fleet: %u client processes, each action to one of them (no affinity), shared state %s%s\n", o.processes,
-              shared_state.empty() ? "none" : shared_state.c_str(),
-              o.kill_shared_state_after_s
-                  ? (", killed " + std::to_string(*o.kill_shared_state_after_s) + " s after the first viewer").c_str()
-                  : "");
+  std::printf("fleet: %u client processes, each action to one of them (no affinity), shared state %s", o.processes,
+              shared_state.empty() ? "none" : shared_state.c_str());
+  if (o.kill_shared_state_after_s) {
+    std::printf(", killed %g s after the first viewer", *o.kill_shared_state_after_s);
+  }
+  std::printf("\n");
   std::fflush(stdout);
 
   std::vector<std::unique_ptr<worker_process>> workers;
