@@ -72,16 +72,27 @@ void fleet_state::publish() {
     now.viewers.fallbacks += s.fallbacks;
     now.viewers.degraded = now.viewers.degraded || s.degraded;
   }
-  // The shared counter pace is not part of this state yet: `now.pace` stays zero (see fleet::configure).
-  now.fallbacks = now.tickets.fallbacks + now.viewers.fallbacks + now.pace.fallbacks;
-  now.degraded = now.tickets.degraded || now.viewers.degraded || now.pace.degraded;
   published_ = now;
+}
+
+void fleet_state::add_pace_stats(std::function<counter_pace_stats()> stats) {
+  std::lock_guard lock(mutex_);
+  pace_stats_.push_back(std::move(stats));
 }
 
 fleet_stats fleet_state::snapshot() const {
   std::lock_guard lock(mutex_);
   fleet_stats out = published_;
   out.cross_process_reuse = cross_process_reuse_.load(std::memory_order_relaxed);
+  for (auto const& read : pace_stats_) {
+    auto const s = read();
+    out.pace.admitted += s.admitted;
+    out.pace.delayed += s.delayed;
+    out.pace.fallbacks += s.fallbacks;
+    out.pace.degraded = out.pace.degraded || s.degraded;
+  }
+  out.fallbacks = out.tickets.fallbacks + out.viewers.fallbacks + out.pace.fallbacks;
+  out.degraded = out.tickets.degraded || out.viewers.degraded || out.pace.degraded;
   return out;
 }
 
@@ -106,7 +117,14 @@ void fleet::configure(client_options& options) const {
     auto& limit = impl_->viewer_limit_for(*options.viewer_tickets_per_minute);
     options.viewer_limit = std::make_shared<detail::redis_viewer_limit>(impl_, limit);
   }
-  // The shared counter pace (admission_gate_options::shared_pace over a redis_counter_pace) is set here, last.
+  configure_shared_pace(options);
+}
+
+void fleet::configure_shared_pace(client_options& options) const {
+  // The shared counter pace: `options.retry.admission.shared_pace`, a `redis_counter_pace` on this fleet's Redis
+  // client (`detail::fleet_state::shared_redis(impl_)`), its counters added to `stats` with
+  // `impl_->add_pace_stats`. Set here once the admission gate takes a shared pace.
+  (void)options;
 }
 
 fleet_stats fleet::stats() const {

@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/strand.hpp>
@@ -19,9 +21,9 @@
 namespace wandura::detail {
 
 /// @par Thread safety
-/// `strand` and `options` are immutable. `viewer_limit_for`, `add_cross_process_reuse` and `snapshot`
-/// may be called from any thread. `redis`, `tickets`, the limits themselves and `publish` are used on `strand`
-/// only (the rule of `redis_client`).
+/// `strand` and `options` are immutable. `viewer_limit_for`, `add_cross_process_reuse`, `add_pace_stats` and
+/// `snapshot` may be called from any thread. `redis`, `tickets`, the limits themselves and `publish` are used on
+/// `strand` only (the rule of `redis_client`).
 class fleet_state {
 public:
   /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL.
@@ -36,6 +38,15 @@ public:
 
   /// Counts a ticket this process reused that another process stored.
   void add_cross_process_reuse() noexcept;
+
+  /// Adds a shared counter pace's counters to every later `snapshot`: `stats` is called from any thread, at each
+  /// snapshot (a pace's own `stats` may be), and returns zeros once the pace is gone.
+  void add_pace_stats(std::function<counter_pace_stats()> stats);
+  /// This state as the owner of its Redis client (the aliasing constructor): for parts that share the connection
+  /// and keep it alive, such as a shared counter pace.
+  [[nodiscard]] static std::shared_ptr<redis_client> shared_redis(std::shared_ptr<fleet_state> const& self) noexcept {
+    return {self, &self->redis};
+  }
 
   /// Copies the parts' counters into the snapshot `snapshot` returns. On `strand`, after each operation: the
   /// parts' own counters are plain values of the strand, read nowhere else.
@@ -52,6 +63,7 @@ public:
 private:
   mutable std::mutex mutex_; // guards limits_ (not the limits themselves) and published_
   std::map<std::uint32_t, std::unique_ptr<shared_viewer_limit>> limits_;
+  std::vector<std::function<counter_pace_stats()>> pace_stats_;
   fleet_stats published_{};
   std::atomic<std::uint64_t> cross_process_reuse_{0};
 };

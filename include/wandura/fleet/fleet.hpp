@@ -63,6 +63,10 @@ struct fleet_stats {
 /// as any client uses them). Destroy it, and its clients, before the io_context.
 class fleet {
 public:
+  /// Makes the shared parts; connects to Redis at the first command, not here.
+  /// @param executor where Redis commands run: the fleet uses a strand of it, so a multi-threaded io_context is
+  ///        fine. It must outlive the fleet and every client it configured.
+  /// @param options the Redis server and timeouts, the organisation, this process's id and the fallback; copied.
   /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL. Never for Redis being down: the
   ///         first commands then fall back to local state.
   fleet(asio::any_io_executor executor, fleet_options options);
@@ -70,13 +74,21 @@ public:
   fleet& operator=(fleet const&) = delete;
   ~fleet();
 
-  /// Points `options` at the shared state: `options.tickets` (ticket reuse), the per-viewer limit (when
-  /// `options.viewer_tickets_per_minute` is set) and `options.retry.admission`'s shared pace.
+  /// Points `options` at the shared state: `options.tickets` (ticket reuse, replaced), `options.viewer_limit` at
+  /// `options.viewer_tickets_per_minute` (set only when that is; one shared limit per rate) and
+  /// `options.retry.admission`'s shared pace. Every client configured by one fleet shares its Redis connection.
+  /// @param options the client's options, changed in place; give them to the client's constructor afterwards.
+  /// @throws wandura::error `errc::invalid_argument` when `viewer_tickets_per_minute` is 0.
   void configure(client_options& options) const;
 
+  /// The counters of every shared part, as of each part's latest completed operation, and
+  /// `cross_process_reuse` now.
   [[nodiscard]] fleet_stats stats() const;
 
 private:
+  /// Points `options.retry.admission` at the fleet's shared counter pace.
+  void configure_shared_pace(client_options& options) const;
+
   struct impl;
   std::shared_ptr<impl> impl_;
 };

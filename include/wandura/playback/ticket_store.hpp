@@ -67,7 +67,7 @@ public:
   [[nodiscard]] virtual asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) = 0;
   /// Stores `t` for `key`, replacing any earlier one. Implementations may decline (a ticket too close to expiry, a
   /// key without viewer or device), in which case `find` keeps returning nullopt for it.
-  /// @param key @param t owned by the operation.
+  /// @param key what `t` is for; owned by the operation. @param t the ticket; owned by the operation.
   [[nodiscard]] virtual asio::awaitable<void> insert(ticket_key key, ticket t) = 0;
   /// Forgets the ticket of `key`, if any (for example after the player reported it rejected).
   /// @param key owned by the operation.
@@ -105,7 +105,7 @@ public:
 
   /// Completes without suspending. @param keys the batch's episodes.
   [[nodiscard]] asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) override;
-  /// Completes without suspending. @param key @param t the ticket and what it is for.
+  /// Completes without suspending. @param key what `t` is for. @param t the ticket.
   [[nodiscard]] asio::awaitable<void> insert(ticket_key key, ticket t) override;
   /// Completes without suspending. @param key what to forget.
   [[nodiscard]] asio::awaitable<void> erase(ticket_key key) override;

@@ -129,7 +129,48 @@ struct hostile_redis {
   }
 };
 
+/// Accepts one connection and answers its first read, whatever it holds, with one nil per `GET` in it; records
+/// that read. Then closes the connection.
+asio::awaitable<void> answer_first_read(asio::ip::tcp::acceptor& acceptor, std::promise<std::string>& first_read) {
+  auto socket = co_await acceptor.async_accept(asio::use_awaitable);
+  std::array<char, 4096> buf{};
+  auto const n = co_await socket.async_read_some(asio::buffer(buf), asio::use_awaitable);
+  std::string const bytes(buf.data(), n);
+  std::string answer;
+  for (auto at = bytes.find("GET"); at != std::string::npos; at = bytes.find("GET", at + 3)) {
+    answer += "$-1\r\n";
+  }
+  first_read.set_value(bytes);
+  co_await asio::async_write(socket, asio::buffer(answer), asio::use_awaitable);
+  socket.close();
+}
+
 } // namespace
+
+TEST_CASE("fleet client: the lookups of one batch reach Redis in one write, a pipeline") {
+  auto emu = start_emulator();
+  asio::io_context fake_io;
+  asio::ip::tcp::acceptor acceptor(fake_io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::promise<std::string> first_read;
+  asio::co_spawn(fake_io, answer_first_read(acceptor, first_read), asio::detached);
+  std::thread fake_thread([&] { fake_io.run(); });
+  {
+    process a("redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), emu->base_url(), "process-a");
+    wandura::viewer who{viewer_a, "phone-1", "kek"};
+    auto start = asio::co_spawn(a.io, a.api->start_episode(who, "the-heiress-returns", 4, 6), asio::use_future);
+    auto const result = start.get();
+    CHECK(result.play.outcome == item_outcome::granted);
+    CHECK(result.prefetch.size() == 2);
+  }
+  auto const bytes = first_read.get_future().get();
+  std::size_t gets = 0;
+  for (auto at = bytes.find("GET"); at != std::string::npos; at = bytes.find("GET", at + 3)) {
+    ++gets;
+  }
+  CHECK(gets == 3); // the play and both prefetches, before any reply
+  fake_io.stop();
+  fake_thread.join();
+}
 
 TEST_CASE("fleet client: a ticket one process issued is reused by another, never across devices or viewers") {
   auto redis = test_support::start_redis_or_skip();

@@ -30,3 +30,35 @@ TEST_CASE("ticket envelope: anything cut or changed is refused, never half read"
   CHECK_FALSE(wandura::detail::decode_envelope("wt2|" + bytes.substr(4)));
   CHECK_FALSE(wandura::detail::decode_envelope("plain ticket json"));
 }
+
+namespace {
+wandura::ticket full_ticket() {
+  wandura::ticket t;
+  t.ticket_id = "tkt_7f3a";
+  t.manifest_url = "https://cdn.example/m/7f3a.mpd";
+  t.license_url = "https://drm.example/l/7f3a";
+  t.expires_at = std::chrono::system_clock::time_point(std::chrono::nanoseconds(1'764'590'400'123'456'789));
+  t.expires_at_text = "2025-12-01T12:00:00.123456789Z";
+  t.drm_payload = std::string("opaque\0|3:bytes", 15);
+  return t;
+}
+} // namespace
+
+TEST_CASE("ticket payload: every field of a ticket and the storing process survive a round trip") {
+  auto const stored =
+      wandura::detail::decode_ticket_payload(wandura::detail::encode_ticket_payload("host-a:4242", full_ticket()));
+  REQUIRE(stored);
+  CHECK(stored->process_id == "host-a:4242");
+  CHECK(stored->value == full_ticket()); // expires_at to the nanosecond
+}
+
+TEST_CASE("ticket payload: anything cut, extended or of another version is refused") {
+  std::string const bytes = wandura::detail::encode_ticket_payload("p", full_ticket());
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
+    INFO(cut);
+    CHECK_FALSE(wandura::detail::decode_ticket_payload(std::string_view(bytes).substr(0, cut)));
+  }
+  CHECK_FALSE(wandura::detail::decode_ticket_payload(bytes + "x"));
+  CHECK_FALSE(wandura::detail::decode_ticket_payload("wp2|" + bytes.substr(4)));
+  CHECK_FALSE(wandura::detail::decode_ticket_payload(wandura::detail::encode_envelope(who(), ticket())));
+}

@@ -1,0 +1,163 @@
+// The client through its two pluggable parts, `client_options::tickets` and `client_options::viewer_limit`: what it
+// asks of them, how often, and what it gives back on every exit.
+#include "wandura/playback/viewer_limit.hpp"
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "client_harness.hpp"
+#include "wandura/error.hpp"
+#include "wandura/playback/ticket_store.hpp"
+
+using namespace client_harness;
+using namespace std::chrono_literals;
+using wandura::item_outcome;
+
+namespace {
+
+/// A viewer limit with one allowance for everyone, recording every call as "acquire N yes|no" or "release N".
+class recording_limit final : public wandura::viewer_limit {
+public:
+  explicit recording_limit(std::uint32_t initial) : allowance(initial) {}
+
+  asio::awaitable<decision> acquire(std::string, std::uint32_t tickets) override {
+    bool const fits = tickets <= allowance;
+    allowance -= fits ? tickets : 0;
+    calls.push_back("acquire " + std::to_string(tickets) + (fits ? " yes" : " no"));
+    co_return decision{fits, fits ? 0ms : 1500ms};
+  }
+  void release(std::string_view, std::uint32_t tickets) noexcept override {
+    allowance += tickets;
+    calls.push_back("release " + std::to_string(tickets));
+  }
+
+  std::uint32_t allowance;
+  std::vector<std::string> calls;
+};
+
+/// A memory store that counts the client's calls.
+class counting_store final : public wandura::ticket_store {
+public:
+  asio::awaitable<std::vector<std::optional<wandura::ticket>>> find(std::vector<wandura::ticket_key> keys) override {
+    ++finds;
+    looked_up += keys.size();
+    co_return co_await inner.find(std::move(keys));
+  }
+  asio::awaitable<void> insert(wandura::ticket_key key, wandura::ticket t) override {
+    ++inserts;
+    co_await inner.insert(std::move(key), std::move(t));
+  }
+  asio::awaitable<void> erase(wandura::ticket_key key) override { co_await inner.erase(std::move(key)); }
+
+  wandura::memory_ticket_store inner;
+  int finds = 0;
+  std::size_t looked_up = 0;
+  int inserts = 0;
+};
+
+std::string three_granted() {
+  return batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                     granted_item("the-heiress-returns", 5, "prefetch", "t5"),
+                     granted_item("the-heiress-returns", 6, "prefetch", "t6")});
+}
+
+} // namespace
+
+TEST_CASE("client viewer_limit: a batch takes its allowance in one decision and gives back what was not granted") {
+  auto limit = std::make_shared<recording_limit>(10);
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  options.viewer_tickets_per_minute = 1; // the given limit decides, not this rate
+  harness h(options);
+  h.fake->push(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                       refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed"),
+                       granted_item("the-heiress-returns", 6, "prefetch", "t6")})));
+  auto s = h.start(4, 6);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.prefetch[0].outcome == item_outcome::shed);
+  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 1"});
+  CHECK(limit->allowance == 8);
+}
+
+TEST_CASE("client viewer_limit: a short allowance goes to the play first, one ticket at a time until refused") {
+  auto limit = std::make_shared<recording_limit>(1);
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto s = h.start(4, 6);
+  REQUIRE(h.fake->attempt_count() == 1);
+  CHECK(sent_episodes(h.fake->attempts()[0].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  CHECK(s.play.outcome == item_outcome::granted);
+  for (auto const& prefetch : s.prefetch) {
+    CHECK(prefetch.outcome == item_outcome::viewer_limited);
+    CHECK(prefetch.retry_after == 2s); // the limit's 1500 ms, rounded up to whole seconds
+  }
+  CHECK(limit->calls == std::vector<std::string>{"acquire 3 no", "acquire 1 yes", "acquire 1 no"});
+  CHECK(limit->allowance == 0);
+}
+
+TEST_CASE("client viewer_limit: a call that fails as a whole gives back everything it took") {
+  auto limit = std::make_shared<recording_limit>(5);
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  h.fake->push(fake_step::respond(401, R"({"error_code":"unauthorized"})"));
+  CHECK_THROWS_AS(h.start(4, 6), wandura::error);
+  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 3"});
+  CHECK(limit->allowance == 5);
+}
+
+TEST_CASE("client viewer_limit: a zero rate is refused even when a limit is given") {
+  wandura::client_options options;
+  options.viewer_limit = std::make_shared<recording_limit>(5);
+  options.viewer_tickets_per_minute = 0;
+  options.api_key = "k";
+  asio::io_context io;
+  CHECK_THROWS_AS(wandura::client(io.get_executor(), options), wandura::error);
+}
+
+TEST_CASE("client ticket store: one lookup for the whole batch, one store per fresh ticket") {
+  auto store = std::make_shared<counting_store>();
+  wandura::client_options options;
+  options.tickets = store;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, three_granted()));
+  auto first = h.start(4, 6);
+  CHECK(store->finds == 1);
+  CHECK(store->looked_up == 3);
+  CHECK(store->inserts == 3);
+  auto again = h.start(4, 6); // every episode from the store: nothing sent, nothing stored
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(again.play.reused);
+  CHECK(again.play.ticket == first.play.ticket);
+  CHECK(store->finds == 2);
+  CHECK(store->inserts == 3);
+}
+
+TEST_CASE("client ticket store: never touched with reuse off or without a viewer_ref") {
+  auto store = std::make_shared<counting_store>();
+  wandura::client_options options;
+  options.tickets = store;
+  options.reuse_tickets = false;
+  harness h(options);
+  h.fake->set_default(fake_step::respond(200, three_granted()));
+  (void)h.start(4, 6);
+  (void)h.start(4, 6);
+  CHECK(h.fake->attempt_count() == 2);
+  CHECK(store->finds == 0);
+  CHECK(store->inserts == 0);
+
+  auto other = std::make_shared<counting_store>();
+  wandura::client_options with_reuse;
+  with_reuse.tickets = other;
+  harness anonymous(with_reuse);
+  anonymous.fake->set_default(fake_step::respond(200, three_granted()));
+  wandura::viewer nobody{"", "dev-1", "kek"}; // no viewer_ref: nothing may be reused
+  (void)anonymous.run(anonymous.api->start_episode(nobody, "the-heiress-returns", 4, 6));
+  CHECK(other->finds == 0);
+  CHECK(other->inserts == 0);
+}
