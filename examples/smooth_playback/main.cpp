@@ -7,15 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <asio/co_spawn.hpp>
-#include <asio/use_future.hpp>
 
 #include "cli/style.hpp"
 #include "client_session.hpp"
