@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "client_session.hpp"
@@ -190,31 +191,8 @@ std::chrono::seconds run_limit(audience const& plan, std::chrono::milliseconds p
   return std::chrono::seconds(static_cast<long>(last + deadline_s * static_cast<double>(longest) + 60));
 }
 
-} // namespace
-
-int run_fleet(demo_options const& o) {
-  std::signal(SIGPIPE, SIG_IGN); // a worker gone is an error on its pipe, not the parent's death
-  bool const tty = isatty(fileno(stdout)) != 0;
-  run_plan const rp = make_run_plan(o);
-  auto const play_deadline = wandura::retry_policy::interactive().total_timeout;
-
-  std::optional<private_redis> redis;
-  std::string shared_state = o.shared_state.value_or("");
-  if (shared_state == "auto") {
-    redis.emplace();
-    shared_state = redis->url();
-  }
-
-  server_side server;
-  server.emulator_started = clock_type::now();
-  auto emu = start_emulator(o, rp);
-  std::string const base_url = emu->base_url();
-  // start_emulator configures the emulator's default organisation: its first key.
-  std::string const api_key = wandura::emulator::config{}.orgs.front().keys.front();
-  server.target = "in-process emulator at " + base_url + ", " + std::to_string(o.processes) + " client processes";
-  server.emulator = emu.get();
-  server.playback_limit_per_min = rp.limit;
-  print_run_header(o, rp, base_url);
+/// The header's fleet line: how many processes, the shared state, when it will be killed.
+void print_fleet_header(demo_options const& o, std::string const& shared_state) {
   std::printf("fleet: %u client processes, each action to one of them (no affinity), shared state %s", o.processes,
               shared_state.empty() ? "none" : shared_state.c_str());
   if (o.kill_shared_state_after_s) {
@@ -222,41 +200,104 @@ int run_fleet(demo_options const& o) {
   }
   std::printf("\n");
   std::fflush(stdout);
+}
 
-  std::vector<std::unique_ptr<worker_process>> workers;
-  for (unsigned k = 0; k < o.processes; ++k) {
-    workers.push_back(std::make_unique<worker_process>("/proc/self/exe", worker_args(o, rp, base_url, shared_state, k),
-                                                       std::vector<std::string>{"WANDURA_API_KEY=" + api_key}));
+/// Spends the emulator's counter with a client of the parent's, as the single-process run does, then notes the
+/// emulator's counts before the viewers and installs the scripted 503s.
+void prepare_emulator(demo_options const& o, run_plan const& rp, wandura::emulator::server& emu,
+                      std::string const& api_key, server_side& server) {
+  if (rp.warmup_left < 1.0) {
+    client_session warm({emu.base_url(), api_key, 1, std::nullopt, {}, {}});
+    server.warmup_tickets = warm.run(
+        warm_up(warm.api(), emu, rp.plan.catalogue.front(), rp.limit, rp.warmup_left, server.emulator_started));
+    server.warmup_left = rp.warmup_left;
   }
-  progress_printer printer(tty);
-  fleet_monitor monitor(workers, printer, rp.plan, o.verbose);
-  monitor.wait_ready(std::chrono::seconds(60));
-
-  {
-    // The warm-up spends the counter with a client of the parent's, as in the single-process run.
-    client_session warm({base_url, api_key, 1, std::nullopt, {}, {}});
-    if (rp.warmup_left < 1.0) {
-      server.warmup_tickets = warm.run(
-          warm_up(warm.api(), *emu, rp.plan.catalogue.front(), rp.limit, rp.warmup_left, server.emulator_started));
-      server.warmup_left = rp.warmup_left;
-    }
-  }
-  auto const st = emu->stats();
+  auto const st = emu.stats();
   server.counted_before = st.tickets_counted;
   server.held_before = st.held_play;
-  script_unavailable(*emu, o.unavailable);
+  script_unavailable(emu, o.unavailable);
+}
+
+/// Sends every worker the run's time 0. @throws std::runtime_error naming a worker that is gone.
+void send_start(std::vector<std::unique_ptr<worker_process>>& workers, clock_type::time_point start) {
+  auto const ns = std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count();
+  for (std::size_t k = 0; k < workers.size(); ++k) {
+    try {
+      workers[k]->send("start " + std::to_string(ns));
+    } catch (std::system_error const& e) {
+      throw std::runtime_error("worker " + std::to_string(k) + " (pid " + std::to_string(workers[k]->pid()) +
+                               ") is gone before the start: " + e.what());
+    }
+  }
+}
+
+/// Reaps the workers (each must have exited 0 after its report) and lists what each did.
+/// @throws std::runtime_error for a worker that did not exit 0.
+fleet_summary summarise_fleet(demo_options const& o, std::string const& shared_state,
+                              std::vector<std::unique_ptr<worker_process>>& workers,
+                              std::vector<client_run> const& runs) {
+  fleet_summary fleet;
+  fleet.processes = o.processes;
+  fleet.shared_state = shared_state;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    auto const& r = runs[k];
+    auto const how = workers[k]->reap(std::chrono::milliseconds(5000));
+    if (how != "exit status 0") {
+      throw std::runtime_error("worker " + std::to_string(k) + " sent its report but ended with " + how);
+    }
+    fleet.per_process.push_back({static_cast<std::uint32_t>(k), workers[k]->pid(), r.sim.totals, r.cross_process_reuse,
+                                 r.shared_state_fallbacks});
+    fleet.cross_process_reuse += r.cross_process_reuse;
+    fleet.shared_state_fallbacks += r.shared_state_fallbacks;
+  }
+  return fleet;
+}
+
+} // namespace
+
+int run_fleet(demo_options const& o) {
+  std::signal(SIGPIPE, SIG_IGN); // a worker gone is an error on its pipe, not the parent's death
+  run_plan const rp = make_run_plan(o);
+  auto const play_deadline = wandura::retry_policy::interactive().total_timeout;
+
+  std::optional<private_redis> redis; // declared before the workers: stopped after them, on error too
+  std::string shared_state = o.shared_state.value_or("");
+  if (shared_state == "auto") {
+    redis.emplace();
+    shared_state = redis->url();
+  }
+  server_side server;
+  server.emulator_started = clock_type::now();
+  auto emu = start_emulator(o, rp);
+  // start_emulator configures the emulator's default organisation: its first key.
+  std::string const api_key = wandura::emulator::config{}.orgs.front().keys.front();
+  server.target =
+      "in-process emulator at " + emu->base_url() + ", " + std::to_string(o.processes) + " client processes";
+  server.emulator = emu.get();
+  server.playback_limit_per_min = rp.limit;
+  print_run_header(o, rp, emu->base_url());
+  print_fleet_header(o, shared_state);
+
+  std::vector<std::unique_ptr<worker_process>> workers; // killed and reaped when left by an exception
+  for (unsigned k = 0; k < o.processes; ++k) {
+    workers.push_back(std::make_unique<worker_process>("/proc/self/exe",
+                                                       worker_args(o, rp, emu->base_url(), shared_state, k),
+                                                       std::vector<std::string>{"WANDURA_API_KEY=" + api_key}));
+  }
+  progress_printer printer(isatty(fileno(stdout)) != 0);
+  fleet_monitor monitor(workers, printer, rp.plan, o.verbose);
+  monitor.wait_ready(std::chrono::seconds(60));
+  prepare_emulator(o, rp, *emu, api_key, server);
 
   // Time 0 a little ahead, so that every worker has it before the first viewer arrives.
   auto const start = clock_type::now() + std::chrono::milliseconds(100);
-  for (auto& w : workers) {
-    w->send("start " +
-            std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count()));
-  }
+  send_start(workers, start);
   std::optional<double> killed_at_s;
-  auto const kill_at = o.kill_shared_state_after_s
-                           ? std::optional(start + std::chrono::duration_cast<clock_type::duration>(
-                                                       std::chrono::duration<double>(*o.kill_shared_state_after_s)))
-                           : std::nullopt;
+  std::optional<clock_type::time_point> kill_at;
+  if (o.kill_shared_state_after_s) {
+    kill_at = start + std::chrono::duration_cast<clock_type::duration>(
+                          std::chrono::duration<double>(*o.kill_shared_state_after_s));
+  }
   std::vector<client_run> runs;
   try {
     runs = monitor.wait_reports(start, start + run_limit(rp.plan, play_deadline), [&] {
@@ -271,25 +312,12 @@ int run_fleet(demo_options const& o) {
     printer.finish();
     throw;
   }
-
-  fleet_summary fleet;
-  fleet.processes = o.processes;
-  fleet.shared_state = o.shared_state ? shared_state : std::string();
-  fleet.shared_state_killed_at_s = killed_at_s;
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    auto& r = runs[k];
+  for (auto& r : runs) {
     r.sim.started = start;
-    auto const how = workers[k]->reap(std::chrono::milliseconds(5000));
-    if (how != "exit status 0") {
-      throw std::runtime_error("worker " + std::to_string(k) + " sent its report but ended with " + how);
-    }
-    fleet.per_process.push_back({static_cast<std::uint32_t>(k), workers[k]->pid(), r.sim.totals, r.cross_process_reuse,
-                                 r.shared_state_fallbacks});
-    fleet.cross_process_reuse += r.cross_process_reuse;
-    fleet.shared_state_fallbacks += r.shared_state_fallbacks;
   }
-  auto const total = combine_runs(runs, rp.plan.viewers.size());
-  return finish_run(o, rp, total, server, &fleet, play_deadline);
+  auto fleet = summarise_fleet(o, o.shared_state ? shared_state : std::string(), workers, runs);
+  fleet.shared_state_killed_at_s = killed_at_s;
+  return finish_run(o, rp, combine_runs(runs, rp.plan.viewers.size()), server, &fleet, play_deadline);
 }
 
 } // namespace demo
