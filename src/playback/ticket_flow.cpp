@@ -300,7 +300,7 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   for (auto const& e : batch.episodes) {
     keys.push_back(key_for(batch, e));
   }
-  auto store = self.store; // held by this frame while it awaits the lookup
+  auto store = self.store;                    // held by this frame while it awaits the lookup
   auto lookup = store->find(std::move(keys)); // named: GCC 12 and temporaries in co_await expressions
   std::vector<std::optional<ticket>> found = co_await std::move(lookup);
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
