@@ -166,7 +166,20 @@ void print_overload_lines(summary const& s) {
               static_cast<unsigned long long>(s.play_items_sent), static_cast<unsigned long long>(s.play_429), share);
 }
 
-void write_report_json(std::string const& path, summary const& s, std::vector<sample> const& samples) {
+namespace {
+
+std::string reasons_object(std::map<std::string, std::uint64_t> const& by_reason) {
+  std::string reasons = "{";
+  for (auto const& [reason, n] : by_reason) {
+    reasons += (reasons.size() > 1 ? ", \"" : "\"") + reason + "\": " + std::to_string(n);
+  }
+  return reasons + "}";
+}
+
+} // namespace
+
+void write_report_json(std::string const& path, summary const& s, std::vector<sample> const& samples,
+                       fleet_summary const* fleet) {
   std::ostringstream o;
   o << "{\n";
   auto field = [&o](char const* name, auto value, bool last = false) {
@@ -203,13 +216,37 @@ void write_report_json(std::string const& path, summary const& s, std::vector<sa
   field("playback_limit_per_min", number(s.playback_limit_per_min));
   field("duration_s", number(s.duration_s));
   field("play_success_bound", s.play_success_bound ? number(*s.play_success_bound) : std::string("null"));
-  std::string reasons = "{";
-  for (auto const& [reason, n] : s.failures_by_reason) {
-    reasons += (reasons.size() > 1 ? ", \"" : "\"") + reason + "\": " + std::to_string(n);
-  }
-  field("failures_by_reason", reasons + "}");
+  field("failures_by_reason", reasons_object(s.failures_by_reason));
   field("play_items_sent", s.play_items_sent);
   field("play_429", s.play_429);
+  if (fleet != nullptr) {
+    field("processes", fleet->processes);
+    field("shared_state", fleet->shared_state.empty() ? std::string("null") : "\"" + fleet->shared_state + "\"");
+    field("shared_state_killed_at_s",
+          fleet->shared_state_killed_at_s ? number(*fleet->shared_state_killed_at_s) : std::string("null"));
+    field("cross_process_reuse", fleet->cross_process_reuse);
+    field("shared_state_fallbacks", fleet->shared_state_fallbacks);
+    o << "  \"per_process\": [\n";
+    for (std::size_t i = 0; i < fleet->per_process.size(); ++i) {
+      auto const& p = fleet->per_process[i];
+      auto const& q = p.s;
+      o << "    {\"process\": " << p.process << ", \"pid\": " << p.pid << ", \"viewers\": " << q.viewers
+        << ", \"play_requests\": " << q.play_requests << ", \"play_failures\": " << q.play_failures
+        << ", \"play_success_rate\": " << number(q.play_success_rate) << ", \"p50_ms\": " << number(q.p50_ms)
+        << ", \"p95_ms\": " << number(q.p95_ms) << ", \"p99_ms\": " << number(q.p99_ms)
+        << ", \"max_ms\": " << number(q.max_ms) << ", \"tickets_granted\": " << q.tickets_granted
+        << ", \"tickets_fresh\": " << q.tickets_fresh << ", \"tickets_reused\": " << q.tickets_reused
+        << ", \"cache_hits\": " << q.cache_hits << ", \"coalesced\": " << q.coalesced
+        << ", \"prefetch_requested\": " << q.prefetch_requested << ", \"prefetch_shed\": " << q.prefetch_shed
+        << ", \"retries\": " << q.retries << ", \"budget_denied\": " << q.budget_denied
+        << ", \"requests\": " << q.requests << ", \"failures_by_reason\": " << reasons_object(q.failures_by_reason)
+        << ", \"play_items_sent\": " << q.play_items_sent << ", \"play_429\": " << q.play_429
+        << ", \"cross_process_reuse\": " << p.cross_process_reuse
+        << ", \"shared_state_fallbacks\": " << p.shared_state_fallbacks << "}"
+        << (i + 1 < fleet->per_process.size() ? ",\n" : "\n");
+    }
+    o << "  ],\n";
+  }
   o << "  \"samples\": [\n";
   for (std::size_t i = 0; i < samples.size(); ++i) {
     auto const& p = samples[i];

@@ -56,14 +56,37 @@ struct summary {
   std::uint64_t play_429 = 0;        ///< Play items the server answered 429, each attempt counted.
 };
 
+/// One process of a fleet run (`--processes N`): what its client and the viewer actions routed to it did.
+struct process_summary {
+  std::uint32_t process = 0; ///< 0 to N-1.
+  std::int64_t pid = 0;
+  /// Its viewer and client fields (`viewers`: viewers with at least one action here); the server's fields (emulator,
+  /// warm-up, limit, bound) are the run's, in the total.
+  summary s;
+  std::uint64_t cross_process_reuse = 0;    ///< Tickets it reused that another process had issued.
+  std::uint64_t shared_state_fallbacks = 0; ///< Shared-state operations it answered from local state.
+};
+
+/// What a fleet run adds to the report.
+struct fleet_summary {
+  std::uint32_t processes = 1;
+  std::string shared_state;                       ///< The Redis URL; empty without shared state.
+  std::optional<double> shared_state_killed_at_s; ///< When the private Redis was killed (s since the first viewer).
+  std::uint64_t cross_process_reuse = 0;          ///< Sums over the processes.
+  std::uint64_t shared_state_fallbacks = 0;
+  std::vector<process_summary> per_process;
+};
+
 /// " (best possible 0.9612)" after the success rate in the summary table, or "" when the bound is unknown.
 [[nodiscard]] std::string bound_text(summary const& s);
 
 /// The summary table's lines about overload: failed plays by reason, and play items sent and answered 429.
 void print_overload_lines(summary const& s);
 
-/// Writes `summary` (and the samples) as JSON to `path`. Throws std::runtime_error when the file cannot be written.
-void write_report_json(std::string const& path, summary const& s, std::vector<sample> const& samples);
+/// Writes `summary` (and the samples) as JSON to `path`, with the fleet's fields and `per_process` when `fleet` is
+/// given. Throws std::runtime_error when the file cannot be written.
+void write_report_json(std::string const& path, summary const& s, std::vector<sample> const& samples,
+                       fleet_summary const* fleet = nullptr);
 
 /// Writes an SVG chart to `path`: tickets/s against the limit (top) and play time-to-ticket p50/p95 (bottom).
 void write_report_svg(std::string const& path, summary const& s, std::vector<sample> const& samples);

@@ -30,7 +30,7 @@ struct run_state {
   simulation_options options;
   clock_type::time_point started;
 
-  std::atomic<std::uint64_t> viewers_started{0};
+  std::atomic<std::uint64_t> viewers_started{0}; // viewers whose first step here has started
   std::atomic<std::uint64_t> viewers_done{0};
   std::atomic<std::uint64_t> asked{0}; // tickets asked for (play + prefetch items)
   std::atomic<std::uint64_t> fresh{0};
@@ -42,7 +42,8 @@ struct run_state {
   simulation_result result;
   std::vector<double> interval_latencies_ms;
 
-  run_state(audience const& p, simulation_options o) : plan(p), options(std::move(o)), started(clock_type::now()) {}
+  run_state(audience const& p, simulation_options o)
+      : plan(p), options(std::move(o)), started(options.start_at.value_or(clock_type::now())) {}
 
   [[nodiscard]] double now_s() const { return std::chrono::duration<double>(clock_type::now() - started).count(); }
 
@@ -69,12 +70,18 @@ struct run_state {
     ++result.outcomes_by_kind[key];
   }
 
+  // With `mutex` held.
+  void record_latency(double latency_ms) {
+    result.play_latencies_ms.push_back(latency_ms);
+    result.play_done_s.push_back(now_s());
+    interval_latencies_ms.push_back(latency_ms);
+  }
+
   void record_start(viewer_plan const& v, viewer_step const& s, wandura::episode_start const& got, double latency_ms) {
     std::lock_guard lock(mutex);
     ++result.starts;
     ++result.totals.play_requests;
-    result.play_latencies_ms.push_back(latency_ms);
-    interval_latencies_ms.push_back(latency_ms);
+    record_latency(latency_ms);
     count_item(got.play, true);
     for (auto const& p : got.prefetch) {
       count_item(p, false);
@@ -101,8 +108,7 @@ struct run_state {
     ++result.starts;
     ++result.totals.play_requests;
     ++result.totals.play_failures;
-    result.play_latencies_ms.push_back(latency_ms);
-    interval_latencies_ms.push_back(latency_ms);
+    record_latency(latency_ms);
     ++result.outcomes_by_kind["play exception"];
     if (result.failures.size() < 20) {
       result.failures.push_back({v.id, plan.catalogue[v.film].film_ref, s.episode_no, std::move(what)});
@@ -122,7 +128,11 @@ asio::awaitable<void> sleep_until(clock_type::time_point when) {
 asio::awaitable<void> run_viewer(std::shared_ptr<run_state> state, wandura::client& api, viewer_plan const& v) {
   auto const& film = state->plan.catalogue[v.film];
   bool started = false;
-  for (auto const& step : v.steps) {
+  for (std::size_t i = 0; i < v.steps.size(); ++i) {
+    auto const& step = v.steps[i];
+    if (state->options.runs_step && !state->options.runs_step(v, i)) {
+      continue;
+    }
     co_await sleep_until(state->started +
                          std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(step.at_s)));
     if (!started) {
@@ -239,7 +249,7 @@ asio::awaitable<simulation_result> run_audience(asio::any_io_executor executor, 
 
   std::lock_guard lock(state->mutex);
   simulation_result out = std::move(state->result);
-  out.totals.viewers = total;
+  out.totals.viewers = state->viewers_started.load();
   out.started = state->started;
   out.totals.duration_s = state->now_s();
   auto latencies = out.play_latencies_ms;

@@ -61,6 +61,12 @@ struct simulation_options {
   std::function<std::uint64_t()> retries_so_far;
   /// Ticket items sent and answered 429 so far (a `counting_sender`), for the chart; empty: not sampled.
   std::function<item_counts()> items_so_far;
+  /// The run's time 0, the same in every process of a fleet (steady_clock is the system's monotonic clock); empty:
+  /// when the run starts.
+  std::optional<std::chrono::steady_clock::time_point> start_at;
+  /// Whether this process runs step `step` (an index into `viewer.steps`) of `viewer`; empty: every step. A
+  /// viewer's kept steps run in order, each at its planned time.
+  std::function<bool(viewer_plan const& viewer, std::size_t step)> runs_step;
 };
 
 /// One failure a viewer would have seen.
@@ -73,9 +79,12 @@ struct play_failure {
 
 /// Everything the run recorded.
 struct simulation_result {
-  summary totals; ///< Viewer-side totals (the caller fills in server and client fields).
+  /// Viewer-side totals (the caller fills in server and client fields); `viewers` counts the viewers with at least
+  /// one step run here.
+  summary totals;
   std::vector<sample> samples;
   std::vector<double> play_latencies_ms;                 ///< Every play's time-to-ticket, failures included.
+  std::vector<double> play_done_s;                       ///< When each of them completed (s since time 0).
   std::vector<play_failure> failures;                    ///< At most the first 20.
   std::map<std::string, std::uint64_t> outcomes_by_kind; ///< "play granted", "prefetch shed", ...
   /// Failed plays by reason (failure_reason.hpp): "budget_exhausted", "deadline_exceeded", "rate_limited", ...

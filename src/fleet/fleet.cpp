@@ -38,9 +38,9 @@ ticket_cache_options cache_options(fleet_options const& options) {
 
 } // namespace
 
-fleet_state::fleet_state(asio::any_io_executor executor, fleet_options opts)
-    : strand(asio::make_strand(std::move(executor))), options(with_process_id(std::move(opts))),
-      redis(strand, options.redis), tickets(redis, options.org, cache_options(options)) {}
+fleet_state::fleet_state(asio::any_io_executor const& executor, fleet_options opts)
+    : strand(asio::make_strand(executor)), options(with_process_id(std::move(opts))), redis(strand, options.redis),
+      tickets(redis, options.org, cache_options(options)) {}
 
 fleet_state::~fleet_state() = default;
 

@@ -27,7 +27,7 @@ namespace wandura::detail {
 class fleet_state {
 public:
   /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL.
-  fleet_state(asio::any_io_executor executor, fleet_options options);
+  fleet_state(asio::any_io_executor const& executor, fleet_options options);
   virtual ~fleet_state();
   fleet_state(fleet_state const&) = delete;
   fleet_state& operator=(fleet_state const&) = delete;

@@ -3,7 +3,10 @@
 # alone exceed it, so the bound is below 1 and the recomputation exercises the ticket queue, not only "all served".
 # The run may fail plays (exit 1); any other exit status fails the test.
 #
-#   cmake -DDEMO=/path/to/smooth_playback -DCHECK=/path/to/plan_bound_test -DWORK_DIR=dir -P demo_plan_bound.cmake
+# EXTRA_ARGS (a list) is added to the demo's command line, e.g. --processes=2 for a fleet run.
+#
+#   cmake -DDEMO=/path/to/smooth_playback -DCHECK=/path/to/plan_bound_test -DWORK_DIR=dir [-DEXTRA_ARGS=...]
+#         -P demo_plan_bound.cmake
 cmake_minimum_required(VERSION 3.25)
 foreach(var DEMO CHECK WORK_DIR)
   if(NOT DEFINED ${var})
@@ -14,7 +17,7 @@ endforeach()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 execute_process(COMMAND ${DEMO} --viewers 300 --duration 5 --playback-limit 600 --plan-out ${WORK_DIR}/plan.json
-                        --report-dir ${WORK_DIR}
+                        --report-dir ${WORK_DIR} ${EXTRA_ARGS}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
 message("${out}${err}")
 if(NOT (rc EQUAL 0 OR rc EQUAL 1))

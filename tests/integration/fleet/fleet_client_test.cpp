@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/executor_work_guard.hpp>
@@ -84,21 +86,22 @@ struct process {
 
   /// Runs `op` on the process's thread and waits for it from the test's thread. The result is handed over under a
   /// mutex, not through a std::future, whose shared state TSan reports when it is released on another thread.
-  template <class T> T wait_for(asio::awaitable<T> op) {
+  /// @param slot where the call's cancellation comes from (none by default).
+  template <class T> T wait_for(asio::awaitable<T> op, asio::cancellation_slot slot = {}) {
     std::mutex m;
     std::condition_variable done;
     std::optional<T> out;
     std::exception_ptr failure;
     bool finished = false;
-    asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
-      std::lock_guard lock(m);
-      failure = e;
-      if (!e) {
-        out.emplace(std::move(value));
-      }
-      finished = true;
-      done.notify_one();
-    });
+    asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(slot, [&](std::exception_ptr e, T value) {
+                     std::lock_guard lock(m);
+                     failure = e;
+                     if (!e) {
+                       out.emplace(std::move(value));
+                     }
+                     finished = true;
+                     done.notify_one();
+                   }));
     std::unique_lock lock(m);
     REQUIRE(done.wait_for(lock, 30s, [&] { return finished; }));
     if (failure) {
@@ -357,4 +360,41 @@ TEST_CASE("fleet client: a Redis that answers garbage or closes mid-reply never 
     CHECK(stats.fallbacks >= 2);
     CHECK(a.lines_starting("WARN fleet ticket_cache") == 1);
   }
+}
+
+TEST_CASE("fleet client: a call cancelled while its lookup waits for a paused Redis ends at once") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a", {}, 3000ms); // a lookup would wait 3 s
+  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  redis->pause();
+  wandura::ticket_batch batch;
+  batch.union_info = "phone-1";
+  batch.drm_kek = "kek";
+  batch.viewer_ref = viewer_a;
+  batch.episodes.push_back({"the-heiress-returns", 2, wandura::intent::play});
+  asio::cancellation_signal cancel;
+  // Cancelled from the process's thread after 100 ms, while the lookup waits for Redis.
+  asio::co_spawn(
+      a.io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor, 100ms);
+        co_await timer.async_wait(asio::use_awaitable);
+        cancel.emit(asio::cancellation_type::terminal);
+      },
+      asio::detached);
+  auto const started = std::chrono::steady_clock::now();
+  try {
+    (void)a.wait_for(a.api->issue_tickets(std::move(batch)), cancel.slot());
+    FAIL("expected operation_aborted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == asio::error::operation_aborted);
+  }
+  CHECK(test_support::elapsed_ms(started) < 1500);
+  CHECK(emu->stats().tickets_counted == 1); // nothing was sent for the cancelled call
+  redis->resume();
+  CHECK(a.play(viewer_a, "phone-1", 3).outcome == item_outcome::granted);
 }
