@@ -4,6 +4,7 @@
 //
 // Exit status: 0 when every play was granted (no viewer saw an error) and, against the emulator, the server counted
 // exactly the fresh tickets the demo received; 1 otherwise; 2 for a usage error.
+#include <csignal>
 #include <unistd.h>
 
 #include <atomic>
@@ -160,6 +161,7 @@ int run(demo_options const& o) {
 } // namespace demo
 
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN); // a write to a closed connection fails with EPIPE instead (transport.hpp, Signals)
   CLI::App app("Simulates viewers starting episodes at an evening peak and shows how the SDK keeps playback smooth:\n"
                "prefetch is shed by the server first, plays are retried after Retry-After, repeated starts reuse\n"
                "tickets (docs/demo.md).",
