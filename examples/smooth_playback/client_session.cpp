@@ -26,13 +26,14 @@ client_session::client_session(client_session_options options) : work_(asio::mak
   copt.api_key = std::move(options.api_key);
   copt.retry.policy = wandura::retry_policy::interactive();
   copt.retry.on_retry = [this](wandura::retry_event const&) { retry_events_.fetch_add(1); };
-  copt.retry.log = [this, on_warn = std::move(options.on_warn)](wandura::log_level level, std::string_view message) {
+  auto on_warn = std::make_shared<std::function<void(std::string_view)>>(std::move(options.on_warn));
+  copt.retry.log = [this, on_warn](wandura::log_level level, std::string_view message) {
     if (level != wandura::log_level::warn) {
       return;
     }
     warn_lines_.fetch_add(1);
-    if (on_warn) {
-      on_warn(message);
+    if (*on_warn) {
+      (*on_warn)(message);
     }
   };
   if (options.shared_state) {
@@ -41,6 +42,12 @@ client_session::client_session(client_session_options options) : work_(asio::mak
     fopt.redis.url = *options.shared_state;
     fopt.org = "smooth-playback";
     fopt.process_id = options.process_id;
+    // One line when a part of the shared state starts answering locally, one when Redis is back: shown as they come.
+    fopt.fallback.log = [on_warn](std::string_view line) {
+      if (*on_warn) {
+        (*on_warn)(line);
+      }
+    };
     shared_ = std::make_shared<shared_state>(io_.get_executor(), std::move(fopt));
     shared_->fleet.configure(copt);
 #else

@@ -39,7 +39,7 @@ struct redis_counter_pace::impl {
     if (it == counters.end()) {
       double const rate = options.unknown_limit_per_minute;
       double const burst = burst_of(rate, default_refill(name), rate);
-      counter_pace_options pace_options{name, rate, burst, options.local_share, options.fallback};
+      counter_pace_options pace_options{name, rate, burst, 1.0, options.fallback};
       it = counters
                .emplace(name, counter{std::make_unique<shared_counter_pace>(*redis, options.org, pace_options), burst})
                .first;
@@ -83,10 +83,8 @@ redis_counter_pace::redis_counter_pace(std::shared_ptr<redis_client> redis, redi
     throw error(errc::invalid_argument, "redis counter pace: the redis client must not be null");
   }
   fleet_keys::check_org(options.org);
-  if (!(options.unknown_limit_per_minute > 0) || !(options.local_share > 0) || options.local_share > 1 ||
-      options.burst.count() < 0) {
-    throw error(errc::invalid_argument,
-                "redis counter pace: unknown_limit_per_minute must be > 0, local_share in (0, 1] and burst >= 0");
+  if (!(options.unknown_limit_per_minute > 0) || options.burst.count() < 0) {
+    throw error(errc::invalid_argument, "redis counter pace: unknown_limit_per_minute must be > 0 and burst >= 0");
   }
   impl_ = std::make_shared<impl>(std::move(redis), std::move(options));
 }
@@ -102,6 +100,11 @@ asio::awaitable<shared_pace_grant> redis_counter_pace::acquire(std::string_view 
     auto take = c.pace->try_acquire(asked, at);
     auto const decision = co_await std::move(take);
     self->publish_stats();
+    if (c.pace->stats().degraded) {
+      // Answered from this process's local copy, which may not know the rate another process learnt (it would
+      // pace at `unknown_limit_per_minute`): while Redis is away the gate's own pacing is the only pacing.
+      co_return shared_pace_grant{true, {}};
+    }
     co_return shared_pace_grant{decision.go, decision.wait_until};
   };
   auto run = on_redis_executor(*impl_->redis, op(impl_, std::string(counter), cost, now));

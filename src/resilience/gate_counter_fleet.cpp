@@ -30,7 +30,10 @@ clock::time_point gate_counter::to_steady(system_clock::time_point t, clock::tim
 }
 
 bool gate_counter::uses_fleet(clock::time_point now) const noexcept {
-  return fleet() != nullptr && paces() && now >= fleet_aside_until_;
+  // Only once the server refused for rate (here, or in another process as the fleet's view tells): sheds alone say
+  // the counter still has room above zero, which the server's own bucket grants and the fleet's pace cannot see, so
+  // pacing the fleet then would only hold plays the server would have granted.
+  return fleet() != nullptr && refused_ && now >= fleet_aside_until_;
 }
 
 bool gate_counter::fleet_paid(std::uint32_t cost, clock::time_point now, after_unlock& out) {

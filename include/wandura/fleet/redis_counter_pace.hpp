@@ -32,8 +32,6 @@ struct redis_counter_pace_options {
   /// The fleet's burst of a continuous counter, as time of its refill (the gate's own `burst`); at least two units.
   /// A fixed-window counter's burst is its whole window's allowance.
   std::chrono::milliseconds burst{500};
-  /// This process's share of a counter's rate while Redis is away (1/N keeps N processes within it together).
-  double local_share = 1.0;
   fallback_options fallback{};
 };
 
@@ -41,8 +39,9 @@ struct redis_counter_pace_options {
 /// `shared_counter_pace` (GCRA, one script per operation) per counter name, created on first use.
 ///
 /// Each operation hops to the Redis client's executor, runs there, and completes on the caller's executor; holds
-/// and limits are written in the background. Every Redis failure is answered locally (`shared_counter_pace`'s
-/// fallback at `local_share` of the rate, within the client's `command_timeout`); nothing here throws for Redis.
+/// and limits are written in the background. Every Redis failure is answered within the client's `command_timeout`
+/// and never throws: `acquire` then grants at once, so that while Redis is away each process's admission gate paces
+/// alone at the rate it learnt (the fleet's local copy of a pace may not know a rate another process learnt).
 ///
 /// @par Thread safety
 /// Every member function may be called from any thread at once (the `shared_pace` contract). The Redis client
@@ -57,7 +56,7 @@ public:
   /// @param redis the connection (non-null), on a strand or a single-threaded io_context.
   /// @param options the organisation, the unknown-limit rate, the burst and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a null client, a bad `org`, a rate that is not
-  ///         > 0, or a `local_share` outside (0, 1].
+  ///         > 0, or a negative burst.
   redis_counter_pace(std::shared_ptr<redis_client> redis, redis_counter_pace_options options);
   ~redis_counter_pace() override;
 

@@ -234,7 +234,7 @@ TEST_CASE("redis counter pace: a null client or a bad option is refused with inv
   CHECK(refuses([] { wandura::redis_counter_pace pace(nullptr, {}); }));
   CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.org = "a{b}"}); }));
   CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = 0}); }));
-  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.local_share = 1.5}); }));
+  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.burst = std::chrono::milliseconds(-1)}); }));
   wandura::redis_counter_pace fine(client, {.org = "org_demo"});
   CHECK(fine.stats().admitted == 0);
 }
