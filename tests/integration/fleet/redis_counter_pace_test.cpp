@@ -238,3 +238,23 @@ TEST_CASE("redis counter pace: a null client or a bad option is refused with inv
   wandura::redis_counter_pace fine(client, {.org = "org_demo"});
   CHECK(fine.stats().admitted == 0);
 }
+
+TEST_CASE("redis counter pace: with redis down, acquire grants at once (the gate paces alone, at the rate it knows)") {
+  asio::io_context io;
+  wandura::redis_options ro;
+  ro.url = "redis://127.0.0.1:1"; // nothing listens: every command fails at once
+  auto client = std::make_shared<wandura::redis_client>(io.get_executor(), ro);
+  wandura::redis_counter_pace pace(client, {.org = "org_down"}); // no rate known: a local copy would go at 1/s
+  int granted = 0;
+  auto ask = [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 20; ++i) {
+      auto const grant = co_await pace.acquire("playback", 1, std::chrono::system_clock::now());
+      granted += grant.go ? 1 : 0;
+    }
+  };
+  asio::co_spawn(io, ask(), [](std::exception_ptr e) { REQUIRE_FALSE(e); });
+  io.run_for(5s);
+  CHECK(granted == 20);
+  CHECK(pace.stats().degraded);
+  CHECK(pace.stats().fallbacks >= 1);
+}

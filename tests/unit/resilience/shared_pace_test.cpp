@@ -366,3 +366,22 @@ TEST_CASE("shared pace: a request cancelled or past its deadline while a grant i
   CHECK(h.completed[1].at == start + 20ms);
   CHECK(h.playback(0).queued_play == 0);
 }
+
+TEST_CASE("shared pace: sheds alone never hold plays for the fleet, even with the limit known") {
+  fleet_harness h(2);
+  h.gates[0]->set_limit("playback", {600, 60s, wandura::refill_kind::continuous});
+  counter_feedback shed;
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 2;
+  shed.retry_after = 3s;
+  h.gates[0]->observe("playback", shed); // congested, under the reserve: the server still grants plays
+  REQUIRE(h.gates[0]->congested("playback"));
+  for (int i = 0; i < 40; ++i) {
+    h.spawn(0);
+  }
+  h.run_for(1s);
+  CHECK(h.admitted(0, h.now()) == 40); // as the gate alone would: no fleet grant asked for
+  CHECK(h.pace->acquires == 0);
+  CHECK(h.playback(0).fleet_grants == 0);
+}
