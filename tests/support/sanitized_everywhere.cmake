@@ -1,6 +1,7 @@
 # Fails when a translation unit of a sanitizer build is compiled without the sanitizer.
 #
-# Usage: cmake -DCOMPILE_COMMANDS=<build>/compile_commands.json -DSANITIZE=<WANDURA_SANITIZE> -P sanitized_everywhere.cmake
+# Usage: cmake -DCOMPILE_COMMANDS=<build>/compile_commands.json -DSANITIZE=<WANDURA_SANITIZE>
+#          -P sanitized_everywhere.cmake
 #
 # One uninstrumented object is enough to blind ThreadSanitizer: inline library functions (libstdc++'s shared_ptr
 # reference counting among them) are emitted once per object and the linker keeps a single out-of-line copy for the
