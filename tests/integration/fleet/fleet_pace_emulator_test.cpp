@@ -57,12 +57,15 @@ public:
   client_process(client_process const&) = delete;
   client_process& operator=(client_process const&) = delete;
 
-  /// Starts `n` plays for distinct viewers, one every `period`, each with `timeout`; waits until all ended.
-  void play(int n, std::chrono::milliseconds period, std::chrono::milliseconds timeout, std::string const& who) {
+  /// Starts `n` plays for distinct viewers, one every `period`, each with `timeout`; waits until all ended and says
+  /// whether they did within 60 s. The caller asserts on it: one client plays on another thread, and Catch2's
+  /// assertions are not thread-safe.
+  [[nodiscard]] bool play(int n, std::chrono::milliseconds period, std::chrono::milliseconds timeout,
+                          std::string const& who) {
     std::promise<void> all_done;
     ended = 0;
     asio::co_spawn(io_, load(n, period, timeout, who, all_done), asio::detached);
-    REQUIRE(all_done.get_future().wait_for(60s) == std::future_status::ready);
+    return all_done.get_future().wait_for(60s) == std::future_status::ready;
   }
 
   std::atomic<int> granted{0};
@@ -118,12 +121,14 @@ run_result two_clients(std::string const* redis_url) {
   auto emu = wandura::emulator::server::start(std::move(cfg));
   client_process a(emu->base_url(), redis_url);
   client_process b(emu->base_url(), redis_url);
-  a.play(120, 1ms, 10s, "drain"); // an idle organisation may spend its whole minute at once: spend it
+  REQUIRE(a.play(120, 1ms, 10s, "drain")); // an idle organisation may spend its whole minute at once: spend it
   REQUIRE(a.granted == 120);
   auto const before = emu->stats();
-  auto other = std::async(std::launch::async, [&] { b.play(24, 250ms, 4s, "b"); });
-  a.play(24, 250ms, 4s, "a");
-  other.get();
+  auto other = std::async(std::launch::async, [&] { return b.play(24, 250ms, 4s, "b"); });
+  bool const a_ended = a.play(24, 250ms, 4s, "a");
+  bool const b_ended = other.get();
+  REQUIRE(a_ended);
+  REQUIRE(b_ended);
   auto const after = emu->stats();
   auto const count_429 = [](wandura::emulator::stats_snapshot const& s) {
     auto const it = s.responses.find(429);
