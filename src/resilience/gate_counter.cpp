@@ -67,6 +67,7 @@ void gate_counter::enter_congestion(clock::time_point now, bool refused) {
   }
   double const refill = refill_per_s();
   rate_ = refill > 0 ? refill : options_->unknown_limit_rate;
+  rate_guessed_ = refill <= 0;
   // After a 429 the server has no room: it returns at the refill rate. After a shed the server still grants plays,
   // so a burst of plays may go at once.
   room_ = refused ? 0.0 : burst_cap();
@@ -147,6 +148,18 @@ void gate_counter::bring_room_up_to(clock::time_point now) {
     room_ = std::min(room_ + rate_ * to_seconds(now - room_at_), cap); // room told by a shed may stay above the cap
   }
   room_at_ = now;
+}
+
+void gate_counter::limit_learnt() noexcept {
+  double const refill = refill_per_s();
+  if (refill <= 0) {
+    return;
+  }
+  // A congestion that began before the limit was known (a shed without rate-limit headers) paces at a guess; the
+  // limit replaces it, or the guess (1/s by default) would starve plays long after the limit is known.
+  if (std::exchange(rate_guessed_, false) || rate_ > refill) {
+    rate_ = refill;
+  }
 }
 
 bool gate_counter::paces() const noexcept {
@@ -296,9 +309,7 @@ void gate_counter::observe(counter_feedback const& feedback) {
     if (feedback.granted > 0 && congested()) {
       on_granted(feedback.granted);
     }
-    if (double const refill = refill_per_s(); refill > 0 && rate_ > refill) {
-      rate_ = refill; // a lower limit learnt
-    }
+    limit_learnt();
     pump(now, out);
   }
   run(out);
@@ -314,9 +325,7 @@ void gate_counter::set_limit(rate_limit limit) {
     limit_ = limit.limit;
     window_ = limit.window;
     refill_ = limit.refill;
-    if (double const refill = refill_per_s(); rate_ > refill) {
-      rate_ = refill;
-    }
+    limit_learnt();
     publish_limit(out);
     if (congested()) {
       pump(clock_->now(), out);

@@ -104,6 +104,9 @@ private:
   /// Whether releases are paced: the limit is known, or a 429 refused a request since the counter congested. A
   /// counter that has only shed prefetches, limit unknown, drops prefetches but lets plays through.
   [[nodiscard]] bool paces() const noexcept;
+  /// After `limit_` or `window_` changed: a rate guessed while the limit was unknown becomes the refill; a rate above
+  /// the refill comes down to it.
+  void limit_learnt() noexcept;
   [[nodiscard]] bool has_room(std::uint32_t cost) const noexcept;
   void take(std::uint32_t cost, clock::time_point now);
   [[nodiscard]] clock::time_point release_time(std::uint32_t cost, clock::time_point now) const;
@@ -156,6 +159,7 @@ private:
   bool closed_ = false;
   bool refused_ = false;           ///< A 429 refused a request since the counter congested.
   double rate_ = 0;                ///< Units per second released while congested.
+  bool rate_guessed_ = false;      ///< `rate_` is `unknown_limit_rate`, set while the limit was unknown.
   double room_ = 0;                ///< Units that may be released now; negative after a request larger than it.
   clock::time_point room_at_{};    ///< When `room_` was last brought up to date.
   clock::time_point hold_until_{}; ///< No release before (a 429's Retry-After).

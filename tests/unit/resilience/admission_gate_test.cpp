@@ -497,3 +497,29 @@ TEST_CASE("admission gate: try_admit decides at once what admit would decide at 
   CHECK(room->verdict == admission_verdict::admitted);
   CHECK(h.playback().released == 2); // the queued play, and the one try_admit let through while pacing
 }
+
+TEST_CASE("admission gate: a congestion begun before the limit was known paces at the limit once it is known") {
+  gate_harness h;
+  counter_feedback shed;
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 1;
+  shed.retry_after = 20s; // no rate-limit headers: congested at a guessed rate, plays not paced yet
+  h.gate.observe("playback", shed);
+  REQUIRE(h.gate.congested("playback"));
+  counter_feedback refused_no_hold;
+  refused_no_hold.status = 429;
+  refused_no_hold.refused = 1;
+  refused_no_hold.limit = 600; // 10 a second
+  refused_no_hold.window = 60s;
+  h.gate.observe("playback", refused_no_hold);
+  for (int i = 0; i < 40; ++i) {
+    h.spawn(i);
+  }
+  h.run_for(2s);
+  // At the refill (10/s) about 20 go in 2 s; at the guess (unknown_limit_rate, 1/s) only 2 would.
+  CHECK(h.completed.size() >= 18);
+  CHECK(h.completed.size() <= 26);
+  CHECK(h.playback().pacing_rate >= 9.0);
+  CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+}
