@@ -4,10 +4,10 @@
 //
 // - Uncongested (no 429 and no shed prefetch seen for `calm_period`), `admit` is one atomic load: no lock, no
 //   allocation, no timer.
-// - Congested (after a 429 or a shed), requests queue, plays before prefetches and first come first served within
-//   a class, and leave the queue at the rate room returns on the server: the counter's refill (limit/window per
-//   second for continuous counters such as `playback`; the whole window's allowance at each window start for
-//   fixed-window counters such as `config`), learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` or from
+// - Congested by a refusal for rate (a 429, or an item refused), requests queue, plays before prefetches and first
+//   come first served within a class, and leave the queue at the rate room returns on the server: the counter's refill
+//   (limit/window per second for continuous counters such as `playback`; the whole window's allowance at each window
+//   start for fixed-window counters such as `config`), learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` or from
 //   `GET /v1/config`. A 429's `Retry-After` holds the counter, and when it ends the queue drains at the refill
 //   rate, never all at once.
 // - It keeps learning, additive increase / multiplicative decrease: a 429 while pacing cuts the pacing rate (at most
@@ -18,8 +18,9 @@
 //   `shared_pace_refresh` of a hold or a 429 another process saw. Slow or failing, the shared pace is left aside and
 //   the gate paces alone.
 // - While the counter is known to be under the server's 20 % reserve (a shed prefetch told so, with the time until
-//   it is back above), prefetches are not sent: they come back `shed`, as the server would have answered. That time
-//   also tells how much room is left above the server's zero, which plays may use at once.
+//   it is back above), prefetches are not sent: they come back `shed`, as the server would have answered. Plays are
+//   not paced then: the server still grants them from room the gate cannot see (its bucket holds up to a minute's
+//   limit), until it refuses one for rate.
 //
 // Waiting at the gate is not a retry: it costs no retry budget. Nothing waits on a thread: a queued request is a
 // suspended coroutine, woken by a timer on the gate's clock or by a response that returned room.
@@ -133,8 +134,6 @@ struct admission_gate_options {
   double min_rate_fraction = 0.05;
   /// Pacing rate (units/s) of a counter whose limit is unknown when it is first congested.
   double unknown_limit_rate = 1.0;
-  /// The server's prefetch reserve: it sheds prefetches below this fraction of the limit (docs/protocol.md §2: 20 %).
-  double reserve_fraction = 0.2;
   /// Waits at least this long are reported to `on_long_wait`.
   std::chrono::milliseconds long_wait{1000};
   /// Called (outside any lock, on the thread that released the request) for each long wait. Must not throw.
