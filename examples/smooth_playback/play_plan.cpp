@@ -1,5 +1,7 @@
 #include "play_plan.hpp"
 
+#include "json_text.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -11,24 +13,6 @@
 
 namespace demo {
 namespace {
-
-/// JSON string contents: film refs are plain ASCII, but quote what JSON requires anyway.
-std::string quoted(std::string const& text) {
-  std::string out = "\"";
-  for (char const c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 /// Shortest text that reads back as the same double.
 std::string exact(double v) {
@@ -113,7 +97,7 @@ void write_play_plan(std::string const& path, play_plan const& plan) {
   for (std::size_t i = 0; i < plan.plays.size(); ++i) {
     auto const& p = plan.plays[i];
     o << (i == 0 ? "\n  " : ",\n  ") << "{\"t_s\": " << exact(p.t_s) << ", \"viewer\": " << p.viewer
-      << ", \"device\": " << p.device << ", \"film_ref\": " << quoted(p.film_ref)
+      << ", \"device\": " << p.device << ", \"film_ref\": " << json_quoted(p.film_ref)
       << ", \"episode_no\": " << p.episode_no << "}";
   }
   o << "\n]}\n";

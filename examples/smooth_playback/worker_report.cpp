@@ -1,5 +1,7 @@
 #include "worker_report.hpp"
 
+#include "json_text.hpp"
+
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -15,27 +17,10 @@ std::string exact(double v) {
   return buf;
 }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char const c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string counts_object(std::map<std::string, std::uint64_t> const& counts) {
   std::string out = "{";
   for (auto const& [key, n] : counts) {
-    out += (out.size() > 1 ? "," : "") + json_string(key) + ":" + std::to_string(n);
+    out += (out.size() > 1 ? "," : "") + json_quoted(key) + ":" + std::to_string(n);
   }
   return out + "}";
 }
@@ -144,8 +129,8 @@ std::string worker_report_json(client_run const& run) {
     << ",\"play_done_s\":" << numbers(run.sim.play_done_s) << ",\"failures\":[";
   for (std::size_t i = 0; i < run.sim.failures.size(); ++i) {
     auto const& f = run.sim.failures[i];
-    o << (i > 0 ? "," : "") << "{\"viewer\":" << f.viewer << ",\"film_ref\":" << json_string(f.film_ref)
-      << ",\"episode_no\":" << f.episode_no << ",\"what\":" << json_string(f.what) << "}";
+    o << (i > 0 ? "," : "") << "{\"viewer\":" << f.viewer << ",\"film_ref\":" << json_quoted(f.film_ref)
+      << ",\"episode_no\":" << f.episode_no << ",\"what\":" << json_quoted(f.what) << "}";
   }
   o << "],\"samples\":[";
   for (std::size_t i = 0; i < run.sim.samples.size(); ++i) {
