@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -21,21 +22,24 @@ public:
   /// tickets past their reuse limit at `now` make room; if none is, the new ticket is not kept.
   void store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now);
-  void erase(std::string const& key) { entries_.erase(key); }
+  void erase(std::string const& key);
   /// The ticket under `key` if it was stored for exactly `who` and `now` is before its reuse limit.
   [[nodiscard]] std::optional<cached_ticket> find(std::string const& key, ticket_identity const& who,
                                                   std::chrono::system_clock::time_point now) const;
 
 private:
+  using expiry_index = std::multimap<std::chrono::system_clock::time_point, std::string>;
   struct entry {
     ticket_identity who;
     cached_ticket ticket;
-    std::chrono::system_clock::time_point reuse_until;
+    expiry_index::iterator expiry; ///< this entry's place in `by_expiry_` (its key is the reuse limit)
   };
+  /// Drops the tickets past their reuse limit at `now`, soonest first: one look at the earliest when none is.
   void drop_expired(std::chrono::system_clock::time_point now);
 
   std::size_t capacity_;
   std::unordered_map<std::string, entry> entries_;
+  expiry_index by_expiry_; ///< every entry by its reuse limit: a full cache finds what to drop without a scan
 };
 
 } // namespace wandura::detail

@@ -35,3 +35,21 @@ TEST_CASE("local ticket cache: when full, expired tickets make room and live one
   cache.store("live", viewer_on("b"), {"tkt_live2", now + 40min}, now + 35min, now); // replacing needs no room
   CHECK(cache.find("live", viewer_on("b"), now)->payload == "tkt_live2");
 }
+
+TEST_CASE("local ticket cache: a full cache drops exactly its expired tickets, soonest first, erase included") {
+  wandura::detail::local_ticket_cache cache(3);
+  auto const now = t0;
+  cache.store("a", viewer_on("a"), {"tkt_a", now + 30min}, now + 10min, now);
+  cache.store("b", viewer_on("b"), {"tkt_b", now + 30min}, now + 5min, now);
+  cache.store("c", viewer_on("c"), {"tkt_c", now + 30min}, now + 20min, now);
+  cache.erase("c"); // its place in the expiry order goes with it
+  cache.store("d", viewer_on("d"), {"tkt_d", now + 30min}, now + 20min, now);
+  auto const later = now + 6min; // only b is past its limit
+  cache.store("e", viewer_on("e"), {"tkt_e", now + 30min}, now + 20min, later);
+  CHECK(cache.find("e", viewer_on("e"), later));
+  CHECK(cache.find("a", viewer_on("a"), later));
+  CHECK(cache.find("d", viewer_on("d"), later));
+  CHECK_FALSE(cache.find("b", viewer_on("b"), now));                            // dropped, not merely past its limit
+  cache.store("f", viewer_on("f"), {"tkt_f", now + 30min}, now + 20min, later); // full of live ones
+  CHECK_FALSE(cache.find("f", viewer_on("f"), later));
+}
