@@ -36,7 +36,7 @@ namespace bench = wandura::bench;
 constexpr int viewer_count = 500;
 constexpr int concurrency = 64;
 constexpr int calls_per_episode = 4; ///< each viewer moves one episode on every this many of its calls
-constexpr int film_count = 100;      ///< films of the emulator's catalogue: far more positions than a run reaches
+constexpr int film_count = 1000;     ///< films of the catalogue: 10,000 positions a viewer never runs through
 constexpr int episodes_played = 10;  ///< play N = 1..10 of each film, prefetch N+1 and N+2 (12 episodes a film)
 
 std::string film_ref(int f) {
@@ -59,7 +59,8 @@ struct side {
   wandura::ticket_batch next_batch() {
     auto const call = next++;
     auto const v = static_cast<int>(call % viewer_count);
-    auto const position = static_cast<int>(call / viewer_count / calls_per_episode) + v; // v staggers the moves
+    auto const position =
+        static_cast<int>(call / viewer_count / calls_per_episode) + v; // v spreads the viewers over films
     auto const film = film_ref((position / episodes_played) % film_count);
     auto const n = 1 + position % episodes_played;
     auto const& who = viewers[static_cast<std::size_t>(v)];
