@@ -1,5 +1,5 @@
-// A JSON string literal of `text` (quotes, backslashes and control characters escaped), for the demo's own files:
-// the plan (`--plan-out`) and the workers' reports.
+// JSON text for the demo's own files: a string literal of `text` (quotes, backslashes and control characters escaped),
+// for the demo's own files: the plan (`--plan-out`) and the workers' reports.
 #pragma once
 
 #include <cstdio>
@@ -23,6 +23,13 @@ inline std::string json_quoted(std::string_view text) {
     }
   }
   return out + "\"";
+}
+
+/// The shortest text that reads back as the same double (17 significant digits).
+inline std::string json_number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 } // namespace demo

@@ -12,16 +12,7 @@
 #include <tuple>
 
 namespace demo {
-namespace {
-
-/// Shortest text that reads back as the same double.
-std::string exact(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-} // namespace
+namespace {} // namespace
 
 play_plan make_play_plan(audience const& plan, double limit_per_min, double tickets_left_at_start, double deadline_ms) {
   play_plan out;
@@ -91,12 +82,12 @@ double play_success_bound(play_plan const& plan) {
 
 void write_play_plan(std::string const& path, play_plan const& plan) {
   std::ostringstream o;
-  o << "{\"playback_limit_per_min\": " << exact(plan.playback_limit_per_min)
-    << ", \"tickets_left_at_start\": " << exact(plan.tickets_left_at_start)
-    << ", \"deadline_ms\": " << exact(plan.deadline_ms) << ",\n \"plays\": [";
+  o << "{\"playback_limit_per_min\": " << json_number(plan.playback_limit_per_min)
+    << ", \"tickets_left_at_start\": " << json_number(plan.tickets_left_at_start)
+    << ", \"deadline_ms\": " << json_number(plan.deadline_ms) << ",\n \"plays\": [";
   for (std::size_t i = 0; i < plan.plays.size(); ++i) {
     auto const& p = plan.plays[i];
-    o << (i == 0 ? "\n  " : ",\n  ") << "{\"t_s\": " << exact(p.t_s) << ", \"viewer\": " << p.viewer
+    o << (i == 0 ? "\n  " : ",\n  ") << "{\"t_s\": " << json_number(p.t_s) << ", \"viewer\": " << p.viewer
       << ", \"device\": " << p.device << ", \"film_ref\": " << json_quoted(p.film_ref)
       << ", \"episode_no\": " << p.episode_no << "}";
   }

@@ -11,12 +11,6 @@
 namespace demo {
 namespace {
 
-std::string exact(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 std::string counts_object(std::map<std::string, std::uint64_t> const& counts) {
   std::string out = "{";
   for (auto const& [key, n] : counts) {
@@ -28,7 +22,7 @@ std::string counts_object(std::map<std::string, std::uint64_t> const& counts) {
 std::string numbers(std::vector<double> const& values) {
   std::string out = "[";
   for (std::size_t i = 0; i < values.size(); ++i) {
-    out += (i > 0 ? "," : "") + exact(values[i]);
+    out += (i > 0 ? "," : "") + json_number(values[i]);
   }
   return out + "]";
 }
@@ -112,15 +106,17 @@ std::string worker_report_json(client_run const& run) {
   auto const& s = run.sim.totals;
   std::ostringstream o;
   o << "{\"viewers\":" << s.viewers << ",\"play_requests\":" << s.play_requests
-    << ",\"play_failures\":" << s.play_failures << ",\"play_success_rate\":" << exact(s.play_success_rate)
-    << ",\"p50_ms\":" << exact(s.p50_ms) << ",\"p95_ms\":" << exact(s.p95_ms) << ",\"p99_ms\":" << exact(s.p99_ms)
-    << ",\"max_ms\":" << exact(s.max_ms) << ",\"tickets_granted\":" << s.tickets_granted
-    << ",\"tickets_fresh\":" << s.tickets_fresh << ",\"tickets_reused\":" << s.tickets_reused
-    << ",\"cache_hits\":" << s.cache_hits << ",\"coalesced\":" << s.coalesced
-    << ",\"prefetch_requested\":" << s.prefetch_requested << ",\"prefetch_shed\":" << s.prefetch_shed
-    << ",\"retries\":" << s.retries << ",\"budget_denied\":" << s.budget_denied << ",\"requests\":" << s.requests
+    << ",\"play_failures\":" << s.play_failures << ",\"play_success_rate\":" << json_number(s.play_success_rate)
+    << ",\"p50_ms\":" << json_number(s.p50_ms) << ",\"p95_ms\":" << json_number(s.p95_ms)
+    << ",\"p99_ms\":" << json_number(s.p99_ms) << ",\"max_ms\":" << json_number(s.max_ms)
+    << ",\"tickets_granted\":" << s.tickets_granted << ",\"tickets_fresh\":" << s.tickets_fresh
+    << ",\"tickets_reused\":" << s.tickets_reused << ",\"cache_hits\":" << s.cache_hits
+    << ",\"coalesced\":" << s.coalesced << ",\"prefetch_requested\":" << s.prefetch_requested
+    << ",\"prefetch_shed\":" << s.prefetch_shed << ",\"retries\":" << s.retries
+    << ",\"budget_denied\":" << s.budget_denied << ",\"requests\":" << s.requests
     << ",\"play_items_sent\":" << s.play_items_sent << ",\"play_429\":" << s.play_429
-    << ",\"duration_s\":" << exact(s.duration_s) << ",\"failures_by_reason\":" << counts_object(s.failures_by_reason)
+    << ",\"duration_s\":" << json_number(s.duration_s)
+    << ",\"failures_by_reason\":" << counts_object(s.failures_by_reason)
     << ",\"outcomes_by_kind\":" << counts_object(run.sim.outcomes_by_kind) << ",\"starts\":" << run.sim.starts
     << ",\"calls\":" << run.calls << ",\"held_off\":" << run.held_off << ",\"warn_lines\":" << run.warn_lines
     << ",\"cross_process_reuse\":" << run.cross_process_reuse
@@ -135,9 +131,10 @@ std::string worker_report_json(client_run const& run) {
   o << "],\"samples\":[";
   for (std::size_t i = 0; i < run.sim.samples.size(); ++i) {
     auto const& p = run.sim.samples[i];
-    o << (i > 0 ? "," : "") << "[" << exact(p.t_s) << "," << exact(p.tickets_per_s) << "," << exact(p.demand_per_s)
-      << "," << exact(p.play_p50_ms) << "," << exact(p.play_p95_ms) << "," << exact(p.play_sent_per_s) << ","
-      << exact(p.prefetch_sent_per_s) << "," << exact(p.play_429_per_s) << "," << exact(p.prefetch_429_per_s) << "]";
+    o << (i > 0 ? "," : "") << "[" << json_number(p.t_s) << "," << json_number(p.tickets_per_s) << ","
+      << json_number(p.demand_per_s) << "," << json_number(p.play_p50_ms) << "," << json_number(p.play_p95_ms) << ","
+      << json_number(p.play_sent_per_s) << "," << json_number(p.prefetch_sent_per_s) << ","
+      << json_number(p.play_429_per_s) << "," << json_number(p.prefetch_429_per_s) << "]";
   }
   o << "]}";
   return o.str();
