@@ -398,3 +398,24 @@ TEST_CASE("fleet client: a call cancelled while its lookup waits for a paused Re
   redis->resume();
   CHECK(a.play(viewer_a, "phone-1", 3).outcome == item_outcome::granted);
 }
+
+TEST_CASE("fleet client: configure gives every client the fleet's one store kind and counter pace, a viewer limit "
+          "only when asked for") {
+  asio::io_context io;
+  wandura::fleet_options fo;
+  fo.redis.url = "redis://127.0.0.1:1"; // never contacted here
+  wandura::fleet shared(io.get_executor(), fo);
+  wandura::client_options plain;
+  wandura::client_options limited;
+  limited.viewer_tickets_per_minute = 30;
+  shared.configure(plain);
+  shared.configure(limited);
+  CHECK(plain.tickets != nullptr);
+  CHECK(plain.viewer_limit == nullptr); // no limit asked for: none set
+  CHECK(limited.viewer_limit != nullptr);
+  REQUIRE(plain.retry.admission.shared_pace != nullptr);
+  CHECK(plain.retry.admission.shared_pace == limited.retry.admission.shared_pace); // one pace per fleet
+  wandura::client_options zero;
+  zero.viewer_tickets_per_minute = 0;
+  CHECK_THROWS_AS(shared.configure(zero), wandura::error);
+}
