@@ -23,6 +23,12 @@ inline constexpr std::string_view ticket_put = "local ttl = redis.call('PTTL', K
                                                "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
                                                "return 1\n";
 
+/// KEYS[1] ticket key; ARGV[1] the erase channel. Deletes the ticket and then publishes its key, in one step, so
+/// that a process told of the erase cannot read the ticket again from Redis. Returns 1.
+inline constexpr std::string_view ticket_erase = "redis.call('DEL', KEYS[1])\n"
+                                                 "redis.call('PUBLISH', ARGV[1], KEYS[1])\n"
+                                                 "return 1\n";
+
 /// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back).
 /// Returns {granted 0/1, wait_ms}. Mirrors bucket_take.
 inline constexpr std::string_view viewer_take =

@@ -38,4 +38,10 @@ redis_client_stats redis_client::stats() const noexcept {
   return conn_->stats();
 }
 
+namespace detail {
+std::shared_ptr<redis_connection> make_sibling_connection(redis_client const& client) {
+  return client.conn_->sibling();
+}
+} // namespace detail
+
 } // namespace wandura

@@ -1,18 +1,12 @@
 #include "redis_ticket_store.hpp"
 
 #include <chrono>
-#include <exception>
-#include <limits>
 #include <utility>
 
 #include <asio/co_spawn.hpp>
-#include <asio/error.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "ticket_envelope.hpp"
-#include "wandura/error.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -27,69 +21,36 @@ ticket_identity identity_of(ticket_key const& key) {
   return {key.viewer_ref, key.union_info, key.film_ref, key.episode_no, std::string(to_string(key.intent))};
 }
 
-/// The lookups of one batch, in flight at once on the strand; the last one to complete wakes the waiter. Shared by
-/// the waiter and each lookup's completion, so that a waiter cancelled first leaves nothing dangling.
-struct batch_lookup {
-  batch_lookup(asio::strand<asio::any_io_executor> const& strand, std::size_t n)
-      : found(n), done(strand, asio::steady_timer::time_point::max()) {}
-
-  void complete(std::size_t i, std::exception_ptr e, std::optional<cached_ticket> t) {
-    if (e && !failure) {
-      failure = e;
-    }
-    found[i] = std::move(t);
-    if (--left == 0) {
-      done.cancel();
-    }
-  }
-
-  std::vector<std::optional<cached_ticket>> found;
-  std::size_t left = 0;
-  std::exception_ptr failure;
-  asio::steady_timer done; // never expires: cancelled when the last lookup completes
-};
-
-// On the strand: every lookup of the batch initiated in this handler (hiredis writes them in one go), then waits
-// for all of them.
+// On the strand: the batch's keys in one lookup (the near cache, then one MGET for the rest).
 asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_ptr<fleet_state> state,
                                                                    std::vector<ticket_key> keys) {
-  auto const now = system_clock::now();
-  auto lookup = std::make_shared<batch_lookup>(state->strand, keys.size());
+  std::vector<ticket_identity> who;
+  std::vector<std::size_t> asked; // where each of `who` is in `keys`
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (!storable(keys[i])) {
-      continue; // nothing is ever stored without a viewer and a device
+    if (storable(keys[i])) { // nothing is ever stored without a viewer and a device
+      who.push_back(identity_of(keys[i]));
+      asked.push_back(i);
     }
-    ++lookup->left;
-    asio::co_spawn(state->strand, state->tickets.get(identity_of(keys[i]), now),
-                   [state, lookup, i](std::exception_ptr e, std::optional<cached_ticket> t) {
-                     lookup->complete(i, e, std::move(t));
-                   });
-  }
-  if (lookup->left > 0) {
-    // The lookups were posted to the strand, so none has completed yet; the timer is cancelled by the last one.
-    auto [ignored] = co_await lookup->done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    (void)ignored;
-    if (lookup->left > 0) { // woken by this coroutine's cancellation, not by the last lookup
-      throw error(asio::error::operation_aborted, "ticket store: lookup cancelled");
-    }
-  }
-  state->publish();
-  if (lookup->failure) {
-    std::rethrow_exception(lookup->failure);
   }
   std::vector<std::optional<ticket>> out(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (!lookup->found[i]) {
+  if (who.empty()) {
+    co_return out;
+  }
+  auto lookup = state->tickets.get_many(std::move(who), system_clock::now()); // named: GCC 12
+  auto found = co_await std::move(lookup);
+  state->publish();
+  for (std::size_t j = 0; j < asked.size(); ++j) {
+    if (!found[j]) {
       continue;
     }
-    auto stored = decode_ticket_payload(lookup->found[i]->payload);
+    auto stored = decode_ticket_payload(found[j]->payload);
     if (!stored) {
       continue; // another writer's value under a key of ours: never served
     }
     if (stored->process_id != state->options.process_id) {
       state->add_cross_process_reuse();
     }
-    out[i] = std::move(stored->value);
+    out[asked[j]] = std::move(stored->value);
   }
   co_return out;
 }

@@ -1,6 +1,8 @@
 #include "wandura/fleet/shared_ticket_cache.hpp"
 
 #include <array>
+#include <string_view>
+#include <vector>
 
 #include <asio/error.hpp>
 #include <asio/experimental/as_tuple.hpp>
@@ -9,6 +11,7 @@
 #include "fallback_guard.hpp"
 #include "local_ticket_cache.hpp"
 #include "lua_scripts.hpp"
+#include "redis_connection.hpp"
 #include "redis_script.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/error.hpp"
@@ -39,8 +42,9 @@ bool is_integer(redis_reply const& reply) {
 
 struct shared_ticket_cache::impl {
   impl(redis_client& r, std::string o, ticket_cache_options opts)
-      : redis(r), org(std::move(o)), options(std::move(opts)), local(options.local_capacity),
-        guard("ticket_cache", r.server_name(), options.fallback), put_script(detail::lua::ticket_put) {}
+      : redis(r), org(std::move(o)), erase_channel(fleet_keys::ticket_erasures(org)), options(std::move(opts)),
+        local(options.local_capacity), guard("ticket_cache", r.server_name(), options.fallback),
+        put_script(detail::lua::ticket_put), erase_script(detail::lua::ticket_erase) {}
 
   // The stored bytes as a reusable ticket for `who` at `now`, or nothing (counted as rejected if bytes were there).
   std::optional<cached_ticket> accept(redis_reply const& reply, ticket_identity const& who,
@@ -56,13 +60,52 @@ struct shared_ticket_cache::impl {
     return std::move(env->ticket);
   }
 
+  /// The generation local copies kept now belong to: the live subscription's, or 0 (a fallback copy only).
+  [[nodiscard]] std::uint64_t near_generation() const noexcept { return subscribed ? generation : 0; }
+
+  /// Opens the subscription to the erase channel, once: at the first ticket kept locally.
+  void subscribe() {
+    if (!options.near_cache || subscriber) {
+      return;
+    }
+    subscriber = detail::make_sibling_connection(redis);
+    subscriber->subscribe(erase_channel, {
+                                             .on_message =
+                                                 [this](std::string_view key) {
+                                                   local.erase(std::string(key));
+                                                   ++stats.erasures_heard;
+                                                 },
+                                             .on_state =
+                                                 [this](bool live) {
+                                                   // Either way, copies kept so far are not served near again:
+                                                   // erases may have been missed before the subscription began.
+                                                   subscribed = live;
+                                                   ++generation;
+                                                 },
+                                         });
+  }
+
+  /// Keeps `ticket` of `who` locally until its reuse limit, as a near copy when `near` (else a fallback copy).
+  void keep(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
+            system_clock::time_point now, bool near) {
+    local.store(key, who, ticket, ticket.expires_at - options.reuse_margin, now, near ? near_generation() : 0);
+    subscribe();
+  }
+
   redis_client& redis;
   std::string org;
+  std::string erase_channel;
   ticket_cache_options options;
   detail::local_ticket_cache local;
   detail::fallback_guard guard;
   detail::redis_script put_script;
+  detail::redis_script erase_script;
   ticket_cache_stats stats;
+  bool subscribed = false;      ///< the erase channel's subscription is confirmed and its connection up
+  std::uint64_t generation = 0; ///< bumped whenever the subscription begins or ends
+  /// Declared last: destroyed first, so that its callbacks (which never run after it is gone) never see a
+  /// partly destroyed cache.
+  std::shared_ptr<detail::redis_connection> subscriber;
 };
 
 shared_ticket_cache::shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options) {
@@ -74,27 +117,71 @@ shared_ticket_cache::~shared_ticket_cache() = default;
 
 asio::awaitable<std::optional<cached_ticket>> shared_ticket_cache::get(ticket_identity who,
                                                                        system_clock::time_point now) {
-  check_identity(who);
+  std::vector<ticket_identity> one;
+  one.push_back(std::move(who));
+  auto lookup = get_many(std::move(one), now); // named: GCC 12 and co_await temporaries
+  auto found = co_await std::move(lookup);
+  co_return std::move(found.front());
+}
+
+asio::awaitable<std::vector<std::optional<cached_ticket>>>
+shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::time_point now) {
+  for (auto const& w : who) {
+    check_identity(w);
+  }
   impl& self = *impl_;
-  std::string const key = fleet_keys::ticket(self.org, who);
-  std::optional<cached_ticket> found;
-  bool answered = false;
-  if (self.guard.ask_redis(steady_clock::now())) {
-    std::array<std::string_view, 2> const command{"GET", key};
+  std::vector<std::string> keys;
+  keys.reserve(who.size());
+  std::vector<std::optional<cached_ticket>> found(who.size());
+  std::vector<std::string_view> command{"MGET"}; // the keys the near cache did not answer
+  std::vector<std::size_t> asked;
+  for (std::size_t i = 0; i < who.size(); ++i) {
+    keys.push_back(fleet_keys::ticket(self.org, who[i]));
+    found[i] = self.local.find_near(keys[i], who[i], now, self.near_generation());
+    if (found[i]) {
+      ++self.stats.near_hits;
+    } else {
+      asked.push_back(i);
+    }
+  }
+  for (std::size_t i : asked) {
+    command.emplace_back(keys[i]);
+  }
+  bool answered = asked.empty();
+  if (!answered && self.guard.ask_redis(steady_clock::now())) {
+    auto const generation = self.near_generation();
+    auto const erasures = self.stats.erasures_heard;
     auto [ec, reply] = co_await self.redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
     throw_if_cancelled(ec, "lookup");
+    if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != asked.size())) {
+      ec = fleet_errc::unexpected_reply; // not one value per key
+    }
     if (!ec) {
       self.guard.redis_answered();
-      found = self.accept(reply, who, now);
       answered = true;
+      // Kept as near copies only when no erase was heard and the subscription did not change meanwhile: an erase
+      // notification may have overtaken this reply.
+      bool const near =
+          generation != 0 && generation == self.near_generation() && erasures == self.stats.erasures_heard;
+      for (std::size_t j = 0; j < asked.size(); ++j) {
+        auto const i = asked[j];
+        found[i] = self.accept(reply.elements[j], who[i], now);
+        if (found[i]) {
+          self.keep(keys[i], who[i], *found[i], now, near);
+        }
+      }
     } else {
       self.guard.redis_failed(ec, steady_clock::now());
     }
   }
   if (!answered) {
-    found = self.local.find(key, who, now);
+    for (std::size_t i : asked) {
+      found[i] = self.local.find(keys[i], who[i], now);
+    }
   }
-  ++(found ? self.stats.hits : self.stats.misses);
+  for (auto const& f : found) {
+    ++(f ? self.stats.hits : self.stats.misses);
+  }
   co_return found;
 }
 
@@ -108,7 +195,7 @@ asio::awaitable<void> shared_ticket_cache::put(ticket_identity who, cached_ticke
     co_return; // nothing left to reuse
   }
   std::string const key = fleet_keys::ticket(self.org, who);
-  self.local.store(key, who, ticket, reuse_until, now);
+  self.keep(key, who, ticket, now, true);
   std::string const envelope = detail::encode_envelope(who, ticket);
   std::string const px_text = std::to_string(px);
   std::array<std::string_view, 1> const keys{key};
@@ -122,23 +209,17 @@ asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
   impl& self = *impl_;
   std::string const key = fleet_keys::ticket(self.org, who);
   self.local.erase(key);
-  if (!self.guard.ask_redis(steady_clock::now())) {
-    co_return;
-  }
-  std::array<std::string_view, 2> const command{"DEL", key};
-  auto [ec, reply] = co_await self.redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
-  throw_if_cancelled(ec, "erase");
-  if (!ec) {
-    self.guard.redis_answered();
-  } else {
-    self.guard.redis_failed(ec, steady_clock::now());
-  }
+  std::array<std::string_view, 1> const keys{key};
+  std::array<std::string_view, 1> const args{self.erase_channel};
+  co_await detail::run_or_fall_back(self.erase_script, self.redis, self.guard, keys, args, &is_integer,
+                                    "ticket cache: erase");
 }
 
 ticket_cache_stats shared_ticket_cache::stats() const noexcept {
   ticket_cache_stats out = impl_->stats;
   out.fallbacks = impl_->guard.fallbacks();
   out.degraded = impl_->guard.degraded();
+  out.near_cache_live = impl_->subscribed;
   return out;
 }
 

@@ -40,6 +40,8 @@ namespace fleet_keys {
 void check_org(std::string_view org);
 /// `wandura:{org}:ticket:<hex>` for `who`.
 [[nodiscard]] std::string ticket(std::string_view org, ticket_identity const& who);
+/// `wandura:{org}:ticket-erased`: the Pub/Sub channel on which an erase publishes the erased ticket's key.
+[[nodiscard]] std::string ticket_erasures(std::string_view org);
 /// `wandura:{org}:viewer:<viewer_ref>`.
 [[nodiscard]] std::string viewer(std::string_view org, std::string_view viewer_ref);
 /// `wandura:{org}:pace:<counter>`, e.g. counter "playback".

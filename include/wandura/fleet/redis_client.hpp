@@ -58,9 +58,13 @@ struct redis_client_stats {
   std::size_t pending = 0;            ///< commands sent and not answered yet (timed out ones included)
 };
 
+class redis_client;
+
 namespace detail {
 std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex, redis_options options);
 redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept;
+/// A second connection to the client's server with the client's options (not connected yet): for a subscription.
+std::shared_ptr<redis_connection> make_sibling_connection(redis_client const& client);
 } // namespace detail
 
 /// One pipelined connection to Redis, (re)connected on demand.
@@ -143,6 +147,7 @@ public:
   [[nodiscard]] redis_client_stats stats() const noexcept;
 
 private:
+  friend std::shared_ptr<detail::redis_connection> detail::make_sibling_connection(redis_client const& client);
   std::shared_ptr<detail::redis_connection> conn_;
   std::string server_name_;
 };

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <asio/awaitable.hpp>
 
@@ -29,32 +30,52 @@ struct ticket_cache_options {
   /// A ticket is reused until this long before its `expires_at` (docs/protocol.md §3: 5 minutes); the Redis entry
   /// expires by itself then (PX).
   std::chrono::milliseconds reuse_margin = std::chrono::minutes(5);
-  /// The most tickets the local fallback keeps, as `memory_ticket_store_options::max_entries` (expired ones are
+  /// The most tickets the local copy keeps, as `memory_ticket_store_options::max_entries` (expired ones are
   /// dropped first; beyond it new ones are not kept locally, they are still stored in Redis).
   std::size_t local_capacity = 10'000;
+  /// Answer lookups from the local copy while Redis is up too (a near cache), so that a ticket this process stored
+  /// or already read costs no round trip. Sound because a stored ticket never changes (a store that replaces it
+  /// stores another valid ticket for the same identity) and every erase is published: the cache subscribes to
+  /// the organisation's erase channel on a second connection and serves local copies only while that
+  /// subscription is live and only copies kept since it began. False: every lookup asks Redis, the local copy
+  /// serves only as the fallback.
+  bool near_cache = true;
   fallback_options fallback{};
 };
 
 /// Counters of one cache. A snapshot.
 struct ticket_cache_stats {
-  std::uint64_t hits = 0;      ///< lookups that returned a ticket (from Redis or, in fallback, locally)
-  std::uint64_t misses = 0;    ///< lookups that returned nothing
-  std::uint64_t rejected = 0;  ///< stored values refused: another identity under the key, corrupt, or expiring
-  std::uint64_t fallbacks = 0; ///< operations answered from local state because Redis was slow, down or failing
-  bool degraded = false;       ///< answering locally right now
+  std::uint64_t hits = 0;           ///< lookups that returned a ticket (from Redis, the near cache or the fallback)
+  std::uint64_t near_hits = 0;      ///< of `hits`: answered from the local copy with Redis up, without a round trip
+  std::uint64_t erasures_heard = 0; ///< erase notifications received (this process's own erases included)
+  std::uint64_t misses = 0;         ///< lookups that returned nothing
+  std::uint64_t rejected = 0;       ///< stored values refused: another identity under the key, corrupt, or expiring
+  std::uint64_t fallbacks = 0;      ///< operations answered from local state because Redis was slow, down or failing
+  bool degraded = false;            ///< answering locally right now
+  bool near_cache_live = false;     ///< the erase subscription is confirmed: the near cache answers
 };
 
 /// Reusable tickets keyed by organisation, viewer_ref, union_info, film, episode and intent (key_layout.hpp).
 ///
-/// A lookup is one `GET`; a store is one script (`EVALSHA`, the longer-lived ticket wins when two processes store
-/// for the same identity), with `PX` = until `reuse_margin` before `expires_at`. A ticket is returned only when
-/// the identity stored with it equals the one asked for and it is still reusable: never for another device or
-/// viewer, whatever the key holds.
+/// A lookup of any number of tickets is one `MGET` for those not found in the near cache (below); a store is one
+/// script (`EVALSHA`, the longer-lived ticket wins when two processes store for the same identity), with `PX` =
+/// until `reuse_margin` before `expires_at`; an erase is one script that deletes the key and publishes it on the
+/// organisation's erase channel. A ticket is returned only when the identity stored with it equals the one asked
+/// for and it is still reusable: never for another device or viewer, whatever the key holds.
+///
+/// @par Near cache
+/// With `ticket_cache_options::near_cache` (the default), the tickets this process stores or reads from Redis are
+/// kept locally and answer later lookups without a round trip, while the cache's subscription to the erase
+/// channel is live (it is opened at the first store or hit, on a second connection, and reopened by itself after
+/// the backoff when lost; local copies kept before it was last confirmed are not served from the near cache). An
+/// erase anywhere in the fleet drops every process's copy when its notification arrives: until then (one network
+/// delay) another process may still serve the erased ticket, which was valid when it was stored. A lookup whose
+/// Redis reply races an erase notification does not keep what it read.
 ///
 /// @par Degrade, never block
 /// When Redis is slow (command timeout), down or answers errors, the operation answers from a local cache of the
-/// tickets this process stored, with the same rule; see `fallback_options`. Stores always go to the local cache
-/// too, so that what this process issued is still reused while Redis is away.
+/// tickets this process stored or read, with the same rule; see `fallback_options`. Stores always go to the local
+/// cache too, so that what this process issued is still reused while Redis is away.
 ///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only.
@@ -76,14 +97,21 @@ public:
   [[nodiscard]] asio::awaitable<std::optional<cached_ticket>>
   get(ticket_identity who, std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
+  /// The reusable ticket of each of `who` at `now`, in order: the near cache first, then one `MGET` for the
+  /// rest. Same rules, errors and cancellation as `get`.
+  [[nodiscard]] asio::awaitable<std::vector<std::optional<cached_ticket>>>
+  get_many(std::vector<ticket_identity> who,
+           std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
   /// Stores `ticket` for `who` unless it is reusable for less than a millisecond at `now`. One round trip (two
   /// the first time after Redis restarted: NOSCRIPT, then EVAL). Never fails for Redis (see above).
   /// @throws wandura::error with `errc::invalid_argument` when `who.viewer_ref` or `who.union_info` is empty.
   [[nodiscard]] asio::awaitable<void> put(ticket_identity who, cached_ticket ticket,
                                           std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
-  /// Forgets the ticket of `who` in Redis and locally (e.g. after the player reported it rejected): one `DEL`.
-  /// If Redis cannot be reached the Redis entry stays until it expires (a fallback is counted).
+  /// Forgets the ticket of `who` in Redis and locally (e.g. after the player reported it rejected), and tells the
+  /// fleet: one script (`DEL`, then `PUBLISH` of the key on the erase channel). If Redis cannot be reached the Redis
+  /// entry stays until it expires (a fallback is counted) and no other process hears of the erase.
   /// @throws wandura::error with `errc::invalid_argument` when `who.viewer_ref` or `who.union_info` is empty.
   [[nodiscard]] asio::awaitable<void> erase(ticket_identity who);
 

@@ -81,8 +81,9 @@ TEST_CASE("shared ticket cache: when two processes store for one identity, the l
     return;
   }
   two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  wandura::ticket_cache_options const redis_only{.near_cache = false}; // what Redis keeps, not local copies
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
   auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
   test_support::run(fleet.io, cache_a.put(viewer_on("d"), {"long", now + 30min}, now));
   test_support::run(fleet.io, cache_b.put(viewer_on("d"), {"short", now + 20min}, now));
@@ -141,7 +142,7 @@ TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered lo
   }
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
-  wandura::shared_ticket_cache cache(client, "org_demo");
+  wandura::shared_ticket_cache cache(client, "org_demo", {.near_cache = false}); // the lookup must wait on Redis
   auto const now = system_clock::now();
   test_support::run(io, cache.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
   redis->pause();
@@ -173,14 +174,172 @@ TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reus
     return;
   }
   two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  wandura::ticket_cache_options const redis_only{.near_cache = false};
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
   auto const now = system_clock::now();
   test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
   REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
   test_support::run(fleet.io, cache_b.erase(viewer_on("device-7")));
   CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+namespace {
+
+/// Runs `io` in 5 ms steps until `done()` or `limit` passed; whether `done()` came true.
+template <class Done> bool wait_until(asio::io_context& io, Done done, std::chrono::milliseconds limit = 3s) {
+  auto const start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() - start > limit) {
+      return false;
+    }
+    wait(io, 5ms);
+  }
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("shared ticket cache: the near cache answers a ticket already stored or read without a round trip, "
+          "once its erase subscription is live") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  CHECK_FALSE(cache_a.stats().near_cache_live); // nothing kept yet: no subscription
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
+  // Kept before the subscription was confirmed: asked of Redis once more, then near.
+  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  auto const commands = fleet.a.stats().commands;
+  auto const again = test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now));
+  REQUIRE(again);
+  CHECK(again->payload == "tkt_7");
+  CHECK(fleet.a.stats().commands == commands);
+  CHECK(cache_a.stats().near_hits == 1);
+  CHECK(cache_a.stats().hits == 2);
+  // Never across devices, and never past the reuse limit, near or not.
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-8"), now)));
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now + 25min)));
+  CHECK(cache_a.stats().near_hits == 1);
+
+  // Another process reads it from Redis once, then near.
+  REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
+  REQUIRE(wait_until(fleet.io, [&] { return cache_b.stats().near_cache_live; }));
+  REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now))); // kept before it was live
+  auto const b_commands = fleet.b.stats().commands;
+  REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
+  CHECK(fleet.b.stats().commands == b_commands);
+  CHECK(cache_b.stats().near_hits == 1);
+}
+
+TEST_CASE("shared ticket cache: an erase in one process drops another's near copy when its notice arrives") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
+  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(cache_a.stats().near_hits == 1); // a near copy now
+
+  test_support::run(fleet.io, cache_b.erase(viewer_on("device-7")));
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().erasures_heard == 1; }));
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  CHECK(cache_a.stats().near_hits == 1);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: with its subscription lost the near cache is silent until a new one is confirmed") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = system_clock::now();
+  test_support::run(io, cache.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  REQUIRE(wait_until(io, [&] { return cache.stats().near_cache_live; }));
+  REQUIRE(test_support::run(io, cache.get(viewer_on("device-7"), now)));
+  REQUIRE(test_support::run(io, cache.get(viewer_on("device-7"), now)));
+  REQUIRE(cache.stats().near_hits == 1);
+
+  redis->kill(); // erases could now be missed: no copy may be served as near
+  REQUIRE(wait_until(io, [&] { return !cache.stats().near_cache_live; }));
+  auto const local = test_support::run(io, cache.get(viewer_on("device-7"), now));
+  CHECK(local); // the fallback still answers what this process holds
+  CHECK(cache.stats().near_hits == 1);
+  CHECK(cache.stats().fallbacks == 1);
+
+  redis->start(); // empty: the ticket is gone from Redis, and the subscription comes back by itself
+  REQUIRE(wait_until(
+      io, [&] { return cache.stats().near_cache_live; }, 5s));
+  wait(io, 60ms); // past the probe interval: Redis is asked again
+  CHECK_FALSE(test_support::run(io, cache.get(viewer_on("device-7"), now))); // asked of Redis, not the old copy
+  CHECK(cache.stats().near_hits == 1);
+}
+
+TEST_CASE("shared ticket cache: with the near cache off every lookup asks Redis and nothing subscribes") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache(fleet.a, "org_demo", {.near_cache = false});
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  wait(fleet.io, 50ms);
+  auto const commands = fleet.a.stats().commands;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now)));
+  }
+  CHECK(fleet.a.stats().commands == commands + 3);
+  CHECK(cache.stats().near_hits == 0);
+  CHECK_FALSE(cache.stats().near_cache_live);
+  auto const clients = raw(fleet.io, fleet.a, {"PUBSUB", "NUMSUB", wandura::fleet_keys::ticket_erasures("org_demo")});
+  REQUIRE(clients.elements.size() == 2);
+  CHECK(clients.elements[1].integer == 0);
+}
+
+TEST_CASE("shared ticket cache: get_many answers near copies locally and the rest with one MGET, in order") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-1"), {"tkt_1", now + 30min}, now));
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-2"), {"tkt_2", now + 30min}, now)); // near at once
+  test_support::run(fleet.io, cache_b.put(viewer_on("device-3"), {"tkt_3", now + 30min}, now)); // only in Redis
+  auto const commands = fleet.a.stats().commands;
+  auto const found = test_support::run(
+      fleet.io, cache_a.get_many(
+                    {viewer_on("device-3"), viewer_on("device-9"), viewer_on("device-2"), viewer_on("device-1")}, now));
+  REQUIRE(found.size() == 4);
+  CHECK(found[0]->payload == "tkt_3");
+  CHECK_FALSE(found[1]);
+  CHECK(found[2]->payload == "tkt_2");
+  CHECK(found[3]->payload == "tkt_1"); // kept before the subscription: asked of Redis
+  CHECK(fleet.a.stats().commands == commands + 1);
+  CHECK(cache_a.stats().near_hits == 1);
+  CHECK(cache_a.stats().hits == 3);
+  CHECK(cache_a.stats().misses == 1);
 }
 
 TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach it through its strand") {
