@@ -84,6 +84,10 @@ fleet_stats fleet_state::snapshot() const {
   std::lock_guard lock(mutex_);
   fleet_stats out = published_;
   out.cross_process_reuse = cross_process_reuse_.load(std::memory_order_relaxed);
+  // Near hits are counted on the callers' threads, between publishes: the count as of now.
+  auto const near_now = tickets.near_hits();
+  out.tickets.hits += near_now - out.tickets.near_hits;
+  out.tickets.near_hits = near_now;
   for (auto const& read : pace_stats_) {
     auto const s = read();
     out.pace.admitted += s.admitted;

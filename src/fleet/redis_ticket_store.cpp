@@ -21,6 +21,20 @@ ticket_identity identity_of(ticket_key const& key) {
   return {key.viewer_ref, key.union_info, key.film_ref, key.episode_no, std::string(to_string(key.intent))};
 }
 
+/// Decodes a stored ticket into `out`, counting it when another process stored it. False (and `out` untouched)
+/// for another writer's value under a key of ours: never served.
+bool serve(fleet_state& state, cached_ticket const& found, std::optional<ticket>& out) {
+  auto stored = decode_ticket_payload(found.payload);
+  if (!stored) {
+    return false;
+  }
+  if (stored->process_id != state.options.process_id) {
+    state.add_cross_process_reuse();
+  }
+  out = std::move(stored->value);
+  return true;
+}
+
 // On the strand: the batch's keys in one lookup (the near cache, then one MGET for the rest).
 asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_ptr<fleet_state> state,
                                                                    std::vector<ticket_key> keys) {
@@ -43,14 +57,7 @@ asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_p
     if (!found[j]) {
       continue;
     }
-    auto stored = decode_ticket_payload(found[j]->payload);
-    if (!stored) {
-      continue; // another writer's value under a key of ours: never served
-    }
-    if (stored->process_id != state->options.process_id) {
-      state->add_cross_process_reuse();
-    }
-    out[asked[j]] = std::move(stored->value);
+    (void)serve(*state, *found[j], out[asked[j]]);
   }
   co_return out;
 }
@@ -74,8 +81,31 @@ asio::awaitable<void> erase_on_strand(std::shared_ptr<fleet_state> state, ticket
 redis_ticket_store::redis_ticket_store(std::shared_ptr<fleet_state> state) noexcept : state_(std::move(state)) {}
 
 asio::awaitable<std::vector<std::optional<ticket>>> redis_ticket_store::find(std::vector<ticket_key> keys) {
-  auto on_strand = find_on_strand(state_, std::move(keys));
-  co_return co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
+  // The near cache first, on the caller's thread: a batch it answers whole costs no hop to the strand, and only
+  // the keys it did not answer are looked up there.
+  auto const now = system_clock::now();
+  std::vector<std::optional<ticket>> out(keys.size());
+  std::vector<ticket_key> rest;
+  std::vector<std::size_t> rest_at;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!storable(keys[i])) {
+      continue;
+    }
+    auto near = state_->tickets.find_near(identity_of(keys[i]), now);
+    if (!near || !serve(*state_, *near, out[i])) {
+      rest.push_back(std::move(keys[i]));
+      rest_at.push_back(i);
+    }
+  }
+  if (rest.empty()) {
+    co_return out;
+  }
+  auto on_strand = find_on_strand(state_, std::move(rest));
+  auto found = co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
+  for (std::size_t j = 0; j < rest_at.size(); ++j) {
+    out[rest_at[j]] = std::move(found[j]);
+  }
+  co_return out;
 }
 
 asio::awaitable<void> redis_ticket_store::insert(ticket_key key, ticket t) {

@@ -1,6 +1,8 @@
 #include "wandura/fleet/shared_ticket_cache.hpp"
 
 #include <array>
+#include <atomic>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -61,7 +63,28 @@ struct shared_ticket_cache::impl {
   }
 
   /// The generation local copies kept now belong to: the live subscription's, or 0 (a fallback copy only).
-  [[nodiscard]] std::uint64_t near_generation() const noexcept { return subscribed ? generation : 0; }
+  [[nodiscard]] std::uint64_t near_generation() const {
+    std::lock_guard lock(local_mutex);
+    return subscribed ? generation : 0;
+  }
+
+  /// The local copy of `who`'s ticket if it is a near copy of the live subscription. Any thread.
+  [[nodiscard]] std::optional<cached_ticket> near_copy(std::string const& key, ticket_identity const& who,
+                                                       system_clock::time_point now) const {
+    std::lock_guard lock(local_mutex);
+    auto found = local.find_near(key, who, now, subscribed ? generation : 0);
+    if (found) {
+      near_hits.fetch_add(1, std::memory_order_relaxed);
+    }
+    return found;
+  }
+
+  /// The local copy of `who`'s ticket, near or not: the fallback.
+  [[nodiscard]] std::optional<cached_ticket> fallback_copy(std::string const& key, ticket_identity const& who,
+                                                           system_clock::time_point now) const {
+    std::lock_guard lock(local_mutex);
+    return local.find(key, who, now);
+  }
 
   /// Opens the subscription to the erase channel, once: at the first ticket kept locally.
   void subscribe() {
@@ -72,35 +95,47 @@ struct shared_ticket_cache::impl {
     subscriber->subscribe(erase_channel, {
                                              .on_message =
                                                  [this](std::string_view key) {
-                                                   local.erase(std::string(key));
+                                                   forget(std::string(key));
                                                    ++stats.erasures_heard;
                                                  },
                                              .on_state =
                                                  [this](bool live) {
                                                    // Either way, copies kept so far are not served near again:
                                                    // erases may have been missed before the subscription began.
+                                                   std::lock_guard lock(local_mutex);
                                                    subscribed = live;
                                                    ++generation;
                                                  },
                                          });
   }
 
-  /// Keeps `ticket` of `who` locally until its reuse limit, as a near copy when `near` (else a fallback copy).
+  /// Keeps `ticket` of `who` locally until its reuse limit, as a near copy of generation `kept_as` (0: a fallback
+  /// copy only).
   void keep(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
-            system_clock::time_point now, bool near) {
-    local.store(key, who, ticket, ticket.expires_at - options.reuse_margin, now, near ? near_generation() : 0);
+            system_clock::time_point now, std::uint64_t kept_as) {
+    {
+      std::lock_guard lock(local_mutex);
+      local.store(key, who, ticket, ticket.expires_at - options.reuse_margin, now, kept_as);
+    }
     subscribe();
+  }
+
+  void forget(std::string const& key) {
+    std::lock_guard lock(local_mutex);
+    local.erase(key);
   }
 
   redis_client& redis;
   std::string org;
   std::string erase_channel;
   ticket_cache_options options;
+  mutable std::mutex local_mutex; ///< guards `local`, `subscribed` and `generation`: near lookups come from any thread
   detail::local_ticket_cache local;
   detail::fallback_guard guard;
   detail::redis_script put_script;
   detail::redis_script erase_script;
-  ticket_cache_stats stats;
+  ticket_cache_stats stats; ///< on the executor; `hits` there excludes near hits
+  mutable std::atomic<std::uint64_t> near_hits{0};
   bool subscribed = false;      ///< the erase channel's subscription is confirmed and its connection up
   std::uint64_t generation = 0; ///< bumped whenever the subscription begins or ends
   /// Declared last: destroyed first, so that its callbacks (which never run after it is gone) never see a
@@ -124,6 +159,12 @@ asio::awaitable<std::optional<cached_ticket>> shared_ticket_cache::get(ticket_id
   co_return std::move(found.front());
 }
 
+std::optional<cached_ticket> shared_ticket_cache::find_near(ticket_identity const& who,
+                                                            system_clock::time_point now) const {
+  check_identity(who);
+  return impl_->near_copy(fleet_keys::ticket(impl_->org, who), who, now);
+}
+
 asio::awaitable<std::vector<std::optional<cached_ticket>>>
 shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::time_point now) {
   for (auto const& w : who) {
@@ -137,10 +178,8 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
   std::vector<std::size_t> asked;
   for (std::size_t i = 0; i < who.size(); ++i) {
     keys.push_back(fleet_keys::ticket(self.org, who[i]));
-    found[i] = self.local.find_near(keys[i], who[i], now, self.near_generation());
-    if (found[i]) {
-      ++self.stats.near_hits;
-    } else {
+    found[i] = self.near_copy(keys[i], who[i], now);
+    if (!found[i]) {
       asked.push_back(i);
     }
   }
@@ -161,13 +200,13 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
       answered = true;
       // Kept as near copies only when no erase was heard and the subscription did not change meanwhile: an erase
       // notification may have overtaken this reply.
-      bool const near =
-          generation != 0 && generation == self.near_generation() && erasures == self.stats.erasures_heard;
+      auto const keep_as =
+          generation == self.near_generation() && erasures == self.stats.erasures_heard ? generation : 0;
       for (std::size_t j = 0; j < asked.size(); ++j) {
         auto const i = asked[j];
         found[i] = self.accept(reply.elements[j], who[i], now);
         if (found[i]) {
-          self.keep(keys[i], who[i], *found[i], now, near);
+          self.keep(keys[i], who[i], *found[i], now, keep_as);
         }
       }
     } else {
@@ -176,11 +215,11 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
   }
   if (!answered) {
     for (std::size_t i : asked) {
-      found[i] = self.local.find(keys[i], who[i], now);
+      found[i] = self.fallback_copy(keys[i], who[i], now);
     }
   }
-  for (auto const& f : found) {
-    ++(f ? self.stats.hits : self.stats.misses);
+  for (std::size_t i : asked) { // near hits are counted apart
+    ++(found[i] ? self.stats.hits : self.stats.misses);
   }
   co_return found;
 }
@@ -195,7 +234,7 @@ asio::awaitable<void> shared_ticket_cache::put(ticket_identity who, cached_ticke
     co_return; // nothing left to reuse
   }
   std::string const key = fleet_keys::ticket(self.org, who);
-  self.keep(key, who, ticket, now, true);
+  self.keep(key, who, ticket, now, self.near_generation());
   std::string const envelope = detail::encode_envelope(who, ticket);
   std::string const px_text = std::to_string(px);
   std::array<std::string_view, 1> const keys{key};
@@ -208,18 +247,24 @@ asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
   check_identity(who);
   impl& self = *impl_;
   std::string const key = fleet_keys::ticket(self.org, who);
-  self.local.erase(key);
+  self.forget(key);
   std::array<std::string_view, 1> const keys{key};
   std::array<std::string_view, 1> const args{self.erase_channel};
   co_await detail::run_or_fall_back(self.erase_script, self.redis, self.guard, keys, args, &is_integer,
                                     "ticket cache: erase");
 }
 
+std::uint64_t shared_ticket_cache::near_hits() const noexcept {
+  return impl_->near_hits.load(std::memory_order_relaxed);
+}
+
 ticket_cache_stats shared_ticket_cache::stats() const noexcept {
   ticket_cache_stats out = impl_->stats;
   out.fallbacks = impl_->guard.fallbacks();
   out.degraded = impl_->guard.degraded();
-  out.near_cache_live = impl_->subscribed;
+  out.near_hits = impl_->near_hits.load(std::memory_order_relaxed);
+  out.hits += out.near_hits;
+  out.near_cache_live = impl_->near_generation() != 0;
   return out;
 }
 

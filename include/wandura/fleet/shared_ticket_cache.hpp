@@ -78,7 +78,7 @@ struct ticket_cache_stats {
 /// cache too, so that what this process issued is still reused while Redis is away.
 ///
 /// @par Thread safety
-/// As `redis_client`: use an object from the client's executor only.
+/// As `redis_client`: use an object from the client's executor only, except `find_near` (any thread).
 class shared_ticket_cache {
 public:
   /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-]; copied.
@@ -103,6 +103,15 @@ public:
   get_many(std::vector<ticket_identity> who,
            std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
+  /// The near cache's ticket for `who` at `now`, without a round trip and without waiting: what `get` would
+  /// answer locally (see Near cache), or nothing (ask `get`). For a caller's fast path.
+  /// @throws wandura::error with `errc::invalid_argument` when `who.viewer_ref` or `who.union_info` is empty.
+  /// @par Thread safety
+  /// Any thread, concurrently with the cache's other operations on its executor.
+  [[nodiscard]] std::optional<cached_ticket>
+  find_near(ticket_identity const& who,
+            std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) const;
+
   /// Stores `ticket` for `who` unless it is reusable for less than a millisecond at `now`. One round trip (two
   /// the first time after Redis restarted: NOSCRIPT, then EVAL). Never fails for Redis (see above).
   /// @throws wandura::error with `errc::invalid_argument` when `who.viewer_ref` or `who.union_info` is empty.
@@ -116,6 +125,8 @@ public:
   [[nodiscard]] asio::awaitable<void> erase(ticket_identity who);
 
   [[nodiscard]] ticket_cache_stats stats() const noexcept;
+  /// `stats().near_hits`, readable from any thread (`find_near` counts there).
+  [[nodiscard]] std::uint64_t near_hits() const noexcept;
 
 private:
   struct impl;

@@ -209,6 +209,32 @@ TEST_CASE("fleet client: the lookups of one batch reach Redis as one MGET") {
   fake_thread.join();
 }
 
+TEST_CASE("fleet client: a ticket this process holds answers its next calls from the near cache, no Redis command") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a");
+  auto const first = a.play(viewer_a, "phone-1", 4);
+  REQUIRE(first.outcome == item_outcome::granted);
+  REQUIRE(first.ticket);
+  for (int i = 0; i < 300 && !a.shared->stats().tickets.near_cache_live; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(a.shared->stats().tickets.near_cache_live);
+  CHECK(a.play(viewer_a, "phone-1", 4).reused); // stored before the subscription was confirmed: read from Redis
+  auto const commands = a.shared->stats().redis.commands;
+  auto const third = a.play(viewer_a, "phone-1", 4);
+  CHECK(third.reused);
+  REQUIRE(third.ticket);
+  CHECK(third.ticket->ticket_id == first.ticket->ticket_id);
+  CHECK(a.shared->stats().redis.commands == commands);
+  CHECK(a.shared->stats().tickets.near_hits == 1);
+  CHECK_FALSE(a.play(viewer_a, "phone-2", 4).reused); // never another device, near or not
+  CHECK(a.shared->stats().tickets.near_hits == 1);
+}
+
 TEST_CASE("fleet client: a ticket one process issued is reused by another, never across devices or viewers") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
