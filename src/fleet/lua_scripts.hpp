@@ -1,9 +1,8 @@
-// The Lua scripts of the fleet's shared state. Each runs atomically in one round trip and touches one key (so
-// it works behind a Redis Cluster proxy with the `{org}` hash tag). The arithmetic mirrors rate_math.hpp line by
-// line. Numbers cross into Lua as shortest round-trip strings (std::to_chars) and are stored the same way (Redis
-// writes a Lua number with full precision), so both sides compute on the same doubles. Replies are integers (Lua
-// numbers are truncated to integer
-// replies), so fractional state stays inside the hashes. Not public API.
+// The Lua scripts of the fleet's shared state. Each runs atomically in one round trip and touches keys of one
+// organisation only (one slot: it works behind a Redis Cluster proxy with the `{org}` hash tag). The arithmetic mirrors
+// rate_math.hpp line by line. Numbers cross into Lua as shortest round-trip strings (std::to_chars) and are stored the
+// same way (Redis writes a Lua number with full precision), so both sides compute on the same doubles. Replies are
+// integers (Lua numbers are truncated to integer replies), so fractional state stays inside the hashes. Not public API.
 #pragma once
 
 #include <string_view>
@@ -16,12 +15,17 @@ namespace wandura::detail::lua {
   "  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, math.ceil(ms)) end\n"                             \
   "end\n"
 
-/// KEYS[1] ticket key; ARGV: envelope, px. Stores unless the stored ticket lives at least as long: two processes
-/// that issued tickets for the same identity keep the longer-lived one. Returns 1 when stored, 0 when kept.
-inline constexpr std::string_view ticket_put = "local ttl = redis.call('PTTL', KEYS[1])\n"
-                                               "if ttl >= tonumber(ARGV[2]) then return 0 end\n"
-                                               "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-                                               "return 1\n";
+/// KEYS: ticket keys (one slot: the organisation's hash tag); ARGV: envelope and px of each, in order. Stores each
+/// unless its stored ticket lives at least as long: two processes that issued tickets for the same identity keep
+/// the longer-lived one. Returns how many were stored.
+inline constexpr std::string_view ticket_put = "local stored = 0\n"
+                                               "for i = 1, #KEYS do\n"
+                                               "  if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[2 * i]) then\n"
+                                               "    redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'PX', ARGV[2 * i])\n"
+                                               "    stored = stored + 1\n"
+                                               "  end\n"
+                                               "end\n"
+                                               "return stored\n";
 
 /// KEYS[1] ticket key; ARGV[1] the erase channel. Deletes the ticket and then publishes its key, in one step, so
 /// that a process told of the erase cannot read the ticket again from Redis. Returns 1.

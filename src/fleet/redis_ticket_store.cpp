@@ -62,10 +62,15 @@ asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_p
   co_return out;
 }
 
-asio::awaitable<void> insert_on_strand(std::shared_ptr<fleet_state> state, ticket_key key, ticket value) {
-  auto const expires_at = value.expires_at;
-  cached_ticket entry{encode_ticket_payload(state->options.process_id, value), expires_at};
-  auto put = state->tickets.put(identity_of(key), std::move(entry)); // named: GCC 12 and co_await temporaries
+asio::awaitable<void> insert_on_strand(std::shared_ptr<fleet_state> state,
+                                       std::vector<std::pair<ticket_key, ticket>> tickets) {
+  std::vector<std::pair<ticket_identity, cached_ticket>> entries;
+  entries.reserve(tickets.size());
+  for (auto const& [key, value] : tickets) {
+    entries.emplace_back(identity_of(key),
+                         cached_ticket{encode_ticket_payload(state->options.process_id, value), value.expires_at});
+  }
+  auto put = state->tickets.put_many(std::move(entries)); // named: GCC 12 and co_await temporaries
   co_await std::move(put);
   state->publish();
 }
@@ -109,10 +114,19 @@ asio::awaitable<std::vector<std::optional<ticket>>> redis_ticket_store::find(std
 }
 
 asio::awaitable<void> redis_ticket_store::insert(ticket_key key, ticket t) {
-  if (!storable(key)) {
-    co_return; // declined: nothing is reused without a viewer and a device (docs/protocol.md §4)
+  std::vector<std::pair<ticket_key, ticket>> one;
+  one.emplace_back(std::move(key), std::move(t));
+  auto store = insert_many(std::move(one)); // named: GCC 12 and co_await temporaries
+  co_await std::move(store);
+}
+
+asio::awaitable<void> redis_ticket_store::insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) {
+  // Declined: nothing is reused without a viewer and a device (docs/protocol.md §4).
+  std::erase_if(tickets, [](auto const& entry) { return !storable(entry.first); });
+  if (tickets.empty()) {
+    co_return;
   }
-  auto on_strand = insert_on_strand(state_, std::move(key), std::move(t));
+  auto on_strand = insert_on_strand(state_, std::move(tickets));
   co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
 }
 

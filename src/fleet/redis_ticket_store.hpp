@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "fleet_state.hpp"
@@ -14,13 +15,14 @@ namespace wandura::detail {
 /// A `ticket_store` whose tickets live in Redis under `wandura:{org}:ticket:<hash>`, each stored with the id of the
 /// process that stored it.
 ///
-/// `find` looks up every key of a batch at once: the lookups are initiated in one handler of the fleet's strand, so
-/// hiredis writes them in one `write` and Redis answers them in one round trip (a pipeline). `insert` is one script
-/// round trip. Keys without a viewer_ref or union_info are never looked up or stored. When Redis is slow, down or
-/// failing, the cache answers from this process's local copy within the command timeout (degrade, never block).
+/// `find` asks the near cache on the caller's thread, then looks up the keys left on the fleet's strand in one
+/// `MGET`; `insert_many` stores a call's fresh tickets in one script, `insert` one. Keys without a viewer_ref or
+/// union_info are never looked up or stored. When Redis is slow, down or failing, the cache answers from this
+/// process's local copy within the command timeout (degrade, never block).
 ///
 /// @par Thread safety
-/// Any thread, any executor: each operation hops to the fleet's strand and completes back on the caller's executor.
+/// Any thread, any executor: each operation that needs Redis hops to the fleet's strand and completes back on the
+/// caller's executor.
 /// @par Cancellation
 /// Through the awaiting coroutine's cancellation slot: completes by throwing `wandura::error` with
 /// `operation_aborted`; lookups already sent complete on the strand and are dropped.
@@ -30,6 +32,7 @@ public:
 
   [[nodiscard]] asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) override;
   [[nodiscard]] asio::awaitable<void> insert(ticket_key key, ticket t) override;
+  [[nodiscard]] asio::awaitable<void> insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) override;
   [[nodiscard]] asio::awaitable<void> erase(ticket_key key) override;
 
 private:

@@ -226,20 +226,37 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
 
 asio::awaitable<void> shared_ticket_cache::put(ticket_identity who, cached_ticket ticket,
                                                system_clock::time_point now) {
-  check_identity(who);
-  impl& self = *impl_;
-  auto const reuse_until = ticket.expires_at - self.options.reuse_margin;
-  auto const px = std::chrono::duration_cast<std::chrono::milliseconds>(reuse_until - now).count();
-  if (px < 1) {
-    co_return; // nothing left to reuse
+  std::vector<std::pair<ticket_identity, cached_ticket>> one;
+  one.emplace_back(std::move(who), std::move(ticket));
+  auto store = put_many(std::move(one), now); // named: GCC 12 and co_await temporaries
+  co_await std::move(store);
+}
+
+asio::awaitable<void> shared_ticket_cache::put_many(std::vector<std::pair<ticket_identity, cached_ticket>> tickets,
+                                                    system_clock::time_point now) {
+  for (auto const& [who, ticket] : tickets) {
+    check_identity(who);
   }
-  std::string const key = fleet_keys::ticket(self.org, who);
-  self.keep(key, who, ticket, now, self.near_generation());
-  std::string const envelope = detail::encode_envelope(who, ticket);
-  std::string const px_text = std::to_string(px);
-  std::array<std::string_view, 1> const keys{key};
-  std::array<std::string_view, 2> const args{envelope, px_text};
-  co_await detail::run_or_fall_back(self.put_script, self.redis, self.guard, keys, args, &is_integer,
+  impl& self = *impl_;
+  std::vector<std::string> keys;
+  std::vector<std::string> args; // envelope and px of each stored ticket
+  for (auto const& [who, ticket] : tickets) {
+    auto const reuse_until = ticket.expires_at - self.options.reuse_margin;
+    auto const px = std::chrono::duration_cast<std::chrono::milliseconds>(reuse_until - now).count();
+    if (px < 1) {
+      continue; // nothing left to reuse
+    }
+    keys.push_back(fleet_keys::ticket(self.org, who));
+    self.keep(keys.back(), who, ticket, now, self.near_generation());
+    args.push_back(detail::encode_envelope(who, ticket));
+    args.push_back(std::to_string(px));
+  }
+  if (keys.empty()) {
+    co_return;
+  }
+  std::vector<std::string_view> const key_views(keys.begin(), keys.end());
+  std::vector<std::string_view> const arg_views(args.begin(), args.end());
+  co_await detail::run_or_fall_back(self.put_script, self.redis, self.guard, key_views, arg_views, &is_integer,
                                     "ticket cache: store");
 }
 

@@ -451,13 +451,15 @@ bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {
 
 asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
   auto store = self.store;
+  std::vector<std::pair<ticket_key, ticket>> fresh; // one store operation for all: one round trip out of process
   for (std::size_t const i : call.pending) {
     auto const& item = call.result.items[i];
     if (is_fresh_grant(item) && item.ticket) {
-      auto insert = store->insert(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
-      co_await std::move(insert);
+      fresh.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
     }
   }
+  auto insert = store->insert_many(std::move(fresh));
+  co_await std::move(insert);
 }
 
 void finish_items(client::impl& self, ticket_call& call) {

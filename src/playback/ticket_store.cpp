@@ -60,6 +60,13 @@ std::optional<ticket> memory_ticket_store::find_one(ticket_key const& key) {
   });
 }
 
+asio::awaitable<void> ticket_store::insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) {
+  for (auto& [key, value] : tickets) {
+    auto one = insert(std::move(key), std::move(value)); // named: GCC 12 and co_await temporaries
+    co_await std::move(one);
+  }
+}
+
 asio::awaitable<void> memory_ticket_store::insert(ticket_key key, ticket value) {
   if (key.viewer_ref.empty() || key.union_info.empty()) {
     co_return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <asio/awaitable.hpp>
@@ -57,11 +58,11 @@ struct ticket_cache_stats {
 
 /// Reusable tickets keyed by organisation, viewer_ref, union_info, film, episode and intent (key_layout.hpp).
 ///
-/// A lookup of any number of tickets is one `MGET` for those not found in the near cache (below); a store is one
-/// script (`EVALSHA`, the longer-lived ticket wins when two processes store for the same identity), with `PX` =
-/// until `reuse_margin` before `expires_at`; an erase is one script that deletes the key and publishes it on the
-/// organisation's erase channel. A ticket is returned only when the identity stored with it equals the one asked
-/// for and it is still reusable: never for another device or viewer, whatever the key holds.
+/// A lookup of any number of tickets is one `MGET` for those not found in the near cache (below); a store of any
+/// number is one script (`EVALSHA`, the longer-lived ticket wins when two processes store for the same identity),
+/// with `PX` = until `reuse_margin` before `expires_at`; an erase is one script that deletes the key and publishes
+/// it on the organisation's erase channel. A ticket is returned only when the identity stored with it equals the one
+/// asked for and it is still reusable: never for another device or viewer, whatever the key holds.
 ///
 /// @par Near cache
 /// With `ticket_cache_options::near_cache` (the default), the tickets this process stores or reads from Redis are
@@ -117,6 +118,12 @@ public:
   /// @throws wandura::error with `errc::invalid_argument` when `who.viewer_ref` or `who.union_info` is empty.
   [[nodiscard]] asio::awaitable<void> put(ticket_identity who, cached_ticket ticket,
                                           std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+  /// Stores each of `tickets` (who it is for, the ticket) as `put` does, in one script: one round trip for all.
+  /// Same errors as `put`.
+  [[nodiscard]] asio::awaitable<void>
+  put_many(std::vector<std::pair<ticket_identity, cached_ticket>> tickets,
+           std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
   /// Forgets the ticket of `who` in Redis and locally (e.g. after the player reported it rejected), and tells the
   /// fleet: one script (`DEL`, then `PUBLISH` of the key on the erase channel). If Redis cannot be reached the Redis

@@ -235,6 +235,24 @@ TEST_CASE("fleet client: a ticket this process holds answers its next calls from
   CHECK(a.shared->stats().tickets.near_hits == 1);
 }
 
+TEST_CASE("fleet client: a call's fresh tickets reach Redis in one store script after one MGET") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a");
+  wandura::viewer first{viewer_a, "phone-1", "kek"};
+  REQUIRE(a.wait_for(a.api->start_episode(first, "the-heiress-returns", 4, 6)).play.outcome ==
+          item_outcome::granted); // the store script is cached in Redis from now on
+  auto const commands = a.shared->stats().redis.commands;
+  wandura::viewer second{viewer_b, "tablet-1", "kek"};
+  auto const result = a.wait_for(a.api->start_episode(second, "the-heiress-returns", 1, 3));
+  CHECK(result.play.outcome == item_outcome::granted);
+  CHECK(result.prefetch.size() == 2);
+  CHECK(a.shared->stats().redis.commands == commands + 2); // one MGET of three keys, one EVALSHA of three tickets
+}
+
 TEST_CASE("fleet client: a ticket one process issued is reused by another, never across devices or viewers") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {

@@ -381,3 +381,34 @@ TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach 
   CHECK(hits == workers * 25);
   CHECK(cache.stats().fallbacks == 0);
 }
+
+TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the longer-lived rule per key") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::ticket_cache_options const redis_only{.near_cache = false};
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
+  test_support::run(fleet.io, cache_b.put(viewer_on("device-2"), {"long", now + 40min}, now));
+  auto const commands = fleet.a.stats().commands;
+  std::vector<std::pair<wandura::ticket_identity, wandura::cached_ticket>> batch;
+  batch.emplace_back(viewer_on("device-1"), wandura::cached_ticket{"tkt_1", now + 30min});
+  batch.emplace_back(viewer_on("device-2"), wandura::cached_ticket{"short", now + 20min});   // b's lives longer
+  batch.emplace_back(viewer_on("device-3"), wandura::cached_ticket{"expiring", now + 5min}); // nothing to reuse
+  test_support::run(fleet.io, cache_a.put_many(std::move(batch), now));
+  CHECK(fleet.a.stats().commands == commands + 1);
+  auto const found = test_support::run(
+      fleet.io, cache_b.get_many({viewer_on("device-1"), viewer_on("device-2"), viewer_on("device-3")}, now));
+  REQUIRE(found.size() == 3);
+  REQUIRE(found[0]);
+  CHECK(found[0]->payload == "tkt_1");
+  REQUIRE(found[1]);
+  CHECK(found[1]->payload == "long");
+  CHECK_FALSE(found[2]);
+  auto const pttl = raw(fleet.io, fleet.a, {"PTTL", wandura::fleet_keys::ticket("org_demo", viewer_on("device-1"))});
+  CHECK(pttl.integer > (25min - 5s) / 1ms);
+  CHECK(pttl.integer <= 25min / 1ms);
+}
