@@ -199,6 +199,15 @@ template <class Done> bool wait_until(asio::io_context& io, Done done, std::chro
   return true;
 }
 
+/// Stores `ticket` for `who`, waits until the cache's erase subscription is live, then reads it once from Redis:
+/// from then on the cache holds it as a near copy.
+void keep_near(asio::io_context& io, wandura::shared_ticket_cache& cache, wandura::ticket_identity const& who,
+               wandura::cached_ticket const& ticket, system_clock::time_point now) {
+  test_support::run(io, cache.put(who, ticket, now));
+  REQUIRE(wait_until(io, [&] { return cache.stats().near_cache_live; }));
+  REQUIRE(test_support::run(io, cache.get(who, now)));
+}
+
 } // namespace
 
 TEST_CASE("shared ticket cache: the near cache answers a ticket already stored or read without a round trip, "
@@ -247,9 +256,7 @@ TEST_CASE("shared ticket cache: an erase in one process drops another's near cop
   wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
   wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
   auto const now = system_clock::now();
-  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
-  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
-  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  keep_near(fleet.io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
   REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
   REQUIRE(cache_a.stats().near_hits == 1); // a near copy now
 
@@ -271,9 +278,7 @@ TEST_CASE("shared ticket cache: with its subscription lost the near cache is sil
   options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
   wandura::shared_ticket_cache cache(client, "org_demo", options);
   auto const now = system_clock::now();
-  test_support::run(io, cache.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
-  REQUIRE(wait_until(io, [&] { return cache.stats().near_cache_live; }));
-  REQUIRE(test_support::run(io, cache.get(viewer_on("device-7"), now)));
+  keep_near(io, cache, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
   REQUIRE(test_support::run(io, cache.get(viewer_on("device-7"), now)));
   REQUIRE(cache.stats().near_hits == 1);
 
