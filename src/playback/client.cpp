@@ -189,8 +189,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
   try {
     detail::ticket_call call(std::move(batch));
     detail::ticket_settlement settle(*self, call);
-    std::string body;
-    detail::prepare(*self, call, body);
+    detail::prepare(*self, call);
     // The store and the viewer limit are awaited only when used: a call without reuse and without a viewer limit
     // (the benchmark's) awaits nothing but its operation.
     if (call.reuses) {
@@ -202,7 +201,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     call.settings = self->engine.settings_for(options);
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;
-      detail::sending sent = detail::send(self, call, std::move(body), executor);
+      detail::sending sent = detail::send(self, call, executor);
       if (sent.coalesced) {
         self->metrics.add_coalesced();
       }

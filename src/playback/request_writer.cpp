@@ -1,8 +1,10 @@
 #include "playback/request_writer.hpp"
 
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -137,15 +139,13 @@ void append_json_string(std::string& out, std::string_view text) {
   out.resize(static_cast<std::size_t>(end - out.data()));
 }
 
-std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, std::string* message) {
-  out.clear();
+std::error_code check_ticket_batch(ticket_batch const& batch, std::string* message) {
   if (batch.episodes.empty()) {
     return refuse(message, "episodes is empty");
   }
   if (batch.episodes.size() > ticket_batch::max_episodes) {
     return refuse(message, "more than 3 episodes (" + std::to_string(batch.episodes.size()) + ")");
   }
-  std::size_t bound = 96 + escaped_bound(batch.union_info) + escaped_bound(batch.drm_kek);
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
     auto const& e = batch.episodes[i];
     if (e.film_ref.empty()) {
@@ -160,7 +160,6 @@ std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, 
     if (e.intent != intent::play && e.intent != intent::prefetch) {
       return refuse(message, episode_path(i, "intent") + " is neither play nor prefetch");
     }
-    bound += 64 + escaped_bound(e.film_ref);
   }
   if (batch.union_info.empty()) {
     return refuse(message, "union_info is empty");
@@ -181,15 +180,23 @@ std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, 
     if (!is_valid_utf8(*batch.viewer_ref)) {
       return refuse(message, "viewer_ref is not valid UTF-8");
     }
-    bound += 16 + escaped_bound(*batch.viewer_ref);
   }
+  return {};
+}
 
+void write_checked_ticket_batch(ticket_batch const& batch, std::span<std::size_t const> episodes, std::string& out) {
+  std::size_t bound = 96 + escaped_bound(batch.union_info) + escaped_bound(batch.drm_kek) +
+                      (batch.viewer_ref ? 16 + escaped_bound(*batch.viewer_ref) : 0);
+  for (std::size_t const i : episodes) {
+    bound += 64 + escaped_bound(batch.episodes[i].film_ref);
+  }
   // Written through a pointer into storage sized once for the longest escaping: no capacity check per piece.
   out.resize(bound);
   char* p = write_raw(out.data(), R"({"episodes":[)");
-  for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
+  bool first = true;
+  for (std::size_t const i : episodes) {
     auto const& e = batch.episodes[i];
-    if (i != 0) {
+    if (!std::exchange(first, false)) {
       *p++ = ',';
     }
     p = write_raw(p, R"({"film_ref":)");
@@ -210,6 +217,18 @@ std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, 
   }
   *p++ = '}';
   out.resize(static_cast<std::size_t>(p - out.data()));
+}
+
+std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, std::string* message) {
+  out.clear();
+  if (auto ec = check_ticket_batch(batch, message)) {
+    return ec;
+  }
+  std::array<std::size_t, ticket_batch::max_episodes> all{};
+  for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
+    all[i] = i;
+  }
+  write_checked_ticket_batch(batch, std::span<std::size_t const>(all.data(), batch.episodes.size()), out);
   return {};
 }
 
