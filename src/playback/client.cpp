@@ -180,14 +180,15 @@ std::string client::metrics_text() const {
 }
 
 asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, call_options options) {
-  return issue_tickets_impl(impl_, std::move(batch), std::move(options));
+  return issue_tickets_impl(impl_, std::make_shared<detail::ticket_call>(std::move(batch)), std::move(options));
 }
 
-asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self, ticket_batch batch,
+asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self,
+                                                                std::shared_ptr<detail::ticket_call> shared_call,
                                                                 call_options options) {
   detail::observed_call observed(self->http_metrics.get(), "issue_tickets", *self->time);
   try {
-    detail::ticket_call call(std::move(batch));
+    detail::ticket_call& call = *shared_call;
     detail::ticket_settlement settle(*self, call);
     detail::prepare(*self, call);
     // The store and the viewer limit are awaited only when used: a call without reuse and without a viewer limit
@@ -200,8 +201,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     }
     call.settings = self->engine.settings_for(options);
     if (!call.pending.empty()) {
-      auto const executor = co_await asio::this_coro::executor;
-      detail::sending sent = detail::send(self, call, executor);
+      detail::sending sent = detail::send(self, shared_call, co_await asio::this_coro::executor);
       if (sent.coalesced) {
         self->metrics.add_coalesced();
       }
@@ -245,7 +245,9 @@ asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> 
     }
     batch.episodes.push_back({film_ref, episode_no + next, intent::prefetch});
   }
-  auto result = co_await issue_tickets_impl(std::move(self), std::move(batch), std::move(options));
+  auto shared_call = std::make_shared<detail::ticket_call>(std::move(batch));
+  auto call = issue_tickets_impl(std::move(self), std::move(shared_call), std::move(options)); // named: GCC 12
+  auto result = co_await std::move(call);
   episode_start out;
   out.attempts = result.attempts;
   out.play = std::move(result.items.front());

@@ -373,7 +373,9 @@ asio::awaitable<void> take_allowance(client::impl& self, ticket_call& call) {
   call.pending = allowed;
 }
 
-sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, asio::any_io_executor const& executor) {
+sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
+             asio::any_io_executor const& executor) {
+  ticket_call& call = *shared_call;
   // The body of the episodes still pending, written once from the caller's batch; the operation shares that batch
   // (no copy of its episodes) and knows which of them it sent.
   std::string body;
@@ -392,7 +394,10 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, asio:
     key = body;
   }
   // The reader lives in the operation (one allocation): the engine consults it after each response.
-  auto make_reader = [&] { return batch_reader(self, call.batch_ptr, call.pending, settings.policy.classifier); };
+  auto make_reader = [&] {
+    return batch_reader(self, std::shared_ptr<ticket_batch const>(shared_call, &call.batch), call.pending,
+                        settings.policy.classifier);
+  };
   auto make = [&](batch_reader& reader) {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, "issue_tickets"};

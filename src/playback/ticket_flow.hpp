@@ -58,13 +58,12 @@ private:
   std::size_t size_ = 0;
 };
 
-/// One call's state, in the caller's frame.
+/// One call's state, held by the caller's frame through a `shared_ptr` (the frame stays small enough for Asio to
+/// recycle); the operation that sends the batch shares it too, through an aliasing `shared_ptr` to `batch`.
 struct ticket_call {
-  /// The caller's batch, shared with the operation that sends (some of) its episodes (no copy).
-  std::shared_ptr<ticket_batch const> batch_ptr;
-  ticket_batch const& batch;
-  explicit ticket_call(ticket_batch&& b)
-      : batch_ptr(std::make_shared<ticket_batch const>(std::move(b))), batch(*batch_ptr) {}
+  /// The caller's batch, sent (some of its episodes) without a copy.
+  ticket_batch const batch;
+  explicit ticket_call(ticket_batch&& b) : batch(std::move(b)) {}
   ticket_call(ticket_call const&) = delete;
   ticket_call& operator=(ticket_call const&) = delete;
   call_settings settings;
@@ -134,9 +133,9 @@ struct sending {
 
 /// Writes the JSON of the episodes in `call.pending` and starts the operation that sends it through the retry
 /// engine, or joins an identical one in flight (`coalesce`, and no caller-chosen idempotency key). The operation
-/// shares the caller's batch (`call.batch_ptr`). @throws wandura::error `operation_aborted` when the client is shut
+/// shares the caller's batch (`call->batch`). @throws wandura::error `operation_aborted` when the client is shut
 /// down.
-[[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, ticket_call& call,
+[[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
                            asio::any_io_executor const& executor);
 
 /// Puts what the operation produced into `call.result`. `waited` is how this caller's wait ended.
