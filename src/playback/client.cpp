@@ -107,18 +107,18 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                return r;
              }()),
       store(options.tickets ? options.tickets : default_store(time)), limit(make_limit(options, time)),
-      base_url(detail::checked_base_url(options.base_url)), tickets_url(base_url + "/v1/playback/tickets"),
-      authorization("Bearer " + options.api_key) {}
+      base_url(detail::checked_base_url(options.base_url)),
+      tickets_url(base_url + "/v1/playback/tickets"), authorization{"Authorization", "Bearer " + options.api_key} {}
 
 http_request client::impl::make_request(http_method method, std::string url, std::string body) const {
   http_request r;
   r.method = method;
   r.url = std::move(url);
   r.headers.reserve(4); // and the Idempotency-Key the engine adds to a POST
-  r.headers.push_back({"Authorization", authorization});
-  r.headers.push_back({"Accept", "application/json"});
+  r.headers.push_back(authorization);
+  r.headers.push_back(accept);
   if (method == http_method::post) {
-    r.headers.push_back({"Content-Type", "application/json"});
+    r.headers.push_back(content_type);
   }
   r.body = std::move(body);
   return r;
