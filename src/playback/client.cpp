@@ -201,7 +201,8 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     }
     call.settings = self->engine.settings_for(options);
     if (!call.pending.empty()) {
-      detail::sending sent = detail::send(self, shared_call, co_await asio::this_coro::executor);
+      auto const executor = co_await asio::this_coro::executor;
+      detail::sending sent = detail::send(self, shared_call, executor);
       if (sent.coalesced) {
         self->metrics.add_coalesced();
       }
