@@ -107,18 +107,18 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                return r;
              }()),
       store(options.tickets ? options.tickets : default_store(time)), limit(make_limit(options, time)),
-      base_url(detail::checked_base_url(options.base_url)), tickets_url(base_url + "/v1/playback/tickets"),
-      authorization("Bearer " + options.api_key) {}
+      base_url(detail::checked_base_url(options.base_url)),
+      tickets_url(base_url + "/v1/playback/tickets"), authorization{"Authorization", "Bearer " + options.api_key} {}
 
 http_request client::impl::make_request(http_method method, std::string url, std::string body) const {
   http_request r;
   r.method = method;
   r.url = std::move(url);
   r.headers.reserve(4); // and the Idempotency-Key the engine adds to a POST
-  r.headers.push_back({"Authorization", authorization});
-  r.headers.push_back({"Accept", "application/json"});
+  r.headers.push_back(authorization);
+  r.headers.push_back(accept);
   if (method == http_method::post) {
-    r.headers.push_back({"Content-Type", "application/json"});
+    r.headers.push_back(content_type);
   }
   r.body = std::move(body);
   return r;
@@ -180,17 +180,17 @@ std::string client::metrics_text() const {
 }
 
 asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, call_options options) {
-  return issue_tickets_impl(impl_, std::move(batch), std::move(options));
+  return issue_tickets_impl(impl_, std::make_shared<detail::ticket_call>(std::move(batch)), std::move(options));
 }
 
-asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self, ticket_batch batch,
+asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self,
+                                                                std::shared_ptr<detail::ticket_call> shared_call,
                                                                 call_options options) {
   detail::observed_call observed(self->http_metrics.get(), "issue_tickets", *self->time);
   try {
-    detail::ticket_call call(std::move(batch));
+    detail::ticket_call& call = *shared_call;
     detail::ticket_settlement settle(*self, call);
-    std::string body;
-    detail::prepare(*self, call, body);
+    detail::prepare(*self, call);
     // The store and the viewer limit are awaited only when used: a call without reuse and without a viewer limit
     // (the benchmark's) awaits nothing but its operation.
     if (call.reuses) {
@@ -202,7 +202,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     call.settings = self->engine.settings_for(options);
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;
-      detail::sending sent = detail::send(self, call, std::move(body), executor);
+      detail::sending sent = detail::send(self, shared_call, executor);
       if (sent.coalesced) {
         self->metrics.add_coalesced();
       }
@@ -246,7 +246,9 @@ asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> 
     }
     batch.episodes.push_back({film_ref, episode_no + next, intent::prefetch});
   }
-  auto result = co_await issue_tickets_impl(std::move(self), std::move(batch), std::move(options));
+  auto shared_call = std::make_shared<detail::ticket_call>(std::move(batch));
+  auto call = issue_tickets_impl(std::move(self), std::move(shared_call), std::move(options)); // named: GCC 12
+  auto result = co_await std::move(call);
   episode_start out;
   out.attempts = result.attempts;
   out.play = std::move(result.items.front());

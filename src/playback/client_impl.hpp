@@ -37,7 +37,10 @@ struct client::impl {
   detail::call_registry calls;
   std::string base_url;
   std::string tickets_url;
-  std::string authorization;
+  /// The header lines of every request, made once: a request copies them (no length scan, no moves).
+  http_header authorization{"Authorization", {}};
+  http_header accept{"Accept", "application/json"};
+  http_header content_type{"Content-Type", "application/json"};
 };
 
 namespace detail {

@@ -1,8 +1,10 @@
 #include "playback/request_writer.hpp"
 
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -83,49 +85,67 @@ bool is_valid_utf8(std::string_view text) noexcept {
   return !has_non_ascii(text) || simdjson::validate_utf8(text.data(), text.size());
 }
 
-void append_json_string(std::string& out, std::string_view text) {
+namespace {
+
+/// Writes the JSON string of `text` (valid UTF-8) at `p`, which has room for `escaped_bound(text)` bytes; returns
+/// the end of what it wrote.
+char* write_json_string(char* p, std::string_view text) noexcept {
   static constexpr char hex[] = "0123456789abcdef";
-  out.push_back('"');
+  *p++ = '"';
   if (!has_non_ascii(text) && !needs_escape_ascii(text)) { // the usual id or ref: copied as it is
-    out.append(text);
-    out.push_back('"');
-    return;
+    std::memcpy(p, text.data(), text.size());
+    p += text.size();
+    *p++ = '"';
+    return p;
   }
-  std::size_t run_start = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    auto const c = static_cast<unsigned char>(text[i]);
+  for (char const ch : text) {
+    auto const c = static_cast<unsigned char>(ch);
     if (c >= 0x20 && c != '"' && c != '\\') {
+      *p++ = ch;
       continue;
     }
-    out.append(text.data() + run_start, i - run_start);
-    run_start = i + 1;
+    *p++ = '\\';
     switch (c) {
-    case '"': out.append("\\\""); break;
-    case '\\': out.append("\\\\"); break;
-    case '\b': out.append("\\b"); break;
-    case '\f': out.append("\\f"); break;
-    case '\n': out.append("\\n"); break;
-    case '\r': out.append("\\r"); break;
-    case '\t': out.append("\\t"); break;
+    case '"': *p++ = '"'; break;
+    case '\\': *p++ = '\\'; break;
+    case '\b': *p++ = 'b'; break;
+    case '\f': *p++ = 'f'; break;
+    case '\n': *p++ = 'n'; break;
+    case '\r': *p++ = 'r'; break;
+    case '\t': *p++ = 't'; break;
     default: {
-      char const escape[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
-      out.append(escape, sizeof escape);
+      char const escape[5] = {'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
+      std::memcpy(p, escape, sizeof escape);
+      p += sizeof escape;
     }
     }
   }
-  out.append(text.data() + run_start, text.size() - run_start);
-  out.push_back('"');
+  *p++ = '"';
+  return p;
 }
 
-std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, std::string* message) {
-  out.clear();
+/// Copies `text` to `p`; returns its end.
+char* write_raw(char* p, std::string_view text) noexcept {
+  std::memcpy(p, text.data(), text.size());
+  return p + text.size();
+}
+
+} // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  auto const size = out.size();
+  out.resize(size + escaped_bound(text));
+  char* const end = write_json_string(out.data() + size, text);
+  out.resize(static_cast<std::size_t>(end - out.data()));
+}
+
+std::error_code check_ticket_batch(ticket_batch const& batch, std::string* message) {
   if (batch.episodes.empty()) {
     return refuse(message, "episodes is empty");
   }
   if (batch.episodes.size() > ticket_batch::max_episodes) {
     return refuse(message, "more than 3 episodes (" + std::to_string(batch.episodes.size()) + ")");
   }
-  std::size_t bound = 96 + escaped_bound(batch.union_info) + escaped_bound(batch.drm_kek);
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
     auto const& e = batch.episodes[i];
     if (e.film_ref.empty()) {
@@ -140,7 +160,6 @@ std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, 
     if (e.intent != intent::play && e.intent != intent::prefetch) {
       return refuse(message, episode_path(i, "intent") + " is neither play nor prefetch");
     }
-    bound += 64 + escaped_bound(e.film_ref);
   }
   if (batch.union_info.empty()) {
     return refuse(message, "union_info is empty");
@@ -161,36 +180,55 @@ std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, 
     if (!is_valid_utf8(*batch.viewer_ref)) {
       return refuse(message, "viewer_ref is not valid UTF-8");
     }
-    bound += 16 + escaped_bound(*batch.viewer_ref);
   }
+  return {};
+}
 
-  out.reserve(bound);
-  out.append(R"({"episodes":[)");
-  for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
+void write_checked_ticket_batch(ticket_batch const& batch, std::span<std::size_t const> episodes, std::string& out) {
+  std::size_t bound = 96 + escaped_bound(batch.union_info) + escaped_bound(batch.drm_kek) +
+                      (batch.viewer_ref ? 16 + escaped_bound(*batch.viewer_ref) : 0);
+  for (std::size_t const i : episodes) {
+    bound += 64 + escaped_bound(batch.episodes[i].film_ref);
+  }
+  // Written through a pointer into storage sized once for the longest escaping: no capacity check per piece.
+  out.resize(bound);
+  char* p = write_raw(out.data(), R"({"episodes":[)");
+  bool first = true;
+  for (std::size_t const i : episodes) {
     auto const& e = batch.episodes[i];
-    if (i != 0) {
-      out.push_back(',');
+    if (!std::exchange(first, false)) {
+      *p++ = ',';
     }
-    out.append(R"({"film_ref":)");
-    append_json_string(out, e.film_ref);
-    out.append(R"(,"episode_no":)");
-    char digits[16];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, e.episode_no);
-    (void)ec; // 16 bytes always hold an int32
-    out.append(digits, end);
-    out.append(R"(,"intent":")");
-    out.append(to_string(e.intent));
-    out.append(R"("})");
+    p = write_raw(p, R"({"film_ref":)");
+    p = write_json_string(p, e.film_ref);
+    p = write_raw(p, R"(,"episode_no":)");
+    p = std::to_chars(p, p + 16, e.episode_no).ptr; // 16 bytes always hold an int32
+    p = write_raw(p, R"(,"intent":")");
+    p = write_raw(p, to_string(e.intent));
+    p = write_raw(p, R"("})");
   }
-  out.append(R"(],"union_info":)");
-  append_json_string(out, batch.union_info);
-  out.append(R"(,"drm_kek":)");
-  append_json_string(out, batch.drm_kek);
+  p = write_raw(p, R"(],"union_info":)");
+  p = write_json_string(p, batch.union_info);
+  p = write_raw(p, R"(,"drm_kek":)");
+  p = write_json_string(p, batch.drm_kek);
   if (batch.viewer_ref) {
-    out.append(R"(,"viewer_ref":)");
-    append_json_string(out, *batch.viewer_ref);
+    p = write_raw(p, R"(,"viewer_ref":)");
+    p = write_json_string(p, *batch.viewer_ref);
   }
-  out.push_back('}');
+  *p++ = '}';
+  out.resize(static_cast<std::size_t>(p - out.data()));
+}
+
+std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out, std::string* message) {
+  out.clear();
+  if (auto ec = check_ticket_batch(batch, message)) {
+    return ec;
+  }
+  std::array<std::size_t, ticket_batch::max_episodes> all{};
+  for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
+    all[i] = i;
+  }
+  write_checked_ticket_batch(batch, std::span<std::size_t const>(all.data(), batch.episodes.size()), out);
   return {};
 }
 

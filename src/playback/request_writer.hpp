@@ -1,6 +1,8 @@
 // Writes request bodies as JSON (docs/protocol.md §1). Not public API (wandura::detail): the client uses it.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -29,5 +31,16 @@ void append_json_string(std::string& out, std::string_view text);
 /// "episodes[1].film_ref is not valid UTF-8".
 [[nodiscard]] std::error_code write_ticket_batch(ticket_batch const& batch, std::string& out,
                                                  std::string* message = nullptr);
+
+/// `write_ticket_batch`'s checks alone: an empty code when the batch can be written, else `errc::invalid_argument`
+/// with what was wrong in `message` (when given).
+[[nodiscard]] std::error_code check_ticket_batch(ticket_batch const& batch, std::string* message = nullptr);
+
+/// Writes into `out` (replaced) the body of `POST /v1/playback/tickets` for the episodes of `batch` at the indexes
+/// `episodes`, in that order, with the batch's `union_info`, `drm_kek` and `viewer_ref`: the bytes
+/// `write_ticket_batch` writes for a batch of those episodes alone, without copying them into one.
+/// @pre `check_ticket_batch(batch)` succeeded; `episodes` is not empty and each index is below
+/// `batch.episodes.size()`.
+void write_checked_ticket_batch(ticket_batch const& batch, std::span<std::size_t const> episodes, std::string& out);
 
 } // namespace wandura::detail

@@ -1,6 +1,7 @@
 #include "ticket_flow.hpp"
 
 #include <algorithm>
+#include <span>
 #include <utility>
 
 #include <asio/error.hpp>
@@ -50,11 +51,13 @@ bool same_episode(ticket_item_result const& item, episode_request const& want) n
 /// the request to the items still needed. Owned by the operation (it outlives any caller).
 class batch_reader final : public response_reader {
 public:
-  batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> sent,
+  /// Reads the responses for the episodes of `batch` at the indexes `sent`, in that order.
+  batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> batch, item_indexes const& sent,
                retry_classifier classifier)
-      : self_(std::move(self)), sent_ptr_(std::move(sent)), sent_(*sent_ptr_), classifier_(classifier) {
-    out_.items.resize(sent_.episodes.size());
-    for (std::size_t i = 0; i < sent_.episodes.size(); ++i) {
+      : self_(std::move(self)), batch_ptr_(std::move(batch)), batch_(*batch_ptr_), sent_(sent),
+        classifier_(classifier) {
+    out_.items.resize(sent_.size());
+    for (std::size_t i = 0; i < sent_.size(); ++i) {
       out_.items[i].outcome = item_outcome::deferred;
       pending_.push_back(i);
     }
@@ -62,15 +65,15 @@ public:
 
   /// A request with a play item is what a viewer waits for; one of prefetches only may be dropped by the gate.
   [[nodiscard]] request_class admission_class() const override {
-    bool const any_play = std::any_of(pending_.begin(), pending_.end(),
-                                      [&](std::size_t i) { return sent_.episodes[i].intent == intent::play; });
+    bool const any_play =
+        std::any_of(pending_.begin(), pending_.end(), [&](std::size_t i) { return episode(i).intent == intent::play; });
     return any_play ? request_class::play : request_class::prefetch;
   }
   /// The tickets the counter will count. While it is short of room the server sheds prefetches first and grants
   /// plays, so a request with plays costs its plays; one of prefetches only costs its items.
   [[nodiscard]] std::uint32_t admission_cost() const override {
     auto const plays = std::count_if(pending_.begin(), pending_.end(),
-                                     [&](std::size_t i) { return sent_.episodes[i].intent == intent::play; });
+                                     [&](std::size_t i) { return episode(i).intent == intent::play; });
     return static_cast<std::uint32_t>(plays > 0 ? plays : static_cast<std::ptrdiff_t>(pending_.size()));
   }
 
@@ -126,12 +129,9 @@ public:
     }
     // Retry the needed items alone, in a new request (the engine gives it its own key), within the same deadline,
     // budget and count of retries, after the longest of their retry_after.
-    ticket_batch narrowed;
-    narrowed.union_info = sent_.union_info;
-    narrowed.drm_kek = sent_.drm_kek;
-    narrowed.viewer_ref = sent_.viewer_ref;
+    item_indexes narrowed; // into the caller's batch
     for (std::size_t const i : retry) {
-      narrowed.episodes.push_back(sent_.episodes[i]);
+      narrowed.push_back(sent_[i]);
       auto const& item = out_.items[i];
       auto const ra =
           std::chrono::duration_cast<std::chrono::milliseconds>(item.retry_after.value_or(std::chrono::seconds{0}));
@@ -142,7 +142,7 @@ public:
       }
       next.again = true;
     }
-    (void)write_ticket_batch(narrowed, next.body); // validated with the whole batch
+    write_checked_ticket_batch(batch_, std::span<std::size_t const>(narrowed.begin(), narrowed.size()), next.body);
     pending_ = retry;
     narrowed_ = true;
     return next;
@@ -185,7 +185,7 @@ private:
     item_indexes retry;
     for (std::size_t p = 0; p < pending_.size(); ++p) {
       std::size_t const i = pending_[p];
-      auto const& want = sent_.episodes[i];
+      auto const& want = episode(i);
       std::size_t match = parsed.items.size();
       if (p < parsed.items.size() && !used.contains(p) && same_episode(parsed.items[p], want)) {
         match = p;
@@ -222,11 +222,15 @@ private:
   }
 
   std::shared_ptr<client::impl> self_;
-  std::shared_ptr<ticket_batch const> sent_ptr_; // owned: the operation outlives any caller
-  ticket_batch const& sent_;
+  /// The sent episode at position `p` of the request (of `out_.items`).
+  [[nodiscard]] episode_request const& episode(std::size_t p) const noexcept { return batch_.episodes[sent_[p]]; }
+
+  std::shared_ptr<ticket_batch const> batch_ptr_; // the caller's, shared: the operation outlives any caller
+  ticket_batch const& batch_;
+  item_indexes sent_; // indexes into batch_.episodes of the request's episodes, in the order sent
   retry_classifier classifier_;
   sent_batch out_;
-  item_indexes pending_; // indexes into sent_.episodes still asked for
+  item_indexes pending_; // positions in the request (indexes into sent_) still asked for
   bool narrowed_ = false;
   bool parsed_ready_ = false; // the per-thread parsed batch holds the last 2xx, read by read_counter_feedback
 };
@@ -282,9 +286,9 @@ ticket_item_result& item_at(ticket_call& call, std::size_t i) {
 
 } // namespace
 
-void prepare(client::impl& self, ticket_call& call, std::string& body) {
+void prepare(client::impl& self, ticket_call& call) {
   std::string message;
-  if (auto ec = write_ticket_batch(call.batch, body, &message)) {
+  if (auto ec = check_ticket_batch(call.batch, &message)) {
     throw error(ec, "issue_tickets: " + message);
   }
   call.has_viewer = call.batch.viewer_ref.has_value() && !call.batch.viewer_ref->empty();
@@ -369,27 +373,18 @@ asio::awaitable<void> take_allowance(client::impl& self, ticket_call& call) {
   call.pending = allowed;
 }
 
-sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::string body,
+sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
              asio::any_io_executor const& executor) {
-  // The episodes sent: the caller's whole batch (shared), or the part of it still pending (a copy).
-  std::shared_ptr<ticket_batch const> episodes = call.batch_ptr;
-  if (call.pending.size() != call.batch.episodes.size()) {
-    auto sub = std::make_shared<ticket_batch>();
-    sub->union_info = call.batch.union_info;
-    sub->drm_kek = call.batch.drm_kek;
-    sub->viewer_ref = call.batch.viewer_ref;
-    sub->episodes.reserve(call.pending.size());
-    for (std::size_t const i : call.pending) {
-      sub->episodes.push_back(call.batch.episodes[i]);
-    }
-    (void)write_ticket_batch(*sub, body); // validated with the whole batch
-    episodes = std::move(sub);
-  }
+  ticket_call& call = *shared_call;
+  // The body of the episodes still pending, written once from the caller's batch; the operation shares that batch
+  // (no copy of its episodes) and knows which of them it sent.
+  std::string body;
+  write_checked_ticket_batch(call.batch, std::span<std::size_t const>(call.pending.begin(), call.pending.size()), body);
   call_settings settings = call.settings;
   // A request of prefetches only (the play came from the store, or was refused) is not retried unless asked:
   // a refused prefetch is reported and asked for again as play when the viewer gets there (docs/protocol.md §3).
-  bool const any_play = std::any_of(episodes->episodes.begin(), episodes->episodes.end(),
-                                    [](auto const& e) { return e.intent == intent::play; });
+  bool const any_play = std::any_of(call.pending.begin(), call.pending.end(),
+                                    [&](std::size_t i) { return call.batch.episodes[i].intent == intent::play; });
   if (!any_play && !self->options.retry_prefetch) {
     settings.policy.max_retries = 0;
   }
@@ -399,7 +394,10 @@ sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::
     key = body;
   }
   // The reader lives in the operation (one allocation): the engine consults it after each response.
-  auto make_reader = [&] { return batch_reader(self, std::move(episodes), settings.policy.classifier); };
+  auto make_reader = [&] {
+    return batch_reader(self, std::shared_ptr<ticket_batch const>(shared_call, &call.batch), call.pending,
+                        settings.policy.classifier);
+  };
   auto make = [&](batch_reader& reader) {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, "issue_tickets"};

@@ -1,14 +1,14 @@
 // The steps of one `client::issue_tickets` call: plan -> send -> merge (docs/protocol.md §1 ticket
 // batch, §3 what the SDK does).
 //
-// - `prepare` validates the batch and writes its JSON;
+// - `prepare` validates the batch;
 // - `reuse_stored` (awaited only when the call reuses tickets) answers what it can from the ticket store, every
 //   episode in one lookup;
 // - `plan` leaves pending what must be sent, dropping prefetches while the playback counter is under its reserve;
 // - `take_allowance` (awaited only with a viewer limit) takes the viewer's allowance for what is pending;
-// - `send` starts (or joins) the operation that sends the rest through the retry engine; its `batch_reader` reads
-//   every response's items and narrows the request to the items still needed, which the engine then retries like
-//   any retry;
+// - `send` writes the JSON of the rest, once, and starts (or joins) the operation that sends it through the retry
+//   engine; the operation shares the caller's batch, and its `batch_reader` reads every response's items and
+//   narrows the request to the items still needed, which the engine then retries like any retry;
 // - `merge` puts what came back into the caller's result, and `store_fresh` (awaited only when the call reuses
 //   tickets) stores its fresh tickets.
 // A `ticket_settlement` in the caller's frame settles the call on every exit: unused allowance back, a failure
@@ -58,13 +58,12 @@ private:
   std::size_t size_ = 0;
 };
 
-/// One call's state, in the caller's frame.
+/// One call's state, held by the caller's frame through a `shared_ptr` (the frame stays small enough for Asio to
+/// recycle); the operation that sends the batch shares it too, through an aliasing `shared_ptr` to `batch`.
 struct ticket_call {
-  /// The caller's batch, shared with the operation that sends it when every episode is sent (no copy).
-  std::shared_ptr<ticket_batch const> batch_ptr;
-  ticket_batch const& batch;
-  explicit ticket_call(ticket_batch&& b)
-      : batch_ptr(std::make_shared<ticket_batch const>(std::move(b))), batch(*batch_ptr) {}
+  /// The caller's batch, sent (some of its episodes) without a copy.
+  ticket_batch const batch;
+  explicit ticket_call(ticket_batch&& b) : batch(std::move(b)) {}
   ticket_call(ticket_call const&) = delete;
   ticket_call& operator=(ticket_call const&) = delete;
   call_settings settings;
@@ -108,9 +107,9 @@ private:
   bool settled_ = false;
 };
 
-/// Validates `call.batch` (throws `wandura::error` `invalid_argument` before anything is taken) and writes its JSON
-/// into `body`; sets `call.has_viewer` and `call.reuses`.
-void prepare(client::impl& self, ticket_call& call, std::string& body);
+/// Validates `call.batch` (throws `wandura::error` `invalid_argument` before anything is taken); sets
+/// `call.has_viewer` and `call.reuses`. The body is written by `send`, once, for what is still pending then.
+void prepare(client::impl& self, ticket_call& call);
 
 /// Answers from the ticket store every episode it holds a reusable ticket for (one lookup for the batch). Awaited
 /// only when `call.reuses`. @throws what the store throws (`operation_aborted` when cancelled).
@@ -132,10 +131,11 @@ struct sending {
   bool coalesced = false;
 };
 
-/// Starts the operation that sends `call.pending` through the retry engine, or joins an identical one in flight
-/// (`coalesce`, and no caller-chosen idempotency key). `body` is the batch's JSON when every episode is pending,
-/// empty otherwise. @throws wandura::error `operation_aborted` when the client is shut down.
-[[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, ticket_call& call, std::string body,
+/// Writes the JSON of the episodes in `call.pending` and starts the operation that sends it through the retry
+/// engine, or joins an identical one in flight (`coalesce`, and no caller-chosen idempotency key). The operation
+/// shares the caller's batch (`call->batch`). @throws wandura::error `operation_aborted` when the client is shut
+/// down.
+[[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
                            asio::any_io_executor const& executor);
 
 /// Puts what the operation produced into `call.result`. `waited` is how this caller's wait ended.

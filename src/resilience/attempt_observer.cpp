@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <string>
 
 #include <asio/error.hpp>
 
@@ -29,6 +30,67 @@ int parse_port(std::string_view text) noexcept {
   return ec == std::errc{} && end == text.data() + text.size() ? port : 0;
 }
 
+/// Where the attributes of an attempt lie in its URL: offsets, so that they hold for any string equal to it.
+struct url_target {
+  std::size_t url_full_size = 0; ///< The URL up to its query; 0 when it holds user information.
+  std::size_t address_at = 0;
+  std::size_t address_size = 0;
+  int port = 0; ///< 0 without a scheme.
+};
+
+url_target read_target(std::string_view url) noexcept {
+  url_target t;
+  auto const parts = detail::split_url(url);
+  t.url_full_size = parts.without_query.size();
+  if (parts.scheme.empty()) {
+    return t;
+  }
+  auto authority = parts.authority;
+  if (auto const at = authority.rfind('@'); at != std::string_view::npos) {
+    t.url_full_size = 0; // user information is never reported, and cannot be cut out of a view
+    authority = authority.substr(at + 1);
+  }
+  std::string_view address;
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    auto const close = authority.find(']');
+    address = authority.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1);
+    if (close != std::string_view::npos && close + 1 < authority.size() && authority[close + 1] == ':') {
+      port_text = authority.substr(close + 2);
+    }
+  } else {
+    auto const colon = authority.find(':');
+    address = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+    }
+  }
+  t.address_at = static_cast<std::size_t>(address.data() - url.data());
+  t.address_size = address.size();
+  t.port = port_text.empty() ? (parts.scheme == "https" ? 443 : 80) : parse_port(port_text);
+  return t;
+}
+
+/// The target of `url`, read once per thread for as long as the thread's attempts go to the same URL (a client
+/// sends to a few URLs again and again): comparing the URL costs a tenth of reading it. Per thread, so that no
+/// lock is taken; the offsets apply to `url` because it equals the URL they were read from.
+url_target const& target_of(std::string_view url) noexcept {
+  thread_local std::string last_url;
+  thread_local bool known = false;
+  thread_local url_target last;
+  if (known && std::string_view(last_url) == url) {
+    return last;
+  }
+  last = read_target(url);
+  try {
+    last_url.assign(url);
+    known = true;
+  } catch (...) {
+    known = false; // out of memory: read again next time
+  }
+  return last;
+}
+
 } // namespace
 
 std::string_view method_name(http_method method) noexcept {
@@ -40,31 +102,11 @@ attempt_begin make_attempt_begin(std::string_view operation, http_request const&
   a.operation = operation;
   a.method = method_name(request.method);
   a.resend_count = resend_count;
-  auto const parts = detail::split_url(request.url);
-  a.url_full = parts.without_query;
-  if (parts.scheme.empty()) {
-    return a;
-  }
-  auto authority = parts.authority;
-  if (auto const at = authority.rfind('@'); at != std::string_view::npos) {
-    a.url_full = {}; // user information is never reported, and cannot be cut out of a view
-    authority = authority.substr(at + 1);
-  }
-  std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {
-    auto const close = authority.find(']');
-    a.server_address = authority.substr(1, close == std::string_view::npos ? std::string_view::npos : close - 1);
-    if (close != std::string_view::npos && close + 1 < authority.size() && authority[close + 1] == ':') {
-      port_text = authority.substr(close + 2);
-    }
-  } else {
-    auto const colon = authority.find(':');
-    a.server_address = authority.substr(0, colon);
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-    }
-  }
-  a.server_port = port_text.empty() ? (parts.scheme == "https" ? 443 : 80) : parse_port(port_text);
+  std::string_view const url = request.url;
+  auto const& target = target_of(url);
+  a.url_full = url.substr(0, target.url_full_size);
+  a.server_address = url.substr(target.address_at, target.address_size);
+  a.server_port = target.port;
   return a;
 }
 

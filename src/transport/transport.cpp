@@ -48,8 +48,19 @@ asio::awaitable<http_response> transport::send(http_request const& request, atte
   return do_send(request, options);
 }
 
+// Not a coroutine either: the operation completes the awaiting coroutine with the whole attempt_result, so an
+// attempt costs no coroutine frame besides the one Asio's initiation makes (that frame holds the copies of the
+// request's address and of the options).
 asio::awaitable<attempt_result> transport::send_attempt(http_request const& request, attempt_options const& options) {
-  return do_send_attempt(request, options);
+  return asio::async_initiate<asio::use_awaitable_t<> const, void(attempt_result)>(
+      [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
+        using handler_type = std::decay_t<decltype(handler)>;
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        auto* op = detail::send_op<handler_type, detail::send_shape::attempt>::create(
+            std::move(handler), detail::transport_executor(*impl));
+        detail::start_send(*impl, *req, opts, op, slot);
+      },
+      asio::use_awaitable, &request, options);
 }
 
 asio::awaitable<http_response> transport::do_send(http_request const& request, attempt_options options) {
@@ -65,17 +76,6 @@ asio::awaitable<http_response> transport::do_send(http_request const& request, a
     throw error(ec, message);
   }
   co_return std::move(response);
-}
-
-asio::awaitable<attempt_result> transport::do_send_attempt(http_request const& request, attempt_options options) {
-  attempt_result result;
-  auto token = asio::redirect_error(asio::use_awaitable, result.error);
-  auto [response, detail] = co_await async_send_with_detail(request, options, token);
-  result.response = std::move(response);
-  if (result.error) {
-    result.detail = std::move(detail);
-  }
-  co_return result;
 }
 
 asio::any_io_executor transport::get_executor() const {

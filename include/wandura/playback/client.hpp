@@ -38,6 +38,10 @@
 
 namespace wandura {
 
+namespace detail {
+struct ticket_call;
+} // namespace detail
+
 /// Options of one client. Per-call `call_options` override the retry settings here (docs/adr/0003).
 struct client_options {
   /// Where the API lives, e.g. "https://api.wandura.example" or the emulator's "http://127.0.0.1:8787". A trailing
@@ -339,7 +343,10 @@ public:
   struct impl;
 
 private:
-  static asio::awaitable<ticket_batch_result> issue_tickets_impl(std::shared_ptr<impl> self, ticket_batch batch,
+  // The call's state (the batch included, shared with the operation that sends it) arrives on the heap: the
+  // coroutine's frame then stays small enough for Asio to recycle.
+  static asio::awaitable<ticket_batch_result> issue_tickets_impl(std::shared_ptr<impl> self,
+                                                                 std::shared_ptr<detail::ticket_call> shared_call,
                                                                  call_options options);
   static asio::awaitable<episode_start> start_episode_impl(std::shared_ptr<impl> self, viewer who, std::string film_ref,
                                                            std::int32_t episode_no, std::int32_t unlocked_through,

@@ -162,13 +162,13 @@ private:
         [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
           using handler_type = std::decay_t<decltype(handler)>;
           auto slot = asio::get_associated_cancellation_slot(handler);
-          auto* op = detail::send_op<handler_type, true>::create(std::move(handler), detail::transport_executor(*impl));
+          auto* op = detail::send_op<handler_type, detail::send_shape::with_detail>::create(
+              std::move(handler), detail::transport_executor(*impl));
           detail::start_send(*impl, *req, opts, op, slot);
         },
         token, &request, options);
   }
   asio::awaitable<http_response> do_send(http_request const& request, attempt_options options);
-  asio::awaitable<attempt_result> do_send_attempt(http_request const& request, attempt_options options);
 
   std::shared_ptr<detail::transport_impl> impl_;
 

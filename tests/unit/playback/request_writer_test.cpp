@@ -160,3 +160,45 @@ TEST_CASE("request writer: batches the server would refuse are invalid_argument 
     CHECK(out.empty());
   }
 }
+
+TEST_CASE("request writer: some episodes of a checked batch are written as a batch of those episodes alone") {
+  auto batch = sample_batch();
+  batch.episodes[2].film_ref = "needs \"escaping\"\n\xC3\xA9";
+  REQUIRE_FALSE(wandura::detail::check_ticket_batch(batch));
+  std::vector<std::vector<std::size_t>> const choices{{0}, {1}, {2}, {0, 2}, {2, 0}, {1, 2}, {0, 1, 2}};
+  for (auto const& chosen : choices) {
+    ticket_batch alone = batch;
+    alone.episodes.clear();
+    for (std::size_t const i : chosen) {
+      alone.episodes.push_back(batch.episodes[i]);
+    }
+    std::string expected;
+    REQUIRE_FALSE(write_ticket_batch(alone, expected));
+    std::string out = "left over from an earlier body";
+    wandura::detail::write_checked_ticket_batch(batch, chosen, out);
+    CHECK(out == expected);
+    CHECK(read_back(out).episodes.size() == chosen.size());
+  }
+  batch.viewer_ref.reset();
+  std::string expected;
+  REQUIRE_FALSE(write_ticket_batch(batch, expected));
+  std::string out;
+  wandura::detail::write_checked_ticket_batch(batch, std::vector<std::size_t>{0, 1, 2}, out);
+  CHECK(out == expected);
+}
+
+TEST_CASE("request writer: the checks alone refuse what write_ticket_batch refuses, with the same words") {
+  auto batch = sample_batch();
+  batch.episodes[1].episode_no = 0;
+  std::string message;
+  CHECK(wandura::detail::check_ticket_batch(batch, &message) == wandura::errc::invalid_argument);
+  CHECK(message == "episodes[1].episode_no is below 1");
+  std::string out;
+  std::string written_message;
+  CHECK(write_ticket_batch(batch, out, &written_message) == wandura::errc::invalid_argument);
+  CHECK(written_message == message);
+  batch = sample_batch();
+  batch.drm_kek.clear();
+  CHECK(wandura::detail::check_ticket_batch(batch, &message) == wandura::errc::invalid_argument);
+  CHECK(message == "drm_kek is empty");
+}

@@ -39,3 +39,33 @@ TEST_CASE("attempt observer: error.type is the status for >= 400, else the error
   CHECK(wandura::attempt_error_type(0, asio::error::operation_aborted) == "operation_aborted");
   CHECK(wandura::attempt_error_type(0, std::make_error_code(std::errc::io_error)) == "_OTHER");
 }
+
+TEST_CASE("attempt observer: attributes follow the URL when attempts alternate between URLs, and view the request") {
+  wandura::http_request tickets;
+  tickets.method = wandura::http_method::post;
+  tickets.url = "https://api.wandura.example:8443/v1/playback/tickets";
+  wandura::http_request config;
+  config.url = "http://127.0.0.1:8787/v1/config?x=1";
+  for (int round = 0; round < 3; ++round) {
+    auto const a = wandura::make_attempt_begin("issue_tickets", tickets, round);
+    CHECK(a.url_full == tickets.url);
+    CHECK(a.url_full.data() == tickets.url.data()); // a view into this request, not into a copy
+    CHECK(a.server_address == "api.wandura.example");
+    CHECK(a.server_port == 8443);
+    auto const b = wandura::make_attempt_begin("get_config", config, round);
+    CHECK(b.url_full == "http://127.0.0.1:8787/v1/config");
+    CHECK(b.server_address.data() == config.url.data() + 7);
+    CHECK(b.server_address == "127.0.0.1");
+    CHECK(b.server_port == 8787);
+  }
+  wandura::http_request same_bytes = tickets; // an equal URL in another string: views into that one
+  auto const c = wandura::make_attempt_begin("issue_tickets", same_bytes, 0);
+  CHECK(c.url_full.data() == same_bytes.url.data());
+  CHECK(c.server_address == "api.wandura.example");
+  wandura::http_request relative;
+  relative.url = "/v1/config";
+  auto const d = wandura::make_attempt_begin("get_config", relative, 0);
+  CHECK(d.url_full == "/v1/config");
+  CHECK(d.server_address.empty());
+  CHECK(d.server_port == 0);
+}

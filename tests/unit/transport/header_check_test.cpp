@@ -24,6 +24,24 @@ TEST_CASE("header check: names are RFC 9110 tokens, values hold no CR, LF or NUL
   CHECK_FALSE(is_header_value(std::string("Bearer k\0tail", 13)));
 }
 
+TEST_CASE("header check: a CR, LF or NUL is found at every position of a long value, UTF-8 and tabs pass") {
+  std::string const clean = "Bearer 0123456789abcdef\t\xC3\xA9\x0E\x7F tail of the key";
+  CHECK(is_header_value(clean));
+  for (char const bad : {'\r', '\n', '\0'}) {
+    for (std::size_t at = 0; at < clean.size(); ++at) {
+      std::string value = clean;
+      value[at] = bad;
+      INFO("byte " << static_cast<int>(bad) << " at " << at);
+      CHECK_FALSE(is_header_value(value));
+    }
+  }
+  for (char const fine : {'\x01', '\x0C', '\x0E', '\x80', '\xFF'}) {
+    std::string value = clean;
+    value[17] = fine;
+    CHECK(is_header_value(value)); // other control bytes near CR, and bytes above 0x7F, are not refused
+  }
+}
+
 TEST_CASE("header check: the message names the header and never echoes its value") {
   CHECK(check_headers({{"Authorization", "Bearer ok"}, {"Accept", "application/json"}}).empty());
   auto const why = check_headers({{"Accept", "application/json"}, {"Authorization", "Bearer s3cret\r\nX: 1"}});

@@ -22,6 +22,7 @@
 
 #include "wandura/transport/http_request.hpp"
 #include "wandura/transport/http_response.hpp"
+#include "wandura/transport/http_sender.hpp"
 
 namespace wandura::detail {
 
@@ -35,8 +36,8 @@ public:
   send_completion& operator=(send_completion const&) = delete;
 
   /// Hands the result to the caller: posts the handler to its executor. Called on the transport's strand.
-  /// `detail` says what happened when `ec` is set (libcurl's error text included); only operations started with
-  /// `WithDetail` pass it on, as the handler's third argument.
+  /// `detail` says what happened when `ec` is set (libcurl's error text included); operations of the shapes
+  /// `with_detail` and `attempt` pass it on.
   virtual void complete(std::error_code ec, http_response&& response, std::string_view detail) noexcept = 0;
   /// Frees the operation without calling the handler (the transport is being torn down with its io_context).
   virtual void destroy() noexcept = 0;
@@ -46,9 +47,15 @@ protected:
   ~send_completion() = default;
 };
 
-/// The operation of one send: completes `Handler` with `(error_code, http_response)`, or with
-/// `(error_code, http_response, std::string detail)` when `WithDetail`.
-template <class Handler, bool WithDetail = false> class send_op final : public send_completion {
+/// What a send operation completes its handler with.
+enum class send_shape {
+  response,    ///< `(error_code, http_response)`: `transport::async_send`
+  with_detail, ///< `(error_code, http_response, std::string detail)`: what `transport::send()` puts in its message
+  attempt,     ///< `(attempt_result)`, the detail only with an error: `transport::send_attempt`
+};
+
+/// The operation of one send: completes `Handler` as `Shape` says.
+template <class Handler, send_shape Shape = send_shape::response> class send_op final : public send_completion {
   using executor_type = asio::associated_executor_t<Handler, asio::any_io_executor>;
   using allocator_type = asio::associated_allocator_t<Handler, asio::recycling_allocator<void>>;
   using self_allocator = typename std::allocator_traits<allocator_type>::template rebind_alloc<send_op>;
@@ -78,10 +85,16 @@ public:
     std::allocator_traits<self_allocator>::destroy(alloc, this);
     std::allocator_traits<self_allocator>::deallocate(alloc, this, 1);
     try {
-      if constexpr (WithDetail) {
+      if constexpr (Shape == send_shape::with_detail) {
         asio::post(work.get_executor(),
                    [h = std::move(handler), ec, r = std::move(response), d = std::string(detail)]() mutable {
                      std::move(h)(ec, std::move(r), std::move(d));
+                   });
+      } else if constexpr (Shape == send_shape::attempt) {
+        asio::post(work.get_executor(),
+                   [h = std::move(handler),
+                    r = attempt_result{ec, std::move(response), ec ? std::string(detail) : std::string()}]() mutable {
+                     std::move(h)(std::move(r));
                    });
       } else {
         asio::post(work.get_executor(),
