@@ -39,8 +39,8 @@ redis_client_stats redis_client::stats() const noexcept {
 }
 
 namespace detail {
-std::shared_ptr<redis_connection> make_sibling_connection(redis_client const& client) {
-  return client.conn_->sibling();
+redis_options const& options_of(redis_client const& client) noexcept {
+  return client.conn_->options();
 }
 } // namespace detail
 

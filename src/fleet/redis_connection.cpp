@@ -46,8 +46,7 @@ using op_holder = std::shared_ptr<redis_command_op>;
 
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
     : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
-      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_.reconnect_backoff),
-      resubscribe_timer_(executor_) {}
+      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_.reconnect_backoff) {}
 
 redis_connection::~redis_connection() {
   if (ac_ != nullptr) {
@@ -275,64 +274,6 @@ void redis_connection::on_reply(redisAsyncContext* ac, void* reply, void* privda
   redis_reply value = copy_reply(*static_cast<redisReply const*>(reply));
   std::error_code const ec = value.is_error() ? make_error_code(fleet_errc::server_error) : std::error_code{};
   finish(op, ec, std::move(value));
-}
-
-std::shared_ptr<redis_connection> redis_connection::sibling() const {
-  return std::make_shared<redis_connection>(executor_, options_);
-}
-
-void redis_connection::subscribe(std::string channel, subscription_handlers handlers) {
-  channel_ = std::move(channel);
-  subscription_ = std::move(handlers);
-  send_subscribe();
-}
-
-void redis_connection::send_subscribe() {
-  std::error_code ec;
-  if (!ensure_context(ec)) {
-    resubscribe_later();
-    return;
-  }
-  std::array<char const*, 2> argv{"SUBSCRIBE", channel_.c_str()};
-  std::array<std::size_t, 2> lens{9, channel_.size()};
-  // hiredis keeps the callback for the channel and calls it for the confirmation and for every message, then once
-  // with a null reply when the context goes away. privdata is this connection: hiredis is freed in its destructor.
-  if (redisAsyncCommandArgv(ac_, &on_subscription, this, 2, argv.data(), lens.data()) != REDIS_OK) {
-    resubscribe_later();
-  }
-}
-
-void redis_connection::resubscribe_later() {
-  auto const now = std::chrono::steady_clock::now();
-  resubscribe_timer_.expires_at(std::max(next_connect_at_, now + options_.reconnect_backoff));
-  resubscribe_timer_.async_wait([self = weak_from_this()](std::error_code ec) {
-    if (auto conn = self.lock(); conn && !ec && conn->ac_ == nullptr) {
-      conn->send_subscribe();
-    }
-  });
-}
-
-void redis_connection::on_subscription(redisAsyncContext* ac, void* reply, void* privdata) {
-  auto* conn = static_cast<redis_connection*>(privdata);
-  (void)ac;
-  if (reply == nullptr) { // the context is going away
-    if (conn->down_reason_ == asio::error::operation_aborted) {
-      return; // the connection is being destroyed: its owner is too
-    }
-    conn->subscription_.on_state(false);
-    conn->resubscribe_later();
-    return;
-  }
-  auto const* r = static_cast<redisReply const*>(reply);
-  if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING) {
-    return;
-  }
-  std::string_view const kind(r->element[0]->str, static_cast<std::size_t>(r->element[0]->len));
-  if (kind == "subscribe") {
-    conn->subscription_.on_state(true);
-  } else if (kind == "message" && r->element[2]->type == REDIS_REPLY_STRING) {
-    conn->subscription_.on_message(std::string_view(r->element[2]->str, static_cast<std::size_t>(r->element[2]->len)));
-  }
 }
 
 void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,

@@ -5,10 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <span>
-#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -35,23 +33,9 @@ public:
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
 
-  /// What a subscribed connection reports: `on_message(payload)` for each message on the channel; `on_state(true)`
-  /// once Redis confirmed the subscription, `on_state(false)` when the connection carrying it is lost (messages
-  /// may have been missed from then on). Both run on the executor, inside hiredis's read; neither runs after the
-  /// connection is destroyed.
-  struct subscription_handlers {
-    std::function<void(std::string_view)> on_message;
-    std::function<void(bool)> on_state;
-  };
-  /// Puts this connection in subscribe mode on `channel` (connecting first; it carries no other command from
-  /// then on). When the connection is lost or cannot be made, it reconnects and subscribes again by itself, after
-  /// the reconnect backoff.
-  void subscribe(std::string channel, subscription_handlers handlers);
-  /// A new connection to the same server with the same options: for a subscription beside a command connection.
-  [[nodiscard]] std::shared_ptr<redis_connection> sibling() const;
-
   [[nodiscard]] asio::any_io_executor const& executor() const noexcept { return executor_; }
   [[nodiscard]] redis_url const& url() const noexcept { return url_; }
+  [[nodiscard]] redis_options const& options() const noexcept { return options_; }
   [[nodiscard]] redis_client_stats stats() const noexcept;
 
 private:
@@ -68,9 +52,6 @@ private:
   static void on_connect(redisAsyncContext const* ac, int status);
   static void on_setup_reply(redisAsyncContext* ac, void* reply, void* privdata);
   static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
-  void send_subscribe();
-  void resubscribe_later();
-  static void on_subscription(redisAsyncContext* ac, void* reply, void* privdata);
 
   asio::any_io_executor executor_;
   redis_options options_;
@@ -88,9 +69,6 @@ private:
   std::chrono::steady_clock::time_point next_connect_at_{};
   std::chrono::milliseconds backoff_;
   redis_client_stats stats_;
-  std::string channel_; ///< non-empty once `subscribe` was called: the connection is a subscriber
-  subscription_handlers subscription_;
-  asio::steady_timer resubscribe_timer_;
 };
 
 } // namespace wandura::detail

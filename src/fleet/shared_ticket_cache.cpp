@@ -13,8 +13,8 @@
 #include "fallback_guard.hpp"
 #include "local_ticket_cache.hpp"
 #include "lua_scripts.hpp"
-#include "redis_connection.hpp"
 #include "redis_script.hpp"
+#include "redis_subscriber.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/error.hpp"
 
@@ -43,6 +43,13 @@ bool is_integer(redis_reply const& reply) {
 } // namespace
 
 struct shared_ticket_cache::impl {
+  impl(impl const&) = delete;
+  impl& operator=(impl const&) = delete;
+  ~impl() {
+    if (subscriber) {
+      subscriber->stop();
+    }
+  }
   impl(redis_client& r, std::string o, ticket_cache_options opts)
       : redis(r), org(std::move(o)), erase_channel(fleet_keys::ticket_erasures(org)), options(std::move(opts)),
         local(options.local_capacity), guard("ticket_cache", r.server_name(), options.fallback),
@@ -91,22 +98,25 @@ struct shared_ticket_cache::impl {
     if (!options.near_cache || subscriber) {
       return;
     }
-    subscriber = detail::make_sibling_connection(redis);
-    subscriber->subscribe(erase_channel, {
-                                             .on_message =
-                                                 [this](std::string_view key) {
-                                                   forget(std::string(key));
-                                                   ++stats.erasures_heard;
-                                                 },
-                                             .on_state =
-                                                 [this](bool live) {
-                                                   // Either way, copies kept so far are not served near again:
-                                                   // erases may have been missed before the subscription began.
-                                                   std::lock_guard lock(local_mutex);
-                                                   subscribed = live;
-                                                   ++generation;
-                                                 },
-                                         });
+    subscriber =
+        std::make_shared<detail::redis_subscriber>(redis.get_executor(), detail::options_of(redis), erase_channel,
+                                                   detail::redis_subscriber::handlers{
+                                                       .on_message =
+                                                           [this](std::string_view key) {
+                                                             forget(std::string(key));
+                                                             ++stats.erasures_heard;
+                                                           },
+                                                       .on_state =
+                                                           [this](bool live) {
+                                                             // Either way, copies kept so far are not served near
+                                                             // again: erases may have been missed before the
+                                                             // subscription began.
+                                                             std::lock_guard lock(local_mutex);
+                                                             subscribed = live;
+                                                             ++generation;
+                                                           },
+                                                   });
+    subscriber->start();
   }
 
   /// Keeps `ticket` of `who` locally until its reuse limit, as a near copy of generation `kept_as` (0: a fallback
@@ -138,9 +148,8 @@ struct shared_ticket_cache::impl {
   mutable std::atomic<std::uint64_t> near_hits{0};
   bool subscribed = false;      ///< the erase channel's subscription is confirmed and its connection up
   std::uint64_t generation = 0; ///< bumped whenever the subscription begins or ends
-  /// Declared last: destroyed first, so that its callbacks (which never run after it is gone) never see a
-  /// partly destroyed cache.
-  std::shared_ptr<detail::redis_connection> subscriber;
+  /// Stopped first when the cache goes: its handlers never run after that.
+  std::shared_ptr<detail::redis_subscriber> subscriber;
 };
 
 shared_ticket_cache::shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options) {

@@ -63,8 +63,8 @@ class redis_client;
 namespace detail {
 std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex, redis_options options);
 redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept;
-/// A second connection to the client's server with the client's options (not connected yet): for a subscription.
-std::shared_ptr<redis_connection> make_sibling_connection(redis_client const& client);
+/// The options `client` was made with: for a second connection to the same server (a subscription).
+redis_options const& options_of(redis_client const& client) noexcept;
 } // namespace detail
 
 /// One pipelined connection to Redis, (re)connected on demand.
@@ -147,7 +147,7 @@ public:
   [[nodiscard]] redis_client_stats stats() const noexcept;
 
 private:
-  friend std::shared_ptr<detail::redis_connection> detail::make_sibling_connection(redis_client const& client);
+  friend redis_options const& detail::options_of(redis_client const& client) noexcept;
   std::shared_ptr<detail::redis_connection> conn_;
   std::string server_name_;
 };

@@ -85,3 +85,54 @@ TEST_CASE("shared ticket cache: a server that answers garbage makes the lookup l
   CHECK(cache.stats().fallbacks == 1);
   CHECK(lines.size() == 1);
 }
+
+namespace {
+
+// Accepts every connection and answers each read on it with `answer`, keeping it open.
+asio::awaitable<void> answer_every_read(asio::ip::tcp::socket socket, std::string answer) {
+  std::array<char, 512> buf{};
+  for (;;) {
+    auto [ec, n] =
+        co_await socket.async_read_some(asio::buffer(buf), asio::experimental::as_tuple(asio::use_awaitable));
+    if (ec) {
+      co_return;
+    }
+    co_await asio::async_write(socket, asio::buffer(answer), asio::experimental::as_tuple(asio::use_awaitable));
+  }
+}
+
+asio::awaitable<void> answer_everyone(asio::ip::tcp::acceptor& acceptor, std::string answer, int& connections) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+    if (ec) {
+      co_return;
+    }
+    ++connections;
+    asio::co_spawn(acceptor.get_executor(), answer_every_read(std::move(socket), answer), asio::detached);
+  }
+}
+
+} // namespace
+
+TEST_CASE("shared ticket cache: a server whose pushes are well-formed but wrong never makes the near cache live, "
+          "nor crashes") {
+  // In subscribe mode hiredis 0.14 asserts on such an array; the erase subscription reads it with its own parser.
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  int connections = 0;
+  asio::co_spawn(io, answer_everyone(acceptor, "*1\r\n:1\r\n", connections), asio::detached);
+  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 200ms});
+  wandura::ticket_cache_options options;
+  options.fallback.log = [](std::string_view) {};
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = std::chrono::system_clock::now();
+  test_support::run(io, cache.put(test_support::viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  test_support::wait(io, 300ms); // the subscription connects, subscribes and reads the wrong answers
+  CHECK(connections >= 2);       // the command connection and the subscription's
+  CHECK_FALSE(cache.stats().near_cache_live);
+  auto const found = test_support::run(io, cache.get(test_support::viewer_on("device-7"), now));
+  REQUIRE(found); // from the fallback copy: the store's reply was not the integer it must be
+  CHECK(found->payload == "tkt_7");
+  CHECK(cache.stats().near_hits == 0);
+}
