@@ -81,12 +81,15 @@ void call_registry::leave(std::weak_ptr<state> const& weak, std::shared_ptr<oper
 }
 
 void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op) {
-  waiter_list waiters;
   std::vector<pending_completion> idle;
-  if (auto s = weak.lock()) {
+  waiter_list waiters = [&] {
+    auto s = weak.lock();
+    if (!s) {
+      op->done = true;
+      return op->waiters.take_all();
+    }
     std::lock_guard lock(s->mutex);
     op->done = true;
-    waiters = std::exchange(op->waiters, waiter_list{});
     if (op->key) {
       auto k = s->by_key.find(*op->key);
       if (k != s->by_key.end() && k->second == op) {
@@ -101,10 +104,8 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
     if (s->running.empty()) {
       idle.swap(s->idle_waiters);
     }
-  } else {
-    op->done = true;
-    waiters = std::exchange(op->waiters, waiter_list{});
-  }
+    return op->waiters.take_all();
+  }();
   // Called at the end of the operation, on its executor, with no lock held: a waiter on that executor (the one
   // that started it, most often) resumes at once instead of through one more round of the scheduler.
   waiters.for_each([](waiter& w) { release(w, {}, true); });

@@ -255,6 +255,17 @@ private:
       }
       return out;
     }
+    /// Moves every waiter out, leaving none: each waiter is moved once (std::exchange and an assignment would
+    /// move each twice, and a waiter's completion is moved through a virtual call).
+    waiter_list take_all() {
+      waiter_list out;
+      if (first_) {
+        out.first_.emplace(std::move(*first_));
+        first_.reset();
+      }
+      out.rest_.swap(rest_);
+      return out;
+    }
     template <class F> void for_each(F&& f) {
       if (first_) {
         f(*first_);

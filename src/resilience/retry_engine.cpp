@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <utility>
 
@@ -288,76 +289,149 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
   return step;
 }
 
+struct retry_engine::call_state {
+  call_state(http_request&& r, request_traits&& t, call_settings&& c, response_reader* rr)
+      : request(std::move(r)), traits(std::move(t)), settings(std::move(c)), reader(rr) {}
+  call_state(call_state const&) = delete;
+  call_state& operator=(call_state const&) = delete;
+  ~call_state() = default;
+
+  http_request request;
+  request_traits traits;
+  call_settings settings;
+  response_reader* reader = nullptr;
+  call_result result;
+  request_safety safety = request_safety::read;
+  bool is_write = false;
+  std::chrono::milliseconds attempt_limit{0};
+  std::optional<detail::observed_attempt> observed; ///< The attempt in flight, as its observer sees it.
+  attempt_result outcome;                           ///< The last attempt's, until read into `result`.
+  bool follow_again = false;                        ///< The next attempt is a follow-up request, with this body:
+  std::string follow_body;
+};
+
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
                                                 response_reader* reader) {
-  call_result result;
-  result.total_timeout = settings.total_timeout;
-  counters_.calls.fetch_add(1, std::memory_order_relaxed);
-  auto& clk = *clock_;
-  request_safety safety = request_safety::read;
-  bool const is_write = traits.is_write || request.method == http_method::post; // every POST is a write
-  if (is_write) {
-    if (auto ec = attach_key(request, settings, false, result.idempotency_key, safety)) {
-      result.error = ec;
-      co_return finish(result, request, stop_reason::invalid_request);
-    }
-  }
-  budget_.note_request(clk.now()); // calls counted once each, follow-ups included (docs/protocol.md §3)
-  auto const attempt_limit = std::max(settings.attempt_timeout, traits.attempt_timeout_floor);
+  // Moved once, straight into their place in the state (the frame would have held another copy of each).
+  return run(std::make_unique<call_state>(std::move(request), std::move(traits), std::move(settings), reader));
+}
 
+asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned) {
+  call_state& s = *owned;
+  if (auto stop = open_call(s)) {
+    co_return finish(s.result, s.request, *stop);
+  }
   for (int attempt = 1;; ++attempt) {
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
-      co_return finish(result, request, stop_reason::cancelled);
+      co_return finish(s.result, s.request, stop_reason::cancelled);
     }
-    auto const executor = co_await asio::this_coro::executor;
-    auto const cls = reader != nullptr ? reader->admission_class() : request_class::play;
-    auto const cost = reader != nullptr ? std::max<std::uint32_t>(reader->admission_cost(), 1) : 1U;
     // Most requests are decided at once (a calm counter, or room while pacing): no coroutine frame for the gate.
-    auto decided = gate_.try_admit(traits.counter, cls, cost, settings.deadline, executor);
-    admission const admitted =
-        decided ? *decided : co_await wait_for_counter(traits.counter, cls, cost, settings.deadline);
-    auto const now = clk.now();
-    if (auto stop = not_admitted(result, admitted, attempt, traits.counter, settings.deadline, now)) {
-      co_return finish(result, request, *stop);
+    auto const decided = admit_now(s, co_await asio::this_coro::executor);
+    admission const admitted = decided ? *decided : co_await admit_later(s);
+    auto const start = start_attempt(s, admitted, attempt);
+    if (start.stop) {
+      co_return finish(s.result, s.request, *start.stop);
     }
-    bool deadline_bound = false;
-    auto const options = attempt_limits(attempt_limit, settings.deadline, now, deadline_bound);
-    result.attempts = attempt;
-    counters_.attempts.fetch_add(1, std::memory_order_relaxed);
-    detail::observed_attempt observed(options_.observer.get(), traits.operation, request, attempt - 1, clk);
-    attempt_result outcome;
     try {
-      outcome = co_await sender_.send_attempt(request, options);
+      s.outcome = co_await sender_.send_attempt(s.request, start.options);
     } catch (std::system_error const& e) {
-      outcome.error = e.code();
+      s.outcome.error = e.code();
     } catch (std::bad_alloc const&) {
       throw;
     } catch (std::exception const&) {
-      outcome.error = errc::transport_failed; // a misbehaving sender must not escape as an unknown exception
+      s.outcome.error = errc::transport_failed; // a misbehaving sender must not escape as an unknown exception
     }
-    observed.end(outcome);
-    auto const transport_error = outcome.error;
-    auto retry_after = take_outcome(result, std::move(outcome), clk);
-    note_response(traits.counter, result, retry_after, reader);
-
-    auto next = after_attempt(result, {transport_error, deadline_bound, retry_after, safety, attempt, &request}, reader,
-                              settings, traits);
-    if (next.stop) {
-      co_return finish(result, request, *next.stop);
+    auto const end = end_attempt(s, attempt, start.deadline_bound);
+    if (end.stop) {
+      co_return finish(s.result, s.request, *end.stop);
     }
-    if (co_await sleep_on(clk, next.wake_at)) {
-      co_return finish(result, request, stop_reason::cancelled);
+    if (co_await sleep_on(*clock_, end.wake_at)) {
+      co_return finish(s.result, s.request, stop_reason::cancelled);
     }
-    if (next.follow.again) { // a new request: its own body and key, the same deadline, budget and count of retries
-      request.body = std::move(next.follow.body);
-      if (is_write) {
-        if (auto ec = attach_key(request, settings, true, result.idempotency_key, safety)) {
-          result.error = ec;
-          co_return finish(result, request, stop_reason::invalid_request);
-        }
-      }
+    if (auto stop = start_follow_up(s)) {
+      co_return finish(s.result, s.request, *stop);
     }
   }
+}
+
+std::optional<stop_reason> retry_engine::open_call(call_state& s) {
+  s.result.total_timeout = s.settings.total_timeout;
+  counters_.calls.fetch_add(1, std::memory_order_relaxed);
+  s.is_write = s.traits.is_write || s.request.method == http_method::post; // every POST is a write
+  if (s.is_write) {
+    if (auto ec = attach_key(s.request, s.settings, false, s.result.idempotency_key, s.safety)) {
+      s.result.error = ec;
+      return stop_reason::invalid_request;
+    }
+  }
+  budget_.note_request(clock_->now()); // calls counted once each, follow-ups included (docs/protocol.md §3)
+  s.attempt_limit = std::max(s.settings.attempt_timeout, s.traits.attempt_timeout_floor);
+  return std::nullopt;
+}
+
+namespace {
+
+request_class class_of(response_reader const* reader) {
+  return reader != nullptr ? reader->admission_class() : request_class::play;
+}
+
+std::uint32_t cost_of(response_reader const* reader) {
+  return reader != nullptr ? std::max<std::uint32_t>(reader->admission_cost(), 1) : 1U;
+}
+
+} // namespace
+
+std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_executor const& executor) {
+  return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline, executor);
+}
+
+asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
+  return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline);
+}
+
+retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission const& admitted, int attempt) {
+  attempt_start start;
+  auto const now = clock_->now();
+  start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.settings.deadline, now);
+  if (start.stop) {
+    return start;
+  }
+  start.options = attempt_limits(s.attempt_limit, s.settings.deadline, now, start.deadline_bound);
+  s.result.attempts = attempt;
+  counters_.attempts.fetch_add(1, std::memory_order_relaxed);
+  s.outcome = attempt_result{};
+  s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_);
+  return start;
+}
+
+retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, bool deadline_bound) {
+  s.observed->end(s.outcome);
+  s.observed.reset();
+  auto const transport_error = s.outcome.error;
+  auto retry_after = take_outcome(s.result, std::move(s.outcome), *clock_);
+  note_response(s.traits.counter, s.result, retry_after, s.reader);
+  auto next = after_attempt(s.result, {transport_error, deadline_bound, retry_after, s.safety, attempt, &s.request},
+                            s.reader, s.settings, s.traits);
+  s.follow_again = next.follow.again;
+  if (s.follow_again) {
+    s.follow_body = std::move(next.follow.body);
+  }
+  return {next.stop, next.wake_at};
+}
+
+std::optional<stop_reason> retry_engine::start_follow_up(call_state& s) {
+  if (!std::exchange(s.follow_again, false)) {
+    return std::nullopt;
+  }
+  // A new request: its own body and key, the same deadline, budget and count of retries.
+  s.request.body = std::move(s.follow_body);
+  if (s.is_write) {
+    if (auto ec = attach_key(s.request, s.settings, true, s.result.idempotency_key, s.safety)) {
+      s.result.error = ec;
+      return stop_reason::invalid_request;
+    }
+  }
+  return std::nullopt;
 }
 
 call_result&& retry_engine::finish(call_result& result, http_request const& request, stop_reason why) noexcept {

@@ -1,11 +1,11 @@
 #include "transport/transport_impl.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/post.hpp>
 
@@ -122,8 +122,10 @@ void transport_impl::initiate(http_request const& request, attempt_options const
     slot.emplace<cancellation_handler>(weak_from_this(), t, t->generation.load(std::memory_order_acquire));
   }
   // dispatch, not post: from an io_context thread with the strand idle, the start runs at once (it never calls
-  // the completion handler inline: completions are always posted).
-  asio::dispatch(strand_, [self = shared_from_this(), t] { self->start(t); });
+  // the completion handler inline: completions are always posted). The strand's own dispatch, not the free
+  // function: that one goes through strand::execute, which asks the type-erased executor for its blocking
+  // property on every call, and any_io_executor answers that query with a heap-allocated value.
+  strand_.dispatch([self = shared_from_this(), t] { self->start(t); }, std::allocator<void>());
 }
 
 void transport_impl::request_shutdown() noexcept {

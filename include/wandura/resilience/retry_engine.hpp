@@ -153,10 +153,10 @@ public:
   ///
   /// A call that cannot be admitted before its deadline ends `deadline_exceeded` with `note` saying how long it was
   /// queued behind the counter's limit (or that the counter's 429 hold-off outlasts the deadline).
-  /// @param request moved into the call's frame; for writes the engine adds `Idempotency-Key` (unless the request
+  /// @param request moved into the call's state; for writes the engine adds `Idempotency-Key` (unless the request
   ///        already has one, which is then validated as a caller key). The body is sent byte-identical each time.
   /// @param traits the counter and whether it is a write.
-  /// @param settings from `settings_for`; taken by value and kept in the frame.
+  /// @param settings from `settings_for`; taken by value and kept in the call's state.
   /// @par Cancellation
   /// Terminal cancellation through the awaiting coroutine's cancellation slot ends the call at once with
   /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or queued at the admission gate.
@@ -209,6 +209,31 @@ private:
     std::string note;
   };
 
+  /// What one call keeps while it runs, on the heap: the coroutine's own frame then stays small enough for Asio
+  /// to recycle (a frame over 1,020 bytes costs a memalign and a free on every call).
+  struct call_state;
+
+  [[nodiscard]] asio::awaitable<call_result> run(std::unique_ptr<call_state> state);
+
+  /// The steps of `run` between its suspensions, out of its frame (their locals would all be kept in it).
+  struct attempt_start {
+    std::optional<stop_reason> stop;
+    attempt_options options;
+    bool deadline_bound = false; ///< The attempt's timeout is the time left before the deadline.
+  };
+  struct attempt_end {
+    std::optional<stop_reason> stop;
+    clock::time_point wake_at{}; ///< When the next attempt may start, after the retry's sleep.
+  };
+  /// The key of a write, the call counted in the budget. @returns why the call stops before sending, if it does.
+  [[nodiscard]] std::optional<stop_reason> open_call(call_state& state);
+  /// The admission gate's decision when it is made at once, without waiting.
+  [[nodiscard]] std::optional<admission> admit_now(call_state& state, asio::any_io_executor const& executor);
+  [[nodiscard]] asio::awaitable<admission> admit_later(call_state& state);
+  [[nodiscard]] attempt_start start_attempt(call_state& state, admission const& admitted, int attempt);
+  [[nodiscard]] attempt_end end_attempt(call_state& state, int attempt, bool deadline_bound);
+  /// Puts a follow-up's body and key on the request. @returns why the call stops instead, if it does.
+  [[nodiscard]] std::optional<stop_reason> start_follow_up(call_state& state);
   [[nodiscard]] double draw() const;
   /// Before an attempt the gate could not admit at once (`admission_gate::try_admit`): waits at the gate until
   /// `counter` admits a request of class `cls` and `cost` units, within the deadline.
