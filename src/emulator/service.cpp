@@ -115,24 +115,14 @@ service::org_state* service::authenticate(http_request const& req) {
 service::film_lookup service::lookup_film(std::string_view film_ref, bool stale_db, time_point now) {
   film_lookup out;
   if (stale_db) {
-    auto it = last_good_.find(film_ref);
-    if (it == last_good_.end() || now - it->second > stale_limit) {
+    auto const* good = last_good_.find(film_ref);
+    if (good == nullptr || now - *good > stale_limit) {
       out.result = lookup_result::unavailable;
       return out;
     }
-    out.age = std::chrono::duration_cast<std::chrono::seconds>(now - it->second);
+    out.age = std::chrono::duration_cast<std::chrono::seconds>(now - *good);
   } else {
-    if (auto it = last_good_.find(film_ref); it != last_good_.end()) {
-      it->second = now;
-    } else {
-      if (last_good_.size() >= max_last_good_entries) {
-        std::erase_if(last_good_, [&](auto const& kv) { return now - kv.second > stale_limit; });
-        if (last_good_.size() >= max_last_good_entries) {
-          last_good_.erase(last_good_.begin());
-        }
-      }
-      last_good_.emplace(std::string(film_ref), now);
-    }
+    last_good_.put(film_ref, now, now + stale_limit);
   }
   auto f = films_.find(film_ref);
   if (f == films_.end()) {

@@ -12,6 +12,7 @@
 
 #include "emulator/catalogue.hpp"
 #include "emulator/clock.hpp"
+#include "emulator/expiring_map.hpp"
 #include "emulator/rate_limiter.hpp"
 
 #include <asio/awaitable.hpp>
@@ -38,7 +39,7 @@ inline constexpr auto reuse_margin = std::chrono::minutes(5);
 inline constexpr auto stale_limit = std::chrono::minutes(5);
 /// docs/protocol.md §1: idempotency keys are remembered this long.
 inline constexpr auto idempotency_memory = std::chrono::hours(24);
-/// Bounds on the in-memory stores (the oldest entries go first).
+/// Bounds on the in-memory stores (when full, the entry of no use soonest goes first).
 inline constexpr std::size_t max_idempotency_entries = 100000;
 inline constexpr std::size_t max_reuse_entries = 200000;
 inline constexpr std::size_t max_last_good_entries = 100000;
@@ -81,13 +82,6 @@ struct http_reply {
 
 /// The reason phrase of an HTTP status ("Too Many Requests").
 std::string_view reason_phrase(int status) noexcept;
-
-/// Hash and equality that let unordered maps keyed by std::string be searched with a string_view (no allocation).
-struct string_hash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-template <typename T> using string_map = std::unordered_map<std::string, T, string_hash, std::equal_to<>>;
 
 class service {
 public:
@@ -201,9 +195,9 @@ private:
   std::vector<open_video> videos_;
   std::vector<creative> creatives_;
   /// When each film_ref (known or not) was last answered by the "database": the stale_db mode's cache.
-  string_map<time_point> last_good_;
+  expiring_map<time_point, time_point> last_good_{max_last_good_entries};
   /// Tickets by org, viewer_ref, union_info, film, episode and intent (docs/protocol.md §2 reuse).
-  string_map<issued_ticket> reuse_;
+  expiring_map<issued_ticket, time_point> reuse_{max_reuse_entries};
   /// Idempotency records by org and key; `idempotency_order_` evicts them oldest first (24 h, bounded).
   string_map<idempotency_entry> idempotency_;
   std::deque<std::pair<std::uint64_t, std::string>> idempotency_order_;

@@ -291,11 +291,11 @@ void service::decide_catalogue(batch_request& batch, bool stale_db, time_point n
       it.status = 404;
       it.error_code = "not_ready";
     } else if (!batch.reuse_prefix.empty()) {
-      auto r = reuse_.find(batch.reuse_key(it));
-      if (r != reuse_.end() && r->second.expires_at - now >= reuse_margin) {
+      auto const* r = reuse_.find(batch.reuse_key(it));
+      if (r != nullptr && r->expires_at - now >= reuse_margin) {
         it.status = 200;
         it.reused = true;
-        it.ticket = r->second;
+        it.ticket = *r;
       }
     }
   }
@@ -372,13 +372,7 @@ std::string service::issue_granted(batch_request& batch) {
       ++stats_.held_play;
     }
     if (!batch.reuse_prefix.empty()) {
-      if (reuse_.size() >= max_reuse_entries) {
-        std::erase_if(reuse_, [&](auto const& kv) { return kv.second.expires_at - now < reuse_margin; });
-        if (reuse_.size() >= max_reuse_entries) {
-          reuse_.erase(reuse_.begin());
-        }
-      }
-      reuse_.insert_or_assign(batch.reuse_key(it), it.ticket);
+      reuse_.put(batch.reuse_key(it), it.ticket, it.ticket.expires_at - reuse_margin);
     }
   }
   return request_id;
