@@ -11,6 +11,7 @@
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/address.hpp>
+#include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <hiredis/hiredis.h>
@@ -65,10 +66,23 @@ void redis_subscriber::start() {
 }
 
 void redis_subscriber::stop() {
-  stopped_ = true;
-  std::error_code ignored;
-  socket_.close(ignored);
-  timer_.cancel();
+  stopped_ = true; // from here on no handler runs
+  // The socket and timer are closed on the executor, where the subscription's coroutine uses them.
+  asio::post(executor_, [self = shared_from_this()] {
+    std::error_code ignored;
+    self->socket_.close(ignored);
+    self->timer_.cancel();
+  });
+}
+
+void redis_subscriber::arm_deadline(std::chrono::milliseconds after) {
+  timer_.expires_after(after);
+  timer_.async_wait([this, weak = weak_from_this()](std::error_code wait_ec) {
+    if (auto self = weak.lock(); self && !wait_ec && !live_) {
+      std::error_code ignored;
+      socket_.close(ignored); // took too long
+    }
+  });
 }
 
 void redis_subscriber::set_live(bool live) {
@@ -105,18 +119,15 @@ asio::awaitable<void> redis_subscriber::serve_one_connection() {
   if (ec || endpoints.empty()) {
     co_return;
   }
-  timer_.expires_after(connect_timeout_);
-  timer_.async_wait([this, weak = weak_from_this()](std::error_code wait_ec) {
-    if (auto self = weak.lock(); self && !wait_ec && !live_) {
-      std::error_code ignored;
-      socket_.close(ignored); // connect or setup took too long
-    }
-  });
+  arm_deadline(connect_timeout_); // the TCP connect, as for the command connection
   auto [connect_ec] = co_await socket_.async_connect(*endpoints.begin(), as_tuple);
   if (connect_ec || stopped_) {
     timer_.cancel();
     co_return;
   }
+  // AUTH and SUBSCRIBE answered within the longest reconnect backoff, or the connection is dropped and tried again:
+  // a server that never confirms does not hold the subscription forever.
+  arm_deadline(std::max(connect_timeout_, backoff_max_));
   std::string setup;
   bool const auth = !url_.password.empty();
   if (auth) {

@@ -7,6 +7,7 @@
 // drops the connection like any other failure.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -42,13 +43,16 @@ public:
 
   /// Connects and subscribes, then keeps doing so after every loss, until `stop`.
   void start();
-  /// Closes the connection; no handler runs after this returns. On the executor.
+  /// No handler starts after this returns (none runs, when called on the executor); the connection is closed on
+  /// the executor. Any thread.
   void stop();
 
 private:
   asio::awaitable<void> run();
   /// One connection: connect, AUTH, SUBSCRIBE, then messages until it fails. Returns when it did.
   asio::awaitable<void> serve_one_connection();
+  /// Closes the socket `after` from now unless the subscription is live by then (or the timer is reused).
+  void arm_deadline(std::chrono::milliseconds after);
   void set_live(bool live);
 
   asio::any_io_executor executor_;
@@ -59,9 +63,9 @@ private:
   std::string channel_;
   handlers handlers_;
   asio::ip::tcp::socket socket_;
-  asio::steady_timer timer_; ///< the connect timeout, then the wait before reconnecting
+  asio::steady_timer timer_; ///< the connect and setup deadlines, then the wait before reconnecting
   bool live_ = false;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
 };
 
 } // namespace wandura::detail
