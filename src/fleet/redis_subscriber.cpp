@@ -97,6 +97,8 @@ asio::awaitable<void> redis_subscriber::run() {
   while (!stopped_) {
     auto const began = std::chrono::steady_clock::now();
     co_await serve_one_connection();
+    std::error_code ignored;
+    socket_.close(ignored); // whatever ended it, nothing is read from it again
     set_live(false);
     if (stopped_) {
       break;
@@ -105,8 +107,8 @@ asio::awaitable<void> redis_subscriber::run() {
     backoff =
         std::chrono::steady_clock::now() - began > backoff_max_ ? backoff_min_ : std::min(backoff * 2, backoff_max_);
     timer_.expires_after(backoff);
-    auto [ignored] = co_await timer_.async_wait(as_tuple);
-    (void)ignored;
+    auto [waited] = co_await timer_.async_wait(as_tuple);
+    (void)waited;
   }
 }
 
