@@ -35,9 +35,11 @@ public:
   /// makes room (past ones first: they lead the index).
   void put(std::string_view key, T value, TimePoint useless_at) {
     if (auto const it = entries_.find(key); it != entries_.end()) {
-      by_time_.erase(it->second.at);
+      // Reindexed through the node itself: no allocation (the last-answer store does this on every request).
+      auto node = by_time_.extract(it->second.at);
+      node.key() = useless_at;
       it->second.value = std::move(value);
-      it->second.at = by_time_.emplace(useless_at, it->first);
+      it->second.at = by_time_.insert(std::move(node));
       return;
     }
     if (capacity_ == 0) {
