@@ -18,6 +18,9 @@
 #include "wandura/fleet/redis_client.hpp"
 
 namespace wandura {
+namespace detail {
+struct ticket_cache_access;
+} // namespace detail
 
 /// A ticket as the cache keeps it: opaque serialized bytes and the expiry that decides reuse.
 struct cached_ticket {
@@ -136,6 +139,7 @@ public:
   [[nodiscard]] std::uint64_t near_hits() const noexcept;
 
 private:
+  friend struct detail::ticket_cache_access; // the fleet's ticket store: its payloads decoded once, not per hit
   struct impl;
   std::unique_ptr<impl> impl_;
 };
