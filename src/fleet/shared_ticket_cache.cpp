@@ -108,7 +108,7 @@ struct shared_ticket_cache::impl {
                                                        .on_message =
                                                            [this](std::string_view key) {
                                                              forget(key);
-                                                             ++stats.erasures_heard;
+                                                             erasures_heard.fetch_add(1, std::memory_order_relaxed);
                                                            },
                                                        .on_state =
                                                            [this](bool live) {
@@ -159,7 +159,7 @@ struct shared_ticket_cache::impl {
     bool answered = false;
     if (guard.ask_redis(steady_clock::now())) {
       auto const generation_asked = near_generation();
-      auto const erasures = stats.erasures_heard;
+      auto const erasures = erasures_heard.load(std::memory_order_relaxed);
       auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
       throw_if_cancelled(ec, "lookup");
       if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != who.size())) {
@@ -171,7 +171,9 @@ struct shared_ticket_cache::impl {
         // Kept as near copies only when no erase was heard and the subscription did not change meanwhile: an erase
         // notification may have overtaken this reply.
         auto const keep_as =
-            generation_asked == near_generation() && erasures == stats.erasures_heard ? generation_asked : 0;
+            generation_asked == near_generation() && erasures == erasures_heard.load(std::memory_order_relaxed)
+                ? generation_asked
+                : 0;
         for (std::size_t i = 0; i < who.size(); ++i) {
           if (auto ticket = accept(reply.elements[i], who[i], now)) {
             found[i] = detail::with_decoded(std::move(*ticket));
@@ -232,8 +234,9 @@ struct shared_ticket_cache::impl {
   detail::redis_script erase_script;
   ticket_cache_stats stats; ///< on the executor; `hits` there excludes near hits
   mutable std::atomic<std::uint64_t> near_hits{0};
-  bool subscribed = false;      ///< the erase channel's subscription is confirmed and its connection up
-  std::uint64_t generation = 0; ///< bumped whenever the subscription begins or ends
+  std::atomic<std::uint64_t> erasures_heard{0}; ///< counted on the executor, read from any thread
+  bool subscribed = false;                      ///< the erase channel's subscription is confirmed and its connection up
+  std::uint64_t generation = 0;                 ///< bumped whenever the subscription begins or ends
   /// Stopped first when the cache goes: its handlers never run after that.
   std::shared_ptr<detail::redis_subscriber> subscriber;
 };
@@ -327,13 +330,22 @@ std::uint64_t shared_ticket_cache::near_hits() const noexcept {
   return impl_->near_hits.load(std::memory_order_relaxed);
 }
 
+std::uint64_t shared_ticket_cache::erasures_heard() const noexcept {
+  return impl_->erasures_heard.load(std::memory_order_relaxed);
+}
+
+bool shared_ticket_cache::near_cache_live() const noexcept {
+  return impl_->near_generation() != 0;
+}
+
 ticket_cache_stats shared_ticket_cache::stats() const noexcept {
   ticket_cache_stats out = impl_->stats;
   out.fallbacks = impl_->guard.fallbacks();
   out.degraded = impl_->guard.degraded();
   out.near_hits = impl_->near_hits.load(std::memory_order_relaxed);
   out.hits += out.near_hits;
-  out.near_cache_live = impl_->near_generation() != 0;
+  out.erasures_heard = erasures_heard();
+  out.near_cache_live = near_cache_live();
   return out;
 }
 

@@ -137,6 +137,10 @@ public:
   [[nodiscard]] ticket_cache_stats stats() const noexcept;
   /// `stats().near_hits`, readable from any thread (`find_near` counts there).
   [[nodiscard]] std::uint64_t near_hits() const noexcept;
+  /// `stats().erasures_heard`, readable from any thread (notifications arrive between operations).
+  [[nodiscard]] std::uint64_t erasures_heard() const noexcept;
+  /// `stats().near_cache_live`, readable from any thread (the subscription changes state on its own).
+  [[nodiscard]] bool near_cache_live() const noexcept;
 
 private:
   friend struct detail::ticket_cache_access; // the fleet's ticket store: its payloads decoded once, not per hit
