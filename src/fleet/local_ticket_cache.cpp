@@ -35,9 +35,10 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
     drop_expired(now);
   }
   if (entries_.size() >= capacity_) {
-    // Full of live tickets: the one with the least reuse time left goes, unless it is this one (it is still in
-    // Redis when Redis is up).
-    if (capacity_ == 0 || reuse_until <= by_expiry_.begin()->first) {
+    // Full of live tickets: the one with the least reuse time left goes, the earliest stored of those with as little
+    // (tickets issued in one second share their expiry: a full cache keeps the newest), unless this one has less
+    // (it is still in Redis when Redis is up).
+    if (capacity_ == 0 || reuse_until < by_expiry_.begin()->first) {
       return;
     }
     drop(by_expiry_.begin()->second);

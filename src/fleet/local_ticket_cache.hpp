@@ -65,7 +65,8 @@ public:
   /// Keeps `value` for `who` until `reuse_until`, under the Redis key `key` (what erase notifications name), as a
   /// near copy of subscription `generation` (0: a fallback copy only). A later store for `who`, or for `key`,
   /// replaces it. When full, tickets past their reuse limit at `now` make room; if none is, the ticket with the
-  /// least reuse time left, this one included, is not kept.
+  /// least reuse time left goes (of several with as little, the earliest stored), or this one is not kept if it has
+  /// less than all.
   void store(std::string key, ticket_identity const& who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
              std::uint64_t generation = 0);

@@ -34,12 +34,31 @@ TEST_CASE(
   cache.store("live", viewer_on("b"), kept("tkt_live", now + 30min), now + 25min, now);
   cache.store("new", viewer_on("c"), kept("tkt_new", now + 30min), now + 25min, now);
   CHECK(cache.find(viewer_on("c"), now));
-  cache.store("more", viewer_on("d"), kept("tkt_more", now + 30min), now + 25min, now); // full, none lives longer
+  cache.store("less", viewer_on("d"), kept("tkt_less", now + 29min), now + 24min, now); // full, less time left
   CHECK_FALSE(cache.find(viewer_on("d"), now));
   CHECK(cache.find(viewer_on("b"), now));
   CHECK(cache.find(viewer_on("c"), now));
   cache.store("live", viewer_on("b"), kept("tkt_live2", now + 40min), now + 35min, now); // replacing needs no room
   CHECK(cache.find(viewer_on("b"), now)->cached.payload == "tkt_live2");
+  CHECK(cache.find(viewer_on("c"), now));
+}
+
+TEST_CASE("local ticket cache: of a full cache's tickets with as little reuse time left, the earliest stored goes") {
+  wandura::detail::local_ticket_cache cache(2);
+  auto const now = t0;
+  // Issued in one second: one expiry.
+  cache.store("b", viewer_on("b"), kept("tkt_b", now + 30min), now + 25min, now);
+  cache.store("c", viewer_on("c"), kept("tkt_c", now + 30min), now + 25min, now);
+  cache.store("d", viewer_on("d"), kept("tkt_d", now + 30min), now + 25min, now);
+  CHECK_FALSE(cache.find(viewer_on("b"), now));
+  CHECK(cache.find(viewer_on("c"), now));
+  CHECK(cache.find(viewer_on("d"), now));
+  cache.store("c", viewer_on("c"), kept("tkt_c2", now + 30min), now + 25min, now); // stored again: now the newest
+  cache.store("e", viewer_on("e"), kept("tkt_e", now + 30min), now + 25min, now);
+  CHECK_FALSE(cache.find(viewer_on("d"), now));
+  CHECK(cache.find(viewer_on("c"), now)->cached.payload == "tkt_c2");
+  CHECK(cache.find(viewer_on("e"), now));
+  CHECK(cache.size() == 2);
 }
 
 TEST_CASE("local ticket cache: a full cache drops exactly its expired tickets, soonest first, erase included") {
