@@ -25,7 +25,8 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
                                std::chrono::system_clock::time_point reuse_until,
                                std::chrono::system_clock::time_point now, std::uint64_t generation) {
   // A later store replaces: the same identity, or (a key collision) another identity under the same key.
-  if (auto const same = entries_.find(ticket_identity_view(who)); same != entries_.end()) {
+  auto const hash = ticket_identity_hash{}(who);
+  if (auto const same = entries_.find(hashed_view{who, hash}); same != entries_.end()) {
     drop(same);
   }
   if (auto const same_key = by_key_.find(key); same_key != by_key_.end()) {
@@ -43,8 +44,9 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
     }
     drop(by_expiry_.begin()->second);
   }
-  auto const [it, inserted] = entries_.try_emplace(who, entry{std::move(key), std::move(value), {}, generation});
-  ticket_identity const* const id = &it->first;
+  auto const [it, inserted] =
+      entries_.try_emplace(hashed_identity{who, hash}, entry{std::move(key), std::move(value), {}, generation});
+  hashed_identity const* const id = &it->first;
   try {
     it->second.expiry = by_expiry_.emplace(reuse_until, id);
     try {
@@ -73,7 +75,7 @@ void local_ticket_cache::erase(std::string_view key) {
 
 local_ticket_cache::entry const* local_ticket_cache::live_entry(ticket_identity_view who,
                                                                 std::chrono::system_clock::time_point now) const {
-  auto const it = entries_.find(who);
+  auto const it = entries_.find(hashed_view{who, ticket_identity_hash{}(who)});
   if (it == entries_.end() || now >= it->second.expiry->first) {
     return nullptr;
   }

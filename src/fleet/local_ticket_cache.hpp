@@ -38,14 +38,9 @@ struct ticket_identity_view {
   friend bool operator==(ticket_identity_view const&, ticket_identity_view const&) = default;
 };
 
-/// Hash and equality of identities, owned or viewed alike (heterogeneous lookup: a view finds an owned key).
+/// A hash of every field of an identity, owned or viewed alike.
 struct ticket_identity_hash {
-  using is_transparent = void;
   [[nodiscard]] std::size_t operator()(ticket_identity_view who) const noexcept;
-};
-struct ticket_identity_equal {
-  using is_transparent = void;
-  [[nodiscard]] bool operator()(ticket_identity_view a, ticket_identity_view b) const noexcept { return a == b; }
 };
 
 /// A ticket as the local copy keeps it: the cache's value and, when its payload is one the fleet's ticket store
@@ -80,24 +75,46 @@ public:
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
 
 private:
-  using expiry_index = std::multimap<std::chrono::system_clock::time_point, ticket_identity const*>;
+  /// The map's key: an identity with its hash, computed once (a lookup walking a bucket compares hashes first and
+  /// never hashes a stored identity again).
+  struct hashed_identity {
+    ticket_identity who;
+    std::size_t hash = 0;
+  };
+  /// A lookup's key: the caller's strings, not copied.
+  struct hashed_view {
+    ticket_identity_view who;
+    std::size_t hash = 0;
+  };
+  struct key_hash {
+    using is_transparent = void;
+    std::size_t operator()(hashed_identity const& k) const noexcept { return k.hash; }
+    std::size_t operator()(hashed_view const& k) const noexcept { return k.hash; }
+  };
+  struct key_equal {
+    using is_transparent = void;
+    template <class A, class B> bool operator()(A const& a, B const& b) const noexcept {
+      return a.hash == b.hash && ticket_identity_view(a.who) == ticket_identity_view(b.who);
+    }
+  };
+  using expiry_index = std::multimap<std::chrono::system_clock::time_point, hashed_identity const*>;
   struct entry {
     std::string key; ///< the Redis key: `by_key_` views it
     local_ticket value;
     expiry_index::iterator expiry; ///< this entry's place in `by_expiry_` (its key is the reuse limit)
     std::uint64_t generation = 0;  ///< the subscription it was kept under; 0 when none was live
   };
-  using entry_map = std::unordered_map<ticket_identity, entry, ticket_identity_hash, ticket_identity_equal>;
+  using entry_map = std::unordered_map<hashed_identity, entry, key_hash, key_equal>;
 
   [[nodiscard]] entry const* live_entry(ticket_identity_view who, std::chrono::system_clock::time_point now) const;
   void drop(entry_map::const_iterator it);
-  void drop(ticket_identity const* who) { drop(entries_.find(ticket_identity_view(*who))); }
+  void drop(hashed_identity const* who) { drop(entries_.find(*who)); }
   /// Drops the tickets past their reuse limit at `now`, soonest first: one look at the earliest when none is.
   void drop_expired(std::chrono::system_clock::time_point now);
 
   std::size_t capacity_;
   entry_map entries_; ///< node-based: the identities and keys the indexes point to stay where they are
-  std::unordered_map<std::string_view, ticket_identity const*> by_key_; ///< Redis key -> entry, for erases heard
+  std::unordered_map<std::string_view, hashed_identity const*> by_key_; ///< Redis key -> entry, for erases heard
   expiry_index by_expiry_; ///< every entry by its reuse limit: a full cache finds what to drop without a scan
 };
 
