@@ -27,6 +27,14 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
   // A later store replaces: the same identity, or (a key collision) another identity under the same key.
   auto const hash = ticket_identity_hash{}(who);
   if (auto const same = entries_.find(hashed_view{who, hash}); same != entries_.end()) {
+    if (same->second.key == key) { // stored again (read again, or a newer ticket): replaced in place
+      auto const expiry = by_expiry_.emplace(reuse_until, &same->first);
+      by_expiry_.erase(same->second.expiry);
+      same->second.expiry = expiry;
+      same->second.value = std::move(value);
+      same->second.generation = generation;
+      return;
+    }
     drop(same);
   }
   if (auto const same_key = by_key_.find(key); same_key != by_key_.end()) {
