@@ -306,7 +306,7 @@ TEST_CASE("fleet client: a near hit of another process's ticket is the whole tic
   REQUIRE(b.shared->stats().tickets.erasures_heard == heard + 1);
   auto const requests = playback_requests(*emu);
   auto const after = b.play(viewer_a, "phone-1", 4);
-  CHECK(after.outcome == item_outcome::granted); // `reused` may be true: the server itself may return its ticket
+  CHECK(after.outcome == item_outcome::granted);  // `reused` may be true: the server itself may return its ticket
   CHECK(playback_requests(*emu) == requests + 1); // asked of the server, not served from a copy
   CHECK(b.shared->stats().tickets.near_hits == 2);
   CHECK(b.shared->stats().fallbacks == 0);
