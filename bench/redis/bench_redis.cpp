@@ -4,12 +4,20 @@
 // against one private redis-server on loopback. One request in flight on each side: the cost of one lookup. The
 // sides alternate (which goes first alternates too), many short runs each; the ratio is of the medians. Target:
 // ratio <= 1.5. It also prints what a lookup costs when the near cache (on by default) answers it.
+//
+// ticket_store_near_hit_vs_memory: what the client pays for a ticket the fleet's near cache answers, against the
+// default in-memory store: `ticket_store::find` of a batch of three keys (play, two prefetches), every one found,
+// through the store `wandura::fleet::configure` sets (answered on the caller's thread by the near cache, no Redis
+// command) and through a `memory_ticket_store`, one find in flight, the sides alternating. Target: ratio <= 1.25.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -18,7 +26,10 @@
 #include <hiredis/hiredis.h>
 
 #include "redis_server.hpp"
+#include "wandura/fleet/fleet.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
+#include "wandura/playback/client.hpp"
+#include "wandura/playback/ticket_store.hpp"
 
 namespace {
 
@@ -81,6 +92,116 @@ double run_raw(redisContext* c, std::vector<std::string> const& keys, int lookup
     }
   }
   return std::chrono::duration<double, std::micro>(clock_type::now() - start).count() / lookups;
+}
+
+// Runs `op` on `io` until it completes (the fleet's connections keep reads waiting, so run() would not return).
+void run_until_done(asio::io_context& io, asio::awaitable<void> op) {
+  asio::co_spawn(io, std::move(op), [&io](std::exception_ptr const& e) {
+    io.stop();
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  });
+  io.restart();
+  io.run();
+}
+
+// A batch of keys as the client asks for it: play episode 4 and prefetch 5 and 6, for viewer `i` on its device.
+std::vector<wandura::ticket_key> batch_keys(int i) {
+  auto const who = identity(i);
+  std::vector<wandura::ticket_key> keys;
+  for (int e = 4; e <= 6; ++e) {
+    keys.push_back(
+        {who.viewer_ref, who.union_info, who.film_ref, e, e == 4 ? wandura::intent::play : wandura::intent::prefetch});
+  }
+  return keys;
+}
+
+// A ticket as the client keeps it, about 300 bytes of fields.
+wandura::ticket full_ticket(int i, int episode, std::chrono::system_clock::time_point expires_at) {
+  wandura::ticket t;
+  t.ticket_id = "tkt_" + std::to_string(i) + "_" + std::to_string(episode);
+  t.manifest_url = "https://cdn.wandura.example/m/the-heiress-returns/" + std::to_string(episode) + "/manifest.mpd";
+  t.license_url = "https://drm.wandura.example/license";
+  t.expires_at = std::chrono::time_point_cast<std::chrono::seconds>(expires_at);
+  t.expires_at_text = "2026-11-30T11:00:00Z";
+  t.drm_payload = "eyJhbGciOiJSUzI1NiJ9.eyJkZXYiOiJkZXZfMGExYjJjM2Q0ZTVmIn0.c2lnbmF0dXJlc2lnbmF0dXJl";
+  return t;
+}
+
+// Microseconds per `find` of one batch; throws unless every key of every batch is found.
+double run_store(asio::io_context& io, wandura::ticket_store& store, int finds) {
+  auto const start = clock_type::now();
+  std::size_t found = 0;
+  run_until_done(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < finds; ++i) {
+      auto keys = batch_keys(i % viewer_count); // named: no class temporaries inside co_await (GCC 12)
+      auto const tickets = co_await store.find(std::move(keys));
+      found += static_cast<std::size_t>(
+          std::count_if(tickets.begin(), tickets.end(), [](auto const& t) { return t.has_value(); }));
+    }
+  }());
+  auto const us = std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
+  if (found != 3 * static_cast<std::size_t>(finds)) {
+    throw std::runtime_error("store finds missed: " + std::to_string(3 * finds - static_cast<int>(found)));
+  }
+  return us / finds;
+}
+
+// ticket_store_near_hit_vs_memory (see the top of the file). Returns the exit status.
+int store_near_vs_memory(std::string const& redis_url, int runs, int finds) {
+  asio::io_context io;
+  wandura::fleet_options fo;
+  fo.redis.url = redis_url;
+  fo.redis.command_timeout = std::chrono::seconds(1);
+  fo.org = "org_store";
+  wandura::fleet shared(io.get_executor(), fo);
+  wandura::client_options co;
+  shared.configure(co);
+  wandura::ticket_store& fleet_store = *co.tickets;
+  wandura::memory_ticket_store memory;
+  auto const expires_at = std::chrono::system_clock::now() + std::chrono::minutes(30);
+  run_until_done(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < viewer_count; ++i) {
+      std::vector<std::pair<wandura::ticket_key, wandura::ticket>> tickets;
+      for (auto& key : batch_keys(i)) {
+        tickets.emplace_back(key, full_ticket(i, key.episode_no, expires_at));
+      }
+      auto copy = tickets;
+      co_await fleet_store.insert_many(std::move(tickets));
+      co_await memory.insert_many(std::move(copy));
+    }
+  }());
+  for (int i = 0; i < 500 && !shared.stats().tickets.near_cache_live; ++i) { // 5 s at most
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
+  run_store(io, fleet_store, viewer_count); // stored before the subscription was confirmed: read once more
+  auto const near_before = shared.stats().tickets.near_hits;
+  run_store(io, memory, finds / 10); // warm both sides up
+  run_store(io, fleet_store, finds / 10);
+  std::vector<double> fleet_us;
+  std::vector<double> memory_us;
+  for (int r = 0; r < runs; ++r) {
+    if (r % 2 == 0) {
+      fleet_us.push_back(run_store(io, fleet_store, finds));
+      memory_us.push_back(run_store(io, memory, finds));
+    } else {
+      memory_us.push_back(run_store(io, memory, finds));
+      fleet_us.push_back(run_store(io, fleet_store, finds));
+    }
+  }
+  auto const stats = shared.stats();
+  std::printf("ticket_store_near_hit_vs_memory: ratio=%.2f (fleet store answered by the near cache %.2f us, "
+              "memory_ticket_store %.2f us per find of 3 keys, medians of %d runs of %d; target <= 1.25)\n",
+              median(fleet_us) / median(memory_us), median(fleet_us), median(memory_us), runs, finds);
+  // Every key of every find after the first pass, warm-up included, answered near: none asked of Redis.
+  auto const expected = 3 * static_cast<std::uint64_t>(finds / 10 + runs * finds);
+  if (stats.tickets.near_hits - near_before != expected) {
+    std::fprintf(stderr, "bench_redis: the fleet store's finds were not all answered by the near cache\n");
+    return 1;
+  }
+  return 0;
 }
 
 } // namespace
@@ -159,5 +280,5 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(cache.stats().fallbacks));
     return 1;
   }
-  return 0;
+  return store_near_vs_memory(server.url(), runs, lookups);
 }

@@ -84,10 +84,14 @@ fleet_stats fleet_state::snapshot() const {
   std::lock_guard lock(mutex_);
   fleet_stats out = published_;
   out.cross_process_reuse = cross_process_reuse_.load(std::memory_order_relaxed);
-  // Near hits are counted on the callers' threads, between publishes: the count as of now.
+  // Near hits are counted on the callers' threads, between publishes: the count as of now, and the near cache's
+  // state as of now.
   auto const near_now = tickets.near_hits();
   out.tickets.hits += near_now - out.tickets.near_hits;
   out.tickets.near_hits = near_now;
+  // The erase subscription's counter and state change between publishes too.
+  out.tickets.erasures_heard = tickets.erasures_heard();
+  out.tickets.near_cache_live = tickets.near_cache_live();
   for (auto const& read : pace_stats_) {
     auto const s = read();
     out.pace.admitted += s.admitted;

@@ -1,70 +1,110 @@
 #include "local_ticket_cache.hpp"
 
+#include <functional>
+#include <utility>
+
 namespace wandura::detail {
 
-void local_ticket_cache::store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
+std::size_t ticket_identity_hash::operator()(ticket_identity_view who) const noexcept {
+  std::hash<std::string_view> const text;
+  std::size_t seed = text(who.union_info); // the device tells most identities apart
+  auto mix = [&seed](std::size_t h) { seed ^= h + 0x9e3779b97f4a7c15ULL + (seed << 6U) + (seed >> 2U); };
+  mix(text(who.viewer_ref));
+  mix(text(who.film_ref));
+  mix(std::hash<int>{}(who.episode_no));
+  mix(text(who.intent));
+  return seed;
+}
+
+local_ticket with_decoded(cached_ticket cached) {
+  auto decoded = decode_ticket_payload(cached.payload);
+  return {std::move(cached), std::move(decoded)};
+}
+
+void local_ticket_cache::store(std::string key, ticket_identity const& who, local_ticket value,
                                std::chrono::system_clock::time_point reuse_until,
                                std::chrono::system_clock::time_point now, std::uint64_t generation) {
-  auto const found = entries_.find(key);
-  if (found != entries_.end()) { // a later store for the key replaces it
-    by_expiry_.erase(found->second.expiry);
-    found->second = entry{who, ticket, by_expiry_.emplace(reuse_until, key), generation};
-    return;
+  // A later store replaces: the same identity, or (a key collision) another identity under the same key.
+  auto const hash = ticket_identity_hash{}(who);
+  if (auto const same = entries_.find(hashed_view{who, hash}); same != entries_.end()) {
+    if (same->second.key == key) { // stored again (read again, or a newer ticket): replaced in place
+      auto const expiry = by_expiry_.emplace(reuse_until, &same->first);
+      by_expiry_.erase(same->second.expiry);
+      same->second.expiry = expiry;
+      same->second.value = std::move(value);
+      same->second.generation = generation;
+      return;
+    }
+    drop(same);
+  }
+  if (auto const same_key = by_key_.find(key); same_key != by_key_.end()) {
+    drop(same_key->second);
   }
   if (entries_.size() >= capacity_) {
     drop_expired(now);
   }
   if (entries_.size() >= capacity_) {
-    // Full of live tickets: the one with the least reuse time left goes, unless it is this one (it is still in
-    // Redis when Redis is up).
-    if (capacity_ == 0 || reuse_until <= by_expiry_.begin()->first) {
+    // Full of live tickets: the one with the least reuse time left goes, the earliest stored of those with as little
+    // (tickets issued in one second share their expiry: a full cache keeps the newest), unless this one has less
+    // (it is still in Redis when Redis is up).
+    if (capacity_ == 0 || reuse_until < by_expiry_.begin()->first) {
       return;
     }
-    entries_.erase(by_expiry_.begin()->second);
-    by_expiry_.erase(by_expiry_.begin());
+    drop(by_expiry_.begin()->second);
   }
-  auto const expiry = by_expiry_.emplace(reuse_until, key);
+  auto const [it, inserted] =
+      entries_.try_emplace(hashed_identity{who, hash}, entry{std::move(key), std::move(value), {}, generation});
+  hashed_identity const* const id = &it->first;
   try {
-    entries_.emplace(key, entry{who, ticket, expiry, generation});
+    it->second.expiry = by_expiry_.emplace(reuse_until, id);
+    try {
+      by_key_.emplace(it->second.key, id);
+    } catch (...) {
+      by_expiry_.erase(it->second.expiry);
+      throw;
+    }
   } catch (...) {
-    by_expiry_.erase(expiry);
+    entries_.erase(it);
     throw;
   }
 }
 
-void local_ticket_cache::erase(std::string const& key) {
-  if (auto const found = entries_.find(key); found != entries_.end()) {
-    by_expiry_.erase(found->second.expiry);
-    entries_.erase(found);
+void local_ticket_cache::drop(entry_map::const_iterator it) {
+  by_key_.erase(it->second.key);
+  by_expiry_.erase(it->second.expiry);
+  entries_.erase(it);
+}
+
+void local_ticket_cache::erase(std::string_view key) {
+  if (auto const found = by_key_.find(key); found != by_key_.end()) {
+    drop(found->second);
   }
 }
 
-local_ticket_cache::entry const* local_ticket_cache::live_entry(std::string const& key, ticket_identity const& who,
+local_ticket_cache::entry const* local_ticket_cache::live_entry(ticket_identity_view who,
                                                                 std::chrono::system_clock::time_point now) const {
-  auto const it = entries_.find(key);
-  if (it == entries_.end() || it->second.who != who || now >= it->second.expiry->first) {
+  auto const it = entries_.find(hashed_view{who, ticket_identity_hash{}(who)});
+  if (it == entries_.end() || now >= it->second.expiry->first) {
     return nullptr;
   }
   return &it->second;
 }
 
-std::optional<cached_ticket> local_ticket_cache::find(std::string const& key, ticket_identity const& who,
-                                                      std::chrono::system_clock::time_point now) const {
-  auto const* e = live_entry(key, who, now);
-  return e != nullptr ? std::optional(e->ticket) : std::nullopt;
+local_ticket const* local_ticket_cache::find(ticket_identity_view who,
+                                             std::chrono::system_clock::time_point now) const {
+  auto const* e = live_entry(who, now);
+  return e != nullptr ? &e->value : nullptr;
 }
 
-std::optional<cached_ticket> local_ticket_cache::find_near(std::string const& key, ticket_identity const& who,
-                                                           std::chrono::system_clock::time_point now,
-                                                           std::uint64_t generation) const {
-  auto const* e = live_entry(key, who, now);
-  return e != nullptr && generation != 0 && e->generation == generation ? std::optional(e->ticket) : std::nullopt;
+local_ticket const* local_ticket_cache::find_near(ticket_identity_view who, std::chrono::system_clock::time_point now,
+                                                  std::uint64_t generation) const {
+  auto const* e = live_entry(who, now);
+  return e != nullptr && generation != 0 && e->generation == generation ? &e->value : nullptr;
 }
 
 void local_ticket_cache::drop_expired(std::chrono::system_clock::time_point now) {
   while (!by_expiry_.empty() && now >= by_expiry_.begin()->first) {
-    entries_.erase(by_expiry_.begin()->second);
-    by_expiry_.erase(by_expiry_.begin());
+    drop(by_expiry_.begin()->second);
   }
 }
 

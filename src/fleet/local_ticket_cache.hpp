@@ -1,6 +1,8 @@
-// The ticket cache's local copy: the tickets this process stored or read from Redis, under the same keys and the
-// same reuse rule as in Redis. It answers every lookup while Redis is away (the fallback), and, for copies kept
-// while the cache's erase notifications were subscribed, lookups with Redis up too (the near cache). Not public API.
+// The ticket cache's local copy: the tickets this process stored or read from Redis, with the same reuse rule as in
+// Redis. It answers every lookup while Redis is away (the fallback), and, for copies kept while the cache's erase
+// notifications were subscribed, lookups with Redis up too (the near cache). Entries are found by the ticket's
+// identity itself (a cheap hash of its fields, no SHA-256, no Redis key built) and keep the fleet ticket store's
+// payload decoded, so that a near hit is a lookup and a copy. Not public API.
 #pragma once
 
 #include <chrono>
@@ -9,47 +11,110 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
+#include "ticket_envelope.hpp"
 #include "wandura/fleet/key_layout.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
 
 namespace wandura::detail {
 
+/// Who a ticket is for, by reference: a lookup key made from the caller's strings without copying them.
+struct ticket_identity_view {
+  std::string_view viewer_ref;
+  std::string_view union_info;
+  std::string_view film_ref;
+  int episode_no = 0;
+  std::string_view intent;
+
+  ticket_identity_view(std::string_view viewer, std::string_view device, std::string_view film, int episode,
+                       std::string_view what) noexcept
+      : viewer_ref(viewer), union_info(device), film_ref(film), episode_no(episode), intent(what) {}
+  // Implicit: an owned identity is looked up and compared as its view.
+  ticket_identity_view(ticket_identity const& who) noexcept // NOLINT(google-explicit-constructor)
+      : ticket_identity_view(who.viewer_ref, who.union_info, who.film_ref, who.episode_no, who.intent) {}
+
+  friend bool operator==(ticket_identity_view const&, ticket_identity_view const&) = default;
+};
+
+/// A hash of every field of an identity, owned or viewed alike.
+struct ticket_identity_hash {
+  [[nodiscard]] std::size_t operator()(ticket_identity_view who) const noexcept;
+};
+
+/// A ticket as the local copy keeps it: the cache's value and, when its payload is one the fleet's ticket store
+/// wrote (`encode_ticket_payload`), that payload decoded once, so that serving it parses nothing.
+struct local_ticket {
+  cached_ticket cached;
+  std::optional<stored_ticket> decoded; ///< nothing for a payload of another format (served as bytes only)
+};
+
+/// `cached` with its payload decoded when it is a ticket store's.
+[[nodiscard]] local_ticket with_decoded(cached_ticket cached);
+
 class local_ticket_cache {
 public:
   explicit local_ticket_cache(std::size_t capacity) : capacity_(capacity) {}
 
-  /// Keeps `ticket` for `who` under `key` until `reuse_until` (a later store for the key replaces it), as a near
-  /// copy of subscription `generation` (0: a fallback copy only). When full, tickets past their reuse limit at
-  /// `now` make room; if none is, the ticket with the least reuse time left, this one included, is not kept.
-  void store(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
+  /// Keeps `value` for `who` until `reuse_until`, under the Redis key `key` (what erase notifications name), as a
+  /// near copy of subscription `generation` (0: a fallback copy only). A later store for `who`, or for `key`,
+  /// replaces it. When full, tickets past their reuse limit at `now` make room; if none is, the ticket with the
+  /// least reuse time left goes (of several with as little, the earliest stored), or this one is not kept if it has
+  /// less than all.
+  void store(std::string key, ticket_identity const& who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
              std::uint64_t generation = 0);
-  void erase(std::string const& key);
-  /// The ticket under `key` if it was stored for exactly `who` and `now` is before its reuse limit.
-  [[nodiscard]] std::optional<cached_ticket> find(std::string const& key, ticket_identity const& who,
-                                                  std::chrono::system_clock::time_point now) const;
+  /// Drops the ticket kept under the Redis key `key`, if any.
+  void erase(std::string_view key);
+  /// The ticket stored for exactly `who` if `now` is before its reuse limit. Valid until the next store or erase.
+  [[nodiscard]] local_ticket const* find(ticket_identity_view who, std::chrono::system_clock::time_point now) const;
   /// As `find`, and only a copy kept under `generation` (never one of generation 0).
-  [[nodiscard]] std::optional<cached_ticket> find_near(std::string const& key, ticket_identity const& who,
-                                                       std::chrono::system_clock::time_point now,
-                                                       std::uint64_t generation) const;
+  [[nodiscard]] local_ticket const* find_near(ticket_identity_view who, std::chrono::system_clock::time_point now,
+                                              std::uint64_t generation) const;
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
 
 private:
-  using expiry_index = std::multimap<std::chrono::system_clock::time_point, std::string>;
-  struct entry {
+  /// The map's key: an identity with its hash, computed once (a lookup walking a bucket compares hashes first and
+  /// never hashes a stored identity again).
+  struct hashed_identity {
     ticket_identity who;
-    cached_ticket ticket;
+    std::size_t hash = 0;
+  };
+  /// A lookup's key: the caller's strings, not copied.
+  struct hashed_view {
+    ticket_identity_view who;
+    std::size_t hash = 0;
+  };
+  struct key_hash {
+    using is_transparent = void;
+    std::size_t operator()(hashed_identity const& k) const noexcept { return k.hash; }
+    std::size_t operator()(hashed_view const& k) const noexcept { return k.hash; }
+  };
+  struct key_equal {
+    using is_transparent = void;
+    template <class A, class B> bool operator()(A const& a, B const& b) const noexcept {
+      return a.hash == b.hash && ticket_identity_view(a.who) == ticket_identity_view(b.who);
+    }
+  };
+  using expiry_index = std::multimap<std::chrono::system_clock::time_point, hashed_identity const*>;
+  struct entry {
+    std::string key; ///< the Redis key: `by_key_` views it
+    local_ticket value;
     expiry_index::iterator expiry; ///< this entry's place in `by_expiry_` (its key is the reuse limit)
     std::uint64_t generation = 0;  ///< the subscription it was kept under; 0 when none was live
   };
-  [[nodiscard]] entry const* live_entry(std::string const& key, ticket_identity const& who,
-                                        std::chrono::system_clock::time_point now) const;
+  using entry_map = std::unordered_map<hashed_identity, entry, key_hash, key_equal>;
+
+  [[nodiscard]] entry const* live_entry(ticket_identity_view who, std::chrono::system_clock::time_point now) const;
+  void drop(entry_map::const_iterator it);
+  void drop(hashed_identity const* who) { drop(entries_.find(*who)); }
   /// Drops the tickets past their reuse limit at `now`, soonest first: one look at the earliest when none is.
   void drop_expired(std::chrono::system_clock::time_point now);
 
   std::size_t capacity_;
-  std::unordered_map<std::string, entry> entries_;
+  entry_map entries_; ///< node-based: the identities and keys the indexes point to stay where they are
+  std::unordered_map<std::string_view, hashed_identity const*> by_key_; ///< Redis key -> entry, for erases heard
   expiry_index by_expiry_; ///< every entry by its reuse limit: a full cache finds what to drop without a scan
 };
 

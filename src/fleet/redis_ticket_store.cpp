@@ -6,6 +6,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
 
 namespace wandura::detail {
@@ -21,57 +22,43 @@ ticket_identity identity_of(ticket_key const& key) {
   return {key.viewer_ref, key.union_info, key.film_ref, key.episode_no, std::string(to_string(key.intent))};
 }
 
-/// Decodes a stored ticket into `out`, counting it when another process stored it. False (and `out` untouched)
-/// for another writer's value under a key of ours: never served.
-bool serve(fleet_state& state, cached_ticket const& found, std::optional<ticket>& out) {
-  auto stored = decode_ticket_payload(found.payload);
-  if (!stored) {
-    return false;
-  }
-  if (stored->process_id != state.options.process_id) {
-    state.add_cross_process_reuse();
-  }
-  out = std::move(stored->value);
-  return true;
+ticket_identity_view view_of(ticket_key const& key) noexcept {
+  return {key.viewer_ref, key.union_info, key.film_ref, key.episode_no, to_string(key.intent)};
 }
 
-// On the strand: the batch's keys in one lookup (the near cache, then one MGET for the rest).
+// On the strand: the keys the near cache did not answer on the caller's thread, in one MGET (not asked again).
 asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_ptr<fleet_state> state,
                                                                    std::vector<ticket_key> keys) {
   std::vector<ticket_identity> who;
-  std::vector<std::size_t> asked; // where each of `who` is in `keys`
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (storable(keys[i])) { // nothing is ever stored without a viewer and a device
-      who.push_back(identity_of(keys[i]));
-      asked.push_back(i);
-    }
+  who.reserve(keys.size());
+  for (auto const& key : keys) {
+    who.push_back(identity_of(key));
   }
-  std::vector<std::optional<ticket>> out(keys.size());
-  if (who.empty()) {
-    co_return out;
-  }
-  auto lookup = state->tickets.get_many(std::move(who), system_clock::now()); // named: GCC 12
-  auto found = co_await std::move(lookup);
+  auto lookup = ticket_cache_access::get_many_past_near(state->tickets, std::move(who), system_clock::now());
+  auto found = co_await std::move(lookup); // named: GCC 12 and co_await temporaries
   state->publish();
-  for (std::size_t j = 0; j < asked.size(); ++j) {
-    if (!found[j]) {
+  std::vector<std::optional<ticket>> out(keys.size());
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    if (!found[i]) {
       continue;
     }
-    (void)serve(*state, *found[j], out[asked[j]]);
+    if (found[i]->process_id != state->options.process_id) {
+      state->add_cross_process_reuse();
+    }
+    out[i] = std::move(found[i]->value);
   }
   co_return out;
 }
 
 asio::awaitable<void> insert_on_strand(std::shared_ptr<fleet_state> state,
                                        std::vector<std::pair<ticket_key, ticket>> tickets) {
-  std::vector<std::pair<ticket_identity, cached_ticket>> entries;
+  std::vector<std::pair<ticket_identity, stored_ticket>> entries;
   entries.reserve(tickets.size());
-  for (auto const& [key, value] : tickets) {
-    entries.emplace_back(identity_of(key),
-                         cached_ticket{encode_ticket_payload(state->options.process_id, value), value.expires_at});
+  for (auto& [key, value] : tickets) {
+    entries.emplace_back(identity_of(key), stored_ticket{state->options.process_id, std::move(value)});
   }
-  auto put = state->tickets.put_many(std::move(entries)); // named: GCC 12 and co_await temporaries
-  co_await std::move(put);
+  auto put = ticket_cache_access::put_many(state->tickets, std::move(entries), system_clock::now());
+  co_await std::move(put); // named: GCC 12 and co_await temporaries
   state->publish();
 }
 
@@ -87,20 +74,25 @@ redis_ticket_store::redis_ticket_store(std::shared_ptr<fleet_state> state) noexc
 
 asio::awaitable<std::vector<std::optional<ticket>>> redis_ticket_store::find(std::vector<ticket_key> keys) {
   // The near cache first, on the caller's thread: a batch it answers whole costs no hop to the strand, and only
-  // the keys it did not answer are looked up there.
+  // the keys it did not answer are looked up there. A near hit is a hash lookup and a copy of the decoded ticket.
   auto const now = system_clock::now();
   std::vector<std::optional<ticket>> out(keys.size());
   std::vector<ticket_key> rest;
   std::vector<std::size_t> rest_at;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (!storable(keys[i])) {
-      continue;
+      continue; // nothing is ever stored without a viewer and a device
     }
-    auto near = state_->tickets.find_near(identity_of(keys[i]), now);
-    if (!near || !serve(*state_, *near, out[i])) {
+    auto near = ticket_cache_access::find_near(state_->tickets, view_of(keys[i]), now, state_->options.process_id);
+    if (!near) {
       rest.push_back(std::move(keys[i]));
       rest_at.push_back(i);
+      continue;
     }
+    if (near->from_another_process) {
+      state_->add_cross_process_reuse();
+    }
+    out[i] = std::move(near->value);
   }
   if (rest.empty()) {
     co_return out;

@@ -15,6 +15,7 @@
 #include "lua_scripts.hpp"
 #include "redis_script.hpp"
 #include "redis_subscriber.hpp"
+#include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/error.hpp"
 
@@ -75,22 +76,25 @@ struct shared_ticket_cache::impl {
     return subscribed ? generation : 0;
   }
 
-  /// The local copy of `who`'s ticket if it is a near copy of the live subscription. Any thread.
-  [[nodiscard]] std::optional<cached_ticket> near_copy(std::string const& key, ticket_identity const& who,
-                                                       system_clock::time_point now) const {
+  /// `serve` of the local copy of `who`'s ticket if it is a near copy of the live subscription and `serve` takes
+  /// it (returns true); counted as a near hit then. Any thread.
+  template <class Serve>
+  bool serve_near(detail::ticket_identity_view who, system_clock::time_point now, Serve&& serve) const {
     std::lock_guard lock(local_mutex);
-    auto found = local.find_near(key, who, now, subscribed ? generation : 0);
-    if (found) {
-      near_hits.fetch_add(1, std::memory_order_relaxed);
+    auto const* found = local.find_near(who, now, subscribed ? generation : 0);
+    if (found == nullptr || !serve(*found)) {
+      return false;
     }
-    return found;
+    near_hits.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 
   /// The local copy of `who`'s ticket, near or not: the fallback.
-  [[nodiscard]] std::optional<cached_ticket> fallback_copy(std::string const& key, ticket_identity const& who,
-                                                           system_clock::time_point now) const {
+  [[nodiscard]] std::optional<detail::local_ticket> fallback_copy(ticket_identity const& who,
+                                                                  system_clock::time_point now) const {
     std::lock_guard lock(local_mutex);
-    return local.find(key, who, now);
+    auto const* found = local.find(who, now);
+    return found != nullptr ? std::optional(*found) : std::nullopt;
   }
 
   /// Opens the subscription to the erase channel, once: at the first ticket kept locally.
@@ -103,8 +107,8 @@ struct shared_ticket_cache::impl {
                                                    detail::redis_subscriber::handlers{
                                                        .on_message =
                                                            [this](std::string_view key) {
-                                                             forget(std::string(key));
-                                                             ++stats.erasures_heard;
+                                                             forget(key);
+                                                             erasures_heard.fetch_add(1, std::memory_order_relaxed);
                                                            },
                                                        .on_state =
                                                            [this](bool live) {
@@ -119,20 +123,104 @@ struct shared_ticket_cache::impl {
     subscriber->start();
   }
 
-  /// Keeps `ticket` of `who` locally until its reuse limit, as a near copy of generation `kept_as` (0: a fallback
-  /// copy only).
-  void keep(std::string const& key, ticket_identity const& who, cached_ticket const& ticket,
-            system_clock::time_point now, std::uint64_t kept_as) {
+  /// Keeps `ticket` of `who` (Redis key `key`) locally until its reuse limit, as a near copy of generation
+  /// `kept_as` (0: a fallback copy only).
+  void keep(std::string key, ticket_identity const& who, detail::local_ticket ticket, system_clock::time_point now,
+            std::uint64_t kept_as) {
+    auto const reuse_until = ticket.cached.expires_at - options.reuse_margin;
     {
       std::lock_guard lock(local_mutex);
-      local.store(key, who, ticket, ticket.expires_at - options.reuse_margin, now, kept_as);
+      local.store(std::move(key), who, std::move(ticket), reuse_until, now, kept_as);
     }
     subscribe();
   }
 
-  void forget(std::string const& key) {
+  void forget(std::string_view key) {
     std::lock_guard lock(local_mutex);
     local.erase(key);
+  }
+
+  /// The tickets of `who` at `now` from Redis (one `MGET`), or from the local copy when Redis is not asked or
+  /// fails; what Redis answered is kept locally. Counts hits and misses. The near cache is not asked.
+  asio::awaitable<std::vector<std::optional<detail::local_ticket>>> look_up(std::vector<ticket_identity> const& who,
+                                                                            system_clock::time_point now) {
+    std::vector<std::optional<detail::local_ticket>> found(who.size());
+    if (who.empty()) {
+      co_return found;
+    }
+    std::vector<std::string> keys;
+    keys.reserve(who.size());
+    std::vector<std::string_view> command;
+    command.reserve(who.size() + 1);
+    command.emplace_back("MGET");
+    for (auto const& w : who) {
+      command.emplace_back(keys.emplace_back(fleet_keys::ticket(org, w)));
+    }
+    bool answered = false;
+    if (guard.ask_redis(steady_clock::now())) {
+      auto const generation_asked = near_generation();
+      auto const erasures = erasures_heard.load(std::memory_order_relaxed);
+      auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
+      throw_if_cancelled(ec, "lookup");
+      if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != who.size())) {
+        ec = fleet_errc::unexpected_reply; // not one value per key
+      }
+      if (!ec) {
+        guard.redis_answered();
+        answered = true;
+        // Kept as near copies only when no erase was heard and the subscription did not change meanwhile: an erase
+        // notification may have overtaken this reply.
+        auto const keep_as =
+            generation_asked == near_generation() && erasures == erasures_heard.load(std::memory_order_relaxed)
+                ? generation_asked
+                : 0;
+        for (std::size_t i = 0; i < who.size(); ++i) {
+          if (auto ticket = accept(reply.elements[i], who[i], now)) {
+            found[i] = detail::with_decoded(std::move(*ticket));
+            keep(std::move(keys[i]), who[i], *found[i], now, keep_as);
+          }
+        }
+      } else {
+        guard.redis_failed(ec, steady_clock::now());
+      }
+    }
+    if (!answered) {
+      for (std::size_t i = 0; i < who.size(); ++i) {
+        found[i] = fallback_copy(who[i], now);
+      }
+    }
+    for (auto const& f : found) { // near hits are counted apart
+      ++(f ? stats.hits : stats.misses);
+    }
+    co_return found;
+  }
+
+  /// Stores each ticket as `put` does: kept locally, then one script for all.
+  asio::awaitable<void> store(std::vector<std::pair<ticket_identity, detail::local_ticket>> tickets,
+                              system_clock::time_point now) {
+    std::vector<std::string> keys;
+    std::vector<std::string> args; // envelope and px of each stored ticket
+    keys.reserve(tickets.size());
+    args.reserve(2 * tickets.size());
+    auto const kept_as = near_generation();
+    for (auto& [who, ticket] : tickets) {
+      auto const reuse_until = ticket.cached.expires_at - options.reuse_margin;
+      auto const px = std::chrono::duration_cast<std::chrono::milliseconds>(reuse_until - now).count();
+      if (px < 1) {
+        continue; // nothing left to reuse
+      }
+      keys.push_back(fleet_keys::ticket(org, who));
+      args.push_back(detail::encode_envelope(who, ticket.cached));
+      args.push_back(std::to_string(px));
+      keep(keys.back(), who, std::move(ticket), now, kept_as);
+    }
+    if (keys.empty()) {
+      co_return;
+    }
+    std::vector<std::string_view> const key_views(keys.begin(), keys.end());
+    std::vector<std::string_view> const arg_views(args.begin(), args.end());
+    co_await detail::run_or_fall_back(put_script, redis, guard, key_views, arg_views, &is_integer,
+                                      "ticket cache: store");
   }
 
   redis_client& redis;
@@ -146,8 +234,9 @@ struct shared_ticket_cache::impl {
   detail::redis_script erase_script;
   ticket_cache_stats stats; ///< on the executor; `hits` there excludes near hits
   mutable std::atomic<std::uint64_t> near_hits{0};
-  bool subscribed = false;      ///< the erase channel's subscription is confirmed and its connection up
-  std::uint64_t generation = 0; ///< bumped whenever the subscription begins or ends
+  std::atomic<std::uint64_t> erasures_heard{0}; ///< counted on the executor, read from any thread
+  bool subscribed = false;                      ///< the erase channel's subscription is confirmed and its connection up
+  std::uint64_t generation = 0;                 ///< bumped whenever the subscription begins or ends
   /// Stopped first when the cache goes: its handlers never run after that.
   std::shared_ptr<detail::redis_subscriber> subscriber;
 };
@@ -171,7 +260,12 @@ asio::awaitable<std::optional<cached_ticket>> shared_ticket_cache::get(ticket_id
 std::optional<cached_ticket> shared_ticket_cache::find_near(ticket_identity const& who,
                                                             system_clock::time_point now) const {
   check_identity(who);
-  return impl_->near_copy(fleet_keys::ticket(impl_->org, who), who, now);
+  std::optional<cached_ticket> out;
+  impl_->serve_near(who, now, [&out](detail::local_ticket const& found) {
+    out = found.cached;
+    return true;
+  });
+  return out;
 }
 
 asio::awaitable<std::vector<std::optional<cached_ticket>>>
@@ -179,56 +273,22 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
   for (auto const& w : who) {
     check_identity(w);
   }
-  impl& self = *impl_;
-  std::vector<std::string> keys;
-  keys.reserve(who.size());
   std::vector<std::optional<cached_ticket>> found(who.size());
-  std::vector<std::string_view> command{"MGET"}; // the keys the near cache did not answer
-  std::vector<std::size_t> asked;
+  std::vector<ticket_identity> rest; // the identities the near cache did not answer
+  std::vector<std::size_t> rest_at;
   for (std::size_t i = 0; i < who.size(); ++i) {
-    keys.push_back(fleet_keys::ticket(self.org, who[i]));
-    found[i] = self.near_copy(keys[i], who[i], now);
+    found[i] = find_near(who[i], now);
     if (!found[i]) {
-      asked.push_back(i);
+      rest.push_back(std::move(who[i]));
+      rest_at.push_back(i);
     }
   }
-  for (std::size_t i : asked) {
-    command.emplace_back(keys[i]);
-  }
-  bool answered = asked.empty();
-  if (!answered && self.guard.ask_redis(steady_clock::now())) {
-    auto const generation = self.near_generation();
-    auto const erasures = self.stats.erasures_heard;
-    auto [ec, reply] = co_await self.redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
-    throw_if_cancelled(ec, "lookup");
-    if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != asked.size())) {
-      ec = fleet_errc::unexpected_reply; // not one value per key
+  auto lookup = impl_->look_up(rest, now); // named: GCC 12 and co_await temporaries
+  auto remote = co_await std::move(lookup);
+  for (std::size_t j = 0; j < rest_at.size(); ++j) {
+    if (remote[j]) {
+      found[rest_at[j]] = std::move(remote[j]->cached);
     }
-    if (!ec) {
-      self.guard.redis_answered();
-      answered = true;
-      // Kept as near copies only when no erase was heard and the subscription did not change meanwhile: an erase
-      // notification may have overtaken this reply.
-      auto const keep_as =
-          generation == self.near_generation() && erasures == self.stats.erasures_heard ? generation : 0;
-      for (std::size_t j = 0; j < asked.size(); ++j) {
-        auto const i = asked[j];
-        found[i] = self.accept(reply.elements[j], who[i], now);
-        if (found[i]) {
-          self.keep(keys[i], who[i], *found[i], now, keep_as);
-        }
-      }
-    } else {
-      self.guard.redis_failed(ec, steady_clock::now());
-    }
-  }
-  if (!answered) {
-    for (std::size_t i : asked) {
-      found[i] = self.fallback_copy(keys[i], who[i], now);
-    }
-  }
-  for (std::size_t i : asked) { // near hits are counted apart
-    ++(found[i] ? self.stats.hits : self.stats.misses);
   }
   co_return found;
 }
@@ -246,27 +306,13 @@ asio::awaitable<void> shared_ticket_cache::put_many(std::vector<std::pair<ticket
   for (auto const& [who, ticket] : tickets) {
     check_identity(who);
   }
-  impl& self = *impl_;
-  std::vector<std::string> keys;
-  std::vector<std::string> args; // envelope and px of each stored ticket
-  for (auto const& [who, ticket] : tickets) {
-    auto const reuse_until = ticket.expires_at - self.options.reuse_margin;
-    auto const px = std::chrono::duration_cast<std::chrono::milliseconds>(reuse_until - now).count();
-    if (px < 1) {
-      continue; // nothing left to reuse
-    }
-    keys.push_back(fleet_keys::ticket(self.org, who));
-    self.keep(keys.back(), who, ticket, now, self.near_generation());
-    args.push_back(detail::encode_envelope(who, ticket));
-    args.push_back(std::to_string(px));
+  std::vector<std::pair<ticket_identity, detail::local_ticket>> entries;
+  entries.reserve(tickets.size());
+  for (auto& [who, ticket] : tickets) {
+    entries.emplace_back(std::move(who), detail::with_decoded(std::move(ticket)));
   }
-  if (keys.empty()) {
-    co_return;
-  }
-  std::vector<std::string_view> const key_views(keys.begin(), keys.end());
-  std::vector<std::string_view> const arg_views(args.begin(), args.end());
-  co_await detail::run_or_fall_back(self.put_script, self.redis, self.guard, key_views, arg_views, &is_integer,
-                                    "ticket cache: store");
+  auto store = impl_->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
+  co_await std::move(store);
 }
 
 asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
@@ -284,14 +330,71 @@ std::uint64_t shared_ticket_cache::near_hits() const noexcept {
   return impl_->near_hits.load(std::memory_order_relaxed);
 }
 
+std::uint64_t shared_ticket_cache::erasures_heard() const noexcept {
+  return impl_->erasures_heard.load(std::memory_order_relaxed);
+}
+
+bool shared_ticket_cache::near_cache_live() const noexcept {
+  return impl_->near_generation() != 0;
+}
+
 ticket_cache_stats shared_ticket_cache::stats() const noexcept {
   ticket_cache_stats out = impl_->stats;
   out.fallbacks = impl_->guard.fallbacks();
   out.degraded = impl_->guard.degraded();
   out.near_hits = impl_->near_hits.load(std::memory_order_relaxed);
   out.hits += out.near_hits;
-  out.near_cache_live = impl_->near_generation() != 0;
+  out.erasures_heard = erasures_heard();
+  out.near_cache_live = near_cache_live();
   return out;
 }
+
+namespace detail {
+
+std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache const& cache, ticket_identity_view who,
+                                                          system_clock::time_point now, std::string_view process_id) {
+  std::optional<near_ticket> out;
+  cache.impl_->serve_near(who, now, [&](local_ticket const& found) {
+    if (!found.decoded) {
+      return false; // another format under a key of ours: the ticket store never serves it
+    }
+    out.emplace(near_ticket{found.decoded->value, found.decoded->process_id != process_id});
+    return true;
+  });
+  return out;
+}
+
+asio::awaitable<std::vector<std::optional<stored_ticket>>>
+ticket_cache_access::get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
+                                        system_clock::time_point now) {
+  for (auto const& w : who) {
+    check_identity(w);
+  }
+  auto lookup = cache.impl_->look_up(who, now); // named: GCC 12 and co_await temporaries
+  auto remote = co_await std::move(lookup);
+  std::vector<std::optional<stored_ticket>> found(who.size());
+  for (std::size_t i = 0; i < who.size(); ++i) {
+    if (remote[i] && remote[i]->decoded) {
+      found[i] = std::move(remote[i]->decoded);
+    }
+  }
+  co_return found;
+}
+
+asio::awaitable<void> ticket_cache_access::put_many(shared_ticket_cache& cache,
+                                                    std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
+                                                    system_clock::time_point now) {
+  std::vector<std::pair<ticket_identity, local_ticket>> entries;
+  entries.reserve(tickets.size());
+  for (auto& [who, ticket] : tickets) {
+    check_identity(who);
+    cached_ticket cached{encode_ticket_payload(ticket.process_id, ticket.value), ticket.value.expires_at};
+    entries.emplace_back(std::move(who), local_ticket{std::move(cached), std::move(ticket)});
+  }
+  auto store = cache.impl_->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
+  co_await std::move(store);
+}
+
+} // namespace detail
 
 } // namespace wandura

@@ -82,8 +82,9 @@ public:
   /// @throws wandura::error `errc::invalid_argument` when `viewer_tickets_per_minute` is 0.
   void configure(client_options& options) const;
 
-  /// The counters of every shared part, as of each part's latest completed operation, and
-  /// `cross_process_reuse` now.
+  /// The counters of every shared part, as of each part's latest completed operation, and as of now
+  /// `cross_process_reuse` and the ticket cache's `near_hits`, `erasures_heard` and `near_cache_live` (they change
+  /// between operations).
   [[nodiscard]] fleet_stats stats() const;
 
 private:

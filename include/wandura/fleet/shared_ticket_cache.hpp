@@ -18,6 +18,9 @@
 #include "wandura/fleet/redis_client.hpp"
 
 namespace wandura {
+namespace detail {
+struct ticket_cache_access;
+} // namespace detail
 
 /// A ticket as the cache keeps it: opaque serialized bytes and the expiry that decides reuse.
 struct cached_ticket {
@@ -31,8 +34,9 @@ struct ticket_cache_options {
   /// A ticket is reused until this long before its `expires_at` (docs/protocol.md §3: 5 minutes); the Redis entry
   /// expires by itself then (PX).
   std::chrono::milliseconds reuse_margin = std::chrono::minutes(5);
-  /// The most tickets the local copy keeps, as `memory_ticket_store_options::max_entries` (expired ones are
-  /// dropped first; beyond it new ones are not kept locally, they are still stored in Redis).
+  /// The most tickets the local copy keeps, as `memory_ticket_store_options::max_entries`. When it is full, tickets
+  /// past their reuse limit go first, then the one with the least reuse time left (the earliest stored of several
+  /// with as little), unless the new one has less: then it is not kept locally. Either way it is still in Redis.
   std::size_t local_capacity = 10'000;
   /// Answer lookups from the local copy while Redis is up too (a near cache), so that a ticket this process stored
   /// or already read costs no round trip. Sound because a stored ticket never changes (a store that replaces it
@@ -71,7 +75,8 @@ struct ticket_cache_stats {
 /// the backoff when lost; local copies kept before it was last confirmed are not served from the near cache). An
 /// erase anywhere in the fleet drops every process's copy when its notification arrives: until then (one network
 /// delay) another process may still serve the erased ticket, which was valid when it was stored. A lookup whose
-/// Redis reply races an erase notification does not keep what it read.
+/// Redis reply races an erase notification does not keep what it read. A near hit is a lookup by the identity's
+/// fields (no key hashing, no Redis key) under one mutex, and a copy of the ticket.
 ///
 /// @par Degrade, never block
 /// When Redis is slow (command timeout), down or answers errors, the operation answers from a local cache of the
@@ -134,8 +139,13 @@ public:
   [[nodiscard]] ticket_cache_stats stats() const noexcept;
   /// `stats().near_hits`, readable from any thread (`find_near` counts there).
   [[nodiscard]] std::uint64_t near_hits() const noexcept;
+  /// `stats().erasures_heard`, readable from any thread (notifications arrive between operations).
+  [[nodiscard]] std::uint64_t erasures_heard() const noexcept;
+  /// `stats().near_cache_live`, readable from any thread (the subscription changes state on its own).
+  [[nodiscard]] bool near_cache_live() const noexcept;
 
 private:
+  friend struct detail::ticket_cache_access; // the fleet's ticket store: its payloads decoded once, not per hit
   struct impl;
   std::unique_ptr<impl> impl_;
 };

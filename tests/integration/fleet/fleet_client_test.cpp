@@ -44,6 +44,7 @@ struct process {
   std::vector<std::string> lines; // the fleet's WARN and INFO lines
   std::unique_ptr<wandura::fleet> shared;
   std::unique_ptr<wandura::client> api;
+  std::shared_ptr<wandura::ticket_store> tickets; ///< the store `configure` gave the client
   std::thread thread;
 
   process(std::string const& redis_url, std::string const& base_url, std::string name,
@@ -62,6 +63,7 @@ struct process {
     options.base_url = base_url;
     options.api_key = "test-key";
     shared->configure(options);
+    tickets = options.tickets;
     api = std::make_unique<wandura::client>(io.get_executor(), std::move(options));
     thread = std::thread([this] { io.run(); });
   }
@@ -185,6 +187,17 @@ asio::awaitable<void> answer_first_read(asio::ip::tcp::acceptor& acceptor, std::
   socket.close();
 }
 
+/// How many MGETs the Redis at `url` has run (`INFO commandstats`), asked on a connection of its own: unlike a
+/// process's command count, not moved by its counter pace's background reads.
+std::uint64_t mget_calls(std::string const& url) {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+  auto const info = test_support::raw(io, client, {"INFO", "commandstats"});
+  std::string_view const field = "cmdstat_mget:calls=";
+  auto const at = info.text.find(field);
+  return at == std::string::npos ? 0 : std::stoull(info.text.substr(at + field.size()));
+}
+
 } // namespace
 
 TEST_CASE("fleet client: the lookups of one batch reach Redis as one MGET") {
@@ -233,6 +246,70 @@ TEST_CASE("fleet client: a ticket this process holds answers its next calls from
   CHECK(a.shared->stats().tickets.near_hits == 1);
   CHECK_FALSE(a.play(viewer_a, "phone-2", 4).reused); // never another device, near or not
   CHECK(a.shared->stats().tickets.near_hits == 1);
+}
+
+TEST_CASE("fleet client: a near hit of another process's ticket is the whole ticket, counted once, never for "
+          "another device or viewer, and gone once an erase is heard") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a");
+  process b(redis->url(), emu->base_url(), "process-b");
+  auto const first = a.play(viewer_a, "phone-1", 4);
+  REQUIRE(first.outcome == item_outcome::granted);
+  REQUIRE(first.ticket);
+  REQUIRE(b.play(viewer_a, "phone-1", 4).reused); // read from Redis: b keeps a copy and subscribes
+  for (int i = 0; i < 1000 && !b.shared->stats().tickets.near_cache_live; ++i) { // 10 s at most: a loaded machine
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(b.shared->stats().tickets.near_cache_live);
+  REQUIRE(b.play(viewer_a, "phone-1", 4).reused); // kept before the subscription was confirmed: read again
+  CHECK(b.shared->stats().tickets.near_hits == 0);
+
+  auto const mgets = mget_calls(redis->url());
+  auto const near = b.play(viewer_a, "phone-1", 4);
+  CHECK(near.reused);
+  REQUIRE(near.ticket);
+  CHECK(*near.ticket == *first.ticket); // every field, expires_at to the nanosecond
+  CHECK(mget_calls(redis->url()) == mgets);
+  CHECK(b.shared->stats().tickets.near_hits == 1);
+  CHECK(b.shared->stats().cross_process_reuse == 3); // each served item once: two from Redis, one near
+  CHECK(b.api->stats().metrics.cache_hits == 3);
+
+  // A batch the near cache answers in part: the rest in one MGET, the near item not asked again nor counted twice.
+  wandura::viewer who{viewer_a, "phone-1", "kek"};
+  auto const batch = b.wait_for(b.api->start_episode(who, "the-heiress-returns", 4, 6));
+  CHECK(batch.play.reused);
+  CHECK(batch.prefetch.size() == 2);
+  CHECK(mget_calls(redis->url()) == mgets + 1); // the two prefetches in one MGET
+  CHECK(b.shared->stats().tickets.near_hits == 2);
+  CHECK(b.shared->stats().cross_process_reuse == 4);
+
+  // Never another device or viewer: fresh tickets, no near hit.
+  CHECK_FALSE(b.play(viewer_a, "tv-1", 4).reused);
+  CHECK_FALSE(b.play(viewer_b, "phone-1", 4).reused);
+  CHECK(b.shared->stats().tickets.near_hits == 2);
+  CHECK(b.shared->stats().cross_process_reuse == 4);
+
+  // Erased by the process that issued it: b drops its decoded copy when the notice arrives, and asks the server.
+  auto const heard = b.shared->stats().tickets.erasures_heard;
+  auto erase = [](std::shared_ptr<wandura::ticket_store> store, wandura::ticket_key key) -> asio::awaitable<bool> {
+    co_await store->erase(std::move(key));
+    co_return true;
+  };
+  REQUIRE(a.wait_for(erase(a.tickets, {viewer_a, "phone-1", "the-heiress-returns", 4, wandura::intent::play})));
+  for (int i = 0; i < 1000 && b.shared->stats().tickets.erasures_heard == heard; ++i) { // 10 s at most
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(b.shared->stats().tickets.erasures_heard == heard + 1);
+  auto const requests = playback_requests(*emu);
+  auto const after = b.play(viewer_a, "phone-1", 4);
+  CHECK(after.outcome == item_outcome::granted);  // `reused` may be true: the server itself may return its ticket
+  CHECK(playback_requests(*emu) == requests + 1); // asked of the server, not served from a copy
+  CHECK(b.shared->stats().tickets.near_hits == 2);
+  CHECK(b.shared->stats().fallbacks == 0);
 }
 
 TEST_CASE("fleet client: a call's fresh tickets reach Redis in one store script after one MGET") {

@@ -1,5 +1,5 @@
 // The ticket cache's local copy (src/fleet/local_ticket_cache.hpp): same identity rule, bounded, near copies by
-// subscription generation.
+// subscription generation, found by identity, dropped by Redis key, the ticket store's payload kept decoded.
 #include "fleet/local_ticket_cache.hpp"
 
 #include <catch2/catch.hpp>
@@ -11,67 +11,153 @@ wandura::ticket_identity viewer_on(std::string device) {
   return {"viewer:ref", std::move(device), "film", 4, "play"};
 }
 auto const t0 = std::chrono::system_clock::time_point(std::chrono::milliseconds(1'764'590'400'000));
+wandura::detail::local_ticket kept(std::string payload, std::chrono::system_clock::time_point expires_at) {
+  return {{std::move(payload), expires_at}, std::nullopt};
+}
 } // namespace
 
 TEST_CASE("local ticket cache: found only for the identity it was stored for, until its reuse limit") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), {"tkt_7", t0 + 30min}, t0 + 25min, t0);
-  CHECK(cache.find("k7", viewer_on("device-7"), t0)->payload == "tkt_7");
-  CHECK_FALSE(cache.find("k7", viewer_on("device-8"), t0)); // same key, another device: never served
-  CHECK_FALSE(cache.find("k7", viewer_on("device-7"), t0 + 25min));
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0);
+  CHECK(cache.find(viewer_on("device-7"), t0)->cached.payload == "tkt_7");
+  CHECK_FALSE(cache.find(viewer_on("device-8"), t0)); // another device: never served
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0 + 25min));
   cache.erase("k7");
-  CHECK_FALSE(cache.find("k7", viewer_on("device-7"), t0));
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
 }
 
 TEST_CASE(
     "local ticket cache: when full, expired tickets make room, then the live one with the least reuse time left") {
   wandura::detail::local_ticket_cache cache(2);
   auto const now = t0;
-  cache.store("old", viewer_on("a"), {"tkt_old", now}, now - 1ms, now); // already past its reuse limit
-  cache.store("live", viewer_on("b"), {"tkt_live", now + 30min}, now + 25min, now);
-  cache.store("new", viewer_on("c"), {"tkt_new", now + 30min}, now + 25min, now);
-  CHECK(cache.find("new", viewer_on("c"), now));
-  cache.store("more", viewer_on("d"), {"tkt_more", now + 30min}, now + 25min, now); // full, none lives longer
-  CHECK_FALSE(cache.find("more", viewer_on("d"), now));
-  CHECK(cache.find("live", viewer_on("b"), now));
-  CHECK(cache.find("new", viewer_on("c"), now));
-  cache.store("live", viewer_on("b"), {"tkt_live2", now + 40min}, now + 35min, now); // replacing needs no room
-  CHECK(cache.find("live", viewer_on("b"), now)->payload == "tkt_live2");
+  cache.store("old", viewer_on("a"), kept("tkt_old", now), now - 1ms, now); // already past its reuse limit
+  cache.store("live", viewer_on("b"), kept("tkt_live", now + 30min), now + 25min, now);
+  cache.store("new", viewer_on("c"), kept("tkt_new", now + 30min), now + 25min, now);
+  CHECK(cache.find(viewer_on("c"), now));
+  cache.store("less", viewer_on("d"), kept("tkt_less", now + 29min), now + 24min, now); // full, less time left
+  CHECK_FALSE(cache.find(viewer_on("d"), now));
+  CHECK(cache.find(viewer_on("b"), now));
+  CHECK(cache.find(viewer_on("c"), now));
+  cache.store("live", viewer_on("b"), kept("tkt_live2", now + 40min), now + 35min, now); // replacing needs no room
+  CHECK(cache.find(viewer_on("b"), now)->cached.payload == "tkt_live2");
+  CHECK(cache.find(viewer_on("c"), now));
+}
+
+TEST_CASE("local ticket cache: of a full cache's tickets with as little reuse time left, the earliest stored goes") {
+  wandura::detail::local_ticket_cache cache(2);
+  auto const now = t0;
+  // Issued in one second: one expiry.
+  cache.store("b", viewer_on("b"), kept("tkt_b", now + 30min), now + 25min, now);
+  cache.store("c", viewer_on("c"), kept("tkt_c", now + 30min), now + 25min, now);
+  cache.store("d", viewer_on("d"), kept("tkt_d", now + 30min), now + 25min, now);
+  CHECK_FALSE(cache.find(viewer_on("b"), now));
+  CHECK(cache.find(viewer_on("c"), now));
+  CHECK(cache.find(viewer_on("d"), now));
+  cache.store("c", viewer_on("c"), kept("tkt_c2", now + 30min), now + 25min, now); // stored again: now the newest
+  cache.store("e", viewer_on("e"), kept("tkt_e", now + 30min), now + 25min, now);
+  CHECK_FALSE(cache.find(viewer_on("d"), now));
+  CHECK(cache.find(viewer_on("c"), now)->cached.payload == "tkt_c2");
+  CHECK(cache.find(viewer_on("e"), now));
+  CHECK(cache.size() == 2);
 }
 
 TEST_CASE("local ticket cache: a full cache drops exactly its expired tickets, soonest first, erase included") {
   wandura::detail::local_ticket_cache cache(3);
   auto const now = t0;
-  cache.store("a", viewer_on("a"), {"tkt_a", now + 30min}, now + 10min, now);
-  cache.store("b", viewer_on("b"), {"tkt_b", now + 30min}, now + 5min, now);
-  cache.store("c", viewer_on("c"), {"tkt_c", now + 30min}, now + 20min, now);
+  cache.store("a", viewer_on("a"), kept("tkt_a", now + 30min), now + 10min, now);
+  cache.store("b", viewer_on("b"), kept("tkt_b", now + 30min), now + 5min, now);
+  cache.store("c", viewer_on("c"), kept("tkt_c", now + 30min), now + 20min, now);
   cache.erase("c"); // its place in the expiry order goes with it
-  cache.store("d", viewer_on("d"), {"tkt_d", now + 30min}, now + 20min, now);
+  cache.store("d", viewer_on("d"), kept("tkt_d", now + 30min), now + 20min, now);
   auto const later = now + 6min; // only b is past its limit
-  cache.store("e", viewer_on("e"), {"tkt_e", now + 30min}, now + 20min, later);
-  CHECK(cache.find("e", viewer_on("e"), later));
-  CHECK(cache.find("a", viewer_on("a"), later));
-  CHECK(cache.find("d", viewer_on("d"), later));
-  CHECK_FALSE(cache.find("b", viewer_on("b"), now));                            // dropped, not merely past its limit
-  cache.store("f", viewer_on("f"), {"tkt_f", now + 30min}, now + 20min, later); // full of live ones: a goes
-  CHECK(cache.find("f", viewer_on("f"), later));
-  CHECK_FALSE(cache.find("a", viewer_on("a"), later));
-  CHECK(cache.find("d", viewer_on("d"), later));
-  CHECK(cache.find("e", viewer_on("e"), later));
-  cache.store("g", viewer_on("g"), {"tkt_g", now + 30min}, now + 15min, later); // less time left than all: not kept
-  CHECK_FALSE(cache.find("g", viewer_on("g"), later));
+  cache.store("e", viewer_on("e"), kept("tkt_e", now + 30min), now + 20min, later);
+  CHECK(cache.find(viewer_on("e"), later));
+  CHECK(cache.find(viewer_on("a"), later));
+  CHECK(cache.find(viewer_on("d"), later));
+  CHECK_FALSE(cache.find(viewer_on("b"), now)); // dropped, not merely past its limit
+  cache.store("f", viewer_on("f"), kept("tkt_f", now + 30min), now + 20min, later); // full of live ones: a goes
+  CHECK(cache.find(viewer_on("f"), later));
+  CHECK_FALSE(cache.find(viewer_on("a"), later));
+  CHECK(cache.find(viewer_on("d"), later));
+  CHECK(cache.find(viewer_on("e"), later));
+  cache.store("g", viewer_on("g"), kept("tkt_g", now + 30min), now + 15min, later); // less time left than all: not kept
+  CHECK_FALSE(cache.find(viewer_on("g"), later));
 }
 
 TEST_CASE("local ticket cache: a near copy is found only under the generation it was kept in, never generation 0") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), {"tkt_7", t0 + 30min}, t0 + 25min, t0, 3);
-  cache.store("k8", viewer_on("device-8"), {"tkt_8", t0 + 30min}, t0 + 25min, t0); // a fallback copy only
-  CHECK(cache.find_near("k7", viewer_on("device-7"), t0, 3)->payload == "tkt_7");
-  CHECK_FALSE(cache.find_near("k7", viewer_on("device-7"), t0, 4));         // the subscription changed since
-  CHECK_FALSE(cache.find_near("k7", viewer_on("device-8"), t0, 3));         // never another device
-  CHECK_FALSE(cache.find_near("k7", viewer_on("device-7"), t0 + 25min, 3)); // past its reuse limit
-  CHECK_FALSE(cache.find_near("k8", viewer_on("device-8"), t0, 0));
-  CHECK(cache.find("k8", viewer_on("device-8"), t0));                                 // still the fallback
-  cache.store("k8", viewer_on("device-8"), {"tkt_8", t0 + 30min}, t0 + 25min, t0, 4); // read again: near now
-  CHECK(cache.find_near("k8", viewer_on("device-8"), t0, 4));
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 3);
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0); // a fallback copy only
+  CHECK(cache.find_near(viewer_on("device-7"), t0, 3)->cached.payload == "tkt_7");
+  CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 4));         // the subscription changed since
+  CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 3));         // never another device
+  CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0 + 25min, 3)); // past its reuse limit
+  CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 0));
+  CHECK(cache.find(viewer_on("device-8"), t0));                                           // still the fallback
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 4); // read again: near now
+  CHECK(cache.find_near(viewer_on("device-8"), t0, 4));
+}
+
+TEST_CASE("local ticket cache: every field of the identity tells a ticket apart, whether looked up owned or viewed") {
+  wandura::detail::local_ticket_cache cache(10);
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  std::string const viewer = "viewer:ref";
+  std::string const device = "device-7";
+  std::string const film = "film";
+  using view = wandura::detail::ticket_identity_view;
+  CHECK(cache.find_near(view(viewer, device, film, 4, "play"), t0, 1)->cached.payload == "tkt_7");
+  CHECK_FALSE(cache.find(view("viewer:other", device, film, 4, "play"), t0));
+  CHECK_FALSE(cache.find(view(viewer, "device-70", film, 4, "play"), t0));
+  CHECK_FALSE(cache.find(view(viewer, device, "film-2", 4, "play"), t0));
+  CHECK_FALSE(cache.find(view(viewer, device, film, 5, "play"), t0));
+  CHECK_FALSE(cache.find(view(viewer, device, film, 4, "prefetch"), t0));
+  // Fields are not concatenated: moving a character from one field to the next is another identity.
+  CHECK_FALSE(cache.find(view("viewer:re", "fdevice-7", film, 4, "play"), t0));
+}
+
+TEST_CASE("local ticket cache: an erase names the Redis key, and drops the copy kept under it and no other") {
+  wandura::detail::local_ticket_cache cache(10);
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  cache.erase("k9"); // nothing under it
+  CHECK(cache.size() == 2);
+  cache.erase("k7");
+  CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 1));
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
+  CHECK(cache.find_near(viewer_on("device-8"), t0, 1));
+  CHECK(cache.size() == 1);
+  // Stored again after the erase: found again, and the new copy is dropped by the next erase too.
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7b", t0 + 30min), t0 + 25min, t0, 1);
+  CHECK(cache.find_near(viewer_on("device-7"), t0, 1)->cached.payload == "tkt_7b");
+  cache.erase("k7");
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
+}
+
+TEST_CASE("local ticket cache: a store under a key another identity holds replaces that identity's copy") {
+  wandura::detail::local_ticket_cache cache(10);
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store("k7", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
+  CHECK(cache.find(viewer_on("device-8"), t0)->cached.payload == "tkt_8");
+  CHECK(cache.size() == 1);
+  cache.erase("k7");
+  CHECK_FALSE(cache.find(viewer_on("device-8"), t0));
+  CHECK(cache.size() == 0);
+}
+
+TEST_CASE("local ticket cache: a ticket store's payload is kept decoded, any other payload as bytes only") {
+  wandura::ticket t;
+  t.ticket_id = "tkt_7f3a";
+  t.manifest_url = "https://cdn.example/m/7f3a.mpd";
+  t.expires_at = t0 + 30min;
+  t.expires_at_text = "2025-12-01T12:30:00Z";
+  t.drm_payload = std::string("k\0ey", 4);
+  auto const ours = wandura::detail::with_decoded({wandura::detail::encode_ticket_payload("host-a:12", t), t0 + 30min});
+  REQUIRE(ours.decoded);
+  CHECK(ours.decoded->process_id == "host-a:12");
+  CHECK(ours.decoded->value == t);
+  CHECK(ours.cached.payload == wandura::detail::encode_ticket_payload("host-a:12", t));
+  auto const other = wandura::detail::with_decoded({"{\"ticket_id\":\"tkt_1\"}", t0 + 30min});
+  CHECK_FALSE(other.decoded);
+  CHECK(other.cached.payload == "{\"ticket_id\":\"tkt_1\"}");
 }
