@@ -3,8 +3,8 @@
 namespace wandura::detail {
 
 observed_attempt::observed_attempt(attempt_observer* observer, std::string_view operation, http_request const& request,
-                                   int resend_count, clock& time) noexcept
-    : observer_(observer), time_(time), started_(time.now()) {
+                                   int resend_count, clock& time, clock::time_point started) noexcept
+    : observer_(observer), time_(time), started_(started) {
   if (observer_ != nullptr) {
     begin_ = make_attempt_begin(operation.empty() ? std::string_view("other") : operation, request, resend_count);
     context_ = observer_->on_attempt_begin(begin_);

@@ -1,11 +1,11 @@
 // The begin and end of one HTTP attempt as told to a `wandura::attempt_observer`, from the place attempts happen
 // (`retry_engine::call`). Not public API.
 //
-//     detail::observed_attempt observed(options_.observer.get(), traits.operation, request, attempt - 1, clk);
+//     detail::observed_attempt observed(options_.observer.get(), traits.operation, request, attempt - 1, clk, now);
 //     ... outcome = co_await sender_.send_attempt(request, options); ...
 //     observed.end(outcome);
 //
-// Nothing is allocated; with a null observer both steps do nothing but read the clock.
+// Nothing is allocated; with a null observer both steps do nothing.
 #pragma once
 
 #include <string_view>
@@ -22,8 +22,9 @@ public:
   /// @param observer may be null (then nothing is told). @param operation the call's name (`request_traits`;
   /// empty: "other"), viewed. @param request must outlive this object.
   /// @param resend_count 0 for the first attempt of the call. @param time the engine's clock, for the duration.
+  /// @param started when the attempt started on `time` (the caller has just read it: not read again).
   observed_attempt(attempt_observer* observer, std::string_view operation, http_request const& request,
-                   int resend_count, clock& time) noexcept;
+                   int resend_count, clock& time, clock::time_point started) noexcept;
   observed_attempt(observed_attempt const&) = delete;
   observed_attempt& operator=(observed_attempt const&) = delete;
   ~observed_attempt() = default;

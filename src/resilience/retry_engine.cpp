@@ -308,6 +308,9 @@ struct retry_engine::call_state {
   attempt_result outcome;                           ///< The last attempt's, until read into `result`.
   bool follow_again = false;                        ///< The next attempt is a follow-up request, with this body:
   std::string follow_body;
+  /// The clock as `open_call` read it, until the first attempt starts: that attempt starts from it when nothing
+  /// was awaited in between (each read of a real clock is a vDSO call, tens of ns on a virtual machine).
+  std::optional<clock::time_point> opened_at;
 };
 
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
@@ -364,7 +367,8 @@ std::optional<stop_reason> retry_engine::open_call(call_state& s) {
       return stop_reason::invalid_request;
     }
   }
-  budget_.note_request(clock_->now()); // calls counted once each, follow-ups included (docs/protocol.md §3)
+  s.opened_at = clock_->now();
+  budget_.note_request(*s.opened_at); // calls counted once each, follow-ups included (docs/protocol.md §3)
   s.attempt_limit = std::max(s.settings.attempt_timeout, s.traits.attempt_timeout_floor);
   return std::nullopt;
 }
@@ -386,12 +390,13 @@ std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_exe
 }
 
 asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
+  s.opened_at.reset(); // the attempt starts after a wait: it reads the clock again
   return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline);
 }
 
 retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission const& admitted, int attempt) {
   attempt_start start;
-  auto const now = clock_->now();
+  auto const now = s.opened_at ? *std::exchange(s.opened_at, std::nullopt) : clock_->now();
   start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.settings.deadline, now);
   if (start.stop) {
     return start;
@@ -400,7 +405,7 @@ retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission
   s.result.attempts = attempt;
   counters_.attempts.fetch_add(1, std::memory_order_relaxed);
   s.outcome = attempt_result{};
-  s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_);
+  s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_, now);
   return start;
 }
 
