@@ -11,14 +11,15 @@ observed_attempt::observed_attempt(attempt_observer* observer, std::string_view 
   }
 }
 
-void observed_attempt::end(attempt_result const& outcome) noexcept {
+std::optional<clock::time_point> observed_attempt::end(attempt_result const& outcome) noexcept {
   if (observer_ == nullptr) {
-    return;
+    return std::nullopt;
   }
   auto const status = outcome.response.status;
-  observer_->on_attempt_end(context_, begin_,
-                            {status, attempt_error_type(status, outcome.error), time_.now() - started_});
+  auto const now = time_.now();
+  observer_->on_attempt_end(context_, begin_, {status, attempt_error_type(status, outcome.error), now - started_});
   observer_ = nullptr;
+  return now;
 }
 
 } // namespace wandura::detail

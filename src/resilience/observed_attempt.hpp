@@ -8,6 +8,7 @@
 // Nothing is allocated; with a null observer both steps do nothing.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "wandura/resilience/attempt_observer.hpp"
@@ -30,7 +31,9 @@ public:
   ~observed_attempt() = default;
 
   /// Tells the observer how the attempt ended: its status, `error.type` and duration. Call once.
-  void end(attempt_result const& outcome) noexcept;
+  /// @returns the time the attempt ended as read for the observer; nullopt when nothing was told (no observer, or
+  /// a second call), the clock then not read.
+  std::optional<clock::time_point> end(attempt_result const& outcome) noexcept;
 
 private:
   attempt_observer* observer_;
