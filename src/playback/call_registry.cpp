@@ -68,7 +68,7 @@ void call_registry::leave(std::weak_ptr<state> const& weak, std::shared_ptr<oper
   bool const last = op->waiters.empty() && !op->done;
   if (last && op->key) {
     // Nobody waits for it any more: nobody may join it either, and it sends nothing more.
-    auto k = s->by_key.find(*op->key);
+    auto k = s->by_key.find(key_view{*op->key, op->key_hash});
     if (k != s->by_key.end() && k->second == op) {
       s->by_key.erase(k);
     }
@@ -91,7 +91,7 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
     std::lock_guard lock(s->mutex);
     op->done = true;
     if (op->key) {
-      auto k = s->by_key.find(*op->key);
+      auto k = s->by_key.find(key_view{*op->key, op->key_hash});
       if (k != s->by_key.end() && k->second == op) {
         s->by_key.erase(k);
       }

@@ -18,6 +18,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <unordered_map>
@@ -280,8 +281,21 @@ private:
     std::vector<waiter> rest_;
   };
 
+  /// A key as the map holds it: a view of an operation's own `key` with its hash, computed once per call (a key is
+  /// a whole request body; the map would hash it again to erase it).
+  struct key_view {
+    std::string_view text;
+    std::size_t hash = 0;
+    friend bool operator==(key_view const& a, key_view const& b) noexcept { return a.text == b.text; }
+  };
+  struct key_hash {
+    std::size_t operator()(key_view const& k) const noexcept { return k.hash; }
+  };
+  static key_view view_of(std::string const& key) noexcept { return {key, std::hash<std::string_view>{}(key)}; }
+
   struct operation_base {
     std::optional<std::string> key;
+    std::size_t key_hash = 0; ///< of `key`, when there is one
     asio::any_io_executor executor;
     clock::time_point deadline;
     asio::cancellation_signal signal; // emitted on `executor` only
@@ -294,7 +308,9 @@ private:
 
   struct state {
     mutable std::mutex mutex;
-    std::unordered_map<std::string, std::shared_ptr<operation_base>> by_key;
+    /// Keyed by a view of the operation's own `key` (it is not modified while the operation is here): the key, a
+    /// whole request body, is not copied a second time.
+    std::unordered_map<key_view, std::shared_ptr<operation_base>, key_hash> by_key;
     std::vector<std::shared_ptr<operation_base>> running;
     std::vector<pending_completion> idle_waiters;
     std::uint64_t next_waiter = 0;
@@ -362,13 +378,14 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
                                   clock::time_point deadline, MakeContext make_context, Make make, Finish finish) {
   using context_type = std::decay_t<decltype(make_context())>;
   std::shared_ptr<call_registry_detail::operation_with<T, context_type>> op;
+  key_view const wanted = key ? view_of(*key) : key_view{};
   {
     std::lock_guard lock(state_->mutex);
     if (state_->closed) {
       throw error(asio::error::operation_aborted, "client: shut down");
     }
     if (key) {
-      auto it = state_->by_key.find(*key);
+      auto it = state_->by_key.find(wanted);
       if (it != state_->by_key.end()) {
         return {std::static_pointer_cast<operation<T>>(it->second), true};
       }
@@ -377,8 +394,9 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     op->executor = executor;
     op->deadline = deadline;
     if (key) {
-      state_->by_key.emplace(*key, op);
-      op->key = std::move(key);
+      op->key = std::move(key); // a moved string keeps its characters, and so the hash
+      op->key_hash = wanted.hash;
+      state_->by_key.emplace(key_view{*op->key, wanted.hash}, op);
     }
     op->running_index = state_->running.size();
     state_->running.push_back(op);

@@ -192,14 +192,18 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     detail::ticket_settlement settle(*self, call);
     detail::prepare(*self, call);
     // The store and the viewer limit are awaited only when used: a call without reuse and without a viewer limit
-    // (the benchmark's) awaits nothing but its operation.
+    // (the benchmark's) awaits nothing but its operation. The clock is read again only after an await: the call's
+    // start time places its deadline otherwise (a real clock read costs tens to hundreds of ns on a VM).
+    auto now = observed.started();
     if (call.reuses) {
       co_await detail::reuse_stored(*self, call);
+      now = self->time->now();
     }
-    if (detail::plan(*self, call)) {
+    if (detail::plan(*self, call, now)) {
       co_await detail::take_allowance(*self, call);
+      now = self->time->now();
     }
-    call.settings = self->engine.settings_for(options);
+    call.settings = merge_options(options, self->engine.options(), now); // as engine.settings_for, at `now`
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;
       detail::sending sent = detail::send(self, shared_call, executor);
@@ -324,7 +328,7 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
       url.push_back('/');
       append_path_segment(url, segment);
     }
-    call_settings settings = self->engine.settings_for(options);
+    call_settings settings = merge_options(options, self->engine.options(), observed.started()); // nothing awaited
     auto const deadline = settings.deadline;
     auto const total = settings.total_timeout;
     // The reader lives as long as the operation's finish, which outlives the engine's call.

@@ -40,6 +40,8 @@ public:
   }
   /// The call fails with `code`.
   void fail(std::error_code code) noexcept { error_ = code; }
+  /// When the call started, on the clock given.
+  [[nodiscard]] clock::time_point started() const noexcept { return started_; }
 
 private:
   attempt_observer* observer_;

@@ -318,7 +318,7 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   }
 }
 
-bool plan(client::impl& self, ticket_call& call) {
+bool plan(client::impl& self, ticket_call& call, clock::time_point now) {
   auto const& batch = call.batch;
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
     if (call.result.items.empty() || call.result.items[i].outcome != item_outcome::granted) {
@@ -329,7 +329,7 @@ bool plan(client::impl& self, ticket_call& call) {
   // prefetches (told by a shed, or held empty after a 429), they are not sent at all: they come back `shed`, as the
   // server would have answered. Plays wait for their turn at the gate inside the engine.
   auto& gate = self.engine.gate();
-  if (gate.under_reserve(playback_counter) || gate.held_until(playback_counter) > self.time->now()) {
+  if (gate.under_reserve(playback_counter, now) || gate.held_until(playback_counter) > now) {
     for (std::size_t const i : call.pending) {
       if (batch.episodes[i].intent == intent::prefetch) {
         shed_item(item_at(call, i));

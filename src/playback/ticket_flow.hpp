@@ -116,8 +116,9 @@ void prepare(client::impl& self, ticket_call& call);
 [[nodiscard]] asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call);
 
 /// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches shed while the playback
-/// counter is under its reserve. @returns whether the viewer's allowance must be taken (`take_allowance`).
-[[nodiscard]] bool plan(client::impl& self, ticket_call& call);
+/// counter is under its reserve, judged at `now` (the client's clock, read after anything the call awaited).
+/// @returns whether the viewer's allowance must be taken (`take_allowance`).
+[[nodiscard]] bool plan(client::impl& self, ticket_call& call, clock::time_point now);
 
 /// The per-viewer limit (docs/protocol.md §2): takes one ticket per pending episode, plays first, all at once when
 /// they fit (one decision); otherwise one by one until refused, the rest answered `viewer_limited` with the limit's

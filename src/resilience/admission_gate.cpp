@@ -167,6 +167,18 @@ detail::gate_counter* admission_gate::find_or_add(std::string_view counter) {
 std::optional<admission> admission_gate::try_admit(std::string_view counter, request_class cls, std::uint32_t cost,
                                                    clock::time_point deadline,
                                                    asio::any_io_executor const& executor) noexcept {
+  return try_admit_at(counter, cls, cost, deadline, executor, std::nullopt);
+}
+
+std::optional<admission> admission_gate::try_admit(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                   clock::time_point deadline, asio::any_io_executor const& executor,
+                                                   clock::time_point now) noexcept {
+  return try_admit_at(counter, cls, cost, deadline, executor, now);
+}
+
+std::optional<admission> admission_gate::try_admit_at(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                      clock::time_point deadline, asio::any_io_executor const& executor,
+                                                      std::optional<clock::time_point> now) noexcept {
   auto* found = find(counter);
   if (found == nullptr || found->quiet()) {
     return admission{}; // the uncongested path: one atomic load
@@ -178,7 +190,7 @@ std::optional<admission> admission_gate::try_admit(std::string_view counter, req
     if (!found->congested()) {
       return admission{};
     }
-    return found->decide_now(cls, std::max<std::uint32_t>(cost, 1), deadline);
+    return found->decide_now(cls, std::max<std::uint32_t>(cost, 1), deadline, now);
   } catch (...) { // out of memory starting the read or deciding: the queued path decides (and reports) instead
     return std::nullopt;
   }
@@ -195,12 +207,21 @@ asio::awaitable<admission> admission_gate::admit(std::string_view counter, reque
 }
 
 void admission_gate::observe(std::string_view counter, counter_feedback const& feedback) {
+  observe_at(counter, feedback, std::nullopt);
+}
+
+void admission_gate::observe(std::string_view counter, counter_feedback const& feedback, clock::time_point now) {
+  observe_at(counter, feedback, now);
+}
+
+void admission_gate::observe_at(std::string_view counter, counter_feedback const& feedback,
+                                std::optional<clock::time_point> now) {
   bool const pressure = feedback.status == 429 || feedback.shed > 0 || feedback.refused > 0;
   auto* found = pressure ? find_or_add(counter) : find(counter);
   if (found == nullptr || (!pressure && !found->congested())) {
     return; // a success on an uncongested counter: one atomic load
   }
-  found->observe(feedback);
+  found->observe(feedback, now);
 }
 
 void admission_gate::set_limit(std::string_view counter, rate_limit limit) {
@@ -212,6 +233,11 @@ void admission_gate::set_limit(std::string_view counter, rate_limit limit) {
 bool admission_gate::under_reserve(std::string_view counter) const noexcept {
   auto* found = find(counter);
   return found != nullptr && found->congested() && found->under_reserve(clock_->now());
+}
+
+bool admission_gate::under_reserve(std::string_view counter, clock::time_point now) const noexcept {
+  auto* found = find(counter);
+  return found != nullptr && found->congested() && found->under_reserve(now);
 }
 
 clock::time_point admission_gate::held_until(std::string_view counter) const {

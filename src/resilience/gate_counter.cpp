@@ -214,9 +214,10 @@ gate_waiter* gate_counter::head() const noexcept {
   return prefetches_.empty() ? nullptr : prefetches_.front().get();
 }
 
-std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32_t cost, clock::time_point deadline) {
+std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32_t cost, clock::time_point deadline,
+                                                  std::optional<clock::time_point> given) {
   lock_type lock(mutex_);
-  auto const now = clock_->now();
+  auto const now = given ? *given : clock_->now();
   if (closed_) {
     return admission{admission_verdict::cancelled, {}};
   }
@@ -280,12 +281,12 @@ void gate_counter::cancel(gate_waiter& waiter) {
   run(out);
 }
 
-void gate_counter::observe(counter_feedback const& feedback) {
+void gate_counter::observe(counter_feedback const& feedback, std::optional<clock::time_point> given) {
   bool const refused = feedback.refused > 0 || (feedback.status == 429 && feedback.shed == 0);
   after_unlock out;
   {
     lock_type lock(mutex_);
-    auto const now = clock_->now();
+    auto const now = given ? *given : clock_->now();
     bring_room_up_to(now);
     if (feedback.limit && *feedback.limit > 0) {
       limit_ = *feedback.limit;

@@ -60,8 +60,9 @@ public:
   [[nodiscard]] clock::time_point held_until() const;
 
   /// Decides a request at once when it can be (admitted with room and nobody ahead, shed, past its deadline, or the
-  /// counter calmed down); nullopt when it must queue.
-  [[nodiscard]] std::optional<admission> decide_now(request_class cls, std::uint32_t cost, clock::time_point deadline);
+  /// counter calmed down); nullopt when it must queue. `now`: the caller's reading of the clock, else read here.
+  [[nodiscard]] std::optional<admission> decide_now(request_class cls, std::uint32_t cost, clock::time_point deadline,
+                                                    std::optional<clock::time_point> now = std::nullopt);
 
   /// Queues `waiter` (its `complete` set) and releases what can go; `executor` runs the release timers.
   void enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any_io_executor const& executor);
@@ -69,7 +70,8 @@ public:
   /// Removes `waiter` if still queued and completes it with `cancelled`.
   void cancel(gate_waiter& waiter);
 
-  void observe(counter_feedback const& feedback);
+  /// `now`: the caller's reading of the clock, else read here.
+  void observe(counter_feedback const& feedback, std::optional<clock::time_point> now = std::nullopt);
   void set_limit(rate_limit limit);
 
   /// Completes every queued request with `cancelled`; later timers do nothing.

@@ -179,7 +179,8 @@ asio::awaitable<admission> retry_engine::wait_for_counter(std::string_view count
 }
 
 void retry_engine::note_response(std::string_view counter, call_result const& response,
-                                 std::optional<std::chrono::milliseconds> retry_after, response_reader* reader) {
+                                 std::optional<std::chrono::milliseconds> retry_after, response_reader* reader,
+                                 std::optional<clock::time_point> now) {
   if (!response.has_response()) {
     return; // no answer: nothing learnt about the counter
   }
@@ -201,7 +202,11 @@ void retry_engine::note_response(std::string_view counter, call_result const& re
   }
   auto const& headers = response.response.headers;
   read_rate_limit_headers(headers.find("x-ratelimit-limit"), headers.find("x-ratelimit-window"), feedback);
-  gate_.observe(counter, feedback);
+  if (now) {
+    gate_.observe(counter, feedback, *now);
+  } else {
+    gate_.observe(counter, feedback);
+  }
 }
 
 retry_engine_stats retry_engine::stats() const noexcept {
@@ -308,6 +313,9 @@ struct retry_engine::call_state {
   attempt_result outcome;                           ///< The last attempt's, until read into `result`.
   bool follow_again = false;                        ///< The next attempt is a follow-up request, with this body:
   std::string follow_body;
+  /// The clock as last read (by `open_call`, or for the admission gate), until the next attempt starts from it;
+  /// cleared by a wait at the gate. A real clock read is a vDSO call: tens to hundreds of ns on a virtual machine.
+  std::optional<clock::time_point> clock_read;
 };
 
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
@@ -364,7 +372,8 @@ std::optional<stop_reason> retry_engine::open_call(call_state& s) {
       return stop_reason::invalid_request;
     }
   }
-  budget_.note_request(clock_->now()); // calls counted once each, follow-ups included (docs/protocol.md §3)
+  s.clock_read = clock_->now();
+  budget_.note_request(*s.clock_read); // calls counted once each, follow-ups included (docs/protocol.md §3)
   s.attempt_limit = std::max(s.settings.attempt_timeout, s.traits.attempt_timeout_floor);
   return std::nullopt;
 }
@@ -382,16 +391,21 @@ std::uint32_t cost_of(response_reader const* reader) {
 } // namespace
 
 std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_executor const& executor) {
-  return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline, executor);
+  if (!s.clock_read) {
+    s.clock_read = clock_->now(); // the attempt starts from it too, when admitted at once
+  }
+  return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline, executor,
+                         *s.clock_read);
 }
 
 asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
+  s.clock_read.reset(); // the attempt starts after a wait: it reads the clock again
   return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline);
 }
 
 retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission const& admitted, int attempt) {
   attempt_start start;
-  auto const now = clock_->now();
+  auto const now = s.clock_read ? *std::exchange(s.clock_read, std::nullopt) : clock_->now();
   start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.settings.deadline, now);
   if (start.stop) {
     return start;
@@ -400,16 +414,16 @@ retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission
   s.result.attempts = attempt;
   counters_.attempts.fetch_add(1, std::memory_order_relaxed);
   s.outcome = attempt_result{};
-  s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_);
+  s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_, now);
   return start;
 }
 
 retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, bool deadline_bound) {
-  s.observed->end(s.outcome);
+  auto const ended = s.observed->end(s.outcome); // the clock as read for the observer, when there is one
   s.observed.reset();
   auto const transport_error = s.outcome.error;
   auto retry_after = take_outcome(s.result, std::move(s.outcome), *clock_);
-  note_response(s.traits.counter, s.result, retry_after, s.reader);
+  note_response(s.traits.counter, s.result, retry_after, s.reader, ended);
   auto next = after_attempt(s.result, {transport_error, deadline_bound, retry_after, s.safety, attempt, &s.request},
                             s.reader, s.settings, s.traits);
   s.follow_again = next.follow.again;

@@ -194,7 +194,7 @@ easy_setup::easy_setup(transport_options options, socket_set& sockets)
   no_proxy_in_environment_ = !proxy_in_environment();
 }
 
-std::error_code easy_setup::configure(transfer& t, std::string& why) const {
+std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::time_point now, std::string& why) const {
   if (t.easy == nullptr) {
     t.easy = curl_easy_init();
     if (t.easy == nullptr) {
@@ -208,7 +208,7 @@ std::error_code easy_setup::configure(transfer& t, std::string& why) const {
   // libcurl's own deadline is never earlier than the transport's (transport_impl::expire_attempts).
   long timeout_ms = 0;
   if (t.deadline != std::chrono::steady_clock::time_point::max()) {
-    auto const remaining = std::chrono::ceil<std::chrono::milliseconds>(t.deadline - std::chrono::steady_clock::now());
+    auto const remaining = std::chrono::ceil<std::chrono::milliseconds>(t.deadline - now);
     if (remaining.count() <= 0) {
       why = "attempt timeout passed while queued behind max_in_flight";
       return make_error_code(errc::attempt_timeout);

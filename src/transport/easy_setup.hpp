@@ -1,6 +1,7 @@
 // Internal: how an easy handle is set up for a request, and its callbacks (header, body, pre-request, sockets).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <system_error>
 
@@ -24,7 +25,10 @@ public:
   /// code
   /// (`invalid_argument` for a header that cannot be sent, `attempt_timeout`, `transport_failed`) and says why in
   /// `why`; nothing was sent.
-  [[nodiscard]] std::error_code configure(transfer& t, std::string& why) const;
+  /// `now`: the steady clock as the caller read it just before (the transfer's deadline is counted from it when
+  /// the request was not queued); unused when the transfer has no deadline.
+  [[nodiscard]] std::error_code configure(transfer& t, std::chrono::steady_clock::time_point now,
+                                          std::string& why) const;
 
   [[nodiscard]] transport_options const& options() const noexcept { return options_; }
 

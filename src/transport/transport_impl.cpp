@@ -171,13 +171,15 @@ void transport_impl::start(transfer* t) {
 }
 
 void transport_impl::activate(transfer* t) {
-  if (t->options.timeout.count() > 0) {
-    auto const started = t->queued_at != clock::time_point{} ? t->queued_at : clock::now();
+  bool const timed = t->options.timeout.count() > 0;
+  auto const now = timed ? clock::now() : clock::time_point{}; // read once, for the deadline and libcurl's timeout
+  if (timed) {
+    auto const started = t->queued_at != clock::time_point{} ? t->queued_at : now;
     t->deadline = started + t->options.timeout;
     earliest_deadline_ = std::min(earliest_deadline_, t->deadline);
   }
   std::string why;
-  if (auto ec = setup_.configure(*t, why)) {
+  if (auto ec = setup_.configure(*t, now, why)) {
     complete(t, ec, why);
     return;
   }

@@ -240,11 +240,19 @@ public:
   [[nodiscard]] std::optional<admission> try_admit(std::string_view counter, request_class cls, std::uint32_t cost,
                                                    clock::time_point deadline,
                                                    asio::any_io_executor const& executor) noexcept;
+  /// `try_admit` judged at `now`, a reading of the gate's clock the caller has just taken for its own use: a hot
+  /// path then reads the clock once (a real clock read is a vDSO call, tens to hundreds of ns on a virtual machine).
+  /// `now` must come from the clock the gate was made with, read after anything the caller awaited.
+  [[nodiscard]] std::optional<admission> try_admit(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                   clock::time_point deadline, asio::any_io_executor const& executor,
+                                                   clock::time_point now) noexcept;
 
   /// Reports one response on `counter` (after every attempt that got a response or failed). A 429 or a shed
   /// congests the counter; while congested, grants grow the pacing rate and 429s cut it. Cheap (one atomic load)
   /// for a success on an uncongested counter.
   void observe(std::string_view counter, counter_feedback const& feedback);
+  /// `observe` at `now`, the caller's reading of the gate's clock (see the `try_admit` overload).
+  void observe(std::string_view counter, counter_feedback const& feedback, clock::time_point now);
 
   /// Sets a counter's limit, e.g. from `GET /v1/config` (`limits.playback` tickets per 60 s, continuous). Also
   /// learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` in `observe`.
@@ -253,6 +261,8 @@ public:
   /// True while `counter` is known to be under its prefetch reserve: leave prefetch items out of a batch and
   /// answer them `shed`. One atomic load and a clock read; false when the counter is uncongested.
   [[nodiscard]] bool under_reserve(std::string_view counter) const noexcept;
+  /// `under_reserve` at `now`, the caller's reading of the gate's clock (see the `try_admit` overload).
+  [[nodiscard]] bool under_reserve(std::string_view counter, clock::time_point now) const noexcept;
 
   /// The end of `counter`'s current 429 hold-off: no request to it is released before. `time_point::min()` while
   /// it is uncongested (one atomic load then). A retry engine checks it against a call's deadline before planning
@@ -273,6 +283,11 @@ private:
   friend struct detail::admission_gate_probe;
   [[nodiscard]] detail::gate_counter* find(std::string_view counter) const noexcept;
   [[nodiscard]] detail::gate_counter* find_or_add(std::string_view counter);
+  /// The overloads of `try_admit` and `observe`; `now` read when needed if not given.
+  [[nodiscard]] std::optional<admission> try_admit_at(std::string_view counter, request_class cls, std::uint32_t cost,
+                                                      clock::time_point deadline, asio::any_io_executor const& executor,
+                                                      std::optional<clock::time_point> now) noexcept;
+  void observe_at(std::string_view counter, counter_feedback const& feedback, std::optional<clock::time_point> now);
 
   std::shared_ptr<wandura::clock> clock_;
   std::shared_ptr<admission_gate_options const> options_;

@@ -239,9 +239,11 @@ private:
   /// `counter` admits a request of class `cls` and `cost` units, within the deadline.
   [[nodiscard]] asio::awaitable<admission> wait_for_counter(std::string_view counter, request_class cls,
                                                             std::uint32_t cost, clock::time_point deadline);
-  /// After each response: tells the admission gate what it means for its counter (a 429, a shed, grants).
+  /// After each response: tells the admission gate what it means for its counter (a 429, a shed, grants), at `now`
+  /// when the caller has read the clock already.
   void note_response(std::string_view counter, call_result const& response,
-                     std::optional<std::chrono::milliseconds> retry_after, response_reader* reader);
+                     std::optional<std::chrono::milliseconds> retry_after, response_reader* reader,
+                     std::optional<clock::time_point> now);
   /// How long from `now` until `counter` may be used again (zero when it is not held).
   [[nodiscard]] clock::duration counter_wait_from(std::string_view counter, clock::time_point now) const;
   /// What one attempt produced besides its response, for `after_attempt`.

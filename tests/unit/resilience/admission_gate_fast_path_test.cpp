@@ -255,3 +255,49 @@ TEST_CASE("admission gate fast path: the probe notices the lock a congested coun
   CHECK(result.get() == wandura::admission_verdict::shed);
   runner.join();
 }
+
+TEST_CASE("admission gate fast path: a congested counter judged at the caller's time reads no clock") {
+  asio::io_context io;
+  auto clk = std::make_shared<counting_clock>();
+  wandura::admission_gate gate(clk);
+  auto const start = clk->now();
+  wandura::counter_feedback refused;
+  refused.status = 429;
+  refused.refused = 1;
+  refused.retry_after = 1s; // held for 1 s
+  refused.limit = 600;
+  gate.observe("playback", refused, start);
+  wandura::counter_feedback shed;
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 2;
+  shed.retry_after = 3s; // under the reserve for 3 s
+  gate.observe("playback", shed, start);
+  REQUIRE(gate.congested("playback"));
+
+  int const reads_before = clk->reads.load();
+  auto const deadline = start + 10s;
+  // Judged at the time given, not at the clock's: the clock still reads `start`.
+  CHECK(gate.under_reserve("playback", start + 2s));
+  CHECK_FALSE(gate.under_reserve("playback", start + 4s));
+  auto const shed_now =
+      gate.try_admit("playback", wandura::request_class::prefetch, 1, deadline, io.get_executor(), start + 2s);
+  REQUIRE(shed_now);
+  CHECK(shed_now->verdict == wandura::admission_verdict::shed);
+  auto const held = gate.try_admit("playback", wandura::request_class::play, 1, deadline, io.get_executor(),
+                                   start + 500ms); // inside the 429's hold-off: it would queue
+  CHECK_FALSE(held);
+  auto const past = gate.try_admit("playback", wandura::request_class::play, 1, start + 1500ms, io.get_executor(),
+                                   start + 2s); // its deadline passed at the time given
+  REQUIRE(past);
+  CHECK(past->verdict == wandura::admission_verdict::deadline_exceeded);
+  wandura::counter_feedback ok;
+  ok.status = 200;
+  ok.granted = 1;
+  gate.observe("playback", ok, start + 2s);
+  CHECK(clk->reads.load() == reads_before);
+
+  // The forms without a time read the clock, and agree at the same time.
+  CHECK(gate.under_reserve("playback") == gate.under_reserve("playback", clk->now()));
+  CHECK(clk->reads.load() > reads_before);
+}

@@ -37,8 +37,8 @@ TEST_CASE("observed attempt: the operation is the caller's, empty reported as ot
   wandura::testing::manual_clock clock;
   recorder r;
   auto const request = get("https://h/v1/playback/tickets");
-  wandura::detail::observed_attempt named(&r, "issue_tickets", request, 0, clock);
-  wandura::detail::observed_attempt unnamed(&r, {}, request, 2, clock);
+  wandura::detail::observed_attempt named(&r, "issue_tickets", request, 0, clock, clock.now());
+  wandura::detail::observed_attempt unnamed(&r, {}, request, 2, clock, clock.now());
   REQUIRE(r.seen.size() == 2);
   CHECK(r.seen[0] == "issue_tickets GET resend=0");
   CHECK(r.seen[1] == "other GET resend=2");
@@ -49,8 +49,11 @@ TEST_CASE("observed attempt: begin and end reach the observer with status, error
   recorder r;
   auto const request = get("http://127.0.0.1:8787/v1/config");
   {
-    wandura::detail::observed_attempt observed(&r, "get_config", request, 1, clock);
-    clock.advance(250ms);
+    // The duration counts from the start the caller read, not from the construction.
+    auto const started = clock.now();
+    clock.advance(50ms);
+    wandura::detail::observed_attempt observed(&r, "get_config", request, 1, clock, started);
+    clock.advance(200ms);
     wandura::attempt_result failed;
     failed.error = wandura::errc::attempt_timeout;
     observed.end(failed);
@@ -59,6 +62,6 @@ TEST_CASE("observed attempt: begin and end reach the observer with status, error
   REQUIRE(r.seen.size() == 2);
   CHECK(r.seen[0] == "get_config GET resend=1");
   CHECK(r.seen[1] == "get_config 0 attempt_timeout 250ms");
-  wandura::detail::observed_attempt unobserved(nullptr, "get_config", request, 0, clock);
+  wandura::detail::observed_attempt unobserved(nullptr, "get_config", request, 0, clock, clock.now());
   unobserved.end({});
 }
