@@ -423,3 +423,47 @@ TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the 
   CHECK(pttl.integer > (25min - 5s) / 1ms);
   CHECK(pttl.integer <= 25min / 1ms);
 }
+
+TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced it left a copy of the erased ticket") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  // Each round: another process stores a ticket; here a lookup of it is in flight (its MGET sent, not answered)
+  // when this process erases it. The lookup reads the ticket (Redis ran the MGET first); the erase must still leave
+  // nothing behind here once it is done, whether or not its notice has arrived yet.
+  constexpr int rounds = 50;
+  int served_after_erase = 0;
+  int kept_after_erase = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto const who = viewer_on("device-race-" + std::to_string(round));
+    test_support::run(fleet.io, cache_b.put(who, {"tkt_race", now + 30min}, now));
+    test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+      bool looked_up = false;
+      auto lookup = cache_a.get(who, now);
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&looked_up](asio::awaitable<std::optional<wandura::cached_ticket>> inner) -> asio::awaitable<void> {
+            co_await std::move(inner);
+            looked_up = true;
+          }(std::move(lookup)),
+          asio::detached);
+      asio::steady_timer yield_once(co_await asio::this_coro::executor, 0ms); // let the lookup send its MGET
+      co_await yield_once.async_wait(asio::use_awaitable);
+      auto erase = cache_a.erase(who);
+      co_await std::move(erase);
+      REQUIRE(looked_up); // one connection, in order: the MGET was answered before the erase
+      served_after_erase += cache_a.find_near(who, now) ? 1 : 0;
+    }());
+    // Redis holds nothing for it now: neither the near cache nor the fallback may answer it.
+    kept_after_erase += cache_a.find_near(who, now) ? 1 : 0;
+  }
+  CHECK(served_after_erase == 0);
+  CHECK(kept_after_erase == 0);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
