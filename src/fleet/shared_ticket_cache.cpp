@@ -324,6 +324,9 @@ asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
   std::array<std::string_view, 1> const args{self.erase_channel};
   co_await detail::run_or_fall_back(self.erase_script, self.redis, self.guard, keys, args, &is_integer,
                                     "ticket cache: erase");
+  // Once more: a lookup whose MGET went out before the erase (one connection, answered in order) read the ticket
+  // and kept it meanwhile, and this erase's own notice may come back later than its reply.
+  self.forget(key);
 }
 
 std::uint64_t shared_ticket_cache::near_hits() const noexcept {
