@@ -467,3 +467,72 @@ TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced
   CHECK(kept_after_erase == 0);
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
+
+TEST_CASE("shared ticket cache: a lookup that raced another process's erase keeps nothing, not even for the "
+          "fallback") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  constexpr int rounds = 10;
+  auto const raced = [](int round) { return viewer_on("device-raced-" + std::to_string(round)); };
+  for (int round = 0; round < rounds; ++round) {
+    test_support::run(fleet.io, cache_b.put(raced(round), {"tkt_raced", now + 30min}, now));
+    // Redis held still while a's MGET and then b's erase reach it: it runs them in that order, so a reads the
+    // ticket and the erase's notice to a leaves with (or before) the MGET's reply.
+    redis->pause();
+    test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+      int done = 0;
+      auto const finish = [&done]() -> asio::awaitable<void> {
+        ++done;
+        co_return;
+      };
+      auto lookup = cache_a.get(raced(round), now);
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&finish](asio::awaitable<std::optional<wandura::cached_ticket>> inner) -> asio::awaitable<void> {
+            co_await std::move(inner);
+            co_await finish();
+          }(std::move(lookup)),
+          asio::detached);
+      asio::steady_timer settle(co_await asio::this_coro::executor, 5ms); // the MGET is on its way first
+      co_await settle.async_wait(asio::use_awaitable);
+      auto erase = cache_b.erase(raced(round));
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&finish](asio::awaitable<void> inner) -> asio::awaitable<void> {
+            co_await std::move(inner);
+            co_await finish();
+          }(std::move(erase)),
+          asio::detached);
+      co_await settle.async_wait(asio::use_awaitable);
+      settle.expires_after(5ms);
+      co_await settle.async_wait(asio::use_awaitable);
+      redis->resume();
+      for (int tick = 0; tick < 200 && done < 2; ++tick) {
+        settle.expires_after(5ms);
+        co_await settle.async_wait(asio::use_awaitable);
+      }
+      REQUIRE(done == 2);
+    }());
+  }
+  REQUIRE(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0); // every race ran against Redis
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.erasures_heard() == rounds; }));
+
+  // Redis gone: a answers from its local copy. The ticket it stored is there; none that the fleet erased is.
+  redis->kill();
+  REQUIRE(wait_until(fleet.io, [&] { return !cache_a.near_cache_live(); }));
+  CHECK(test_support::run(fleet.io, cache_a.get(viewer_on("device-0"), now)));
+  int erased_but_served = 0;
+  for (int round = 0; round < rounds; ++round) {
+    erased_but_served += test_support::run(fleet.io, cache_a.get(raced(round), now)) ? 1 : 0;
+  }
+  CHECK(erased_but_served == 0);
+}
