@@ -536,3 +536,60 @@ TEST_CASE("shared ticket cache: a lookup that raced another process's erase keep
   }
   CHECK(erased_but_served == 0);
 }
+
+TEST_CASE("shared ticket cache: near lookups on other threads, while stores, erases and notices change the local "
+          "copy, only ever see the asking device's ticket") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::ticket_cache_options options;
+  options.local_capacity = 4; // smaller than the devices: stores evict all the time
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_device-0", now + 30min}, now);
+  constexpr int devices = 6;
+  auto const device = [](int d) { return "device-" + std::to_string(d); };
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::atomic<long> served{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      for (long i = 0; !stop.load(std::memory_order_relaxed) && i < 50'000'000; ++i) {
+        auto const d = static_cast<int>((i + r) % devices);
+        if (auto found = cache_a.find_near(viewer_on(device(d)), now)) {
+          ++served;
+          wrong += found->payload == "tkt_" + device(d) ? 0 : 1;
+        }
+      }
+    });
+  }
+  // On the executor: this process stores and reads, the other erases and stores again; a's notices arrive between.
+  test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+    for (int round = 0; round < 60; ++round) {
+      auto const d = round % devices;
+      auto put = cache_a.put(viewer_on(device(d)), {"tkt_" + device(d), now + 30min}, now);
+      co_await std::move(put);
+      auto get = cache_a.get(viewer_on(device((d + 1) % devices)), now);
+      co_await std::move(get);
+      auto erase = cache_b.erase(viewer_on(device((d + 2) % devices)));
+      co_await std::move(erase);
+      auto other =
+          cache_b.put(viewer_on(device((d + 3) % devices)), {"tkt_" + device((d + 3) % devices), now + 40min}, now);
+      co_await std::move(other);
+      auto mine = cache_a.erase(viewer_on(device((d + 4) % devices)));
+      co_await std::move(mine);
+    }
+  }());
+  stop = true;
+  for (auto& t : readers) {
+    t.join();
+  }
+  CHECK(wrong == 0);
+  CHECK(served > 0);
+  CHECK(cache_a.near_hits() >= static_cast<std::uint64_t>(served.load()));
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
