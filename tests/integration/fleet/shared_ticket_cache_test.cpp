@@ -593,3 +593,47 @@ TEST_CASE("shared ticket cache: near lookups on other threads, while stores, era
   CHECK(cache_a.near_hits() >= static_cast<std::uint64_t>(served.load()));
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
+
+TEST_CASE("shared ticket cache: an erase missed while only the subscription was down is never served near, and "
+          "copies read meanwhile are not near once it is back") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  // A second's backoff: the subscription stays down long enough for the other process to erase meanwhile.
+  wandura::redis_client client_a(io.get_executor(),
+                                 {.url = redis->url(), .command_timeout = 500ms, .reconnect_backoff = 1s});
+  wandura::redis_client client_b(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::shared_ticket_cache cache_a(client_a, "org_demo");
+  wandura::shared_ticket_cache cache_b(client_b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
+  test_support::run(io, cache_b.put(viewer_on("device-8"), {"tkt_8", now + 30min}, now));
+  REQUIRE(cache_a.find_near(viewer_on("device-7"), now));
+  auto const heard = cache_a.erasures_heard();
+
+  // Only the subscription's connection goes; the command connection stays up.
+  raw(io, client_b, {"CLIENT", "KILL", "TYPE", "pubsub"});
+  REQUIRE(wait_until(
+      io, [&] { return !cache_a.near_cache_live(); }, 2s));
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // erases could be missed now
+  test_support::run(io, cache_b.erase(viewer_on("device-7")));
+  CHECK_FALSE(test_support::run(io, cache_a.get(viewer_on("device-7"), now))); // asked of Redis: gone
+  REQUIRE(test_support::run(io, cache_a.get(viewer_on("device-8"), now)));     // read while not subscribed
+  CHECK(cache_a.erasures_heard() == heard);                                    // the erase was missed
+
+  REQUIRE(wait_until(
+      io, [&] { return cache_a.near_cache_live(); }, 10s));
+  auto const near_hits = cache_a.near_hits();
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // the missed erase's ticket, kept before: not near
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-8"), now)); // read before the subscription was confirmed
+  auto const commands = client_a.stats().commands;
+  CHECK_FALSE(test_support::run(io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(test_support::run(io, cache_a.get(viewer_on("device-8"), now)));
+  CHECK(client_a.stats().commands == commands + 2); // both asked of Redis
+  CHECK(cache_a.near_hits() == near_hits);
+  CHECK(test_support::run(io, cache_a.get(viewer_on("device-8"), now))); // read under the new subscription: near
+  CHECK(cache_a.near_hits() == near_hits + 1);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
