@@ -168,16 +168,17 @@ struct shared_ticket_cache::impl {
       if (!ec) {
         guard.redis_answered();
         answered = true;
-        // Kept as near copies only when no erase was heard and the subscription did not change meanwhile: an erase
-        // notification may have overtaken this reply.
-        auto const keep_as =
-            generation_asked == near_generation() && erasures == erasures_heard.load(std::memory_order_relaxed)
-                ? generation_asked
-                : 0;
+        // An erase heard meanwhile may have overtaken this reply (its notice comes on the other connection): what
+        // was read is answered but not kept, not even for the fallback, which would serve it with Redis away. A
+        // subscription that changed meanwhile may have missed one: kept for the fallback only.
+        bool const keep_read = erasures == erasures_heard.load(std::memory_order_relaxed);
+        auto const keep_as = generation_asked == near_generation() ? generation_asked : 0;
         for (std::size_t i = 0; i < who.size(); ++i) {
           if (auto ticket = accept(reply.elements[i], who[i], now)) {
             found[i] = detail::with_decoded(std::move(*ticket));
-            keep(std::move(keys[i]), who[i], *found[i], now, keep_as);
+            if (keep_read) {
+              keep(std::move(keys[i]), who[i], *found[i], now, keep_as);
+            }
           }
         }
       } else {
@@ -324,6 +325,9 @@ asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
   std::array<std::string_view, 1> const args{self.erase_channel};
   co_await detail::run_or_fall_back(self.erase_script, self.redis, self.guard, keys, args, &is_integer,
                                     "ticket cache: erase");
+  // Once more: a lookup whose MGET went out before the erase (one connection, answered in order) read the ticket
+  // and kept it meanwhile, and this erase's own notice may come back later than its reply.
+  self.forget(key);
 }
 
 std::uint64_t shared_ticket_cache::near_hits() const noexcept {

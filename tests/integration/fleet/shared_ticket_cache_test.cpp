@@ -423,3 +423,218 @@ TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the 
   CHECK(pttl.integer > (25min - 5s) / 1ms);
   CHECK(pttl.integer <= 25min / 1ms);
 }
+
+TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced it left a copy of the erased ticket") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  // Each round: another process stores a ticket; here a lookup of it is in flight (its MGET sent, not answered)
+  // when this process erases it. The lookup reads the ticket (Redis ran the MGET first); the erase must still leave
+  // nothing behind here once it is done, whether or not its notice has arrived yet. The notice usually comes back
+  // before the erase's reply: many short rounds (about 0.3 ms each over loopback) for the few where it lags.
+  constexpr int rounds = 1000;
+  int served_after_erase = 0;
+  int kept_after_erase = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto const who = viewer_on("device-race-" + std::to_string(round));
+    test_support::run(fleet.io, cache_b.put(who, {"tkt_race", now + 30min}, now));
+    test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+      bool looked_up = false;
+      auto lookup = cache_a.get(who, now);
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&looked_up](asio::awaitable<std::optional<wandura::cached_ticket>> inner) -> asio::awaitable<void> {
+            co_await std::move(inner);
+            looked_up = true;
+          }(std::move(lookup)),
+          asio::detached);
+      asio::steady_timer yield_once(co_await asio::this_coro::executor, 0ms); // let the lookup send its MGET
+      co_await yield_once.async_wait(asio::use_awaitable);
+      auto erase = cache_a.erase(who);
+      co_await std::move(erase);
+      REQUIRE(looked_up); // one connection, in order: the MGET was answered before the erase
+      served_after_erase += cache_a.find_near(who, now) ? 1 : 0;
+    }());
+    // Redis holds nothing for it now: neither the near cache nor the fallback may answer it.
+    kept_after_erase += cache_a.find_near(who, now) ? 1 : 0;
+  }
+  CHECK(served_after_erase == 0);
+  CHECK(kept_after_erase == 0);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: a lookup that raced another process's erase keeps nothing, not even for the "
+          "fallback") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  constexpr int rounds = 10;
+  auto const raced = [](int round) { return viewer_on("device-raced-" + std::to_string(round)); };
+  for (int round = 0; round < rounds; ++round) {
+    test_support::run(fleet.io, cache_b.put(raced(round), {"tkt_raced", now + 30min}, now));
+    // Redis held still while a's MGET and then b's erase reach it: it runs them in that order, so a reads the
+    // ticket and the erase's notice to a leaves with (or before) the MGET's reply.
+    redis->pause();
+    test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+      int done = 0;
+      auto const finish = [&done]() -> asio::awaitable<void> {
+        ++done;
+        co_return;
+      };
+      auto lookup = cache_a.get(raced(round), now);
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&finish](asio::awaitable<std::optional<wandura::cached_ticket>> inner) -> asio::awaitable<void> {
+            co_await std::move(inner);
+            co_await finish();
+          }(std::move(lookup)),
+          asio::detached);
+      asio::steady_timer settle(co_await asio::this_coro::executor, 5ms); // the MGET is on its way first
+      co_await settle.async_wait(asio::use_awaitable);
+      auto erase = cache_b.erase(raced(round));
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&finish](asio::awaitable<void> inner) -> asio::awaitable<void> {
+            co_await std::move(inner);
+            co_await finish();
+          }(std::move(erase)),
+          asio::detached);
+      co_await settle.async_wait(asio::use_awaitable);
+      settle.expires_after(5ms);
+      co_await settle.async_wait(asio::use_awaitable);
+      redis->resume();
+      for (int tick = 0; tick < 200 && done < 2; ++tick) {
+        settle.expires_after(5ms);
+        co_await settle.async_wait(asio::use_awaitable);
+      }
+      REQUIRE(done == 2);
+    }());
+  }
+  REQUIRE(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0); // every race ran against Redis
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.erasures_heard() == rounds; }));
+
+  // Redis gone: a answers from its local copy. The ticket it stored is there; none that the fleet erased is.
+  redis->kill();
+  REQUIRE(wait_until(fleet.io, [&] { return !cache_a.near_cache_live(); }));
+  CHECK(test_support::run(fleet.io, cache_a.get(viewer_on("device-0"), now)));
+  int erased_but_served = 0;
+  for (int round = 0; round < rounds; ++round) {
+    erased_but_served += test_support::run(fleet.io, cache_a.get(raced(round), now)) ? 1 : 0;
+  }
+  CHECK(erased_but_served == 0);
+}
+
+TEST_CASE("shared ticket cache: near lookups on other threads, while stores, erases and notices change the local "
+          "copy, only ever see the asking device's ticket") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::ticket_cache_options options;
+  options.local_capacity = 4; // smaller than the devices: stores evict all the time
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_device-0", now + 30min}, now);
+  constexpr int devices = 6;
+  auto const device = [](int d) { return "device-" + std::to_string(d); };
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::atomic<long> served{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      for (long i = 0; !stop.load(std::memory_order_relaxed) && i < 50'000'000; ++i) {
+        auto const d = static_cast<int>((i + r) % devices);
+        if (auto found = cache_a.find_near(viewer_on(device(d)), now)) {
+          ++served;
+          wrong += found->payload == "tkt_" + device(d) ? 0 : 1;
+        }
+      }
+    });
+  }
+  // On the executor: this process stores and reads, the other erases and stores again; a's notices arrive between.
+  test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+    for (int round = 0; round < 60; ++round) {
+      auto const d = round % devices;
+      auto put = cache_a.put(viewer_on(device(d)), {"tkt_" + device(d), now + 30min}, now);
+      co_await std::move(put);
+      auto get = cache_a.get(viewer_on(device((d + 1) % devices)), now);
+      co_await std::move(get);
+      auto erase = cache_b.erase(viewer_on(device((d + 2) % devices)));
+      co_await std::move(erase);
+      auto other =
+          cache_b.put(viewer_on(device((d + 3) % devices)), {"tkt_" + device((d + 3) % devices), now + 40min}, now);
+      co_await std::move(other);
+      auto mine = cache_a.erase(viewer_on(device((d + 4) % devices)));
+      co_await std::move(mine);
+    }
+  }());
+  stop = true;
+  for (auto& t : readers) {
+    t.join();
+  }
+  CHECK(wrong == 0);
+  CHECK(served > 0);
+  CHECK(cache_a.near_hits() >= static_cast<std::uint64_t>(served.load()));
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: an erase missed while only the subscription was down is never served near, and "
+          "copies read meanwhile are not near once it is back") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  // A second's backoff: the subscription stays down long enough for the other process to erase meanwhile.
+  wandura::redis_client client_a(io.get_executor(),
+                                 {.url = redis->url(), .command_timeout = 500ms, .reconnect_backoff = 1s});
+  wandura::redis_client client_b(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::shared_ticket_cache cache_a(client_a, "org_demo");
+  wandura::shared_ticket_cache cache_b(client_b, "org_demo");
+  auto const now = system_clock::now();
+  keep_near(io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
+  test_support::run(io, cache_b.put(viewer_on("device-8"), {"tkt_8", now + 30min}, now));
+  REQUIRE(cache_a.find_near(viewer_on("device-7"), now));
+  auto const heard = cache_a.erasures_heard();
+
+  // Only the subscription's connection goes; the command connection stays up.
+  raw(io, client_b, {"CLIENT", "KILL", "TYPE", "pubsub"});
+  REQUIRE(wait_until(
+      io, [&] { return !cache_a.near_cache_live(); }, 2s));
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // erases could be missed now
+  test_support::run(io, cache_b.erase(viewer_on("device-7")));
+  CHECK_FALSE(test_support::run(io, cache_a.get(viewer_on("device-7"), now))); // asked of Redis: gone
+  REQUIRE(test_support::run(io, cache_a.get(viewer_on("device-8"), now)));     // read while not subscribed
+  CHECK(cache_a.erasures_heard() == heard);                                    // the erase was missed
+
+  REQUIRE(wait_until(
+      io, [&] { return cache_a.near_cache_live(); }, 10s));
+  auto const near_hits = cache_a.near_hits();
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // the missed erase's ticket, kept before: not near
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-8"), now)); // read before the subscription was confirmed
+  auto const commands = client_a.stats().commands;
+  CHECK_FALSE(test_support::run(io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(test_support::run(io, cache_a.get(viewer_on("device-8"), now)));
+  CHECK(client_a.stats().commands == commands + 2); // both asked of Redis
+  CHECK(cache_a.near_hits() == near_hits);
+  CHECK(test_support::run(io, cache_a.get(viewer_on("device-8"), now))); // read under the new subscription: near
+  CHECK(cache_a.near_hits() == near_hits + 1);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}

@@ -2,6 +2,12 @@
 // subscription generation, found by identity, dropped by Redis key, the ticket store's payload kept decoded.
 #include "fleet/local_ticket_cache.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 using namespace std::chrono_literals;
@@ -160,4 +166,124 @@ TEST_CASE("local ticket cache: a ticket store's payload is kept decoded, any oth
   auto const other = wandura::detail::with_decoded({"{\"ticket_id\":\"tkt_1\"}", t0 + 30min});
   CHECK_FALSE(other.decoded);
   CHECK(other.cached.payload == "{\"ticket_id\":\"tkt_1\"}");
+}
+
+namespace {
+
+/// The local copy's documented rules, written plainly over a vector: what `local_ticket_cache` must agree with.
+struct reference_cache {
+  struct row {
+    std::string key;
+    wandura::ticket_identity who;
+    std::string payload;
+    std::chrono::system_clock::time_point reuse_until;
+    std::uint64_t generation = 0;
+    std::uint64_t stored = 0; ///< when it was (last) stored: of equal reuse limits, the lowest goes first
+  };
+  std::size_t capacity;
+  std::vector<row> rows;
+  std::uint64_t clock = 0;
+
+  void drop_if(auto pred) { std::erase_if(rows, pred); }
+  void store(std::string const& key, wandura::ticket_identity const& who, std::string const& payload,
+             std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
+             std::uint64_t generation) {
+    for (auto& r : rows) {
+      if (r.who == who && r.key == key) { // stored again: replaced in place, needs no room
+        r = {key, who, payload, reuse_until, generation, ++clock};
+        return;
+      }
+    }
+    drop_if([&](row const& r) { return r.who == who || r.key == key; });
+    if (rows.size() >= capacity) {
+      drop_if([&](row const& r) { return now >= r.reuse_until; });
+    }
+    if (rows.size() >= capacity) {
+      if (capacity == 0) {
+        return;
+      }
+      auto least = rows.begin();
+      for (auto it = rows.begin(); it != rows.end(); ++it) {
+        if (it->reuse_until < least->reuse_until ||
+            (it->reuse_until == least->reuse_until && it->stored < least->stored)) {
+          least = it;
+        }
+      }
+      if (reuse_until < least->reuse_until) {
+        return; // less reuse time left than every kept ticket
+      }
+      rows.erase(least);
+    }
+    rows.push_back({key, who, payload, reuse_until, generation, ++clock});
+  }
+  void erase(std::string const& key) {
+    drop_if([&](row const& r) { return r.key == key; });
+  }
+  [[nodiscard]] row const* find(wandura::ticket_identity const& who, std::chrono::system_clock::time_point now) const {
+    for (auto const& r : rows) {
+      if (r.who == who && now < r.reuse_until) {
+        return &r;
+      }
+    }
+    return nullptr;
+  }
+};
+
+} // namespace
+
+TEST_CASE("local ticket cache: long random runs of stores, erases and key collisions agree with its rules") {
+  // Identities that differ in one field, or only where one field ends and the next begins; keys that are mostly
+  // the identity's own and sometimes one that two identities share; reuse limits drawn from a few instants, so that
+  // many are equal and many have passed.
+  std::vector<wandura::ticket_identity> const who = {
+      {"ab", "c", "film", 1, "play"}, {"a", "bc", "film", 1, "play"}, {"v", "d", "film", 1, "play"},
+      {"v", "d", "film", 11, "play"}, {"v", "d", "film1", 1, "play"}, {"v", "d", "film", 1, "playdownload"},
+      {"v", "dfilm", "", 1, "play"},  {"v", "d", "film", -1, "play"},
+  };
+  for (std::size_t capacity : {0U, 1U, 2U, 3U, 5U}) {
+    CAPTURE(capacity);
+    std::mt19937 random(static_cast<std::uint32_t>(capacity) + 1U); // fixed: a failure replays
+    wandura::detail::local_ticket_cache cache(capacity);
+    reference_cache model{capacity, {}};
+    auto now = t0;
+    for (int step = 0; step < 4000; ++step) {
+      CAPTURE(step);
+      auto const pick = [&random](std::size_t n) { return static_cast<std::size_t>(random() % n); };
+      auto const& id = who[pick(who.size())];
+      std::size_t const id_at = static_cast<std::size_t>(&id - who.data());
+      std::string const key = pick(5) == 0 ? "shared" : "k" + std::to_string(id_at);
+      switch (pick(8)) {
+      case 0: now += std::chrono::minutes(pick(3)); break;
+      case 1:
+      case 2: {
+        std::string const key_named = pick(3) == 0 ? "shared" : "k" + std::to_string(pick(who.size()));
+        cache.erase(key_named);
+        model.erase(key_named);
+        break;
+      }
+      default: {
+        auto const reuse_until = now + std::chrono::minutes(static_cast<int>(pick(6)) - 1);
+        std::string const payload = "tkt_" + std::to_string(step);
+        std::uint64_t const generation = pick(3);
+        cache.store(key, id, kept(payload, reuse_until + 5min), reuse_until, now, generation);
+        model.store(key, id, payload, reuse_until, now, generation);
+        break;
+      }
+      }
+      REQUIRE(cache.size() == model.rows.size());
+      for (auto const& w : who) {
+        auto const* const mine = cache.find(w, now);
+        auto const* const ref = model.find(w, now);
+        REQUIRE((mine != nullptr) == (ref != nullptr));
+        if (ref != nullptr) {
+          REQUIRE(mine->cached.payload == ref->payload);
+          for (std::uint64_t g : {0U, 1U, 2U}) {
+            REQUIRE((cache.find_near(w, now, g) != nullptr) == (g != 0 && ref->generation == g));
+          }
+        } else {
+          REQUIRE_FALSE(cache.find_near(w, now, 1));
+        }
+      }
+    }
+  }
 }
