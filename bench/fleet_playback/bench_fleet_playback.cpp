@@ -7,6 +7,9 @@
 // answered from the store alone and the fourth asks the emulator for the episode not seen yet. 64 calls in
 // flight per side. The sides alternate (which goes first alternates too), many short runs each; the ratio is
 // redis / memory of the median rates, counting calls whose play item was granted. Target: ratio >= 0.8.
+// `--only redis|memory` runs one side alone for a few seconds (for `perf record` or `strace -c` of this process) and
+// prints its CPU per call and Redis commands per call.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <asio/awaitable.hpp>
@@ -137,14 +141,70 @@ void note(side& s, bench::run_result const& r) {
   }
 }
 
+/// What the command line asked for: both sides alternating (the ratio), or one side alone for a profiler.
+struct mode {
+  bool quick = false;
+  std::optional<std::string> only; ///< "redis" or "memory"
+};
+
+std::optional<mode> parse(int argc, char** argv) {
+  mode m;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view const arg = argv[i];
+    if (arg == "--quick") {
+      m.quick = true;
+    } else if (arg == "--only" && i + 1 < argc &&
+               (std::string_view(argv[i + 1]) == "redis" || std::string_view(argv[i + 1]) == "memory")) {
+      m.only = argv[++i];
+    } else {
+      return std::nullopt;
+    }
+  }
+  return m;
+}
+
+/// `--only`: one side, an untimed first pass then `runs` runs of 0.5 s, nothing of the other side in between.
+int run_one_side(asio::io_context& io, side& s, wandura::fleet const& shared, std::string const& name, int runs) {
+  std::chrono::duration<double> const run_length(0.5);
+  note(s, s.run(io, run_length));
+  auto const commands_before = shared.stats().redis.commands;
+  std::vector<double> rates;
+  std::vector<double> cpu;
+  std::uint64_t calls = 0;
+  for (int r = 0; r < runs; ++r) {
+    auto const res = s.run(io, run_length);
+    note(s, res);
+    rates.push_back(res.rate());
+    cpu.push_back(res.cpu_us_per_request());
+    calls += res.ok + res.failed;
+  }
+  auto const commands = shared.stats().redis.commands - commands_before;
+  std::printf("%s alone: %.0f calls/s, CPU %.1f us per call (this process, medians of %d runs of 0.5 s; range "
+              "%.1f-%.1f us); %.2f Redis commands per call\n",
+              name.c_str(), bench::median(rates), bench::median(cpu), runs, *std::min_element(cpu.begin(), cpu.end()),
+              *std::max_element(cpu.begin(), cpu.end()),
+              calls == 0 ? 0.0 : static_cast<double>(commands) / static_cast<double>(calls));
+  if (s.failed != 0) {
+    std::printf("  %llu calls failed, the first: %s\n", static_cast<unsigned long long>(s.failed),
+                s.first_failure.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  bool const quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (argc > 2 || (argc == 2 && !quick)) {
-    std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+  auto const args = parse(argc, argv);
+  if (!args) {
+    std::fprintf(stderr,
+                 "usage: %s [--quick] [--only redis|memory]\n"
+                 "  --only SIDE: that side alone for a few seconds (to profile it), printing its CPU per call and\n"
+                 "               Redis commands per call\n",
+                 argv[0]);
     return 2;
   }
+  bool const quick = args->quick;
   int const rounds = quick ? 7 : 11;
   std::chrono::duration<double> const run_length(quick ? 0.3 : 0.5);
 
@@ -177,6 +237,10 @@ int main(int argc, char** argv) {
   shared.configure(shared_options);
   side memory(io, std::move(memory_options), "memory");
   side redis_side(io, std::move(shared_options), "redis");
+
+  if (args->only) {
+    return run_one_side(io, *args->only == "redis" ? redis_side : memory, shared, *args->only, quick ? 3 : 10);
+  }
 
   // Untimed first pass of every viewer on both sides: the stores hold what the timed runs reuse.
   note(memory, memory.run(io, run_length));
