@@ -205,12 +205,15 @@ int run_one_side(asio::io_context& io, side& s, wandura::fleet const& shared, pi
   auto const redis_cpu_before = process_cpu_seconds_of(redis_pid);
   std::vector<double> rates;
   std::vector<double> cpu;
-  std::vector<double> busy; // the event loop thread's CPU time over the run's wall time
+  std::vector<double> busy;     // the event loop thread's CPU time over the run's wall time
+  std::vector<double> loop_cpu; // the event loop thread's CPU time per call
   std::uint64_t calls = 0;
   for (int r = 0; r < runs; ++r) {
     auto const loop_cpu_start = thread_cpu_seconds();
     auto const res = s.run(io, run_length);
-    busy.push_back(100.0 * (thread_cpu_seconds() - loop_cpu_start) / res.seconds);
+    auto const loop_seconds = thread_cpu_seconds() - loop_cpu_start;
+    busy.push_back(100.0 * loop_seconds / res.seconds);
+    loop_cpu.push_back(res.ok + res.failed == 0 ? 0.0 : 1e6 * loop_seconds / static_cast<double>(res.ok + res.failed));
     note(s, res);
     rates.push_back(res.rate());
     cpu.push_back(res.cpu_us_per_request());
@@ -219,10 +222,11 @@ int run_one_side(asio::io_context& io, side& s, wandura::fleet const& shared, pi
   auto const commands = shared.stats().redis.commands - commands_before;
   auto const redis_cpu = process_cpu_seconds_of(redis_pid) - redis_cpu_before;
   std::printf("%s alone: %.0f calls/s, CPU %.1f us per call (this process, medians of %d runs of 0.5 s; range "
-              "%.1f-%.1f us); event loop thread busy %.0f %% of the time; %.2f Redis commands per call; redis-server "
+              "%.1f-%.1f us); event loop thread %.1f us per call, busy %.0f %% of the time; %.2f Redis commands per "
+              "call; redis-server "
               "CPU %.1f us per call\n",
               name.c_str(), bench::median(rates), bench::median(cpu), runs, *std::min_element(cpu.begin(), cpu.end()),
-              *std::max_element(cpu.begin(), cpu.end()), bench::median(busy),
+              *std::max_element(cpu.begin(), cpu.end()), bench::median(loop_cpu), bench::median(busy),
               calls == 0 ? 0.0 : static_cast<double>(commands) / static_cast<double>(calls),
               calls == 0 ? 0.0 : 1e6 * redis_cpu / static_cast<double>(calls));
   if (s.failed != 0) {
