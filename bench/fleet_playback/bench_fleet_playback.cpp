@@ -7,15 +7,24 @@
 // answered from the store alone and the fourth asks the emulator for the episode not seen yet. 64 calls in
 // flight per side. The sides alternate (which goes first alternates too), many short runs each; the ratio is
 // redis / memory of the median rates, counting calls whose play item was granted. Target: ratio >= 0.8.
+// `--only redis|memory` runs one side alone for a few seconds (for `perf record` or `strace -c` of this process) and
+// prints its CPU per call and Redis commands per call.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <unistd.h>
 
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
@@ -137,14 +146,110 @@ void note(side& s, bench::run_result const& r) {
   }
 }
 
+/// What the command line asked for: both sides alternating (the ratio), or one side alone for a profiler.
+struct mode {
+  bool quick = false;
+  std::optional<std::string> only; ///< "redis" or "memory"
+};
+
+std::optional<mode> parse(int argc, char** argv) {
+  mode m;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view const arg = argv[i];
+    if (arg == "--quick") {
+      m.quick = true;
+    } else if (arg == "--only" && i + 1 < argc &&
+               (std::string_view(argv[i + 1]) == "redis" || std::string_view(argv[i + 1]) == "memory")) {
+      m.only = argv[++i];
+    } else {
+      return std::nullopt;
+    }
+  }
+  return m;
+}
+
+/// CPU time of the calling thread: the event loop's, without the emulator's threads.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// CPU time (user + system) of process `pid` so far, from /proc (clock ticks, 10 ms): redis-server's share of the
+/// machine, which the Redis side pays on the same cores. 0 when it cannot be read.
+double process_cpu_seconds_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  auto const after_name = text.rfind(')'); // the command name may hold spaces
+  if (after_name == std::string::npos) {
+    return 0;
+  }
+  std::istringstream fields(text.substr(after_name + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) { // utime and stime are fields 14 and 15
+    if (i >= 14) {
+      ticks += std::stod(field);
+    }
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+/// `--only`: one side, an untimed first pass then `runs` runs of 0.5 s, nothing of the other side in between.
+int run_one_side(asio::io_context& io, side& s, wandura::fleet const& shared, pid_t redis_pid, std::string const& name,
+                 int runs) {
+  std::chrono::duration<double> const run_length(0.5);
+  note(s, s.run(io, run_length));
+  auto const commands_before = shared.stats().redis.commands;
+  auto const redis_cpu_before = process_cpu_seconds_of(redis_pid);
+  std::vector<double> rates;
+  std::vector<double> cpu;
+  std::vector<double> busy;     // the event loop thread's CPU time over the run's wall time
+  std::vector<double> loop_cpu; // the event loop thread's CPU time per call
+  std::uint64_t calls = 0;
+  for (int r = 0; r < runs; ++r) {
+    auto const loop_cpu_start = thread_cpu_seconds();
+    auto const res = s.run(io, run_length);
+    auto const loop_seconds = thread_cpu_seconds() - loop_cpu_start;
+    busy.push_back(100.0 * loop_seconds / res.seconds);
+    loop_cpu.push_back(res.ok + res.failed == 0 ? 0.0 : 1e6 * loop_seconds / static_cast<double>(res.ok + res.failed));
+    note(s, res);
+    rates.push_back(res.rate());
+    cpu.push_back(res.cpu_us_per_request());
+    calls += res.ok + res.failed;
+  }
+  auto const commands = shared.stats().redis.commands - commands_before;
+  auto const redis_cpu = process_cpu_seconds_of(redis_pid) - redis_cpu_before;
+  std::printf("%s alone: %.0f calls/s, CPU %.1f us per call (this process, medians of %d runs of 0.5 s; range "
+              "%.1f-%.1f us); event loop thread %.1f us per call, busy %.0f %% of the time; %.2f Redis commands per "
+              "call; redis-server "
+              "CPU %.1f us per call\n",
+              name.c_str(), bench::median(rates), bench::median(cpu), runs, *std::min_element(cpu.begin(), cpu.end()),
+              *std::max_element(cpu.begin(), cpu.end()), bench::median(loop_cpu), bench::median(busy),
+              calls == 0 ? 0.0 : static_cast<double>(commands) / static_cast<double>(calls),
+              calls == 0 ? 0.0 : 1e6 * redis_cpu / static_cast<double>(calls));
+  if (s.failed != 0) {
+    std::printf("  %llu calls failed, the first: %s\n", static_cast<unsigned long long>(s.failed),
+                s.first_failure.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  bool const quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (argc > 2 || (argc == 2 && !quick)) {
-    std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+  auto const args = parse(argc, argv);
+  if (!args) {
+    std::fprintf(stderr,
+                 "usage: %s [--quick] [--only redis|memory]\n"
+                 "  --only SIDE: that side alone for a few seconds (to profile it), printing its CPU per call and\n"
+                 "               Redis commands per call\n",
+                 argv[0]);
     return 2;
   }
+  bool const quick = args->quick;
   int const rounds = quick ? 7 : 11;
   std::chrono::duration<double> const run_length(quick ? 0.3 : 0.5);
 
@@ -177,6 +282,11 @@ int main(int argc, char** argv) {
   shared.configure(shared_options);
   side memory(io, std::move(memory_options), "memory");
   side redis_side(io, std::move(shared_options), "redis");
+
+  if (args->only) {
+    return run_one_side(io, *args->only == "redis" ? redis_side : memory, shared, redis.pid(), *args->only,
+                        quick ? 3 : 10);
+  }
 
   // Untimed first pass of every viewer on both sides: the stores hold what the timed runs reuse.
   note(memory, memory.run(io, run_length));

@@ -28,7 +28,7 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
   auto const hash = ticket_identity_hash{}(who);
   if (auto const same = entries_.find(hashed_view{who, hash}); same != entries_.end()) {
     if (same->second.key == key) { // stored again (read again, or a newer ticket): replaced in place
-      auto const expiry = by_expiry_.emplace(reuse_until, &same->first);
+      auto const expiry = by_expiry_.emplace_hint(by_expiry_.end(), reuse_until, &same->first);
       by_expiry_.erase(same->second.expiry);
       same->second.expiry = expiry;
       same->second.value = std::move(value);
@@ -53,10 +53,12 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
     drop(by_expiry_.begin()->second);
   }
   auto const [it, inserted] =
-      entries_.try_emplace(hashed_identity{who, hash}, entry{std::move(key), std::move(value), {}, generation});
+      entries_.try_emplace(hashed_identity{hash, who}, entry{std::move(key), std::move(value), {}, generation});
   hashed_identity const* const id = &it->first;
   try {
-    it->second.expiry = by_expiry_.emplace(reuse_until, id);
+    // Hinted at the end, where a ticket issued now nearly always goes (reuse limits grow with time): one step
+    // instead of a walk down the tree; among equal limits it goes last either way.
+    it->second.expiry = by_expiry_.emplace_hint(by_expiry_.end(), reuse_until, id);
     try {
       by_key_.emplace(it->second.key, id);
     } catch (...) {

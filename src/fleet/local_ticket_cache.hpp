@@ -76,10 +76,11 @@ public:
 
 private:
   /// The map's key: an identity with its hash, computed once (a lookup walking a bucket compares hashes first and
-  /// never hashes a stored identity again).
+  /// never hashes a stored identity again). The hash comes first: it shares the node's first cache line with the
+  /// bucket chain's link, so that a walk past another entry touches one line of it, not two.
   struct hashed_identity {
-    ticket_identity who;
     std::size_t hash = 0;
+    ticket_identity who;
   };
   /// A lookup's key: the caller's strings, not copied.
   struct hashed_view {

@@ -29,6 +29,8 @@ public:
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   [[nodiscard]] std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  /// The server's process id (-1 after `kill`): for a benchmark that reads its CPU time.
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
   void pause() const;  ///< SIGSTOP: the server keeps its sockets and answers nothing (Redis "slow").
   void resume() const; ///< SIGCONT.
