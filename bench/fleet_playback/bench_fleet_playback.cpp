@@ -16,10 +16,8 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +29,7 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 
+#include "../common/cpu_time.hpp"
 #include "../common/loopback_bench.hpp"
 #include "redis_server.hpp"
 #include "wandura/emulator/emulator.hpp"
@@ -168,50 +167,22 @@ std::optional<mode> parse(int argc, char** argv) {
   return m;
 }
 
-/// CPU time of the calling thread: the event loop's, without the emulator's threads.
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-/// CPU time (user + system) of process `pid` so far, from /proc (clock ticks, 10 ms): redis-server's share of the
-/// machine, which the Redis side pays on the same cores. 0 when it cannot be read.
-double process_cpu_seconds_of(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  auto const after_name = text.rfind(')'); // the command name may hold spaces
-  if (after_name == std::string::npos) {
-    return 0;
-  }
-  std::istringstream fields(text.substr(after_name + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) { // utime and stime are fields 14 and 15
-    if (i >= 14) {
-      ticks += std::stod(field);
-    }
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 /// `--only`: one side, an untimed first pass then `runs` runs of 0.5 s, nothing of the other side in between.
 int run_one_side(asio::io_context& io, side& s, wandura::fleet const& shared, pid_t redis_pid, std::string const& name,
                  int runs) {
   std::chrono::duration<double> const run_length(0.5);
   note(s, s.run(io, run_length));
   auto const commands_before = shared.stats().redis.commands;
-  auto const redis_cpu_before = process_cpu_seconds_of(redis_pid);
+  auto const redis_cpu_before = bench::process_cpu_seconds_of(redis_pid);
   std::vector<double> rates;
   std::vector<double> cpu;
   std::vector<double> busy;     // the event loop thread's CPU time over the run's wall time
   std::vector<double> loop_cpu; // the event loop thread's CPU time per call
   std::uint64_t calls = 0;
   for (int r = 0; r < runs; ++r) {
-    auto const loop_cpu_start = thread_cpu_seconds();
+    auto const loop_cpu_start = bench::thread_cpu_seconds();
     auto const res = s.run(io, run_length);
-    auto const loop_seconds = thread_cpu_seconds() - loop_cpu_start;
+    auto const loop_seconds = bench::thread_cpu_seconds() - loop_cpu_start;
     busy.push_back(100.0 * loop_seconds / res.seconds);
     loop_cpu.push_back(res.ok + res.failed == 0 ? 0.0 : 1e6 * loop_seconds / static_cast<double>(res.ok + res.failed));
     note(s, res);
@@ -220,7 +191,7 @@ int run_one_side(asio::io_context& io, side& s, wandura::fleet const& shared, pi
     calls += res.ok + res.failed;
   }
   auto const commands = shared.stats().redis.commands - commands_before;
-  auto const redis_cpu = process_cpu_seconds_of(redis_pid) - redis_cpu_before;
+  auto const redis_cpu = bench::process_cpu_seconds_of(redis_pid) - redis_cpu_before;
   std::printf("%s alone: %.0f calls/s, CPU %.1f us per call (this process, medians of %d runs of 0.5 s; range "
               "%.1f-%.1f us); event loop thread %.1f us per call, busy %.0f %% of the time; %.2f Redis commands per "
               "call; redis-server "

@@ -25,6 +25,7 @@
 #include <asio/io_context.hpp>
 #include <hiredis/hiredis.h>
 
+#include "bench_tickets.hpp"
 #include "redis_server.hpp"
 #include "wandura/fleet/fleet.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
@@ -33,22 +34,12 @@
 
 namespace {
 
+using wandura::bench::identity;
+using wandura::bench::ticket_json;
+
 using clock_type = std::chrono::steady_clock;
 
 constexpr int viewer_count = 256;
-
-wandura::ticket_identity identity(int i) {
-  return {"k3Jd9sQm2vXa7LpT0bWc1e:viewer" + std::to_string(i), "dev_0a1b2c3d4e5f" + std::to_string(i),
-          "the-heiress-returns", 4, "play"};
-}
-
-// A ticket as the API returns it (SPEC §1), about 300 bytes.
-std::string ticket_json(int i) {
-  return R"({"ticket_id":"tkt_)" + std::to_string(i) +
-         R"(","manifest_url":"https://cdn.wandura.example/m/the-heiress-returns/4/manifest.mpd",)"
-         R"("license_url":"https://drm.wandura.example/license","expires_at":"2026-11-30T11:00:00Z",)"
-         R"("drm_payload":"eyJhbGciOiJSUzI1NiJ9.eyJkZXYiOiJkZXZfMGExYjJjM2Q0ZTVmIn0.c2lnbmF0dXJlc2lnbmF0dXJl"})";
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -18,9 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +32,8 @@
 #include <asio/io_context.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "../common/cpu_time.hpp"
+#include "bench_tickets.hpp"
 #include "redis_server.hpp"
 #include "wandura/fleet/key_layout.hpp"
 #include "wandura/fleet/redis_client.hpp"
@@ -41,51 +41,17 @@
 
 namespace {
 
+using wandura::bench::identity;
+using wandura::bench::process_cpu_seconds_of;
+using wandura::bench::thread_cpu_seconds;
+using wandura::bench::ticket_json;
+
 constexpr int in_flight = 64;
 constexpr int stored_tickets = 3000;
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-/// User + system CPU time of process `pid` so far, from /proc/<pid>/stat (clock ticks); 0 when unreadable.
-double process_cpu_seconds_of(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  auto const after_name = text.rfind(')');
-  if (after_name == std::string::npos) {
-    return 0;
-  }
-  std::istringstream fields(text.substr(after_name + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) { // utime and stime are fields 14 and 15
-    if (i >= 14) {
-      ticks += std::stod(field);
-    }
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-wandura::ticket_identity identity(int i) {
-  return {"k3Jd9sQm2vXa7LpT0bWc1e:viewer" + std::to_string(i), "dev_0a1b2c3d4e5f" + std::to_string(i),
-          "the-heiress-returns", 4, "play"};
-}
-
-// A ticket as the API returns it (SPEC §1), about 300 bytes.
-std::string ticket_json(int i) {
-  return R"({"ticket_id":"tkt_)" + std::to_string(i) +
-         R"(","manifest_url":"https://cdn.wandura.example/m/the-heiress-returns/4/manifest.mpd",)"
-         R"("license_url":"https://drm.wandura.example/license","expires_at":"2026-11-30T11:00:00Z",)"
-         R"("drm_payload":"eyJhbGciOiJSUzI1NiJ9.eyJkZXYiOiJkZXZfMGExYjJjM2Q0ZTVmIn0.c2lnbmF0dXJlc2lnbmF0dXJl"})";
 }
 
 /// CPU per operation of one run, in microseconds.
