@@ -5,6 +5,7 @@
 #include <array>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,9 +19,13 @@ inline double to_epoch_ms(std::chrono::system_clock::time_point t) noexcept {
   return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
 }
 
+/// Whole milliseconds exactly (a double of nanoseconds since the epoch is not exact: it came out 1 ns early), the
+/// fraction to the clock's tick.
 inline std::chrono::system_clock::time_point from_epoch_ms(double ms) noexcept {
+  double const whole = std::floor(ms);
   return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double, std::milli>(ms)));
+      std::chrono::milliseconds(static_cast<std::int64_t>(whole)) +
+      std::chrono::round<std::chrono::system_clock::duration>(std::chrono::duration<double, std::milli>(ms - whole)));
 }
 
 /// The shortest text that reads back as the same double (what Lua's tonumber and Redis need).

@@ -51,9 +51,11 @@ inline constexpr std::string_view viewer_take =
                        "return {granted, wait}\n";
 
 /// KEYS[1] pace key; ARGV: now_ms, cost, emission_ms, burst (the caller's rate, used unless one was set in the
-/// key). Returns {go 0/1, at_ms}. Mirrors gcra_take.
+/// key), book_ms (units that conform within this time are booked for then). Returns {go 0/1, at_ms}: go with the
+/// time the units may be used (now, or the booked instant), or not with the earliest time to ask again. Mirrors
+/// gcra_take.
 inline constexpr std::string_view pace_take =
-    WANDURA_LUA_EXTEND "local now, cost = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    WANDURA_LUA_EXTEND "local now, cost, book = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[5]) or 0\n"
                        "local s = redis.call('HMGET', KEYS[1], 'tat', 'hold', 'em', 'burst')\n"
                        "local em, burst = tonumber(s[3]) or tonumber(ARGV[3]), tonumber(s[4]) or tonumber(ARGV[4])\n"
                        "local hold = tonumber(s[2]) or 0\n"
@@ -61,9 +63,10 @@ inline constexpr std::string_view pace_take =
                        "local tat = math.max(tonumber(s[1]) or now, now)\n"
                        "local new_tat = tat + cost * em\n"
                        "local allow_at = new_tat - burst * em\n"
-                       "if allow_at > now then return {0, math.ceil(allow_at)} end\n"
+                       "if allow_at > now + book then return {0, math.ceil(allow_at - book)} end\n"
                        "redis.call('HSET', KEYS[1], 'tat', new_tat)\n"
                        "extend(KEYS[1], 3600000)\n"
+                       "if allow_at > now then return {1, math.ceil(allow_at)} end\n"
                        "return {1, now}\n";
 
 /// KEYS[1] pace key; ARGV: now_ms, until_ms. Nobody in the fleet goes before until_ms (a 429's Retry-After), and

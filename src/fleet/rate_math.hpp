@@ -53,23 +53,28 @@ struct gcra {
 
 struct gcra_answer {
   bool go = false;
-  double at_ms = 0; ///< when refused: the earliest time the same request would go
+  /// When `go`: the time the units may be used (`now_ms`, or the booked instant). When refused: the earliest time
+  /// the same request would go (or be booked).
+  double at_ms = 0;
 };
 
 /// Admits `cost` units at `now_ms` if the counter has room: one unit every `emission_ms`, up to `burst` units at
-/// once from idle; never before `hold_ms`.
-inline gcra_answer gcra_take(gcra& g, double now_ms, double cost, double emission_ms, double burst) {
+/// once from idle; never before `hold_ms`. Units that conform within `book_ms` of now are booked: taken now, used
+/// at the instant they conform, so that callers who book get turns in the order they asked (0: only units there
+/// now are admitted).
+inline gcra_answer gcra_take(gcra& g, double now_ms, double cost, double emission_ms, double burst,
+                             double book_ms = 0) {
   if (g.hold_ms > now_ms) {
     return {false, g.hold_ms};
   }
   double const tat = std::max(g.tat_ms, now_ms);
   double const new_tat = tat + cost * emission_ms;
   double const allow_at = new_tat - burst * emission_ms;
-  if (allow_at > now_ms) {
-    return {false, std::ceil(allow_at)};
+  if (allow_at > now_ms + book_ms) {
+    return {false, std::ceil(allow_at - book_ms)};
   }
   g.tat_ms = new_tat;
-  return {true, now_ms};
+  return {true, allow_at > now_ms ? std::ceil(allow_at) : now_ms};
 }
 
 } // namespace wandura::detail

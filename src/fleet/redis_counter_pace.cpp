@@ -97,7 +97,8 @@ asio::awaitable<shared_pace_grant> redis_counter_pace::acquire(std::string_view 
                system_clock::time_point at) -> asio::awaitable<shared_pace_grant> {
     auto& c = self->get(name);
     double const asked = std::min(static_cast<double>(std::max<std::uint32_t>(units, 1)), c.burst);
-    auto take = c.pace->try_acquire(asked, at);
+    // Booked up to one burst ahead: processes that each keep one grant open take turns in the order they asked.
+    auto take = c.pace->try_acquire(asked, at, self->options.burst);
     auto const decision = co_await std::move(take);
     self->publish_stats();
     if (c.pace->stats().degraded) {

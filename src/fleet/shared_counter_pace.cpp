@@ -96,27 +96,32 @@ shared_counter_pace::shared_counter_pace(redis_client& redis, std::string_view o
 
 shared_counter_pace::~shared_counter_pace() = default;
 
-asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, system_clock::time_point now) {
+asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, system_clock::time_point now,
+                                                                std::chrono::milliseconds book_within) {
   impl& self = *impl_;
-  if (!(cost > 0) || cost > self.burst) {
-    throw error(errc::invalid_argument, "counter pace: cost must be > 0 and at most the burst");
+  if (!(cost > 0) || cost > self.burst || book_within.count() < 0) {
+    throw error(errc::invalid_argument, "counter pace: cost must be > 0 and at most the burst, book_within >= 0");
   }
   double const now_ms = detail::to_epoch_ms(now);
-  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(cost),
-                                        detail::number_text(self.emission_ms), detail::number_text(self.burst)};
+  double const book_ms = static_cast<double>(book_within.count());
+  std::array<std::string, 5> const text{detail::number_text(now_ms), detail::number_text(cost),
+                                        detail::number_text(self.emission_ms), detail::number_text(self.burst),
+                                        detail::number_text(book_ms)};
   std::array<std::string_view, 1> const keys{self.key};
-  std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
+  std::array<std::string_view, 5> const args{text[0], text[1], text[2], text[3], text[4]};
   auto const reply =
       co_await detail::run_or_fall_back(self.take_script, self.redis, self.guard, keys, args, &is_pair, "counter pace");
-  pace_decision decision;
+  detail::gcra_answer answer;
   if (reply) {
-    auto const answer = detail::integer_pair(*reply);
-    decision = {answer->first == 1, answer->first == 1 ? now : detail::from_epoch_ms(double(answer->second))};
+    auto const pair = detail::integer_pair(*reply);
+    answer = {pair->first == 1, static_cast<double>(pair->second)};
   } else {
     double const share = self.local_share;
-    auto const local = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, self.burst * share);
-    decision = {local.go, local.go ? now : detail::from_epoch_ms(local.at_ms)};
+    answer = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, self.burst * share, book_ms);
   }
+  // A go for now comes back as `now` in whole milliseconds (Redis answers integers): it is `now` itself.
+  pace_decision const decision{answer.go,
+                               answer.go && answer.at_ms <= now_ms ? now : detail::from_epoch_ms(answer.at_ms)};
   ++(decision.go ? self.stats.admitted : self.stats.delayed);
   co_return decision;
 }

@@ -204,6 +204,7 @@ bool gate_counter::maybe_calm(clock::time_point now) {
   reserve_until_.store(0, std::memory_order_release);
   refused_ = false;
   fleet_credit_ = 0;
+  fleet_booked_ = 0;
   return true;
 }
 
@@ -235,6 +236,7 @@ std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32
   bring_room_up_to(now);
   bool const nobody_ahead = plays_.empty() && (cls == request_class::play || prefetches_.empty());
   // With a shared pace, only units the fleet already granted go at once; else the request queues for a grant.
+  settle_booking(now);
   bool const paid = !uses_fleet(now) || fleet_credit_ + 1e-9 >= static_cast<double>(cost);
   if (nobody_ahead && now >= hold_until_ && has_room(cost) && paid) {
     if (uses_fleet(now)) {

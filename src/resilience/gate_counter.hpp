@@ -128,6 +128,8 @@ private:
   [[nodiscard]] bool uses_fleet(clock::time_point now) const noexcept;
   /// True when the fleet granted `cost` units; takes them. False: a grant is asked for (or awaited) first.
   [[nodiscard]] bool fleet_paid(std::uint32_t cost, clock::time_point now, after_unlock& out);
+  /// Booked units whose instant has come become credit.
+  void settle_booking(clock::time_point now) noexcept;
   /// When the head that waits for the fleet should be looked at again.
   [[nodiscard]] clock::time_point fleet_wake() const noexcept;
   void fleet_answered(std::uint64_t seq, std::uint32_t units, std::optional<shared_pace_grant> const& grant,
@@ -176,10 +178,11 @@ private:
 
   // The fleet's shared pace (under the lock; unused without one).
   double fleet_credit_ = 0;               ///< Units the fleet granted that no release has used yet.
+  double fleet_booked_ = 0;               ///< Units the fleet booked for `fleet_wait_until_`: credit from then.
   bool grant_in_flight_ = false;          ///< A grant is being asked for.
   std::uint64_t grant_seq_ = 0;           ///< Of the latest grant asked for: a late answer is dropped.
   clock::time_point grant_deadline_{};    ///< When the grant in flight is given up on.
-  clock::time_point fleet_wait_until_{};  ///< The fleet refused: no grant asked for before.
+  clock::time_point fleet_wait_until_{};  ///< The fleet refused, or booked: no grant asked for before.
   clock::time_point fleet_aside_until_{}; ///< After a failure: pace alone until then.
   clock::time_point published_hold_{};    ///< The latest hold-off published.
   clock::time_point published_at_{};      ///< When it was published.

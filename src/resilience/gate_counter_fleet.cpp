@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -40,14 +41,16 @@ bool gate_counter::fleet_paid(std::uint32_t cost, clock::time_point now, after_u
   if (!uses_fleet(now)) {
     return true;
   }
+  settle_booking(now);
   double const need = static_cast<double>(cost);
   if (fleet_credit_ + 1e-9 >= need) {
     fleet_credit_ -= need;
     return true;
   }
   // One grant at a time, asked for the head of the queue: whoever is the head when it comes back uses it, so the
-  // order of the queue (plays first, then arrival) is kept.
-  if (!grant_in_flight_ && now >= fleet_wait_until_ && executor_) {
+  // order of the queue (plays first, then arrival) is kept. None while one is booked: with one grant open per
+  // process, the processes of a fleet take turns in the order they asked.
+  if (!grant_in_flight_ && fleet_booked_ == 0 && now >= fleet_wait_until_ && executor_) {
     grant_in_flight_ = true;
     ++grant_seq_;
     grant_deadline_ = now + options_->shared_pace_timeout;
@@ -55,6 +58,12 @@ bool gate_counter::fleet_paid(std::uint32_t cost, clock::time_point now, after_u
     out.grant.emplace(units, grant_seq_, executor_);
   }
   return false;
+}
+
+void gate_counter::settle_booking(clock::time_point now) noexcept {
+  if (fleet_booked_ > 0 && now >= fleet_wait_until_) {
+    fleet_credit_ += std::exchange(fleet_booked_, 0.0);
+  }
 }
 
 clock::time_point gate_counter::fleet_wake() const noexcept {
@@ -70,6 +79,11 @@ void gate_counter::fleet_answered(std::uint64_t seq, std::uint32_t units, std::o
   auto const now = clock_->now();
   if (!grant) {
     fleet_failed(now);
+  } else if (auto const at = to_steady(grant->wait_until, now); grant->go && at > now) {
+    // Booked: the units are this process's from `at` on (fleet_wake wakes the queue then).
+    fleet_booked_ += static_cast<double>(units);
+    fleet_wait_until_ = at;
+    ++fleet_grants_;
   } else if (grant->go) {
     fleet_credit_ += static_cast<double>(units);
     ++fleet_grants_;

@@ -30,7 +30,8 @@ struct redis_counter_pace_options {
   /// fleet by another: the gate publishes the limit it learns, so this is rarely used for long.
   double unknown_limit_per_minute = 60;
   /// The fleet's burst of a continuous counter, as time of its refill (the gate's own `burst`); at least two units.
-  /// A fixed-window counter's burst is its whole window's allowance.
+  /// A fixed-window counter's burst is its whole window's allowance. Also how far ahead `acquire` books units
+  /// (`shared_counter_pace::try_acquire`'s `book_within`).
   std::chrono::milliseconds burst{500};
   fallback_options fallback{};
 };
@@ -60,8 +61,9 @@ public:
   redis_counter_pace(std::shared_ptr<redis_client> redis, redis_counter_pace_options options);
   ~redis_counter_pace() override;
 
-  /// `shared_counter_pace::try_acquire` of the counter, on the Redis client's executor. A `cost` above the
-  /// fleet's burst asks for the whole burst.
+  /// `shared_counter_pace::try_acquire` of the counter, on the Redis client's executor, booking units that conform
+  /// within `burst` of `now` (`go` with a later `wait_until`), so that the processes of a fleet take turns. A
+  /// `cost` above the fleet's burst asks for the whole burst.
   /// @param counter the counter's name in keys; copied before the first suspension.
   /// @param cost units, >= 1. @param now the caller's wall-clock time.
   /// @throws wandura::error `operation_aborted` when cancelled.

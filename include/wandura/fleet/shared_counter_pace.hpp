@@ -31,8 +31,10 @@ struct counter_pace_options {
 
 /// The answer of `shared_counter_pace::try_acquire`.
 struct pace_decision {
+  /// True: the units are granted (taken from the fleet's room), to be used from `wait_until` on.
   bool go = false;
-  /// When not `go`: the earliest time the same request would go (rounded up to the millisecond).
+  /// When `go`: `now`, or the booked instant the units conform (within `book_within`; rounded up to the
+  /// millisecond). When not `go`: the earliest time the same request would go, or be booked (rounded up likewise).
   std::chrono::system_clock::time_point wait_until{};
 };
 
@@ -76,10 +78,20 @@ public:
   shared_counter_pace& operator=(shared_counter_pace const&) = delete;
 
   /// Admits `cost` units (tickets of a batch; 1 for a request) at `now`, or says when they would be.
-  /// @throws wandura::error with `errc::invalid_argument` unless 0 < cost <= burst; `operation_aborted` when
-  ///         cancelled. Never for Redis failures (local fallback).
+  ///
+  /// With `book_within` > 0, units that conform within that time of `now` are booked: taken from the fleet's room
+  /// now and granted for the instant they conform (`go` with that `wait_until`). Processes that each keep one
+  /// booking open then take turns in the order they asked, instead of racing for each unit as it comes; the
+  /// fleet's rate is unchanged (a booked unit is the one that would have gone at that instant). A booking whose
+  /// user has gone by then is a unit lost to the fleet.
+  /// @param cost units, 0 < cost <= burst.
+  /// @param now the caller's wall-clock time.
+  /// @param book_within how far ahead a booking may be; 0 (the default) admits only units there now.
+  /// @throws wandura::error with `errc::invalid_argument` unless 0 < cost <= burst and book_within >= 0;
+  ///         `operation_aborted` when cancelled. Never for Redis failures (local fallback, which books alike).
   [[nodiscard]] asio::awaitable<pace_decision>
-  try_acquire(double cost, std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+  try_acquire(double cost, std::chrono::system_clock::time_point now = std::chrono::system_clock::now(),
+              std::chrono::milliseconds book_within = std::chrono::milliseconds::zero());
 
   /// Holds every process of the fleet back until `until` (a 429's Retry-After: docs/protocol.md §3, "hold every request
   /// to that counter until Retry-After has passed"), and records `now` as the latest refusal (`read`'s

@@ -24,10 +24,12 @@ struct rate_limit;
 
 /// The answer of `shared_pace::acquire`.
 struct shared_pace_grant {
-  /// True: the fleet granted the units; send now. False: not before `wait_until`.
+  /// True: the fleet granted the units; send from `wait_until` on. False: ask again, not before `wait_until`.
   bool go = false;
-  /// When not `go`: the earliest time the same request would be granted (the end of a fleet-wide hold-off, or
-  /// when the counter's fleet-wide room has refilled enough). Wall-clock time, as every time of a shared pace.
+  /// When `go`: the time the granted units may be used, `now` or earlier for at once, or a later instant the
+  /// implementation booked for this process (the units conform then; meanwhile they are nobody else's). When not
+  /// `go`: the earliest time the same request would be granted (the end of a fleet-wide hold-off, or when the
+  /// counter's fleet-wide room has refilled enough). Wall-clock time, as every time of a shared pace.
   std::chrono::system_clock::time_point wait_until{};
 };
 
@@ -64,7 +66,9 @@ public:
   virtual ~shared_pace() = default;
 
   /// Takes `cost` units of `counter`'s fleet-wide room at `now`, all or nothing, or says when they would be there.
-  /// Refused (not `go`) before the end of a fleet-wide hold-off.
+  /// Refused (not `go`) before the end of a fleet-wide hold-off. May book units that conform a little later (`go`
+  /// with a later `wait_until`): the gate asks for one grant at a time, so processes that book take turns in the
+  /// order they asked, where processes that are only refused race for each unit as it comes.
   /// @param counter the rate-limit counter (`playback`, `catalog`, ...); viewed, valid until the awaitable
   ///        completes.
   /// @param cost units (tickets for `playback`, 1 for a read); >= 1. A cost above the fleet's burst is granted when

@@ -151,8 +151,11 @@ TEST_CASE("redis counter pace: two gates on two io_contexts release at the count
   // 2.5 s at 20/s after the hold, plus the fleet's burst of 10: 60. Alone each gate would release about that.
   CHECK(from_a + from_b >= 45);
   CHECK(from_a + from_b <= 75);
-  CHECK(from_a >= 12); // both get a share
-  CHECK(from_b >= 12);
+  // Both get a share: each gate keeps one booked grant open, so they take turns (25-34 each in runs beside two
+  // busy loops on this 2-core machine). When grants were only refused and asked again, a gate whose own bucket
+  // paced it at the refill asked just as each unit came and took nearly all of them (59 to 0 seen in CI).
+  CHECK(from_a >= 20);
+  CHECK(from_b >= 20);
   CHECK(a.first_admitted() >= start + 500ms); // nobody before the hold's end
   CHECK(b.first_admitted() >= start + 500ms);
 }

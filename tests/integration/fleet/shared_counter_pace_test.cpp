@@ -83,17 +83,27 @@ TEST_CASE("shared counter pace: the script and the local fallback decide alike o
   double const em = 60000.0 / 7000.0; // not a whole number of ms: the fractions must agree too
   auto const t0 = at_ms(1'764'590'400'000);
   int disagreements = 0;
+  int booked = 0;
   test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
     for (int step = 0; step < 400; ++step) {
       auto const now = t0 + step * 3ms;
       double const cost = 1 + step % 3;
-      auto const shared = co_await pace.try_acquire(cost, now);
-      auto const mine = wandura::detail::gcra_take(local, static_cast<double>((now - at_ms(0)) / 1ms), cost, em, 7);
-      disagreements += shared.go != mine.go ? 1 : 0;
+      auto const book = step % 5 < 2 ? 20ms : 0ms; // some asks book up to 20 ms ahead
+      auto const shared = co_await pace.try_acquire(cost, now, book);
+      double const now_ms = static_cast<double>((now - at_ms(0)) / 1ms);
+      auto const mine = wandura::detail::gcra_take(local, now_ms, cost, em, 7, static_cast<double>(book.count()));
+      auto const expected = mine.go && mine.at_ms <= now_ms ? now : at_ms(static_cast<std::int64_t>(mine.at_ms));
+      if ((shared.go != mine.go || shared.wait_until != expected) && disagreements < 5) {
+        UNSCOPED_INFO("step " << step << " go " << shared.go << "/" << mine.go << " at "
+                              << (shared.wait_until - now) / 1us << "/" << (expected - now) / 1us);
+      }
+      disagreements += shared.go != mine.go || shared.wait_until != expected ? 1 : 0;
+      booked += shared.go && shared.wait_until > now ? 1 : 0;
     }
     co_return 0;
   }());
   CHECK(disagreements == 0);
+  CHECK(booked > 0);
 }
 
 TEST_CASE("shared counter pace: with redis killed it goes on locally at its share, keeping the last hold") {

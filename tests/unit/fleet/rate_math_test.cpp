@@ -39,6 +39,26 @@ TEST_CASE("gcra: a whole burst from idle, then one unit per emission interval") 
   CHECK(batch.at_ms == t0 + 400);
 }
 
+TEST_CASE("gcra: units that conform within the booking time are booked for their instant, in the order asked") {
+  wandura::detail::gcra g;
+  double const em = 100;
+  double const t0 = 1'700'000'000'000.0;
+  REQUIRE(gcra_take(g, t0, 2, em, 2, 250).at_ms == t0); // the burst: now
+  auto const first = gcra_take(g, t0, 1, em, 2, 250);
+  CHECK(first.go);
+  CHECK(first.at_ms == t0 + 100);
+  auto const second = gcra_take(g, t0, 1, em, 2, 250);
+  CHECK(second.go);
+  CHECK(second.at_ms == t0 + 200);
+  auto const beyond = gcra_take(g, t0, 1, em, 2, 250); // conforms at t0 + 300: beyond the booking time
+  CHECK_FALSE(beyond.go);
+  CHECK(beyond.at_ms == t0 + 50); // when asking again books it
+  auto const later = gcra_take(g, t0 + 50, 1, em, 2, 250);
+  CHECK(later.go);
+  CHECK(later.at_ms == t0 + 300);
+  CHECK_FALSE(gcra_take(g, t0 + 50, 1, em, 2, 0).go); // without booking, nothing before its instant
+}
+
 TEST_CASE("gcra: a hold-off refuses everything until it passes") {
   wandura::detail::gcra g;
   g.hold_ms = 5000;

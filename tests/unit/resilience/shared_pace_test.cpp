@@ -30,12 +30,15 @@ using wandura::request_class;
 namespace {
 
 /// The fleet's state in memory: per counter a GCRA (one unit every window/limit, `burst` units at once), a hold
-/// and the latest refusal. `failing` makes every acquire and read throw; `stalled` makes them never answer (they
-/// sleep on the clock until the test ends).
+/// and the latest refusal; units that conform within `book` are booked, as `redis_counter_pace` books within its
+/// burst (0: refused until they are there). `failing` makes every acquire and read throw; `stalled` makes them
+/// never answer (they sleep on the clock until the test ends).
 class memory_pace final : public wandura::shared_pace {
 public:
   /// @param clock by pointer: the stalled operations sleep on it, and must not keep it alive.
-  explicit memory_pace(wandura::testing::manual_clock* clock, double burst = 5) : clock_(clock), burst_(burst) {}
+  explicit memory_pace(wandura::testing::manual_clock* clock, double burst = 5,
+                       std::chrono::milliseconds book = std::chrono::milliseconds::zero())
+      : clock_(clock), burst_(burst), book_(book) {}
 
   asio::awaitable<wandura::shared_pace_grant> acquire(std::string_view counter, std::uint32_t cost,
                                                       system_clock::time_point now) override {
@@ -53,12 +56,16 @@ public:
     auto const tat = std::max(c.tat, now);
     auto const new_tat = tat + emission * cost;
     auto const allow_at = new_tat - std::chrono::duration_cast<system_clock::duration>(emission * burst_);
-    if (allow_at > now) {
-      co_return wandura::shared_pace_grant{false, allow_at};
+    auto const book = std::chrono::duration_cast<system_clock::duration>(book_);
+    if (allow_at > now + book) {
+      co_return wandura::shared_pace_grant{false, allow_at - book};
     }
     c.tat = new_tat;
     granted_units += static_cast<int>(cost);
-    co_return wandura::shared_pace_grant{true, now};
+    if (allow_at > now) {
+      ++bookings;
+    }
+    co_return wandura::shared_pace_grant{true, std::max(allow_at, now)};
   }
 
   void hold_until(std::string_view counter, system_clock::time_point until,
@@ -94,6 +101,7 @@ public:
   std::atomic<bool> stalled{false};
   std::atomic<int> acquires{0};
   std::atomic<int> granted_units{0};
+  std::atomic<int> bookings{0};
   std::atomic<int> holds{0};
   std::atomic<int> limits{0};
   std::atomic<int> reads{0};
@@ -119,6 +127,7 @@ private:
 
   wandura::testing::manual_clock* clock_;
   double burst_;
+  std::chrono::milliseconds book_;
   std::mutex mutex_;
   std::map<std::string, state> counters_;
 };
@@ -139,7 +148,7 @@ counter_feedback refused(std::uint32_t limit_per_min, std::chrono::milliseconds 
 struct fleet_harness {
   asio::io_context io;
   std::shared_ptr<wandura::testing::manual_clock> clock = std::make_shared<wandura::testing::manual_clock>();
-  std::shared_ptr<memory_pace> pace = std::make_shared<memory_pace>(clock.get());
+  std::shared_ptr<memory_pace> pace;
   std::vector<std::unique_ptr<wandura::admission_gate>> gates;
 
   struct done {
@@ -149,7 +158,9 @@ struct fleet_harness {
   };
   std::vector<done> completed;
 
-  explicit fleet_harness(std::size_t n, bool shared = true) {
+  explicit fleet_harness(std::size_t n, bool shared = true,
+                         std::chrono::milliseconds book = std::chrono::milliseconds::zero())
+      : pace(std::make_shared<memory_pace>(clock.get(), 5, book)) {
     for (std::size_t i = 0; i < n; ++i) {
       wandura::admission_gate_options options;
       if (shared) {
@@ -205,8 +216,13 @@ struct fleet_harness {
 };
 
 /// Two gates both congested by a 429 on a counter of 10/s, 100 plays queued at each; what each admitted in 10 s.
-std::pair<std::size_t, std::size_t> two_gates_for_ten_seconds(bool shared) {
-  fleet_harness h(2, shared);
+struct two_gates {
+  std::size_t a = 0;
+  std::size_t b = 0;
+  int bookings = 0;
+};
+two_gates two_gates_for_ten_seconds(bool shared, std::chrono::milliseconds book = std::chrono::milliseconds::zero()) {
+  fleet_harness h(2, shared, book);
   auto const start = h.now();
   for (std::size_t g = 0; g < 2; ++g) {
     h.gates[g]->observe("playback", refused(600, 1s));
@@ -216,14 +232,15 @@ std::pair<std::size_t, std::size_t> two_gates_for_ten_seconds(bool shared) {
   }
   h.settle();
   h.run_for(10s);
-  return {h.admitted(0, start + 10s), h.admitted(1, start + 10s)};
+  return {h.admitted(0, start + 10s), h.admitted(1, start + 10s), h.pace->bookings};
 }
 
 } // namespace
 
 TEST_CASE("shared pace: two gates sharing one pace release at the counter's refill together, not twice it") {
-  auto const [alone_a, alone_b] = two_gates_for_ten_seconds(false);
-  auto const [shared_a, shared_b] = two_gates_for_ten_seconds(true);
+  auto const [alone_a, alone_b, alone_bookings] = two_gates_for_ten_seconds(false);
+  auto const [shared_a, shared_b, bookings] = two_gates_for_ten_seconds(true);
+  CHECK(bookings == 0);
   INFO("alone: " << alone_a << " + " << alone_b << ", shared: " << shared_a << " + " << shared_b);
   // Held 1 s, then 10/s for 9 s: 90, plus the fleet's burst of 5. Each gate alone releases about that much.
   CHECK(alone_a + alone_b >= 180);
@@ -233,6 +250,50 @@ TEST_CASE("shared pace: two gates sharing one pace release at the counter's refi
   // the split varies from run to run (50/44 to 67/27 seen in 40 runs): each gets at least a fifth.
   CHECK(shared_a >= 19);
   CHECK(shared_b >= 19);
+}
+
+TEST_CASE("shared pace: gates that book their grants take turns, each releasing half of the fleet's refill") {
+  // The shared pace books units up to 500 ms ahead (as redis_counter_pace books within its burst). Each gate keeps
+  // one grant open, so the two alternate instead of racing for each unit: a gate whose own bucket paces it at the
+  // refill asks just after each unit comes, and without bookings that gate took up to all of them (0 of 59 for the
+  // other over a real Redis).
+  auto const [a, b, bookings] = two_gates_for_ten_seconds(true, 500ms);
+  INFO("booked: " << a << " + " << b << " in " << bookings << " bookings");
+  CHECK(bookings > 0);
+  CHECK(a + b >= 90);
+  CHECK(a + b <= 100);
+  CHECK(a >= 45);
+  CHECK(b >= 45);
+}
+
+TEST_CASE("shared pace: a booked grant releases at its instant, not before, and no grant is asked for meanwhile") {
+  fleet_harness h(1, true, 500ms);
+  auto const start = h.now();
+  // Held 1 s. The gate's own bucket refills at 20/s, the fleet's at 10/s (as if another process had published a
+  // lower limit), so the gate asks before each unit is there: the fleet's burst of 5, then bookings.
+  h.gates[0]->observe("playback", refused(1200, 1s));
+  h.pace->set_limit("playback", wandura::rate_limit{.limit = 600, .window = 60s});
+  for (int i = 0; i < 30; ++i) {
+    h.spawn(0);
+  }
+  h.run_for(4s, 1ms);
+  // The burst at the hold's end (the first ask after it is spread by up to one unit's refill), then one unit every
+  // 100 ms, each released at the instant it was booked for.
+  auto const first = std::min_element(h.completed.begin(), h.completed.end(), [](auto const& x, auto const& y) {
+                       return x.at < y.at;
+                     })->at;
+  CHECK(first >= start + 1s);
+  CHECK(first <= start + 1100ms);
+  CHECK(h.admitted(0, first) == 5);
+  for (int k = 1; k <= 20; ++k) {
+    INFO("unit " << k << " after the burst");
+    CHECK(h.admitted(0, first + k * 100ms - 1ms) <= static_cast<std::size_t>(4 + k));
+    CHECK(h.admitted(0, first + k * 100ms + 1ms) >= static_cast<std::size_t>(5 + k));
+  }
+  CHECK(h.pace->bookings >= 20);
+  // Every ask after the hold was granted: booked, never refused and asked again.
+  CHECK(h.playback(0).fleet_waits <= 1); // at most the one ask that met the hold
+  CHECK(h.pace->acquires == static_cast<int>(h.playback(0).fleet_grants + h.playback(0).fleet_waits));
 }
 
 TEST_CASE("shared pace: the fleet's refill is kept second by second, and no request goes before the hold ends") {
