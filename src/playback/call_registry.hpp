@@ -39,6 +39,7 @@
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 
+#include "playback/call_progress.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/clock.hpp"
 
@@ -358,6 +359,10 @@ public:
     return std::move(*value);
   }
 
+  /// How far the operation got, when its context tracks it (a `progress()` member, as the ticket batch's reader);
+  /// null otherwise. Any thread.
+  [[nodiscard]] virtual call_progress const* progress() const noexcept { return nullptr; }
+
 private:
   friend class call_registry;
   std::optional<T> value;
@@ -368,6 +373,13 @@ namespace call_registry_detail {
 template <class T, class Context> class operation_with final : public call_registry::operation<T> {
 public:
   template <class MakeContext> explicit operation_with(MakeContext& make_context) : context(make_context()) {}
+  [[nodiscard]] call_progress const* progress() const noexcept override {
+    if constexpr (requires(Context const& c) { c.progress(); }) {
+      return &context.progress();
+    } else {
+      return nullptr;
+    }
+  }
   Context context;
 };
 } // namespace call_registry_detail

@@ -10,6 +10,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "client_impl.hpp"
+#include "playback/call_progress.hpp"
 #include "playback/observed_call.hpp"
 #include "playback/response_parser.hpp"
 #include "playback/viewer_limiter.hpp"
@@ -82,16 +83,6 @@ std::shared_ptr<ticket_store> default_store(std::shared_ptr<wandura::clock> cons
   memory_ticket_store_options so;
   so.time_source = time;
   return std::make_shared<memory_ticket_store>(so);
-}
-
-/// The error a waiter gets when its own wait ended before the operation did.
-[[noreturn]] void throw_wait_ended(std::error_code waited, std::string_view operation,
-                                   std::chrono::milliseconds total_timeout) {
-  if (waited == asio::error::operation_aborted) {
-    throw error(asio::error::operation_aborted, std::string(operation) + ": cancelled");
-  }
-  throw error(errc::deadline_exceeded,
-              std::string(operation) + ": deadline of " + std::to_string(total_timeout.count()) + " ms reached");
 }
 
 } // namespace
@@ -251,6 +242,7 @@ asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> 
     batch.episodes.push_back({film_ref, episode_no + next, intent::prefetch});
   }
   auto shared_call = std::make_shared<detail::ticket_call>(std::move(batch));
+  shared_call->operation = "start_episode";
   auto call = issue_tickets_impl(std::move(self), std::move(shared_call), std::move(options)); // named: GCC 12
   auto result = co_await std::move(call);
   episode_start out;
@@ -296,6 +288,8 @@ template <class T, class Parse> class typed_reader final : public response_reade
 public:
   explicit typed_reader(Parse parse) : parse_(parse) {}
 
+  void on_progress(int attempts, int http_status) noexcept override { progress.note(attempts, http_status); }
+
   [[nodiscard]] follow_up after_success(call_result const& response) override {
     follow_up next;
     value = T{};
@@ -306,6 +300,7 @@ public:
   }
 
   T value{};
+  detail::call_progress progress; ///< For the caller's error when it leaves before the call ends.
 
 private:
   Parse parse_;
@@ -350,8 +345,10 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
     auto op = started.first;
     co_await self->calls.async_wait(std::move(op), self->time, deadline,
                                     asio::redirect_error(asio::use_awaitable, waited));
-    if (waited) {
-      throw_wait_ended(waited, target.operation, total);
+    if (waited) { // the caller's own wait ended first: what the call had done by then
+      throw reader->progress.left_early(
+          target.operation,
+          waited == asio::error::operation_aborted ? stop_reason::cancelled : stop_reason::deadline_exceeded, total);
     }
     T value = started.first->take();
     settle.succeeded();

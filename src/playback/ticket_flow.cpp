@@ -53,9 +53,9 @@ class batch_reader final : public response_reader {
 public:
   /// Reads the responses for the episodes of `batch` at the indexes `sent`, in that order.
   batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> batch, item_indexes const& sent,
-               retry_classifier classifier)
-      : self_(std::move(self)), batch_ptr_(std::move(batch)), batch_(*batch_ptr_), sent_(sent),
-        classifier_(classifier) {
+               retry_classifier classifier, std::string_view operation)
+      : self_(std::move(self)), batch_ptr_(std::move(batch)), batch_(*batch_ptr_), sent_(sent), classifier_(classifier),
+        operation_(operation) {
     out_.items.resize(sent_.size());
     for (std::size_t i = 0; i < sent_.size(); ++i) {
       out_.items[i].outcome = item_outcome::deferred;
@@ -111,6 +111,10 @@ public:
       feedback.retry_after = std::chrono::duration_cast<std::chrono::milliseconds>(*smallest);
     }
   }
+
+  void on_progress(int attempts, int http_status) noexcept override { progress_.note(attempts, http_status); }
+  /// How far the operation got: for a caller that leaves before it ends.
+  [[nodiscard]] call_progress const& progress() const noexcept { return progress_; }
 
   [[nodiscard]] follow_up after_success(call_result const& response) override {
     follow_up next;
@@ -168,7 +172,7 @@ public:
       shed_locally();
       return std::move(out_);
     }
-    throw to_error(sent, "issue_tickets");
+    throw to_error(sent, operation_);
   }
 
 private:
@@ -229,10 +233,12 @@ private:
   ticket_batch const& batch_;
   item_indexes sent_; // indexes into batch_.episodes of the request's episodes, in the order sent
   retry_classifier classifier_;
+  std::string_view operation_; // a literal: "issue_tickets" or "start_episode"
   sent_batch out_;
   item_indexes pending_; // positions in the request (indexes into sent_) still asked for
   bool narrowed_ = false;
   bool parsed_ready_ = false; // the per-thread parsed batch holds the last 2xx, read by read_counter_feedback
+  call_progress progress_;
 };
 
 } // namespace
@@ -289,7 +295,7 @@ ticket_item_result& item_at(ticket_call& call, std::size_t i) {
 void prepare(client::impl& self, ticket_call& call) {
   std::string message;
   if (auto ec = check_ticket_batch(call.batch, &message)) {
-    throw error(ec, "issue_tickets: " + message);
+    throw error(ec, std::string(call.operation) + ": " + message);
   }
   call.has_viewer = call.batch.viewer_ref.has_value() && !call.batch.viewer_ref->empty();
   call.reuses = call.has_viewer && self.options.reuse_tickets;
@@ -396,7 +402,7 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
   // The reader lives in the operation (one allocation): the engine consults it after each response.
   auto make_reader = [&] {
     return batch_reader(self, std::shared_ptr<ticket_batch const>(shared_call, &call.batch), call.pending,
-                        settings.policy.classifier);
+                        settings.policy.classifier, call.operation);
   };
   auto make = [&](batch_reader& reader) {
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
@@ -411,12 +417,19 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
 }
 
 void merge(ticket_call& call, sending& sent, std::error_code waited) {
-  if (waited == asio::error::operation_aborted) {
-    throw error(asio::error::operation_aborted, "issue_tickets: cancelled");
+  auto const* progress = sent.op->progress();
+  if (waited && !sent.coalesced && progress != nullptr) { // left its own request: what it had done so far
+    throw progress->left_early(call.operation,
+                               waited == asio::error::operation_aborted ? stop_reason::cancelled
+                                                                        : stop_reason::deadline_exceeded,
+                               call.settings.total_timeout);
+  }
+  if (waited == asio::error::operation_aborted) { // a joiner sent nothing
+    throw error(asio::error::operation_aborted, std::string(call.operation) + ": cancelled");
   }
   if (waited) {
     throw error(errc::deadline_exceeded,
-                "issue_tickets: deadline of " + std::to_string(call.settings.total_timeout.count()) +
+                std::string(call.operation) + ": deadline of " + std::to_string(call.settings.total_timeout.count()) +
                     " ms reached while waiting for an identical request in flight",
                 error_info{0, {}, {}, {}, 0});
   }

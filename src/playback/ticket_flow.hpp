@@ -72,6 +72,8 @@ struct ticket_call {
   item_indexes acquired; ///< Episodes that took one ticket of the viewer's allowance.
   bool has_viewer = false;
   bool reuses = false; ///< Tickets are looked up and stored: `reuse_tickets` and a viewer_ref.
+  /// The caller's name for the call, in messages: `issue_tickets`, or `start_episode`.
+  std::string_view operation = "issue_tickets";
 
   /// Who the viewer limit counts: the viewer_ref, or the device without one.
   [[nodiscard]] std::string_view who() const noexcept {

@@ -412,6 +412,9 @@ retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission
   }
   start.options = attempt_limits(s.attempt_limit, s.settings.deadline, now, start.deadline_bound);
   s.result.attempts = attempt;
+  if (s.reader != nullptr) {
+    s.reader->on_progress(attempt, s.result.response.status);
+  }
   counters_.attempts.fetch_add(1, std::memory_order_relaxed);
   s.outcome = attempt_result{};
   s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_, now);
@@ -423,6 +426,9 @@ retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, 
   s.observed.reset();
   auto const transport_error = s.outcome.error;
   auto retry_after = take_outcome(s.result, std::move(s.outcome), *clock_);
+  if (s.reader != nullptr) {
+    s.reader->on_progress(attempt, s.result.response.status);
+  }
   note_response(s.traits.counter, s.result, retry_after, s.reader, ended);
   auto next = after_attempt(s.result, {transport_error, deadline_bound, retry_after, s.safety, attempt, &s.request},
                             s.reader, s.settings, s.traits);

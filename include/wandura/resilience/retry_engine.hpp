@@ -107,6 +107,16 @@ public:
   /// running out (the server still grants plays then).
   virtual void read_counter_feedback(call_result const& response, counter_feedback& feedback);
 
+  /// Told how far the call got, each time that changes: when attempt `attempts` (1-based) is sent, and when it
+  /// ended, with the HTTP status of the latest attempt's response (0 when it produced none, or none arrived yet). Lets
+  /// the caller say what a call that it left early had done (e.g. `wandura::error::attempts()` of a cancelled call).
+  /// Default: nothing. Called on the call's coroutine without suspending; a caller reading it from another thread keeps
+  /// it in atomics.
+  virtual void on_progress(int attempts, int http_status) noexcept {
+    (void)attempts;
+    (void)http_status;
+  }
+
   /// Reads a 2xx response (`response.response`); says whether the call is done or goes on with a follow-up
   /// request. A follow-up is made like any retry (counted against `max_retries`, backoff, deadline, budget, hook);
   /// when it cannot be made, the call ends with this response as its successful result.

@@ -42,7 +42,24 @@ struct call_end {
   bool done = false;
   std::optional<wandura::ticket_batch_result> result;
   std::optional<std::error_code> error; ///< Set when it threw a wandura::error.
+  int attempts = -1;                    ///< Of that wandura::error.
+  int http_status = -1;                 ///< Of that wandura::error.
+  std::string what;                     ///< Of that wandura::error.
   bool other_exception = false;         ///< It threw something that is not a wandura::error.
+
+  void ended_with(std::exception_ptr e) {
+    done = true;
+    try {
+      std::rethrow_exception(e);
+    } catch (wandura::error const& err) {
+      error = err.code();
+      attempts = err.attempts();
+      http_status = err.http_status();
+      what = err.what();
+    } catch (...) {
+      other_exception = true;
+    }
+  }
 };
 
 /// Spawns `issue_tickets` on the harness's io_context, with `slot` as its cancellation slot when given.
@@ -51,18 +68,23 @@ void spawn_call(harness& h, wandura::ticket_batch batch, wandura::call_options o
   auto op = h.api->issue_tickets(std::move(batch), std::move(options));
   asio::co_spawn(h.io, std::move(op),
                  asio::bind_cancellation_slot(slot, [&end](std::exception_ptr e, wandura::ticket_batch_result r) {
-                   end.done = true;
                    if (!e) {
+                     end.done = true;
                      end.result = std::move(r);
                      return;
                    }
-                   try {
-                     std::rethrow_exception(e);
-                   } catch (wandura::error const& err) {
-                     end.error = err.code();
-                   } catch (...) {
-                     end.other_exception = true;
+                   end.ended_with(e);
+                 }));
+}
+
+/// Spawns any call of the client whose result the test does not need.
+template <class T> void spawn_any(harness& h, asio::awaitable<T> op, call_end& end, asio::cancellation_slot slot = {}) {
+  asio::co_spawn(h.io, std::move(op), asio::bind_cancellation_slot(slot, [&end](std::exception_ptr e, T) {
+                   if (!e) {
+                     end.done = true;
+                     return;
                    }
+                   end.ended_with(e);
                  }));
 }
 
@@ -122,6 +144,60 @@ TEST_CASE("lifetime: cancelling a call mid-request throws operation_aborted, giv
   CHECK(next.items[0].outcome == item_outcome::granted);
 }
 
+TEST_CASE("lifetime: a call cancelled while it waits to retry says how far it got and names itself") {
+  bool const coalesce = GENERATE(true, false);
+  auto const call = GENERATE(as<std::string>{}, "issue_tickets", "start_episode", "get_config");
+  INFO("coalesce = " << coalesce << ", " << call);
+  wandura::client_options options;
+  options.coalesce = coalesce;
+  harness h(options);
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "1"}}));
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  asio::cancellation_signal signal;
+  call_end end;
+  if (call == "issue_tickets") {
+    spawn_call(h, play_batch(4), {}, end, signal.slot());
+  } else if (call == "start_episode") {
+    wandura::viewer const who{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
+    spawn_any(h, h.api->start_episode(who, film, 4, 4), end, signal.slot());
+  } else {
+    spawn_any(h, h.api->get_config(), end, signal.slot());
+  }
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1); // answered 503: the call sleeps 1 s before its retry
+  REQUIRE_FALSE(end.done);
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(end.done);
+  REQUIRE(end.error);
+  CHECK(*end.error == asio::error::operation_aborted);
+  CHECK(end.attempts == 1);
+  CHECK(end.http_status == 503);
+  CHECK(end.what == call + ": cancelled after 1 attempt");
+  drain(h);
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("lifetime: a call cancelled with its first attempt in flight counts that attempt, with no status") {
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 2s;
+  h.fake->push(slow);
+  asio::cancellation_signal signal;
+  call_end end;
+  spawn_call(h, play_batch(4), {}, end, signal.slot());
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(end.error);
+  CHECK(*end.error == asio::error::operation_aborted);
+  CHECK(end.attempts == 1);
+  CHECK(end.http_status == 0);
+  CHECK(end.what == "issue_tickets: cancelled after 1 attempt");
+  drain(h);
+}
+
 TEST_CASE("lifetime: a joiner leaves at its own 300 ms deadline while the first caller waits longer") {
   harness h;
   auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
@@ -142,6 +218,8 @@ TEST_CASE("lifetime: a joiner leaves at its own 300 ms deadline while the first 
   CHECK(h.clock->elapsed() == 300ms);
   REQUIRE(joiner.error);
   CHECK(*joiner.error == wandura::errc::deadline_exceeded);
+  CHECK(joiner.attempts == 0); // it sent nothing of its own
+  CHECK(joiner.what == "issue_tickets: deadline of 300 ms reached while waiting for an identical request in flight");
   CHECK_FALSE(leader.done);
   drain(h);
   REQUIRE(leader.result);

@@ -438,7 +438,7 @@ TEST_CASE("client: an unreadable 200 batch is retried with the same key until re
   } catch (wandura::error const& e) {
     CHECK(e.code() == wandura::errc::invalid_response);
     INFO(e.what());
-    CHECK(std::string(e.what()).rfind("issue_tickets: retries exhausted after 4 attempts: HTTP 200: invalid response "
+    CHECK(std::string(e.what()).rfind("start_episode: retries exhausted after 4 attempts: HTTP 200: invalid response "
                                       "body: ",
                                       0) == 0);
     CHECK(e.attempts() == 4);
@@ -473,7 +473,7 @@ TEST_CASE("client: an unreadable 200 to a write without a key is final: it may h
   } catch (wandura::error const& e) {
     CHECK(e.code() == wandura::errc::invalid_response);
     INFO(e.what());
-    CHECK(std::string(e.what()).rfind("issue_tickets: not retried: write without idempotency key: HTTP 200: ", 0) == 0);
+    CHECK(std::string(e.what()).rfind("start_episode: not retried: write without idempotency key: HTTP 200: ", 0) == 0);
     CHECK(e.attempts() == 1);
   }
   CHECK(h.fake->attempt_count() == 1);
