@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -28,14 +29,43 @@ using test_support::two_processes;
 using test_support::viewer_on;
 using test_support::wait;
 
+namespace {
+
+/// What most tests here begin with: a private redis-server, two processes of a fleet (two clients on one
+/// io_context) and each one's ticket cache of `org_demo`. Tests take its parts by name:
+///
+///     auto started = two_caches::start_or_skip();
+///     if (!started) {
+///       return;
+///     }
+///     auto& [redis, fleet, cache_a, cache_b] = *started;
+struct two_caches {
+  /// The server started, or null after the skip's WARN when redis-server is absent. @param a, b each cache's options.
+  static std::unique_ptr<two_caches> start_or_skip(wandura::ticket_cache_options const& a = {},
+                                                   wandura::ticket_cache_options const& b = {}) {
+    auto server = test_support::start_redis_or_skip();
+    return server ? std::make_unique<two_caches>(std::move(server), a, b) : nullptr;
+  }
+
+  two_caches(std::unique_ptr<test_support::redis_server> server, wandura::ticket_cache_options const& a,
+             wandura::ticket_cache_options const& b)
+      : redis(std::move(server)), fleet(redis->url()), cache_a(fleet.a, "org_demo", a),
+        cache_b(fleet.b, "org_demo", b) {}
+
+  std::unique_ptr<test_support::redis_server> redis;
+  two_processes fleet;
+  wandura::shared_ticket_cache cache_a;
+  wandura::shared_ticket_cache cache_b;
+};
+
+} // namespace
+
 TEST_CASE("shared ticket cache: a ticket stored by one process is reused by another, for that device only") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   auto const expires_at = std::chrono::time_point_cast<std::chrono::milliseconds>(now + 30min);
   wandura::cached_ticket const ticket{R"({"ticket_id":"tkt_1"})", expires_at};
@@ -77,14 +107,12 @@ TEST_CASE("shared ticket cache: a stored value for another identity under the ke
 }
 
 TEST_CASE("shared ticket cache: when two processes store for one identity, the longer-lived ticket stays") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  wandura::ticket_cache_options const redis_only{.near_cache = false}; // what Redis keeps, not local copies
+  auto started = two_caches::start_or_skip(redis_only, redis_only);
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::ticket_cache_options const redis_only{.near_cache = false}; // what Redis keeps, not local copies
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
   test_support::run(fleet.io, cache_a.put(viewer_on("d"), {"long", now + 30min}, now));
   test_support::run(fleet.io, cache_b.put(viewer_on("d"), {"short", now + 20min}, now));
@@ -175,14 +203,12 @@ TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered lo
 }
 
 TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reused by another") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  wandura::ticket_cache_options const redis_only{.near_cache = false};
+  auto started = two_caches::start_or_skip(redis_only, redis_only);
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::ticket_cache_options const redis_only{.near_cache = false};
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
   REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
@@ -218,13 +244,11 @@ void keep_near(asio::io_context& io, wandura::shared_ticket_cache& cache, wandur
 
 TEST_CASE("shared ticket cache: the near cache answers a ticket already stored or read without a round trip, "
           "once its erase subscription is live") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   CHECK_FALSE(cache_a.stats().near_cache_live); // nothing kept yet: no subscription
   test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
@@ -254,13 +278,11 @@ TEST_CASE("shared ticket cache: the near cache answers a ticket already stored o
 }
 
 TEST_CASE("shared ticket cache: an erase in one process drops another's near copy when its notice arrives") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
   REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
@@ -326,13 +348,11 @@ TEST_CASE("shared ticket cache: with the near cache off every lookup asks Redis 
 }
 
 TEST_CASE("shared ticket cache: get_many answers near copies locally and the rest with one MGET, in order") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   test_support::run(fleet.io, cache_a.put(viewer_on("device-1"), {"tkt_1", now + 30min}, now));
   REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
@@ -394,14 +414,12 @@ TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach 
 }
 
 TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the longer-lived rule per key") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  wandura::ticket_cache_options const redis_only{.near_cache = false};
+  auto started = two_caches::start_or_skip(redis_only, redis_only);
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::ticket_cache_options const redis_only{.near_cache = false};
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
   test_support::run(fleet.io, cache_b.put(viewer_on("device-2"), {"long", now + 40min}, now));
   auto const commands = fleet.a.stats().commands;
@@ -425,13 +443,11 @@ TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the 
 }
 
 TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced it left a copy of the erased ticket") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
   // Each round: another process stores a ticket; here a lookup of it is in flight (its MGET sent, not answered)
@@ -471,15 +487,13 @@ TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced
 
 TEST_CASE("shared ticket cache: a lookup that raced another process's erase keeps nothing, not even for the "
           "fallback") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
-    return;
-  }
-  two_processes fleet(redis->url());
   wandura::ticket_cache_options options;
   options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto started = two_caches::start_or_skip(options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
   constexpr int rounds = 10;
@@ -540,15 +554,13 @@ TEST_CASE("shared ticket cache: a lookup that raced another process's erase keep
 
 TEST_CASE("shared ticket cache: near lookups on other threads, while stores, erases and notices change the local "
           "copy, only ever see the asking device's ticket") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
-    return;
-  }
-  two_processes fleet(redis->url());
   wandura::ticket_cache_options options;
   options.local_capacity = 4; // smaller than the devices: stores evict all the time
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto started = two_caches::start_or_skip(options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_device-0", now + 30min}, now);
   constexpr int devices = 6;
