@@ -650,3 +650,81 @@ TEST_CASE("shared ticket cache: an erase missed while only the subscription was 
   CHECK(cache_a.near_hits() == near_hits + 1);
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
+
+TEST_CASE("shared ticket cache: erasures_heard and near_cache_live, read on another thread while the io_context "
+          "runs, follow the subscription through erases, a kill and a restart of redis-server") {
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
+  auto started = two_caches::start_or_skip(options, options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  auto const now = system_clock::now();
+  CHECK(cache_a.erasures_heard() == 0); // nothing kept yet: no subscription, nothing heard
+  CHECK_FALSE(cache_a.near_cache_live());
+
+  // What a reader on another thread sees, sampled every 100 us while this thread runs the io_context.
+  std::atomic<bool> stop{false};
+  std::atomic<long> samples{0};
+  std::atomic<std::uint64_t> seen_heard{0};
+  std::atomic<bool> seen_live{false};
+  std::atomic<int> live_changes{0};
+  std::atomic<bool> heard_went_back{false};
+  std::thread reader([&] {
+    std::uint64_t last_heard = 0;
+    bool last_live = false;
+    for (long i = 0; i < 300'000 && !stop.load(); ++i) { // 30 s at most
+      auto const heard = cache_a.erasures_heard();
+      auto const live = cache_a.near_cache_live();
+      heard_went_back = heard_went_back || heard < last_heard;
+      live_changes += live != last_live ? 1 : 0;
+      last_heard = heard;
+      last_live = live;
+      seen_heard = heard;
+      seen_live = live;
+      ++samples;
+      std::this_thread::sleep_for(100us);
+    }
+  });
+  auto const seen = [&](std::uint64_t heard, bool live, std::chrono::milliseconds limit = 10s) {
+    auto const from = samples.load();
+    return wait_until(
+        fleet.io, [&] { return samples.load() > from + 1 && seen_heard == heard && seen_live == live; }, limit);
+  };
+
+  CHECK(seen(0, false)); // the io_context runs, yet nothing subscribes before a ticket is kept
+
+  keep_near(fleet.io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
+  CHECK(seen(0, true));
+
+  test_support::run(fleet.io, cache_b.erase(viewer_on("device-7"))); // another process's erase
+  CHECK(seen(1, true));
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now));
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-8"), {"tkt_8", now + 30min}, now));
+  test_support::run(fleet.io, cache_a.erase(viewer_on("device-8"))); // its own: heard too
+  CHECK(seen(2, true));
+
+  redis->kill(); // the subscription drops: not live, and what was heard stays counted
+  CHECK(seen(2, false));
+  CHECK(cache_a.stats().near_cache_live == cache_a.near_cache_live());
+
+  redis->start(); // empty; the subscription comes back by itself
+  CHECK(seen(2, true));
+  // An erase now is heard again. The first command on b's connection may still meet the old socket: then it answers
+  // locally and publishes nothing, and a later one (past the 50 ms probe interval) reaches the new server.
+  bool heard_after_restart = false;
+  for (int attempt = 0; attempt < 20 && !heard_after_restart; ++attempt) {
+    test_support::run(fleet.io, cache_b.erase(viewer_on("device-9")));
+    heard_after_restart = seen(3, true, 500ms);
+  }
+  CHECK(heard_after_restart);
+
+  stop = true;
+  reader.join();
+  CHECK_FALSE(heard_went_back);
+  CHECK(live_changes == 3); // live, dropped, live again
+  auto const stats = cache_a.stats();
+  CHECK(stats.erasures_heard == 3);
+  CHECK(stats.near_cache_live);
+}
