@@ -17,6 +17,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "fleet/ticket_cache_access.hpp"
 #include "fleet_test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -727,4 +728,42 @@ TEST_CASE("shared ticket cache: erasures_heard and near_cache_live, read on anot
   auto const stats = cache_a.stats();
   CHECK(stats.erasures_heard == 3);
   CHECK(stats.near_cache_live);
+}
+
+TEST_CASE("shared ticket cache: for the fleet's ticket store, bytes that are not its payload are a miss, neither a "
+          "hit nor a near hit, and no copy of them is kept or served") {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  using wandura::detail::ticket_cache_access;
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  // Another writer of the organisation stores bytes of another format for device-7 (the public API carries any).
+  test_support::run(fleet.io, cache_b.put(viewer_on("device-7"), {"not a ticket store payload", now + 30min}, now));
+
+  // The store's lookup past the near cache: a miss, counted as a value refused, and nothing kept.
+  auto const before = cache_a.stats();
+  auto const found =
+      test_support::run(fleet.io, [&]() -> asio::awaitable<std::optional<wandura::detail::stored_ticket>> {
+        auto lookup = ticket_cache_access::get_many_past_near(cache_a, {viewer_on("device-7")}, now);
+        auto result = co_await std::move(lookup);
+        co_return std::move(result.at(0));
+      }());
+  CHECK_FALSE(found);
+  auto const after = cache_a.stats();
+  CHECK(after.hits == before.hits);
+  CHECK(after.misses == before.misses + 1);
+  CHECK(after.rejected == before.rejected + 1);
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // no copy kept
+
+  // A near copy of such bytes (kept by a public lookup of the same cache) is not a near hit of the store, and goes.
+  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(cache_a.find_near(viewer_on("device-7"), now));
+  auto const near_hits = cache_a.near_hits();
+  CHECK_FALSE(ticket_cache_access::find_near(cache_a, viewer_on("device-7"), now, "this-process"));
+  CHECK(cache_a.near_hits() == near_hits);
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // dropped
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
