@@ -767,3 +767,53 @@ TEST_CASE("shared ticket cache: for the fleet's ticket store, bytes that are not
   CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // dropped
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
+
+TEST_CASE("shared ticket cache: the fleet's ticket store looks up past the near cache what it asked of it already, "
+          "while get_many asks the near cache first") {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  using wandura::detail::ticket_cache_access;
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  auto const payload = [](std::string const& id) {
+    wandura::ticket t;
+    t.ticket_id = id;
+    t.expires_at = system_clock::now() + 30min;
+    return wandura::detail::stored_ticket{"this-process", t};
+  };
+  // Stored while the subscription is live: near copies at once, and in Redis.
+  test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+    std::vector<std::pair<wandura::ticket_identity, wandura::detail::stored_ticket>> batch;
+    batch.emplace_back(viewer_on("device-1"), payload("tkt_1"));
+    batch.emplace_back(viewer_on("device-2"), payload("tkt_2"));
+    auto put = ticket_cache_access::put_many(cache_a, std::move(batch), now);
+    co_await std::move(put);
+  }());
+  REQUIRE(ticket_cache_access::find_near(cache_a, viewer_on("device-1"), now, "this-process"));
+  auto const before = cache_a.stats();
+  auto const commands = fleet.a.stats().commands;
+
+  // The store's lookup of the keys its near check left (here device-2, near by now): one MGET, no near hit.
+  auto const found = test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    auto lookup = ticket_cache_access::get_many_past_near(cache_a, {viewer_on("device-2"), viewer_on("device-3")}, now);
+    auto result = co_await std::move(lookup);
+    co_return (result.at(0) && result.at(0)->value.ticket_id == "tkt_2" ? 1 : 0) + (result.at(1) ? 10 : 0);
+  }());
+  CHECK(found == 1);
+  CHECK(fleet.a.stats().commands == commands + 1);
+  CHECK(cache_a.stats().near_hits == before.near_hits);
+  CHECK(cache_a.stats().hits == before.hits + 1);
+  CHECK(cache_a.stats().misses == before.misses + 1);
+
+  // get_many, for direct users, answers the near copy first and asks Redis only for the rest.
+  auto const many = test_support::run(fleet.io, cache_a.get_many({viewer_on("device-2"), viewer_on("device-3")}, now));
+  REQUIRE(many.size() == 2);
+  CHECK(many[0]);
+  CHECK_FALSE(many[1]);
+  CHECK(fleet.a.stats().commands == commands + 2);
+  CHECK(cache_a.stats().near_hits == before.near_hits + 1);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
