@@ -83,6 +83,12 @@ void local_ticket_cache::erase(std::string_view key) {
   }
 }
 
+void local_ticket_cache::erase(ticket_identity_view who) {
+  if (auto const found = entries_.find(hashed_view{who, ticket_identity_hash{}(who)}); found != entries_.end()) {
+    drop(found);
+  }
+}
+
 local_ticket_cache::entry const* local_ticket_cache::live_entry(ticket_identity_view who,
                                                                 std::chrono::system_clock::time_point now) const {
   auto const it = entries_.find(hashed_view{who, ticket_identity_hash{}(who)});

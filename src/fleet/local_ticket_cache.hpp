@@ -67,6 +67,8 @@ public:
              std::uint64_t generation = 0);
   /// Drops the ticket kept under the Redis key `key`, if any.
   void erase(std::string_view key);
+  /// Drops the ticket kept for exactly `who`, if any.
+  void erase(ticket_identity_view who);
   /// The ticket stored for exactly `who` if `now` is before its reuse limit. Valid until the next store or erase.
   [[nodiscard]] local_ticket const* find(ticket_identity_view who, std::chrono::system_clock::time_point now) const;
   /// As `find`, and only a copy kept under `generation` (never one of generation 0).

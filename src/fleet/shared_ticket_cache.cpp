@@ -41,6 +41,10 @@ bool is_integer(redis_reply const& reply) {
   return reply.type == redis_reply::kind::integer;
 }
 
+/// What a lookup answers: any bytes stored (the public API carries any), or only the fleet's ticket store's payloads
+/// (for the store, other bytes under its key are refused, as corrupt ones are).
+enum class payloads { any, ticket_store };
+
 } // namespace
 
 struct shared_ticket_cache::impl {
@@ -76,17 +80,10 @@ struct shared_ticket_cache::impl {
     return subscribed ? generation : 0;
   }
 
-  /// `serve` of the local copy of `who`'s ticket if it is a near copy of the live subscription and `serve` takes
-  /// it (returns true); counted as a near hit then. Any thread.
-  template <class Serve>
-  bool serve_near(detail::ticket_identity_view who, system_clock::time_point now, Serve&& serve) const {
-    std::lock_guard lock(local_mutex);
-    auto const* found = local.find_near(who, now, subscribed ? generation : 0);
-    if (found == nullptr || !serve(*found)) {
-      return false;
-    }
-    near_hits.fetch_add(1, std::memory_order_relaxed);
-    return true;
+  /// The local copy of `who`'s ticket if it is a near copy of the live subscription. With `local_mutex` held.
+  [[nodiscard]] detail::local_ticket const* near_copy(detail::ticket_identity_view who,
+                                                      system_clock::time_point now) const {
+    return local.find_near(who, now, subscribed ? generation : 0);
   }
 
   /// The local copy of `who`'s ticket, near or not: the fallback.
@@ -141,9 +138,10 @@ struct shared_ticket_cache::impl {
   }
 
   /// The tickets of `who` at `now` from Redis (one `MGET`), or from the local copy when Redis is not asked or
-  /// fails; what Redis answered is kept locally. Counts hits and misses. The near cache is not asked.
-  asio::awaitable<std::vector<std::optional<detail::local_ticket>>> look_up(std::vector<ticket_identity> const& who,
-                                                                            system_clock::time_point now) {
+  /// fails; what Redis answered is kept locally. Only `wanted` payloads are answered (others are misses, refused
+  /// and not kept when read from Redis). Counts hits and misses. The near cache is not asked.
+  asio::awaitable<std::vector<std::optional<detail::local_ticket>>>
+  look_up(std::vector<ticket_identity> const& who, system_clock::time_point now, payloads wanted) {
     std::vector<std::optional<detail::local_ticket>> found(who.size());
     if (who.empty()) {
       co_return found;
@@ -176,6 +174,11 @@ struct shared_ticket_cache::impl {
         for (std::size_t i = 0; i < who.size(); ++i) {
           if (auto ticket = accept(reply.elements[i], who[i], now)) {
             found[i] = detail::with_decoded(std::move(*ticket));
+            if (wanted == payloads::ticket_store && !found[i]->decoded) {
+              ++stats.rejected; // another format under the store's key: never served to it, so not kept either
+              found[i].reset();
+              continue;
+            }
             if (keep_read) {
               keep(std::move(keys[i]), who[i], *found[i], now, keep_as);
             }
@@ -188,6 +191,9 @@ struct shared_ticket_cache::impl {
     if (!answered) {
       for (std::size_t i = 0; i < who.size(); ++i) {
         found[i] = fallback_copy(who[i], now);
+        if (wanted == payloads::ticket_store && found[i] && !found[i]->decoded) {
+          found[i].reset();
+        }
       }
     }
     for (auto const& f : found) { // near hits are counted apart
@@ -233,8 +239,8 @@ struct shared_ticket_cache::impl {
   detail::fallback_guard guard;
   detail::redis_script put_script;
   detail::redis_script erase_script;
-  ticket_cache_stats stats; ///< on the executor; `hits` there excludes near hits
-  mutable std::atomic<std::uint64_t> near_hits{0};
+  ticket_cache_stats stats;                     ///< on the executor; `hits` there excludes near hits
+  std::atomic<std::uint64_t> near_hits{0};      ///< counted on any thread
   std::atomic<std::uint64_t> erasures_heard{0}; ///< counted on the executor, read from any thread
   bool subscribed = false;                      ///< the erase channel's subscription is confirmed and its connection up
   std::uint64_t generation = 0;                 ///< bumped whenever the subscription begins or ends
@@ -261,12 +267,13 @@ asio::awaitable<std::optional<cached_ticket>> shared_ticket_cache::get(ticket_id
 std::optional<cached_ticket> shared_ticket_cache::find_near(ticket_identity const& who,
                                                             system_clock::time_point now) const {
   check_identity(who);
-  std::optional<cached_ticket> out;
-  impl_->serve_near(who, now, [&out](detail::local_ticket const& found) {
-    out = found.cached;
-    return true;
-  });
-  return out;
+  std::lock_guard lock(impl_->local_mutex);
+  auto const* found = impl_->near_copy(who, now);
+  if (found == nullptr) {
+    return std::nullopt;
+  }
+  impl_->near_hits.fetch_add(1, std::memory_order_relaxed);
+  return found->cached;
 }
 
 asio::awaitable<std::vector<std::optional<cached_ticket>>>
@@ -284,7 +291,7 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
       rest_at.push_back(i);
     }
   }
-  auto lookup = impl_->look_up(rest, now); // named: GCC 12 and co_await temporaries
+  auto lookup = impl_->look_up(rest, now, payloads::any); // named: GCC 12 and co_await temporaries
   auto remote = co_await std::move(lookup);
   for (std::size_t j = 0; j < rest_at.size(); ++j) {
     if (remote[j]) {
@@ -355,17 +362,20 @@ ticket_cache_stats shared_ticket_cache::stats() const noexcept {
 
 namespace detail {
 
-std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache const& cache, ticket_identity_view who,
+std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache& cache, ticket_identity_view who,
                                                           system_clock::time_point now, std::string_view process_id) {
-  std::optional<near_ticket> out;
-  cache.impl_->serve_near(who, now, [&](local_ticket const& found) {
-    if (!found.decoded) {
-      return false; // another format under a key of ours: the ticket store never serves it
-    }
-    out.emplace(near_ticket{found.decoded->value, found.decoded->process_id != process_id});
-    return true;
-  });
-  return out;
+  auto& self = *cache.impl_;
+  std::lock_guard lock(self.local_mutex);
+  auto const* found = self.near_copy(who, now);
+  if (found == nullptr) {
+    return std::nullopt;
+  }
+  if (!found->decoded) {
+    self.local.erase(who); // another format under a key of ours: the ticket store never serves it
+    return std::nullopt;
+  }
+  self.near_hits.fetch_add(1, std::memory_order_relaxed);
+  return near_ticket{found->decoded->value, found->decoded->process_id != process_id};
 }
 
 asio::awaitable<std::vector<std::optional<stored_ticket>>>
@@ -374,11 +384,11 @@ ticket_cache_access::get_many_past_near(shared_ticket_cache& cache, std::vector<
   for (auto const& w : who) {
     check_identity(w);
   }
-  auto lookup = cache.impl_->look_up(who, now); // named: GCC 12 and co_await temporaries
+  auto lookup = cache.impl_->look_up(who, now, payloads::ticket_store); // named: GCC 12 and co_await temporaries
   auto remote = co_await std::move(lookup);
   std::vector<std::optional<stored_ticket>> found(who.size());
   for (std::size_t i = 0; i < who.size(); ++i) {
-    if (remote[i] && remote[i]->decoded) {
+    if (remote[i]) {
       found[i] = std::move(remote[i]->decoded);
     }
   }

@@ -25,14 +25,16 @@ struct near_ticket {
 
 struct ticket_cache_access {
   /// The near copy of `who`'s ticket at `now`, decoded, as `shared_ticket_cache::find_near` decides (counted in
-  /// `near_hits` when found); nothing for a copy whose payload is not a ticket store's. `process_id` is this
-  /// process's id. Any thread. `who` must have a viewer_ref and a union_info (not checked).
-  [[nodiscard]] static std::optional<near_ticket> find_near(shared_ticket_cache const& cache, ticket_identity_view who,
+  /// `near_hits` when found). A near copy whose payload is not a ticket store's is no hit: it is dropped, and the
+  /// store's lookup asks Redis. `process_id` is this process's id. Any thread. `who` must have a viewer_ref and a
+  /// union_info (not checked).
+  [[nodiscard]] static std::optional<near_ticket> find_near(shared_ticket_cache& cache, ticket_identity_view who,
                                                             std::chrono::system_clock::time_point now,
                                                             std::string_view process_id);
 
   /// `get_many` without asking the near cache again (the caller just did): one `MGET` for every one of `who`, or
-  /// the local fallback; a ticket whose payload is not a ticket store's is nothing. Same errors and cancellation.
+  /// the local fallback. A value whose payload is not a ticket store's is a miss (`rejected` too when read from
+  /// Redis) and is not kept. Same errors and cancellation.
   [[nodiscard]] static asio::awaitable<std::vector<std::optional<stored_ticket>>>
   get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
                      std::chrono::system_clock::time_point now);

@@ -84,7 +84,8 @@ struct ticket_cache_stats {
 /// cache too, so that what this process issued is still reused while Redis is away.
 ///
 /// @par Thread safety
-/// As `redis_client`: use an object from the client's executor only, except `find_near` (any thread).
+/// As `redis_client`: use an object from the client's executor only, except `find_near`, `near_hits`,
+/// `erasures_heard` and `near_cache_live` (any thread, while the executor runs the cache's operations).
 class shared_ticket_cache {
 public:
   /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-]; copied.

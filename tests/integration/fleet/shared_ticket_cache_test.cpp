@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "fleet/ticket_cache_access.hpp"
 #include "fleet_test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -28,14 +30,43 @@ using test_support::two_processes;
 using test_support::viewer_on;
 using test_support::wait;
 
+namespace {
+
+/// What most tests here begin with: a private redis-server, two processes of a fleet (two clients on one
+/// io_context) and each one's ticket cache of `org_demo`. Tests take its parts by name:
+///
+///     auto started = two_caches::start_or_skip();
+///     if (!started) {
+///       return;
+///     }
+///     auto& [redis, fleet, cache_a, cache_b] = *started;
+struct two_caches {
+  /// The server started, or null after the skip's WARN when redis-server is absent. @param a, b each cache's options.
+  static std::unique_ptr<two_caches> start_or_skip(wandura::ticket_cache_options const& a = {},
+                                                   wandura::ticket_cache_options const& b = {}) {
+    auto server = test_support::start_redis_or_skip();
+    return server ? std::make_unique<two_caches>(std::move(server), a, b) : nullptr;
+  }
+
+  two_caches(std::unique_ptr<test_support::redis_server> server, wandura::ticket_cache_options const& a,
+             wandura::ticket_cache_options const& b)
+      : redis(std::move(server)), fleet(redis->url()), cache_a(fleet.a, "org_demo", a),
+        cache_b(fleet.b, "org_demo", b) {}
+
+  std::unique_ptr<test_support::redis_server> redis;
+  two_processes fleet;
+  wandura::shared_ticket_cache cache_a;
+  wandura::shared_ticket_cache cache_b;
+};
+
+} // namespace
+
 TEST_CASE("shared ticket cache: a ticket stored by one process is reused by another, for that device only") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   auto const expires_at = std::chrono::time_point_cast<std::chrono::milliseconds>(now + 30min);
   wandura::cached_ticket const ticket{R"({"ticket_id":"tkt_1"})", expires_at};
@@ -77,14 +108,12 @@ TEST_CASE("shared ticket cache: a stored value for another identity under the ke
 }
 
 TEST_CASE("shared ticket cache: when two processes store for one identity, the longer-lived ticket stays") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  wandura::ticket_cache_options const redis_only{.near_cache = false}; // what Redis keeps, not local copies
+  auto started = two_caches::start_or_skip(redis_only, redis_only);
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::ticket_cache_options const redis_only{.near_cache = false}; // what Redis keeps, not local copies
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
   test_support::run(fleet.io, cache_a.put(viewer_on("d"), {"long", now + 30min}, now));
   test_support::run(fleet.io, cache_b.put(viewer_on("d"), {"short", now + 20min}, now));
@@ -175,14 +204,12 @@ TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered lo
 }
 
 TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reused by another") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  wandura::ticket_cache_options const redis_only{.near_cache = false};
+  auto started = two_caches::start_or_skip(redis_only, redis_only);
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::ticket_cache_options const redis_only{.near_cache = false};
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
   REQUIRE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), now)));
@@ -218,13 +245,11 @@ void keep_near(asio::io_context& io, wandura::shared_ticket_cache& cache, wandur
 
 TEST_CASE("shared ticket cache: the near cache answers a ticket already stored or read without a round trip, "
           "once its erase subscription is live") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   CHECK_FALSE(cache_a.stats().near_cache_live); // nothing kept yet: no subscription
   test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
@@ -254,13 +279,11 @@ TEST_CASE("shared ticket cache: the near cache answers a ticket already stored o
 }
 
 TEST_CASE("shared ticket cache: an erase in one process drops another's near copy when its notice arrives") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
   REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
@@ -326,13 +349,11 @@ TEST_CASE("shared ticket cache: with the near cache off every lookup asks Redis 
 }
 
 TEST_CASE("shared ticket cache: get_many answers near copies locally and the rest with one MGET, in order") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   test_support::run(fleet.io, cache_a.put(viewer_on("device-1"), {"tkt_1", now + 30min}, now));
   REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
@@ -394,14 +415,12 @@ TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach 
 }
 
 TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the longer-lived rule per key") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  wandura::ticket_cache_options const redis_only{.near_cache = false};
+  auto started = two_caches::start_or_skip(redis_only, redis_only);
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::ticket_cache_options const redis_only{.near_cache = false};
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", redis_only);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", redis_only);
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
   test_support::run(fleet.io, cache_b.put(viewer_on("device-2"), {"long", now + 40min}, now));
   auto const commands = fleet.a.stats().commands;
@@ -425,13 +444,11 @@ TEST_CASE("shared ticket cache: put_many stores every ticket in one script, the 
 }
 
 TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced it left a copy of the erased ticket") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
     return;
   }
-  two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo");
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
   // Each round: another process stores a ticket; here a lookup of it is in flight (its MGET sent, not answered)
@@ -471,15 +488,13 @@ TEST_CASE("shared ticket cache: once its own erase is done, no lookup that raced
 
 TEST_CASE("shared ticket cache: a lookup that raced another process's erase keeps nothing, not even for the "
           "fallback") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
-    return;
-  }
-  two_processes fleet(redis->url());
   wandura::ticket_cache_options options;
   options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto started = two_caches::start_or_skip(options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
   constexpr int rounds = 10;
@@ -540,15 +555,13 @@ TEST_CASE("shared ticket cache: a lookup that raced another process's erase keep
 
 TEST_CASE("shared ticket cache: near lookups on other threads, while stores, erases and notices change the local "
           "copy, only ever see the asking device's ticket") {
-  auto redis = test_support::start_redis_or_skip();
-  if (!redis) {
-    return;
-  }
-  two_processes fleet(redis->url());
   wandura::ticket_cache_options options;
   options.local_capacity = 4; // smaller than the devices: stores evict all the time
-  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", options);
-  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo");
+  auto started = two_caches::start_or_skip(options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_device-0", now + 30min}, now);
   constexpr int devices = 6;
@@ -636,5 +649,171 @@ TEST_CASE("shared ticket cache: an erase missed while only the subscription was 
   CHECK(cache_a.near_hits() == near_hits);
   CHECK(test_support::run(io, cache_a.get(viewer_on("device-8"), now))); // read under the new subscription: near
   CHECK(cache_a.near_hits() == near_hits + 1);
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: erasures_heard and near_cache_live, read on another thread while the io_context "
+          "runs, follow the subscription through erases, a kill and a restart of redis-server") {
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [](std::string_view) {}, .probe_interval = 50ms};
+  auto started = two_caches::start_or_skip(options, options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  auto const now = system_clock::now();
+  CHECK(cache_a.erasures_heard() == 0); // nothing kept yet: no subscription, nothing heard
+  CHECK_FALSE(cache_a.near_cache_live());
+
+  // What a reader on another thread sees, sampled every 100 us while this thread runs the io_context.
+  std::atomic<bool> stop{false};
+  std::atomic<long> samples{0};
+  std::atomic<std::uint64_t> seen_heard{0};
+  std::atomic<bool> seen_live{false};
+  std::atomic<int> live_changes{0};
+  std::atomic<bool> heard_went_back{false};
+  std::thread reader([&] {
+    std::uint64_t last_heard = 0;
+    bool last_live = false;
+    for (long i = 0; i < 300'000 && !stop.load(); ++i) { // 30 s at most
+      auto const heard = cache_a.erasures_heard();
+      auto const live = cache_a.near_cache_live();
+      heard_went_back = heard_went_back || heard < last_heard;
+      live_changes += live != last_live ? 1 : 0;
+      last_heard = heard;
+      last_live = live;
+      seen_heard = heard;
+      seen_live = live;
+      ++samples;
+      std::this_thread::sleep_for(100us);
+    }
+  });
+  auto const seen = [&](std::uint64_t heard, bool live, std::chrono::milliseconds limit = 10s) {
+    auto const from = samples.load();
+    return wait_until(
+        fleet.io, [&] { return samples.load() > from + 1 && seen_heard == heard && seen_live == live; }, limit);
+  };
+
+  CHECK(seen(0, false)); // the io_context runs, yet nothing subscribes before a ticket is kept
+
+  keep_near(fleet.io, cache_a, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
+  CHECK(seen(0, true));
+
+  test_support::run(fleet.io, cache_b.erase(viewer_on("device-7"))); // another process's erase
+  CHECK(seen(1, true));
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now));
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-8"), {"tkt_8", now + 30min}, now));
+  test_support::run(fleet.io, cache_a.erase(viewer_on("device-8"))); // its own: heard too
+  CHECK(seen(2, true));
+
+  redis->kill(); // the subscription drops: not live, and what was heard stays counted
+  CHECK(seen(2, false));
+  CHECK(cache_a.stats().near_cache_live == cache_a.near_cache_live());
+
+  redis->start(); // empty; the subscription comes back by itself
+  CHECK(seen(2, true));
+  // An erase now is heard again. The first command on b's connection may still meet the old socket: then it answers
+  // locally and publishes nothing, and a later one (past the 50 ms probe interval) reaches the new server.
+  bool heard_after_restart = false;
+  for (int attempt = 0; attempt < 20 && !heard_after_restart; ++attempt) {
+    test_support::run(fleet.io, cache_b.erase(viewer_on("device-9")));
+    heard_after_restart = seen(3, true, 500ms);
+  }
+  CHECK(heard_after_restart);
+
+  stop = true;
+  reader.join();
+  CHECK_FALSE(heard_went_back);
+  CHECK(live_changes == 3); // live, dropped, live again
+  auto const stats = cache_a.stats();
+  CHECK(stats.erasures_heard == 3);
+  CHECK(stats.near_cache_live);
+}
+
+TEST_CASE("shared ticket cache: for the fleet's ticket store, bytes that are not its payload are a miss, neither a "
+          "hit nor a near hit, and no copy of them is kept or served") {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  using wandura::detail::ticket_cache_access;
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  // Another writer of the organisation stores bytes of another format for device-7 (the public API carries any).
+  test_support::run(fleet.io, cache_b.put(viewer_on("device-7"), {"not a ticket store payload", now + 30min}, now));
+
+  // The store's lookup past the near cache: a miss, counted as a value refused, and nothing kept.
+  auto const before = cache_a.stats();
+  auto const found =
+      test_support::run(fleet.io, [&]() -> asio::awaitable<std::optional<wandura::detail::stored_ticket>> {
+        auto lookup = ticket_cache_access::get_many_past_near(cache_a, {viewer_on("device-7")}, now);
+        auto result = co_await std::move(lookup);
+        co_return std::move(result.at(0));
+      }());
+  CHECK_FALSE(found);
+  auto const after = cache_a.stats();
+  CHECK(after.hits == before.hits);
+  CHECK(after.misses == before.misses + 1);
+  CHECK(after.rejected == before.rejected + 1);
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // no copy kept
+
+  // A near copy of such bytes (kept by a public lookup of the same cache) is not a near hit of the store, and goes.
+  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(cache_a.find_near(viewer_on("device-7"), now));
+  auto const near_hits = cache_a.near_hits();
+  CHECK_FALSE(ticket_cache_access::find_near(cache_a, viewer_on("device-7"), now, "this-process"));
+  CHECK(cache_a.near_hits() == near_hits);
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // dropped
+  CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: the fleet's ticket store looks up past the near cache what it asked of it already, "
+          "while get_many asks the near cache first") {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  using wandura::detail::ticket_cache_access;
+  auto const now = system_clock::now();
+  keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
+  auto const payload = [](std::string const& id) {
+    wandura::ticket t;
+    t.ticket_id = id;
+    t.expires_at = system_clock::now() + 30min;
+    return wandura::detail::stored_ticket{"this-process", t};
+  };
+  // Stored while the subscription is live: near copies at once, and in Redis.
+  test_support::run(fleet.io, [&]() -> asio::awaitable<void> {
+    std::vector<std::pair<wandura::ticket_identity, wandura::detail::stored_ticket>> batch;
+    batch.emplace_back(viewer_on("device-1"), payload("tkt_1"));
+    batch.emplace_back(viewer_on("device-2"), payload("tkt_2"));
+    auto put = ticket_cache_access::put_many(cache_a, std::move(batch), now);
+    co_await std::move(put);
+  }());
+  REQUIRE(ticket_cache_access::find_near(cache_a, viewer_on("device-1"), now, "this-process"));
+  auto const before = cache_a.stats();
+  auto const commands = fleet.a.stats().commands;
+
+  // The store's lookup of the keys its near check left (here device-2, near by now): one MGET, no near hit.
+  auto const found = test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    auto lookup = ticket_cache_access::get_many_past_near(cache_a, {viewer_on("device-2"), viewer_on("device-3")}, now);
+    auto result = co_await std::move(lookup);
+    co_return (result.at(0) && result.at(0)->value.ticket_id == "tkt_2" ? 1 : 0) + (result.at(1) ? 10 : 0);
+  }());
+  CHECK(found == 1);
+  CHECK(fleet.a.stats().commands == commands + 1);
+  CHECK(cache_a.stats().near_hits == before.near_hits);
+  CHECK(cache_a.stats().hits == before.hits + 1);
+  CHECK(cache_a.stats().misses == before.misses + 1);
+
+  // get_many, for direct users, answers the near copy first and asks Redis only for the rest.
+  auto const many = test_support::run(fleet.io, cache_a.get_many({viewer_on("device-2"), viewer_on("device-3")}, now));
+  REQUIRE(many.size() == 2);
+  CHECK(many[0]);
+  CHECK_FALSE(many[1]);
+  CHECK(fleet.a.stats().commands == commands + 2);
+  CHECK(cache_a.stats().near_hits == before.near_hits + 1);
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }

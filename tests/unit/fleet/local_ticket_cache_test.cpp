@@ -32,6 +32,24 @@ TEST_CASE("local ticket cache: found only for the identity it was stored for, un
   CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
 }
 
+TEST_CASE("local ticket cache: erased by identity, that identity's ticket goes and nothing else") {
+  wandura::detail::local_ticket_cache cache(10);
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  cache.erase(viewer_on("device-9")); // nothing kept for it
+  CHECK(cache.size() == 2);
+  cache.erase(viewer_on("device-7"));
+  CHECK(cache.size() == 1);
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
+  CHECK(cache.find_near(viewer_on("device-8"), t0, 1)->cached.payload == "tkt_8");
+  // Its key and its place by expiry went with it: the key names another identity's ticket now, and a full cache
+  // still makes room by expiry.
+  cache.store("k7", viewer_on("device-9"), kept("tkt_9", t0 + 30min), t0 + 25min, t0);
+  CHECK(cache.find(viewer_on("device-9"), t0)->cached.payload == "tkt_9");
+  cache.erase("k7");
+  CHECK(cache.size() == 1);
+}
+
 TEST_CASE(
     "local ticket cache: when full, expired tickets make room, then the live one with the least reuse time left") {
   wandura::detail::local_ticket_cache cache(2);
