@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <asio/io_context.hpp>
@@ -96,6 +97,17 @@ TEST_CASE("viewer rates: a 3 a minute and a 30 a minute client of one fleet each
   CHECK(viewers.fallbacks == 0); // decided by Redis, not by the local buckets
   CHECK(viewers.granted == 21);
   CHECK(viewers.refused == 2);
+  // What Redis holds: one bucket per viewer and rate, named by the key layout.
+  wandura::redis_client look(backend.io.get_executor(), {.url = redis->url()});
+  auto keys = test_support::raw(backend.io, look, {"KEYS", "wandura:{rates}:viewer:*"});
+  std::set<std::string> held;
+  for (auto const& key : keys.elements) {
+    held.insert(key.text);
+  }
+  CHECK(held == std::set<std::string>{wandura::fleet_keys::viewer("rates", {3, 3}, "viewer-A"),
+                                      wandura::fleet_keys::viewer("rates", {30, 30}, "viewer-A"),
+                                      wandura::fleet_keys::viewer("rates", {3, 3}, "viewer-B"),
+                                      wandura::fleet_keys::viewer("rates", {30, 30}, "viewer-B")});
 }
 
 TEST_CASE("viewer rates: with Redis down, the local fallback keeps each rate's own limit") {
