@@ -1,6 +1,8 @@
 #include "wandura/fleet/key_layout.hpp"
 
 #include <array>
+#include <charconv>
+#include <cmath>
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -23,6 +25,13 @@ std::string prefix(std::string_view org, std::string_view kind) {
   key += kind;
   key += ':';
   return key;
+}
+
+/// `value` as the shortest text that reads back as the same double: `30`, `0.5`, `1e+21`.
+void append_number(std::string& out, double value) {
+  std::array<char, 32> text{};
+  // 32 characters hold any double's shortest form (at most 24): the conversion cannot run out of room.
+  out.append(text.data(), std::to_chars(text.data(), text.data() + text.size(), value).ptr);
 }
 
 } // namespace
@@ -61,8 +70,19 @@ std::string ticket(std::string_view org, ticket_identity const& who) {
   return key;
 }
 
-std::string viewer(std::string_view org, std::string_view viewer_ref) {
-  return prefix(org, "viewer") += viewer_ref;
+std::string viewer(std::string_view org, viewer_rate rate, std::string_view viewer_ref) {
+  bool const valid = std::isfinite(rate.tickets_per_minute) && rate.tickets_per_minute > 0 &&
+                     std::isfinite(rate.burst) && rate.burst > 0;
+  if (!valid) {
+    throw error(errc::invalid_argument, "fleet: a viewer limit's rate and burst must be finite and > 0");
+  }
+  std::string key = prefix(org, "viewer");
+  append_number(key, rate.tickets_per_minute);
+  key += "pm-b";
+  append_number(key, rate.burst);
+  key += ':';
+  key += viewer_ref;
+  return key;
 }
 
 std::string ticket_erasures(std::string_view org) {

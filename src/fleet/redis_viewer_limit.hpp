@@ -12,9 +12,9 @@
 
 namespace wandura::detail {
 
-/// A `viewer_limit` whose buckets live in Redis under `wandura:{org}:viewer:<viewer_ref>`; one script round trip
-/// per decision. When Redis is slow, down or failing, decisions come from a local bucket per viewer at the same
-/// rate within the command timeout (degrade, never block).
+/// A `viewer_limit` whose buckets live in Redis under `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>` (one per viewer
+/// and rate: `fleet_keys::viewer`); one script round trip per decision. When Redis is slow, down or failing,
+/// decisions come from a local bucket per viewer at the same rate within the command timeout (degrade, never block).
 ///
 /// @par Thread safety
 /// Any thread, any executor: `acquire` hops to the fleet's strand and completes back on the caller's executor;

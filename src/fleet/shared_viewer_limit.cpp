@@ -1,6 +1,7 @@
 #include "wandura/fleet/shared_viewer_limit.hpp"
 
 #include <array>
+#include <cmath>
 #include <iterator>
 #include <unordered_map>
 
@@ -25,8 +26,9 @@ bool is_pair(redis_reply const& reply) {
 struct shared_viewer_limit::impl {
   impl(redis_client& r, std::string o, viewer_limit_options opts)
       : redis(r), org(std::move(o)), rate_per_ms(opts.tickets_per_minute / 60000.0),
-        capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), local_capacity(opts.local_capacity),
-        guard("viewer_limit", r.server_name(), std::move(opts.fallback)), script(detail::lua::viewer_take) {}
+        capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), key_rate{opts.tickets_per_minute, capacity},
+        local_capacity(opts.local_capacity), guard("viewer_limit", r.server_name(), std::move(opts.fallback)),
+        script(detail::lua::viewer_take) {}
 
   detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
     auto it = buckets.find(viewer_ref);
@@ -53,6 +55,9 @@ struct shared_viewer_limit::impl {
   std::string org;
   double rate_per_ms;
   double capacity;
+  /// What the viewer keys are named after: limits of other rates or bursts have buckets of their own in Redis, as
+  /// they have in process (each limiter's `buckets`).
+  viewer_rate key_rate;
   std::size_t local_capacity;
   detail::fallback_guard guard;
   detail::redis_script script;
@@ -62,8 +67,10 @@ struct shared_viewer_limit::impl {
 
 shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options) {
   fleet_keys::check_org(org);
-  if (!(options.tickets_per_minute > 0) || options.burst < 0) {
-    throw error(errc::invalid_argument, "viewer limit: tickets_per_minute must be > 0 and burst >= 0");
+  if (!(options.tickets_per_minute > 0) || !std::isfinite(options.tickets_per_minute) || !(options.burst >= 0) ||
+      !std::isfinite(options.burst)) {
+    throw error(errc::invalid_argument,
+                "viewer limit: tickets_per_minute must be finite and > 0, burst finite and >= 0");
   }
   impl_ = std::make_unique<impl>(redis, std::string(org), std::move(options));
 }
@@ -102,7 +109,7 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::take(std::string vie
   }
   impl& self = *impl_;
   double const now_ms = detail::to_epoch_ms(now);
-  std::string const key = fleet_keys::viewer(self.org, viewer_ref);
+  std::string const key = fleet_keys::viewer(self.org, self.key_rate, viewer_ref);
   std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(self.rate_per_ms),
                                         detail::number_text(self.capacity), detail::number_text(n)};
   std::array<std::string_view, 1> const keys{key};

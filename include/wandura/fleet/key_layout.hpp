@@ -3,16 +3,18 @@
 // Every key starts with `wandura:{<org>}:`; the braces are a Redis Cluster hash tag, so all keys of one
 // organisation live in one slot and the scripts (which touch one key each) work unchanged behind a cluster proxy:
 //
-// | key                                              | type   | what                                       |
-// |--------------------------------------------------|--------|--------------------------------------------|
-// | `wandura:{org}:ticket:<32 hex>`                  | string | one reusable ticket, PX = until 5 min before
-// `expires_at` | | `wandura:{org}:viewer:<viewer_ref>`              | hash   | a viewer's token bucket: `t` tokens,
-// `ts` ms | | `wandura:{org}:pace:<counter>`                   | hash   | a counter's GCRA: `tat`, `hold` (ms since the
-// epoch), `em` (ms per unit), `burst` (units) |
+// - `wandura:{org}:ticket:<32 hex>`, a string: one reusable ticket, PX = until 5 min before `expires_at`.
+// - `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>`, a hash: a viewer's token bucket for the limit of N tickets a
+//   minute and burst B, `t` tokens and `ts` ms since the epoch.
+// - `wandura:{org}:pace:<counter>`, a hash: a counter's GCRA, `tat` and `hold` (ms since the epoch), `em` (ms per
+//   unit) and `burst` (units).
 //
 // The ticket key's hex is the first 16 bytes of SHA-256 over the length-prefixed viewer_ref, union_info, film_ref,
 // episode_no and intent: bounded in size, no device id in clear text, and a collision cannot serve a ticket to
 // another viewer because the stored value repeats the identity and is checked on every read.
+//
+// The viewer key names the limit's rate and burst (`30pm-b30`): limits of different rates in one organisation
+// (clients of one fleet may differ) each keep their own bucket, and the same limit in every process shares one.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -33,6 +35,14 @@ struct ticket_identity {
   friend bool operator==(ticket_identity const&, ticket_identity const&) = default;
 };
 
+/// The limit a per-viewer bucket belongs to, as its key names it (`fleet_keys::viewer`).
+struct viewer_rate {
+  double tickets_per_minute = 30; ///< tickets a viewer may get per minute, refilled continuously
+  double burst = 30;              ///< the bucket's capacity in tickets (the most at once from idle)
+
+  friend bool operator==(viewer_rate const&, viewer_rate const&) = default;
+};
+
 namespace fleet_keys {
 
 /// @throws wandura::error with `errc::invalid_argument` unless `org` is 1-64 characters of [A-Za-z0-9._-]
@@ -42,8 +52,10 @@ void check_org(std::string_view org);
 [[nodiscard]] std::string ticket(std::string_view org, ticket_identity const& who);
 /// `wandura:{org}:ticket-erased`: the Pub/Sub channel on which an erase publishes the erased ticket's key.
 [[nodiscard]] std::string ticket_erasures(std::string_view org);
-/// `wandura:{org}:viewer:<viewer_ref>`.
-[[nodiscard]] std::string viewer(std::string_view org, std::string_view viewer_ref);
+/// `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>` for the limit `rate`, with N and B as the shortest decimal text
+/// that reads back as the same double (`30pm-b30`, `0.5pm-b2`): one bucket per viewer and limit.
+/// @throws wandura::error with `errc::invalid_argument` unless both numbers of `rate` are finite and > 0.
+[[nodiscard]] std::string viewer(std::string_view org, viewer_rate rate, std::string_view viewer_ref);
 /// `wandura:{org}:pace:<counter>`, e.g. counter "playback".
 [[nodiscard]] std::string pace(std::string_view org, std::string_view counter);
 

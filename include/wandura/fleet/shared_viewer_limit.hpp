@@ -42,12 +42,19 @@ struct viewer_limit_stats {
   bool degraded = false;
 };
 
-/// A continuous token bucket per viewer_ref in Redis (`wandura:{org}:viewer:<viewer_ref>`), so that a viewer's
-/// limit is one limit whichever process serves them. Each operation is one script (`EVALSHA`), atomic.
+/// A continuous token bucket per viewer_ref and limit in Redis (`wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>`,
+/// include/wandura/fleet/key_layout.hpp), so that a viewer's limit is one limit whichever process serves them.
+/// Each operation is one script (`EVALSHA`), atomic.
+///
+/// @par One bucket per limit
+/// The key names the rate N (tickets a minute) and the burst B (the capacity, `tickets_per_minute` when `burst` is
+/// 0): limiters of the same rate and burst share a viewer's bucket, in any process of the organisation; limiters of
+/// another rate or burst have their own, so a 3-a-minute limit never takes from, or caps, a 30-a-minute one.
 ///
 /// @par Degrade, never block
 /// When Redis is slow, down or failing, decisions come from a local bucket per viewer with the same limit (the
-/// process then enforces the limit for what it sees alone); see `fallback_options`.
+/// process then enforces the limit for what it sees alone); see `fallback_options`. The local buckets belong to
+/// this limiter, so limits of different rates stay apart there too.
 ///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only.
@@ -55,7 +62,8 @@ class shared_viewer_limit {
 public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
   /// @param options the per-viewer rate and burst, and the fallback; copied.
-  /// @throws wandura::error with `errc::invalid_argument` for a bad `org` or a rate or burst that is not > 0.
+  /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, a rate that is not finite and > 0, or a
+  ///         burst that is not finite and >= 0.
   shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
   ~shared_viewer_limit();
   shared_viewer_limit(shared_viewer_limit const&) = delete;

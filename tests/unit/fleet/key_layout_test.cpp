@@ -1,5 +1,8 @@
 #include "wandura/fleet/key_layout.hpp"
 
+#include <limits>
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "wandura/error.hpp"
@@ -13,7 +16,7 @@ wandura::ticket_identity who() {
 TEST_CASE("key layout: every key carries the organisation as a hash tag") {
   CHECK(wandura::fleet_keys::ticket("org_demo", who()).starts_with("wandura:{org_demo}:ticket:"));
   CHECK(wandura::fleet_keys::ticket("org_demo", who()).size() == std::string("wandura:{org_demo}:ticket:").size() + 32);
-  CHECK(wandura::fleet_keys::viewer("org_demo", "v:1") == "wandura:{org_demo}:viewer:v:1");
+  CHECK(wandura::fleet_keys::viewer("org_demo", {30, 30}, "v:1") == "wandura:{org_demo}:viewer:30pm-b30:v:1");
   CHECK(wandura::fleet_keys::pace("org_demo", "playback") == "wandura:{org_demo}:pace:playback");
 }
 
@@ -34,6 +37,35 @@ TEST_CASE("key layout: each part of a ticket's identity changes its key") {
   // Length prefixes: moving a character from one field to the next is another identity.
   CHECK(wandura::fleet_keys::ticket("o", {"ab", "c", "f", 1, "play"}) !=
         wandura::fleet_keys::ticket("o", {"a", "bc", "f", 1, "play"}));
+}
+
+TEST_CASE("key layout: a viewer's key names the limit's rate and burst, so each limit has its own bucket") {
+  using wandura::fleet_keys::viewer;
+  std::string const ref = "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a";
+  CHECK(viewer("o", {3, 3}, ref) == "wandura:{o}:viewer:3pm-b3:" + ref);
+  CHECK(viewer("o", {0.5, 2}, ref) == "wandura:{o}:viewer:0.5pm-b2:" + ref);
+  CHECK(viewer("o", {1.0 / 3, 10}, "v") == "wandura:{o}:viewer:0.3333333333333333pm-b10:v"); // reads back exactly
+  // Another rate, another burst, another viewer, another organisation: another key. The same: the same key.
+  auto const base = viewer("o", {30, 30}, ref);
+  CHECK(viewer("o", {30, 30}, ref) == base);
+  for (auto const& other : {viewer("o", {3, 30}, ref), viewer("o", {30, 60}, ref), viewer("o", {30.5, 30}, ref),
+                            viewer("o", {30, 30}, "other"), viewer("p", {30, 30}, ref)}) {
+    CHECK(other != base);
+  }
+  // The rate part has no ':' of its own, so a viewer_ref that looks like one cannot reach another limit's key.
+  CHECK(viewer("o", {3, 3}, "30pm-b30:v") != viewer("o", {30, 30}, "v"));
+  CHECK(viewer("o", {3, 3}, "30pm-b30:v").starts_with("wandura:{o}:viewer:3pm-b3:"));
+}
+
+TEST_CASE("key layout: a viewer limit's rate or burst that is not finite and positive is refused") {
+  double const inf = std::numeric_limits<double>::infinity();
+  double const nan = std::numeric_limits<double>::quiet_NaN();
+  for (wandura::viewer_rate bad :
+       {wandura::viewer_rate{0, 30}, wandura::viewer_rate{-1, 30}, wandura::viewer_rate{30, 0},
+        wandura::viewer_rate{inf, 30}, wandura::viewer_rate{30, inf}, wandura::viewer_rate{nan, 30},
+        wandura::viewer_rate{30, nan}}) {
+    CHECK_THROWS_AS(wandura::fleet_keys::viewer("o", bad, "v"), wandura::error);
+  }
 }
 
 TEST_CASE("key layout: an organisation that could break the hash tag is refused") {
