@@ -159,8 +159,8 @@ struct fleet_harness {
   std::vector<done> completed;
 
   explicit fleet_harness(std::size_t n, bool shared = true,
-                         std::chrono::milliseconds book = std::chrono::milliseconds::zero())
-      : pace(std::make_shared<memory_pace>(clock.get(), 5, book)) {
+                         std::chrono::milliseconds book = std::chrono::milliseconds::zero(), double burst = 5)
+      : pace(std::make_shared<memory_pace>(clock.get(), burst, book)) {
     for (std::size_t i = 0; i < n; ++i) {
       wandura::admission_gate_options options;
       if (shared) {
@@ -445,4 +445,73 @@ TEST_CASE("shared pace: sheds alone never hold plays for the fleet, even with th
   CHECK(h.admitted(0, h.now()) == 40); // as the gate alone would: no fleet grant asked for
   CHECK(h.pace->acquires == 0);
   CHECK(h.playback(0).fleet_grants == 0);
+}
+
+TEST_CASE("shared pace: gates that book take turns on a slow counter with the smallest burst too") {
+  // 60/min with the fleet's burst at its floor of two units: only one unit is ever bookable ahead.
+  for (std::size_t n : {2U, 3U}) {
+    fleet_harness h(n, true, 500ms, 2);
+    auto const start = h.now();
+    for (std::size_t g = 0; g < n; ++g) {
+      h.gates[g]->observe("playback", refused(60, 1s));
+      for (int i = 0; i < 40; ++i) {
+        h.spawn(g);
+      }
+    }
+    h.run_for(31s, 5ms);
+    std::size_t total = 0;
+    std::size_t fewest = 1000;
+    for (std::size_t g = 0; g < n; ++g) {
+      auto const got = h.admitted(g, start + 31s);
+      INFO("gate " << g << " of " << n << ": " << got);
+      total += got;
+      fewest = std::min(fewest, got);
+    }
+    INFO(n << " gates: " << total << " in all, the fewest " << fewest);
+    // Held 1 s, then 1/s for 30 s plus the burst of 2: 32.
+    CHECK(total >= 30);
+    CHECK(total <= 32);
+    CHECK(fewest >= total / (2 * n));
+  }
+}
+
+TEST_CASE("shared pace: more gates than the fleet can book ahead for each get a fair share, never above the refill") {
+  // A 10/s counter with a burst of 5 and bookings 500 ms ahead has room for about ten grants open at once; twelve
+  // gates each keep one open.
+  std::size_t const n = 12;
+  fleet_harness h(n, true, 500ms);
+  auto const start = h.now();
+  for (std::size_t g = 0; g < n; ++g) {
+    h.gates[g]->observe("playback", refused(600, 1s));
+    for (int i = 0; i < 60; ++i) {
+      h.spawn(g);
+    }
+  }
+  auto const end = start + 21s;
+  h.run_for(21s, 5ms);
+  std::size_t total = 0;
+  std::size_t fewest = 1000;
+  std::size_t most = 0;
+  for (std::size_t g = 0; g < n; ++g) {
+    auto const got = h.admitted(g, end);
+    total += got;
+    fewest = std::min(fewest, got);
+    most = std::max(most, got);
+  }
+  INFO(total << " in all, each " << fewest << " to " << most);
+  // Held 1 s, then 10/s for 20 s plus the burst of 5: 205, about 17 each.
+  CHECK(total >= 200);
+  CHECK(total <= 205);
+  // Second by second the fleet never goes above its refill plus burst.
+  for (int s = 2; s <= 21; ++s) {
+    std::size_t by = 0;
+    for (std::size_t g = 0; g < n; ++g) {
+      by += h.admitted(g, start + std::chrono::seconds(s));
+    }
+    INFO("by " << s << " s: " << by);
+    CHECK(by <= static_cast<std::size_t>(10 * (s - 1) + 5));
+  }
+  // Who gets a unit that comes free is a race between the gates whose booking has just been used and those refused
+  // (23 to 50 of 405 each in 40 s): none gets less than a third of its share.
+  CHECK(fewest >= 6);
 }
