@@ -447,6 +447,54 @@ TEST_CASE("shared pace: sheds alone never hold plays for the fleet, even with th
   CHECK(h.playback(0).fleet_grants == 0);
 }
 
+namespace {
+
+/// Admissions of `gate` in the open interval (from, to).
+std::size_t admitted_between(fleet_harness const& h, std::size_t gate, wandura::clock::time_point from,
+                             wandura::clock::time_point to) {
+  return static_cast<std::size_t>(std::count_if(h.completed.begin(), h.completed.end(), [&](auto const& d) {
+    return d.gate == gate && d.result.admitted() && d.at > from && d.at < to;
+  }));
+}
+
+} // namespace
+
+TEST_CASE("shared pace: a hold another gate publishes while a grant is booked holds the booked release too") {
+  for (auto const book : {0ms, 500ms}) {
+    for (auto const offset : {0ms, 30ms, 60ms, 90ms}) {
+      INFO("booking up to " << book / 1ms << " ms ahead, the hold " << offset / 1ms << " ms into a read interval");
+      fleet_harness h(2, true, book);
+      // Gate A paces at 20/s a counter the fleet paces at 10/s (another process published the lower limit), with
+      // a full queue and a request coming every 20 ms (so it reads the fleet's view every `shared_pace_refresh`):
+      // it asks before each unit is there, and books it.
+      h.gates[0]->observe("playback", refused(1200, 0ms));
+      h.pace->set_limit("playback", wandura::rate_limit{.limit = 600, .window = 60s});
+      for (int i = 0; i < 40; ++i) {
+        h.spawn(0);
+      }
+      auto const step = [&](int ms) {
+        for (int i = 0; i < ms; ++i) {
+          if ((h.now().time_since_epoch() / 1ms) % 20 == 0) {
+            h.spawn(0);
+          }
+          h.run_for(1ms, 1ms);
+        }
+      };
+      step(1000 + static_cast<int>(offset.count()));
+      REQUIRE(h.admitted(0, h.now()) >= 5);
+      // Gate B sees a 429 held 2 s and publishes it.
+      h.gates[1]->observe("playback", refused(600, 2s));
+      auto const held_at = h.now();
+      step(2500);
+      CHECK(h.gates[0]->held_until("playback") >= held_at + 1990ms);
+      // Nothing goes inside the fleet's hold once A could have learnt of it (its next read, up to 100 ms on): not
+      // the unit booked before the hold was published either.
+      CHECK(admitted_between(h, 0, held_at, held_at + 2s) == 0);
+      CHECK(h.admitted(0, held_at + 2500ms) > h.admitted(0, held_at + 2s));
+    }
+  }
+}
+
 TEST_CASE("shared pace: gates that book take turns on a slow counter with the smallest burst too") {
   // 60/min with the fleet's burst at its floor of two units: only one unit is ever bookable ahead.
   for (std::size_t n : {2U, 3U}) {
