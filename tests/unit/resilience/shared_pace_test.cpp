@@ -560,6 +560,6 @@ TEST_CASE("shared pace: more gates than the fleet can book ahead for each get a 
     CHECK(by <= static_cast<std::size_t>(10 * (s - 1) + 5));
   }
   // Who gets a unit that comes free is a race between the gates whose booking has just been used and those refused
-  // (23 to 50 of 405 each in 40 s): none gets less than a third of its share.
-  CHECK(fewest >= 6);
+  // and asking again: none gets less than half its share.
+  CHECK(fewest >= 9);
 }
