@@ -92,12 +92,15 @@ void gate_counter::fleet_answered(std::uint64_t seq, std::uint32_t units, std::o
     // Every refused process is told the same instant; each asks again up to one unit's refill after it, at a
     // random point, so that the first to ask is not always the same one. The fleet's burst (at least two units)
     // absorbs the delay: no refill is lost.
-    double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
-    auto const spread =
-        std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
-    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now) + spread, now + std::chrono::milliseconds(1));
+    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now) + ask_spread(), now + std::chrono::milliseconds(1));
   }
   pump(now, out);
+}
+
+clock::duration gate_counter::ask_spread() noexcept {
+  double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
+  return std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
 }
 
 void gate_counter::booking_checked(std::uint64_t seq, std::optional<shared_pace_view> const& view, after_unlock& out) {
@@ -107,6 +110,10 @@ void gate_counter::booking_checked(std::uint64_t seq, std::optional<shared_pace_
   grant_in_flight_ = false;
   auto const now = clock_->now();
   fleet_credit_ += std::exchange(fleet_booked_, 0.0);
+  // The next grant is asked up to one unit's refill later, at a random point, as after a refusal: a unit that comes
+  // free as this booking is used would otherwise always go to this process, never to one refused and asking again,
+  // and with more processes than the fleet has bookings open the refused ones would wait long.
+  fleet_wait_until_ = now + ask_spread();
   if (!view) {
     fleet_failed(now);
   } else {
