@@ -502,24 +502,25 @@ TEST_CASE("shared pace: gates that book take turns on a slow counter with the sm
     auto const start = h.now();
     for (std::size_t g = 0; g < n; ++g) {
       h.gates[g]->observe("playback", refused(60, 1s));
-      for (int i = 0; i < 40; ++i) {
+      for (int i = 0; i < 80; ++i) {
         h.spawn(g);
       }
     }
-    h.run_for(31s, 5ms);
+    h.run_for(61s, 5ms);
     std::size_t total = 0;
     std::size_t fewest = 1000;
     for (std::size_t g = 0; g < n; ++g) {
-      auto const got = h.admitted(g, start + 31s);
+      auto const got = h.admitted(g, start + 61s);
       INFO("gate " << g << " of " << n << ": " << got);
       total += got;
       fewest = std::min(fewest, got);
     }
     INFO(n << " gates: " << total << " in all, the fewest " << fewest);
-    // Held 1 s, then 1/s for 30 s plus the burst of 2: 32.
-    CHECK(total >= 30);
-    CHECK(total <= 32);
-    CHECK(fewest >= total / (2 * n));
+    // Held 1 s, then 1/s for 60 s plus the burst of 2: 62. Each gets at least a third of its share (a unit a
+    // second is few: who asks first after a refusal is spread at random).
+    CHECK(total >= 60);
+    CHECK(total <= 62);
+    CHECK(fewest >= total / (3 * n));
   }
 }
 
