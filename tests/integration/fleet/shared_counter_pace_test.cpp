@@ -9,6 +9,7 @@
 
 #include "fleet_test_support.hpp"
 
+#include "fleet/fleet_values.hpp"
 #include "fleet/rate_math.hpp"
 
 using namespace std::chrono_literals;
@@ -179,4 +180,50 @@ TEST_CASE("shared counter pace: with redis paused read answers with this process
   CHECK(seen.pressure_at == t0);
   CHECK(seen.limit_per_minute == Approx(1200));
   CHECK(pace.stats().degraded);
+}
+
+TEST_CASE("shared counter pace: the script and the local fallback decide alike on sub-millisecond times and holds") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  // A gate asks with its wall clock's full precision and publishes hold-offs the same way: times are rarely whole
+  // milliseconds. Every answer must be the one the local arithmetic gives, and a refusal never before the hold ends.
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace(fleet.a, "org_demo", {.limit_per_minute = 7000, .burst = 7});
+  wandura::detail::gcra local;
+  double const em = 60000.0 / 7000.0;
+  auto const t0 = at_ms(1'764'590'400'000) + 250us;
+  int disagreements = 0;
+  int early = 0;
+  int held = 0;
+  test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    for (int step = 0; step < 300; ++step) {
+      auto const now = t0 + step * 3ms + (step % 7) * 137us;
+      if (step % 50 == 10) { // a hold-off to a fraction of a millisecond, 40 ms on
+        auto const until = now + 40ms + 333us;
+        co_await pace.hold_until(until, now);
+        local.hold_ms = std::max(local.hold_ms, wandura::detail::to_epoch_ms(until));
+      }
+      double const cost = 1 + step % 3;
+      auto const book = step % 5 < 2 ? 20ms : 0ms;
+      auto const shared = co_await pace.try_acquire(cost, now, book);
+      double const now_ms = wandura::detail::to_epoch_ms(now);
+      auto const mine = wandura::detail::gcra_take(local, now_ms, cost, em, 7, static_cast<double>(book.count()));
+      auto const expected = mine.go && mine.at_ms <= now_ms ? now : wandura::detail::from_epoch_ms(mine.at_ms);
+      bool const differs = shared.go != mine.go || shared.wait_until != expected;
+      if (differs && disagreements < 5) {
+        UNSCOPED_INFO("step " << step << " go " << shared.go << "/" << mine.go << " at "
+                              << (shared.wait_until - now) / 1us << "/" << (expected - now) / 1us << " us");
+      }
+      disagreements += differs ? 1 : 0;
+      bool const in_hold = wandura::detail::to_epoch_ms(now) < local.hold_ms;
+      held += in_hold ? 1 : 0;
+      early += in_hold && (shared.go || wandura::detail::to_epoch_ms(shared.wait_until) < local.hold_ms) ? 1 : 0;
+    }
+    co_return 0;
+  }());
+  CHECK(held > 0);
+  CHECK(early == 0);
+  CHECK(disagreements == 0);
 }
