@@ -227,3 +227,36 @@ TEST_CASE("shared counter pace: the script and the local fallback decide alike o
   CHECK(early == 0);
   CHECK(disagreements == 0);
 }
+
+TEST_CASE("shared counter pace: with redis down, a cost above this process's share of the burst goes when it is full") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::counter_pace_options options{.limit_per_minute = 600, .burst = 10, .local_share = 0.5};
+  options.fallback = {.log = {}, .probe_interval = 1h};
+  wandura::shared_counter_pace pace(client, "org_demo", options);
+  redis->kill();
+  // A batch of 8 tickets is within the fleet's burst of 10, above this process's 5: as the gate's own bucket lets
+  // an oversized batch go when it is full, it goes when the local share is, and leaves a debt behind.
+  auto const t0 = at_ms(1'764'590'400'000);
+  std::vector<system_clock::time_point> went;
+  for (int step = 0; step < 100; ++step) { // 10 s in steps of 100 ms
+    auto const now = t0 + step * 100ms;
+    if (test_support::run(io, pace.try_acquire(8, now)).go) {
+      went.push_back(now);
+    }
+  }
+  REQUIRE(went.size() >= 2);
+  CHECK(went.front() == t0);
+  // At the share's rate (5/s) the debt of 8 units is repaid in 1.6 s, and the next batch goes then: 7 in 10 s, never
+  // more than the share's refill over the time plus one batch.
+  for (std::size_t i = 1; i < went.size(); ++i) {
+    CHECK(went[i] - went[i - 1] >= 1600ms);
+  }
+  CHECK(went.size() == 7);
+  CHECK(static_cast<double>(went.size()) * 8 <= 5.0 * 10 + 8);
+  CHECK(pace.stats().degraded);
+}
