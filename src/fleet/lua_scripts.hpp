@@ -59,7 +59,7 @@ inline constexpr std::string_view pace_take =
                        "local s = redis.call('HMGET', KEYS[1], 'tat', 'hold', 'em', 'burst')\n"
                        "local em, burst = tonumber(s[3]) or tonumber(ARGV[3]), tonumber(s[4]) or tonumber(ARGV[4])\n"
                        "local hold = tonumber(s[2]) or 0\n"
-                       "if hold > now then return {0, hold} end\n"
+                       "if hold > now then return {0, math.ceil(hold)} end\n"
                        "local tat = math.max(tonumber(s[1]) or now, now)\n"
                        "local new_tat = tat + cost * em\n"
                        "local allow_at = new_tat - burst * em\n"

@@ -65,7 +65,7 @@ struct gcra_answer {
 inline gcra_answer gcra_take(gcra& g, double now_ms, double cost, double emission_ms, double burst,
                              double book_ms = 0) {
   if (g.hold_ms > now_ms) {
-    return {false, g.hold_ms};
+    return {false, std::ceil(g.hold_ms)}; // a hold to a fraction of a millisecond: never answered before its end
   }
   double const tat = std::max(g.tat_ms, now_ms);
   double const new_tat = tat + cost * emission_ms;
