@@ -116,8 +116,11 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
     auto const pair = detail::integer_pair(*reply);
     answer = {pair->first == 1, static_cast<double>(pair->second)};
   } else {
+    // This process's share of the rate and burst. A cost above its share of the burst (within the fleet's) goes when
+    // the share is full and leaves a debt, as the gate's own bucket lets an oversized request go: else it never would.
     double const share = self.local_share;
-    answer = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, self.burst * share, book_ms);
+    double const burst = std::max(self.burst * share, cost);
+    answer = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, burst, book_ms);
   }
   // A go for now comes back as `now` in whole milliseconds (Redis answers integers): it is `now` itself.
   pace_decision const decision{answer.go,
