@@ -9,6 +9,8 @@
 
 #include "fleet_test_support.hpp"
 
+#include "wandura/error.hpp"
+
 #include "fleet/fleet_values.hpp"
 #include "fleet/rate_math.hpp"
 
@@ -259,4 +261,25 @@ TEST_CASE("shared counter pace: with redis down, a cost above this process's sha
   CHECK(went.size() == 7);
   CHECK(static_cast<double>(went.size()) * 8 <= 5.0 * 10 + 8);
   CHECK(pace.stats().degraded);
+}
+
+TEST_CASE("shared counter pace: a cost of zero or above the burst, or a negative booking time, is invalid_argument") {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
+  wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600, .burst = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto refuses = [&](double cost, std::chrono::milliseconds book) {
+    try {
+      (void)test_support::run(io, pace.try_acquire(cost, t0, book));
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  CHECK(refuses(0, 0ms));
+  CHECK(refuses(-1, 0ms));
+  CHECK(refuses(10.5, 0ms));
+  CHECK(refuses(1, -1ms));
+  CHECK(pace.stats().admitted + pace.stats().delayed == 0); // refused before any decision
+  CHECK(pace.stats().fallbacks == 0);                       // and before any command
 }
