@@ -32,7 +32,7 @@ namespace {
 /// The fleet's state in memory: per counter a GCRA (one unit every window/limit, `burst` units at once), a hold
 /// and the latest refusal; units that conform within `book` are booked, as `redis_counter_pace` books within its
 /// burst (0: refused until they are there). `failing` makes every acquire and read throw; `stalled` makes them
-/// never answer (they sleep on the clock until the test ends).
+/// never answer (they sleep on the clock until the test ends); `stalled_reads` only the reads.
 class memory_pace final : public wandura::shared_pace {
 public:
   /// @param clock by pointer: the stalled operations sleep on it, and must not keep it alive.
@@ -86,7 +86,7 @@ public:
   }
 
   asio::awaitable<wandura::shared_pace_view> read(std::string_view counter, system_clock::time_point) override {
-    co_await misbehave();
+    co_await misbehave(stalled_reads);
     std::lock_guard lock(mutex_);
     ++reads;
     auto const& c = counters_[std::string(counter)];
@@ -99,6 +99,7 @@ public:
 
   std::atomic<bool> failing{false};
   std::atomic<bool> stalled{false};
+  std::atomic<bool> stalled_reads{false};
   std::atomic<int> acquires{0};
   std::atomic<int> granted_units{0};
   std::atomic<int> bookings{0};
@@ -115,11 +116,11 @@ private:
     std::chrono::seconds window{60};
   };
 
-  asio::awaitable<void> misbehave() {
+  asio::awaitable<void> misbehave(bool stall = false) {
     if (failing) {
       throw std::runtime_error("shared pace unavailable");
     }
-    if (stalled) {
+    if (stalled || stall) {
       (void)co_await clock_->sleep_until(wandura::clock::time_point::max());
       throw std::runtime_error("shared pace stalled");
     }
@@ -563,4 +564,63 @@ TEST_CASE("shared pace: more gates than the fleet can book ahead for each get a 
   // Who gets a unit that comes free is a race between the gates whose booking has just been used and those refused
   // and asking again: none gets less than half its share.
   CHECK(fewest >= 9);
+}
+
+TEST_CASE("shared pace: a booking whose check of the fleet's view stalls or fails costs at most the grant timeout") {
+  for (bool const stall : {true, false}) {
+    INFO((stall ? "the reads stall" : "the reads fail"));
+    fleet_harness h(1, true, 500ms);
+    // The gate paces at 20/s, the fleet at 10/s: each unit is booked ahead, and checked at its instant.
+    h.gates[0]->observe("playback", refused(1200, 0ms));
+    h.pace->set_limit("playback", wandura::rate_limit{.limit = 600, .window = 60s});
+    for (int i = 0; i < 60; ++i) {
+      h.spawn(0, 10s);
+    }
+    h.run_for(1s, 1ms);
+    auto const before = h.admitted(0, h.now());
+    REQUIRE(h.pace->bookings > 0);
+    REQUIRE(h.playback(0).fleet_failures == 0);
+    (stall ? h.pace->stalled_reads : h.pace->failing) = true;
+    auto const from = h.now();
+    h.run_for(2s, 1ms);
+    // Each check given up on after 50 ms (or failed at once) sets the fleet aside for 1 s: the gate paces alone at
+    // its 20/s then (40 in 2 s, plus its room of up to 10), with the units it booked, and does not stop.
+    auto const during = h.admitted(0, h.now()) - before;
+    INFO(before << " before, " << during << " in the 2 s after");
+    CHECK(during >= 30);
+    CHECK(during <= 50);
+    CHECK(h.playback(0).fleet_failures >= 1);
+    CHECK(h.playback(0).fleet_failures <= 3);
+    CHECK(h.playback(0).deadline_exceeded == 0);
+    // The first release after the failure is not held longer than the timeout past the booked unit's instant.
+    auto const next = std::find_if(h.completed.begin(), h.completed.end(),
+                                   [&](auto const& d) { return d.result.admitted() && d.at > from; });
+    REQUIRE(next != h.completed.end());
+    CHECK(next->at <= from + 100ms + 50ms + 1ms);
+  }
+}
+
+TEST_CASE("shared pace: a gate destroyed while a booking waits for its instant or its check cancels its queue once") {
+  for (bool const checking : {false, true}) {
+    INFO((checking ? "destroyed during the check" : "destroyed before the booked instant"));
+    fleet_harness h(1, true, 500ms);
+    h.gates[0]->observe("playback", refused(1200, 0ms));
+    h.pace->set_limit("playback", wandura::rate_limit{.limit = 600, .window = 60s});
+    for (int i = 0; i < 20; ++i) {
+      h.spawn(0);
+    }
+    h.run_for(700ms, 1ms); // the burst of 5, then units booked one by one
+    REQUIRE(h.pace->bookings > 0);
+    h.pace->stalled_reads = checking;
+    h.run_for(checking ? 120ms : 0ms, 1ms);
+    auto const admitted = h.admitted(0, h.now());
+    h.gates.clear();
+    h.settle();
+    h.run_for(2s, 5ms); // timers, the stalled read and the booked instant come and go
+    REQUIRE(h.completed.size() == 20);
+    auto const cancelled = std::count_if(h.completed.begin(), h.completed.end(), [](auto const& d) {
+      return d.result.verdict == admission_verdict::cancelled;
+    });
+    CHECK(static_cast<std::size_t>(cancelled) == 20 - admitted);
+  }
 }
