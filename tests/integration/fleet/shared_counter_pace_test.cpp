@@ -283,3 +283,50 @@ TEST_CASE("shared counter pace: a cost of zero or above the burst, or a negative
   CHECK(pace.stats().admitted + pace.stats().delayed == 0); // refused before any decision
   CHECK(pace.stats().fallbacks == 0);                       // and before any command
 }
+
+TEST_CASE("shared counter pace: units booked before a hold are used at its end, and come out of the burst there") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::counter_pace_options const options{.counter = "playback", .limit_per_minute = 600, .burst = 5};
+  wandura::shared_counter_pace pace_a(fleet.a, "org_demo", options);
+  wandura::shared_counter_pace pace_b(fleet.b, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  int now_go = 0;
+  int booked = 0;
+  int at_end = 0;
+  test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    for (int i = 0; i < 5; ++i) { // the burst, now
+      auto const d = co_await pace_a.try_acquire(1, t0);
+      now_go += d.go ? 1 : 0;
+    }
+    for (int i = 0; i < 3; ++i) { // three units booked for t0 + 100, 200 and 300 ms
+      auto const d = co_await pace_a.try_acquire(1, t0, 500ms);
+      booked += d.go && d.wait_until > t0 ? 1 : 0;
+    }
+    // Another process's 429, held 2 s: the booked instants fall inside it, so their units go at its end.
+    co_await pace_b.hold_until(t0 + 2s, t0 + 10ms);
+    for (int i = 0; i < 10; ++i) {
+      auto const d = co_await pace_b.try_acquire(1, t0 + 2s);
+      at_end += d.go ? 1 : 0;
+    }
+    co_return 0;
+  }());
+  CHECK(now_go == 5);
+  CHECK(booked == 3);
+  // At the hold's end the fleet releases its burst of 5: the 3 booked units and 2 more, not 5 more.
+  CHECK(at_end == 2);
+  // The local arithmetic does the same.
+  wandura::detail::gcra local;
+  for (int i = 0; i < 8; ++i) {
+    (void)wandura::detail::gcra_take(local, 1000, 1, 100, 5, 500);
+  }
+  local.hold_ms = 3000;
+  int local_at_end = 0;
+  for (int i = 0; i < 10; ++i) {
+    local_at_end += wandura::detail::gcra_take(local, 3000, 1, 100, 5).go ? 1 : 0;
+  }
+  CHECK(local_at_end == 2);
+}

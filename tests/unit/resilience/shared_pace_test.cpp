@@ -624,3 +624,40 @@ TEST_CASE("shared pace: a gate destroyed while a booking waits for its instant o
     CHECK(static_cast<std::size_t>(cancelled) == 20 - admitted);
   }
 }
+
+TEST_CASE("shared pace: at the end of a fleet-wide hold the gates release the fleet's burst, their bookings included") {
+  std::size_t const n = 4;
+  fleet_harness h(n, true, 500ms);
+  // Each gate paces at 20/s a counter the fleet paces at 10/s: all four keep a booking open.
+  for (std::size_t g = 0; g < n; ++g) {
+    h.gates[g]->observe("playback", refused(1200, 0ms));
+    for (int i = 0; i < 60; ++i) {
+      h.spawn(g);
+    }
+  }
+  h.pace->set_limit("playback", wandura::rate_limit{.limit = 600, .window = 60s});
+  auto const step = [&](int ms) {
+    for (int i = 0; i < ms; ++i) {
+      if ((h.now().time_since_epoch() / 1ms) % 20 == 0) {
+        h.spawn(static_cast<std::size_t>((h.now().time_since_epoch() / 20ms) % 4));
+      }
+      h.run_for(1ms, 1ms);
+    }
+  };
+  step(2000);
+  REQUIRE(h.pace->bookings >= 4);
+  h.gates[0]->observe("playback", refused(1200, 2s)); // a 429 held 2 s, published to the fleet
+  auto const held_at = h.now();
+  step(3000);
+  std::size_t in_hold = 0;
+  std::size_t after = 0;
+  for (std::size_t g = 0; g < n; ++g) {
+    in_hold += admitted_between(h, g, held_at + 1ms, held_at + 2s);
+    after += admitted_between(h, g, held_at + 2s - 1ns, held_at + 3s);
+  }
+  INFO(in_hold << " inside the hold, " << after << " in the second after it");
+  CHECK(in_hold == 0);
+  // The fleet's burst of 5 and 10 for the second (14 without bookings): the units booked before the hold, used at
+  // its end, come out of the burst.
+  CHECK(after <= 16);
+}
