@@ -205,7 +205,8 @@ TEST_CASE("shared counter pace: the script and the local fallback decide alike o
       if (step % 50 == 10) { // a hold-off to a fraction of a millisecond, 40 ms on
         auto const until = now + 40ms + 333us;
         co_await pace.hold_until(until, now);
-        local.hold_ms = std::max(local.hold_ms, wandura::detail::to_epoch_ms(until));
+        wandura::detail::gcra_hold(local, wandura::detail::to_epoch_ms(now), wandura::detail::to_epoch_ms(until), em,
+                                   7);
       }
       double const cost = 1 + step % 3;
       auto const book = step % 5 < 2 ? 20ms : 0ms;
@@ -308,6 +309,7 @@ TEST_CASE("shared counter pace: units booked before a hold are used at its end, 
     }
     // Another process's 429, held 2 s: the booked instants fall inside it, so their units go at its end.
     co_await pace_b.hold_until(t0 + 2s, t0 + 10ms);
+    co_await pace_a.hold_until(t0 + 2s, t0 + 20ms); // the same hold published again moves nothing further
     for (int i = 0; i < 10; ++i) {
       auto const d = co_await pace_b.try_acquire(1, t0 + 2s);
       at_end += d.go ? 1 : 0;
@@ -323,7 +325,8 @@ TEST_CASE("shared counter pace: units booked before a hold are used at its end, 
   for (int i = 0; i < 8; ++i) {
     (void)wandura::detail::gcra_take(local, 1000, 1, 100, 5, 500);
   }
-  local.hold_ms = 3000;
+  wandura::detail::gcra_hold(local, 1010, 3000, 100, 5);
+  wandura::detail::gcra_hold(local, 1020, 3000, 100, 5);
   int local_at_end = 0;
   for (int i = 0; i < 10; ++i) {
     local_at_end += wandura::detail::gcra_take(local, 3000, 1, 100, 5).go ? 1 : 0;

@@ -73,7 +73,16 @@ public:
     std::lock_guard lock(mutex_);
     ++holds;
     auto& c = counters_[std::string(counter)];
+    // As the script does: units booked for instants inside the hold come out of the burst at its end.
+    auto const from = std::max(now, c.hold);
     c.hold = std::max(c.hold, until);
+    if (c.limit > 0) {
+      auto const emission = std::chrono::duration_cast<system_clock::duration>(c.window) / c.limit;
+      auto const to = std::min(c.tat - std::chrono::duration_cast<system_clock::duration>(emission * burst_), c.hold);
+      if (to > from) {
+        c.tat = std::max(c.tat, c.hold + (to - from));
+      }
+    }
     c.pressure = std::max(c.pressure, now);
   }
 
