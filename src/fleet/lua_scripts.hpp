@@ -59,7 +59,7 @@ inline constexpr std::string_view pace_take =
                        "local s = redis.call('HMGET', KEYS[1], 'tat', 'hold', 'em', 'burst')\n"
                        "local em, burst = tonumber(s[3]) or tonumber(ARGV[3]), tonumber(s[4]) or tonumber(ARGV[4])\n"
                        "local hold = tonumber(s[2]) or 0\n"
-                       "if hold > now then return {0, hold} end\n"
+                       "if hold > now then return {0, math.ceil(hold)} end\n"
                        "local tat = math.max(tonumber(s[1]) or now, now)\n"
                        "local new_tat = tat + cost * em\n"
                        "local allow_at = new_tat - burst * em\n"
@@ -69,13 +69,22 @@ inline constexpr std::string_view pace_take =
                        "if allow_at > now then return {1, math.ceil(allow_at)} end\n"
                        "return {1, now}\n";
 
-/// KEYS[1] pace key; ARGV: now_ms, until_ms. Nobody in the fleet goes before until_ms (a 429's Retry-After), and
-/// `press` (the latest refusal any process saw) becomes at least now_ms. Returns the hold in force afterwards.
+/// KEYS[1] pace key; ARGV: now_ms, until_ms, emission_ms, burst (the caller's rate, used unless one was set in the
+/// key). Nobody in the fleet goes before until_ms (a 429's Retry-After), units booked for instants inside the hold
+/// come out of the burst at its end, and `press` (the latest refusal any process saw) becomes at least now_ms.
+/// Returns the hold in force afterwards. Mirrors gcra_hold.
 inline constexpr std::string_view pace_hold =
     WANDURA_LUA_EXTEND "local now, hold = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
-                       "local s = redis.call('HMGET', KEYS[1], 'hold', 'press')\n"
+                       "local s = redis.call('HMGET', KEYS[1], 'hold', 'press', 'tat', 'em', 'burst')\n"
                        "local cur, press = tonumber(s[1]) or 0, tonumber(s[2]) or 0\n"
+                       "local em, burst = tonumber(s[4]) or tonumber(ARGV[3]), tonumber(s[5]) or tonumber(ARGV[4])\n"
+                       "local tat = tonumber(s[3])\n"
+                       "local from = math.max(now, cur)\n"
                        "if cur > hold then hold = cur end\n"
+                       "if tat and em and burst then\n"
+                       "  local to = math.min(tat - burst * em, hold)\n"
+                       "  if to > from then redis.call('HSET', KEYS[1], 'tat', math.max(tat, hold + (to - from))) end\n"
+                       "end\n"
                        "if press > now then now = press end\n"
                        "redis.call('HSET', KEYS[1], 'hold', hold, 'press', now)\n"
                        "extend(KEYS[1], math.max(3600000, hold - now + 60000))\n"

@@ -65,7 +65,7 @@ struct gcra_answer {
 inline gcra_answer gcra_take(gcra& g, double now_ms, double cost, double emission_ms, double burst,
                              double book_ms = 0) {
   if (g.hold_ms > now_ms) {
-    return {false, g.hold_ms};
+    return {false, std::ceil(g.hold_ms)}; // a hold to a fraction of a millisecond: never answered before its end
   }
   double const tat = std::max(g.tat_ms, now_ms);
   double const new_tat = tat + cost * emission_ms;
@@ -75,6 +75,18 @@ inline gcra_answer gcra_take(gcra& g, double now_ms, double cost, double emissio
   }
   g.tat_ms = new_tat;
   return {true, allow_at > now_ms ? std::ceil(allow_at) : now_ms};
+}
+
+/// Holds every caller back until `until_ms` (a 429's Retry-After). Units booked for instants inside the hold are used
+/// at its end: they are moved there, so that they come out of the burst at the end instead of adding to it. Calling
+/// it again with the same or an earlier hold changes nothing.
+inline void gcra_hold(gcra& g, double now_ms, double until_ms, double emission_ms, double burst) {
+  double const from = std::max(now_ms, g.hold_ms); // booked instants before it were moved by an earlier hold
+  g.hold_ms = std::max(g.hold_ms, until_ms);
+  double const to = std::min(g.tat_ms - burst * emission_ms, g.hold_ms); // the last booked instant, within the hold
+  if (to > from) {
+    g.tat_ms = std::max(g.tat_ms, g.hold_ms + (to - from));
+  }
 }
 
 } // namespace wandura::detail

@@ -116,8 +116,11 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
     auto const pair = detail::integer_pair(*reply);
     answer = {pair->first == 1, static_cast<double>(pair->second)};
   } else {
+    // This process's share of the rate and burst. A cost above its share of the burst (within the fleet's) goes when
+    // the share is full and leaves a debt, as the gate's own bucket lets an oversized request go: else it never would.
     double const share = self.local_share;
-    answer = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, self.burst * share, book_ms);
+    double const burst = std::max(self.burst * share, cost);
+    answer = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, burst, book_ms);
   }
   // A go for now comes back as `now` in whole milliseconds (Redis answers integers): it is `now` itself.
   pace_decision const decision{answer.go,
@@ -129,11 +132,14 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
 asio::awaitable<void> shared_counter_pace::hold_until(system_clock::time_point until, system_clock::time_point now) {
   impl& self = *impl_;
   double const until_ms = detail::to_epoch_ms(until);
-  self.local.hold_ms = std::max(self.local.hold_ms, until_ms);
-  self.local_pressure_ms = std::max(self.local_pressure_ms, detail::to_epoch_ms(now));
-  std::array<std::string, 2> const text{detail::number_text(detail::to_epoch_ms(now)), detail::number_text(until_ms)};
+  double const now_ms = detail::to_epoch_ms(now);
+  double const share = self.local_share;
+  detail::gcra_hold(self.local, now_ms, until_ms, self.emission_ms / share, self.burst * share);
+  self.local_pressure_ms = std::max(self.local_pressure_ms, now_ms);
+  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(until_ms),
+                                        detail::number_text(self.emission_ms), detail::number_text(self.burst)};
   std::array<std::string_view, 1> const keys{self.key};
-  std::array<std::string_view, 2> const args{text[0], text[1]};
+  std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
   co_await detail::run_or_fall_back(self.hold_script, self.redis, self.guard, keys, args, &is_integer,
                                     "counter pace: hold");
 }

@@ -236,7 +236,6 @@ std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32
   bring_room_up_to(now);
   bool const nobody_ahead = plays_.empty() && (cls == request_class::play || prefetches_.empty());
   // With a shared pace, only units the fleet already granted go at once; else the request queues for a grant.
-  settle_booking(now);
   bool const paid = !uses_fleet(now) || fleet_credit_ + 1e-9 >= static_cast<double>(cost);
   if (nobody_ahead && now >= hold_until_ && has_room(cost) && paid) {
     if (uses_fleet(now)) {
@@ -449,6 +448,9 @@ void gate_counter::run(after_unlock& out) {
   if (out.grant) {
     auto const& [units, seq, executor] = *out.grant;
     start_grant(weak_from_this(), units, seq, executor);
+  }
+  if (out.booking_check) {
+    start_booking_check(weak_from_this(), out.booking_check->first, out.booking_check->second);
   }
 }
 

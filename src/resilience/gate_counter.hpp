@@ -90,6 +90,8 @@ private:
     std::vector<std::pair<clock::time_point, asio::any_io_executor>> alarms;
     /// A fleet-wide grant to ask for: units, sequence number, where to run it.
     std::optional<std::tuple<std::uint32_t, std::uint64_t, asio::any_io_executor>> grant;
+    /// A booking whose instant has come, to check against the fleet's view: sequence number, where to run it.
+    std::optional<std::pair<std::uint64_t, asio::any_io_executor>> booking_check;
     /// A hold-off to publish: until, now (wall clock).
     std::optional<std::pair<std::chrono::system_clock::time_point, std::chrono::system_clock::time_point>> hold;
     std::optional<rate_limit> limit; ///< A limit to publish.
@@ -128,15 +130,18 @@ private:
   [[nodiscard]] bool uses_fleet(clock::time_point now) const noexcept;
   /// True when the fleet granted `cost` units; takes them. False: a grant is asked for (or awaited) first.
   [[nodiscard]] bool fleet_paid(std::uint32_t cost, clock::time_point now, after_unlock& out);
-  /// Booked units whose instant has come become credit.
-  void settle_booking(clock::time_point now) noexcept;
   /// When the head that waits for the fleet should be looked at again.
   [[nodiscard]] clock::time_point fleet_wake() const noexcept;
   void fleet_answered(std::uint64_t seq, std::uint32_t units, std::optional<shared_pace_grant> const& grant,
                       after_unlock& out);
+  /// The fleet's view read at a booking's instant: a hold published since the booking applies first, then the
+  /// booked units become credit.
+  void booking_checked(std::uint64_t seq, std::optional<shared_pace_view> const& view, after_unlock& out);
   void fleet_failed(clock::time_point now);
   /// A fraction in [0, 1), different in every process: the spread of asks after the fleet refused.
   [[nodiscard]] double next_jitter() noexcept;
+  /// Up to one unit's refill, at a random point (`next_jitter`): how long after it may a process ask again.
+  [[nodiscard]] clock::duration ask_spread() noexcept;
   void publish_hold(clock::time_point now, after_unlock& out);
   void publish_limit(after_unlock& out);
   void apply_view(shared_pace_view const& view, after_unlock& out);
@@ -144,6 +149,8 @@ private:
   [[nodiscard]] clock::time_point to_steady(std::chrono::system_clock::time_point t, clock::time_point now) const;
   static void start_grant(std::weak_ptr<gate_counter> weak_counter, std::uint32_t units, std::uint64_t seq,
                           asio::any_io_executor const& executor);
+  static void start_booking_check(std::weak_ptr<gate_counter> weak_counter, std::uint64_t seq,
+                                  asio::any_io_executor const& executor);
 
   std::string const name_;
   std::shared_ptr<wandura::clock> const clock_;
@@ -178,8 +185,8 @@ private:
 
   // The fleet's shared pace (under the lock; unused without one).
   double fleet_credit_ = 0;               ///< Units the fleet granted that no release has used yet.
-  double fleet_booked_ = 0;               ///< Units the fleet booked for `fleet_wait_until_`: credit from then.
-  bool grant_in_flight_ = false;          ///< A grant is being asked for.
+  double fleet_booked_ = 0;               ///< Units the fleet booked for `fleet_wait_until_`: credit once checked then.
+  bool grant_in_flight_ = false;          ///< A grant is being asked for, or a booking checked.
   std::uint64_t grant_seq_ = 0;           ///< Of the latest grant asked for: a late answer is dropped.
   clock::time_point grant_deadline_{};    ///< When the grant in flight is given up on.
   clock::time_point fleet_wait_until_{};  ///< The fleet refused, or booked: no grant asked for before.

@@ -41,29 +41,29 @@ bool gate_counter::fleet_paid(std::uint32_t cost, clock::time_point now, after_u
   if (!uses_fleet(now)) {
     return true;
   }
-  settle_booking(now);
   double const need = static_cast<double>(cost);
   if (fleet_credit_ + 1e-9 >= need) {
     fleet_credit_ -= need;
     return true;
   }
-  // One grant at a time, asked for the head of the queue: whoever is the head when it comes back uses it, so the
-  // order of the queue (plays first, then arrival) is kept. None while one is booked: with one grant open per
-  // process, the processes of a fleet take turns in the order they asked.
-  if (!grant_in_flight_ && fleet_booked_ == 0 && now >= fleet_wait_until_ && executor_) {
-    grant_in_flight_ = true;
-    ++grant_seq_;
-    grant_deadline_ = now + options_->shared_pace_timeout;
+  // One question to the fleet at a time, for the head of the queue: whoever is the head when it comes back uses
+  // the units, so the order of the queue (plays first, then arrival) is kept. None while a grant is booked: with one
+  // grant open per process, the processes of a fleet take turns in the order they asked.
+  if (grant_in_flight_ || now < fleet_wait_until_ || !executor_) {
+    return false;
+  }
+  grant_in_flight_ = true;
+  ++grant_seq_;
+  grant_deadline_ = now + options_->shared_pace_timeout;
+  if (fleet_booked_ > 0) {
+    // The booking's instant has come. Another process may have published a hold since it was made (a grant asked
+    // now would be refused): the fleet's view is read first, and the units used only outside a hold.
+    out.booking_check.emplace(grant_seq_, executor_);
+  } else {
     auto const units = static_cast<std::uint32_t>(std::max(std::ceil(need - fleet_credit_ - 1e-9), 1.0));
     out.grant.emplace(units, grant_seq_, executor_);
   }
   return false;
-}
-
-void gate_counter::settle_booking(clock::time_point now) noexcept {
-  if (fleet_booked_ > 0 && now >= fleet_wait_until_) {
-    fleet_credit_ += std::exchange(fleet_booked_, 0.0);
-  }
 }
 
 clock::time_point gate_counter::fleet_wake() const noexcept {
@@ -92,10 +92,32 @@ void gate_counter::fleet_answered(std::uint64_t seq, std::uint32_t units, std::o
     // Every refused process is told the same instant; each asks again up to one unit's refill after it, at a
     // random point, so that the first to ask is not always the same one. The fleet's burst (at least two units)
     // absorbs the delay: no refill is lost.
-    double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
-    auto const spread =
-        std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
-    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now) + spread, now + std::chrono::milliseconds(1));
+    fleet_wait_until_ = std::max(to_steady(grant->wait_until, now) + ask_spread(), now + std::chrono::milliseconds(1));
+  }
+  pump(now, out);
+}
+
+clock::duration gate_counter::ask_spread() noexcept {
+  double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
+  return std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
+}
+
+void gate_counter::booking_checked(std::uint64_t seq, std::optional<shared_pace_view> const& view, after_unlock& out) {
+  if (!grant_in_flight_ || seq != grant_seq_) {
+    return; // given up on after `shared_pace_timeout`: checked again when the fleet is used again
+  }
+  grant_in_flight_ = false;
+  auto const now = clock_->now();
+  fleet_credit_ += std::exchange(fleet_booked_, 0.0);
+  // The next grant is asked up to one unit's refill later, at a random point, as after a refusal: a unit that comes
+  // free as this booking is used would otherwise always go to this process, never to one refused and asking again,
+  // and with more processes than the fleet has bookings open the refused ones would wait long.
+  fleet_wait_until_ = now + ask_spread();
+  if (!view) {
+    fleet_failed(now);
+  } else {
+    apply_view(*view, out); // a hold first: the units then wait for its end
   }
   pump(now, out);
 }
@@ -264,6 +286,33 @@ void gate_counter::start_grant(std::weak_ptr<gate_counter> weak_counter, std::ui
     }
   };
   asio::co_spawn(executor, grant(std::move(weak_counter), units, seq), asio::detached);
+}
+
+void gate_counter::start_booking_check(std::weak_ptr<gate_counter> weak_counter, std::uint64_t seq,
+                                       asio::any_io_executor const& executor) {
+  auto check = [](std::weak_ptr<gate_counter> weak, std::uint64_t id) -> asio::awaitable<void> {
+    auto asked = fleet_question::of(weak);
+    if (!asked) {
+      co_return;
+    }
+    auto& [pace, name, asked_at] = *asked;
+    std::optional<shared_pace_view> view;
+    try {
+      std::string_view const counter_name = name;
+      auto read = pace->read(counter_name, asked_at);
+      view = co_await std::move(read);
+    } catch (...) { // unavailable: the counter paces alone for a while, with the units it booked
+    }
+    if (auto counter = weak.lock()) {
+      after_unlock out;
+      {
+        lock_type lock(counter->mutex_);
+        counter->booking_checked(id, view, out);
+      }
+      counter->run(out);
+    }
+  };
+  asio::co_spawn(executor, check(std::move(weak_counter), seq), asio::detached);
 }
 
 } // namespace wandura::detail

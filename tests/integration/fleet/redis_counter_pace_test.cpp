@@ -14,6 +14,8 @@
 #include <asio/co_spawn.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
 
 #include "fleet_test_support.hpp"
 
@@ -260,4 +262,90 @@ TEST_CASE("redis counter pace: with redis down, acquire grants at once (the gate
   CHECK(granted == 20);
   CHECK(pace.stats().degraded);
   CHECK(pace.stats().fallbacks >= 1);
+}
+
+TEST_CASE("redis counter pace: one gate admitting from four threads, run by three, books at the fleet's refill") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  // The gate's counter is taken from every thread: requests arrive from four, its io_context is run by three (the
+  // Redis client on a strand of it), while grants are booked, checked and used. Run under TSan too.
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  auto redis_client = std::make_shared<wandura::redis_client>(
+      asio::make_strand(io), wandura::redis_options{.url = redis->url(), .command_timeout = 300ms});
+  auto pace = std::make_shared<wandura::redis_counter_pace>(
+      redis_client,
+      wandura::redis_counter_pace_options{.org = "org_demo", .fallback = {.log = {}, .probe_interval = 200ms}});
+  wandura::admission_gate_options options;
+  options.shared_pace = pace;
+  options.shared_pace_timeout = 500ms; // tests the pace, not the fallback (the machine is shared)
+  auto gate = std::make_unique<wandura::admission_gate>(nullptr, options);
+
+  std::mutex mutex;
+  std::vector<std::pair<wandura::admission_verdict, steady_clock::time_point>> done;
+  auto const start = steady_clock::now();
+  gate->observe("playback", refused(1200, 300ms)); // 20/s, held 300 ms
+  std::vector<std::thread> runners;
+  for (int t = 0; t < 3; ++t) {
+    runners.emplace_back([&io] { io.run(); });
+  }
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 4; ++t) {
+    senders.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) { // 40 plays each, one every 25 ms: 160 in 1 s, far above the refill
+        auto op = gate->admit("playback", wandura::request_class::play, 1, steady_clock::now() + 10s);
+        asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, wandura::admission a) {
+          std::lock_guard lock(mutex);
+          done.push_back({e ? wandura::admission_verdict::cancelled : a.verdict, steady_clock::now()});
+        });
+        std::this_thread::sleep_for(25ms);
+      }
+    });
+  }
+  for (auto& t : senders) {
+    t.join();
+  }
+  std::this_thread::sleep_until(start + 2500ms);
+  auto const stats = gate->stats();
+  auto const fleet = pace->stats();
+  gate.reset(); // the queued rest completes cancelled
+  std::this_thread::sleep_for(100ms);
+  work.reset();
+  io.stop();
+  for (auto& t : runners) {
+    t.join();
+  }
+  std::size_t admitted = 0;
+  std::size_t admitted_ever = 0; // also between the snapshot and the gate's end
+  std::size_t cancelled = 0;
+  auto first = steady_clock::time_point::max();
+  {
+    std::lock_guard lock(mutex);
+    for (auto const& [verdict, at] : done) {
+      if (verdict == wandura::admission_verdict::admitted && at <= start + 2500ms) {
+        ++admitted;
+        first = std::min(first, at);
+      }
+      admitted_ever += verdict == wandura::admission_verdict::admitted ? 1U : 0U;
+      cancelled += verdict == wandura::admission_verdict::cancelled ? 1U : 0U;
+    }
+    CHECK(done.size() == 160); // every request completed once, admitted or cancelled with the gate
+  }
+  std::uint64_t grants = 0;
+  for (auto const& s : stats) {
+    grants += s.counter == "playback" ? s.fleet_grants : 0;
+  }
+  INFO("admitted " << admitted << ", cancelled " << cancelled << ", grants " << grants << ", fleet admitted "
+                   << fleet.admitted << " delayed " << fleet.delayed << " fallbacks " << fleet.fallbacks);
+  CHECK(first >= start + 300ms); // nothing before the hold's end
+  // 2.2 s at 20/s after the hold plus the fleet's burst of 10: 54.
+  CHECK(admitted >= 35);
+  CHECK(admitted <= 56);
+  CHECK(admitted_ever + cancelled == 160); // none past its deadline: a deadline of 10 s outlasts the test
+  // Every grant the fleet gave was taken by the gate once (one may have been in flight at the snapshots).
+  CHECK(grants <= fleet.admitted);
+  CHECK(fleet.admitted <= grants + 1);
+  CHECK(fleet.fallbacks == 0);
 }

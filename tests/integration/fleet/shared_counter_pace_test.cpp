@@ -9,6 +9,9 @@
 
 #include "fleet_test_support.hpp"
 
+#include "wandura/error.hpp"
+
+#include "fleet/fleet_values.hpp"
 #include "fleet/rate_math.hpp"
 
 using namespace std::chrono_literals;
@@ -179,4 +182,154 @@ TEST_CASE("shared counter pace: with redis paused read answers with this process
   CHECK(seen.pressure_at == t0);
   CHECK(seen.limit_per_minute == Approx(1200));
   CHECK(pace.stats().degraded);
+}
+
+TEST_CASE("shared counter pace: the script and the local fallback decide alike on sub-millisecond times and holds") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  // A gate asks with its wall clock's full precision and publishes hold-offs the same way: times are rarely whole
+  // milliseconds. Every answer must be the one the local arithmetic gives, and a refusal never before the hold ends.
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace(fleet.a, "org_demo", {.limit_per_minute = 7000, .burst = 7});
+  wandura::detail::gcra local;
+  double const em = 60000.0 / 7000.0;
+  auto const t0 = at_ms(1'764'590'400'000) + 250us;
+  int disagreements = 0;
+  int early = 0;
+  int held = 0;
+  test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    for (int step = 0; step < 300; ++step) {
+      auto const now = t0 + step * 3ms + (step % 7) * 137us;
+      if (step % 50 == 10) { // a hold-off to a fraction of a millisecond, 40 ms on
+        auto const until = now + 40ms + 333us;
+        co_await pace.hold_until(until, now);
+        wandura::detail::gcra_hold(local, wandura::detail::to_epoch_ms(now), wandura::detail::to_epoch_ms(until), em,
+                                   7);
+      }
+      double const cost = 1 + step % 3;
+      auto const book = step % 5 < 2 ? 20ms : 0ms;
+      auto const shared = co_await pace.try_acquire(cost, now, book);
+      double const now_ms = wandura::detail::to_epoch_ms(now);
+      auto const mine = wandura::detail::gcra_take(local, now_ms, cost, em, 7, static_cast<double>(book.count()));
+      auto const expected = mine.go && mine.at_ms <= now_ms ? now : wandura::detail::from_epoch_ms(mine.at_ms);
+      bool const differs = shared.go != mine.go || shared.wait_until != expected;
+      if (differs && disagreements < 5) {
+        UNSCOPED_INFO("step " << step << " go " << shared.go << "/" << mine.go << " at "
+                              << (shared.wait_until - now) / 1us << "/" << (expected - now) / 1us << " us");
+      }
+      disagreements += differs ? 1 : 0;
+      bool const in_hold = wandura::detail::to_epoch_ms(now) < local.hold_ms;
+      held += in_hold ? 1 : 0;
+      early += in_hold && (shared.go || wandura::detail::to_epoch_ms(shared.wait_until) < local.hold_ms) ? 1 : 0;
+    }
+    co_return 0;
+  }());
+  CHECK(held > 0);
+  CHECK(early == 0);
+  CHECK(disagreements == 0);
+}
+
+TEST_CASE("shared counter pace: with redis down, a cost above this process's share of the burst goes when it is full") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::counter_pace_options options{.limit_per_minute = 600, .burst = 10, .local_share = 0.5};
+  options.fallback = {.log = {}, .probe_interval = 1h};
+  wandura::shared_counter_pace pace(client, "org_demo", options);
+  redis->kill();
+  // A batch of 8 tickets is within the fleet's burst of 10, above this process's 5: as the gate's own bucket lets
+  // an oversized batch go when it is full, it goes when the local share is, and leaves a debt behind.
+  auto const t0 = at_ms(1'764'590'400'000);
+  std::vector<system_clock::time_point> went;
+  for (int step = 0; step < 100; ++step) { // 10 s in steps of 100 ms
+    auto const now = t0 + step * 100ms;
+    if (test_support::run(io, pace.try_acquire(8, now)).go) {
+      went.push_back(now);
+    }
+  }
+  REQUIRE(went.size() >= 2);
+  CHECK(went.front() == t0);
+  // At the share's rate (5/s) the debt of 8 units is repaid in 1.6 s, and the next batch goes then: 7 in 10 s, never
+  // more than the share's refill over the time plus one batch.
+  for (std::size_t i = 1; i < went.size(); ++i) {
+    CHECK(went[i] - went[i - 1] >= 1600ms);
+  }
+  CHECK(went.size() == 7);
+  CHECK(static_cast<double>(went.size()) * 8 <= 5.0 * 10 + 8);
+  CHECK(pace.stats().degraded);
+}
+
+TEST_CASE("shared counter pace: a cost of zero or above the burst, or a negative booking time, is invalid_argument") {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
+  wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600, .burst = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto refuses = [&](double cost, std::chrono::milliseconds book) {
+    try {
+      (void)test_support::run(io, pace.try_acquire(cost, t0, book));
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  CHECK(refuses(0, 0ms));
+  CHECK(refuses(-1, 0ms));
+  CHECK(refuses(10.5, 0ms));
+  CHECK(refuses(1, -1ms));
+  CHECK(pace.stats().admitted + pace.stats().delayed == 0); // refused before any decision
+  CHECK(pace.stats().fallbacks == 0);                       // and before any command
+}
+
+TEST_CASE("shared counter pace: units booked before a hold are used at its end, and come out of the burst there") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::counter_pace_options const options{.counter = "playback", .limit_per_minute = 600, .burst = 5};
+  wandura::shared_counter_pace pace_a(fleet.a, "org_demo", options);
+  wandura::shared_counter_pace pace_b(fleet.b, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  int now_go = 0;
+  int booked = 0;
+  int at_end = 0;
+  test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
+    for (int i = 0; i < 5; ++i) { // the burst, now
+      auto const d = co_await pace_a.try_acquire(1, t0);
+      now_go += d.go ? 1 : 0;
+    }
+    for (int i = 0; i < 3; ++i) { // three units booked for t0 + 100, 200 and 300 ms
+      auto const d = co_await pace_a.try_acquire(1, t0, 500ms);
+      booked += d.go && d.wait_until > t0 ? 1 : 0;
+    }
+    // Another process's 429, held 2 s: the booked instants fall inside it, so their units go at its end.
+    co_await pace_b.hold_until(t0 + 2s, t0 + 10ms);
+    co_await pace_a.hold_until(t0 + 2s, t0 + 20ms); // the same hold published again moves nothing further
+    for (int i = 0; i < 10; ++i) {
+      auto const d = co_await pace_b.try_acquire(1, t0 + 2s);
+      at_end += d.go ? 1 : 0;
+    }
+    co_return 0;
+  }());
+  CHECK(now_go == 5);
+  CHECK(booked == 3);
+  // At the hold's end the fleet releases its burst of 5: the 3 booked units and 2 more, not 5 more.
+  CHECK(at_end == 2);
+  // The local arithmetic does the same.
+  wandura::detail::gcra local;
+  for (int i = 0; i < 8; ++i) {
+    (void)wandura::detail::gcra_take(local, 1000, 1, 100, 5, 500);
+  }
+  wandura::detail::gcra_hold(local, 1010, 3000, 100, 5);
+  wandura::detail::gcra_hold(local, 1020, 3000, 100, 5);
+  int local_at_end = 0;
+  for (int i = 0; i < 10; ++i) {
+    local_at_end += wandura::detail::gcra_take(local, 3000, 1, 100, 5).go ? 1 : 0;
+  }
+  CHECK(local_at_end == 2);
 }
