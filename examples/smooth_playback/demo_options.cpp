@@ -108,6 +108,9 @@ void complete_options(demo_options& o) {
     if (!o.base_url || *o.worker >= o.processes) {
       throw usage_error("--worker is started by smooth_playback itself, with --base-url and --processes");
     }
+    if (char const* url = std::getenv(worker_shared_state_env); url != nullptr && *url != '\0') {
+      o.shared_state = url;
+    }
     return;
   }
   if (o.base_url && (o.processes > 1 || o.shared_state)) {

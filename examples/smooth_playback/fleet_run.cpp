@@ -22,15 +22,20 @@
 #include "worker_process.hpp"
 #include "worker_report.hpp"
 
+#ifdef WANDURA_DEMO_HAS_FLEET
+#include "wandura/fleet/redis_url.hpp"
+#endif
+
 namespace demo {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// The command line of worker `index`: the options that make the plan and the client, the emulator's URL, the
-/// shared state. The API key goes in the environment, not on a command line others can read.
+/// The command line of worker `index`: the options that make the plan and the client, the emulator's URL. The API
+/// key and the shared state's URL (which may hold a password) go in the environment (`worker_env`), not on a
+/// command line others can read.
 std::vector<std::string> worker_args(demo_options const& o, run_plan const& rp, std::string const& base_url,
-                                     std::string const& shared_state, unsigned index) {
+                                     unsigned index) {
   std::vector<std::string> args{"--worker",         std::to_string(index),
                                 "--processes",      std::to_string(o.processes),
                                 "--base-url",       base_url,
@@ -42,10 +47,26 @@ std::vector<std::string> worker_args(demo_options const& o, run_plan const& rp, 
   if (o.catalogue_file) {
     args.insert(args.end(), {"--catalogue", *o.catalogue_file});
   }
-  if (!shared_state.empty()) {
-    args.insert(args.end(), {"--shared-state", shared_state});
-  }
   return args;
+}
+
+/// The environment a worker gets on top of the parent's: the API key and, with shared state, the Redis URL.
+std::vector<std::string> worker_env(std::string const& api_key, std::string const& shared_state) {
+  std::vector<std::string> env{"WANDURA_API_KEY=" + api_key};
+  if (!shared_state.empty()) {
+    env.push_back(std::string(worker_shared_state_env) + "=" + shared_state);
+  }
+  return env;
+}
+
+/// The shared state's URL as the run shows it (fleet line, summary, report.json): the password replaced by `***`
+/// (redis_url.hpp: a password never appears).
+std::string shown_url(std::string const& url) {
+#ifdef WANDURA_DEMO_HAS_FLEET
+  return url.empty() ? url : wandura::redis_url::parse(url).redacted_url();
+#else
+  return url; // empty: --shared-state is a usage error without the fleet layer
+#endif
 }
 
 /// The parent's view of its workers: reads their lines, prints their WARN lines and the fleet's progress, keeps
@@ -276,13 +297,12 @@ int run_fleet(demo_options const& o) {
   server.emulator = emu.get();
   server.playback_limit_per_min = rp.limit;
   print_run_header(o, rp, emu->base_url());
-  print_fleet_header(o, shared_state);
+  print_fleet_header(o, shown_url(shared_state));
 
   std::vector<std::unique_ptr<worker_process>> workers; // killed and reaped when left by an exception
   for (unsigned k = 0; k < o.processes; ++k) {
-    workers.push_back(std::make_unique<worker_process>("/proc/self/exe",
-                                                       worker_args(o, rp, emu->base_url(), shared_state, k),
-                                                       std::vector<std::string>{"WANDURA_API_KEY=" + api_key}));
+    workers.push_back(std::make_unique<worker_process>("/proc/self/exe", worker_args(o, rp, emu->base_url(), k),
+                                                       worker_env(api_key, shared_state)));
   }
   progress_printer printer(isatty(fileno(stdout)) != 0);
   fleet_monitor monitor(workers, printer, rp.plan, o.verbose);
@@ -315,7 +335,7 @@ int run_fleet(demo_options const& o) {
   for (auto& r : runs) {
     r.sim.started = start;
   }
-  auto fleet = summarise_fleet(o, o.shared_state ? shared_state : std::string(), workers, runs);
+  auto fleet = summarise_fleet(o, o.shared_state ? shown_url(shared_state) : std::string(), workers, runs);
   fleet.shared_state_killed_at_s = killed_at_s;
   return finish_run(o, rp, combine_runs(runs, rp.plan.viewers.size()), server, &fleet, play_deadline);
 }
