@@ -15,6 +15,7 @@
 
 #include "client_session.hpp"
 #include "in_process_emulator.hpp"
+#include "interrupt.hpp"
 #include "private_redis.hpp"
 #include "progress_printer.hpp"
 #include "run_report.hpp"
@@ -126,7 +127,8 @@ private:
     for (auto const& w : workers_) {
       fds.push_back({w->report_fd(), POLLIN, 0});
     }
-    ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+    ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count())); // EINTR on SIGINT, SIGTERM
+    throw_if_interrupted();
     for (std::size_t k = 0; k < workers_.size(); ++k) {
       if (fds[k].fd < 0 || fds[k].revents == 0) {
         continue;
@@ -138,6 +140,7 @@ private:
       }
       if (!open && !reports_[k]) {
         auto const how = workers_[k]->reap(std::chrono::milliseconds(2000));
+        throw_if_interrupted(); // Ctrl-C reaches the workers too: the run was interrupted, the worker did not fail
         throw std::runtime_error("worker " + std::to_string(k) + " (pid " + std::to_string(workers_[k]->pid()) +
                                  ") ended without a report: " + how);
       }
@@ -278,6 +281,7 @@ fleet_summary summarise_fleet(demo_options const& o, std::string const& shared_s
 
 int run_fleet(demo_options const& o) {
   std::signal(SIGPIPE, SIG_IGN); // a worker gone is an error on its pipe, not the parent's death
+  catch_interrupts();            // from here on, SIGINT and SIGTERM leave through the destructors below
   run_plan const rp = make_run_plan(o);
   auto const play_deadline = wandura::retry_policy::interactive().total_timeout;
 
@@ -287,9 +291,11 @@ int run_fleet(demo_options const& o) {
     redis.emplace();
     shared_state = redis->url();
   }
+  throw_if_interrupted();
   server_side server;
   server.emulator_started = clock_type::now();
   auto emu = start_emulator(o, rp);
+  throw_if_interrupted();
   // start_emulator configures the emulator's default organisation: its first key.
   std::string const api_key = wandura::emulator::config{}.orgs.front().keys.front();
   server.target =
@@ -308,6 +314,7 @@ int run_fleet(demo_options const& o) {
   fleet_monitor monitor(workers, printer, rp.plan, o.verbose);
   monitor.wait_ready(std::chrono::seconds(60));
   prepare_emulator(o, rp, *emu, api_key, server);
+  throw_if_interrupted();
 
   // Time 0 a little ahead, so that every worker has it before the first viewer arrives.
   auto const start = clock_type::now() + std::chrono::milliseconds(100);
