@@ -16,6 +16,7 @@
 #include "client_session.hpp"
 #include "in_process_emulator.hpp"
 #include "interrupt.hpp"
+#include "log_line.hpp"
 #include "private_redis.hpp"
 #include "progress_printer.hpp"
 #include "run_report.hpp"
@@ -70,7 +71,7 @@ std::string shown_url(std::string const& url) {
 #endif
 }
 
-/// The parent's view of its workers: reads their lines, prints their WARN lines and the fleet's progress, keeps
+/// The parent's view of its workers: reads their lines, prints their log lines and the fleet's progress, keeps
 /// their reports, and turns a worker's error or death into an exception.
 class fleet_monitor {
 public:
@@ -159,11 +160,15 @@ private:
       if (std::sscanf(rest.c_str(), "%llu %llu %llu %llu %lf", &a, &b, &c, &d, &p.tickets_per_s) == 5) {
         p.plays_done = a, p.play_failures = b, p.retries = c, p.shed = d;
       }
-    } else if (kind == "warn") {
-      auto const n = ++warn_lines_;
-      if (n <= warn_shown_) {
-        printer_.note("WARN worker " + std::to_string(k) + ": " + rest +
-                      (n == warn_shown_ ? "  (further WARN lines counted only; --verbose shows them)" : ""));
+    } else if (kind == "log") {
+      // Each line with its own level; WARN lines (retries, a part of the shared state failing) up to the limit.
+      auto const [level, text] = split_level(rest, wandura::log_level::warn);
+      std::string const shown =
+          std::string(level_name(level)) + " worker " + std::to_string(k) + ": " + std::string(text);
+      if (level != wandura::log_level::warn) {
+        printer_.note(shown);
+      } else if (auto const n = ++warn_lines_; n <= warn_shown_) {
+        printer_.note(shown + (n == warn_shown_ ? "  (further WARN lines counted only; --verbose shows them)" : ""));
       }
     } else if (kind == "report") {
       reports_[k] = read_worker_report(rest);

@@ -22,6 +22,7 @@
 #include "fleet_run.hpp"
 #include "in_process_emulator.hpp"
 #include "interrupt.hpp"
+#include "log_line.hpp"
 #include "progress_printer.hpp"
 #include "run_report.hpp"
 #include "simulation.hpp"
@@ -86,10 +87,12 @@ int run_one_process(demo_options const& o) {
   std::atomic<std::uint64_t> warn_lines{0};
   std::uint64_t const warn_lines_shown = o.verbose ? UINT64_MAX : 5;
   client_session session(
-      {base_url, api_key, o.client_threads, std::nullopt, {}, [&](std::string_view message) {
-         auto const n = warn_lines.fetch_add(1) + 1;
-         if (n <= warn_lines_shown) {
-           printer.note("WARN " + std::string(message) +
+      {base_url, api_key, o.client_threads, std::nullopt, {}, [&](wandura::log_level level, std::string_view message) {
+         std::string const shown = std::string(level_name(level)) + " " + std::string(message);
+         if (level != wandura::log_level::warn) {
+           printer.note(shown);
+         } else if (auto const n = warn_lines.fetch_add(1) + 1; n <= warn_lines_shown) {
+           printer.note(shown +
                         (n == warn_lines_shown ? "  (further WARN lines counted only; --verbose shows them)" : ""));
          }
        }});
