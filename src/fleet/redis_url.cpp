@@ -123,15 +123,16 @@ redis_url redis_url::parse(std::string_view text) {
                                          : "the URL must start with redis://");
   }
   text.remove_prefix(scheme.size());
-  if (auto const extra = text.find_first_of("?#"); extra != std::string_view::npos) {
-    refuse(text[extra] == '?' ? "a query string (?...) is not supported: give the db as the path, redis://host:port/db"
-                              : "a fragment (#...) is not supported");
-  }
   redis_url url;
   auto const at = text.rfind('@');
   if (at != std::string_view::npos) {
     read_credentials(text.substr(0, at), url);
     text.remove_prefix(at + 1);
+  }
+  // After the credentials: a password may hold a ? or # that its writer did not escape.
+  if (auto const extra = text.find_first_of("?#"); extra != std::string_view::npos) {
+    refuse(text[extra] == '?' ? "a query string (?...) is not supported: give the db as the path, redis://host:port/db"
+                              : "a fragment (#...) is not supported");
   }
   auto const slash = text.find('/');
   read_host_port(text.substr(0, slash), url);

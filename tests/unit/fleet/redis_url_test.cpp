@@ -63,6 +63,11 @@ TEST_CASE("redis url: a query string or fragment is refused with a message that 
   } catch (wandura::error const& e) {
     CHECK(std::string(e.what()).find("fragment") != std::string::npos);
   }
+  // A ? or # in the password, not escaped, is still the password's.
+  auto const odd = wandura::redis_url::parse("redis://:pa?s#s@h:1/2");
+  CHECK(odd.password == "pa?s#s");
+  CHECK(odd.port == 1);
+  CHECK(odd.db == 2);
 }
 
 TEST_CASE("redis url: the redacted URL shows the user, never the password, and reads back") {
