@@ -1,5 +1,7 @@
 #include "client_session.hpp"
 
+#include "log_line.hpp"
+
 #include <stdexcept>
 #include <utility>
 
@@ -26,14 +28,14 @@ client_session::client_session(client_session_options options) : work_(asio::mak
   copt.api_key = std::move(options.api_key);
   copt.retry.policy = wandura::retry_policy::interactive();
   copt.retry.on_retry = [this](wandura::retry_event const&) { retry_events_.fetch_add(1); };
-  auto on_warn = std::make_shared<std::function<void(std::string_view)>>(std::move(options.on_warn));
-  copt.retry.log = [this, on_warn](wandura::log_level level, std::string_view message) {
+  auto on_log = std::make_shared<std::function<void(wandura::log_level, std::string_view)>>(std::move(options.on_log));
+  copt.retry.log = [this, on_log](wandura::log_level level, std::string_view message) {
     if (level != wandura::log_level::warn) {
       return;
     }
     warn_lines_.fetch_add(1);
-    if (*on_warn) {
-      (*on_warn)(message);
+    if (*on_log) {
+      (*on_log)(level, message);
     }
   };
   if (options.shared_state) {
@@ -43,9 +45,10 @@ client_session::client_session(client_session_options options) : work_(asio::mak
     fopt.org = "smooth-playback";
     fopt.process_id = options.process_id;
     // One line when a part of the shared state starts answering locally, one when Redis is back: shown as they come.
-    fopt.fallback.log = [on_warn](std::string_view line) {
-      if (*on_warn) {
-        (*on_warn)(line);
+    fopt.fallback.log = [on_log](std::string_view line) {
+      if (*on_log) {
+        auto const [level, text] = split_level(line, wandura::log_level::warn);
+        (*on_log)(level, text);
       }
     };
     shared_ = std::make_shared<shared_state>(io_.get_executor(), std::move(fopt));

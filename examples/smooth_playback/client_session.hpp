@@ -24,6 +24,7 @@
 #include "counting_sender.hpp"
 #include "simulation.hpp"
 #include "wandura/playback/client.hpp"
+#include "wandura/resilience/retry_event.hpp"
 
 namespace demo {
 
@@ -49,8 +50,10 @@ struct client_session_options {
   std::optional<std::string> shared_state;
   /// This process's name in the shared state (`fleet_options::process_id`).
   std::string process_id;
-  /// Called with each WARN line of the SDK, from any thread; must be thread-safe.
-  std::function<void(std::string_view)> on_warn;
+  /// Called with each WARN line of the SDK's retry loop and each line of the fleet's fallback log (INFO when a part
+  /// of the shared state is back, WARN when it fails; the level apart, log_line.hpp), from any thread; must be
+  /// thread-safe.
+  std::function<void(wandura::log_level, std::string_view)> on_log;
 };
 
 /// @par Thread safety

@@ -9,6 +9,11 @@
 #include "cli/style.hpp"
 #include "wandura/emulator/emulator.hpp"
 
+#ifdef WANDURA_DEMO_HAS_FLEET
+#include "wandura/error.hpp"
+#include "wandura/fleet/redis_url.hpp"
+#endif
+
 namespace demo {
 namespace {
 
@@ -83,8 +88,9 @@ void add_options(CLI::App& app, demo_options& o) {
       ->type_name("N")
       ->transform(number_in<unsigned>(1, 64));
   app.add_option("--shared-state", o.shared_state,
-                 "redis://host:port[/db]: the processes share tickets, the per-viewer\nlimit and the counter's pace "
-                 "through this Redis (wandura::fleet);\nauto: a private redis-server for the run")
+                 "redis://[user:password@]host[:port][/db]: the processes share tickets,\nthe per-viewer limit and the "
+                 "counter's pace through this Redis\n(wandura::fleet; the password is never shown); auto: a private\n"
+                 "redis-server for the run")
       ->type_name("URL");
   app.add_option("--kill-shared-state-after", o.kill_shared_state_after_s,
                  "kill the private Redis of --shared-state auto this many seconds after\nthe first viewer: the "
@@ -108,6 +114,9 @@ void complete_options(demo_options& o) {
     if (!o.base_url || *o.worker >= o.processes) {
       throw usage_error("--worker is started by smooth_playback itself, with --base-url and --processes");
     }
+    if (char const* url = std::getenv(worker_shared_state_env); url != nullptr && *url != '\0') {
+      o.shared_state = url;
+    }
     return;
   }
   if (o.base_url && (o.processes > 1 || o.shared_state)) {
@@ -117,10 +126,18 @@ void complete_options(demo_options& o) {
 #ifndef WANDURA_DEMO_HAS_FLEET
     throw usage_error("--shared-state is unavailable: this build has no fleet layer (wandura::fleet is built when "
                       "hiredis is found, e.g. libhiredis-dev)");
-#endif
-    if (*o.shared_state != "auto" && !o.shared_state->starts_with("redis://")) {
-      throw usage_error("--shared-state: expected redis://host:port[/db] or auto, got \"" + *o.shared_state + "\"");
+#else
+    // The fleet's own parser, now rather than in each worker once the run has started (docs/adr/0007: a value the
+    // SDK refuses before sending anything is a usage error). Its message never holds the password.
+    if (*o.shared_state != "auto") {
+      try {
+        (void)wandura::redis_url::parse(*o.shared_state);
+      } catch (wandura::error const& e) {
+        throw usage_error("--shared-state: " + std::string(e.what()) +
+                          " (expected redis://[user:password@]host[:port][/db] or auto)");
+      }
     }
+#endif
   }
   if (o.kill_shared_state_after_s && o.shared_state != "auto") {
     throw usage_error("--kill-shared-state-after needs --shared-state auto (the demo kills only a Redis it started)");

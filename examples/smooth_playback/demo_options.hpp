@@ -30,13 +30,18 @@ struct demo_options {
   bool verbose = false;
   /// Client processes; 1 runs the client in this process, as without the option.
   unsigned processes = 1;
-  /// `redis://host:port[/db]`, or `auto` for a private redis-server of the run; empty: no shared state.
+  /// `redis://[user:password@]host[:port][/db]`, or `auto` for a private redis-server of the run; empty: no shared
+  /// state. A worker reads it from `worker_shared_state_env`.
   std::optional<std::string> shared_state;
   /// Seconds after the first viewer at which the private Redis of `--shared-state auto` is killed.
   std::optional<double> kill_shared_state_after_s;
   /// Set in a worker process (hidden `--worker K`): this process runs the actions routed to worker K.
   std::optional<unsigned> worker;
 };
+
+/// The environment variable that gives a worker process the shared state's URL (`--shared-state` of the parent,
+/// or the private Redis's): not on its command line, which other users can read, since the URL may hold a password.
+inline constexpr char const* worker_shared_state_env = "SMOOTH_PLAYBACK_SHARED_STATE";
 
 /// Adds the demo's options to `app`, parsed into `o` (which must outlive the parsing). Every option keeps its
 /// default when left out; the worker's own options are hidden from `--help`.

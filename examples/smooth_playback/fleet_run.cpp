@@ -15,6 +15,8 @@
 
 #include "client_session.hpp"
 #include "in_process_emulator.hpp"
+#include "interrupt.hpp"
+#include "log_line.hpp"
 #include "private_redis.hpp"
 #include "progress_printer.hpp"
 #include "run_report.hpp"
@@ -22,15 +24,20 @@
 #include "worker_process.hpp"
 #include "worker_report.hpp"
 
+#ifdef WANDURA_DEMO_HAS_FLEET
+#include "wandura/fleet/redis_url.hpp"
+#endif
+
 namespace demo {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// The command line of worker `index`: the options that make the plan and the client, the emulator's URL, the
-/// shared state. The API key goes in the environment, not on a command line others can read.
+/// The command line of worker `index`: the options that make the plan and the client, the emulator's URL. The API
+/// key and the shared state's URL (which may hold a password) go in the environment (`worker_env`), not on a
+/// command line others can read.
 std::vector<std::string> worker_args(demo_options const& o, run_plan const& rp, std::string const& base_url,
-                                     std::string const& shared_state, unsigned index) {
+                                     unsigned index) {
   std::vector<std::string> args{"--worker",         std::to_string(index),
                                 "--processes",      std::to_string(o.processes),
                                 "--base-url",       base_url,
@@ -42,13 +49,29 @@ std::vector<std::string> worker_args(demo_options const& o, run_plan const& rp, 
   if (o.catalogue_file) {
     args.insert(args.end(), {"--catalogue", *o.catalogue_file});
   }
-  if (!shared_state.empty()) {
-    args.insert(args.end(), {"--shared-state", shared_state});
-  }
   return args;
 }
 
-/// The parent's view of its workers: reads their lines, prints their WARN lines and the fleet's progress, keeps
+/// The environment a worker gets on top of the parent's: the API key and, with shared state, the Redis URL.
+std::vector<std::string> worker_env(std::string const& api_key, std::string const& shared_state) {
+  std::vector<std::string> env{"WANDURA_API_KEY=" + api_key};
+  if (!shared_state.empty()) {
+    env.push_back(std::string(worker_shared_state_env) + "=" + shared_state);
+  }
+  return env;
+}
+
+/// The shared state's URL as the run shows it (fleet line, summary, report.json): the password replaced by `***`
+/// (redis_url.hpp: a password never appears).
+std::string shown_url(std::string const& url) {
+#ifdef WANDURA_DEMO_HAS_FLEET
+  return url.empty() ? url : wandura::redis_url::parse(url).redacted_url();
+#else
+  return url; // empty: --shared-state is a usage error without the fleet layer
+#endif
+}
+
+/// The parent's view of its workers: reads their lines, prints their log lines and the fleet's progress, keeps
 /// their reports, and turns a worker's error or death into an exception.
 class fleet_monitor {
 public:
@@ -105,7 +128,8 @@ private:
     for (auto const& w : workers_) {
       fds.push_back({w->report_fd(), POLLIN, 0});
     }
-    ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+    ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count())); // EINTR on SIGINT, SIGTERM
+    throw_if_interrupted();
     for (std::size_t k = 0; k < workers_.size(); ++k) {
       if (fds[k].fd < 0 || fds[k].revents == 0) {
         continue;
@@ -117,6 +141,7 @@ private:
       }
       if (!open && !reports_[k]) {
         auto const how = workers_[k]->reap(std::chrono::milliseconds(2000));
+        throw_if_interrupted(); // Ctrl-C reaches the workers too: the run was interrupted, the worker did not fail
         throw std::runtime_error("worker " + std::to_string(k) + " (pid " + std::to_string(workers_[k]->pid()) +
                                  ") ended without a report: " + how);
       }
@@ -135,11 +160,15 @@ private:
       if (std::sscanf(rest.c_str(), "%llu %llu %llu %llu %lf", &a, &b, &c, &d, &p.tickets_per_s) == 5) {
         p.plays_done = a, p.play_failures = b, p.retries = c, p.shed = d;
       }
-    } else if (kind == "warn") {
-      auto const n = ++warn_lines_;
-      if (n <= warn_shown_) {
-        printer_.note("WARN worker " + std::to_string(k) + ": " + rest +
-                      (n == warn_shown_ ? "  (further WARN lines counted only; --verbose shows them)" : ""));
+    } else if (kind == "log") {
+      // Each line with its own level; WARN lines (retries, a part of the shared state failing) up to the limit.
+      auto const [level, text] = split_level(rest, wandura::log_level::warn);
+      std::string const shown =
+          std::string(level_name(level)) + " worker " + std::to_string(k) + ": " + std::string(text);
+      if (level != wandura::log_level::warn) {
+        printer_.note(shown);
+      } else if (auto const n = ++warn_lines_; n <= warn_shown_) {
+        printer_.note(shown + (n == warn_shown_ ? "  (further WARN lines counted only; --verbose shows them)" : ""));
       }
     } else if (kind == "report") {
       reports_[k] = read_worker_report(rest);
@@ -257,6 +286,7 @@ fleet_summary summarise_fleet(demo_options const& o, std::string const& shared_s
 
 int run_fleet(demo_options const& o) {
   std::signal(SIGPIPE, SIG_IGN); // a worker gone is an error on its pipe, not the parent's death
+  catch_interrupts();            // from here on, SIGINT and SIGTERM leave through the destructors below
   run_plan const rp = make_run_plan(o);
   auto const play_deadline = wandura::retry_policy::interactive().total_timeout;
 
@@ -266,9 +296,11 @@ int run_fleet(demo_options const& o) {
     redis.emplace();
     shared_state = redis->url();
   }
+  throw_if_interrupted();
   server_side server;
   server.emulator_started = clock_type::now();
   auto emu = start_emulator(o, rp);
+  throw_if_interrupted();
   // start_emulator configures the emulator's default organisation: its first key.
   std::string const api_key = wandura::emulator::config{}.orgs.front().keys.front();
   server.target =
@@ -276,18 +308,18 @@ int run_fleet(demo_options const& o) {
   server.emulator = emu.get();
   server.playback_limit_per_min = rp.limit;
   print_run_header(o, rp, emu->base_url());
-  print_fleet_header(o, shared_state);
+  print_fleet_header(o, shown_url(shared_state));
 
   std::vector<std::unique_ptr<worker_process>> workers; // killed and reaped when left by an exception
   for (unsigned k = 0; k < o.processes; ++k) {
-    workers.push_back(std::make_unique<worker_process>("/proc/self/exe",
-                                                       worker_args(o, rp, emu->base_url(), shared_state, k),
-                                                       std::vector<std::string>{"WANDURA_API_KEY=" + api_key}));
+    workers.push_back(std::make_unique<worker_process>("/proc/self/exe", worker_args(o, rp, emu->base_url(), k),
+                                                       worker_env(api_key, shared_state)));
   }
   progress_printer printer(isatty(fileno(stdout)) != 0);
   fleet_monitor monitor(workers, printer, rp.plan, o.verbose);
   monitor.wait_ready(std::chrono::seconds(60));
   prepare_emulator(o, rp, *emu, api_key, server);
+  throw_if_interrupted();
 
   // Time 0 a little ahead, so that every worker has it before the first viewer arrives.
   auto const start = clock_type::now() + std::chrono::milliseconds(100);
@@ -315,7 +347,7 @@ int run_fleet(demo_options const& o) {
   for (auto& r : runs) {
     r.sim.started = start;
   }
-  auto fleet = summarise_fleet(o, o.shared_state ? shared_state : std::string(), workers, runs);
+  auto fleet = summarise_fleet(o, o.shared_state ? shown_url(shared_state) : std::string(), workers, runs);
   fleet.shared_state_killed_at_s = killed_at_s;
   return finish_run(o, rp, combine_runs(runs, rp.plan.viewers.size()), server, &fleet, play_deadline);
 }

@@ -3,7 +3,8 @@
 // (`--processes`, `--shared-state`). What it simulates and how to read the report: docs/demo.md.
 //
 // Exit status: 0 when every play was granted (no viewer saw an error) and, against the emulator, the server counted
-// exactly the fresh tickets the demo received; 1 otherwise; 2 for a usage error.
+// exactly the fresh tickets the demo received; 1 otherwise; 2 for a usage error; 130 or 143 when a fleet run is
+// ended by SIGINT or SIGTERM.
 #include <csignal>
 #include <unistd.h>
 
@@ -20,6 +21,8 @@
 #include "demo_options.hpp"
 #include "fleet_run.hpp"
 #include "in_process_emulator.hpp"
+#include "interrupt.hpp"
+#include "log_line.hpp"
 #include "progress_printer.hpp"
 #include "run_report.hpp"
 #include "simulation.hpp"
@@ -84,10 +87,12 @@ int run_one_process(demo_options const& o) {
   std::atomic<std::uint64_t> warn_lines{0};
   std::uint64_t const warn_lines_shown = o.verbose ? UINT64_MAX : 5;
   client_session session(
-      {base_url, api_key, o.client_threads, std::nullopt, {}, [&](std::string_view message) {
-         auto const n = warn_lines.fetch_add(1) + 1;
-         if (n <= warn_lines_shown) {
-           printer.note("WARN " + std::string(message) +
+      {base_url, api_key, o.client_threads, std::nullopt, {}, [&](wandura::log_level level, std::string_view message) {
+         std::string const shown = std::string(level_name(level)) + " " + std::string(message);
+         if (level != wandura::log_level::warn) {
+           printer.note(shown);
+         } else if (auto const n = warn_lines.fetch_add(1) + 1; n <= warn_lines_shown) {
+           printer.note(shown +
                         (n == warn_lines_shown ? "  (further WARN lines counted only; --verbose shows them)" : ""));
          }
        }});
@@ -168,7 +173,7 @@ int main(int argc, char** argv) {
                "smooth_playback");
   wandura::cli::apply_style(app, "Exit status: 0 when every play was granted and, against the emulator, the server "
                                  "counted exactly the fresh\ntickets the demo received; 1 otherwise; 2 for a usage "
-                                 "error.");
+                                 "error; 130 or 143 when SIGINT or\nSIGTERM ends a fleet run.");
   demo::demo_options options;
   demo::add_options(app, options);
   if (auto const done = wandura::cli::parse(app, {argv + 1, static_cast<std::size_t>(argc - 1)})) {
@@ -179,6 +184,10 @@ int main(int argc, char** argv) {
     return demo::run(options);
   } catch (wandura::cli::usage_error const& e) {
     return wandura::cli::report_usage_error("smooth_playback", e.what());
+  } catch (demo::interrupted const& e) {
+    // The workers were killed and reaped and the private Redis stopped on the way here.
+    std::fprintf(stderr, "smooth_playback: %s; no report written\n", e.what());
+    return 128 + e.signal();
   } catch (std::exception const& e) {
     std::fprintf(stderr, "smooth_playback: %s\n", e.what());
     return wandura::cli::exit_failed;

@@ -4,12 +4,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -61,6 +62,25 @@ bool answers_ping(std::uint16_t port) {
   return ok;
 }
 
+/// fork and exec of `argv` (stdout to /dev/null), the child killed by the kernel when the thread that started it
+/// ends (PR_SET_PDEATHSIG, as the workers are): a demo killed by a signal it cannot catch leaves no redis-server
+/// behind. posix_spawn has no place for the prctl. Only async-signal-safe calls between fork and exec. Returns the
+/// child's pid, or -1 with errno set.
+pid_t spawn_bound_to_this_thread(std::vector<char*> const& argv) {
+  pid_t const parent = ::getpid();
+  pid_t const child = ::fork();
+  if (child != 0) {
+    return child;
+  }
+  int const null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+      ::getppid() != parent) { // the parent died before the prctl
+    ::_exit(127);
+  }
+  ::execve(argv[0], argv.data(), environ);
+  ::_exit(127);
+}
+
 } // namespace
 
 std::optional<std::string> private_redis::find_binary() {
@@ -101,16 +121,12 @@ private_redis::private_redis() {
     argv.push_back(a.data());
   }
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  int const rc = ::posix_spawn(&pid_, binary->c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    pid_ = -1;
+  pid_ = spawn_bound_to_this_thread(argv);
+  if (pid_ < 0) {
+    int const error = errno;
     cleanup();
     throw std::runtime_error("--shared-state auto: cannot start " + *binary + ": " +
-                             std::generic_category().message(rc));
+                             std::generic_category().message(error));
   }
   auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!answers_ping(port_)) {

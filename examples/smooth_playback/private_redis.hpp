@@ -1,5 +1,7 @@
 // The private redis-server of `--shared-state auto`: on a free loopback port, without persistence (`--save ''
-// --appendonly no`), in a temporary directory, stopped when the run ends, on error too.
+// --appendonly no`), in a temporary directory, stopped when the run ends, on error too (SIGINT and SIGTERM unwind to
+// the destructor, interrupt.hpp), and killed by the kernel when the thread that started it ends (PR_SET_PDEATHSIG):
+// after a SIGKILL of the demo only the directory is left.
 #pragma once
 
 #include <sys/types.h>
@@ -16,7 +18,8 @@ public:
   /// `$WANDURA_REDIS_SERVER`, else `redis-server` on PATH; nullopt when there is none.
   [[nodiscard]] static std::optional<std::string> find_binary();
 
-  /// Starts it and waits (at most 5 s) until it answers PING.
+  /// Starts it and waits (at most 5 s) until it answers PING. Construct it on a thread that lives as long as the
+  /// run (the main thread): the server dies with that thread.
   /// @throws std::runtime_error when there is no redis-server (the message says how to get one) or it does not
   ///         answer in time.
   private_redis();

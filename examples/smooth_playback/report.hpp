@@ -70,7 +70,7 @@ struct process_summary {
 /// What a fleet run adds to the report.
 struct fleet_summary {
   std::uint32_t processes = 1;
-  std::string shared_state;                       ///< The Redis URL; empty without shared state.
+  std::string shared_state; ///< The Redis URL, its password shown as `***`; empty without shared state.
   std::optional<double> shared_state_killed_at_s; ///< When the private Redis was killed (s since the first viewer).
   std::uint64_t cross_process_reuse = 0;          ///< Sums over the processes.
   std::uint64_t shared_state_fallbacks = 0;

@@ -13,6 +13,7 @@
 
 #include "client_session.hpp"
 #include "fleet_route.hpp"
+#include "log_line.hpp"
 #include "worker_process.hpp"
 #include "worker_report.hpp"
 
@@ -84,7 +85,9 @@ int run_worker(demo_options const& o) {
     copt.threads = o.client_threads;
     copt.shared_state = o.shared_state;
     copt.process_id = "worker-" + std::to_string(index);
-    copt.on_warn = [&parent](std::string_view message) { parent.send("warn", message); };
+    copt.on_log = [&parent](wandura::log_level level, std::string_view message) {
+      parent.send("log", std::string(level_name(level)) + " " + std::string(message));
+    };
     client_session session(std::move(copt));
     parent.send("ready");
 

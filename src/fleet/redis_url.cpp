@@ -45,6 +45,22 @@ std::string decode(std::string_view text, std::string_view part) {
   return out;
 }
 
+// Percent-encodes every byte but the unreserved ones of RFC 3986, so that `decode` reads the text back.
+std::string encode(std::string_view text) {
+  constexpr char digits[] = "0123456789ABCDEF";
+  std::string out;
+  for (char const c : text) {
+    auto const b = static_cast<unsigned char>(c);
+    if ((b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out.push_back(c);
+    } else {
+      out += {'%', digits[b >> 4], digits[b & 15]};
+    }
+  }
+  return out;
+}
+
 std::optional<unsigned> to_number(std::string_view text, unsigned max) noexcept {
   unsigned value = 0;
   auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -113,6 +129,11 @@ redis_url redis_url::parse(std::string_view text) {
     read_credentials(text.substr(0, at), url);
     text.remove_prefix(at + 1);
   }
+  // After the credentials: a password may hold a ? or # that its writer did not escape.
+  if (auto const extra = text.find_first_of("?#"); extra != std::string_view::npos) {
+    refuse(text[extra] == '?' ? "a query string (?...) is not supported: give the db as the path, redis://host:port/db"
+                              : "a fragment (#...) is not supported");
+  }
   auto const slash = text.find('/');
   read_host_port(text.substr(0, slash), url);
   if (slash != std::string_view::npos && slash + 1 < text.size()) {
@@ -133,6 +154,15 @@ std::string redis_url::redacted() const {
     out += '/' + std::to_string(db);
   }
   return out;
+}
+
+std::string redis_url::redacted_url() const {
+  std::string out = "redis://";
+  if (!user.empty() || !password.empty()) {
+    // `user:@` for a user without a password: `redis://user@host` would read the user as a password.
+    out += encode(user) + (password.empty() ? ":@" : ":***@");
+  }
+  return out + redacted();
 }
 
 } // namespace wandura

@@ -1,6 +1,6 @@
 // The parts of the fleet demo that need no process or server: the routing of viewer actions to processes
-// (fleet_route.hpp), a worker's report read back by its parent (worker_report.hpp), and the totals of the
-// processes' runs (run_totals.hpp).
+// (fleet_route.hpp), a worker's report read back by its parent (worker_report.hpp), the totals of the
+// processes' runs (run_totals.hpp) and the level of a relayed log line (log_line.hpp).
 #include "fleet_route.hpp"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "log_line.hpp"
 #include "run_totals.hpp"
 #include "worker_report.hpp"
 
@@ -175,4 +176,32 @@ TEST_CASE("run totals: one run comes back as it is") {
   CHECK(total.sim.totals.viewers == one.sim.totals.viewers);
   CHECK(total.sim.samples.size() == one.sim.samples.size());
   CHECK(total.sim.samples[0].t_s == one.sim.samples[0].t_s);
+}
+
+TEST_CASE("fleet demo log lines: each relayed line keeps its own level") {
+  using wandura::log_level;
+  // The fleet's fallback log writes the level as the first word; the parent prints it once, as the line's level.
+  auto const back = demo::split_level("INFO fleet ticket_cache: redis 127.0.0.1:6379 is back after 42 local answers",
+                                      log_level::warn);
+  CHECK(back.level == log_level::info);
+  CHECK(back.text == "fleet ticket_cache: redis 127.0.0.1:6379 is back after 42 local answers");
+  auto const down =
+      demo::split_level("WARN fleet counter_pace playback: redis 127.0.0.1:6379 unavailable", log_level::info);
+  CHECK(down.level == log_level::warn);
+  CHECK(down.text == "fleet counter_pace playback: redis 127.0.0.1:6379 unavailable");
+  // A line without a level (the retry loop's) keeps the level it came with, whole.
+  auto const retry = demo::split_level("retry 1/3 in 1042 ms: HTTP 503", log_level::warn);
+  CHECK(retry.level == log_level::warn);
+  CHECK(retry.text == "retry 1/3 in 1042 ms: HTTP 503");
+  CHECK(demo::split_level("INFORMATION only", log_level::error).level == log_level::error);
+  CHECK(demo::split_level("INFO", log_level::warn).text == "INFO");
+  // What a worker sends (`log LEVEL text`) reads back to the same level and text, for every level.
+  for (auto const level : {log_level::debug, log_level::info, log_level::warn, log_level::error}) {
+    std::string const sent = std::string(demo::level_name(level)) + " fleet x: y";
+    auto const read = demo::split_level(sent, log_level::warn);
+    CHECK(read.level == level);
+    CHECK(read.text == "fleet x: y");
+    CHECK(demo::level_from_name(demo::level_name(level)) == level);
+  }
+  CHECK_FALSE(demo::level_from_name("warn").has_value());
 }

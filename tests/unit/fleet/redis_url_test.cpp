@@ -43,3 +43,54 @@ TEST_CASE("redis url: bad URLs are invalid_argument and the message never shows 
     }
   }
 }
+
+TEST_CASE("redis url: a query string or fragment is refused with a message that says so") {
+  for (char const* bad : {"redis://:hunter2@h:6379?db=1", "redis://:hunter2@h:6379/1?timeout=5", "redis://h?x"}) {
+    INFO(bad);
+    try {
+      (void)wandura::redis_url::parse(bad);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK(std::string(e.what()).find("query string") != std::string::npos);
+      CHECK(std::string(e.what()).find("1-65535") == std::string::npos); // not reported as a bad port
+      CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+    }
+  }
+  try {
+    (void)wandura::redis_url::parse("redis://h:6379/2#main");
+    FAIL("accepted");
+  } catch (wandura::error const& e) {
+    CHECK(std::string(e.what()).find("fragment") != std::string::npos);
+  }
+  // A ? or # in the password, not escaped, is still the password's.
+  auto const odd = wandura::redis_url::parse("redis://:pa?s#s@h:1/2");
+  CHECK(odd.password == "pa?s#s");
+  CHECK(odd.port == 1);
+  CHECK(odd.db == 2);
+}
+
+TEST_CASE("redis url: the redacted URL shows the user, never the password, and reads back") {
+  auto const full = wandura::redis_url::parse("redis://fleet:s3cret@10.0.0.7:6380/3");
+  CHECK(full.redacted_url() == "redis://fleet:***@10.0.0.7:6380/3");
+  CHECK(wandura::redis_url::parse("redis://s3cret@h").redacted_url() == "redis://:***@h:6379");
+  CHECK(wandura::redis_url::parse("redis://:s3cret@h:7000/0").redacted_url() == "redis://:***@h:7000");
+  CHECK(wandura::redis_url::parse("redis://h").redacted_url() == "redis://h:6379");
+  CHECK(wandura::redis_url::parse("redis://[::1]:7001/1").redacted_url() == "redis://[::1]:7001/1");
+
+  // A user with characters a URL must escape, and a user without a password, read back as they were.
+  auto const odd = wandura::redis_url::parse("redis://a%40b%3Ac:p%40ss@h:1/2");
+  REQUIRE(odd.user == "a@b:c");
+  auto const shown = odd.redacted_url();
+  CHECK(shown == "redis://a%40b%3Ac:***@h:1/2");
+  CHECK(shown.find("p@ss") == std::string::npos);
+  auto const back = wandura::redis_url::parse(shown);
+  CHECK(back.user == odd.user);
+  CHECK(back.host == odd.host);
+  CHECK(back.port == odd.port);
+  CHECK(back.db == odd.db);
+  auto const user_only = wandura::redis_url::parse("redis://fleet:@h");
+  CHECK(user_only.redacted_url() == "redis://fleet:@h:6379");
+  CHECK(wandura::redis_url::parse(user_only.redacted_url()).user == "fleet");
+  CHECK(wandura::redis_url::parse(user_only.redacted_url()).password.empty());
+}
