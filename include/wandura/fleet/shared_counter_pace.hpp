@@ -96,7 +96,7 @@ public:
   /// Holds every process of the fleet back until `until` (a 429's Retry-After: docs/protocol.md §3, "hold every request
   /// to that counter until Retry-After has passed"), and records `now` as the latest refusal (`read`'s
   /// `pressure_at`; a 429 without Retry-After passes `until == now`). A later hold wins over an earlier one; never
-  /// shortened.
+  /// shortened. Units booked for instants inside the hold are moved to its end, where they come out of the burst.
   [[nodiscard]] asio::awaitable<void>
   hold_until(std::chrono::system_clock::time_point until,
              std::chrono::system_clock::time_point now = std::chrono::system_clock::now());

@@ -168,10 +168,12 @@ struct admission_counter_stats {
   std::uint64_t shed = 0;          ///< Prefetches answered `shed` without sending.
   std::uint64_t deadline_exceeded = 0;
   std::uint64_t cancelled = 0;
-  std::uint64_t decreases = 0;            ///< Multiplicative decreases after a 429 while pacing.
-  std::uint64_t fleet_grants = 0;         ///< Fleet-wide grants taken from the shared pace (0 without one).
-  std::uint64_t fleet_waits = 0;          ///< Grants the fleet refused for now (its room or a fleet-wide hold).
-  std::uint64_t fleet_failures = 0;       ///< Grants that failed or timed out: the counter paced alone meanwhile.
+  std::uint64_t decreases = 0;    ///< Multiplicative decreases after a 429 while pacing.
+  std::uint64_t fleet_grants = 0; ///< Fleet-wide grants taken from the shared pace (0 without one).
+  std::uint64_t fleet_waits = 0;  ///< Grants the fleet refused for now (its room or a fleet-wide hold).
+  /// Grants, and reads of the fleet's view before a booked grant is used, that failed or timed out: the counter
+  /// paced alone meanwhile.
+  std::uint64_t fleet_failures = 0;
   std::uint64_t fleet_congestions = 0;    ///< Times the counter was congested by what another process published.
   std::uint64_t released_last_second = 0; ///< Requests released in the last whole second.
   /// Queue wait of requests that left the queue, in seconds: cumulative bucket counts for `wait_buckets_s`.

@@ -27,7 +27,8 @@ struct shared_pace_grant {
   /// True: the fleet granted the units; send from `wait_until` on. False: ask again, not before `wait_until`.
   bool go = false;
   /// When `go`: the time the granted units may be used, `now` or earlier for at once, or a later instant the
-  /// implementation booked for this process (the units conform then; meanwhile they are nobody else's). When not
+  /// implementation booked for this process (the units conform then; meanwhile they are nobody else's; the gate
+  /// reads the fleet's view at that instant and uses them only when it shows no hold). When not
   /// `go`: the earliest time the same request would be granted (the end of a fleet-wide hold-off, or when the
   /// counter's fleet-wide room has refilled enough). Wall-clock time, as every time of a shared pace.
   std::chrono::system_clock::time_point wait_until{};
