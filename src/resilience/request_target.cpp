@@ -33,9 +33,15 @@ std::string describe_target(http_request const& request) {
   auto const parts = split_url(request.url);
   auto const method = method_name(request.method);
   bool const with_host = !parts.authority.empty() && parts.authority.find('@') == std::string_view::npos;
+  // A path built from a caller's value (a film ref) can be any length: a message shows its start.
+  bool const cut = parts.path.size() > max_path_shown;
+  auto const path = cut ? parts.path.substr(0, max_path_shown) : parts.path;
   std::string out;
-  out.reserve(method.size() + 1 + parts.path.size() + (with_host ? 4 + parts.authority.size() : 0));
-  out.append(method).append(" ").append(parts.path);
+  out.reserve(method.size() + 1 + path.size() + 3 + (with_host ? 4 + parts.authority.size() : 0));
+  out.append(method).append(" ").append(path);
+  if (cut) {
+    out.append("...");
+  }
   if (with_host) {
     out.append(" on ").append(parts.authority);
   }

@@ -5,6 +5,7 @@
 // `@` in its authority is refused by `base_url` and named here by method and path only).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -23,8 +24,11 @@ struct url_parts {
 /// Splits `url` in one pass. A URL without "://" is all path.
 [[nodiscard]] url_parts split_url(std::string_view url) noexcept;
 
-/// "METHOD /path on host[:port]": the port as the URL writes it, the path without query or fragment.
-/// Allocates the returned string only.
+/// The most of a path `describe_target` shows; a longer one is cut there and ends in "...".
+inline constexpr std::size_t max_path_shown = 200;
+
+/// "METHOD /path on host[:port]": the port as the URL writes it, the path without query or fragment (its first
+/// `max_path_shown` bytes and "..." when longer). Allocates the returned string only.
 [[nodiscard]] std::string describe_target(http_request const& request);
 
 } // namespace wandura::detail

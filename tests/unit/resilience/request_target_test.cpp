@@ -1,5 +1,7 @@
 #include "resilience/request_target.hpp"
 
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "wandura/resilience/call_result.hpp"
@@ -22,6 +24,16 @@ TEST_CASE("request target: method, path and host, never the query or the key") {
   get.url = "http://127.0.0.1:8787/v1/catalog/films/a%20b#frag";
   CHECK(wandura::detail::describe_target(get) == "GET /v1/catalog/films/a%20b on 127.0.0.1:8787");
   CHECK(wandura::detail::describe_target(post("http://u:p@h/v1/x")) == "POST /v1/x");
+}
+
+TEST_CASE("request target: a path built from a long value shows its first 200 bytes") {
+  wandura::http_request get;
+  std::string const path = "/v1/catalog/films/" + std::string(5000, 'f');
+  get.url = "http://127.0.0.1:8787" + path + "?q=1";
+  auto const shown = wandura::detail::describe_target(get);
+  CHECK(shown == "GET " + path.substr(0, 200) + "... on 127.0.0.1:8787");
+  get.url = "http://127.0.0.1:8787" + path.substr(0, 200);
+  CHECK(wandura::detail::describe_target(get) == "GET " + path.substr(0, 200) + " on 127.0.0.1:8787"); // not cut
 }
 
 TEST_CASE("request target: the WARN line and the error message name it") {
