@@ -107,7 +107,10 @@ public:
   /// parts answer from local state` (not one WARN line per part).
   ///
   /// The connection is closed on the fleet's strand: before `shutdown` returns when called there, else as soon
-  /// as the executor runs the posted step (so call it while, or before, the io_context runs).
+  /// as the executor runs the posted step (so call it while, or before, the io_context runs). `run()` then returns
+  /// once the clients' own work is done: after a client's last call, its admission gate may still sleep up to
+  /// `admission_gate_options::shared_pace_refresh` (100 ms) before its shared-pace read ends (measured: about
+  /// 100 ms from the last call to the return of `run()`).
   ///
   /// @par Thread safety
   /// Any thread, concurrently with the clients' calls and with `stats`. Idempotent: later calls do nothing.

@@ -117,6 +117,8 @@ struct observed {
   bool after_reused = false;
   bool subscription_live = false;
   std::uint64_t commands_at_shutdown = 0;
+  std::chrono::steady_clock::time_point shut_at{};
+  std::chrono::steady_clock::time_point done_at{};
   std::exception_ptr failure;
 };
 
@@ -137,6 +139,7 @@ TEST_CASE("fleet shutdown: io.run returns with a configured client alive after a
         // The ticket kept locally opens the erase subscription: the part that reconnects forever.
         seen.subscription_live = co_await wait_until([&] { return p.shared->stats().tickets.near_cache_live; }, 5000ms);
         seen.commands_at_shutdown = p.shared->stats().redis.commands;
+        seen.shut_at = std::chrono::steady_clock::now();
         p.shared->shutdown();
         // The same ticket again, and a new device: from local state, no Redis command.
         auto again = co_await p.start("device-1");
@@ -145,10 +148,16 @@ TEST_CASE("fleet shutdown: io.run returns with a configured client alive after a
         auto other = co_await p.start("device-2");
         seen.other = other.play.outcome;
       },
-      [&](std::exception_ptr e) { seen.failure = e; });
+      [&](std::exception_ptr e) {
+        seen.failure = e;
+        seen.done_at = std::chrono::steady_clock::now();
+      });
   auto const began = std::chrono::steady_clock::now();
   REQUIRE(run_returns_within(p.io, 20000ms));
-  INFO("io.run() returned after " << test_support::elapsed_ms(began) << " ms");
+  INFO("io.run() returned after " << test_support::elapsed_ms(began) << " ms: "
+                                  << test_support::elapsed_ms(seen.shut_at) << " ms after shutdown() (two calls made "
+                                  << "in between), " << test_support::elapsed_ms(seen.done_at)
+                                  << " ms after the last call completed");
   if (seen.failure) {
     std::rethrow_exception(seen.failure);
   }
