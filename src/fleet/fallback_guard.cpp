@@ -2,13 +2,15 @@
 
 #include <utility>
 
+#include <asio/error.hpp>
+
 namespace wandura::detail {
 
 fallback_guard::fallback_guard(std::string what, std::string server, fallback_options options)
     : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)) {}
 
 bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now) {
-  if (!degraded_ || now >= retry_at_) {
+  if (!shut_down_ && (!degraded_ || now >= retry_at_)) {
     return true;
   }
   ++fallbacks_;
@@ -29,6 +31,11 @@ void fallback_guard::redis_answered() {
 void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now) {
   ++fallbacks_;
   retry_at_ = now + options_.probe_interval;
+  if (ec == asio::error::shut_down) {
+    shut_down_ = true;
+    degraded_ = true; // answers locally for good; no WARN: this is no outage
+    return;
+  }
   if (degraded_) {
     return;
   }

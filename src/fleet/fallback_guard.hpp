@@ -16,12 +16,15 @@ public:
   /// @param what the class, e.g. "ticket_cache"; @param server `host:port/db`, without credentials.
   fallback_guard(std::string what, std::string server, fallback_options options);
 
-  /// True when the operation should ask Redis: it answered last time, or `probe_interval` passed since it failed.
-  /// False counts a fallback: the caller answers locally.
+  /// True when the operation should ask Redis: it answered last time, or `probe_interval` passed since it failed;
+  /// never after the client was closed (`asio::error::shut_down`). False counts a fallback: the caller answers
+  /// locally.
   [[nodiscard]] bool ask_redis(std::chrono::steady_clock::time_point now);
   /// Redis answered: ends an outage (one INFO line).
   void redis_answered();
-  /// Redis failed with `ec`: counts a fallback, starts an outage (one WARN line) or prolongs it.
+  /// Redis failed with `ec`: counts a fallback, starts an outage (one WARN line) or prolongs it. With
+  /// `asio::error::shut_down` (the fleet was shut down) the part answers locally from then on, without a line:
+  /// the fleet logs the shutdown once for all its parts.
   void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now);
 
   /// Answers that came from local state since construction.
@@ -34,6 +37,7 @@ private:
   std::string server_;
   fallback_options options_;
   bool degraded_ = false;
+  bool shut_down_ = false;
   std::chrono::steady_clock::time_point retry_at_{};
   std::uint64_t fallbacks_ = 0;
   std::uint64_t fallbacks_at_outage_ = 0;

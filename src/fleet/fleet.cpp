@@ -2,11 +2,13 @@
 
 #include <utility>
 
+#include <asio/dispatch.hpp>
 #include <unistd.h>
 
 #include "fleet_state.hpp"
 #include "redis_ticket_store.hpp"
 #include "redis_viewer_limit.hpp"
+#include "ticket_cache_access.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura {
@@ -104,6 +106,25 @@ fleet_stats fleet_state::snapshot() const {
   return out;
 }
 
+void fleet_state::shut_down(std::shared_ptr<fleet_state> const& self) noexcept {
+  if (self->shut_down_.exchange(true)) {
+    return;
+  }
+  if (auto const& log = self->options.fallback.log) {
+    try {
+      log("INFO fleet: shut down; the shared parts answer from local state");
+    } catch (...) { // NOLINT(bugprone-empty-catch): a failing log sink does not keep Redis open
+    }
+  }
+  // On the strand, where the client and the subscription are used. It runs inline when called there; otherwise
+  // the posted step holds the state until it ran.
+  asio::dispatch(self->strand, [self] {
+    self->redis.close();
+    ticket_cache_access::shut_down(self->tickets);
+    self->publish();
+  });
+}
+
 } // namespace detail
 
 /// The fleet's shared state itself: a `fleet` and every store and limit it configured hold it.
@@ -138,6 +159,10 @@ void fleet::configure(client_options& options) const {
 
 fleet_stats fleet::stats() const {
   return impl_->snapshot();
+}
+
+void fleet::shutdown() noexcept {
+  detail::fleet_state::shut_down(impl_);
 }
 
 } // namespace wandura

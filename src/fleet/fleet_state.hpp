@@ -54,6 +54,10 @@ public:
   /// The counters as of the last `publish`, with `cross_process_reuse` now.
   [[nodiscard]] fleet_stats snapshot() const;
 
+  /// `fleet::shutdown`: the first call logs the INFO line and closes the Redis client and the erase subscription
+  /// on `strand`; later calls do nothing. Any thread.
+  static void shut_down(std::shared_ptr<fleet_state> const& self) noexcept;
+
   asio::strand<asio::any_io_executor> const strand;
   /// As given, `process_id` filled in ("host:pid" when empty).
   fleet_options const options;
@@ -66,6 +70,7 @@ private:
   std::vector<std::function<counter_pace_stats()>> pace_stats_;
   fleet_stats published_{};
   std::atomic<std::uint64_t> cross_process_reuse_{0};
+  std::atomic<bool> shut_down_{false};
 };
 
 } // namespace wandura::detail

@@ -26,6 +26,14 @@ asio::awaitable<redis_reply> redis_client::command(std::vector<std::string> args
   co_return std::move(reply);
 }
 
+void redis_client::close() noexcept {
+  conn_->close();
+}
+
+bool redis_client::closed() const noexcept {
+  return conn_->closed();
+}
+
 asio::any_io_executor redis_client::get_executor() const noexcept {
   return conn_->executor();
 }

@@ -69,6 +69,10 @@ redis_client_stats redis_connection::stats() const noexcept {
 }
 
 void redis_connection::start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op) {
+  if (closed_) {
+    finish(*op, asio::error::shut_down); // not counted: no command is made any more
+    return;
+  }
   ++stats_.commands;
   std::error_code ec;
   if (!ensure_context(ec)) {
@@ -102,15 +106,51 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
   }
   (void)holder.release(); // hiredis owns it now; on_reply deletes it
   ++stats_.pending;
-  arm_timeout(op);
+  watch_cancellation(op);
+  if (ready_) {
+    arm_timeout(op);
+  } else {
+    awaiting_ready_.push_back(op); // connecting is not charged to the command: see on_ready
+  }
+}
+
+void redis_connection::close() {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  if (ac_ != nullptr) {
+    down_reason_ = asio::error::shut_down;
+    redisAsyncFree(ac_); // pending callbacks run now with a null reply (shut_down); on_context_gone clears ac_
+  }
+  connect_timer_.cancel();
+  deadline_timer_.cancel();
+  deadline_timer_armed_ = false;
+  deadlines_.clear(); // every command in it completed just now
+  awaiting_ready_.clear();
+}
+
+void redis_connection::on_ready() {
+  ready_ = true;
+  for (auto& op : awaiting_ready_) {
+    if (!op->done) {
+      arm_timeout(op);
+    }
+  }
+  awaiting_ready_.clear();
 }
 
 void redis_connection::arm_timeout(std::shared_ptr<redis_command_op> const& op) {
+  // Deadlines stay in initiation order: the commands that waited for the connection are armed before any
+  // command initiated after it became ready.
   op->deadline = std::chrono::steady_clock::now() + options_.command_timeout;
   deadlines_.push_back(op);
   if (!deadline_timer_armed_) {
     arm_deadline_timer(op->deadline);
   }
+}
+
+void redis_connection::watch_cancellation(std::shared_ptr<redis_command_op> const& op) {
   if (op->slot.is_connected()) {
     op->slot.assign([weak = std::weak_ptr(op), ex = executor_](asio::cancellation_type) {
       // Posted: finishing clears the slot, which must not happen inside the slot's own handler.
@@ -173,14 +213,16 @@ bool redis_connection::open_context(std::error_code& ec) {
   ac_ = ac;
   ac->data = this;
   connected_ = false;
+  ready_ = false;
+  setup_pending_ = 0;
   down_reason_.clear();
   adapter_ = hiredis_asio_adapter::attach(ac, executor_, [this] { on_context_gone(); });
   redisAsyncSetConnectCallback(ac, &on_connect);
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([self = weak_from_this()](std::error_code wait_ec) {
     auto conn = self.lock();
-    if (wait_ec || !conn || conn->ac_ == nullptr || conn->connected_) {
-      return;
+    if (wait_ec || !conn || conn->ac_ == nullptr || conn->ready_) {
+      return; // connected and set up in time (or gone already)
     }
     conn->down_reason_ = errc::connect_failed;
     redisAsyncFree(conn->ac_);
@@ -198,13 +240,17 @@ void redis_connection::send_setup() {
       lens = {4, url_.password.size(), 0};
     }
     int const argc = url_.user.empty() ? 2 : 3;
-    redisAsyncCommandArgv(ac_, &on_setup_reply, this, argc, argv.data(), lens.data());
+    if (redisAsyncCommandArgv(ac_, &on_setup_reply, this, argc, argv.data(), lens.data()) == REDIS_OK) {
+      ++setup_pending_;
+    }
   }
   if (url_.db != 0) {
     std::string const db = std::to_string(url_.db);
     std::array<char const*, 2> argv{"SELECT", db.c_str()};
     std::array<std::size_t, 2> lens{6, db.size()};
-    redisAsyncCommandArgv(ac_, &on_setup_reply, this, 2, argv.data(), lens.data());
+    if (redisAsyncCommandArgv(ac_, &on_setup_reply, this, 2, argv.data(), lens.data()) == REDIS_OK) {
+      ++setup_pending_;
+    }
   }
 }
 
@@ -217,7 +263,14 @@ void redis_connection::note_connect_failure() {
 void redis_connection::on_context_gone() {
   ac_ = nullptr;
   connect_timer_.cancel();
-  if (connected_ && down_reason_ != fleet_errc::auth_failed) {
+  awaiting_ready_.clear(); // hiredis completed every one of them (null reply) before this cleanup
+  ready_ = false;
+  if (closed_) {
+    connected_ = false;
+    return; // closed on purpose: neither a lost connection nor a failed connect
+  }
+  // A connection that never became ready (AUTH/SELECT refused or unanswered in time) failed to connect.
+  if (connected_ && down_reason_ != fleet_errc::auth_failed && down_reason_ != errc::connect_failed) {
     ++stats_.disconnects;
   } else {
     note_connect_failure();
@@ -242,15 +295,25 @@ void redis_connection::on_connect(redisAsyncContext const* ac, int status) {
     return; // hiredis frees the context next; on_context_gone counts the failure
   }
   conn->connected_ = true;
-  conn->connect_timer_.cancel();
   ++conn->stats_.connects;
   conn->backoff_ = conn->options_.reconnect_backoff;
+  if (conn->setup_pending_ == 0) {
+    conn->connect_timer_.cancel();
+    conn->on_ready();
+  }
 }
 
 void redis_connection::on_setup_reply(redisAsyncContext* ac, void* reply, void* privdata) {
   auto* conn = static_cast<redis_connection*>(privdata);
   auto const* r = static_cast<redisReply const*>(reply);
-  if (r == nullptr || r->type != REDIS_REPLY_ERROR || conn->down_reason_) {
+  if (r == nullptr || conn->down_reason_) {
+    return; // the context is going away
+  }
+  if (r->type != REDIS_REPLY_ERROR) {
+    if (--conn->setup_pending_ == 0) {
+      conn->connect_timer_.cancel();
+      conn->on_ready(); // the commands pipelined behind AUTH/SELECT start their timeouts now
+    }
     return;
   }
   // Commands pipelined behind AUTH/SELECT must not run as the wrong user or in the wrong database: drop the

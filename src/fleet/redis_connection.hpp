@@ -30,6 +30,10 @@ public:
   redis_connection& operator=(redis_connection const&) = delete;
 
   void start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op);
+  /// Closes the connection for good: every command not answered yet and every later one completes with
+  /// `asio::error::shut_down`; no connection is opened again. Idempotent.
+  void close();
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
 
@@ -42,7 +46,9 @@ private:
   bool ensure_context(std::error_code& ec);
   bool open_context(std::error_code& ec);
   void send_setup();
+  void watch_cancellation(std::shared_ptr<redis_command_op> const& op);
   void arm_timeout(std::shared_ptr<redis_command_op> const& op);
+  void on_ready();
   void arm_deadline_timer(std::chrono::steady_clock::time_point at);
   void expire_overdue();
   void note_connect_failure();
@@ -64,7 +70,13 @@ private:
   std::deque<std::shared_ptr<redis_command_op>> deadlines_;
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
+  /// Commands sent while the connection is not ready yet (connecting, or AUTH/SELECT unanswered): their timeouts
+  /// start when it is (`on_ready`); connecting is bounded by `connect_timeout` instead.
+  std::deque<std::shared_ptr<redis_command_op>> awaiting_ready_;
   bool connected_ = false;
+  bool ready_ = false;    ///< connected, and AUTH/SELECT answered
+  int setup_pending_ = 0; ///< AUTH/SELECT replies still to come on this connection
+  bool closed_ = false;
   std::error_code down_reason_; ///< why we closed the context ourselves; wins over what hiredis saw
   std::chrono::steady_clock::time_point next_connect_at_{};
   std::chrono::milliseconds backoff_;

@@ -96,7 +96,7 @@ struct shared_ticket_cache::impl {
 
   /// Opens the subscription to the erase channel, once: at the first ticket kept locally.
   void subscribe() {
-    if (!options.near_cache || subscriber) {
+    if (!options.near_cache || subscriber || redis.closed()) {
       return;
     }
     subscriber =
@@ -407,6 +407,16 @@ asio::awaitable<void> ticket_cache_access::put_many(shared_ticket_cache& cache,
   }
   auto store = cache.impl_->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
   co_await std::move(store);
+}
+
+void ticket_cache_access::shut_down(shared_ticket_cache& cache) {
+  auto& self = *cache.impl_;
+  if (self.subscriber) {
+    self.subscriber->stop();
+  }
+  std::lock_guard lock(self.local_mutex);
+  self.subscribed = false; // no erase is heard any more: the copies kept are the fallback's only
+  ++self.generation;
 }
 
 } // namespace detail

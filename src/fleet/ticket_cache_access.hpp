@@ -43,6 +43,10 @@ struct ticket_cache_access {
   [[nodiscard]] static asio::awaitable<void> put_many(shared_ticket_cache& cache,
                                                       std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
                                                       std::chrono::system_clock::time_point now);
+
+  /// Ends the erase subscription for good (none is opened again once the cache's client is closed); the copies
+  /// kept locally are served from then on as fallback copies, not near ones. On the client's executor.
+  static void shut_down(shared_ticket_cache& cache);
 };
 
 } // namespace wandura::detail

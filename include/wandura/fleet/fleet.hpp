@@ -9,6 +9,10 @@
 // per-viewer ticket limit, and each rate-limit counter's hold-off and pace, so that N processes release requests at
 // the counter's refill together, not N times it. When Redis is slow, down or failing, each of them answers from
 // this process's local state within `redis.command_timeout` (degrade, never block) and goes back to Redis by itself.
+//
+// A fleet keeps Redis connections open (the commands' and, once a ticket is kept locally, the erase subscription's,
+// reconnected for as long as the fleet lives), so `io_context::run()` does not return by itself: call
+// `shutdown()` when the program is done, as one closes a socket.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,11 @@ struct fleet_stats {
 /// @par Lifetime
 /// Clients configured by a fleet share its state: the fleet may be destroyed before them (its parts live as long
 /// as any client uses them). Destroy it, and its clients, before the io_context.
+///
+/// What keeps `io_context::run()` busy: once a call went through a configured client, the Redis connection's read
+/// wait (see `redis_client`) and, from the first ticket kept locally, the erase subscription and its reconnects.
+/// Destroying the fleet does not end them while a configured client lives. `shutdown()` does: after it, `run()`
+/// returns once nothing else is pending, and the clients keep working from this process's local state.
 class fleet {
 public:
   /// Makes the shared parts; connects to Redis at the first command, not here.
@@ -86,6 +95,26 @@ public:
   /// `cross_process_reuse` and the ticket cache's `near_hits`, `erasures_heard` and `near_cache_live` (they change
   /// between operations).
   [[nodiscard]] fleet_stats stats() const;
+
+  /// Ends the fleet's use of Redis for good, so that `io_context::run()` can return: stops the erase subscription
+  /// and its reconnects and closes the Redis connection, which is not opened again (`redis_client::close`).
+  ///
+  /// From then on every shared part answers from this process's local state at once, with no Redis command: the
+  /// clients configured by this fleet keep working as one process would, and each of their operations counts in
+  /// `fleet_stats::fallbacks` with `degraded` true (commands are no longer counted in `redis.commands`). A
+  /// command waiting for its reply at that moment completes with `asio::error::shut_down` and its operation
+  /// answers locally too. One line is logged through `fallback_options::log`, `INFO fleet: shut down; the shared
+  /// parts answer from local state` (not one WARN line per part).
+  ///
+  /// The connection is closed on the fleet's strand: before `shutdown` returns when called there, else as soon
+  /// as the executor runs the posted step (so call it while, or before, the io_context runs). `run()` then returns
+  /// once the clients' own work is done: after a client's last call, its admission gate may still sleep up to
+  /// `admission_gate_options::shared_pace_refresh` (100 ms) before its shared-pace read ends (measured: about
+  /// 100 ms from the last call to the return of `run()`).
+  ///
+  /// @par Thread safety
+  /// Any thread, concurrently with the clients' calls and with `stats`. Idempotent: later calls do nothing.
+  void shutdown() noexcept;
 
 private:
   struct impl;

@@ -32,10 +32,14 @@ struct redis_options {
   /// `redis://[user:password@]host[:port][/db]` (see `redis_url`). `AUTH` and `SELECT` are sent on every connect.
   /// hiredis 0.14 resolves a host name with a blocking `getaddrinfo`: give an address or a name in /etc/hosts.
   std::string url = "redis://127.0.0.1:6379";
-  /// How long one command waits for its reply, from initiation (connecting included). The shared state is an
-  /// optimisation: a few milliseconds, then the caller answers from local state.
+  /// How long one command waits for its reply once it is on a ready connection: from initiation when the
+  /// connection is up, or else from the moment the connection it opened (or waits for) became ready. Connecting
+  /// is never charged to a command: a process's first commands get the same few milliseconds as every other.
+  /// The shared state is an optimisation: a few milliseconds, then the caller answers from local state.
   std::chrono::milliseconds command_timeout{5};
-  /// How long a new connection may take (TCP connect) before it is dropped as failed.
+  /// How long a new connection may take to become ready (TCP connect, and the replies to the URL's `AUTH` and
+  /// `SELECT`) before it is dropped as failed; the commands sent meanwhile then complete with
+  /// `errc::connect_failed`.
   std::chrono::milliseconds connect_timeout{200};
   /// The wait before the first reconnect after a failed connect; doubled after each further failure up to
   /// `max_reconnect_backoff`, back to this after a successful connect. A connection that was up and broke is
@@ -87,7 +91,7 @@ redis_options const& options_of(redis_client const& client) noexcept;
 /// Destroying the client closes the connection; commands still pending complete with
 /// `asio::error::operation_aborted` (if the io_context still runs). While connected, the client keeps a read wait
 /// on the socket (hiredis wants to notice a close at once), so `io_context::run()` does not return by itself
-/// while a connected client exists: destroy the client, or stop the io_context, to end `run()`.
+/// while a connected client exists: `close()` it, destroy it, or stop the io_context, to end `run()`.
 class redis_client {
 public:
   /// @param ex where hiredis is driven and timers run. No connection is made before the first command.
@@ -105,11 +109,14 @@ public:
   /// - `fleet_errc::server_error` and the error reply (its text says which: `NOSCRIPT`, `WRONGTYPE`, ...);
   /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
   ///   is dropped; the connection stays);
-  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff); not sent;
+  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff); not sent,
+  ///   or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run it);
   /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused; not executed;
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
   /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
   /// - `errc::protocol_error`: the server sent bytes that are not RESP2 (the connection is dropped);
+  /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command
+  ///   was initiated; not sent in the latter case;
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed.
   ///
   /// @param args the command and its arguments, binary safe. Copied into hiredis's output buffer when the
@@ -133,6 +140,19 @@ public:
         },
         token, args);
   }
+
+  /// Closes the connection for good, as an Asio socket's `close`: commands still waiting for replies complete
+  /// with `asio::error::shut_down` (not `operation_aborted`: they were not cancelled, the caller may fall back),
+  /// and every later command completes with `asio::error::shut_down` at once, without connecting and without
+  /// being counted in `redis_client_stats::commands`. No connection is opened again; nothing of the client keeps
+  /// `io_context::run()` busy afterwards. Calling it again does nothing.
+  ///
+  /// @par Thread safety
+  /// As `async_command`: call it from the executor given at construction.
+  void close() noexcept;
+
+  /// Whether `close()` was called. Same thread rule as `close`.
+  [[nodiscard]] bool closed() const noexcept;
 
   /// `async_command` as a coroutine that throws: the reply, or `wandura::error` with the code above and a
   /// message naming the server (`redis 127.0.0.1:6379: ...`, never the password) and, for an error reply, its

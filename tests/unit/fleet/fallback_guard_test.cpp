@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include <asio/error.hpp>
 #include <catch2/catch.hpp>
 
 #include "wandura/error.hpp"
@@ -47,4 +48,21 @@ TEST_CASE("fallback guard: without a logger it still counts") {
   guard.redis_failed(wandura::errc::attempt_timeout, std::chrono::steady_clock::now());
   CHECK(guard.fallbacks() == 1);
   CHECK(guard.degraded());
+}
+
+TEST_CASE("fallback guard: shut_down answers locally for good, without a line") {
+  std::vector<std::string> lines;
+  wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); },
+                                    .probe_interval = 500ms};
+  wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options);
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+
+  REQUIRE(guard.ask_redis(t0));
+  guard.redis_failed(asio::error::shut_down, t0); // the fleet was shut down: no outage, no WARN line
+  CHECK(guard.degraded());
+  CHECK(guard.fallbacks() == 1);
+  CHECK_FALSE(guard.ask_redis(t0 + 10ms));
+  CHECK_FALSE(guard.ask_redis(t0 + 1h)); // never probed again, whatever the interval
+  CHECK(guard.fallbacks() == 3);
+  CHECK(lines.empty());
 }

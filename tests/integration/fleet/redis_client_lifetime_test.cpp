@@ -1,0 +1,261 @@
+// `wandura::redis_client` at the ends of a connection's life: `close()` (what `fleet::shutdown` relies on), and a
+// slow connection setup that is not charged to the first commands' timeout, through a proxy that holds back the
+// server's side of each connection for a while.
+#include "wandura/fleet/redis_client.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "fleet_test_support.hpp"
+#include "wandura/error.hpp"
+
+using namespace std::chrono_literals;
+using test_support::elapsed_ms;
+
+namespace {
+
+using outcome = std::tuple<std::error_code, wandura::redis_reply>;
+constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+asio::awaitable<outcome> send(wandura::redis_client& client, std::vector<std::string> args) {
+  std::vector<std::string_view> views(args.begin(), args.end());
+  co_return co_await client.async_command(views, as_tuple);
+}
+
+outcome run_command(asio::io_context& io, wandura::redis_client& client, std::vector<std::string> args) {
+  return test_support::run(io, send(client, std::move(args)));
+}
+
+/// Whether `io.run()` returns by itself within `limit` (it is stopped otherwise).
+bool run_returns_within(asio::io_context& io, std::chrono::milliseconds limit) {
+  std::atomic<bool> returned{false};
+  io.restart();
+  std::thread runner([&] {
+    io.run();
+    returned = true;
+  });
+  auto const until = std::chrono::steady_clock::now() + limit;
+  while (!returned && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  bool const in_time = returned;
+  if (!in_time) {
+    io.stop();
+  }
+  runner.join();
+  return in_time;
+}
+
+/// The two sockets of one proxied connection, kept by both directions' coroutines.
+struct proxied {
+  asio::ip::tcp::socket client;
+  asio::ip::tcp::socket server;
+};
+
+asio::awaitable<void> forward(std::shared_ptr<proxied> link, asio::ip::tcp::socket& from, asio::ip::tcp::socket& to) {
+  std::array<char, 4096> buf{};
+  for (;;) {
+    auto [read_ec, n] = co_await from.async_read_some(asio::buffer(buf), as_tuple);
+    if (read_ec) {
+      break;
+    }
+    auto [write_ec, written] = co_await asio::async_write(to, asio::buffer(buf.data(), n), as_tuple);
+    (void)written;
+    if (write_ec) {
+      break;
+    }
+  }
+  std::error_code ignored;
+  link->client.close(ignored);
+  link->server.close(ignored);
+}
+
+/// A TCP proxy to a Redis on loopback that, for each connection it accepts, waits `delay` before it connects to
+/// the server and starts forwarding: to the client, the connect succeeds at once and the first replies (AUTH,
+/// SELECT, the first commands) come `delay` late. On its own thread.
+struct slow_proxy {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  asio::ip::tcp::endpoint upstream;
+  std::chrono::milliseconds delay;
+  std::thread thread;
+
+  slow_proxy(std::uint16_t server_port, std::chrono::milliseconds hold_back)
+      : upstream(asio::ip::make_address("127.0.0.1"), server_port), delay(hold_back) {
+    asio::co_spawn(io, accept_all(), asio::detached);
+    thread = std::thread([this] { io.run(); });
+  }
+  ~slow_proxy() {
+    io.stop();
+    thread.join();
+  }
+  slow_proxy(slow_proxy const&) = delete;
+  slow_proxy& operator=(slow_proxy const&) = delete;
+
+  [[nodiscard]] std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+
+  asio::awaitable<void> accept_all() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor.async_accept(as_tuple);
+      if (ec) {
+        co_return;
+      }
+      asio::co_spawn(io, serve(std::move(socket)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> serve(asio::ip::tcp::socket socket) {
+    auto link = std::make_shared<proxied>(proxied{std::move(socket), asio::ip::tcp::socket(io)});
+    asio::steady_timer hold(io, delay);
+    co_await hold.async_wait(as_tuple);
+    auto [ec] = co_await link->server.async_connect(upstream, as_tuple);
+    if (ec) {
+      co_return;
+    }
+    asio::co_spawn(io, forward(link, link->client, link->server), asio::detached);
+    asio::co_spawn(io, forward(link, link->server, link->client), asio::detached);
+  }
+};
+
+} // namespace
+
+TEST_CASE("redis client: close completes a pending command with shut_down, later ones at once, and run returns") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
+  CHECK_FALSE(client.closed());
+  redis->pause(); // the reply would never come before the 5 s timeout
+
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    asio::steady_timer later(io, 20ms);
+    later.async_wait([&](std::error_code) { client.close(); });
+    auto ping = send(client, {"PING"}); // named: GCC 12 and temporaries of a co_await
+    co_return co_await std::move(ping);
+  }());
+  auto const took = elapsed_ms(start);
+  redis->resume();
+  CHECK(ec == asio::error::shut_down);
+  CHECK(took < 1000);
+  CHECK(client.closed());
+  CHECK(client.stats().timeouts == 0);
+  CHECK(client.stats().disconnects == 0); // closed on purpose: not a lost connection
+
+  auto const commands = client.stats().commands;
+  auto const again_start = std::chrono::steady_clock::now();
+  auto [again_ec, again] = run_command(io, client, {"PING"});
+  CHECK(again_ec == asio::error::shut_down);
+  CHECK(elapsed_ms(again_start) < 1000);
+  CHECK(client.stats().commands == commands); // not counted, not sent
+  CHECK(client.stats().connects == 1);        // and no connection opened for it
+  client.close();                             // again: nothing happens
+  CHECK(client.closed());
+  // Nothing of the client keeps the io_context busy: run() returns by itself.
+  CHECK(run_returns_within(io, 5000ms));
+}
+
+TEST_CASE("redis client: a connected client keeps run busy until it is closed") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
+  CHECK_FALSE(run_returns_within(io, 200ms)); // the read wait on the socket (see "Lifetime")
+  asio::post(io, [&] { client.close(); });
+  CHECK(run_returns_within(io, 5000ms));
+  CHECK(client.stats().connects == 1);
+}
+
+TEST_CASE("redis client: closed before any command, it never connects") {
+  asio::io_context io;
+  // A port nothing listens on: a connect attempt would count as a failure.
+  wandura::redis_client client(io.get_executor(),
+                               {.url = "redis://127.0.0.1:" + std::to_string(test_support::free_loopback_port())});
+  client.close();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK(ec == asio::error::shut_down);
+  CHECK(client.stats().connect_failures == 0);
+  CHECK(client.stats().commands == 0);
+}
+
+TEST_CASE("redis client: the first commands' timeout starts when AUTH and SELECT are answered, not at connect") {
+  auto redis = test_support::start_redis_or_skip({"--requirepass", "s3cret-pw"});
+  if (!redis) {
+    return;
+  }
+  // The setup's replies come 300 ms late; each command may take 50 ms. Charging the setup to the command (its
+  // timeout running from initiation) would time the first commands out.
+  slow_proxy proxy(redis->port(), 300ms);
+  asio::io_context io;
+  std::string const url = "redis://:s3cret-pw@127.0.0.1:" + std::to_string(proxy.port()) + "/1";
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 50ms, .connect_timeout = 5s});
+
+  auto const start = std::chrono::steady_clock::now();
+  // Three commands initiated at once behind the setup, as a process's first calls are: pipelined on the new
+  // connection, each completing through its own handler.
+  std::vector<outcome> results(3);
+  std::size_t completed = 0;
+  std::array<std::vector<std::string_view>, 3> const commands{{{"SET", "k", "v"}, {"GET", "k"}, {"DBSIZE"}}};
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    client.async_command(commands[i], [&results, &completed, i](std::error_code ec, wandura::redis_reply reply) {
+      results[i] = {ec, std::move(reply)};
+      ++completed;
+    });
+  }
+  for (int i = 0; i < 500 && completed < results.size(); ++i) {
+    test_support::wait(io, 10ms);
+  }
+  auto const took = elapsed_ms(start);
+  INFO("three commands on a new connection whose setup took 300 ms: " << took << " ms");
+  REQUIRE(completed == 3);
+  CHECK_FALSE(std::get<0>(results[0]));
+  CHECK_FALSE(std::get<0>(results[1]));
+  CHECK(std::get<1>(results[1]).text == "v");
+  CHECK_FALSE(std::get<0>(results[2]));
+  CHECK(std::get<1>(results[2]).integer == 1); // in database 1: SELECT ran before them
+  CHECK(took >= 300);
+  CHECK(client.stats().timeouts == 0);
+  CHECK(client.stats().connects == 1);
+}
+
+TEST_CASE("redis client: a connection whose setup is not answered within connect_timeout fails as connect_failed") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  slow_proxy proxy(redis->port(), 2000ms);
+  asio::io_context io;
+  std::string const url = "redis://127.0.0.1:" + std::to_string(proxy.port()) + "/1";
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 5s, .connect_timeout = 100ms});
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  auto const took = elapsed_ms(start);
+  CHECK(ec == wandura::errc::connect_failed);
+  CHECK(took >= 90);
+  CHECK(took < 1500); // the connect timeout, not the command's 5 s nor the proxy's 2 s
+  CHECK(client.stats().connect_failures == 1);
+  CHECK(client.stats().disconnects == 0);
+  CHECK(client.stats().timeouts == 0);
+  client.close();
+  CHECK(run_returns_within(io, 5000ms));
+}
