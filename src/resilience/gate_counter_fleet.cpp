@@ -216,6 +216,18 @@ struct gate_counter::fleet_question {
     }
     return fleet_question{counter->options_->shared_pace, counter->name_, counter->clock_->system_now()};
   }
+
+  /// The fleet's view of the counter, or nothing when the shared pace is unavailable (it threw).
+  asio::awaitable<std::optional<shared_pace_view>> read_view() const {
+    std::optional<shared_pace_view> view;
+    try {
+      std::string_view const counter_name = name;
+      auto read = pace->read(counter_name, asked_at);
+      view = co_await std::move(read);
+    } catch (...) { // unavailable: the caller keeps what it knows
+    }
+    co_return view;
+  }
 };
 
 void gate_counter::start_refresh(asio::any_io_executor const& executor) {
@@ -224,14 +236,8 @@ void gate_counter::start_refresh(asio::any_io_executor const& executor) {
     if (!asked) {
       co_return;
     }
-    auto& [pace, name, asked_at] = *asked;
-    std::optional<shared_pace_view> view;
-    try {
-      std::string_view const counter_name = name;
-      auto read = pace->read(counter_name, asked_at);
-      view = co_await std::move(read);
-    } catch (...) { // unavailable: keep what is known, read again after the interval
-    }
+    auto read = asked->read_view(); // unavailable: keep what is known, read again after the interval
+    auto const view = co_await std::move(read);
     wandura::clock* clk = nullptr;
     clock::time_point next;
     if (auto counter = weak.lock()) {
@@ -295,14 +301,8 @@ void gate_counter::start_booking_check(std::weak_ptr<gate_counter> weak_counter,
     if (!asked) {
       co_return;
     }
-    auto& [pace, name, asked_at] = *asked;
-    std::optional<shared_pace_view> view;
-    try {
-      std::string_view const counter_name = name;
-      auto read = pace->read(counter_name, asked_at);
-      view = co_await std::move(read);
-    } catch (...) { // unavailable: the counter paces alone for a while, with the units it booked
-    }
+    auto read = asked->read_view(); // unavailable: the counter paces alone for a while, with the units it booked
+    auto const view = co_await std::move(read);
     if (auto counter = weak.lock()) {
       after_unlock out;
       {

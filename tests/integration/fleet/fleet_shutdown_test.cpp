@@ -89,26 +89,6 @@ template <class Done> asio::awaitable<bool> wait_until(Done done, std::chrono::m
   co_return done();
 }
 
-/// Runs `io.run()` on a thread of its own and waits at most `limit` for it to return; stops the io_context (and
-/// reports false) when it did not.
-bool run_returns_within(asio::io_context& io, std::chrono::milliseconds limit) {
-  std::atomic<bool> returned{false};
-  std::thread runner([&] {
-    io.run();
-    returned = true;
-  });
-  auto const until = std::chrono::steady_clock::now() + limit;
-  while (!returned && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(5ms);
-  }
-  bool const in_time = returned;
-  if (!in_time) {
-    io.stop();
-  }
-  runner.join();
-  return in_time;
-}
-
 /// What the coroutine of one program saw, read after `run()` returned.
 struct observed {
   std::optional<wandura::item_outcome> before;
@@ -153,7 +133,7 @@ TEST_CASE("fleet shutdown: io.run returns with a configured client alive after a
         seen.done_at = std::chrono::steady_clock::now();
       });
   auto const began = std::chrono::steady_clock::now();
-  REQUIRE(run_returns_within(p.io, 20000ms));
+  REQUIRE(test_support::run_returns_within(p.io, 20000ms));
   INFO("io.run() returned after " << test_support::elapsed_ms(began) << " ms: "
                                   << test_support::elapsed_ms(seen.shut_at) << " ms after shutdown() (two calls made "
                                   << "in between), " << test_support::elapsed_ms(seen.done_at)
@@ -200,7 +180,7 @@ TEST_CASE("fleet shutdown: io.run returns when redis is down at the time", "[fle
         seen.after_reused = again.play.reused;
       },
       [&](std::exception_ptr e) { seen.failure = e; });
-  REQUIRE(run_returns_within(p.io, 20000ms));
+  REQUIRE(test_support::run_returns_within(p.io, 20000ms));
   if (seen.failure) {
     std::rethrow_exception(seen.failure);
   }
@@ -227,7 +207,7 @@ TEST_CASE("fleet shutdown: redis never reachable, io.run returns and calls are a
         seen.after_reused = again.play.reused;
       },
       [&](std::exception_ptr e) { seen.failure = e; });
-  REQUIRE(run_returns_within(p.io, 20000ms));
+  REQUIRE(test_support::run_returns_within(p.io, 20000ms));
   if (seen.failure) {
     std::rethrow_exception(seen.failure);
   }
@@ -309,7 +289,7 @@ TEST_CASE("fleet shutdown: a fleet and a client that made no call, shut down bef
   }
   program p(redis->url());
   p.shared->shutdown();
-  REQUIRE(run_returns_within(p.io, 5000ms));
+  REQUIRE(test_support::run_returns_within(p.io, 5000ms));
   CHECK(p.shared->stats().redis.connects == 0);
   CHECK(p.shared->stats().redis.commands == 0);
 }

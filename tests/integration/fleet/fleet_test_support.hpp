@@ -1,12 +1,14 @@
 // What the fleet integration tests share: a private redis-server or a clear skip, and a bounded runner.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <asio/awaitable.hpp>
@@ -86,6 +88,27 @@ inline std::size_t count_starting(std::vector<std::string> const& lines, std::st
     n += line.starts_with(prefix) ? 1U : 0U;
   }
   return n;
+}
+
+/// Runs `io.run()` (after `restart()`) on a thread of its own and waits at most `limit` for it to return by itself;
+/// stops the io_context and reports false when it did not.
+inline bool run_returns_within(asio::io_context& io, std::chrono::milliseconds limit) {
+  std::atomic<bool> returned{false};
+  io.restart();
+  std::thread runner([&] {
+    io.run();
+    returned = true;
+  });
+  auto const until = std::chrono::steady_clock::now() + limit;
+  while (!returned && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  bool const in_time = returned;
+  if (!in_time) {
+    io.stop();
+  }
+  runner.join();
+  return in_time;
 }
 
 } // namespace test_support

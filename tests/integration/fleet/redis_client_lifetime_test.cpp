@@ -40,26 +40,6 @@ outcome run_command(asio::io_context& io, wandura::redis_client& client, std::ve
   return test_support::run(io, send(client, std::move(args)));
 }
 
-/// Whether `io.run()` returns by itself within `limit` (it is stopped otherwise).
-bool run_returns_within(asio::io_context& io, std::chrono::milliseconds limit) {
-  std::atomic<bool> returned{false};
-  io.restart();
-  std::thread runner([&] {
-    io.run();
-    returned = true;
-  });
-  auto const until = std::chrono::steady_clock::now() + limit;
-  while (!returned && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(5ms);
-  }
-  bool const in_time = returned;
-  if (!in_time) {
-    io.stop();
-  }
-  runner.join();
-  return in_time;
-}
-
 /// The two sockets of one proxied connection, kept by both directions' coroutines.
 struct proxied {
   asio::ip::tcp::socket client;
@@ -169,7 +149,7 @@ TEST_CASE("redis client: close completes a pending command with shut_down, later
   client.close();                             // again: nothing happens
   CHECK(client.closed());
   // Nothing of the client keeps the io_context busy: run() returns by itself.
-  CHECK(run_returns_within(io, 5000ms));
+  CHECK(test_support::run_returns_within(io, 5000ms));
 }
 
 TEST_CASE("redis client: a connected client keeps run busy until it is closed") {
@@ -180,9 +160,9 @@ TEST_CASE("redis client: a connected client keeps run busy until it is closed") 
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
   REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"})));
-  CHECK_FALSE(run_returns_within(io, 200ms)); // the read wait on the socket (see "Lifetime")
+  CHECK_FALSE(test_support::run_returns_within(io, 200ms)); // the read wait on the socket (see "Lifetime")
   asio::post(io, [&] { client.close(); });
-  CHECK(run_returns_within(io, 5000ms));
+  CHECK(test_support::run_returns_within(io, 5000ms));
   CHECK(client.stats().connects == 1);
 }
 
@@ -257,5 +237,5 @@ TEST_CASE("redis client: a connection whose setup is not answered within connect
   CHECK(client.stats().disconnects == 0);
   CHECK(client.stats().timeouts == 0);
   client.close();
-  CHECK(run_returns_within(io, 5000ms));
+  CHECK(test_support::run_returns_within(io, 5000ms));
 }
