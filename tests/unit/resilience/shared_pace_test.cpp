@@ -66,7 +66,8 @@ TEST_CASE("shared pace: gates that book their grants take turns, each releasing 
   CHECK(b >= 45);
 }
 
-TEST_CASE("shared pace: a booked grant releases at its instant, not before, and no grant is asked for meanwhile") {
+TEST_CASE("shared pace: a booked grant releases a quarter of a unit after its instant, not before, and no grant is "
+          "asked for meanwhile") {
   fleet_harness h(1, true, 500ms);
   auto const start = h.now();
   // Held 1 s. The gate's own bucket refills at 20/s, the fleet's at 10/s (as if another process had published a
@@ -78,7 +79,7 @@ TEST_CASE("shared pace: a booked grant releases at its instant, not before, and 
   }
   h.run_for(4s, 1ms);
   // The burst at the hold's end (the first ask after it is spread by up to one unit's refill), then one unit every
-  // 100 ms, each released at the instant it was booked for.
+  // 100 ms, each released the margin after the instant it was booked for.
   auto const first = std::min_element(h.completed.begin(), h.completed.end(), [](auto const& x, auto const& y) {
                        return x.at < y.at;
                      })->at;
@@ -87,8 +88,9 @@ TEST_CASE("shared pace: a booked grant releases at its instant, not before, and 
   CHECK(h.admitted(0, first) == 5);
   for (int k = 1; k <= 20; ++k) {
     INFO("unit " << k << " after the burst");
-    CHECK(h.admitted(0, first + k * 100ms - 1ms) <= static_cast<std::size_t>(4 + k));
-    CHECK(h.admitted(0, first + k * 100ms + 1ms) >= static_cast<std::size_t>(5 + k));
+    // The gate's margin: a quarter of its own counter's unit (20/s: 12.5 ms), on the 1 ms steps of this clock.
+    CHECK(h.admitted(0, first + k * 100ms + 12ms) <= static_cast<std::size_t>(4 + k));
+    CHECK(h.admitted(0, first + k * 100ms + 14ms) >= static_cast<std::size_t>(5 + k));
   }
   CHECK(h.pace->bookings >= 20);
   // Every ask after the hold was granted: booked, never refused and asked again.
