@@ -140,6 +140,8 @@ private:
   void fleet_failed(clock::time_point now);
   /// A fraction in [0, 1), different in every process: the spread of asks after the fleet refused.
   [[nodiscard]] double next_jitter() noexcept;
+  /// `fraction` of one unit's refill (at the counter's limit, else its pacing rate), at most 1 s.
+  [[nodiscard]] clock::duration unit_fraction(double fraction) const noexcept;
   /// How long after a booked instant its units are used: a quarter of a unit's refill (at most 1 s).
   [[nodiscard]] clock::duration booking_margin() const noexcept;
   /// Up to one unit's refill, at a random point (`next_jitter`): how long after it may a process ask again.

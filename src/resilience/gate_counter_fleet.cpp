@@ -101,15 +101,17 @@ void gate_counter::fleet_answered(std::uint64_t seq, std::uint32_t units, std::o
   pump(now, out);
 }
 
-clock::duration gate_counter::booking_margin() const noexcept {
+clock::duration gate_counter::unit_fraction(double fraction) const noexcept {
   double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
-  return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(0.25 / rate, 1.0)));
+  return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(fraction / rate, 1.0)));
+}
+
+clock::duration gate_counter::booking_margin() const noexcept {
+  return unit_fraction(0.25);
 }
 
 clock::duration gate_counter::ask_spread() noexcept {
-  double const rate = refill_per_s() > 0 ? refill_per_s() : std::max(rate_, 1e-3);
-  return std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(std::min(next_jitter() / rate, 1.0)));
+  return unit_fraction(next_jitter());
 }
 
 void gate_counter::booking_checked(std::uint64_t seq, std::optional<shared_pace_view> const& view, after_unlock& out) {
