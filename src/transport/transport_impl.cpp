@@ -159,12 +159,15 @@ void transport_impl::start(transfer* t) {
     publish_stats();
     return;
   }
-  // libcurl asks (timer callback 0) to act on the new handle "at once": do it right after, rather than after a
-  // trip through the scheduler. We are in a strand handler, not inside a libcurl call.
-  timer_.defer_immediate(true);
+  // libcurl asks (timer callback 0) to act on the new handle "at once". A request that finds others in flight joins
+  // the next posted action: their completions are being handled now and start requests of their own, which then go
+  // out together (one wake-up of the server per batch instead of one per request, and one action for all). A lone
+  // request goes right away, without a trip through the scheduler. We are in a strand handler, not in libcurl.
+  bool const alone = queue_.in_flight() == 0;
+  timer_.defer_immediate(alone);
   activate(t);
   timer_.defer_immediate(false);
-  if (timer_.immediate_unposted() && timer_.take_immediate()) {
+  if (alone && timer_.immediate_unposted() && timer_.take_immediate()) {
     socket_action(CURL_SOCKET_TIMEOUT, 0);
   }
   publish_stats();
