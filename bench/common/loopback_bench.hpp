@@ -23,6 +23,7 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 
+#include "cpu_time.hpp"
 #include "protocol.hpp"
 
 namespace wandura::bench {
@@ -101,43 +102,86 @@ enum class outcome {
   failed,
 };
 
+/// A run's measuring window: from its start until `duration` has passed. Requests still in flight when it closes
+/// (the drain) finish untimed and uncounted as answers, on both sides alike: a call retried after a libcurl 7.x HTTP/2
+/// stream error waits its policy's backoff (up to 500 ms for `issue_tickets`), and timing the drain made a 0.5 s
+/// run's rate depend on whether one of 64 calls was waiting to retry as it ended. Their failures still count.
+struct run_window {
+  explicit run_window(std::chrono::duration<double> duration)
+      : end(start + std::chrono::duration_cast<clock_type::duration>(duration)) {}
+  [[nodiscard]] bool open() const { return clock_type::now() < end; }
+
+  clock_type::time_point start = clock_type::now();
+  clock_type::time_point end;
+  double cpu_start = process_cpu_seconds();
+  double thread_cpu_start = thread_cpu_seconds(); ///< of the thread that runs the requests (the event loop's)
+};
+
 struct run_result {
-  std::uint64_t ok = 0;
-  std::uint64_t failed = 0;
-  std::uint64_t stream_resets = 0; ///< requests that ended in `outcome::stream_reset` (not in `failed`)
-  double seconds = 0;
-  double cpu_seconds = 0;    ///< the client's CPU time during the run (less sensitive to other jobs than the rate)
+  std::uint64_t ok = 0;            ///< good answers that ended inside the window
+  std::uint64_t drained = 0;       ///< good answers that ended after it (not timed)
+  std::uint64_t failed = 0;        ///< failures, the drain's too
+  std::uint64_t stream_resets = 0; ///< requests that ended in `outcome::stream_reset` (not in `failed`), the drain's too
+  double seconds = 0;        ///< from the window's start to the first request that ended after it closed
+  double cpu_seconds = 0;    ///< the client's CPU time over the same span (less sensitive to other jobs than the rate)
+  double thread_cpu_seconds = 0; ///< the event loop thread's alone over the same span
   wire_seen wire;            ///< what the side was seen doing on the wire: versions of its answers, connections opened
   std::string first_failure; ///< what the first failed request said (empty when none failed)
+  bool timed = false;        ///< the window has closed: `seconds` and `cpu_seconds` are set, `ok` counts no more
   [[nodiscard]] double rate() const { return static_cast<double>(ok) / seconds; }
   /// Client CPU microseconds per good answer.
   [[nodiscard]] double cpu_us_per_request() const { return ok == 0 ? 0 : cpu_seconds * 1e6 / static_cast<double>(ok); }
+
+  /// Counts one request that just ended. The first to end after the window closed is counted and closes the timing.
+  void count(outcome o, run_window const& w) {
+    if (o == outcome::stream_reset) {
+      ++stream_resets;
+    } else if (o != outcome::good) {
+      ++failed;
+    } else {
+      ++(timed ? drained : ok);
+    }
+    if (!timed && !w.open()) {
+      close(w);
+    }
+  }
+  /// Closes the timing now, if no request ended after the window did (a run that ended early, every side failing).
+  void close(run_window const& w) {
+    if (!timed) {
+      timed = true;
+      seconds = std::chrono::duration<double>(clock_type::now() - w.start).count();
+      cpu_seconds = process_cpu_seconds() - w.cpu_start;
+      thread_cpu_seconds = bench::thread_cpu_seconds() - w.thread_cpu_start;
+    }
+  }
 };
 
 /// Runs `concurrency` coroutines on `io` (one thread: this one), each awaiting `one_request(result)` (an
-/// `asio::awaitable<outcome>`; it may note `result.first_failure`) back to back until `duration` has passed.
+/// `asio::awaitable<outcome>`; it may note `result.first_failure`) back to back until `duration` has passed, and
+/// stops `io` when the last has ended (shared state such as a fleet's Redis connection keeps a read waiting, so
+/// `run()` would not return by itself; what is left runs at the next `run()`).
 template <class OneRequest>
 run_result run_coroutines(asio::io_context& io, int concurrency, std::chrono::duration<double> duration,
                           OneRequest one_request) {
   run_result result;
-  auto const cpu_start = process_cpu_seconds();
-  auto const start = clock_type::now();
-  auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
+  run_window const window(duration);
+  int running = concurrency;
   for (int i = 0; i < concurrency; ++i) {
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
-          while (clock_type::now() < end) {
-            outcome const o = co_await one_request(result);
-            ++(o == outcome::good ? result.ok : o == outcome::stream_reset ? result.stream_resets : result.failed);
+          while (window.open()) {
+            result.count(co_await one_request(result), window);
+          }
+          if (--running == 0) {
+            io.stop();
           }
         },
         asio::detached);
   }
   io.restart();
   io.run();
-  result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  result.cpu_seconds = process_cpu_seconds() - cpu_start;
+  result.close(window);
   return result;
 }
 

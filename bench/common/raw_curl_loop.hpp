@@ -56,9 +56,7 @@ public:
   run_result run(int concurrency, std::chrono::duration<double> duration) {
     grow_to(static_cast<std::size_t>(concurrency));
     run_result result;
-    auto const cpu_start = process_cpu_seconds();
-    auto const start = clock_type::now();
-    auto const end = start + std::chrono::duration_cast<clock_type::duration>(duration);
+    run_window const window(duration);
     for (int i = 0; i < concurrency; ++i) {
       curl_multi_add_handle(multi_, transfers_[static_cast<std::size_t>(i)]->easy);
     }
@@ -70,8 +68,8 @@ public:
         if (msg->msg != CURLMSG_DONE) {
           continue;
         }
-        finish(msg->easy_handle, msg->data.result, result);
-        if (clock_type::now() < end) {
+        result.count(finish(msg->easy_handle, msg->data.result, result), window);
+        if (window.open()) {
           curl_multi_add_handle(multi_, msg->easy_handle);
           ++running;
         }
@@ -80,8 +78,7 @@ public:
         curl_multi_poll(multi_, nullptr, 0, 100, nullptr);
       }
     }
-    result.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-    result.cpu_seconds = process_cpu_seconds() - cpu_start;
+    result.close(window);
     return result;
   }
 
@@ -125,7 +122,8 @@ private:
     }
   }
 
-  void finish(CURL* easy, CURLcode code, run_result& result) const {
+  /// How the transfer ended; notes what the wire showed and the first failure in `result`.
+  outcome finish(CURL* easy, CURLcode code, run_result& result) const {
     transfer* t = nullptr;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
     long status = 0;
@@ -134,21 +132,22 @@ private:
     curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
     long connects = 0;
     curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
-    if (code == CURLE_OK && status == 200 && t->body.size() >= min_body_) {
-      ++result.ok;
-      result.wire.count_version(version == CURL_HTTP_VERSION_1_1 ? 11 : version == CURL_HTTP_VERSION_2_0 ? 20 : 0);
-    } else if (code == CURLE_HTTP2_STREAM || code == CURLE_HTTP2) {
-      ++result.stream_resets;
-    } else {
-      ++result.failed;
-      if (result.first_failure.empty()) {
-        result.first_failure = std::string(curl_easy_strerror(code)) + ", HTTP " + std::to_string(status) + ", " +
-                               std::to_string(t->body.size()) + " bytes";
-      }
-    }
     result.wire.connections_opened += static_cast<std::uint64_t>(connects);
     curl_multi_remove_handle(multi_, easy);
+    auto const bytes = t->body.size();
     t->body.clear();
+    if (code == CURLE_OK && status == 200 && bytes >= min_body_) {
+      result.wire.count_version(version == CURL_HTTP_VERSION_1_1 ? 11 : version == CURL_HTTP_VERSION_2_0 ? 20 : 0);
+      return outcome::good;
+    }
+    if (code == CURLE_HTTP2_STREAM || code == CURLE_HTTP2) {
+      return outcome::stream_reset;
+    }
+    if (result.first_failure.empty()) {
+      result.first_failure =
+          std::string(curl_easy_strerror(code)) + ", HTTP " + std::to_string(status) + ", " + std::to_string(bytes) + " bytes";
+    }
+    return outcome::failed;
   }
 
   std::string url_;
