@@ -27,7 +27,7 @@ curl_socket_t on_open_socket(void* clientp, curlsocktype purpose, curl_sockaddr*
   } catch (...) {
     return CURL_SOCKET_BAD;
   }
-  opened_socket const s = t->sockets->open(*address);
+  opened_socket const s = t->sockets->open(*address, t->may_multiplex);
   if (s.fd != CURL_SOCKET_BAD) {
     t->unadopted_sockets.push_back(s);
   }
@@ -257,7 +257,8 @@ std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
   // libcurl before 8.0.0 fails every request that reuses a prior-knowledge connection with CURLE_HTTP2
   // (curl#10634, fixed by curl#10643): there, each such request gets a connection of its own.
   bool const fresh = prior_knowledge && h2c_reuse_broken_;
-  curl_easy_setopt(t.easy, CURLOPT_PIPEWAIT, (!fresh && (!is_http || prior_knowledge)) ? 1L : 0L);
+  t.may_multiplex = !fresh && (!is_http || prior_knowledge);
+  curl_easy_setopt(t.easy, CURLOPT_PIPEWAIT, t.may_multiplex ? 1L : 0L);
   curl_easy_setopt(t.easy, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
   curl_easy_setopt(t.easy, CURLOPT_FORBID_REUSE, fresh ? 1L : 0L);
   return {};

@@ -37,7 +37,7 @@ socket_set::socket_set(strand_type const& strand) : watch_(strand) {
   }
 }
 
-opened_socket socket_set::open(curl_sockaddr const& address) noexcept {
+opened_socket socket_set::open(curl_sockaddr const& address, bool may_multiplex) noexcept {
   opened_socket s;
   if (address.family != AF_INET && address.family != AF_INET6) {
     return s;
@@ -53,7 +53,7 @@ opened_socket socket_set::open(curl_sockaddr const& address) noexcept {
       erase(it);
     }
     s = {fd, ++generation_, address.family};
-    sockets_.emplace(fd, entry{s, 0, 0});
+    sockets_.emplace(fd, entry{s, 0, 0, may_multiplex});
   } catch (...) {
     ::close(fd);
     return {};
@@ -124,7 +124,7 @@ int socket_set::to_select(epoll_event const& event) noexcept {
   auto const generation = static_cast<std::uint32_t>(event.data.u64 >> 32U);
   auto it = sockets_.find(fd);
   if (it == sockets_.end() || it->second.socket.generation != generation) {
-    return 0; // closed (and perhaps its number reused) by an action earlier in this batch
+    return no_action; // closed (and perhaps its number reused) by an action earlier in this batch
   }
   entry& e = it->second;
   bool const failed = (event.events & (EPOLLERR | EPOLLHUP)) != 0;
@@ -139,7 +139,10 @@ int socket_set::to_select(epoll_event const& event) noexcept {
   if (unwanted != 0 || (failed && e.wanted == 0)) {
     trim_interest(e); // a direction libcurl no longer wants fired: stop reporting it (level-triggered)
   }
-  return select;
+  if (select == 0) {
+    return no_action;
+  }
+  return e.may_multiplex ? 0 : select; // 0: libcurl tests the socket itself (see dispatch_ready)
 }
 
 void socket_set::trim_interest(entry& e) noexcept {

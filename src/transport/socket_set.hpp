@@ -52,9 +52,9 @@ public:
 
   // --- libcurl's callbacks (inside libcurl calls on the strand; never throw) --------------------------------
 
-  /// CURLOPT_OPENSOCKETFUNCTION: creates a TCP socket for `address` and records it. `fd` is CURL_SOCKET_BAD on
-  /// failure.
-  [[nodiscard]] opened_socket open(curl_sockaddr const& address) noexcept;
+  /// CURLOPT_OPENSOCKETFUNCTION: creates a TCP socket for `address` and records it; `may_multiplex` when its
+  /// connection may carry HTTP/2 streams (see `dispatch_ready`). `fd` is CURL_SOCKET_BAD on failure.
+  [[nodiscard]] opened_socket open(curl_sockaddr const& address, bool may_multiplex) noexcept;
   /// CURLOPT_CLOSESOCKETFUNCTION: takes `fd` out of the set and closes it. Returns close()'s result.
   int close(curl_socket_t fd) noexcept;
   /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it.
@@ -72,8 +72,11 @@ public:
   template <class Handler> void update_wait(Handler on_ready);
   /// True when a completed wait is the current one (not cancelled, not replaced); it is then no longer pending.
   [[nodiscard]] bool take_wake(std::uint64_t generation, std::error_code ec) noexcept;
-  /// Reads the ready sockets without blocking and calls `act(fd, CURL_CSELECT_*)` for each that libcurl wants
-  /// acted on, while `keep_going()` is true.
+  /// Reads the ready sockets without blocking and calls `act(fd, ev_bitmask)` for each that libcurl wants acted
+  /// on, while `keep_going()` is true. `ev_bitmask` holds the CURL_CSELECT_* bits epoll reported, or is 0 ("libcurl
+  /// tests the socket itself") for a socket that may multiplex: told the bits, libcurl 7.88 could skip a stream
+  /// whose response another stream's read had buffered and fail it with CURLE_HTTP2_STREAM, about one request in
+  /// 100-300 at 16-64 streams; with 0, none in about 200,000 (docs/adr/0002).
   template <class Act, class KeepGoing> void dispatch_ready(Act&& act, KeepGoing&& keep_going);
   /// Cancels the wait and closes the set's descriptor.
   void shut() noexcept;
@@ -86,14 +89,17 @@ private:
     opened_socket socket;
     int wanted = 0;               ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after REMOVE
     std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT in the set (may exceed `wanted`); 0 when not in it
+    bool may_multiplex = false;   ///< its connection may carry HTTP/2 streams
   };
+  /// What `to_select` returns for an event libcurl wants nothing of.
+  static constexpr int no_action = -1;
   using map_type = std::unordered_map<curl_socket_t, entry>;
 
   /// Reduces the interest to what libcurl wants now (leaves the set when it wants nothing).
   void trim_interest(entry& e) noexcept;
   /// Makes the set report what libcurl wants of `e` (never removes interest).
   [[nodiscard]] bool widen_interest(entry& e) noexcept;
-  /// The select bits for libcurl of one epoll event; trims unwanted interest on the way.
+  /// The ev_bitmask for libcurl of one epoll event, or `no_action`; trims unwanted interest on the way.
   [[nodiscard]] int to_select(epoll_event const& event) noexcept;
   void erase(map_type::iterator it) noexcept;
   [[nodiscard]] int epoll_fd() noexcept { return watch_.native_handle(); }
@@ -130,7 +136,7 @@ template <class Act, class KeepGoing> void socket_set::dispatch_ready(Act&& act,
     }
     for (int i = 0; i < n && keep_going(); ++i) {
       auto const& event = events[static_cast<std::size_t>(i)];
-      if (int const select = to_select(event); select != 0) {
+      if (int const select = to_select(event); select != no_action) {
         act(static_cast<curl_socket_t>(event.data.u64 & 0xffff'ffffU), select); // may close sockets
       }
     }

@@ -51,6 +51,8 @@ struct transfer {
   /// When the attempt timeout ends it (counted from the start, queue time included); max() without a timeout.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   bool cancel_requested = false; ///< cancelled while `starting`
+  /// Its URL may get an HTTP/2 connection (https, or h2c with prior knowledge that can be reused): set with the URL.
+  bool may_multiplex = false;
   transfer_facts facts;
   std::size_t max_body_bytes = 0; ///< transport_options::max_response_bytes
   std::size_t header_bytes = 0;   ///< of the response's header block so far

@@ -13,20 +13,11 @@ void transport_impl::socket_action(curl_socket_t fd, int events) {
     return;
   }
   int running = 0;
-  bool timeout_action = fd == CURL_SOCKET_TIMEOUT;
+  bool const timeout_action = fd == CURL_SOCKET_TIMEOUT;
   if (timeout_action) {
     timer_.begin_timeout_action();
   }
   curl_multi_socket_action(multi_, fd, events, &running);
-  // Transfers libcurl wants run "now" (timer callback 0) run right here, before any other event of the same
-  // connection, as curl_multi_perform would: with HTTP/2, a read for one stream often completes others, and
-  // libcurl 7.88 can lose a stream's buffered response if another read on the connection comes first
-  // (curl#4642, fixed in 8.0 by curl#10715). Bounded: libcurl re-requests at most once per round per transfer.
-  for (int round = 0; round < 4 && multi_ != nullptr && timer_.take_immediate(); ++round) {
-    timeout_action = true;
-    timer_.begin_timeout_action();
-    curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
-  }
   if (timeout_action) {
     timer_.end_timeout_action();
   }
