@@ -75,14 +75,37 @@ int socket_set::close(curl_socket_t fd) noexcept {
 bool socket_set::want(curl_socket_t fd, int what) noexcept {
   auto it = sockets_.find(fd);
   if (it == sockets_.end()) {
-    return true; // already closed through close(): nothing to watch
+    if (what == CURL_POLL_REMOVE) {
+      return true; // already closed through close(): nothing to watch
+    }
+    // Not opened through open(): libcurl's own descriptor, the read end of its threaded resolver's socket pair,
+    // readable when the name is resolved (unwatched, libcurl notices only at its next poll, 1 to 250 ms later).
+    try {
+      it = sockets_.emplace(fd, entry{opened_socket{fd, ++generation_, 0}, 0, 0, false, true}).first;
+    } catch (...) {
+      return false;
+    }
+    ++foreign_;
   }
   entry& e = it->second;
   int const wanted = (what == CURL_POLL_REMOVE) ? 0 : (what & (CURL_POLL_IN | CURL_POLL_OUT));
+  if (wanted == 0 && e.foreign) {
+    // libcurl says REMOVE just before it closes it (Curl_multi_closed), and nothing after: let go of it now, while
+    // the number is still this descriptor's.
+    if (e.registered != 0) {
+      epoll_event ev{};
+      ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, fd, &ev);
+    }
+    erase(it);
+    return true;
+  }
   int const before = e.wanted;
   e.wanted = wanted;
   if (wanted != 0 && !widen_interest(e)) {
     e.wanted = before;
+    if (e.foreign && before == 0) {
+      erase(it);
+    }
     return false;
   }
   if (before == 0 && wanted != 0) {
@@ -102,6 +125,7 @@ void socket_set::forget_closed(opened_socket s) noexcept {
 void socket_set::clear() noexcept {
   sockets_.clear();
   watched_ = 0;
+  foreign_ = 0;
 }
 
 bool socket_set::take_wake(std::uint64_t generation, std::error_code ec) noexcept {
@@ -177,6 +201,9 @@ bool socket_set::widen_interest(entry& e) noexcept {
 void socket_set::erase(map_type::iterator it) noexcept {
   if (it->second.wanted != 0) {
     --watched_;
+  }
+  if (it->second.foreign) {
+    --foreign_;
   }
   sockets_.erase(it);
 }

@@ -36,7 +36,9 @@ struct opened_socket {
 /// request) costs no epoll_ctl. Every socket leaves the set when libcurl closes it: through
 /// `CURLOPT_CLOSESOCKETFUNCTION` (`close`), or, for a socket libcurl 7.88 closes with a plain close() (one that
 /// never finished connecting), through `forget_closed`, which touches no descriptor: the kernel has already taken
-/// a closed socket out of the epoll set.
+/// a closed socket out of the epoll set. libcurl also asks to watch a descriptor of its own, its threaded
+/// resolver's socket pair (readable when a name is resolved): it is watched the same way and leaves the set at
+/// once at CURL_POLL_REMOVE, which libcurl says just before it closes it.
 ///
 /// @par Thread safety
 /// Not thread-safe: every member is called on the transport's strand.
@@ -58,6 +60,7 @@ public:
   /// CURLOPT_CLOSESOCKETFUNCTION: takes `fd` out of the set and closes it. Returns close()'s result.
   int close(curl_socket_t fd) noexcept;
   /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it.
+  /// A descriptor not made by `open` is libcurl's own (see the class comment).
   [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
 
   /// Forgets `s` if it is still recorded: libcurl closed it without the close callback.
@@ -81,8 +84,8 @@ public:
   /// Cancels the wait and closes the set's descriptor.
   void shut() noexcept;
 
-  /// Sockets open now (connecting, in use, or idle in libcurl's pool).
-  [[nodiscard]] std::size_t size() const noexcept { return sockets_.size(); }
+  /// Sockets open now (connecting, in use, or idle in libcurl's pool); libcurl's own descriptors are not counted.
+  [[nodiscard]] std::size_t size() const noexcept { return sockets_.size() - foreign_; }
 
 private:
   struct entry {
@@ -90,6 +93,7 @@ private:
     int wanted = 0;               ///< CURL_POLL_IN / CURL_POLL_OUT bits libcurl asked for last; 0 after REMOVE
     std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT in the set (may exceed `wanted`); 0 when not in it
     bool may_multiplex = false;   ///< its connection may carry HTTP/2 streams
+    bool foreign = false;         ///< libcurl's own descriptor (not made by `open`), recorded by `want`
   };
   /// What `to_select` returns for an event libcurl wants nothing of.
   static constexpr int no_action = -1;
@@ -108,6 +112,7 @@ private:
   map_type sockets_;
   std::uint32_t generation_ = 0;
   std::size_t watched_ = 0; ///< entries with wanted != 0
+  std::size_t foreign_ = 0; ///< entries that are libcurl's own descriptors
   bool wait_pending_ = false;
   std::uint64_t wait_generation_ = 0;
 };
