@@ -96,7 +96,7 @@ std::error_code attach_key(http_request& request, call_settings const& settings,
     return {};
   }
   if (!has_header) {
-    request.headers.push_back(http_header{std::string(idempotency_key_header), key}); // moved in: one copy of the key
+    request.headers.push_back({std::string(idempotency_key_header), key});
   }
   safety = request_safety::keyed_write;
   return {};
