@@ -305,6 +305,51 @@ TEST_CASE("transport: a stalled server ends the attempt with attempt_timeout wit
   CHECK(elapsed <= 450ms);
 }
 
+TEST_CASE("transport: requests started while another is in flight are sent together at once, not after it") {
+  // A request that finds others in flight joins one posted send with the requests started in the same turn
+  // (docs/adr/0002, "Sending in batches"); one that is alone goes inside its own start. Neither may wait for an
+  // event of the request already in flight: here that one waits on a server that never answers until its 3 s
+  // timeout, so a batch left unsent would wait as long.
+  test_http_server stalled(server_behaviour::stall);
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::attempt_options stalled_opts;
+  stalled_opts.timeout = 3000ms;
+  auto const stalled_request = post(stalled.url());
+  std::optional<wandura::attempt_result> stalled_result;
+  asio::co_spawn(io, tr.send_attempt(stalled_request, stalled_opts),
+                 [&](std::exception_ptr, wandura::attempt_result r) { stalled_result = std::move(r); });
+  for (int i = 0; i < 300 && stalled.requests_read() == 0; ++i) { // bounded: until the stalled request arrived
+    io.run_for(10ms);
+  }
+  REQUIRE(stalled.requests_read() == 1);
+
+  auto const request = post(server.url());
+  for (int const batch : {1, 20}) {
+    INFO(batch << " started in one turn");
+    int done = 0;
+    int good = 0;
+    auto const start = clock_type::now();
+    for (int i = 0; i < batch; ++i) { // all started before the io_context runs again: one turn
+      asio::co_spawn(io, tr.send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
+        ++done;
+        good += (!r.error && r.response.status == 200) ? 1 : 0;
+      });
+    }
+    for (int i = 0; i < 200 && done < batch; ++i) {
+      io.run_one_for(10ms);
+    }
+    auto const elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - start);
+    CHECK(good == batch);
+    CHECK(elapsed < 1000ms); // well under the stalled request's 3 s
+  }
+  CHECK_FALSE(stalled_result.has_value()); // still in flight: the others did not wait for it
+  io.run_for(4s);                          // bounded: it ends by its own timeout
+  REQUIRE(stalled_result.has_value());
+  CHECK(stalled_result->error == errc::attempt_timeout);
+}
+
 TEST_CASE("transport: a body still arriving at the timeout is response_timeout") {
   test_http_server server(server_behaviour::slow_body);
   server.set_chunk_delay(50ms); // ~25 chunks: over a second in all
