@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <curl/curl.h>
@@ -26,7 +29,9 @@ public:
   /// @param url `http://` or `https://` URL posted to.
   /// @param ca_file PEM file of the CA that signed the server's certificate; empty for `http://`.
   /// @param header_lines sent besides `Authorization` and `Content-Type` (whole lines, "Name: value"), so that both
-  ///        sides of a comparison put the same bytes on the wire.
+  ///        sides of a comparison put the same bytes on the wire. An `Idempotency-Key` line's value is a stand-in:
+  ///        every request gets a key of its own of the same length (a counter in hex), as the client's calls do, so
+  ///        that over HTTP/2 neither side's key is sent as an index into the peers' HPACK tables.
   /// @param min_body a transfer counts as good when it answered 200 with at least this many bytes.
   raw_curl_loop(std::string url, std::string ca_file, std::vector<std::string> const& header_lines,
                 std::size_t min_body = 2000)
@@ -36,20 +41,17 @@ public:
     }
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, 64L);
     curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, 64L);
-    headers_ = curl_slist_append(headers_, "Authorization: Bearer bench-key");
-    headers_ = curl_slist_append(headers_, "Content-Type: application/json");
-    for (auto const& line : header_lines) {
-      headers_ = curl_slist_append(headers_, line.c_str());
-    }
+    lines_ = {"Authorization: Bearer bench-key", "Content-Type: application/json"};
+    lines_.insert(lines_.end(), header_lines.begin(), header_lines.end());
   }
   raw_curl_loop(raw_curl_loop const&) = delete;
   raw_curl_loop& operator=(raw_curl_loop const&) = delete;
   ~raw_curl_loop() {
     for (auto& t : transfers_) {
       curl_easy_cleanup(t->easy);
+      curl_slist_free_all(t->headers);
     }
     curl_multi_cleanup(multi_); // closes the pooled connections
-    curl_slist_free_all(headers_);
   }
 
   /// Runs `concurrency` transfers back to back until `duration` has passed and the last ones have finished.
@@ -58,7 +60,7 @@ public:
     run_result result;
     run_window const window(duration);
     for (int i = 0; i < concurrency; ++i) {
-      curl_multi_add_handle(multi_, transfers_[static_cast<std::size_t>(i)]->easy);
+      add(*transfers_[static_cast<std::size_t>(i)]);
     }
     int running = concurrency;
     while (running > 0) {
@@ -70,7 +72,9 @@ public:
         }
         result.count(finish(msg->easy_handle, msg->data.result, result), window);
         if (window.open()) {
-          curl_multi_add_handle(multi_, msg->easy_handle);
+          transfer* t = nullptr;
+          curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+          add(*t);
           ++running;
         }
       }
@@ -86,7 +90,21 @@ private:
   struct transfer {
     CURL* easy = nullptr;
     std::string body;
+    curl_slist* headers = nullptr; ///< this transfer's own lines, so that its key can change between requests
+    char* key = nullptr;           ///< the value of its `Idempotency-Key` line, when it has one
   };
+
+  /// Gives `t` a key no request had before (the same length as the stand-in), then starts it.
+  void add(transfer& t) {
+    if (t.key != nullptr) {
+      static constexpr char hex[] = "0123456789abcdef";
+      std::uint64_t n = ++keys_made_;
+      for (std::size_t i = std::strlen(t.key); i > 0; --i, n >>= 4) {
+        t.key[i - 1] = hex[n & 15];
+      }
+    }
+    curl_multi_add_handle(multi_, t.easy);
+  }
 
   static std::size_t on_body(char* data, std::size_t size, std::size_t count, void* userp) {
     static_cast<transfer*>(userp)->body.append(data, size * count);
@@ -100,11 +118,26 @@ private:
       if (t->easy == nullptr) {
         throw std::runtime_error("curl_easy_init failed");
       }
+      for (auto const& line : lines_) {
+        curl_slist* const appended = curl_slist_append(t->headers, line.c_str());
+        if (appended == nullptr) {
+          throw std::runtime_error("curl_slist_append failed");
+        }
+        t->headers = appended;
+        constexpr std::string_view key_name = "Idempotency-Key: ";
+        if (line.rfind(key_name, 0) == 0) {
+          curl_slist* last = t->headers;
+          while (last->next != nullptr) {
+            last = last->next;
+          }
+          t->key = last->data + key_name.size(); // libcurl reads the lines when a request starts
+        }
+      }
       CURL* e = t->easy;
       curl_easy_setopt(e, CURLOPT_URL, url_.c_str());
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, request_body.data());
       curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request_body.size()));
-      curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers_);
+      curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
       curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
       curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
       curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
@@ -154,7 +187,8 @@ private:
   std::string ca_file_;
   std::size_t min_body_;
   CURLM* multi_;
-  curl_slist* headers_ = nullptr;
+  std::vector<std::string> lines_;
+  std::uint64_t keys_made_ = 0;
   std::vector<std::unique_ptr<transfer>> transfers_;
 };
 

@@ -122,9 +122,10 @@ int main(int argc, char** argv) {
     transport_options.max_connections_per_host = 64; // the raw loop uses the same limit
     transport_options.ca_bundle = nginx.ca_file();   // verification stays on, as on the raw side
     // The client sends Accept, an Idempotency-Key (32 hex characters) and its transport's User-Agent besides
-    // Authorization and Content-Type: the raw loop and the load generator send the same lines (with one fixed key
-    // of the same length: making keys is client work), so that libcurl and nginx handle the same bytes on every
-    // side.
+    // Authorization and Content-Type: the raw loop and the load generator send the same lines, so that libcurl and
+    // nginx handle the same bytes on every side. The raw loop gives each request a key of its own of the same
+    // length (a counter: making random keys is client work), so that over HTTP/2 its keys are not sent as an
+    // index into HPACK's table while the client's are sent in full; the load generator sends the one below.
     wandura::bench::comparison const what{"issue_tickets_vs_raw_curl",
                                           "issue_tickets",
                                           "calls/s",
