@@ -61,6 +61,9 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noex
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
   }
+  if (facts.conflicting_length) {
+    return make_error_code(errc::protocol_error);
+  }
   if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_COULDNT_CONNECT) {
     return make_error_code(errc::connect_failed);
   }
@@ -92,6 +95,8 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = "a response header line over libcurl's " + std::to_string(CURL_MAX_HTTP_HEADER / 1024) + " KiB limit";
   } else if (facts.body_too_large) {
     out = "response body over transport_options::max_response_bytes";
+  } else if (facts.conflicting_length) {
+    out = "two different Content-Length values in one response";
   } else if (rc == CURLE_OK) {
     out = "connection closed inside the response headers";
   } else if (rc == CURLE_PARTIAL_FILE) {

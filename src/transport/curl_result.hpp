@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -14,11 +15,14 @@ inline constexpr std::size_t max_response_header_bytes = std::size_t{256} << 10U
 
 /// What the transport saw of a transfer, which decides how libcurl's result maps to an error code.
 struct transfer_facts {
-  bool request_started = false;   ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
-  bool response_started = false;  ///< the status line of a response arrived.
-  bool headers_complete = false;  ///< ...and the empty line that ends its header block.
-  bool headers_too_large = false; ///< the header callback refused headers over max_response_header_bytes.
-  bool body_too_large = false;    ///< the header or write callback refused the body for the size cap.
+  bool request_started = false;    ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
+  bool response_started = false;   ///< the status line of a response arrived.
+  bool headers_complete = false;   ///< ...and the empty line that ends its header block.
+  bool headers_too_large = false;  ///< the header callback refused headers over max_response_header_bytes.
+  bool body_too_large = false;     ///< the header or write callback refused the body for the size cap.
+  bool conflicting_length = false; ///< two Content-Length headers with different values (RFC 9112 §6.3: invalid).
+  bool has_length = false;         ///< a Content-Length header arrived (its value in `length`)
+  std::uint64_t length = 0;
 };
 
 /// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success,

@@ -56,17 +56,24 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
   return CURL_PREREQFUNC_OK;
 }
 
-/// Reserves the body from Content-Length; false when it is over the cap (or memory runs out).
+/// Reserves the body from Content-Length; false (the transfer ends) when it is over the cap, when the response
+/// already gave a different length, or when memory runs out. A value that is not a number is left to libcurl.
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
   std::uint64_t length = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-  if (ec != std::errc() || end != value.data() + value.size()) {
+  if (end != value.data() + value.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return true;
   }
-  if (length > max_bytes) {
-    t.facts.body_too_large = true;
-    return false; // refuse before reading the body
+  if (ec == std::errc::result_out_of_range || length > max_bytes) {
+    t.facts.body_too_large = true; // digits only, past 2^64 - 1 too: libcurl would read such a body to the close
+    return false;                  // refuse before reading the body
   }
+  if (t.facts.has_length && t.facts.length != length) {
+    t.facts.conflicting_length = true; // which one frames the body is unknowable: refuse the response
+    return false;
+  }
+  t.facts.has_length = true;
+  t.facts.length = length;
   try {
     t.response.body.reserve(static_cast<std::size_t>(length));
   } catch (...) {
@@ -89,6 +96,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   if (line.starts_with("HTTP/")) {
     t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
     t->header_bytes = 0;
+    t->facts.has_length = false;
     t->facts.response_started = true;
     t->facts.headers_complete = false;
   }
@@ -150,13 +158,18 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* userp
 /// Builds the request's header list in storage reused across requests (no allocation once warm).
 void build_header_list(transfer& t) {
   auto const& headers = t.request->headers;
-  std::size_t const count = headers.size() + 1;
-  if (t.header_lines.size() < count) {
-    t.header_lines.resize(count);
+  std::size_t const most = headers.size() + 3; // and up to three of libcurl's own turned off
+  if (t.header_lines.size() < most) {
+    t.header_lines.resize(most);
   }
+  bool has_accept = false;
+  bool has_content_type = false;
   for (std::size_t i = 0; i < headers.size(); ++i) {
+    auto const& name = headers[i].name;
+    has_accept = has_accept || iequals(name, "accept");
+    has_content_type = has_content_type || iequals(name, "content-type");
     auto& line = t.header_lines[i];
-    line.assign(headers[i].name);
+    line.assign(name);
     // "Name;" is libcurl's way to send a header with an empty value ("Name:" would remove it).
     if (headers[i].value.empty()) {
       line.push_back(';');
@@ -164,14 +177,20 @@ void build_header_list(transfer& t) {
       line.append(": ").append(headers[i].value);
     }
   }
-  // libcurl asks for 100-continue (and waits up to a second for it) on bodies over a threshold: 1 MiB since
-  // 7.77, 1024 bytes before. "Expect:" turns that off; for smaller bodies it is left out, one header fewer for
-  // libcurl to compare all of its own against on every request.
-  std::size_t used = count;
+  // "Name:" removes a header libcurl would add by itself, so that a request carries only its own headers and what
+  // HTTP needs: libcurl sends "Accept: */*" on every request that has none, labels a POST body without a type as
+  // a form ("application/x-www-form-urlencoded"), and asks for 100-continue (waiting up to a second for it) on
+  // bodies over 1 MiB (1024 bytes before 7.77). Each is added only when it applies, one header fewer for libcurl
+  // to compare all of its own against on every request otherwise.
+  std::size_t used = headers.size();
+  if (!has_accept) {
+    t.header_lines[used++].assign("Accept:");
+  }
+  if (t.request->method == http_method::post && !has_content_type) {
+    t.header_lines[used++].assign("Content-Type:");
+  }
   if (t.request->body.size() >= 1024) {
-    t.header_lines[headers.size()].assign("Expect:"); // never wait for 100-continue
-  } else {
-    used = count - 1;
+    t.header_lines[used++].assign("Expect:"); // never wait for 100-continue
   }
   t.header_nodes.resize(used);
   for (std::size_t i = 0; i < used; ++i) {
@@ -240,6 +259,15 @@ std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
   if (auto rc = curl_url_set(t.parsed_url, CURLUPART_URL, url.c_str(), CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
       rc != CURLUE_OK) {
     why = std::string("URL refused: ") + curl_url_strerror(rc);
+    return make_error_code(errc::transport_failed);
+  }
+  // Only HTTP(S): libcurl would also read file:// URLs from the local disk or speak FTP, SCP and others.
+  char* scheme = nullptr;
+  bool const http_scheme = curl_url_get(t.parsed_url, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+                           (iequals(scheme, "http") || iequals(scheme, "https"));
+  curl_free(scheme);
+  if (!http_scheme) {
+    why = "URL refused: only http:// and https:// are sent";
     return make_error_code(errc::transport_failed);
   }
   if (curl_easy_setopt(t.easy, CURLOPT_CURLU, t.parsed_url) != CURLE_OK) {

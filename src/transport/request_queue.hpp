@@ -62,7 +62,7 @@ private:
   template <class Handler> void arm(clock::time_point deadline, Handler const& handler);
   void disarm_if_empty() noexcept;
   [[nodiscard]] static clock::time_point deadline_of(transfer const& t) noexcept {
-    return t.queued_at + t.options.timeout;
+    return attempt_deadline(t.queued_at, t.options.timeout);
   }
 
   std::size_t max_;

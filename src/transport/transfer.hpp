@@ -30,6 +30,15 @@ enum class transfer_phase {
   active,   ///< its easy handle is in the multi handle
 };
 
+/// When an attempt started at `started` with a positive `timeout` ends: saturated, so that a timeout past the
+/// clock's range (`milliseconds::max()`, say) is no deadline (`time_point::max()`), not an overflow.
+[[nodiscard]] inline std::chrono::steady_clock::time_point
+attempt_deadline(std::chrono::steady_clock::time_point started, std::chrono::milliseconds timeout) noexcept {
+  using clock = std::chrono::steady_clock;
+  auto const room = std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - started);
+  return timeout >= room ? clock::time_point::max() : started + timeout;
+}
+
 /// One request's state. Created on first need, reused for every later request; never freed before the transport.
 /// Everything but `generation` is touched on the strand only (and by the initiating thread before it dispatches
 /// the start, which orders those writes before the strand's reads).

@@ -68,8 +68,10 @@ asio::awaitable<http_response> transport::do_send(http_request const& request, a
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   auto [response, detail] = co_await async_send_with_detail(request, options, token);
   if (ec) {
-    std::string message = std::string("transport: ") + (request.method == http_method::post ? "POST " : "GET ") +
-                          request.url + ": " + ec.message();
+    // The URL without its query or fragment, which may carry credentials (as call_result::target does).
+    std::string_view const url = std::string_view(request.url).substr(0, request.url.find_first_of("?#"));
+    std::string message = std::string("transport: ") + (request.method == http_method::post ? "POST " : "GET ");
+    message.append(url).append(": ").append(ec.message());
     if (!detail.empty()) {
       message.append(": ").append(detail);
     }

@@ -178,7 +178,7 @@ void transport_impl::activate(transfer* t) {
   auto const now = timed ? clock::now() : clock::time_point{}; // read once, for the deadline and libcurl's timeout
   if (timed) {
     auto const started = t->queued_at != clock::time_point{} ? t->queued_at : now;
-    t->deadline = started + t->options.timeout;
+    t->deadline = attempt_deadline(started, t->options.timeout);
     earliest_deadline_ = std::min(earliest_deadline_, t->deadline);
   }
   std::string why;

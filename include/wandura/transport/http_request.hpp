@@ -21,10 +21,13 @@ struct http_header {
 /// unchanged until the awaited `send` completes.
 struct http_request {
   http_method method = http_method::get;
-  /// Absolute URL, `http://` or `https://`, e.g. "https://api.example/v1/config".
+  /// Absolute URL, `http://` or `https://`, e.g. "https://api.example/v1/config"; any other scheme fails with
+  /// `errc::transport_failed` and nothing is sent.
   std::string url;
-  /// Extra headers (Authorization, Content-Type, Idempotency-Key, ...). The transport adds nothing else but
-  /// what libcurl needs (Host, Content-Length, Accept-Encoding when compression is on).
+  /// Extra headers (Authorization, Content-Type, Idempotency-Key, ...). The transport adds only
+  /// `transport_options::user_agent` (unless a `User-Agent` is here) and what HTTP needs (Host, Content-Length,
+  /// Accept-Encoding when compression is on); libcurl's own defaults (`Accept: */*`, a form `Content-Type` on a
+  /// POST body, `Expect: 100-continue`) are not sent.
   std::vector<http_header> headers;
   /// Request body; sent byte-identical on every attempt. Empty for GET.
   std::string body;

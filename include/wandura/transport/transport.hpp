@@ -102,16 +102,18 @@ public:
   /// - `errc::tls_failed`: handshake or certificate verification failed.
   /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`, or the response's
   ///   header block exceeded 256 KiB (one header line: libcurl's 100 KiB). Final: the same answer would come back.
-  /// - `errc::protocol_error`: the server's reply is not valid HTTP.
+  /// - `errc::protocol_error`: the server's reply is not valid HTTP (two different `Content-Length` values
+  ///   included).
   /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds CR, LF or NUL
   ///   (which would end the header line and let the value add headers of its own); nothing was sent.
-  /// - `errc::transport_failed`: anything else (unsupported URL, out of memory); `send()`'s message names the
-  ///   cause.
+  /// - `errc::transport_failed`: anything else (a URL libcurl refuses or whose scheme is not `http` or `https`,
+  ///   out of memory); `send()`'s message names the cause.
   /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.
   ///
   /// @param request must stay alive and unchanged until the operation completes (the body is sent from it).
-  /// @param options the attempt's timeouts in milliseconds; zero `timeout` means none, zero `connect_timeout`
-  ///        means `transport_options::default_connect_timeout`.
+  /// @param options the attempt's timeouts in milliseconds; a `timeout` of zero or less means none, and so does
+  ///        one that would end past the clock's range (`milliseconds::max()`); zero `connect_timeout` means
+  ///        `transport_options::default_connect_timeout`.
   /// @param token completion token with signature `void(std::error_code, http_response)`.
   ///
   /// @par Cancellation
@@ -137,9 +139,10 @@ public:
   }
 
   /// `async_send` as a coroutine that throws: the response (any HTTP status), or `wandura::error` carrying the
-  /// transport error code (`operation_aborted` when cancelled) and a message that names the request, what happened
-  /// and libcurl's own error text. Same cancellation and lifetime rules; `options` is copied at the call, so a
-  /// temporary is fine even when the awaitable is co_spawn'ed later.
+  /// transport error code (`operation_aborted` when cancelled) and a message that names the request (method and
+  /// URL without its query or fragment, which may hold credentials), what happened and libcurl's own error text. Same
+  /// cancellation and lifetime rules; `options` is copied at the call, so a temporary is fine even when the awaitable
+  /// is co_spawn'ed later.
   [[nodiscard]] asio::awaitable<http_response> send(http_request const& request, attempt_options const& options);
 
   /// `http_sender`: `async_send` as a coroutine that never throws for transport errors; the error, if any, is in

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -28,6 +30,7 @@
 #include <catch2/catch.hpp>
 #include <curl/curl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "run_awaitable.hpp"
 #include "test_http_server.hpp"
@@ -254,6 +257,171 @@ TEST_CASE("transport: send throws wandura::error carrying the transport code") {
   } catch (wandura::error const& e) {
     CHECK(e.code() == errc::protocol_error);
     CHECK(std::string(e.what()).find(server.url()) != std::string::npos);
+  }
+}
+
+TEST_CASE("transport: send's message names the URL without its query or fragment") {
+  test_http_server server(server_behaviour::garbage);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  for (std::string_view const tail : {"?api_key=QUERYSECRET", "#FRAGMENTSECRET"}) {
+    auto request = post(server.url("/v1/config") + std::string(tail));
+    try {
+      run(io, tr.send(request, {}));
+      FAIL("send did not throw");
+    } catch (wandura::error const& e) {
+      std::string const what = e.what();
+      CHECK(what.find(server.url("/v1/config") + ":") != std::string::npos);
+      CHECK(what.find("SECRET") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("transport: a URL whose scheme is not http or https is refused, and nothing is read or sent") {
+  // libcurl knows file://, ftp://, scp:// and more: the transport sends HTTP only.
+  auto const file = std::filesystem::temp_directory_path() / ("wandura-transport-" + std::to_string(::getpid()));
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("local file content", f);
+    std::fclose(f);
+  }
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const hostport = "127.0.0.1:" + std::to_string(server.port());
+  for (std::string const& url :
+       {"file://" + file.string(), "FILE://" + file.string(), "ftp://" + hostport + "/", "dict://" + hostport + "/",
+        "gopher://" + hostport + "/", "scp://" + hostport + "/x", "telnet://" + hostport + "/"}) {
+    INFO(url);
+    wandura::http_request request;
+    request.url = url;
+    auto r = run(io, tr.send_attempt(request, {}));
+    CHECK(r.error == errc::transport_failed);
+    CHECK(r.response.body.empty());
+    try {
+      run(io, tr.send(request, {}));
+      FAIL("send did not throw");
+    } catch (wandura::error const& e) {
+      CHECK(std::string(e.what()).find("only http:// and https://") != std::string::npos);
+    }
+  }
+  CHECK(server.connections_accepted() == 0);
+  // Upper-case HTTP schemes are HTTP.
+  wandura::http_request request;
+  request.url = "HTTP://" + hostport + "/";
+  auto r = run(io, tr.send_attempt(request, {}));
+  CHECK_FALSE(r.error);
+  CHECK(r.response.status == 200);
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("transport: an attempt timeout past the clock's range means no deadline, not an instant timeout") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  for (auto const timeout :
+       {std::chrono::milliseconds::max(), std::chrono::milliseconds::max() / 2,
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 300))}) {
+    wandura::attempt_options options;
+    options.timeout = timeout;
+    auto r = run(io, tr.send_attempt(request, options));
+    CHECK_FALSE(r.error);
+    CHECK(r.response.status == 200);
+  }
+  // Queued behind max_in_flight first, too.
+  wandura::transport_options limited;
+  limited.max_in_flight = 1;
+  wandura::transport one(io.get_executor(), limited);
+  wandura::attempt_options forever;
+  forever.timeout = std::chrono::milliseconds::max();
+  std::vector<wandura::attempt_result> results;
+  for (int i = 0; i < 3; ++i) {
+    asio::co_spawn(io, one.send_attempt(request, forever),
+                   [&](std::exception_ptr, wandura::attempt_result r) { results.push_back(std::move(r)); });
+  }
+  run_until(io, [&] { return results.size() == 3; });
+  REQUIRE(results.size() == 3);
+  for (auto const& r : results) {
+    CHECK_FALSE(r.error);
+  }
+}
+
+TEST_CASE("transport: a Content-Length past 2^64 is response_too_large, two different ones are protocol_error") {
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  SECTION("past what 64 bits hold: libcurl would read the body to the close and call it complete") {
+    for (std::string_view const value : {"18446744073709551616", "99999999999999999999999999"}) {
+      test_http_server server;
+      server.set_extra_headers({"Content-Length: " + std::string(value)});
+      auto request = post(server.url());
+      CHECK(run(io, tr.send_attempt(request, {})).error == errc::response_too_large);
+    }
+  }
+  SECTION("two different values: which one frames the body is unknowable") {
+    test_http_server server;
+    server.set_extra_headers({"Content-Length: 5"});
+    auto request = post(server.url());
+    auto r = run(io, tr.send_attempt(request, {}));
+    CHECK(r.error == errc::protocol_error);
+    try {
+      run(io, tr.send(request, {}));
+      FAIL("send did not throw");
+    } catch (wandura::error const& e) {
+      CHECK(std::string(e.what()).find("two different Content-Length values") != std::string::npos);
+    }
+  }
+  SECTION("the same value twice is one length") {
+    test_http_server server;
+    server.set_extra_headers({"Content-Length: " + std::to_string(server.body().size())});
+    auto request = post(server.url());
+    auto r = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(r.error);
+    CHECK(r.response.body.view() == server.body());
+  }
+}
+
+TEST_CASE("transport: a request carries its own headers, not libcurl's Accept or form Content-Type") {
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  SECTION("a bare POST") {
+    wandura::http_request request;
+    request.method = wandura::http_method::post;
+    request.url = server.url("/bare");
+    request.body = "{}";
+    REQUIRE_FALSE(run(io, tr.send_attempt(request, {})).error);
+    auto const head = server.last_request_head();
+    CHECK(head.find("POST /bare HTTP/1.1") == 0);
+    CHECK(head.find("Accept") == std::string::npos);
+    CHECK(head.find("Content-Type") == std::string::npos);
+    CHECK(head.find("Content-Length: 2\r\n") != std::string::npos);
+    CHECK(head.find("User-Agent: wandura-cpp/") != std::string::npos);
+  }
+  SECTION("a bare GET") {
+    wandura::http_request request;
+    request.url = server.url("/bare");
+    REQUIRE_FALSE(run(io, tr.send_attempt(request, {})).error);
+    auto const head = server.last_request_head();
+    CHECK(head.find("GET /bare HTTP/1.1") == 0);
+    CHECK(head.find("Accept") == std::string::npos);
+    CHECK(head.find("Content-Type") == std::string::npos);
+  }
+  SECTION("its own Accept, Content-Type and User-Agent, in any case, are sent as given") {
+    wandura::http_request request;
+    request.method = wandura::http_method::post;
+    request.url = server.url("/own");
+    request.headers = {{"accept", "application/json"}, {"CONTENT-TYPE", "text/plain"}, {"User-Agent", "mine/1"}};
+    request.body = "x";
+    REQUIRE_FALSE(run(io, tr.send_attempt(request, {})).error);
+    auto const head = server.last_request_head();
+    CHECK(head.find("accept: application/json\r\n") != std::string::npos);
+    CHECK(head.find("CONTENT-TYPE: text/plain\r\n") != std::string::npos);
+    CHECK(head.find("User-Agent: mine/1\r\n") != std::string::npos);
+    CHECK(head.find("*/*") == std::string::npos);
+    CHECK(head.find("urlencoded") == std::string::npos);
+    CHECK(head.find("wandura-cpp/") == std::string::npos);
   }
 }
 
