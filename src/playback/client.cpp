@@ -95,6 +95,7 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                retry_options r = options.retry;
                r.time_source = time;
                r.observer = http_metrics;
+               r.report_call_end = false; // each call's end is reported once, by observed_call.hpp
                return r;
              }()),
       store(options.tickets ? options.tickets : default_store(time)), limit(make_limit(options, time)),

@@ -8,6 +8,7 @@
 
 #include "resilience/request_target.hpp"
 #include "wandura/error.hpp"
+#include "wandura/transport/http_response.hpp"
 
 namespace wandura {
 namespace {
@@ -67,7 +68,8 @@ url_target read_target(std::string_view url) noexcept {
   }
   t.address_at = static_cast<std::size_t>(address.data() - url.data());
   t.address_size = address.size();
-  t.port = port_text.empty() ? (parts.scheme == "https" ? 443 : 80) : parse_port(port_text);
+  t.port =
+      port_text.empty() ? (iequals(parts.scheme, "https") ? 443 : 80) : parse_port(port_text); // schemes ignore case
   return t;
 }
 

@@ -2,23 +2,9 @@
 
 #include <algorithm>
 
+#include "resilience/saturating_time.hpp"
+
 namespace wandura {
-namespace {
-
-/// now + d without overflowing the clock's representation (and never before now).
-clock::time_point saturating_add(clock::time_point now, std::chrono::milliseconds d) noexcept {
-  if (d.count() <= 0) {
-    return now;
-  }
-  auto const room = clock::time_point::max() - now;
-  auto const room_ms = std::chrono::duration_cast<std::chrono::milliseconds>(room);
-  if (d >= room_ms) {
-    return clock::time_point::max();
-  }
-  return now + std::chrono::duration_cast<clock::duration>(d);
-}
-
-} // namespace
 
 call_settings merge_options(call_options const& per_call, retry_options const& client, clock::time_point now) {
   call_settings s;
@@ -52,7 +38,7 @@ call_settings merge_options(call_options const& per_call, retry_options const& c
 
   s.idempotency_key = per_call.idempotency_key;
   s.auto_idempotency_keys = client.auto_idempotency_keys;
-  s.deadline = saturating_add(now, s.total_timeout);
+  s.deadline = detail::saturating_add(now, s.total_timeout);
   return s;
 }
 

@@ -66,6 +66,20 @@ std::error_code code_for_last_error(call_result const& r) {
 
 } // namespace
 
+std::error_code error_code_of(call_result const& r) noexcept {
+  switch (r.stopped) {
+  case stop_reason::success: return {};
+  case stop_reason::not_retryable:
+  case stop_reason::retries_exhausted: return code_for_last_error(r);
+  case stop_reason::budget_exhausted: return errc::budget_exhausted;
+  case stop_reason::deadline_exceeded: return errc::deadline_exceeded;
+  case stop_reason::cancelled: return asio::error::operation_aborted;
+  case stop_reason::invalid_request: return r.error ? r.error : std::error_code(errc::invalid_argument);
+  case stop_reason::shed: return errc::rate_limited;
+  }
+  return errc::transport_failed; // not reached: every stop reason is named above
+}
+
 error to_error(call_result const& r, std::string_view operation) {
   error_info info;
   info.http_status = r.response.status;
@@ -78,40 +92,25 @@ error to_error(call_result const& r, std::string_view operation) {
     info.request_id = std::string(*id);
   }
 
-  std::error_code code;
+  std::error_code const code = error_code_of(r);
   std::string why;
   switch (r.stopped) {
   case stop_reason::success:
   case stop_reason::not_retryable:
-    code = code_for_last_error(r);
     why = r.note.empty() ? std::string("failed after ") + attempts_text(r.attempts) : r.note;
     break;
   case stop_reason::retries_exhausted:
-    code = code_for_last_error(r);
     why = r.attempts <= 1 ? std::string("not retried: retries are off for this call")
                           : "retries exhausted after " + attempts_text(r.attempts);
     break;
-  case stop_reason::budget_exhausted:
-    code = errc::budget_exhausted;
-    why = "retry budget exhausted after " + attempts_text(r.attempts);
-    break;
+  case stop_reason::budget_exhausted: why = "retry budget exhausted after " + attempts_text(r.attempts); break;
   case stop_reason::deadline_exceeded:
-    code = errc::deadline_exceeded;
     why = "deadline of " + std::to_string(r.total_timeout.count()) + " ms reached " +
           (r.attempts == 0 ? std::string("before any attempt") : "after " + attempts_text(r.attempts));
     break;
-  case stop_reason::cancelled:
-    code = asio::error::operation_aborted;
-    why = "cancelled after " + attempts_text(r.attempts);
-    break;
-  case stop_reason::invalid_request:
-    code = r.error ? r.error : std::error_code(errc::invalid_argument);
-    why = "not sent";
-    break;
-  case stop_reason::shed:
-    code = errc::rate_limited;
-    why = "not sent: " + (r.note.empty() ? std::string("shed") : r.note);
-    break;
+  case stop_reason::cancelled: why = "cancelled after " + attempts_text(r.attempts); break;
+  case stop_reason::invalid_request: why = "not sent"; break;
+  case stop_reason::shed: why = "not sent: " + (r.note.empty() ? std::string("shed") : r.note); break;
   }
   std::string message(operation);
   if (!message.empty()) {

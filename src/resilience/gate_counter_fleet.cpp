@@ -11,6 +11,7 @@
 #include <asio/detached.hpp>
 
 #include "gate_counter.hpp"
+#include "resilience/saturating_time.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -54,7 +55,7 @@ bool gate_counter::fleet_paid(std::uint32_t cost, clock::time_point now, after_u
   }
   grant_in_flight_ = true;
   ++grant_seq_;
-  grant_deadline_ = now + options_->shared_pace_timeout;
+  grant_deadline_ = detail::saturating_add(now, options_->shared_pace_timeout);
   if (fleet_booked_ > 0) {
     // The booking's instant has come. Another process may have published a hold since it was made (a grant asked
     // now would be refused): the fleet's view is read first, and the units used only outside a hold.
@@ -147,7 +148,7 @@ double gate_counter::next_jitter() noexcept {
 
 void gate_counter::fleet_failed(clock::time_point now) {
   grant_in_flight_ = false;
-  fleet_aside_until_ = now + options_->shared_pace_retry;
+  fleet_aside_until_ = detail::saturating_add(now, options_->shared_pace_retry);
   ++fleet_failures_;
 }
 
@@ -259,7 +260,7 @@ void gate_counter::start_refresh(asio::any_io_executor const& executor) {
           counter->apply_view(*view, out);
         }
         clk = counter->clock_.get();
-        next = clk->now() + counter->options_->shared_pace_refresh;
+        next = detail::saturating_add(clk->now(), counter->options_->shared_pace_refresh);
       }
       counter->run(out);
     } else {

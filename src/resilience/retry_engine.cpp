@@ -313,6 +313,8 @@ struct retry_engine::call_state {
   attempt_result outcome;                           ///< The last attempt's, until read into `result`.
   bool follow_again = false;                        ///< The next attempt is a follow-up request, with this body:
   std::string follow_body;
+  /// When the call started on the engine's clock (read by `open_call`), for the observer's `call_end::duration`.
+  clock::time_point started{};
   /// The clock as last read (by `open_call`, or for the admission gate), until the next attempt starts from it;
   /// cleared by a wait at the gate. A real clock read is a vDSO call: tens to hundreds of ns on a virtual machine.
   std::optional<clock::time_point> clock_read;
@@ -327,18 +329,18 @@ asio::awaitable<call_result> retry_engine::call(http_request request, request_tr
 asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned) {
   call_state& s = *owned;
   if (auto stop = open_call(s)) {
-    co_return finish(s.result, s.request, *stop);
+    co_return finish(s, *stop);
   }
   for (int attempt = 1;; ++attempt) {
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
-      co_return finish(s.result, s.request, stop_reason::cancelled);
+      co_return finish(s, stop_reason::cancelled);
     }
     // Most requests are decided at once (a calm counter, or room while pacing): no coroutine frame for the gate.
     auto const decided = admit_now(s, co_await asio::this_coro::executor);
     admission const admitted = decided ? *decided : co_await admit_later(s);
     auto const start = start_attempt(s, admitted, attempt);
     if (start.stop) {
-      co_return finish(s.result, s.request, *start.stop);
+      co_return finish(s, *start.stop);
     }
     try {
       s.outcome = co_await sender_.send_attempt(s.request, start.options);
@@ -351,13 +353,13 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
     }
     auto const end = end_attempt(s, attempt, start.deadline_bound);
     if (end.stop) {
-      co_return finish(s.result, s.request, *end.stop);
+      co_return finish(s, *end.stop);
     }
     if (co_await sleep_on(*clock_, end.wake_at)) {
-      co_return finish(s.result, s.request, stop_reason::cancelled);
+      co_return finish(s, stop_reason::cancelled);
     }
     if (auto stop = start_follow_up(s)) {
-      co_return finish(s.result, s.request, *stop);
+      co_return finish(s, *stop);
     }
   }
 }
@@ -365,6 +367,8 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
 std::optional<stop_reason> retry_engine::open_call(call_state& s) {
   s.result.total_timeout = s.settings.total_timeout;
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
+  s.clock_read = clock_->now();
+  s.started = *s.clock_read; // before the key is made: a call refused for its key has a start and an end too
   s.is_write = s.traits.is_write || s.request.method == http_method::post; // every POST is a write
   if (s.is_write) {
     if (auto ec = attach_key(s.request, s.settings, false, s.result.idempotency_key, s.safety)) {
@@ -372,7 +376,6 @@ std::optional<stop_reason> retry_engine::open_call(call_state& s) {
       return stop_reason::invalid_request;
     }
   }
-  s.clock_read = clock_->now();
   budget_.note_request(*s.clock_read); // calls counted once each, follow-ups included (docs/protocol.md §3)
   s.attempt_limit = std::max(s.settings.attempt_timeout, s.traits.attempt_timeout_floor);
   return std::nullopt;
@@ -454,7 +457,9 @@ std::optional<stop_reason> retry_engine::start_follow_up(call_state& s) {
   return std::nullopt;
 }
 
-call_result&& retry_engine::finish(call_result& result, http_request const& request, stop_reason why) noexcept {
+call_result&& retry_engine::finish(call_state& s, stop_reason why) noexcept {
+  call_result& result = s.result;
+  http_request const& request = s.request;
   result.stopped = why;
   if (why != stop_reason::success && result.target.empty()) { // named only where a message may need it
     try {
@@ -468,7 +473,20 @@ call_result&& retry_engine::finish(call_result& result, http_request const& requ
   } else if (why == stop_reason::cancelled) {
     result.error = asio::error::operation_aborted;
   }
+  tell_call_end(s);
   return std::move(result);
+}
+
+void retry_engine::tell_call_end(call_state const& s) const noexcept {
+  auto* const observer = options_.observer.get();
+  if (observer == nullptr || !options_.report_call_end) {
+    return;
+  }
+  call_end end;
+  end.operation = s.traits.operation.empty() ? std::string_view("other") : s.traits.operation;
+  end.error = error_code_of(s.result);
+  end.duration = clock_->now() - s.started;
+  observer->on_call_end(end);
 }
 
 std::optional<stop_reason> retry_engine::not_admitted(call_result& result, admission const& admitted, int attempt,

@@ -1,6 +1,16 @@
 // Per-attempt tracing hook: one begin and one end event for every HTTP attempt the retry engine sends, carrying
 // the attribute names of the OpenTelemetry HTTP client semantic conventions, so that a user can open one client
-// span per attempt in the tracer they already run (docs/testing.md, "Telemetry", shows a compiled binding).
+// span per attempt in the tracer they already run (docs/testing.md, "Telemetry", shows a compiled binding), and one
+// event at the end of every logical call.
+//
+// Who reports a call's end, once per call:
+// - `retry_engine::call` reports the end of each call it runs, when it completes, with any outcome (success,
+//   failure after retries, deadline, cancellation, a request refused before sending), unless
+//   `retry_options::report_call_end` is false;
+// - `wandura::client` reports the end of each of its calls itself (its calls may be answered from its ticket cache
+//   without an engine call, or span several), and turns the engine's report off, so that a client call ends once.
+// A call whose coroutine is destroyed before it completes (its io_context destroyed with the call in flight), or
+// that ends with an exception (out of memory), reports no end from the engine.
 //
 //     struct span_observer final : wandura::attempt_observer {
 //       void* on_attempt_begin(wandura::attempt_begin const& a) noexcept override {
@@ -50,13 +60,17 @@ struct attempt_end {
 
 /// How a logical call ended (all its attempts, retry waits and hold-offs included).
 struct call_end {
-  std::string_view operation;           ///< As in `attempt_begin::operation`.
-  std::error_code error;                ///< Empty on success; else what the call failed with.
-  std::chrono::nanoseconds duration{0}; ///< From the call's start to its end.
+  std::string_view operation; ///< As in `attempt_begin::operation` ("other" when the engine's call has none).
+  /// Empty on success; else what the call failed with: from the engine, `error_code_of` its `call_result` (the code
+  /// of `to_error`); from `wandura::client`, the code of the exception the call throws.
+  std::error_code error;
+  /// From the call's start to its end on the caller's clock (the engine's: from `retry_engine::call` starting, before
+  /// its first admission, to its completion).
+  std::chrono::nanoseconds duration{0};
 };
 
-/// Receives the begin and end of every attempt, and the end of every logical call. See the file comment for a
-/// binding to a tracer.
+/// Receives the begin and end of every attempt, and the end of every logical call (once per call: see the file
+/// comment for who reports it, and for a binding to a tracer).
 class attempt_observer {
 public:
   attempt_observer() = default;
@@ -67,7 +81,8 @@ public:
   virtual void* on_attempt_begin(attempt_begin const& attempt) noexcept = 0;
   /// The attempt `attempt`, for which `on_attempt_begin` returned `context`, has ended with `end`.
   virtual void on_attempt_end(void* context, attempt_begin const& attempt, attempt_end const& end) noexcept = 0;
-  /// A logical call has ended. Does nothing unless overridden.
+  /// A logical call has ended, after the end of its last attempt. Called once per call, on the thread that ran
+  /// it. Does nothing unless overridden.
   virtual void on_call_end(call_end const& call) noexcept { (void)call; }
 };
 

@@ -68,9 +68,16 @@ struct retry_options {
   /// Called once per retry with the structured event, before `log`; none when empty. Must be thread-safe. If it
   /// throws, as for `log`: caught, counted in `wandura_hook_errors_total`, and the retry (and `log`) goes ahead.
   retry_hook on_retry;
-  /// Told of every attempt's begin and end and of every call's end (tracing, `wandura::http_client_metrics`);
-  /// none when null. Shared with every call of the client; must be thread-safe.
+  /// Told of every attempt's begin and end and, unless `report_call_end` is false, of the end of every call that
+  /// `retry_engine::call` runs (tracing, `wandura::http_client_metrics`); none when null. Shared with every call of
+  /// the client; must be thread-safe and must not throw (attempt_observer.hpp).
   std::shared_ptr<attempt_observer> observer;
+  /// Whether the engine tells `observer` of the end of each call it runs (`attempt_observer::on_call_end`, exactly
+  /// once per `retry_engine::call` that completes, whatever its outcome). Set it to false when the caller reports
+  /// the end of its own calls instead (a call of its own may span several engine calls, or none): the observer then
+  /// hears of each call's end once, from the caller. `wandura::client` does so: it reports each of its calls' end
+  /// itself, whatever this says.
+  bool report_call_end = true;
   /// Uniform random numbers in [0, 1) for jitter; must be thread-safe. Empty: a per-thread `std::mt19937_64`
   /// seeded from `std::random_device`.
   std::function<double()> random;

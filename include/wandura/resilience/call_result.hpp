@@ -92,6 +92,10 @@ struct call_result {
 /// @pre `!result.ok()`.
 [[nodiscard]] error to_error(call_result const& result, std::string_view operation);
 
+/// The code of `to_error(result, ...)`, without building its message (no allocation); empty when `result.ok()`.
+/// It is the `call_end::error` the retry engine reports to an `attempt_observer`.
+[[nodiscard]] std::error_code error_code_of(call_result const& result) noexcept;
+
 /// Throws `to_error(result, operation)` unless `result.ok()`.
 void throw_if_failed(call_result const& result, std::string_view operation);
 

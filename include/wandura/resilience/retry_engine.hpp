@@ -170,6 +170,9 @@ public:
   /// @par Cancellation
   /// Terminal cancellation through the awaiting coroutine's cancellation slot ends the call at once with
   /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or queued at the admission gate.
+  /// @par Observer
+  /// `retry_options::observer` hears of each attempt's begin and end, and once of the call's end when the call
+  /// completes (with `error_code_of` the result; unless `retry_options::report_call_end` is false).
   /// @par Retries and idempotency
   /// As configured by the policy (retry_policy.hpp); one key per logical call, reused on every attempt; a
   /// follow-up request gets its own. Waiting at the admission gate is not a retry and costs no retry budget.
@@ -275,8 +278,11 @@ private:
   /// Classifies the attempt, asks the reader after a 2xx, and plans the retry (counting it and firing `on_retry`).
   [[nodiscard]] next_step after_attempt(call_result& result, attempt_summary const& facts, response_reader* reader,
                                         call_settings const& settings, request_traits const& traits);
-  /// Ends a call: records why it stopped, names its target when a message may need it, counts a deadline stop.
-  call_result&& finish(call_result& result, http_request const& request, stop_reason why) noexcept;
+  /// Ends a call: records why it stopped, names its target when a message may need it, counts a deadline stop,
+  /// tells the observer the call's end.
+  call_result&& finish(call_state& state, stop_reason why) noexcept;
+  /// Tells `options_.observer` how the call ended, unless there is none or `report_call_end` is off.
+  void tell_call_end(call_state const& state) const noexcept;
   /// Why no attempt may be sent after the admission gate's verdict (cancelled, shed, or the deadline passed at the
   /// gate or before); nullopt when it may.
   std::optional<stop_reason> not_admitted(call_result& result, admission const& admitted, int attempt,

@@ -28,7 +28,8 @@ struct fake_step {
     respond, ///< Answer with `response`.
     fail,    ///< Complete with the transport error `error`.
     stall,   ///< Never answer: the attempt ends with `errc::attempt_timeout` when its timeout passes on the clock
-             ///< (or only by cancellation when the timeout is 0).
+             ///< (or only by cancellation when the timeout is 0). A timeout too long for the clock to add
+             ///< (`milliseconds::max()`) passes at its `time_point::max()`.
   };
   kind what = kind::respond;
   http_response response;

@@ -23,10 +23,12 @@
 
 namespace wandura::testing {
 
-/// A `wandura::clock` whose time moves only through `advance`/`set`.
+/// A `wandura::clock` whose time moves only through `advance` and `advance_to_next_wakeup` (to reach a time point
+/// `t`, `advance(t - now())`).
 ///
 /// @par Thread safety
-/// `now`, `system_now`, `advance`, `set`, `pending_sleeps` and `next_wakeup` may be called from any thread.
+/// `now`, `system_now`, `advance`, `advance_to_next_wakeup`, `pending_sleeps`, `next_wakeup` and `elapsed` may be
+/// called from any thread.
 /// Sleeps complete by `asio::post` to the sleeping coroutine's executor, never inline in `advance`.
 /// Cancellation of a sleep must be emitted on the thread that runs the sleeping coroutine (the Asio rule for any
 /// cancellation slot).
@@ -43,9 +45,12 @@ public:
   /// Registers a sleeper woken by `advance`; completes at once (still by post) when `when <= now()`.
   [[nodiscard]] asio::awaitable<std::error_code> sleep_until(time_point when) override;
 
-  /// Moves both clocks forward by `d` (>= 0) and wakes every sleeper whose time has come, in wake-up order.
+  /// Moves both clocks forward by `d` and wakes every sleeper whose time has come, in wake-up order. A negative
+  /// `d` moves nothing (time never goes back); a `d` past the end of either clock's range stops it at its
+  /// `time_point::max()` instead of overflowing.
   void advance(duration d);
-  /// Advances exactly to the earliest pending wake-up; returns false (and does nothing) when nobody sleeps.
+  /// Advances exactly to the earliest pending wake-up (the wall clock by as much, saturating like `advance`);
+  /// returns false (and does nothing) when nobody sleeps.
   bool advance_to_next_wakeup();
   /// Sleepers not yet woken or cancelled.
   [[nodiscard]] std::size_t pending_sleeps() const;

@@ -2,6 +2,8 @@
 
 #include "wandura/error.hpp"
 
+#include "resilience/saturating_time.hpp"
+
 namespace wandura::testing {
 
 fake_step fake_step::respond(int status, std::string_view body, std::vector<http_header> const& headers) {
@@ -85,7 +87,7 @@ asio::awaitable<attempt_result> fake_transport::send_attempt(http_request const&
     }
   };
   bool const limited = options.timeout.count() > 0;
-  auto const timeout_at = start + std::chrono::duration_cast<wandura::clock::duration>(options.timeout);
+  auto const timeout_at = detail::saturating_add(start, options.timeout); // ms::max(): at time_point::max()
 
   attempt_result result;
   if (step.what == fake_step::kind::stall) {
@@ -94,7 +96,7 @@ asio::awaitable<attempt_result> fake_transport::send_attempt(http_request const&
     co_return result;
   }
   if (step.latency.count() > 0) {
-    auto const ready_at = start + std::chrono::duration_cast<wandura::clock::duration>(step.latency);
+    auto const ready_at = detail::saturating_add(start, step.latency);
     bool const times_out = limited && timeout_at <= ready_at;
     if (auto ec = co_await sleep_until(times_out ? timeout_at : ready_at)) {
       result.error = ec;

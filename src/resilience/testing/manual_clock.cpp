@@ -13,6 +13,8 @@
 #include <asio/prefer.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "resilience/saturating_time.hpp"
+
 namespace wandura::testing {
 
 /// One pending sleep. `complete` posts the coroutine's handler; it is called exactly once, by whoever removed the
@@ -115,8 +117,9 @@ void manual_clock::wake_due(std::unique_lock<std::mutex>& lock) {
 void manual_clock::advance(duration d) {
   std::unique_lock lock(mutex_);
   if (d > duration::zero()) {
-    now_ += d;
-    wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
+    // Saturating: a huge step (duration::max()) ends at the end of time rather than wrapping around before it.
+    now_ = detail::saturating_add(now_, d);
+    wall_now_ = detail::saturating_add(wall_now_, d);
   }
   wake_due(lock);
 }
@@ -128,7 +131,7 @@ bool manual_clock::advance_to_next_wakeup() {
   }
   auto const when = sleepers_.begin()->first;
   if (when > now_) {
-    wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(when - now_);
+    wall_now_ = detail::saturating_add(wall_now_, when - now_); // a sleep until time_point::max() may be due
     now_ = when;
   }
   wake_due(lock);

@@ -31,6 +31,24 @@ TEST_CASE("attempt observer: attributes name method, URL without query, host and
   CHECK(c.server_port == 80);
 }
 
+TEST_CASE("attempt observer: the scheme's default port does not depend on the scheme's case") {
+  wandura::http_request request;
+  request.url = "HTTPS://api.wandura.example/v1/config";
+  auto const upper = wandura::make_attempt_begin("get_config", request, 0);
+  CHECK(upper.server_address == "api.wandura.example");
+  CHECK(upper.server_port == 443);
+  CHECK(upper.url_full == "HTTPS://api.wandura.example/v1/config");
+
+  request.url = "Https://api.wandura.example/v1/config";
+  CHECK(wandura::make_attempt_begin("get_config", request, 0).server_port == 443);
+
+  request.url = "HTTP://api.wandura.example/v1/config";
+  CHECK(wandura::make_attempt_begin("get_config", request, 0).server_port == 80);
+
+  request.url = "HTTPS://api.wandura.example:8443/v1/config"; // an explicit port still wins
+  CHECK(wandura::make_attempt_begin("get_config", request, 0).server_port == 8443);
+}
+
 TEST_CASE("attempt observer: error.type is the status for >= 400, else the error's short name") {
   CHECK(wandura::attempt_error_type(200, {}).empty());
   CHECK(wandura::attempt_error_type(503, {}) == "503");

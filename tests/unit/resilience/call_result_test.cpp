@@ -130,3 +130,38 @@ TEST_CASE("call result: the transport's words follow the error, and a 2xx that c
   CHECK(std::string(u.what()) ==
         "issue_tickets: retries exhausted after 3 attempts: HTTP 200: invalid response body: unexpected end of input");
 }
+
+TEST_CASE("call result: error_code_of is the code of to_error for every stop, and empty on success") {
+  call_result ok;
+  ok.response.status = 200;
+  CHECK_FALSE(wandura::error_code_of(ok));
+
+  struct row {
+    stop_reason stopped;
+    int status;
+    std::error_code error;
+    std::error_code expected;
+  };
+  row const rows[] = {
+      {stop_reason::not_retryable, 404, {}, errc::http_error},
+      {stop_reason::not_retryable, 401, {}, errc::unauthorized},
+      {stop_reason::retries_exhausted, 429, {}, errc::rate_limited},
+      {stop_reason::retries_exhausted, 0, errc::connection_reset, errc::connection_reset},
+      {stop_reason::retries_exhausted, 200, errc::invalid_response, errc::invalid_response},
+      {stop_reason::budget_exhausted, 503, {}, errc::budget_exhausted},
+      {stop_reason::deadline_exceeded, 0, errc::attempt_timeout, errc::deadline_exceeded},
+      {stop_reason::cancelled, 0, asio::error::operation_aborted, asio::error::operation_aborted},
+      {stop_reason::invalid_request, 0, errc::invalid_idempotency_key, errc::invalid_idempotency_key},
+      {stop_reason::shed, 0, {}, errc::rate_limited},
+  };
+  for (auto const& r : rows) {
+    call_result result;
+    result.stopped = r.stopped;
+    result.response.status = r.status;
+    result.error = r.error;
+    result.attempts = r.status != 0 || r.error ? 1 : 0;
+    INFO("stop " << wandura::to_string(r.stopped) << ", status " << r.status);
+    CHECK(wandura::error_code_of(result) == r.expected);
+    CHECK(wandura::error_code_of(result) == wandura::to_error(result, "get_config").code());
+  }
+}

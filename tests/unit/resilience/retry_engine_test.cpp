@@ -864,3 +864,167 @@ TEST_CASE("errors: the request id comes from X-Request-Id, else from the error b
   CHECK(from_header.request_id == "req_header");
   CHECK(wandura::to_error(from_header, "get_config").request_id() == "req_header");
 }
+
+TEST_CASE("deadline: attempt and total timeouts of milliseconds::max() saturate instead of overflowing") {
+  constexpr auto forever = std::chrono::milliseconds::max();
+  SECTION("both at max: the attempt waits for its answer, however late, and no deadline passes") {
+    harness h;
+    call_options o;
+    o.total_timeout = forever;
+    o.attempt_timeout = forever;
+    auto const settings = h.engine->settings_for(o);
+    CHECK(settings.deadline == wandura::clock::time_point::max());
+    auto slow = fake_step::respond(200);
+    slow.latency = 10min;
+    h.fake.push(fake_step::respond(503));
+    h.fake.push(slow);
+    auto const r = h.run(get(), reads(), o);
+    CHECK(r.stopped == stop_reason::success);
+    CHECK(r.attempts == 2);
+    auto const seen = h.fake.attempts();
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1].options.timeout == forever); // no limit of its own: the transport saturates it
+    CHECK(h.clock->elapsed() >= 10min);
+  }
+  SECTION("attempt timeout at max under a finite total: the time left bounds each attempt") {
+    harness h;
+    call_options o;
+    o.total_timeout = 3s;
+    o.attempt_timeout = forever;
+    h.fake.push(fake_step::stall());
+    auto const r = h.run(get(), reads(), o);
+    CHECK(r.stopped == stop_reason::deadline_exceeded);
+    CHECK(r.error == errc::attempt_timeout);
+    auto const seen = h.fake.attempts();
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].options.timeout == 3s);
+    CHECK(h.clock->elapsed() == 3s);
+  }
+}
+
+namespace {
+
+/// What an `attempt_observer` was told, copied out of the events' views.
+struct recording_observer final : wandura::attempt_observer {
+  struct ended_call {
+    std::string operation;
+    std::error_code error;
+    std::chrono::nanoseconds duration{0};
+  };
+  int attempt_begins = 0;
+  int attempt_ends = 0;
+  std::vector<ended_call> calls;
+  void* on_attempt_begin(wandura::attempt_begin const&) noexcept override {
+    ++attempt_begins;
+    return nullptr;
+  }
+  void on_attempt_end(void*, wandura::attempt_begin const&, wandura::attempt_end const&) noexcept override {
+    ++attempt_ends;
+  }
+  void on_call_end(wandura::call_end const& call) noexcept override {
+    calls.push_back({std::string(call.operation), call.error, call.duration});
+  }
+};
+
+struct observed_harness {
+  std::shared_ptr<recording_observer> observer = std::make_shared<recording_observer>();
+  harness h;
+  explicit observed_harness(bool report_call_end = true) : h(options(observer, report_call_end)) {}
+  static wandura::retry_options options(std::shared_ptr<recording_observer> const& observer, bool report_call_end) {
+    wandura::retry_options o;
+    o.observer = observer;
+    o.report_call_end = report_call_end;
+    return o;
+  }
+};
+
+request_traits config_read() {
+  request_traits t = reads();
+  t.operation = "get_config";
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("observer: an engine call tells exactly one call end, after all of its attempts and waits") {
+  SECTION("success after a retry") {
+    observed_harness o;
+    o.h.fake.push(fake_step::respond(503));
+    o.h.fake.push(fake_step::respond(200));
+    auto const r = o.h.run(get(), config_read());
+    REQUIRE(r.stopped == stop_reason::success);
+    REQUIRE(o.observer->calls.size() == 1);
+    CHECK(o.observer->calls[0].operation == "get_config");
+    CHECK_FALSE(o.observer->calls[0].error);
+    CHECK(o.observer->calls[0].duration == o.h.clock->elapsed()); // the backoff sleep is part of the call
+    CHECK(o.observer->calls[0].duration > 0ns);
+    CHECK(o.observer->attempt_begins == 2);
+    CHECK(o.observer->attempt_ends == 2);
+  }
+  SECTION("failure after retries: the code to_error gives the result") {
+    observed_harness o;
+    o.h.fake.set_default(fake_step::respond(503));
+    auto const r = o.h.run(get(), config_read());
+    REQUIRE(r.stopped == stop_reason::retries_exhausted);
+    REQUIRE(o.observer->calls.size() == 1);
+    CHECK(o.observer->calls[0].error == errc::http_error);
+    CHECK(o.observer->calls[0].error == wandura::to_error(r, "get_config").code());
+    CHECK(o.observer->calls[0].duration == o.h.clock->elapsed());
+    CHECK(o.observer->attempt_ends == r.attempts);
+  }
+  SECTION("a deadline, and an unnamed operation reported as other") {
+    observed_harness o;
+    o.h.fake.push(fake_step::stall());
+    call_options opts;
+    opts.total_timeout = 2s;
+    auto const r = o.h.run(get(), reads(), opts);
+    REQUIRE(r.stopped == stop_reason::deadline_exceeded);
+    REQUIRE(o.observer->calls.size() == 1);
+    CHECK(o.observer->calls[0].operation == "other");
+    CHECK(o.observer->calls[0].error == errc::deadline_exceeded);
+    CHECK(o.observer->calls[0].duration == 2s);
+  }
+  SECTION("nothing sent: an invalid caller key still ends the call once") {
+    observed_harness o;
+    call_options opts;
+    opts.idempotency_key = "not a key";
+    auto const r = o.h.run(post(), writes(), opts);
+    REQUIRE(r.stopped == stop_reason::invalid_request);
+    REQUIRE(o.observer->calls.size() == 1);
+    CHECK(o.observer->calls[0].error == errc::invalid_idempotency_key);
+    CHECK(o.observer->calls[0].duration == 0ns);
+    CHECK(o.observer->attempt_begins == 0);
+  }
+  SECTION("cancellation during a backoff sleep") {
+    observed_harness o;
+    o.h.fake.set_default(fake_step::respond(503));
+    asio::cancellation_signal signal;
+    std::optional<call_result> out;
+    asio::co_spawn(o.h.io, o.h.engine->call(get(), config_read(), o.h.engine->settings_for()),
+                   asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, call_result r) {
+                     REQUIRE_FALSE(e);
+                     out = std::move(r);
+                   }));
+    o.h.io.poll();
+    REQUIRE(o.h.clock->pending_sleeps() == 1);
+    CHECK(o.observer->calls.empty()); // still running
+    signal.emit(asio::cancellation_type::terminal);
+    o.h.io.restart();
+    o.h.io.poll();
+    REQUIRE(out);
+    REQUIRE(out->stopped == stop_reason::cancelled);
+    REQUIRE(o.observer->calls.size() == 1);
+    CHECK(o.observer->calls[0].error == asio::error::operation_aborted);
+  }
+}
+
+TEST_CASE("observer: with report_call_end off the engine tells attempts only, for a caller that reports its calls") {
+  observed_harness o(false);
+  o.h.fake.push(fake_step::respond(503));
+  o.h.fake.push(fake_step::respond(200));
+  auto const r = o.h.run(get(), config_read());
+  REQUIRE(r.stopped == stop_reason::success);
+  CHECK(o.observer->attempt_begins == 2);
+  CHECK(o.observer->attempt_ends == 2);
+  CHECK(o.observer->calls.empty());
+}

@@ -113,3 +113,22 @@ TEST_CASE("fake transport: latency and stalls run on the clock and respect the a
   CHECK(f.send(req, o).error == wandura::errc::attempt_timeout);
   CHECK(f.clock.elapsed() == 3200ms);
 }
+
+TEST_CASE("fake transport: an attempt timeout of milliseconds::max() never fires, not even by overflowing") {
+  fixture f;
+  auto slow = fake_step::respond(200);
+  slow.latency = 700ms;
+  f.fake.push(slow);
+  f.fake.push(fake_step::stall());
+  wandura::http_request req;
+  wandura::attempt_options o;
+  o.timeout = std::chrono::milliseconds::max(); // ~292 million years: past the end of a nanosecond clock
+  auto const answered = f.send(req, o);
+  CHECK_FALSE(answered.error);
+  CHECK(answered.response.status == 200);
+  CHECK(f.clock.elapsed() == 700ms);
+  // A stall under it waits until the end of the clock's time (the only wake-up left), not a moment less.
+  auto const stalled = f.send(req, o);
+  CHECK(stalled.error == wandura::errc::attempt_timeout);
+  CHECK(f.clock.now() == wandura::clock::time_point::max());
+}

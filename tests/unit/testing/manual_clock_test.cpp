@@ -86,3 +86,27 @@ TEST_CASE("manual clock: cancelling a sleep completes it with operation_aborted 
   io.poll();
   CHECK(order == std::vector<int>{-4}); // completed exactly once
 }
+
+TEST_CASE("manual clock: a huge advance saturates at the end of time and wakes a sleeper there") {
+  asio::io_context io;
+  manual_clock clock;
+  std::vector<int> order;
+  sleep(io, clock, manual_clock::time_point::max(), order, 1);
+  io.poll();
+  REQUIRE(clock.pending_sleeps() == 1);
+  CHECK(clock.advance_to_next_wakeup()); // to time_point::max(): the wall clock saturates with it
+  CHECK(clock.now() == manual_clock::time_point::max());
+  CHECK(clock.system_now() == std::chrono::system_clock::time_point::max());
+  io.restart();
+  io.poll();
+  CHECK(order == std::vector<int>{1});
+
+  manual_clock other;
+  auto const before = other.now();
+  other.advance(manual_clock::duration::max());
+  CHECK(other.now() == manual_clock::time_point::max());
+  CHECK(other.now() > before);
+  CHECK(other.system_now() == std::chrono::system_clock::time_point::max());
+  other.advance(1s); // already at the end: stays there
+  CHECK(other.now() == manual_clock::time_point::max());
+}

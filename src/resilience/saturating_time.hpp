@@ -1,0 +1,31 @@
+// Time points computed from durations a user gives (timeouts, deadlines, latencies, pacing options), without the
+// signed overflow of `now + d` when `d` is huge (`std::chrono::milliseconds::max()` is ~292 million years, more
+// than a nanosecond clock can hold). Not public API.
+#pragma once
+
+#include <chrono>
+
+namespace wandura::detail {
+
+/// `from + d`, saturating at `time_point::max()` instead of overflowing, for any duration type (converted without
+/// overflow either). A negative or zero `d` gives `from`: a time point computed from a duration never lies before
+/// the moment it was computed from.
+template <typename Clock, typename ClockDuration, typename Rep, typename Period>
+[[nodiscard]] constexpr std::chrono::time_point<Clock, ClockDuration>
+saturating_add(std::chrono::time_point<Clock, ClockDuration> from, std::chrono::duration<Rep, Period> d) noexcept {
+  using time_point = std::chrono::time_point<Clock, ClockDuration>;
+  if (d <= std::chrono::duration<Rep, Period>::zero()) {
+    return from;
+  }
+  if (from >= time_point::max()) {
+    return time_point::max();
+  }
+  auto const room = time_point::max() - from; // > 0: no overflow
+  // Compared in the coarser of the two units, rounded down, so that neither side is multiplied up past its range.
+  if (d >= std::chrono::floor<std::chrono::duration<Rep, Period>>(room)) {
+    return time_point::max();
+  }
+  return from + std::chrono::duration_cast<ClockDuration>(d);
+}
+
+} // namespace wandura::detail

@@ -1,0 +1,41 @@
+#include "resilience/saturating_time.hpp"
+
+#include <chrono>
+
+#include <catch2/catch.hpp>
+
+#include "wandura/resilience/clock.hpp"
+
+using namespace std::chrono_literals;
+using wandura::detail::saturating_add;
+using time_point = wandura::clock::time_point;
+
+TEST_CASE("saturating time: from + d as usual, time_point::max() where it would overflow, never before from") {
+  time_point const from{1000h};
+  CHECK(saturating_add(from, 1500ms) == from + 1500ms);
+  CHECK(saturating_add(from, 1ns) == from + 1ns);
+  CHECK(saturating_add(from, 0ms) == from);
+  CHECK(saturating_add(from, -5s) == from);
+  CHECK(saturating_add(from, std::chrono::milliseconds::min()) == from);
+
+  CHECK(saturating_add(from, std::chrono::milliseconds::max()) == time_point::max());
+  CHECK(saturating_add(from, std::chrono::seconds::max()) == time_point::max());
+  CHECK(saturating_add(from, std::chrono::nanoseconds::max()) == time_point::max());
+  CHECK(saturating_add(from, std::chrono::hours::max()) == time_point::max());
+  CHECK(saturating_add(time_point::max(), 1ns) == time_point::max());
+  CHECK(saturating_add(time_point::max(), 0ns) == time_point::max());
+
+  // Right at the edge: the room left is added exactly, one more saturates.
+  auto const room = time_point::max() - from;
+  CHECK(saturating_add(from, room - 1ns) == time_point::max() - 1ns);
+  CHECK(saturating_add(from, room) == time_point::max());
+  auto const room_ms = std::chrono::floor<std::chrono::milliseconds>(room);
+  CHECK(saturating_add(from, room_ms - 1ms) == from + (room_ms - 1ms));
+  CHECK(saturating_add(from, room_ms + 1ms) == time_point::max());
+
+  // Another clock (the wall clock of a manual_clock), and a floating-point duration.
+  auto const wall = std::chrono::system_clock::time_point{} + 1000h;
+  CHECK(saturating_add(wall, std::chrono::milliseconds::max()) == std::chrono::system_clock::time_point::max());
+  CHECK(saturating_add(from, std::chrono::duration<double, std::milli>(2.5)) == from + 2500us);
+  CHECK(saturating_add(from, std::chrono::duration<double>(1e300)) == time_point::max());
+}
