@@ -223,6 +223,28 @@ TEST_CASE("client and emulator: an unknown key fails the call as unauthorized an
   CHECK(t.emu->stats().tickets_counted == 0);
 }
 
+TEST_CASE("client and emulator: attempt and total timeouts of milliseconds::max() mean no limit, not an instant "
+          "timeout") {
+  wandura::client_options options;
+  options.retry.attempt_timeout = std::chrono::milliseconds::max();
+  options.retry.total_timeout = std::chrono::milliseconds::max();
+  live t({}, options);
+  CHECK(t.wait(t.api->get_config()).limit("playback") == 6000);
+  wandura::call_options per_call;
+  per_call.attempt_timeout = std::chrono::milliseconds::max();
+  per_call.total_timeout = std::chrono::milliseconds::max();
+  CHECK(t.wait(t.api->get_config(per_call)).limit("playback") == 6000);
+  wandura::ticket_batch batch;
+  batch.episodes = {{"the-heiress-returns", 1, wandura::intent::play}};
+  batch.union_info = "device-max";
+  batch.drm_kek = "kek-max";
+  auto const result = t.wait(t.api->issue_tickets(batch, per_call));
+  REQUIRE(result.items.size() == 1);
+  CHECK(result.items[0].outcome == wandura::item_outcome::granted);
+  std::lock_guard lock(t.lines_mutex);
+  CHECK(t.warn_lines.empty()); // no attempt failed on the way
+}
+
 TEST_CASE(
     "client and emulator: a garbage or truncated 2xx body is retried, and when every retry gets one it is a typed "
     "error") {

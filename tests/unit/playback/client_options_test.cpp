@@ -1,5 +1,5 @@
 // The client's constructor refuses options that would put a broken or injected header on the wire, or send
-// requests to a URL other than the one written (issue 14): nothing is made, nothing is sent.
+// requests to a URL other than the one written: nothing is made, nothing is sent.
 #include "wandura/playback/client.hpp"
 
 #include <memory>
