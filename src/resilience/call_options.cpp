@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "resilience/saturating_time.hpp"
+#include "saturating_time.hpp"
 
 namespace wandura {
 

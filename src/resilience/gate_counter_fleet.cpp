@@ -11,7 +11,7 @@
 #include <asio/detached.hpp>
 
 #include "gate_counter.hpp"
-#include "resilience/saturating_time.hpp"
+#include "saturating_time.hpp"
 
 namespace wandura::detail {
 namespace {

@@ -13,6 +13,7 @@
 
 #include <curl/curl.h>
 
+#include "saturating_time.hpp"
 #include "transport/curl_result.hpp"
 #include "transport/socket_set.hpp"
 #include "transport/test_hooks.hpp"
@@ -34,9 +35,7 @@ enum class transfer_phase {
 /// clock's range (`milliseconds::max()`, say) is no deadline (`time_point::max()`), not an overflow.
 [[nodiscard]] inline std::chrono::steady_clock::time_point
 attempt_deadline(std::chrono::steady_clock::time_point started, std::chrono::milliseconds timeout) noexcept {
-  using clock = std::chrono::steady_clock;
-  auto const room = std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - started);
-  return timeout >= room ? clock::time_point::max() : started + timeout;
+  return saturating_add(started, timeout);
 }
 
 /// One request's state. Created on first need, reused for every later request; never freed before the transport.

@@ -2,7 +2,7 @@
 
 #include "wandura/error.hpp"
 
-#include "resilience/saturating_time.hpp"
+#include "saturating_time.hpp"
 
 namespace wandura::testing {
 

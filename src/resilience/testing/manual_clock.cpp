@@ -13,7 +13,7 @@
 #include <asio/prefer.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include "resilience/saturating_time.hpp"
+#include "saturating_time.hpp"
 
 namespace wandura::testing {
 

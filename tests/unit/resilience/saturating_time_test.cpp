@@ -1,4 +1,4 @@
-#include "resilience/saturating_time.hpp"
+#include "saturating_time.hpp"
 
 #include <chrono>
 

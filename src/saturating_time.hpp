@@ -1,6 +1,6 @@
 // Time points computed from durations a user gives (timeouts, deadlines, latencies, pacing options), without the
 // signed overflow of `now + d` when `d` is huge (`std::chrono::milliseconds::max()` is ~292 million years, more
-// than a nanosecond clock can hold). Not public API.
+// than a nanosecond clock can hold). Shared by the transport and the resilience layer. Not public API.
 #pragma once
 
 #include <chrono>
