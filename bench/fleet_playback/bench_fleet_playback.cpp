@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -125,6 +126,7 @@ void note(side& s, bench::run_result const& r) {
 struct mode {
   bool quick = false;
   std::optional<std::string> only; ///< "redis" or "memory"
+  int runs = 0;                    ///< `--only`'s timed runs; 0: the default (10, or 3 with `--quick`)
 };
 
 std::optional<mode> parse(int argc, char** argv) {
@@ -136,6 +138,8 @@ std::optional<mode> parse(int argc, char** argv) {
     } else if (arg == "--only" && i + 1 < argc &&
                (std::string_view(argv[i + 1]) == "redis" || std::string_view(argv[i + 1]) == "memory")) {
       m.only = argv[++i];
+    } else if (arg == "--runs" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      m.runs = std::atoi(argv[++i]);
     } else {
       return std::nullopt;
     }
@@ -188,9 +192,11 @@ int main(int argc, char** argv) {
   auto const args = parse(argc, argv);
   if (!args) {
     std::fprintf(stderr,
-                 "usage: %s [--quick] [--only redis|memory]\n"
+                 "usage: %s [--quick] [--only redis|memory [--runs N]]\n"
                  "  --only SIDE: that side alone for a few seconds (to profile it), printing its CPU per call and\n"
-                 "               Redis commands per call\n",
+                 "               Redis commands per call\n"
+                 "  --runs N:    with --only, N timed runs of 0.5 s (default 10; more under a slow profiler such as\n"
+                 "               callgrind, so that the viewers reach their steady state)\n",
                  argv[0]);
     return 2;
   }
@@ -230,7 +236,7 @@ int main(int argc, char** argv) {
 
   if (args->only) {
     return run_one_side(io, *args->only == "redis" ? redis_side : memory, shared, redis.pid(), *args->only,
-                        quick ? 3 : 10);
+                        args->runs != 0 ? args->runs : (quick ? 3 : 10));
   }
 
   // Untimed first pass of every viewer on both sides: the stores hold what the timed runs reuse.
