@@ -14,7 +14,6 @@
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
-#include <asio/strand.hpp>
 
 #include "wandura/fleet/fleet.hpp"
 
@@ -58,7 +57,8 @@ public:
   /// on `strand`; later calls do nothing. Any thread.
   static void shut_down(std::shared_ptr<fleet_state> const& self) noexcept;
 
-  asio::strand<asio::any_io_executor> const strand;
+  /// A strand of the executor the fleet was given (of its io_context's executor when it holds one: see fleet.cpp).
+  asio::any_io_executor const strand;
   /// As given, `process_id` filled in ("host:pid" when empty).
   fleet_options const options;
   redis_client redis;
