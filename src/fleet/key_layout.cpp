@@ -13,13 +13,17 @@ namespace wandura::fleet_keys {
 namespace {
 
 void append_field(std::string& out, std::string_view field) {
-  out += std::to_string(field.size());
+  std::array<char, 20> length{}; // any size_t in decimal
+  out.append(length.data(), std::to_chars(length.data(), length.data() + length.size(), field.size()).ptr);
   out += ':';
   out += field;
 }
 
-std::string prefix(std::string_view org, std::string_view kind) {
-  std::string key = "wandura:{";
+/// The key prefix of `kind` in `org`'s hash tag, with room for `rest` more characters.
+std::string prefix(std::string_view org, std::string_view kind, std::size_t rest = 0) {
+  std::string key;
+  key.reserve(org.size() + kind.size() + 12 + rest);
+  key += "wandura:{";
   key += org;
   key += "}:";
   key += kind;
@@ -48,7 +52,10 @@ void check_org(std::string_view org) {
 }
 
 std::string ticket(std::string_view org, ticket_identity const& who) {
+  // Sized once: built field by field, the identity and the key each grew through several allocations, and this
+  // runs for every key a Redis lookup or store names.
   std::string identity;
+  identity.reserve(who.viewer_ref.size() + who.union_info.size() + who.film_ref.size() + who.intent.size() + 64);
   append_field(identity, who.viewer_ref);
   append_field(identity, who.union_info);
   append_field(identity, who.film_ref);
@@ -61,7 +68,7 @@ std::string ticket(std::string_view org, ticket_identity const& who) {
   if (md == nullptr || EVP_Digest(identity.data(), identity.size(), digest.data(), nullptr, md, nullptr) != 1) {
     SHA256(reinterpret_cast<unsigned char const*>(identity.data()), identity.size(), digest.data());
   }
-  std::string key = prefix(org, "ticket");
+  std::string key = prefix(org, "ticket", 32);
   constexpr std::string_view hex = "0123456789abcdef";
   for (std::size_t i = 0; i < 16; ++i) {
     key.push_back(hex[digest[i] >> 4U]);
