@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -81,6 +82,7 @@ private:
   std::chrono::steady_clock::time_point next_connect_at_{};
   std::chrono::milliseconds backoff_;
   redis_client_stats stats_;
+  std::string command_buffer_; ///< the command being sent, in RESP: reused, hiredis copies it out
 };
 
 } // namespace wandura::detail

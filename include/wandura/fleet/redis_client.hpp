@@ -117,9 +117,10 @@ public:
   /// - `errc::protocol_error`: the server sent bytes that are not RESP2 (the connection is dropped);
   /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command
   ///   was initiated; not sent in the latter case;
-  /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed.
+  /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;
+  /// - `errc::invalid_argument`: `args` is empty; not sent, not counted.
   ///
-  /// @param args the command and its arguments, binary safe. Copied into hiredis's output buffer when the
+  /// @param args the command and its arguments, binary safe (any bytes, CR/LF and NUL included; empty arguments too). Copied into hiredis's output buffer when the
   ///        operation starts (for `use_awaitable`, when it is awaited), so they must live until then.
   /// @param token completion token with signature `void(std::error_code, redis_reply)`.
   ///

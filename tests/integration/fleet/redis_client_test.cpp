@@ -95,6 +95,34 @@ TEST_CASE("redis client: a command round trip returns every reply kind as a valu
   CHECK(client.stats().pending == 0);
 }
 
+TEST_CASE("redis client: arguments with CR LF, empty and long ones go as they are, and an empty command is refused") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
+
+  std::string const framing = "x\r\n$3\r\nDEL\r\n*1\r\n"; // RESP framing inside a value stays a value
+  std::string const large(200'000, 'v');
+  REQUIRE_FALSE(std::get<0>(run_until_ok(io, client, {"MSET", "crlf", framing, "empty", "", "large", large})));
+  auto [get_ec, got] = run_command(io, client, {"MGET", "crlf", "empty", "large", "missing"});
+  REQUIRE_FALSE(get_ec);
+  REQUIRE(got.elements.size() == 4);
+  CHECK(got.elements[0].text == framing);
+  CHECK(got.elements[1].type == wandura::redis_reply::kind::string);
+  CHECK(got.elements[1].text.empty());
+  CHECK(got.elements[2].text == large);
+  CHECK(got.elements[3].is_nil());
+  CHECK(std::get<1>(run_command(io, client, {"DBSIZE"})).integer == 3); // nothing was read as a command of its own
+
+  auto const commands = client.stats().commands;
+  auto [empty_ec, empty_reply] = run_command(io, client, {});
+  CHECK(empty_ec == wandura::errc::invalid_argument);
+  CHECK(client.stats().commands == commands);
+  CHECK(std::get<1>(run_command(io, client, {"PING"})).text == "PONG"); // the connection is untouched
+}
+
 TEST_CASE("redis client: a paused redis times the command out in its timeout, and serves again after SIGCONT") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
