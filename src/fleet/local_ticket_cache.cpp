@@ -21,7 +21,7 @@ local_ticket with_decoded(cached_ticket cached) {
   return {std::move(cached), std::move(decoded)};
 }
 
-void local_ticket_cache::store(std::string key, ticket_identity const& who, local_ticket value,
+void local_ticket_cache::store(std::string key, ticket_identity who, local_ticket value,
                                std::chrono::system_clock::time_point reuse_until,
                                std::chrono::system_clock::time_point now, std::uint64_t generation) {
   // A later store replaces: the same identity, or (a key collision) another identity under the same key.
@@ -53,7 +53,7 @@ void local_ticket_cache::store(std::string key, ticket_identity const& who, loca
     drop(by_expiry_.begin()->second);
   }
   auto const [it, inserted] =
-      entries_.try_emplace(hashed_identity{hash, who}, entry{std::move(key), std::move(value), {}, generation});
+      entries_.try_emplace(hashed_identity{hash, std::move(who)}, entry{std::move(key), std::move(value), {}, generation});
   hashed_identity const* const id = &it->first;
   try {
     // Hinted at the end, where a ticket issued now nearly always goes (reuse limits grow with time): one step

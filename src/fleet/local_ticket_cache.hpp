@@ -62,7 +62,7 @@ public:
   /// replaces it. When full, tickets past their reuse limit at `now` make room; if none is, the ticket with the
   /// least reuse time left goes (of several with as little, the earliest stored), or this one is not kept if it has
   /// less than all.
-  void store(std::string key, ticket_identity const& who, local_ticket value,
+  void store(std::string key, ticket_identity who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
              std::uint64_t generation = 0);
   /// Drops the ticket kept under the Redis key `key`, if any.

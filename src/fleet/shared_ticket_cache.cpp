@@ -122,12 +122,12 @@ struct shared_ticket_cache::impl {
 
   /// Keeps `ticket` of `who` (Redis key `key`) locally until its reuse limit, as a near copy of generation
   /// `kept_as` (0: a fallback copy only).
-  void keep(std::string key, ticket_identity const& who, detail::local_ticket ticket, system_clock::time_point now,
+  void keep(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
             std::uint64_t kept_as) {
     auto const reuse_until = ticket.cached.expires_at - options.reuse_margin;
     {
       std::lock_guard lock(local_mutex);
-      local.store(std::move(key), who, std::move(ticket), reuse_until, now, kept_as);
+      local.store(std::move(key), std::move(who), std::move(ticket), reuse_until, now, kept_as);
     }
     subscribe();
   }
@@ -219,7 +219,7 @@ struct shared_ticket_cache::impl {
       keys.push_back(fleet_keys::ticket(org, who));
       args.push_back(detail::encode_envelope(who, ticket.cached));
       args.push_back(std::to_string(px));
-      keep(keys.back(), who, std::move(ticket), now, kept_as);
+      keep(keys.back(), std::move(who), std::move(ticket), now, kept_as); // `who` is not used again
     }
     if (keys.empty()) {
       co_return;
