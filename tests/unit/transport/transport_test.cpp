@@ -634,6 +634,56 @@ TEST_CASE("transport: cancellation completes with operation_aborted in every pha
   }
 }
 
+TEST_CASE("transport: the coroutine forms see terminal cancellation, and partial only when the caller lets it through") {
+  test_http_server server(server_behaviour::slow_body);
+  server.set_chunk_delay(20ms); // the body takes about half a second
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const request = post(server.url());
+  auto const started = [&] { return tr.stats().requests_in_flight == 1; };
+  using result = std::optional<wandura::attempt_result>;
+  auto keep = [](result& out) { return [&out](std::exception_ptr, wandura::attempt_result r) { out = std::move(r); }; };
+
+  // Through co_spawn's slot, a coroutine's default filter passes terminal cancellation only.
+  asio::cancellation_signal partial;
+  result filtered;
+  asio::co_spawn(io, tr.send_attempt(request, {}), asio::bind_cancellation_slot(partial.slot(), keep(filtered)));
+  run_until(io, started);
+  partial.emit(asio::cancellation_type::partial);
+  run_until(io, [&] { return filtered.has_value(); }, 5000ms);
+  REQUIRE(filtered.has_value());
+  CHECK_FALSE(filtered->error);
+  CHECK(filtered->response.body.view() == server.body());
+
+  asio::cancellation_signal terminal;
+  result ended;
+  asio::co_spawn(io, tr.send_attempt(request, {}), asio::bind_cancellation_slot(terminal.slot(), keep(ended)));
+  run_until(io, started);
+  terminal.emit(asio::cancellation_type::terminal);
+  run_until(io, [&] { return ended.has_value(); }, 200ms);
+  REQUIRE(ended.has_value());
+  CHECK(ended->error == asio::error::operation_aborted);
+
+  // A caller that widens its filter passes partial cancellation on, to send() as to send_attempt().
+  auto widened = [&]() -> asio::awaitable<wandura::attempt_result> {
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+    try {
+      auto response = co_await tr.send(request, {});
+      co_return wandura::attempt_result{{}, std::move(response), {}};
+    } catch (wandura::error const& e) {
+      co_return wandura::attempt_result{e.code(), {}, {}};
+    }
+  };
+  asio::cancellation_signal passed_on;
+  result cancelled;
+  asio::co_spawn(io, widened(), asio::bind_cancellation_slot(passed_on.slot(), keep(cancelled)));
+  run_until(io, started);
+  passed_on.emit(asio::cancellation_type::partial);
+  run_until(io, [&] { return cancelled.has_value(); }, 200ms);
+  REQUIRE(cancelled.has_value());
+  CHECK(cancelled->error == asio::error::operation_aborted);
+}
+
 TEST_CASE("transport: a cancellation emitted after completion does nothing to later requests") {
   test_http_server server;
   asio::io_context io;
