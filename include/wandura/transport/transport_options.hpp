@@ -18,7 +18,8 @@ namespace wandura {
 /// variable set later is not seen by an existing transport.
 struct transport_options {
   /// Largest response body accepted, in bytes. A larger body (by `Content-Length` or by bytes received) ends the
-  /// attempt with `errc::response_too_large`. Default 1 MiB.
+  /// attempt with `errc::response_too_large`. Default 1 MiB. Unlike the connection limits below, 0 is not "no
+  /// limit": it accepts empty bodies only (for no practical limit, give `SIZE_MAX`).
   std::size_t max_response_bytes = std::size_t{1} << 20U;
 
   /// Most connections open to one host at a time (CURLMOPT_MAX_HOST_CONNECTIONS); further transfers wait inside

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -552,6 +553,22 @@ TEST_CASE("transport: bodies over the cap fail with response_too_large, by Conte
     auto r = run(io, tr.send_attempt(request, {}));
     CHECK(r.error == errc::response_too_large);
     CHECK(tr.stats().sockets_open == 0); // the half-read connection is not pooled
+  }
+  SECTION("0 accepts empty bodies only; SIZE_MAX is no practical limit") {
+    test_http_server server(server_behaviour::oversized);
+    server.set_oversized_bytes(0); // a chunked body of no bytes
+    wandura::transport_options options;
+    options.max_response_bytes = 0;
+    wandura::transport tr(io.get_executor(), options);
+    auto request = post(server.url());
+    auto empty = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(empty.error);
+    CHECK(empty.response.body.size() == 0);
+    server.set_behaviour(server_behaviour::respond);
+    CHECK(run(io, tr.send_attempt(request, {})).error == errc::response_too_large);
+    options.max_response_bytes = SIZE_MAX;
+    wandura::transport unlimited(io.get_executor(), options);
+    CHECK(run(io, unlimited.send_attempt(request, {})).response.body.size() == server.body().size());
   }
 }
 
