@@ -25,6 +25,12 @@ namespace wandura::detail {
 /// earliest one left during the action, and none at all (not -1) when none is left. `begin_timeout_action` and
 /// `end_timeout_action` bracket every such action so that a wait nothing announced again is dropped.
 ///
+/// The owner's deadline (`set_owner_deadline`: the transport's earliest attempt deadline) is served by the same
+/// wait: libcurl may announce a deadline later than a request's own timeout (7.88, connecting with
+/// CURLOPT_TIMEOUT_MS of 1, replaces it by its 200 ms happy-eyeballs timer), so the owner's deadline cannot rely on
+/// libcurl's alone. A wait pending no later than `owner_tolerance` past it serves it too (libcurl's own deadline for
+/// a request is at most about a millisecond after the transport's): no second timer system call per request.
+///
 /// `make_handler()` is called only when a wait is started; the handler it returns is called as
 /// `handler(generation, ec)` on the strand: pass both to `on_fired`.
 ///
@@ -40,10 +46,20 @@ public:
   /// CURLMOPT_TIMERFUNCTION. Returns true when an immediate action must be posted by the caller (asked for
   /// outside `defer_immediate`, and not already on its way).
   template <class MakeHandler> [[nodiscard]] bool on_curl_request(long timeout_ms, MakeHandler const& make_handler);
-  /// A wait completed: true when libcurl's deadline has come and the owner must run a timeout action. Re-arms
-  /// itself when libcurl moved the deadline later.
+  /// What a completed wait means: `stale` (cancelled, or superseded by a later wait: nothing to do), `early`
+  /// (libcurl's deadline has not come: re-armed for it if it has one; the owner's deadline may have), `due`
+  /// (libcurl's deadline has come: the owner runs a timeout action).
+  enum class wake { stale, early, due };
+  static constexpr std::chrono::milliseconds owner_tolerance{2};
+
+  /// A wait completed: see `wake`.
   template <class MakeHandler>
-  [[nodiscard]] bool on_fired(std::uint64_t generation, std::error_code ec, MakeHandler const& make_handler);
+  [[nodiscard]] wake on_fired(std::uint64_t generation, std::error_code ec, MakeHandler const& make_handler);
+  /// The owner's own earliest deadline, `clock::time_point::max()` for none: a wait is pending no later than
+  /// `owner_tolerance` after it.
+  template <class MakeHandler> void set_owner_deadline(clock::time_point when, MakeHandler const& make_handler);
+  /// `set_owner_deadline(max)`: the owner has no deadline any more (a pending wait libcurl needs no more is dropped).
+  void clear_owner_deadline() noexcept;
 
   /// While set, an immediate action asked for is left to the caller (`start()` runs it after
   /// curl_multi_add_handle returns) instead of being posted.
@@ -56,16 +72,19 @@ public:
   [[nodiscard]] bool take_posted_immediate() noexcept;
 
   void begin_timeout_action() noexcept { deadline_.reset(); }
-  void end_timeout_action() noexcept;
+  template <class MakeHandler> void end_timeout_action(MakeHandler const& make_handler);
   /// Cancels any wait (shutdown).
   void cancel() noexcept;
 
 private:
   template <class MakeHandler> void arm(clock::time_point when, MakeHandler const& make_handler);
   void disarm() noexcept;
+  /// libcurl has no deadline: the wait serves the owner's, or none is left.
+  template <class MakeHandler> void serve_owner_only(MakeHandler const& make_handler);
 
   asio::steady_timer timer_;
   std::optional<clock::time_point> deadline_; ///< libcurl's deadline; none after -1 or 0
+  clock::time_point owner_ = clock::time_point::max(); ///< the owner's deadline; max for none
   bool armed_ = false;                        ///< a wait is pending on timer_...
   clock::time_point armed_at_;                ///< ...expiring then
   std::uint64_t generation_ = 0;              ///< of the current wait; older completions are stale
@@ -77,7 +96,7 @@ private:
 template <class MakeHandler> bool curl_timer::on_curl_request(long timeout_ms, MakeHandler const& make_handler) {
   if (timeout_ms < 0) {
     deadline_.reset();
-    disarm();
+    serve_owner_only(make_handler);
     return false;
   }
   if (timeout_ms == 0) {
@@ -102,20 +121,46 @@ template <class MakeHandler> bool curl_timer::on_curl_request(long timeout_ms, M
 }
 
 template <class MakeHandler>
-bool curl_timer::on_fired(std::uint64_t generation, std::error_code ec, MakeHandler const& make_handler) {
+curl_timer::wake curl_timer::on_fired(std::uint64_t generation, std::error_code ec, MakeHandler const& make_handler) {
   if (ec == asio::error::operation_aborted || generation != generation_) {
-    return false;
+    return wake::stale;
   }
   armed_ = false;
   if (!deadline_) {
-    return false; // libcurl deleted or replaced its deadline since
+    return wake::early; // libcurl deleted or replaced its deadline since, or the wait was the owner's
   }
   if (clock::now() < *deadline_) {
-    arm(*deadline_, make_handler); // libcurl moved the deadline later: wait again instead of acting early
-    return false;
+    arm(*deadline_, make_handler); // libcurl moved the deadline later, or the owner's came first: wait again
+    return wake::early;
   }
   deadline_.reset();
-  return true;
+  return wake::due;
+}
+
+template <class MakeHandler> void curl_timer::set_owner_deadline(clock::time_point when, MakeHandler const& make_handler) {
+  owner_ = when;
+  if (when == clock::time_point::max()) {
+    clear_owner_deadline();
+  } else if (!armed_ || armed_at_ - when > owner_tolerance) {
+    arm(when, make_handler);
+  }
+}
+
+template <class MakeHandler> void curl_timer::end_timeout_action(MakeHandler const& make_handler) {
+  // Nothing announced a deadline during the action and no immediate action is on its way: a wait still pending
+  // from an earlier deadline would hold the io_context until it expired (the connect timeout after a burst of
+  // HTTP/2 streams), unless the owner's deadline needs it.
+  if (!deadline_ && !immediate_wanted_) {
+    serve_owner_only(make_handler);
+  }
+}
+
+template <class MakeHandler> void curl_timer::serve_owner_only(MakeHandler const& make_handler) {
+  if (owner_ == clock::time_point::max()) {
+    disarm();
+  } else if (!armed_ || armed_at_ - owner_ > owner_tolerance) {
+    arm(owner_, make_handler);
+  }
 }
 
 template <class MakeHandler> void curl_timer::arm(clock::time_point when, MakeHandler const& make_handler) {

@@ -179,7 +179,10 @@ void transport_impl::activate(transfer* t) {
   if (timed) {
     auto const started = t->queued_at != clock::time_point{} ? t->queued_at : now;
     t->deadline = attempt_deadline(started, t->options.timeout);
-    earliest_deadline_ = std::min(earliest_deadline_, t->deadline);
+    if (t->deadline < earliest_deadline_) {
+      earliest_deadline_ = t->deadline;
+      timer_.set_owner_deadline(earliest_deadline_, timer_handler_factory());
+    }
   }
   std::string why;
   if (auto ec = setup_.configure(*t, now, why)) {
@@ -258,14 +261,15 @@ void transport_impl::end_active(transfer* t, std::error_code ec, std::string_vie
   complete(t, ec, detail);
 }
 
-/// Ends the active requests whose attempt timeout passed, just before libcurl would (its deadline for each is no
-/// earlier than the transport's, and the timer that runs this fires at libcurl's earliest deadline): when libcurl
-/// times a request out itself, the connection is kept with the reset unsent (see end_active).
-void transport_impl::expire_attempts() {
-  // No tolerance is needed: libcurl times a request out only once its own deadline, no earlier than ours, passed.
+/// Ends the active requests whose attempt timeout passed, before libcurl would (its deadline for each is no
+/// earlier than the transport's): when libcurl times a request out itself, the connection is kept with the reset
+/// unsent (see end_active). Runs whenever libcurl's timer wait completes, which also serves the earliest attempt
+/// deadline (libcurl may announce a later one than a request's own timeout: see curl_timer).
+bool transport_impl::expire_attempts() {
   auto const now = clock::now();
   if (now < earliest_deadline_) {
-    return;
+    timer_.set_owner_deadline(earliest_deadline_, timer_handler_factory()); // the wait may have been libcurl's
+    return false;
   }
   std::vector<transfer*> expired;
   auto next = clock::time_point::max();
@@ -279,12 +283,14 @@ void transport_impl::expire_attempts() {
     }
   });
   earliest_deadline_ = next;
+  timer_.set_owner_deadline(earliest_deadline_, timer_handler_factory());
   for (transfer* t : expired) {
     auto const ec = map_curl_result(CURLE_OPERATION_TIMEDOUT, t->facts);
     auto const why = "attempt timeout of " + std::to_string(t->options.timeout.count()) + " ms passed " +
                      (t->facts.response_started ? "mid-response" : "before a response");
     end_active(t, ec, why);
   }
+  return !expired.empty();
 }
 
 /// Takes an active transfer's easy handle out of libcurl. Sockets it opened that no connection adopted are gone
@@ -292,6 +298,10 @@ void transport_impl::expire_attempts() {
 void transport_impl::remove_active(transfer* t) noexcept {
   curl_multi_remove_handle(multi_, t->easy);
   queue_.deactivated();
+  if (queue_.in_flight() == 0 && earliest_deadline_ != clock::time_point::max()) {
+    earliest_deadline_ = clock::time_point::max(); // nothing left to time out: an idle transport holds no wait
+    timer_.clear_owner_deadline();
+  }
   for (auto const& s : t->unadopted_sockets) {
     sockets_.forget_closed(s);
   }

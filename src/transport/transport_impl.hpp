@@ -69,7 +69,7 @@ private:
   void cancel(transfer* t, std::uint64_t generation);
   void finish(transfer* t, CURLcode rc);
   void end_active(transfer* t, std::error_code ec, std::string_view detail) noexcept;
-  void expire_attempts();
+  bool expire_attempts(); ///< true when it ended any
   void remove_active(transfer* t) noexcept;
   void complete(transfer* t, std::error_code ec, std::string_view detail = {}) noexcept;
   void shutdown();

@@ -19,7 +19,7 @@ void transport_impl::socket_action(curl_socket_t fd, int events) {
   }
   curl_multi_socket_action(multi_, fd, events, &running);
   if (timeout_action) {
-    timer_.end_timeout_action();
+    timer_.end_timeout_action(timer_handler_factory());
   }
   drain();
   update_socket_wait();
@@ -70,11 +70,21 @@ void transport_impl::on_sockets_ready(std::uint64_t generation, std::error_code 
 }
 
 void transport_impl::on_timer_fired(std::uint64_t generation, std::error_code ec) {
-  if (state_ == state::running && timer_.on_fired(generation, ec, timer_handler_factory())) {
-    expire_attempts();
-    socket_action(CURL_SOCKET_TIMEOUT, 0);
-    publish_stats();
+  if (state_ != state::running) {
+    return;
   }
+  auto const wake = timer_.on_fired(generation, ec, timer_handler_factory());
+  if (wake == curl_timer::wake::stale) {
+    return;
+  }
+  bool const ended = expire_attempts(); // an attempt deadline may be why this wait ran (libcurl's can be later)
+  if (wake == curl_timer::wake::due) {
+    socket_action(CURL_SOCKET_TIMEOUT, 0); // reaps, starts queued requests and updates the socket wait
+  } else if (ended) {
+    drain(); // the slots the ended attempts held go to queued requests
+    update_socket_wait();
+  }
+  publish_stats();
 }
 
 /// Requests whose attempt timeout passed while queued complete with attempt_timeout: they were never sent.

@@ -317,6 +317,43 @@ TEST_CASE("transport: a URL whose scheme is not http or https is refused, and no
   std::filesystem::remove(file);
 }
 
+TEST_CASE("transport: a timeout shorter than libcurl's next deadline still ends the attempt on time") {
+  // libcurl 7.88, connecting with CURLOPT_TIMEOUT_MS of 1, announces its 200 ms happy-eyeballs timer as its next
+  // deadline: the attempt used to end then, 200 times its timeout. The transport's own deadline wakes the loop.
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  for (auto const timeout : {1ms, 1ms, 2ms, 3ms}) {
+    wandura::attempt_options options;
+    options.timeout = timeout;
+    auto const start = clock_type::now();
+    auto const r = run(io, tr.send_attempt(request, options));
+    auto const elapsed = clock_type::now() - start;
+    CHECK((r.error == errc::attempt_timeout || r.error == errc::connect_failed));
+    CHECK(elapsed < 150ms); // 200 ms before; generous for sanitizers on a loaded machine
+  }
+  run_until(io, [&] { return tr.stats().sockets_open == 0; });
+  CHECK(tr.stats().sockets_open == 0);
+
+  // The slot an attempt ended this way held goes to the next queued request at once.
+  wandura::transport_options one_at_a_time;
+  one_at_a_time.max_in_flight = 1;
+  wandura::transport queued(io.get_executor(), one_at_a_time);
+  wandura::attempt_options brief;
+  brief.timeout = 1ms;
+  wandura::attempt_options longer;
+  longer.timeout = 150ms;
+  std::vector<wandura::attempt_result> results;
+  auto keep = [&](std::exception_ptr, wandura::attempt_result r) { results.push_back(std::move(r)); };
+  asio::co_spawn(io, queued.send_attempt(request, brief), keep);
+  asio::co_spawn(io, queued.send_attempt(request, longer), keep);
+  run_until(io, [&] { return results.size() == 2; });
+  REQUIRE(results.size() == 2);
+  CHECK(results[1].error == errc::attempt_timeout);
+  CHECK(results[1].detail.find("queued") == std::string::npos); // it was sent, not left in the queue
+}
+
 TEST_CASE("transport: an attempt timeout past the clock's range means no deadline, not an instant timeout") {
   test_http_server server;
   asio::io_context io;
