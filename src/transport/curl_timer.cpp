@@ -15,6 +15,15 @@ bool curl_timer::take_posted_immediate() noexcept {
   return take_immediate();
 }
 
+void curl_timer::end_timeout_action() noexcept {
+  // Nothing announced a deadline during the action and no immediate action is on its way: a wait still pending
+  // from an earlier deadline would hold the io_context until it expired (the connect timeout after a burst of
+  // HTTP/2 streams), unless the owner's deadline may need it (then the owner serves it after the action).
+  if (!deadline_ && !immediate_wanted_ && owner_ == clock::time_point::max()) {
+    disarm();
+  }
+}
+
 void curl_timer::clear_owner_deadline() noexcept {
   owner_ = clock::time_point::max();
   if (!deadline_ && !immediate_wanted_) {

@@ -29,7 +29,8 @@ namespace wandura::detail {
 /// wait: libcurl may announce a deadline later than a request's own timeout (7.88, connecting with
 /// CURLOPT_TIMEOUT_MS of 1, replaces it by its 200 ms happy-eyeballs timer), so the owner's deadline cannot rely on
 /// libcurl's alone. A wait pending no later than `owner_tolerance` past it serves it too (libcurl's own deadline for
-/// a request is at most about a millisecond after the transport's): no second timer system call per request.
+/// a request is at most about a millisecond after the transport's), and the owner asks for one (`serve_owner`) only
+/// after the libcurl calls that follow a change have announced theirs: no second timer system call per request.
 ///
 /// `make_handler()` is called only when a wait is started; the handler it returns is called as
 /// `handler(generation, ec)` on the strand: pass both to `on_fired`.
@@ -55,10 +56,13 @@ public:
   /// A wait completed: see `wake`.
   template <class MakeHandler>
   [[nodiscard]] wake on_fired(std::uint64_t generation, std::error_code ec, MakeHandler const& make_handler);
-  /// The owner's own earliest deadline, `clock::time_point::max()` for none: a wait is pending no later than
-  /// `owner_tolerance` after it.
-  template <class MakeHandler> void set_owner_deadline(clock::time_point when, MakeHandler const& make_handler);
-  /// `set_owner_deadline(max)`: the owner has no deadline any more (a pending wait libcurl needs no more is dropped).
+  /// The owner's own earliest deadline, `clock::time_point::max()` for none. Only noted: `serve_owner` makes a
+  /// wait cover it, after the libcurl calls that follow have announced their own deadlines.
+  void set_owner_deadline(clock::time_point when) noexcept { owner_ = when; }
+  /// Makes a wait pending no later than `owner_tolerance` after the owner's deadline, if it has one: one more wait
+  /// only when libcurl's own would come later.
+  template <class MakeHandler> void serve_owner(MakeHandler const& make_handler);
+  /// The owner has no deadline any more: a pending wait libcurl needs no more is dropped.
   void clear_owner_deadline() noexcept;
 
   /// While set, an immediate action asked for is left to the caller (`start()` runs it after
@@ -72,15 +76,13 @@ public:
   [[nodiscard]] bool take_posted_immediate() noexcept;
 
   void begin_timeout_action() noexcept { deadline_.reset(); }
-  template <class MakeHandler> void end_timeout_action(MakeHandler const& make_handler);
+  void end_timeout_action() noexcept;
   /// Cancels any wait (shutdown).
   void cancel() noexcept;
 
 private:
   template <class MakeHandler> void arm(clock::time_point when, MakeHandler const& make_handler);
   void disarm() noexcept;
-  /// libcurl has no deadline: the wait serves the owner's, or none is left.
-  template <class MakeHandler> void serve_owner_only(MakeHandler const& make_handler);
 
   asio::steady_timer timer_;
   std::optional<clock::time_point> deadline_; ///< libcurl's deadline; none after -1 or 0
@@ -96,7 +98,9 @@ private:
 template <class MakeHandler> bool curl_timer::on_curl_request(long timeout_ms, MakeHandler const& make_handler) {
   if (timeout_ms < 0) {
     deadline_.reset();
-    serve_owner_only(make_handler);
+    if (owner_ == clock::time_point::max()) {
+      disarm(); // else the owner serves its deadline after the libcurl call (serve_owner)
+    }
     return false;
   }
   if (timeout_ms == 0) {
@@ -137,28 +141,8 @@ curl_timer::wake curl_timer::on_fired(std::uint64_t generation, std::error_code 
   return wake::due;
 }
 
-template <class MakeHandler> void curl_timer::set_owner_deadline(clock::time_point when, MakeHandler const& make_handler) {
-  owner_ = when;
-  if (when == clock::time_point::max()) {
-    clear_owner_deadline();
-  } else if (!armed_ || armed_at_ - when > owner_tolerance) {
-    arm(when, make_handler);
-  }
-}
-
-template <class MakeHandler> void curl_timer::end_timeout_action(MakeHandler const& make_handler) {
-  // Nothing announced a deadline during the action and no immediate action is on its way: a wait still pending
-  // from an earlier deadline would hold the io_context until it expired (the connect timeout after a burst of
-  // HTTP/2 streams), unless the owner's deadline needs it.
-  if (!deadline_ && !immediate_wanted_) {
-    serve_owner_only(make_handler);
-  }
-}
-
-template <class MakeHandler> void curl_timer::serve_owner_only(MakeHandler const& make_handler) {
-  if (owner_ == clock::time_point::max()) {
-    disarm();
-  } else if (!armed_ || armed_at_ - owner_ > owner_tolerance) {
+template <class MakeHandler> void curl_timer::serve_owner(MakeHandler const& make_handler) {
+  if (owner_ != clock::time_point::max() && (!armed_ || armed_at_ - owner_ > owner_tolerance)) {
     arm(owner_, make_handler);
   }
 }

@@ -181,7 +181,7 @@ void transport_impl::activate(transfer* t) {
     t->deadline = attempt_deadline(started, t->options.timeout);
     if (t->deadline < earliest_deadline_) {
       earliest_deadline_ = t->deadline;
-      timer_.set_owner_deadline(earliest_deadline_, timer_handler_factory());
+      timer_.set_owner_deadline(earliest_deadline_); // served after the action this start is followed by
     }
   }
   std::string why;
@@ -268,7 +268,6 @@ void transport_impl::end_active(transfer* t, std::error_code ec, std::string_vie
 bool transport_impl::expire_attempts() {
   auto const now = clock::now();
   if (now < earliest_deadline_) {
-    timer_.set_owner_deadline(earliest_deadline_, timer_handler_factory()); // the wait may have been libcurl's
     return false;
   }
   std::vector<transfer*> expired;
@@ -283,7 +282,7 @@ bool transport_impl::expire_attempts() {
     }
   });
   earliest_deadline_ = next;
-  timer_.set_owner_deadline(earliest_deadline_, timer_handler_factory());
+  timer_.set_owner_deadline(earliest_deadline_);
   for (transfer* t : expired) {
     auto const ec = map_curl_result(CURLE_OPERATION_TIMEDOUT, t->facts);
     auto const why = "attempt timeout of " + std::to_string(t->options.timeout.count()) + " ms passed " +

@@ -19,10 +19,11 @@ void transport_impl::socket_action(curl_socket_t fd, int events) {
   }
   curl_multi_socket_action(multi_, fd, events, &running);
   if (timeout_action) {
-    timer_.end_timeout_action(timer_handler_factory());
+    timer_.end_timeout_action();
   }
   drain();
   update_socket_wait();
+  timer_.serve_owner(timer_handler_factory()); // libcurl announced its deadlines: is the earliest attempt's covered?
 }
 
 /// Reaps finished transfers after every curl_multi_socket_action, then starts queued ones.
@@ -80,9 +81,12 @@ void transport_impl::on_timer_fired(std::uint64_t generation, std::error_code ec
   bool const ended = expire_attempts(); // an attempt deadline may be why this wait ran (libcurl's can be later)
   if (wake == curl_timer::wake::due) {
     socket_action(CURL_SOCKET_TIMEOUT, 0); // reaps, starts queued requests and updates the socket wait
-  } else if (ended) {
-    drain(); // the slots the ended attempts held go to queued requests
-    update_socket_wait();
+  } else {
+    if (ended) {
+      drain(); // the slots the ended attempts held go to queued requests
+      update_socket_wait();
+    }
+    timer_.serve_owner(timer_handler_factory());
   }
   publish_stats();
 }
