@@ -66,6 +66,61 @@ void format_command(std::span<std::string_view const> args, std::string& out) {
   }
 }
 
+// hiredis 0.14 asserts, aborting the process, when a reply that is not an error arrives with no command waiting for
+// it on a connection that is neither subscribed nor monitoring (redisProcessCallbacks): a server, proxy or anything
+// on the port that sends one reply too many would end every process of the fleet. The reader's object functions see
+// each reply begin: a top-level one with no callback queued is refused there (the reader then fails as out of
+// memory, hiredis drops the connection, and the connection reports a protocol error). An unexpected error reply is
+// left to hiredis, which drops the connection with the server's text.
+/// hiredis's own object functions: one table, the one every reader starts with.
+redisReplyObjectFunctions const& hiredis_functions() {
+  static redisReplyObjectFunctions const* const own = [] {
+    redisReader* reader = redisReaderCreate();
+    redisReplyObjectFunctions const* fn = reader != nullptr ? reader->fn : nullptr;
+    redisReaderFree(reader);
+    return fn;
+  }();
+  return *own;
+}
+
+bool unexpected_reply(redisReadTask const* task) noexcept {
+  if (task->parent != nullptr || task->type == REDIS_REPLY_ERROR) {
+    return false;
+  }
+  auto* ac = static_cast<redisAsyncContext*>(task->privdata);
+  if (ac == nullptr || ac->replies.head != nullptr || (ac->c.flags & (REDIS_SUBSCRIBED | REDIS_MONITORING)) != 0) {
+    return false;
+  }
+  static_cast<redis_connection*>(ac->data)->refuse_unexpected_reply();
+  return true;
+}
+
+void* create_string(redisReadTask const* task, char* text, std::size_t size) {
+  return unexpected_reply(task) ? nullptr : hiredis_functions().createString(task, text, size);
+}
+void* create_array(redisReadTask const* task, int elements) {
+  return unexpected_reply(task) ? nullptr : hiredis_functions().createArray(task, elements);
+}
+void* create_integer(redisReadTask const* task, long long value) { // NOLINT(google-runtime-int): hiredis's type
+  return unexpected_reply(task) ? nullptr : hiredis_functions().createInteger(task, value);
+}
+void* create_nil(redisReadTask const* task) {
+  return unexpected_reply(task) ? nullptr : hiredis_functions().createNil(task);
+}
+void free_object(void* reply) {
+  hiredis_functions().freeObject(reply);
+}
+
+redisReplyObjectFunctions guarded_reply_functions{&create_string, &create_array, &create_integer, &create_nil,
+                                                  &free_object};
+
+/// Puts the guard above in `ac`'s reader.
+void guard_replies(redisAsyncContext* ac) {
+  (void)hiredis_functions(); // looked up once, before the reader can need it
+  ac->c.reader->fn = &guarded_reply_functions;
+  ac->c.reader->privdata = ac;
+}
+
 // Owns the shared op while hiredis holds it as privdata; hiredis calls every callback exactly once (with a null
 // reply when the context goes away first).
 using op_holder = std::shared_ptr<redis_command_op>;
@@ -230,6 +285,7 @@ bool redis_connection::open_context(std::error_code& ec) {
   }
   ac_ = ac;
   ac->data = this;
+  guard_replies(ac);
   connected_ = false;
   ready_ = false;
   setup_pending_ = 0;

@@ -17,6 +17,7 @@
 #include "hiredis_asio.hpp"
 #include "wandura/fleet/detail/redis_command_op.hpp"
 #include "wandura/fleet/redis_client.hpp"
+#include "wandura/error.hpp"
 #include "wandura/fleet/redis_url.hpp"
 
 struct redisAsyncContext;
@@ -42,6 +43,8 @@ public:
   [[nodiscard]] redis_url const& url() const noexcept { return url_; }
   [[nodiscard]] redis_options const& options() const noexcept { return options_; }
   [[nodiscard]] redis_client_stats stats() const noexcept;
+  /// A reply came that no command waits for: the connection is dropped as a protocol error (from the reader).
+  void refuse_unexpected_reply() noexcept { down_reason_ = errc::protocol_error; }
 
 private:
   bool ensure_context(std::error_code& ec);

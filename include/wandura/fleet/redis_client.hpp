@@ -114,7 +114,8 @@ public:
   /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused; not executed;
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
   /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
-  /// - `errc::protocol_error`: the server sent bytes that are not RESP2 (the connection is dropped);
+  /// - `errc::protocol_error`: the server sent bytes that are not RESP2, or a reply no command waits for (the
+  ///   connection is dropped; commands it carried fail so, later ones connect again);
   /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command
   ///   was initiated; not sent in the latter case;
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;

@@ -64,6 +64,29 @@ TEST_CASE("redis client: a server that closes mid-array is a connection_reset") 
   CHECK(ec == wandura::errc::connection_reset);
 }
 
+TEST_CASE("redis client: a reply no command waits for ends the connection, and the process lives") {
+  // hiredis 0.14 asserts (aborts the process) on such a reply: one line too many from whatever listens on the port.
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::co_spawn(io, answer_once(acceptor, "$3\r\nabc\r\n+EXTRA\r\n"), asio::detached);
+  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+  auto const [ec, reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    std::array<std::string_view, 2> get{"GET", "k"};
+    co_return co_await client.async_command(get, asio::experimental::as_tuple(asio::use_awaitable));
+  }());
+  REQUIRE_FALSE(ec);
+  CHECK(reply.text == "abc"); // the reply the command waited for
+  // The stray reply ended the connection: the next command connects again (refused now: nothing listens).
+  acceptor.close();
+  auto const [next_ec, next] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    std::array<std::string_view, 1> ping{"PING"};
+    co_return co_await client.async_command(ping, asio::experimental::as_tuple(asio::use_awaitable));
+  }());
+  CHECK(next_ec == wandura::errc::connect_failed);
+  CHECK(client.stats().connects == 1);
+}
+
 TEST_CASE("redis client: a well-formed fake reply is read as a value") {
   auto [ec, reply] = ask_fake_server("$3\r\nabc\r\n");
   REQUIRE_FALSE(ec);
