@@ -250,7 +250,7 @@ struct shared_ticket_cache::impl {
 
 shared_ticket_cache::shared_ticket_cache(redis_client& redis, std::string_view org, ticket_cache_options options) {
   fleet_keys::check_org(org);
-  impl_ = std::make_unique<impl>(redis, std::string(org), std::move(options));
+  impl_ = std::make_shared<impl>(redis, std::string(org), std::move(options));
 }
 
 shared_ticket_cache::~shared_ticket_cache() = default;
@@ -291,7 +291,8 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
       rest_at.push_back(i);
     }
   }
-  auto lookup = impl_->look_up(rest, now, payloads::any); // named: GCC 12 and co_await temporaries
+  auto const self = impl_; // the lookup may outlive this cache
+  auto lookup = self->look_up(rest, now, payloads::any); // named: GCC 12 and co_await temporaries
   auto remote = co_await std::move(lookup);
   for (std::size_t j = 0; j < rest_at.size(); ++j) {
     if (remote[j]) {
@@ -319,22 +320,23 @@ asio::awaitable<void> shared_ticket_cache::put_many(std::vector<std::pair<ticket
   for (auto& [who, ticket] : tickets) {
     entries.emplace_back(std::move(who), detail::with_decoded(std::move(ticket)));
   }
-  auto store = impl_->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
+  auto const self = impl_; // the store may outlive this cache
+  auto store = self->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
   co_await std::move(store);
 }
 
 asio::awaitable<void> shared_ticket_cache::erase(ticket_identity who) {
   check_identity(who);
-  impl& self = *impl_;
-  std::string const key = fleet_keys::ticket(self.org, who);
-  self.forget(key);
+  auto const self = impl_; // the erase may outlive this cache
+  std::string const key = fleet_keys::ticket(self->org, who);
+  self->forget(key);
   std::array<std::string_view, 1> const keys{key};
-  std::array<std::string_view, 1> const args{self.erase_channel};
-  co_await detail::run_or_fall_back(self.erase_script, self.redis, self.guard, keys, args, &is_integer,
+  std::array<std::string_view, 1> const args{self->erase_channel};
+  co_await detail::run_or_fall_back(self->erase_script, self->redis, self->guard, keys, args, &is_integer,
                                     "ticket cache: erase");
   // Once more: a lookup whose MGET went out before the erase (one connection, answered in order) read the ticket
   // and kept it meanwhile, and this erase's own notice may come back later than its reply.
-  self.forget(key);
+  self->forget(key);
 }
 
 std::uint64_t shared_ticket_cache::near_hits() const noexcept {

@@ -72,7 +72,7 @@ shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view o
     throw error(errc::invalid_argument,
                 "viewer limit: tickets_per_minute must be finite and > 0, burst finite and >= 0");
   }
-  impl_ = std::make_unique<impl>(redis, std::string(org), std::move(options));
+  impl_ = std::make_shared<impl>(redis, std::string(org), std::move(options));
 }
 
 shared_viewer_limit::~shared_viewer_limit() = default;
@@ -85,9 +85,10 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   if (tickets == 0) {
     co_return viewer_limit_decision{true, std::chrono::milliseconds(0)}; // nothing to count: no round trip
   }
+  auto const self = impl_; // the operation may outlive this limiter
   auto pending = take(std::move(viewer_ref), tickets, now); // named: no temporaries inside co_await (GCC 12)
   auto decision = co_await std::move(pending);
-  ++(decision.granted ? impl_->stats.granted : impl_->stats.refused);
+  ++(decision.granted ? self->stats.granted : self->stats.refused);
   co_return decision;
 }
 
@@ -107,20 +108,20 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::take(std::string vie
   if (viewer_ref.empty()) {
     throw error(errc::invalid_argument, "viewer limit: viewer_ref must not be empty");
   }
-  impl& self = *impl_;
+  auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  std::string const key = fleet_keys::viewer(self.org, self.key_rate, viewer_ref);
-  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(self.rate_per_ms),
-                                        detail::number_text(self.capacity), detail::number_text(n)};
+  std::string const key = fleet_keys::viewer(self->org, self->key_rate, viewer_ref);
+  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(self->rate_per_ms),
+                                        detail::number_text(self->capacity), detail::number_text(n)};
   std::array<std::string_view, 1> const keys{key};
   std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
   auto const reply =
-      co_await detail::run_or_fall_back(self.script, self.redis, self.guard, keys, args, &is_pair, "viewer limit");
+      co_await detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair, "viewer limit");
   if (reply) {
     auto const answer = detail::integer_pair(*reply);
     co_return viewer_limit_decision{answer->first == 1, std::chrono::milliseconds(answer->second)};
   }
-  auto const local = self.take_locally(viewer_ref, now_ms, n);
+  auto const local = self->take_locally(viewer_ref, now_ms, n);
   co_return viewer_limit_decision{local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(local.wait_ms))};
 }
 

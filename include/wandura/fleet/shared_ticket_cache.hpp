@@ -86,6 +86,10 @@ struct ticket_cache_stats {
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only, except `find_near`, `near_hits`,
 /// `erasures_heard` and `near_cache_live` (any thread, while the executor runs the cache's operations).
+/// @par Lifetime
+/// The cache may be destroyed while operations it started are in flight: they keep what they use and complete as
+/// they would have (the `redis_client` must still outlive them; destroying it completes them with
+/// `operation_aborted`).
 class shared_ticket_cache {
 public:
   /// @param redis must outlive the cache. @param org the organisation (hash tag), 1-64 of [A-Za-z0-9._-]; copied.
@@ -148,7 +152,7 @@ public:
 private:
   friend struct detail::ticket_cache_access; // the fleet's ticket store: its payloads decoded once, not per hit
   struct impl;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<impl> impl_; ///< shared with the operations in flight: they may outlive the cache
 };
 
 } // namespace wandura

@@ -58,6 +58,9 @@ struct viewer_limit_stats {
 ///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only.
+/// @par Lifetime
+/// The limiter may be destroyed while operations it started are in flight: they keep what they use and complete as
+/// they would have (the `redis_client` must still outlive them).
 class shared_viewer_limit {
 public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
@@ -87,7 +90,7 @@ public:
 
 private:
   struct impl;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<impl> impl_; ///< shared with the operations in flight: they may outlive the limiter
   asio::awaitable<viewer_limit_decision> take(std::string viewer_ref, double n,
                                               std::chrono::system_clock::time_point now);
 };

@@ -203,6 +203,43 @@ TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered lo
   CHECK(cache.stats().fallbacks == 0);
 }
 
+TEST_CASE("shared ticket cache: destroyed with a lookup and a store and an erase in flight it lets each complete") {
+  // The operations kept references into the cache across their wait for Redis: ASan saw a use after free.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  auto cache = std::make_unique<wandura::shared_ticket_cache>(client, "org_demo",
+                                                              wandura::ticket_cache_options{.near_cache = false});
+  auto const now = system_clock::now();
+  test_support::run(io, cache->put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  redis->pause();
+  std::optional<wandura::cached_ticket> found;
+  int done = 0;
+  asio::co_spawn(io, cache->get(viewer_on("device-7"), now), [&](std::exception_ptr e, auto ticket) {
+    found = e ? std::nullopt : ticket;
+    ++done;
+  });
+  asio::co_spawn(io, cache->put(viewer_on("device-8"), {"tkt_8", now + 30min}, now),
+                 [&](std::exception_ptr) { ++done; });
+  asio::co_spawn(io, cache->erase(viewer_on("device-9")), [&](std::exception_ptr) { ++done; });
+  io.restart();
+  io.run_for(50ms); // all three sent, waiting on the paused server
+  CHECK(done == 0);
+  cache.reset();
+  redis->resume();
+  io.restart();
+  for (int i = 0; i < 500 && done < 3; ++i) {
+    io.run_for(10ms);
+    io.restart();
+  }
+  CHECK(done == 3);
+  REQUIRE(found.has_value());
+  CHECK(found->payload == "tkt_7");
+}
+
 TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reused by another") {
   wandura::ticket_cache_options const redis_only{.near_cache = false};
   auto started = two_caches::start_or_skip(redis_only, redis_only);

@@ -2,9 +2,12 @@
 #include "wandura/fleet/shared_viewer_limit.hpp"
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fleet_test_support.hpp"
@@ -38,6 +41,35 @@ TEST_CASE("shared viewer limit: one limit across two processes, all or nothing, 
   CHECK_FALSE(test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 1, t0 + 5999ms)).granted);
   CHECK(test_support::run(fleet.io, limit_a.try_acquire("viewer:1", 1, t0 + 6000ms)).granted);
   CHECK(limit_a.stats().fallbacks + limit_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared viewer limit: destroyed with an acquire in flight it lets the acquire complete") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  auto limit = std::make_unique<wandura::shared_viewer_limit>(fleet.a, "org_demo",
+                                                              wandura::viewer_limit_options{.tickets_per_minute = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  CHECK(test_support::run(fleet.io, limit->try_acquire("viewer:1", 1, t0)).granted); // connected, script loaded
+  redis->pause();
+  std::optional<bool> granted;
+  asio::co_spawn(fleet.io, limit->try_acquire("viewer:1", 2, t0), [&](std::exception_ptr e, auto decision) {
+    granted = !e && decision.granted;
+  });
+  fleet.io.restart();
+  fleet.io.run_for(50ms); // sent, waiting on the paused server
+  CHECK_FALSE(granted.has_value());
+  limit.reset();
+  redis->resume();
+  fleet.io.restart();
+  for (int i = 0; i < 500 && !granted; ++i) {
+    fleet.io.run_for(10ms);
+    fleet.io.restart();
+  }
+  REQUIRE(granted.has_value());
+  CHECK(*granted);
 }
 
 TEST_CASE("shared viewer limit: after SCRIPT FLUSH (or a restart) the script is sent again and answers") {
