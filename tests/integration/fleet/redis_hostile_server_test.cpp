@@ -33,16 +33,27 @@ asio::awaitable<void> answer_once(asio::ip::tcp::acceptor& acceptor, std::string
   socket.close();
 }
 
-outcome ask_fake_server(std::string answer) {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::co_spawn(io, answer_once(acceptor, std::move(answer)), asio::detached);
-  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
-  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+outcome send_command(asio::io_context& io, wandura::redis_client& client, std::vector<std::string_view> args) {
   return test_support::run(io, [&]() -> asio::awaitable<outcome> {
-    std::array<std::string_view, 2> get{"GET", "k"};
-    co_return co_await client.async_command(get, asio::experimental::as_tuple(asio::use_awaitable));
+    co_return co_await client.async_command(args, asio::experimental::as_tuple(asio::use_awaitable));
   }());
+}
+
+// A fake server that answers its first connection's first command with `answer`, and a client of it.
+struct fake_server {
+  explicit fake_server(std::string answer) {
+    asio::co_spawn(io, answer_once(acceptor, std::move(answer)), asio::detached);
+  }
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  wandura::redis_client client{
+      io.get_executor(),
+      {.url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), .command_timeout = 2s}};
+};
+
+outcome ask_fake_server(std::string answer) {
+  fake_server server(std::move(answer));
+  return send_command(server.io, server.client, {"GET", "k"});
 }
 
 } // namespace
@@ -66,25 +77,14 @@ TEST_CASE("redis client: a server that closes mid-array is a connection_reset") 
 
 TEST_CASE("redis client: a reply no command waits for ends the connection, and the process lives") {
   // hiredis 0.14 asserts (aborts the process) on such a reply: one line too many from whatever listens on the port.
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::co_spawn(io, answer_once(acceptor, "$3\r\nabc\r\n+EXTRA\r\n"), asio::detached);
-  std::string const url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
-  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
-  auto const [ec, reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
-    std::array<std::string_view, 2> get{"GET", "k"};
-    co_return co_await client.async_command(get, asio::experimental::as_tuple(asio::use_awaitable));
-  }());
+  fake_server server("$3\r\nabc\r\n+EXTRA\r\n");
+  auto const [ec, reply] = send_command(server.io, server.client, {"GET", "k"});
   REQUIRE_FALSE(ec);
   CHECK(reply.text == "abc"); // the reply the command waited for
   // The stray reply ended the connection: the next command connects again (refused now: nothing listens).
-  acceptor.close();
-  auto const [next_ec, next] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
-    std::array<std::string_view, 1> ping{"PING"};
-    co_return co_await client.async_command(ping, asio::experimental::as_tuple(asio::use_awaitable));
-  }());
-  CHECK(next_ec == wandura::errc::connect_failed);
-  CHECK(client.stats().connects == 1);
+  server.acceptor.close();
+  CHECK(std::get<0>(send_command(server.io, server.client, {"PING"})) == wandura::errc::connect_failed);
+  CHECK(server.client.stats().connects == 1);
 }
 
 TEST_CASE("redis client: a well-formed fake reply is read as a value") {

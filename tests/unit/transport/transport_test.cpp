@@ -698,23 +698,22 @@ TEST_CASE("transport: the coroutine forms see terminal cancellation, and partial
   using result = std::optional<wandura::attempt_result>;
   auto keep = [](result& out) { return [&out](std::exception_ptr, wandura::attempt_result r) { out = std::move(r); }; };
 
+  auto send_then_emit = [&](asio::cancellation_type type, std::chrono::milliseconds limit) {
+    asio::cancellation_signal signal;
+    result out;
+    asio::co_spawn(io, tr.send_attempt(request, {}), asio::bind_cancellation_slot(signal.slot(), keep(out)));
+    run_until(io, started);
+    signal.emit(type);
+    run_until(io, [&] { return out.has_value(); }, limit);
+    return out;
+  };
+
   // Through co_spawn's slot, a coroutine's default filter passes terminal cancellation only.
-  asio::cancellation_signal partial;
-  result filtered;
-  asio::co_spawn(io, tr.send_attempt(request, {}), asio::bind_cancellation_slot(partial.slot(), keep(filtered)));
-  run_until(io, started);
-  partial.emit(asio::cancellation_type::partial);
-  run_until(io, [&] { return filtered.has_value(); }, 5000ms);
+  auto const filtered = send_then_emit(asio::cancellation_type::partial, 5000ms);
   REQUIRE(filtered.has_value());
   CHECK_FALSE(filtered->error);
   CHECK(filtered->response.body.view() == server.body());
-
-  asio::cancellation_signal terminal;
-  result ended;
-  asio::co_spawn(io, tr.send_attempt(request, {}), asio::bind_cancellation_slot(terminal.slot(), keep(ended)));
-  run_until(io, started);
-  terminal.emit(asio::cancellation_type::terminal);
-  run_until(io, [&] { return ended.has_value(); }, 200ms);
+  auto const ended = send_then_emit(asio::cancellation_type::terminal, 200ms);
   REQUIRE(ended.has_value());
   CHECK(ended->error == asio::error::operation_aborted);
 
