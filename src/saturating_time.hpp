@@ -28,4 +28,26 @@ saturating_add(std::chrono::time_point<Clock, ClockDuration> from, std::chrono::
   return from + std::chrono::duration_cast<ClockDuration>(d);
 }
 
+/// `from - d`, saturating at `time_point::min()` instead of overflowing, for any duration type. A negative or zero
+/// `d` gives `from` (as in `saturating_add`: the margins subtracted are never negative); a `d` of the clock's whole
+/// span or more (about 292 years of nanoseconds) gives `time_point::min()`.
+template <typename Clock, typename ClockDuration, typename Rep, typename Period>
+[[nodiscard]] constexpr std::chrono::time_point<Clock, ClockDuration>
+saturating_sub(std::chrono::time_point<Clock, ClockDuration> from, std::chrono::duration<Rep, Period> d) noexcept {
+  using time_point = std::chrono::time_point<Clock, ClockDuration>;
+  if (d <= std::chrono::duration<Rep, Period>::zero()) {
+    return from;
+  }
+  if (from <= time_point::min()) {
+    return time_point::min();
+  }
+  // From the epoch on, `from - min()` is past what a duration holds: the room is at least the whole span, and any
+  // `d` shorter than it lands after min().
+  auto const room = from.time_since_epoch() >= ClockDuration::zero() ? ClockDuration::max() : from - time_point::min();
+  if (d >= std::chrono::floor<std::chrono::duration<Rep, Period>>(room)) {
+    return time_point::min();
+  }
+  return from - std::chrono::duration_cast<ClockDuration>(d);
+}
+
 } // namespace wandura::detail

@@ -83,8 +83,10 @@ redis_counter_pace::redis_counter_pace(std::shared_ptr<redis_client> redis, redi
     throw error(errc::invalid_argument, "redis counter pace: the redis client must not be null");
   }
   fleet_keys::check_org(options.org);
-  if (!(options.unknown_limit_per_minute > 0) || options.burst.count() < 0) {
-    throw error(errc::invalid_argument, "redis counter pace: unknown_limit_per_minute must be > 0 and burst >= 0");
+  if (!(options.unknown_limit_per_minute > 0) || !std::isfinite(options.unknown_limit_per_minute) ||
+      options.burst.count() < 0) {
+    throw error(errc::invalid_argument,
+                "redis counter pace: unknown_limit_per_minute must be finite and > 0, burst >= 0");
   }
   impl_ = std::make_shared<impl>(std::move(redis), std::move(options));
 }

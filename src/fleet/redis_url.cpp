@@ -12,6 +12,20 @@ namespace {
   throw error(errc::invalid_argument, "redis url: " + std::string(why));
 }
 
+/// Whether `text` starts with the lower-case ASCII `prefix`, in any case.
+bool starts_with_nocase(std::string_view text, std::string_view prefix) noexcept {
+  if (text.size() < prefix.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    char const c = text[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != prefix[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 int hex_value(char c) noexcept {
   if (c >= '0' && c <= '9') {
     return c - '0';
@@ -80,6 +94,20 @@ void read_credentials(std::string_view userinfo, redis_url& url) {
   url.password = decode(userinfo.substr(colon + 1), "password");
 }
 
+// The host goes to the resolver and into log lines: a control character or a space is never part of a name, and
+// an unbracketed ':' left after the port is split off is an IPv6 address whose port cannot be told apart.
+void check_host(std::string_view host) {
+  if (host.empty()) {
+    refuse("empty host");
+  }
+  for (char const c : host) {
+    auto const byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f || c == ' ') {
+      refuse("the host has a control character or a space");
+    }
+  }
+}
+
 void read_host_port(std::string_view hostport, redis_url& url) {
   std::optional<std::string_view> port_text; // set when the URL has a ':port' part, even an empty one
   if (hostport.starts_with('[')) {
@@ -98,13 +126,14 @@ void read_host_port(std::string_view hostport, redis_url& url) {
   } else {
     auto const colon = hostport.rfind(':');
     url.host = std::string(hostport.substr(0, colon));
+    if (url.host.find(':') != std::string::npos) {
+      refuse("an IPv6 address must be in brackets: redis://[::1]:6379");
+    }
     if (colon != std::string_view::npos) {
       port_text = hostport.substr(colon + 1);
     }
   }
-  if (url.host.empty()) {
-    refuse("empty host");
-  }
+  check_host(url.host);
   if (port_text) {
     auto const port = to_number(*port_text, 65535);
     if (!port || *port == 0) {
@@ -118,9 +147,9 @@ void read_host_port(std::string_view hostport, redis_url& url) {
 
 redis_url redis_url::parse(std::string_view text) {
   constexpr std::string_view scheme = "redis://";
-  if (!text.starts_with(scheme)) {
-    refuse(text.starts_with("rediss://") ? "rediss:// (TLS) is not supported by hiredis 0.14; use a TLS proxy"
-                                         : "the URL must start with redis://");
+  if (!starts_with_nocase(text, scheme)) { // RFC 3986 3.1: the scheme is case-insensitive
+    refuse(starts_with_nocase(text, "rediss://") ? "rediss:// (TLS) is not supported by hiredis 0.14; use a TLS proxy"
+                                                 : "the URL must start with redis://");
   }
   text.remove_prefix(scheme.size());
   redis_url url;

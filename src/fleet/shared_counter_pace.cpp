@@ -48,8 +48,8 @@ bool is_view(redis_reply const& reply) {
 }
 
 void check_rate(double limit_per_minute, double burst) {
-  if (!(limit_per_minute > 0) || burst < 0) {
-    throw error(errc::invalid_argument, "counter pace: limit_per_minute must be > 0 and burst >= 0");
+  if (!(limit_per_minute > 0) || !std::isfinite(limit_per_minute) || !(burst >= 0) || !std::isfinite(burst)) {
+    throw error(errc::invalid_argument, "counter pace: limit_per_minute must be finite and > 0, burst finite and >= 0");
   }
 }
 
@@ -88,8 +88,12 @@ struct shared_counter_pace::impl {
 shared_counter_pace::shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options) {
   fleet_keys::check_org(org);
   check_rate(options.limit_per_minute, options.burst);
-  if (options.counter.empty() || options.counter.size() > 64 || !(options.local_share > 0) || options.local_share > 1) {
-    throw error(errc::invalid_argument, "counter pace: counter must be 1-64 characters and local_share in (0, 1]");
+  // Two checks, two messages: redis_counter_pace passes a caller's counter name and never a local_share.
+  if (options.counter.empty() || options.counter.size() > 64) {
+    throw error(errc::invalid_argument, "counter pace: the counter name must be 1-64 characters");
+  }
+  if (!(options.local_share > 0) || options.local_share > 1) {
+    throw error(errc::invalid_argument, "counter pace: local_share must be in (0, 1]");
   }
   impl_ = std::make_unique<impl>(redis, org, std::move(options));
 }
@@ -131,7 +135,7 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
 
 asio::awaitable<void> shared_counter_pace::hold_until(system_clock::time_point until, system_clock::time_point now) {
   impl& self = *impl_;
-  double const until_ms = detail::to_epoch_ms(until);
+  double const until_ms = detail::to_written_epoch_ms(until); // others read it: never past their clock
   double const now_ms = detail::to_epoch_ms(now);
   double const share = self.local_share;
   detail::gcra_hold(self.local, now_ms, until_ms, self.emission_ms / share, self.burst * share);

@@ -15,6 +15,7 @@
 #include "lua_scripts.hpp"
 #include "redis_script.hpp"
 #include "redis_subscriber.hpp"
+#include "saturating_time.hpp"
 #include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/error.hpp"
@@ -67,7 +68,7 @@ struct shared_ticket_cache::impl {
       return std::nullopt;
     }
     auto env = reply.type == redis_reply::kind::string ? detail::decode_envelope(reply.text) : std::nullopt;
-    if (!env || env->who != who || now >= env->ticket.expires_at - options.reuse_margin) {
+    if (!env || env->who != who || now >= detail::saturating_sub(env->ticket.expires_at, options.reuse_margin)) {
       ++stats.rejected;
       return std::nullopt;
     }
@@ -124,7 +125,7 @@ struct shared_ticket_cache::impl {
   /// `kept_as` (0: a fallback copy only).
   void keep(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
             std::uint64_t kept_as) {
-    auto const reuse_until = ticket.cached.expires_at - options.reuse_margin;
+    auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
     {
       std::lock_guard lock(local_mutex);
       local.store(std::move(key), std::move(who), std::move(ticket), reuse_until, now, kept_as);
@@ -211,8 +212,10 @@ struct shared_ticket_cache::impl {
     args.reserve(2 * tickets.size());
     auto const kept_as = near_generation();
     for (auto& [who, ticket] : tickets) {
-      auto const reuse_until = ticket.cached.expires_at - options.reuse_margin;
-      auto const px = std::chrono::duration_cast<std::chrono::milliseconds>(reuse_until - now).count();
+      // Saturated, and compared before subtracting: `time_point::min() - now` would overflow.
+      auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
+      auto const px =
+          reuse_until <= now ? 0 : std::chrono::duration_cast<std::chrono::milliseconds>(reuse_until - now).count();
       if (px < 1) {
         continue; // nothing left to reuse
       }

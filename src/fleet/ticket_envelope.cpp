@@ -43,6 +43,14 @@ template <class Int> std::optional<Int> to_int(std::optional<std::string_view> t
   return value;
 }
 
+/// Whether `ms` since the epoch is a time the system clock holds: a larger stored count (written by another
+/// version, or garbage) would overflow the conversion to nanoseconds, so the envelope is corrupt.
+bool fits_clock(std::int64_t ms) noexcept {
+  using std::chrono::system_clock;
+  auto const lo = std::chrono::ceil<std::chrono::milliseconds>(system_clock::time_point::min().time_since_epoch());
+  auto const hi = std::chrono::floor<std::chrono::milliseconds>(system_clock::time_point::max().time_since_epoch());
+  return ms >= lo.count() && ms <= hi.count();
+}
 } // namespace
 
 std::string encode_envelope(ticket_identity const& who, cached_ticket const& ticket) {
@@ -73,7 +81,8 @@ std::optional<ticket_envelope> decode_envelope(std::string_view bytes) {
   auto const intent = take_field(bytes);
   auto const expires_ms = to_int<std::int64_t>(take_field(bytes));
   auto const payload = take_field(bytes);
-  if (!viewer_ref || !union_info || !film_ref || !episode || !intent || !expires_ms || !payload || !bytes.empty()) {
+  if (!viewer_ref || !union_info || !film_ref || !episode || !intent || !expires_ms || !payload || !bytes.empty() ||
+      !fits_clock(*expires_ms)) {
     return std::nullopt;
   }
   ticket_envelope env;

@@ -57,33 +57,38 @@ public:
   /// @param redis the connection (non-null), on a strand or a single-threaded io_context.
   /// @param options the organisation, the unknown-limit rate, the burst and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a null client, a bad `org`, a rate that is not
-  ///         > 0, or a negative burst.
+  ///         finite and > 0, or a negative burst.
   redis_counter_pace(std::shared_ptr<redis_client> redis, redis_counter_pace_options options);
   ~redis_counter_pace() override;
 
   /// `shared_counter_pace::try_acquire` of the counter, on the Redis client's executor, booking units that conform
   /// within `burst` of `now` (`go` with a later `wait_until`), so that the processes of a fleet take turns. A
   /// `cost` above the fleet's burst asks for the whole burst.
-  /// @param counter the counter's name in keys; copied before the first suspension.
+  /// @param counter the counter's name in keys, 1-64 characters; copied before the first suspension.
   /// @param cost units, >= 1. @param now the caller's wall-clock time.
-  /// @throws wandura::error `operation_aborted` when cancelled.
+  /// @throws wandura::error `operation_aborted` when cancelled; `invalid_argument` for a bad counter name (empty or
+  ///         over 64 characters).
   [[nodiscard]] asio::awaitable<shared_pace_grant> acquire(std::string_view counter, std::uint32_t cost,
                                                            std::chrono::system_clock::time_point now) override;
 
   /// `shared_counter_pace::hold_until`, started on the Redis client's executor; returns at once.
-  /// @param counter the counter's name in keys; copied. @param until the hold's end. @param now the refusal's time.
+  /// A bad counter name (empty or over 64 characters) is ignored: nothing is held.
+  /// @param counter the counter's name in keys, 1-64 characters; copied. @param until the hold's end (a hold past
+  /// the clock's reach is stored as a year short of its end). @param now the refusal's time.
   void hold_until(std::string_view counter, std::chrono::system_clock::time_point until,
                   std::chrono::system_clock::time_point now) noexcept override;
 
   /// `shared_counter_pace::set_rate` with the limit as units per minute and the burst of the options, started on
-  /// the Redis client's executor; returns at once. A limit of 0 or a window of 0 is ignored.
-  /// @param counter the counter's name in keys; copied. @param limit units per window, and the refill kind.
+  /// the Redis client's executor; returns at once. A limit of 0, a window of 0 or a bad counter name (empty or over
+  /// 64 characters) is ignored.
+  /// @param counter the counter's name in keys, 1-64 characters; copied. @param limit units per window, and the refill kind.
   void set_limit(std::string_view counter, rate_limit const& limit) noexcept override;
 
   /// `shared_counter_pace::read` of the counter, on the Redis client's executor: the limit as units per 60 s.
-  /// @param counter the counter's name in keys; copied before the first suspension.
+  /// @param counter the counter's name in keys, 1-64 characters; copied before the first suspension.
   /// @param now unused: the view is what Redis holds (part of the `shared_pace` signature).
-  /// @throws wandura::error `operation_aborted` when cancelled.
+  /// @throws wandura::error `operation_aborted` when cancelled; `invalid_argument` for a bad counter name (empty or
+  ///         over 64 characters).
   [[nodiscard]] asio::awaitable<shared_pace_view> read(std::string_view counter,
                                                        std::chrono::system_clock::time_point now) override;
 

@@ -15,13 +15,13 @@
 namespace wandura {
 
 struct counter_pace_options {
-  /// The counter's name in keys, e.g. "playback" (docs/protocol.md §1 counters).
+  /// The counter's name in keys, 1-64 characters, e.g. "playback" (docs/protocol.md §1 counters).
   std::string counter = "playback";
   /// The counter's limit per minute, refilled continuously (docs/protocol.md §1: limit/60 per second). Used until a
-  /// rate is set for the fleet with `set_rate`.
+  /// rate is set for the fleet with `set_rate` Finite and > 0.
   double limit_per_minute = 6000;
   /// The most units at once from idle; 0 means `limit_per_minute` (docs/protocol.md §1: from idle a whole minute's
-  /// limit).
+  /// limit). Finite and >= 0.
   double burst = 0;
   /// This process's share of the rate while it paces alone (Redis away): 1 lets every process go at the whole
   /// rate; 1/N keeps N processes within it together.
@@ -71,7 +71,9 @@ class shared_counter_pace {
 public:
   /// @param redis must outlive the pace. @param org the organisation (hash tag).
   /// @param options the counter, its rate and burst, and the fallback; copied.
-  /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, counter, rate, burst or share.
+  /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, a counter name that is empty or over 64
+  ///         characters, a rate that is not finite and > 0, a burst that is not finite and >= 0, or a share outside
+  ///         (0, 1].
   shared_counter_pace(redis_client& redis, std::string_view org, counter_pace_options options = {});
   ~shared_counter_pace();
   shared_counter_pace(shared_counter_pace const&) = delete;
@@ -97,6 +99,8 @@ public:
   /// to that counter until Retry-After has passed"), and records `now` as the latest refusal (`read`'s
   /// `pressure_at`; a 429 without Retry-After passes `until == now`). A later hold wins over an earlier one; never
   /// shortened. Units booked for instants inside the hold are moved to its end, where they come out of the burst.
+  /// A hold past the clock's reach (`time_point::max()`) is stored as a year short of its end, and every reader
+  /// saturates what it reads at the clock's range: one process's hold never overflows another's clock.
   [[nodiscard]] asio::awaitable<void>
   hold_until(std::chrono::system_clock::time_point until,
              std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
@@ -108,7 +112,8 @@ public:
 
   /// Sets the counter's rate for the whole fleet (e.g. from a 429's X-RateLimit-Limit); `burst` 0 means the
   /// limit. Kept in Redis for an hour after the counter's last use.
-  /// @throws wandura::error with `errc::invalid_argument` for a limit that is not > 0 or a negative burst.
+  /// @throws wandura::error with `errc::invalid_argument` for a limit that is not finite and > 0 or a burst that is
+  ///         not finite and >= 0.
   [[nodiscard]] asio::awaitable<void> set_rate(double limit_per_minute, double burst = 0);
 
   [[nodiscard]] counter_pace_stats stats() const noexcept;

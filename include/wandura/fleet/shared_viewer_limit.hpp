@@ -30,7 +30,9 @@ struct viewer_limit_options {
 /// The answer of `shared_viewer_limit::try_acquire`.
 struct viewer_limit_decision {
   bool granted = false;
-  /// When refused: how long until the same request would be granted (rounded up to whole ms).
+  /// When refused: how long until the same request would be granted (rounded up to whole ms). A request for more
+  /// than the burst is never granted: its `retry_after` is only the time until the bucket is full, 0 when it is
+  /// full already, and not a time to retry.
   std::chrono::milliseconds retry_after{0};
 };
 
@@ -73,7 +75,8 @@ public:
   shared_viewer_limit& operator=(shared_viewer_limit const&) = delete;
 
   /// Takes `tickets` from the viewer's bucket, all or nothing, at `now` (as `viewer_limiter::try_acquire`: 0 is
-  /// always granted, without a round trip; more than the burst is always refused, with the time to refill).
+  /// always granted, without a round trip; more than the burst is always refused, with the time until the bucket
+  /// is full, which may be 0: such a request is never granted, whenever it is retried).
   /// @throws wandura::error with `errc::invalid_argument` for an empty viewer_ref or `tickets` < 0;
   ///         `operation_aborted` when cancelled. Never for Redis failures (local fallback).
   [[nodiscard]] asio::awaitable<viewer_limit_decision>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -240,8 +241,43 @@ TEST_CASE("redis counter pace: a null client or a bad option is refused with inv
   CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.org = "a{b}"}); }));
   CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = 0}); }));
   CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.burst = std::chrono::milliseconds(-1)}); }));
+  CHECK(refuses([&] {
+    wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = std::numeric_limits<double>::infinity()});
+  }));
+  CHECK(refuses([&] {
+    wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = std::numeric_limits<double>::quiet_NaN()});
+  }));
   wandura::redis_counter_pace fine(client, {.org = "org_demo"});
   CHECK(fine.stats().admitted == 0);
+}
+
+TEST_CASE("redis counter pace: a counter name empty or over 64 characters is invalid_argument for acquire and read, "
+          "ignored by hold_until and set_limit") {
+  asio::io_context io;
+  auto client = std::make_shared<wandura::redis_client>(io.get_executor(),
+                                                        wandura::redis_options{.url = "redis://127.0.0.1:1"});
+  wandura::redis_counter_pace pace(client, {.org = "org_demo"});
+  auto const now = std::chrono::system_clock::now();
+  auto says_name = [](auto op) {
+    try {
+      op();
+    } catch (wandura::error const& e) {
+      std::string const what = e.what();
+      return e.code() == wandura::errc::invalid_argument && what.find("1-64") != std::string::npos &&
+             what.find("local_share") == std::string::npos;
+    }
+    return false;
+  };
+  for (auto const& name : {std::string(), std::string(65, 'c')}) {
+    INFO(name.size());
+    CHECK(says_name([&] { (void)test_support::run(io, pace.acquire(name, 1, now)); }));
+    CHECK(says_name([&] { (void)test_support::run(io, pace.read(name, now)); }));
+    pace.hold_until(name, now + 1s, now); // noexcept: ignored
+    pace.set_limit(name, wandura::rate_limit{100});
+  }
+  io.restart();
+  io.run_for(100ms);
+  CHECK(pace.stats().admitted + pace.stats().delayed == 0);
 }
 
 TEST_CASE("redis counter pace: with redis down, acquire grants at once (the gate paces alone, at the rate it knows)") {

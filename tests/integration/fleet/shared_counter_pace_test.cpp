@@ -2,7 +2,9 @@
 #include "wandura/fleet/shared_counter_pace.hpp"
 
 #include <chrono>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <asio/use_awaitable.hpp>
@@ -332,4 +334,87 @@ TEST_CASE("shared counter pace: units booked before a hold are used at its end, 
     local_at_end += wandura::detail::gcra_take(local, 3000, 1, 100, 5).go ? 1 : 0;
   }
   CHECK(local_at_end == 2);
+}
+
+TEST_CASE("shared counter pace: a rate or burst that is infinite or NaN is invalid_argument, in options and set_rate") {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
+  auto refuses = [](auto make) {
+    try {
+      make();
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  double const inf = std::numeric_limits<double>::infinity();
+  double const nan = std::numeric_limits<double>::quiet_NaN();
+  for (auto const& [limit, burst] : {std::pair{inf, 0.0}, std::pair{nan, 0.0}, std::pair{600.0, inf},
+                                    std::pair{600.0, nan}, std::pair{-inf, 0.0}, std::pair{600.0, -1.0}}) {
+    INFO(limit << " " << burst);
+    CHECK(refuses([&] { wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = limit, .burst = burst}); }));
+    wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600});
+    CHECK(refuses([&] { test_support::run(io, pace.set_rate(limit, burst)); }));
+    CHECK(pace.stats().fallbacks == 0); // refused before any command
+  }
+}
+
+TEST_CASE("shared counter pace: a counter name empty or over 64 characters is refused with a message about the name") {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
+  for (auto const& name : {std::string(), std::string(65, 'c')}) {
+    try {
+      wandura::shared_counter_pace pace(client, "org_demo", {.counter = name});
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK(std::string(e.what()).find("1-64") != std::string::npos);
+      CHECK(std::string(e.what()).find("local_share") == std::string::npos);
+    }
+  }
+  wandura::shared_counter_pace longest(client, "org_demo", {.counter = std::string(64, 'c')});
+}
+
+TEST_CASE("shared counter pace: a hold in Redis past what the clock holds reads as the clock's end, never overflows") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace(fleet.a, "org_demo", {.limit_per_minute = 6000});
+  auto const key = wandura::fleet_keys::pace("org_demo", "playback");
+  auto const now = system_clock::now();
+  for (char const* hold : {"1e300", "9223372036855"}) { // both past the clock's last millisecond
+    INFO(hold);
+    raw(fleet.io, fleet.a, {"HSET", key, "hold", hold, "press", hold});
+    auto const seen = test_support::run(fleet.io, pace.read());
+    CHECK(seen.held_until == system_clock::time_point::max());
+    CHECK(seen.pressure_at == system_clock::time_point::max());
+  }
+  raw(fleet.io, fleet.a, {"HSET", key, "hold", "9223372036855"});
+  auto const held = test_support::run(fleet.io, pace.try_acquire(1, now));
+  CHECK_FALSE(held.go);
+  CHECK(held.wait_until == system_clock::time_point::max());
+  raw(fleet.io, fleet.a, {"HSET", key, "hold", "inf"}); // Redis answers the script's ceil(inf) as some integer
+  CHECK_FALSE(test_support::run(fleet.io, pace.try_acquire(1, now)).go);
+}
+
+TEST_CASE("shared counter pace: a hold until the clock's end from one process is stored finite and read by another") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_counter_pace pace_a(fleet.a, "org_demo", {.limit_per_minute = 6000});
+  wandura::shared_counter_pace pace_b(fleet.b, "org_demo", {.limit_per_minute = 6000});
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, pace_a.hold_until(system_clock::time_point::max(), now));
+  auto const stored = raw(fleet.io, fleet.a, {"HGET", wandura::fleet_keys::pace("org_demo", "playback"), "hold"});
+  double const clock_end_ms = wandura::detail::to_epoch_ms(system_clock::time_point::max());
+  CHECK(std::stod(stored.text) < clock_end_ms);
+  auto const seen = test_support::run(fleet.io, pace_b.read());
+  CHECK(seen.held_until > now + std::chrono::years(200));
+  auto const decision = test_support::run(fleet.io, pace_b.try_acquire(1, now));
+  CHECK_FALSE(decision.go);
+  CHECK(decision.wait_until > now + std::chrono::years(200));
 }

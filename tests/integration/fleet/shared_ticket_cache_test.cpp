@@ -18,6 +18,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "fleet/ticket_cache_access.hpp"
+#include "fleet/ticket_envelope.hpp"
 #include "fleet_test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -105,6 +106,46 @@ TEST_CASE("shared ticket cache: a stored value for another identity under the ke
   raw(fleet.io, fleet.a, {"SET", key7, "not an envelope"});
   CHECK_FALSE(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now)));
   CHECK(cache.stats().rejected == 2);
+}
+
+TEST_CASE("shared ticket cache: a stored expiry past what the clock holds is rejected, never converted") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache(fleet.a, "org_demo", {.near_cache = false});
+  auto const now = system_clock::now();
+  auto const key = wandura::fleet_keys::ticket("org_demo", viewer_on("device-7"));
+  auto envelope = wandura::detail::encode_envelope(viewer_on("device-7"), {"tkt", system_clock::time_point{}});
+  auto const epoch = envelope.rfind("1:03:tkt"); // the expiry (0 ms since the epoch), then the payload
+  REQUIRE(epoch != std::string::npos);
+  envelope.replace(epoch, 3, "19:9223372036854775807"); // INT64_MAX ms
+  raw(fleet.io, fleet.a, {"SET", key, envelope});
+  CHECK_FALSE(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now)));
+  CHECK(cache.stats().rejected == 1);
+}
+
+TEST_CASE("shared ticket cache: a ticket expiring at the clock's end is stored for a finite time, one at its "
+          "start is not stored") {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache_a.put(viewer_on("past"), {"old", system_clock::time_point::min()}, now));
+  CHECK(raw(fleet.io, fleet.a, {"EXISTS", wandura::fleet_keys::ticket("org_demo", viewer_on("past"))}).integer == 0);
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("past"), now)));
+  CHECK_FALSE(test_support::run(fleet.io, cache_b.get(viewer_on("past"), now)));
+
+  test_support::run(fleet.io, cache_a.put(viewer_on("forever"), {"long", system_clock::time_point::max()}, now));
+  auto const pttl = raw(fleet.io, fleet.a, {"PTTL", wandura::fleet_keys::ticket("org_demo", viewer_on("forever"))});
+  CHECK(pttl.integer > 0);
+  auto const found = test_support::run(fleet.io, cache_b.get(viewer_on("forever"), now));
+  REQUIRE(found);
+  CHECK(found->payload == "long");
+  CHECK(test_support::run(fleet.io, cache_a.get(viewer_on("forever"), now))->payload == "long");
 }
 
 TEST_CASE("shared ticket cache: when two processes store for one identity, the longer-lived ticket stays") {

@@ -1,7 +1,13 @@
-// The local arithmetic that the Lua scripts mirror (src/fleet/rate_math.hpp), on a hand-stepped clock.
+// The local arithmetic that the Lua scripts mirror (src/fleet/rate_math.hpp), on a hand-stepped clock, and the
+// reading of the times they store (src/fleet/fleet_values.hpp).
 #include "fleet/rate_math.hpp"
 
+#include <chrono>
+#include <limits>
+
 #include <catch2/catch.hpp>
+
+#include "fleet/fleet_values.hpp"
 
 using wandura::detail::bucket_take;
 using wandura::detail::gcra_take;
@@ -76,4 +82,19 @@ TEST_CASE("token bucket: more than the capacity never fits, the wait is until th
   CHECK_FALSE(never.granted);
   CHECK(never.wait_ms == 20000); // 10 tokens at one per 2 s
   CHECK(b.tokens == 20);         // nothing taken
+}
+
+TEST_CASE("epoch milliseconds from Redis: NaN is the epoch, infinite or out of range saturates at the clock's ends") {
+  using wandura::detail::from_epoch_ms;
+  using time_point = std::chrono::system_clock::time_point;
+  double const inf = std::numeric_limits<double>::infinity();
+  CHECK(from_epoch_ms(std::numeric_limits<double>::quiet_NaN()) == time_point{});
+  CHECK(from_epoch_ms(inf) == time_point::max());
+  CHECK(from_epoch_ms(-inf) == time_point::min());
+  CHECK(from_epoch_ms(1e300) == time_point::max());
+  CHECK(from_epoch_ms(-1e300) == time_point::min());
+  CHECK(from_epoch_ms(9223372036855.0) == time_point::max()); // just past the clock's last millisecond
+  CHECK(from_epoch_ms(1'764'590'400'123.5) ==
+        time_point(std::chrono::milliseconds(1'764'590'400'123) + std::chrono::microseconds(500)));
+  CHECK(from_epoch_ms(wandura::detail::to_written_epoch_ms(time_point::max())) < time_point::max());
 }

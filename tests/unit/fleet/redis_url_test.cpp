@@ -44,6 +44,40 @@ TEST_CASE("redis url: bad URLs are invalid_argument and the message never shows 
   }
 }
 
+TEST_CASE("redis url: a host with a control character, a space or an unbracketed IPv6 address is refused") {
+  using namespace std::string_literals;
+  for (auto const& bad : {"redis://:hunter2@h h:1"s, "redis://:hunter2@h\r\nX:1"s, "redis://:hunter2@h\0x:1"s,
+                          "redis://:hunter2@h\tx"s, "redis://:hunter2@h\x7fx:1"s, "redis://:hunter2@[::1\n]:1"s,
+                          "redis://:hunter2@::1:6379"s, "redis://::1"s}) {
+    INFO(bad);
+    try {
+      (void)wandura::redis_url::parse(bad);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+    }
+  }
+  CHECK(wandura::redis_url::parse("redis://[::1]:6379").host == "::1");
+}
+
+TEST_CASE("redis url: the scheme is read in any case, rediss:// refused in any case") {
+  auto const upper = wandura::redis_url::parse("REDIS://h:1/2");
+  CHECK(upper.host == "h");
+  CHECK(upper.port == 1);
+  CHECK(upper.db == 2);
+  CHECK(wandura::redis_url::parse("Redis://h").host == "h");
+  for (char const* tls : {"REDISS://h:1", "Rediss://h:1"}) {
+    INFO(tls);
+    try {
+      (void)wandura::redis_url::parse(tls);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(std::string(e.what()).find("TLS") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("redis url: a query string or fragment is refused with a message that says so") {
   for (char const* bad : {"redis://:hunter2@h:6379?db=1", "redis://:hunter2@h:6379/1?timeout=5", "redis://h?x"}) {
     INFO(bad);

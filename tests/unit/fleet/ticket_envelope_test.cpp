@@ -31,6 +31,26 @@ TEST_CASE("ticket envelope: anything cut or changed is refused, never half read"
   CHECK_FALSE(wandura::detail::decode_envelope("plain ticket json"));
 }
 
+TEST_CASE("ticket envelope: an expiry the system clock cannot hold is refused as corrupt, never converted") {
+  std::string const bytes = wandura::detail::encode_envelope(who(), ticket());
+  std::string const stored = "13:1764590400123";
+  auto const at = bytes.find(stored);
+  REQUIRE(at != std::string::npos);
+  auto with_expiry = [&](std::string const& ms) {
+    return wandura::detail::decode_envelope(bytes.substr(0, at) + std::to_string(ms.size()) + ":" + ms +
+                                            bytes.substr(at + stored.size()));
+  };
+  // The clock (nanoseconds) holds about +-9223372036854 ms from the epoch.
+  CHECK_FALSE(with_expiry("9223372036854775807"));
+  CHECK_FALSE(with_expiry("-9223372036854775808"));
+  CHECK_FALSE(with_expiry("9223372036855"));
+  CHECK_FALSE(with_expiry("-9223372036855"));
+  auto const last = with_expiry("9223372036854");
+  REQUIRE(last);
+  CHECK(last->ticket.expires_at.time_since_epoch() == std::chrono::milliseconds(9223372036854));
+  CHECK(with_expiry("-9223372036854"));
+}
+
 namespace {
 wandura::ticket full_ticket() {
   wandura::ticket t;
