@@ -95,26 +95,26 @@ shared_counter_pace::shared_counter_pace(redis_client& redis, std::string_view o
   if (!(options.local_share > 0) || options.local_share > 1) {
     throw error(errc::invalid_argument, "counter pace: local_share must be in (0, 1]");
   }
-  impl_ = std::make_unique<impl>(redis, org, std::move(options));
+  impl_ = std::make_shared<impl>(redis, org, std::move(options));
 }
 
 shared_counter_pace::~shared_counter_pace() = default;
 
 asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, system_clock::time_point now,
                                                                 std::chrono::milliseconds book_within) {
-  impl& self = *impl_;
-  if (!(cost > 0) || cost > self.burst || book_within.count() < 0) {
+  auto const self = impl_; // the operation may outlive this pace
+  if (!(cost > 0) || cost > self->burst || book_within.count() < 0) {
     throw error(errc::invalid_argument, "counter pace: cost must be > 0 and at most the burst, book_within >= 0");
   }
   double const now_ms = detail::to_epoch_ms(now);
   double const book_ms = static_cast<double>(book_within.count());
   std::array<std::string, 5> const text{detail::number_text(now_ms), detail::number_text(cost),
-                                        detail::number_text(self.emission_ms), detail::number_text(self.burst),
+                                        detail::number_text(self->emission_ms), detail::number_text(self->burst),
                                         detail::number_text(book_ms)};
-  std::array<std::string_view, 1> const keys{self.key};
+  std::array<std::string_view, 1> const keys{self->key};
   std::array<std::string_view, 5> const args{text[0], text[1], text[2], text[3], text[4]};
   auto const reply =
-      co_await detail::run_or_fall_back(self.take_script, self.redis, self.guard, keys, args, &is_pair, "counter pace");
+      co_await detail::run_or_fall_back(self->take_script, self->redis, self->guard, keys, args, &is_pair, "counter pace");
   detail::gcra_answer answer;
   if (reply) {
     auto const pair = detail::integer_pair(*reply);
@@ -122,53 +122,53 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
   } else {
     // This process's share of the rate and burst. A cost above its share of the burst (within the fleet's) goes when
     // the share is full and leaves a debt, as the gate's own bucket lets an oversized request go: else it never would.
-    double const share = self.local_share;
-    double const burst = std::max(self.burst * share, cost);
-    answer = detail::gcra_take(self.local, now_ms, cost, self.emission_ms / share, burst, book_ms);
+    double const share = self->local_share;
+    double const burst = std::max(self->burst * share, cost);
+    answer = detail::gcra_take(self->local, now_ms, cost, self->emission_ms / share, burst, book_ms);
   }
   // A go for now comes back as `now` in whole milliseconds (Redis answers integers): it is `now` itself.
   pace_decision const decision{answer.go,
                                answer.go && answer.at_ms <= now_ms ? now : detail::from_epoch_ms(answer.at_ms)};
-  ++(decision.go ? self.stats.admitted : self.stats.delayed);
+  ++(decision.go ? self->stats.admitted : self->stats.delayed);
   co_return decision;
 }
 
 asio::awaitable<void> shared_counter_pace::hold_until(system_clock::time_point until, system_clock::time_point now) {
-  impl& self = *impl_;
+  auto const self = impl_; // the operation may outlive this pace
   double const until_ms = detail::to_written_epoch_ms(until); // others read it: never past their clock
   double const now_ms = detail::to_epoch_ms(now);
-  double const share = self.local_share;
-  detail::gcra_hold(self.local, now_ms, until_ms, self.emission_ms / share, self.burst * share);
-  self.local_pressure_ms = std::max(self.local_pressure_ms, now_ms);
+  double const share = self->local_share;
+  detail::gcra_hold(self->local, now_ms, until_ms, self->emission_ms / share, self->burst * share);
+  self->local_pressure_ms = std::max(self->local_pressure_ms, now_ms);
   std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(until_ms),
-                                        detail::number_text(self.emission_ms), detail::number_text(self.burst)};
-  std::array<std::string_view, 1> const keys{self.key};
+                                        detail::number_text(self->emission_ms), detail::number_text(self->burst)};
+  std::array<std::string_view, 1> const keys{self->key};
   std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
-  co_await detail::run_or_fall_back(self.hold_script, self.redis, self.guard, keys, args, &is_integer,
+  co_await detail::run_or_fall_back(self->hold_script, self->redis, self->guard, keys, args, &is_integer,
                                     "counter pace: hold");
 }
 
 asio::awaitable<void> shared_counter_pace::set_rate(double limit_per_minute, double burst) {
   check_rate(limit_per_minute, burst);
-  impl& self = *impl_;
-  self.set_local_rate(limit_per_minute, burst);
-  self.rate_set = true;
-  std::array<std::string, 2> const text{detail::number_text(self.emission_ms), detail::number_text(self.burst)};
-  std::array<std::string_view, 1> const keys{self.key};
+  auto const self = impl_; // the operation may outlive this pace
+  self->set_local_rate(limit_per_minute, burst);
+  self->rate_set = true;
+  std::array<std::string, 2> const text{detail::number_text(self->emission_ms), detail::number_text(self->burst)};
+  std::array<std::string_view, 1> const keys{self->key};
   std::array<std::string_view, 2> const args{text[0], text[1]};
-  co_await detail::run_or_fall_back(self.rate_script, self.redis, self.guard, keys, args, &is_integer,
+  co_await detail::run_or_fall_back(self->rate_script, self->redis, self->guard, keys, args, &is_integer,
                                     "counter pace: set rate");
 }
 
 asio::awaitable<counter_pace_view> shared_counter_pace::read() {
-  impl& self = *impl_;
-  std::array<std::string_view, 1> const keys{self.key};
-  auto const reply = co_await detail::run_or_fall_back(self.read_script, self.redis, self.guard, keys, {}, &is_view,
+  auto const self = impl_; // the operation may outlive this pace
+  std::array<std::string_view, 1> const keys{self->key};
+  auto const reply = co_await detail::run_or_fall_back(self->read_script, self->redis, self->guard, keys, {}, &is_view,
                                                        "counter pace: read");
   if (!reply) {
-    co_return counter_pace_view{detail::from_epoch_ms(self.local.hold_ms),
-                                detail::from_epoch_ms(self.local_pressure_ms),
-                                self.rate_set ? 60000.0 / self.emission_ms : 0.0};
+    co_return counter_pace_view{detail::from_epoch_ms(self->local.hold_ms),
+                                detail::from_epoch_ms(self->local_pressure_ms),
+                                self->rate_set ? 60000.0 / self->emission_ms : 0.0};
   }
   double const hold_ms = *read_number(reply->elements[0]);
   double const pressure_ms = *read_number(reply->elements[1]);

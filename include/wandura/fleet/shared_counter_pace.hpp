@@ -67,6 +67,9 @@ struct counter_pace_stats {
 ///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only.
+/// @par Lifetime
+/// The pace may be destroyed while operations it started are in flight: they keep what they use and complete as
+/// they would have (the `redis_client` must still outlive them).
 class shared_counter_pace {
 public:
   /// @param redis must outlive the pace. @param org the organisation (hash tag).
@@ -120,7 +123,7 @@ public:
 
 private:
   struct impl;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<impl> impl_; ///< shared with the operations in flight: they may outlive the pace
 };
 
 } // namespace wandura

@@ -3,10 +3,13 @@
 
 #include <chrono>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fleet_test_support.hpp"
@@ -50,6 +53,35 @@ TEST_CASE("shared counter pace: two processes together are admitted at the count
   CHECK_FALSE(refused.go);
   CHECK(refused.wait_until > t0 + 9990ms);
   CHECK(refused.wait_until <= t0 + 10100ms);
+}
+
+TEST_CASE("shared counter pace: destroyed with an acquire in flight it lets the acquire complete") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  auto pace = std::make_unique<wandura::shared_counter_pace>(
+      fleet.a, "org_demo", wandura::counter_pace_options{.counter = "playback", .limit_per_minute = 600, .burst = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  CHECK(test_support::run(fleet.io, pace->try_acquire(1, t0)).go); // connected, script loaded
+  redis->pause();
+  std::optional<bool> go;
+  asio::co_spawn(fleet.io, pace->try_acquire(1, t0), [&](std::exception_ptr e, auto decision) {
+    go = !e && decision.go;
+  });
+  fleet.io.restart();
+  fleet.io.run_for(50ms); // sent, waiting on the paused server
+  CHECK_FALSE(go.has_value());
+  pace.reset();
+  redis->resume();
+  fleet.io.restart();
+  for (int i = 0; i < 500 && !go; ++i) {
+    fleet.io.run_for(10ms);
+    fleet.io.restart();
+  }
+  REQUIRE(go.has_value());
+  CHECK(*go);
 }
 
 TEST_CASE("shared counter pace: a 429's hold and a new rate set by one process bind the other") {

@@ -39,3 +39,28 @@ TEST_CASE("saturating time: from + d as usual, time_point::max() where it would 
   CHECK(saturating_add(from, std::chrono::duration<double, std::milli>(2.5)) == from + 2500us);
   CHECK(saturating_add(from, std::chrono::duration<double>(1e300)) == time_point::max());
 }
+
+TEST_CASE("saturating time: from - d as usual, time_point::min() where it would overflow, never after from") {
+  using wandura::detail::saturating_sub;
+  time_point const from{1000h};
+  CHECK(saturating_sub(from, 1500ms) == from - 1500ms);
+  CHECK(saturating_sub(from, 0ms) == from);
+  CHECK(saturating_sub(from, -5s) == from);
+  CHECK(saturating_sub(from, std::chrono::milliseconds::min()) == from);
+  // A margin of the clock's whole span or more gives min() (documented), whatever `from` is.
+  CHECK(saturating_sub(from, std::chrono::milliseconds::max()) == time_point::min());
+  CHECK(saturating_sub(from, std::chrono::hours::max()) == time_point::min());
+  CHECK(saturating_sub(time_point::min(), 1ns) == time_point::min());
+
+  // Before the epoch, right at the edge: the room left is taken exactly, one more saturates.
+  time_point const before{-1000h};
+  auto const room = before - time_point::min();
+  CHECK(saturating_sub(before, room - 1ns) == time_point::min() + 1ns);
+  CHECK(saturating_sub(before, room) == time_point::min());
+  CHECK(saturating_sub(before, 5min) == before - 5min);
+
+  // The wall clock at its start (a ticket's expires_at of time_point::min(), less the reuse margin).
+  auto const start = std::chrono::system_clock::time_point::min();
+  CHECK(saturating_sub(start, std::chrono::minutes(5)) == start);
+  CHECK(saturating_sub(start + 1min, std::chrono::minutes(5)) == start);
+}
