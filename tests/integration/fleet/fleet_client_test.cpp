@@ -232,10 +232,7 @@ TEST_CASE("fleet client: a ticket this process holds answers its next calls from
   auto const first = a.play(viewer_a, "phone-1", 4);
   REQUIRE(first.outcome == item_outcome::granted);
   REQUIRE(first.ticket);
-  for (int i = 0; i < 1000 && !a.shared->stats().tickets.near_cache_live; ++i) { // 10 s at most: a loaded machine
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE(a.shared->stats().tickets.near_cache_live);
+  REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.near_cache_live; })); // a loaded machine
   CHECK(a.play(viewer_a, "phone-1", 4).reused); // stored before the subscription was confirmed: read from Redis
   auto const commands = a.shared->stats().redis.commands;
   auto const third = a.play(viewer_a, "phone-1", 4);
@@ -261,10 +258,7 @@ TEST_CASE("fleet client: a near hit of another process's ticket is the whole tic
   REQUIRE(first.outcome == item_outcome::granted);
   REQUIRE(first.ticket);
   REQUIRE(b.play(viewer_a, "phone-1", 4).reused); // read from Redis: b keeps a copy and subscribes
-  for (int i = 0; i < 1000 && !b.shared->stats().tickets.near_cache_live; ++i) { // 10 s at most: a loaded machine
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE(b.shared->stats().tickets.near_cache_live);
+  REQUIRE(test_support::wait_until([&] { return b.shared->stats().tickets.near_cache_live; })); // a loaded machine
   REQUIRE(b.play(viewer_a, "phone-1", 4).reused); // kept before the subscription was confirmed: read again
   CHECK(b.shared->stats().tickets.near_hits == 0);
 
@@ -300,9 +294,7 @@ TEST_CASE("fleet client: a near hit of another process's ticket is the whole tic
     co_return true;
   };
   REQUIRE(a.wait_for(erase(a.tickets, {viewer_a, "phone-1", "the-heiress-returns", 4, wandura::intent::play})));
-  for (int i = 0; i < 1000 && b.shared->stats().tickets.erasures_heard == heard; ++i) { // 10 s at most
-    std::this_thread::sleep_for(10ms);
-  }
+  REQUIRE(test_support::wait_until([&] { return b.shared->stats().tickets.erasures_heard != heard; }));
   REQUIRE(b.shared->stats().tickets.erasures_heard == heard + 1);
   auto const requests = playback_requests(*emu);
   auto const after = b.play(viewer_a, "phone-1", 4);

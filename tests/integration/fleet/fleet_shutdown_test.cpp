@@ -246,10 +246,7 @@ TEST_CASE("fleet shutdown: twice, from other threads, the fleet destroyed at onc
     p.io.run();
     returned = true;
   });
-  for (int i = 0; i < 1000 && !first_done; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE(first_done);
+  REQUIRE(test_support::wait_until([&] { return first_done.load(); }));
   // Two threads at once, neither of them the io_context's, then the fleet object is destroyed before the
   // shutdown's posted step may have run: the clients hold the state it closes.
   std::thread a([&] { p.shared->shutdown(); });
@@ -260,10 +257,7 @@ TEST_CASE("fleet shutdown: twice, from other threads, the fleet destroyed at onc
   auto const last = p.shared->stats();
   p.shared.reset();
   go_on = true;
-  for (int i = 0; i < 2000 && !returned; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  bool const in_time = returned;
+  bool const in_time = test_support::wait_until([&] { return returned.load(); }, 20s);
   if (!in_time) {
     p.io.stop();
   }

@@ -75,12 +75,7 @@ TEST_CASE("shared counter pace: destroyed with an acquire in flight it lets the 
   CHECK_FALSE(go.has_value());
   pace.reset();
   redis->resume();
-  fleet.io.restart();
-  for (int i = 0; i < 500 && !go; ++i) {
-    fleet.io.run_for(10ms);
-    fleet.io.restart();
-  }
-  REQUIRE(go.has_value());
+  REQUIRE(test_support::run_until(fleet.io, [&] { return go.has_value(); }));
   CHECK(*go);
 }
 

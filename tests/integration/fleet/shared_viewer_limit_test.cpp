@@ -63,12 +63,7 @@ TEST_CASE("shared viewer limit: destroyed with an acquire in flight it lets the 
   CHECK_FALSE(granted.has_value());
   limit.reset();
   redis->resume();
-  fleet.io.restart();
-  for (int i = 0; i < 500 && !granted; ++i) {
-    fleet.io.run_for(10ms);
-    fleet.io.restart();
-  }
-  REQUIRE(granted.has_value());
+  REQUIRE(test_support::run_until(fleet.io, [&] { return granted.has_value(); }));
   CHECK(*granted);
 }
 
