@@ -95,8 +95,10 @@ void read_credentials(std::string_view userinfo, redis_url& url) {
 }
 
 // The host goes to the resolver and into log lines: a control character or a space is never part of a name, and
-// an unbracketed ':' left after the port is split off is an IPv6 address whose port cannot be told apart.
-void check_host(std::string_view host) {
+// an unbracketed ':' left after the port is split off is an IPv6 address whose port cannot be told apart. A name
+// holds what RFC 3986 allows in one unescaped (letters, digits, "-._~" and "!$&'()*+,;="); an address in brackets
+// hex digits, ':' and '.' (an IPv4 tail) only, so that `redacted_url` writes back a URL that reads the same.
+void check_host(std::string_view host, bool bracketed) {
   if (host.empty()) {
     refuse("empty host");
   }
@@ -104,6 +106,23 @@ void check_host(std::string_view host) {
     auto const byte = static_cast<unsigned char>(c);
     if (byte < 0x20 || byte == 0x7f || c == ' ') {
       refuse("the host has a control character or a space");
+    }
+  }
+  auto const alnum = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (bracketed) {
+    for (char const c : host) {
+      if (hex_value(c) < 0 && c != ':' && c != '.') {
+        refuse("the host in brackets is not an IPv6 address (hex digits, ':' and '.' only; no zone)");
+      }
+    }
+    if (host.find(':') == std::string_view::npos) {
+      refuse("the host in brackets is not an IPv6 address (no ':')");
+    }
+    return;
+  }
+  for (char const c : host) {
+    if (!alnum(c) && std::string_view("-._~!$&'()*+,;=").find(c) == std::string_view::npos) {
+      refuse("the host has a character a host name cannot hold (letters, digits and -._~!$&'()*+,;= only)");
     }
   }
 }
@@ -133,7 +152,7 @@ void read_host_port(std::string_view hostport, redis_url& url) {
       port_text = hostport.substr(colon + 1);
     }
   }
-  check_host(url.host);
+  check_host(url.host, hostport.starts_with('['));
   if (port_text) {
     auto const port = to_number(*port_text, 65535);
     if (!port || *port == 0) {

@@ -22,7 +22,10 @@ struct redis_url {
   /// an IPv6 `host` in brackets, `[::1]`).
   /// @throws wandura::error with `errc::invalid_argument` for another scheme (`rediss://` included, in any case:
   ///         hiredis 0.14 has no TLS, docs/adr/0008), an empty host, a host with a control character (a byte below
-  ///         0x20, or 0x7f) or a space, an IPv6 address without brackets (`redis://::1:6379`), a port outside 1-65535, a db outside 0-65535, a query
+  ///         0x20, or 0x7f) or a space, a host name with a character other than letters, digits and
+  ///         `-._~!$&'()*+,;=` (RFC 3986's unescaped ones), an IPv6 address without brackets (`redis://::1:6379`),
+  ///         brackets around anything but an IPv6 address (hex digits, ':' and '.'; no zone id), a port outside
+  ///         1-65535, a db outside 0-65535, a query
   ///         string or fragment (`?db=1`: the db is the path) or a bad percent escape. The message says which,
   ///         and never contains the password.
   [[nodiscard]] static redis_url parse(std::string_view url);

@@ -61,6 +61,25 @@ TEST_CASE("redis url: a host with a control character, a space or an unbracketed
   CHECK(wandura::redis_url::parse("redis://[::1]:6379").host == "::1");
 }
 
+TEST_CASE("redis url: a host in brackets is an IPv6 address and a name holds only what a host name can") {
+  // Found by fuzz_fleet_values: "[[\xff0]" was accepted as the host "[\xff0", whose redacted URL did not parse.
+  using namespace std::string_literals;
+  for (auto const& bad : {"redis://[[::1]]:1"s, "redis://[\xff::0]"s, "redis://[localhost]:1"s, "redis://[1.2.3.4]"s,
+                          "redis://[fe80::1%25eth0]:1"s, "redis://h\xffst:1"s, "redis://a[b:1"s, "redis://h%41:1"s,
+                          "redis://h\"x"s}) {
+    INFO(bad);
+    try {
+      (void)wandura::redis_url::parse(bad);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+    }
+  }
+  CHECK(wandura::redis_url::parse("redis://[2001:DB8::7]:1").host == "2001:DB8::7");
+  CHECK(wandura::redis_url::parse("redis://[::ffff:10.0.0.7]").host == "::ffff:10.0.0.7");
+  CHECK(wandura::redis_url::parse("redis://redis-0.redis_svc.default~1:1").host == "redis-0.redis_svc.default~1");
+}
+
 TEST_CASE("redis url: the scheme is read in any case, rediss:// refused in any case") {
   auto const upper = wandura::redis_url::parse("REDIS://h:1/2");
   CHECK(upper.host == "h");
