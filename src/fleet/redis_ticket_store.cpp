@@ -18,8 +18,10 @@ bool storable(ticket_key const& key) noexcept {
   return !key.viewer_ref.empty() && !key.union_info.empty();
 }
 
-ticket_identity identity_of(ticket_key const& key) {
-  return {key.viewer_ref, key.union_info, key.film_ref, key.episode_no, std::string(to_string(key.intent))};
+/// The identity a key names, taking its strings: the callers own their keys and need only their count after.
+ticket_identity identity_of(ticket_key&& key) {
+  return {std::move(key.viewer_ref), std::move(key.union_info), std::move(key.film_ref), key.episode_no,
+          std::string(to_string(key.intent))};
 }
 
 ticket_identity_view view_of(ticket_key const& key) noexcept {
@@ -31,8 +33,8 @@ asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_p
                                                                    std::vector<ticket_key> keys) {
   std::vector<ticket_identity> who;
   who.reserve(keys.size());
-  for (auto const& key : keys) {
-    who.push_back(identity_of(key));
+  for (auto& key : keys) {
+    who.push_back(identity_of(std::move(key)));
   }
   auto lookup = ticket_cache_access::get_many_past_near(state->tickets, std::move(who), system_clock::now());
   auto found = co_await std::move(lookup); // named: GCC 12 and co_await temporaries
@@ -55,7 +57,7 @@ asio::awaitable<void> insert_on_strand(std::shared_ptr<fleet_state> state,
   std::vector<std::pair<ticket_identity, stored_ticket>> entries;
   entries.reserve(tickets.size());
   for (auto& [key, value] : tickets) {
-    entries.emplace_back(identity_of(key), stored_ticket{state->options.process_id, std::move(value)});
+    entries.emplace_back(identity_of(std::move(key)), stored_ticket{state->options.process_id, std::move(value)});
   }
   auto put = ticket_cache_access::put_many(state->tickets, std::move(entries), system_clock::now());
   co_await std::move(put); // named: GCC 12 and co_await temporaries
@@ -63,7 +65,7 @@ asio::awaitable<void> insert_on_strand(std::shared_ptr<fleet_state> state,
 }
 
 asio::awaitable<void> erase_on_strand(std::shared_ptr<fleet_state> state, ticket_key key) {
-  auto erase = state->tickets.erase(identity_of(key));
+  auto erase = state->tickets.erase(identity_of(std::move(key)));
   co_await std::move(erase);
   state->publish();
 }
