@@ -5,6 +5,7 @@
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "transport/context_shutdown.hpp"
 #include "transport/test_hooks.hpp"
 #include "transport/transport_impl.hpp"
 #include "wandura/error.hpp"
@@ -34,7 +35,9 @@ void set_test_hooks(transport& tr, transport_test_hooks hooks) noexcept {
 namespace wandura {
 
 transport::transport(asio::any_io_executor ex, transport_options options)
-    : impl_(std::make_shared<detail::transport_impl>(std::move(ex), std::move(options))) {}
+    : impl_(std::make_shared<detail::transport_impl>(std::move(ex), std::move(options))) {
+  detail::transport_registry::of(impl_->executor()).add(impl_);
+}
 
 transport::~transport() {
   if (impl_) {

@@ -103,6 +103,22 @@ transport_impl::~transport_impl() {
   cleanup_curl();
 }
 
+void transport_impl::abandon_sends() noexcept {
+  state_ = state::closed;
+  std::vector<send_completion*> pending;
+  try {
+    pool_.for_each([&](transfer& t) {
+      if (t.op != nullptr) {
+        pending.push_back(std::exchange(t.op, nullptr));
+      }
+    });
+  } catch (...) { // out of memory: what was collected is freed, the rest waits for the destructor
+  }
+  for (auto* op : pending) { // after the walk: freeing a coroutine's frames may destroy what they own
+    op->destroy();
+  }
+}
+
 // --- any thread ---------------------------------------------------------------------------------------------
 
 void transport_impl::initiate(http_request const& request, attempt_options const& options, send_completion* op,

@@ -48,6 +48,9 @@ public:
                 asio::cancellation_slot slot);
   /// Called from ~transport: aborts everything on the strand, then frees libcurl. Never throws.
   void request_shutdown() noexcept;
+  /// Frees every pending send unrun and closes the transport to libcurl's callbacks: its io_context is being shut
+  /// down and will run nothing more (transport_registry, context_shutdown.hpp). No thread may run the context.
+  void abandon_sends() noexcept;
   [[nodiscard]] transport_stats stats() const noexcept;
   void set_test_hooks(transport_test_hooks hooks) noexcept { hooks_ = hooks; }
 

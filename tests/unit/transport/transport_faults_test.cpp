@@ -2,10 +2,14 @@
 
 // Hostile input and broken responses: headers that would inject lines, oversized headers, responses cut before
 // their end, broken HTTP/2 framing. Each maps to the error a retry loop can act on (docs/adr/0002).
+#include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
@@ -157,3 +161,37 @@ TEST_CASE("transport: an h2c request answered with bytes that are not HTTP/2 is 
   CHECK(result.error == errc::connection_reset);
   CHECK(result.error == wandura::condition::retryable);
 }
+
+namespace {
+
+TEST_CASE("lifetime: an io_context destroyed with a send pending frees the send and the coroutine that owns the "
+          "transport") {
+  // The pending send's handler is the coroutine, whose frame owns the transport, which holds the send: a cycle no
+  // io_context queue holds. Destroying the io_context must free it, as it frees any other pending operation.
+  test_http_server stalled(server_behaviour::stall);
+  std::weak_ptr<wandura::transport> watch;
+  auto const request = post(stalled.url()); // outlives the io_context: the transport holds its address
+  {
+    asio::io_context io;
+    auto tr = std::make_shared<wandura::transport>(io.get_executor());
+    watch = tr;
+    asio::co_spawn(
+        io,
+        [](std::shared_ptr<wandura::transport> owner, wandura::http_request const& r) -> asio::awaitable<void> {
+          wandura::attempt_options options;
+          options.timeout = std::chrono::seconds(30);
+          auto attempt = owner->send_attempt(r, options);
+          (void)co_await std::move(attempt);
+        }(tr, request),
+        asio::detached);
+    tr.reset(); // the coroutine's frame holds the transport now
+    for (int i = 0; i < 300 && stalled.requests_read() == 0; ++i) { // bounded: until the request arrived
+      io.run_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(stalled.requests_read() == 1);
+    REQUIRE_FALSE(watch.expired());
+  } // ~io_context with the send pending
+  CHECK(watch.expired());
+}
+
+} // namespace
