@@ -314,11 +314,11 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
                              call_options options, Parse parse) {
   detail::observed_call observed(self->http_metrics.get(), target.operation, *self->time);
   try {
+    read_settlement settle(*self); // first: a call refused for its arguments is a call that failed, as everywhere
     if (!target.segment_name.empty() && segment.empty()) {
       throw error(errc::invalid_argument,
                   std::string(target.operation) + ": " + std::string(target.segment_name) + " must not be empty");
     }
-    read_settlement settle(*self);
     std::string url = self->base_url + std::string(target.path);
     if (!target.segment_name.empty()) {
       url.push_back('/');

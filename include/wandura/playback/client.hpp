@@ -118,8 +118,12 @@ struct client_stats {
 /// Every call keeps the client's internals alive until it ends, so the client may be destroyed with calls in
 /// flight: `~client()` cancels each of them (each completes with `asio::error::operation_aborted` as a
 /// `wandura::error`) and returns without waiting; `shutdown()` does the same and completes once nothing of the
-/// client runs any more. As for any Asio I/O object, destroy the client (and let its calls complete) before its
-/// `io_context`: a context destroyed first destroys the suspended calls without completing them.
+/// client runs any more. As for any Asio I/O object, destroy the client before its `io_context`, and let its work
+/// end first: a call's handler having run does not mean that the client's own work has (a cancelled request still
+/// unwinds inside the `io_context`), and completing `shutdown()`, or running the `io_context` until it runs out of
+/// work, is what says so. A context destroyed with work of the client still pending destroys it without
+/// completing it; sends pending in the transport are freed then, but in this version work parked at the admission
+/// gate or on a shared request may not be (a leak of the client's memory, nothing else).
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
@@ -160,10 +164,12 @@ public:
   ///          error; one item's failure never affects another's.
   /// @throws wandura::error for whole-call failures only: `errc::invalid_argument` (nothing sent: more than 3
   ///         episodes, empty `union_info`/`drm_kek`/`film_ref`, `episode_no < 1`, invalid UTF-8),
-  ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded`,
-  ///         `errc::budget_exhausted`, `operation_aborted` (cancelled), a transport code when no response ever
-  ///         arrived, `errc::invalid_response` when the body is not the documented JSON, `errc::http_error` for a
-  ///         final status without items (e.g. 400).
+  ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
+  ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, whatever the last
+  ///         answer was; the message names it), `operation_aborted` (cancelled), a transport code when no response
+  ///         ever arrived, `errc::invalid_response` when the last answer's body is not the documented JSON and
+  ///         retries ran out or may not be made (an unkeyed write), `errc::http_error` for a final status
+  ///         without items (e.g. 400).
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
   /// first request; per-item retry requests always get fresh automatic keys. Attempt timeouts are never under 5 s

@@ -316,6 +316,17 @@ TEST_CASE("client: typed reads parse their bodies and percent-encode path segmen
   CHECK_THROWS_AS(h.run(h.api->get_video("nope")), wandura::error);
 }
 
+TEST_CASE("client: a typed read refused for an empty path segment is counted as a call that failed") {
+  harness h;
+  auto const before = h.api->stats().metrics;
+  CHECK_THROWS_AS(h.run(h.api->get_film("")), wandura::error);
+  CHECK_THROWS_AS(h.run(h.api->get_video("")), wandura::error);
+  auto const after = h.api->stats().metrics;
+  CHECK(after.calls == before.calls + 2);
+  CHECK(after.call_failures == before.call_failures + 2);
+  CHECK(h.fake->attempt_count() == 0);
+}
+
 TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
   harness h;
   h.fake->push(fake_step::respond(
@@ -494,6 +505,30 @@ TEST_CASE("client: an unreadable 200 to a typed read is retried, and the next re
     CHECK(e.attempts() == 4);
     CHECK(std::string(e.what()).find("get_config: retries exhausted after 4 attempts: HTTP 200: invalid response") ==
           0);
+  }
+}
+
+TEST_CASE("client: an unreadable 200 whose retry would end past the deadline stops as deadline_exceeded and names "
+          "the body") {
+  // The code says why the call ended (the deadline); the message and error_info keep the last answer.
+  harness h;
+  h.fake->set_default(fake_step::respond(200, "\xff\xfe not json"));
+  wandura::call_options options;
+  auto policy = wandura::retry_policy::interactive();
+  policy.backoff = wandura::backoff_kind::exponential;
+  policy.jitter = 0;
+  policy.initial_delay = std::chrono::milliseconds(2000);
+  options.policy = policy;
+  options.total_timeout = std::chrono::milliseconds(1000);
+  try {
+    (void)h.start(4, 4, "dev-1", options);
+    FAIL("expected deadline_exceeded");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::deadline_exceeded);
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("HTTP 200: invalid response body") != std::string::npos);
+    CHECK(e.info().http_status == 200);
+    CHECK(e.attempts() == 1);
   }
 }
 
