@@ -91,13 +91,10 @@ transport_impl::transport_impl(asio::any_io_executor ex, transport_options optio
 }
 
 transport_impl::~transport_impl() {
-  state_ = state::closed;
+  abandon_sends(); // what is still pending goes unrun, as at its io_context's shutdown
   pool_.for_each([this](transfer& t) {
     if (t.phase == transfer_phase::active) {
       curl_multi_remove_handle(multi_, t.easy);
-    }
-    if (t.op != nullptr) {
-      std::exchange(t.op, nullptr)->destroy();
     }
   });
   cleanup_curl();
@@ -112,7 +109,12 @@ void transport_impl::abandon_sends() noexcept {
         pending.push_back(std::exchange(t.op, nullptr));
       }
     });
-  } catch (...) { // out of memory: what was collected is freed, the rest waits for the destructor
+  } catch (...) { // out of memory: the rest are freed during the walk itself
+    pool_.for_each([](transfer& t) {
+      if (t.op != nullptr) {
+        std::exchange(t.op, nullptr)->destroy();
+      }
+    });
   }
   for (auto* op : pending) { // after the walk: freeing a coroutine's frames may destroy what they own
     op->destroy();
