@@ -181,20 +181,17 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
   detail::observed_call observed(self->http_metrics.get(), "issue_tickets", *self->time);
   try {
     detail::ticket_call& call = *shared_call;
-    detail::ticket_settlement settle(*self, call);
+    detail::ticket_settlement settle(*self);
     detail::prepare(*self, call);
-    // The store and the viewer limit are awaited only when used: a call without reuse and without a viewer limit
-    // (the benchmark's) awaits nothing but its operation. The clock is read again only after an await: the call's
-    // start time places its deadline otherwise (a real clock read costs tens to hundreds of ns on a VM).
+    // The store is awaited only when used: a call without reuse (the benchmark's) awaits nothing but its operation.
+    // The clock is read again only after an await: the call's start time places its deadline otherwise (a real
+    // clock read costs tens to hundreds of ns on a VM).
     auto now = observed.started();
     if (call.reuses) {
       co_await detail::reuse_stored(*self, call);
       now = self->time->now();
     }
-    if (detail::plan(*self, call, now)) {
-      co_await detail::take_allowance(*self, call);
-      now = self->time->now();
-    }
+    detail::plan(*self, call, now);
     call.settings = merge_options(options, self->engine.options(), now); // as engine.settings_for, at `now`
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;

@@ -62,6 +62,74 @@ public:
       pending_.push_back(i);
     }
   }
+  batch_reader(batch_reader const&) = delete;
+  batch_reader& operator=(batch_reader const&) = delete;
+  /// An operation that ends without `finish` (cancelled, or its work threw) gives back all it took.
+  ~batch_reader() override { settle_allowance(false); }
+
+  /// The per-viewer limit (docs/protocol.md §2): takes one ticket per pending episode, plays first, all at once
+  /// when they fit (one decision); otherwise one by one until refused, the rest answered `viewer_limited` with the
+  /// limit's retry_after and left out of the request. @returns whether the request lost episodes (its body must be
+  /// written again). @throws what the limit throws (`operation_aborted` when cancelled).
+  asio::awaitable<bool> take_allowance(std::string viewer) {
+    viewer_ = std::move(viewer);
+    auto limit = self_->limit; // held by this frame while it awaits
+    item_indexes order = pending_;
+    // Plays first: when the allowance is short, the episode the viewer pressed play on gets it.
+    std::stable_partition(order.begin(), order.end(), [&](std::size_t p) { return episode(p).intent == intent::play; });
+    auto all = limit->acquire(viewer_, static_cast<std::uint32_t>(order.size()));
+    viewer_limit::decision decision = co_await std::move(all);
+    // Not all of them fit: one at a time, in order, until one does not (a single episode's answer is already
+    // known); the rest wait as long as that one does.
+    bool const whole = decision.allowed;
+    bool refused = !whole && order.size() == 1;
+    item_indexes allowed;
+    for (std::size_t const p : order) {
+      if (!whole && !refused) {
+        auto one = limit->acquire(viewer_, 1);
+        decision = co_await std::move(one);
+        refused = !decision.allowed;
+      }
+      if (!refused) {
+        allowed.push_back(p);
+        acquired_.push_back(p);
+        continue;
+      }
+      auto& item = out_.items[p];
+      item.outcome = item_outcome::viewer_limited;
+      item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
+    }
+    allowed.sort();
+    bool const narrowed = allowed.size() != pending_.size();
+    pending_ = allowed;
+    co_return narrowed;
+  }
+  /// Whether the viewer limit left nothing to send.
+  [[nodiscard]] bool nothing_to_send() const noexcept { return pending_.empty(); }
+  /// Writes the JSON of the episodes still pending into `body`.
+  void write_pending(std::string& body) const {
+    item_indexes episodes;
+    for (std::size_t const p : pending_) {
+      episodes.push_back(sent_[p]);
+    }
+    write_checked_ticket_batch(batch_, std::span<std::size_t const>(episodes.begin(), episodes.size()), body);
+  }
+
+  /// Gives back the allowance of the episodes not freshly granted (all of it when `ok` is false: nothing was
+  /// granted to the viewer). Once; without awaiting: it runs where nothing can be awaited (a destructor), and the
+  /// interface makes release a non-blocking start for this reason (the local limit gives back before it returns,
+  /// the fleet's hops to its strand on its own, ahead of any acquire started later from this process).
+  void settle_allowance(bool ok) noexcept {
+    if (acquired_.empty() || std::exchange(settled_, true)) {
+      return;
+    }
+    auto const unused = ok ? std::count_if(acquired_.begin(), acquired_.end(),
+                                           [&](std::size_t p) { return !is_fresh_grant(out_.items[p]); })
+                           : static_cast<std::ptrdiff_t>(acquired_.size());
+    if (unused > 0) {
+      self_->limit->release(viewer_, static_cast<std::uint32_t>(unused));
+    }
+  }
 
   /// A request with a play item is what a viewer waits for; one of prefetches only may be dropped by the gate.
   [[nodiscard]] request_class admission_class() const override {
@@ -152,11 +220,23 @@ public:
     return next;
   }
 
-  /// The operation's result once the engine is done, or the whole call's failure as `wandura::error`.
+  /// The operation's result once the engine is done (or once the viewer limit left nothing to send), or the whole
+  /// call's failure as `wandura::error`. Settles the allowance either way.
   sent_batch finish(call_result&& sent) {
+    if (!nothing_to_send() && !read_final(sent)) {
+      settle_allowance(false);
+      throw to_error(sent, operation_);
+    }
     out_.attempts = sent.attempts;
+    settle_allowance(true);
+    return std::move(out_);
+  }
+
+private:
+  /// Reads the engine's final result into `out_`; false when it fails the whole call.
+  bool read_final(call_result const& sent) {
     if (sent.ok()) {
-      return std::move(out_);
+      return true;
     }
     // Per-item outcomes are read from any final response that carries them, a final 429 or 503 included; one
     // without them (401, 400, a proxy's HTML) or no response at all fails the whole call.
@@ -165,17 +245,16 @@ public:
       parsed.items.clear();
       if (!thread_parser().parse_ticket_batch(sent.response.body, parsed) && !parsed.items.empty()) {
         (void)read_items(parsed, sent);
-        return std::move(out_);
+        return true;
       }
     }
     if (sent.stopped == stop_reason::shed) {
       shed_locally();
-      return std::move(out_);
+      return true;
     }
-    throw to_error(sent, operation_);
+    return false;
   }
 
-private:
   /// Matches the server's items to the pending ones by film, episode and intent (the server keeps the order: trust,
   /// but check); returns those needed and retryable.
   item_indexes read_items(ticket_batch_result& parsed, call_result const& response) {
@@ -239,11 +318,36 @@ private:
   bool narrowed_ = false;
   bool parsed_ready_ = false; // the per-thread parsed batch holds the last 2xx, read by read_counter_feedback
   call_progress progress_;
+  std::string viewer_;    // who the viewer limit counts, once `take_allowance` ran
+  item_indexes acquired_; // positions that took one ticket of the viewer's allowance
+  bool settled_ = false;
 };
+
+/// The work of an operation under a viewer limit: the allowance first, then the request for what it allowed.
+asio::awaitable<call_result> send_within_allowance(std::shared_ptr<client::impl> self, batch_reader& reader,
+                                                   std::string viewer, std::string body, request_traits traits,
+                                                   call_settings settings) {
+  try {
+    auto taking = reader.take_allowance(std::move(viewer)); // named: GCC 12 and temporaries in co_await expressions
+    if (co_await std::move(taking)) {
+      body.clear();
+      reader.write_pending(body);
+    }
+    if (reader.nothing_to_send()) {
+      co_return call_result{};
+    }
+    http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
+    auto sending = self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
+    co_return co_await std::move(sending);
+  } catch (...) {
+    reader.settle_allowance(false); // at once, not when the last waiter lets go of the operation
+    throw;
+  }
+}
 
 } // namespace
 
-ticket_settlement::ticket_settlement(client::impl& self, ticket_call& call) noexcept : self_(self), call_(call) {
+ticket_settlement::ticket_settlement(client::impl& self) noexcept : self_(self) {
   self_.metrics.add_call();
 }
 
@@ -252,26 +356,8 @@ ticket_settlement::~ticket_settlement() {
 }
 
 void ticket_settlement::settle(bool ok) noexcept {
-  if (std::exchange(settled_, true)) {
-    return;
-  }
-  if (!ok) {
+  if (!std::exchange(settled_, true) && !ok) {
     self_.metrics.add_call_failure();
-  }
-  if (self_.limit && !call_.acquired.empty()) {
-    // A call that fails as a whole gives back all it took: nothing was granted to the viewer. Otherwise what was
-    // not freshly granted goes back (refused, shed, reused, never sent).
-    auto const unused = ok ? std::count_if(call_.acquired.begin(), call_.acquired.end(),
-                                           [&](std::size_t i) { return !is_fresh_grant(call_.result.items[i]); })
-                           : static_cast<std::ptrdiff_t>(call_.acquired.size());
-    // Released without awaiting: a destructor (an exception, a cancellation, a frame destroyed unfinished) cannot
-    // co_await, and a release awaited on the way out of a cancelled coroutine would throw at once. The interface
-    // makes release a non-blocking start for this reason: the local limit gives back before it returns, the
-    // fleet's hops to its strand on its own (holding its state, so it completes after the client is gone too),
-    // ahead of any acquire started later from this process.
-    if (unused > 0) {
-      self_.limit->release(call_.who(), static_cast<std::uint32_t>(unused));
-    }
   }
 }
 
@@ -324,7 +410,7 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   }
 }
 
-bool plan(client::impl& self, ticket_call& call, clock::time_point now) {
+void plan(client::impl& self, ticket_call& call, clock::time_point now) {
   auto const& batch = call.batch;
   for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
     if (call.result.items.empty() || call.result.items[i].outcome != item_outcome::granted) {
@@ -343,40 +429,7 @@ bool plan(client::impl& self, ticket_call& call, clock::time_point now) {
     }
     call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
   }
-  return self.limit && !call.pending.empty();
-}
-
-asio::awaitable<void> take_allowance(client::impl& self, ticket_call& call) {
-  auto const& batch = call.batch;
-  auto limit = self.limit;
-  std::string const who(call.who());
-  // Plays first: when the allowance is short, the episode the viewer pressed play on gets it.
-  std::stable_partition(call.pending.begin(), call.pending.end(),
-                        [&](std::size_t i) { return batch.episodes[i].intent == intent::play; });
-  auto all = limit->acquire(who, static_cast<std::uint32_t>(call.pending.size()));
-  viewer_limit::decision decision = co_await std::move(all);
-  // Not all of them fit: one at a time, in order, until one does not (a single episode's answer is already
-  // known); the rest wait as long as that one does.
-  bool const whole = decision.allowed;
-  bool refused = !whole && call.pending.size() == 1;
-  item_indexes allowed;
-  for (std::size_t const i : call.pending) {
-    if (!whole && !refused) {
-      auto one = limit->acquire(who, 1);
-      decision = co_await std::move(one);
-      refused = !decision.allowed;
-    }
-    if (!refused) {
-      allowed.push_back(i);
-      call.acquired.push_back(i);
-      continue;
-    }
-    auto& item = item_at(call, i);
-    item.outcome = item_outcome::viewer_limited;
-    item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
-  }
-  allowed.sort();
-  call.pending = allowed;
+  call.limited = self.limit && !call.pending.empty();
 }
 
 sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
@@ -405,8 +458,12 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
                         settings.policy.classifier, call.operation);
   };
   auto make = [&](batch_reader& reader) {
-    http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, "issue_tickets"};
+    if (call.limited) {
+      return send_within_allowance(self, reader, std::string(call.who()), std::move(body), std::move(traits),
+                                   std::move(settings));
+    }
+    http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     return self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
   };
   auto finish = [](batch_reader& reader, call_result&& sent) { return reader.finish(std::move(sent)); };

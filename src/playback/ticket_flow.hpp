@@ -5,15 +5,17 @@
 // - `reuse_stored` (awaited only when the call reuses tickets) answers what it can from the ticket store, every
 //   episode in one lookup;
 // - `plan` leaves pending what must be sent, dropping prefetches while the playback counter is under its reserve;
-// - `take_allowance` (awaited only with a viewer limit) takes the viewer's allowance for what is pending;
 // - `send` writes the JSON of the rest, once, and starts (or joins) the operation that sends it through the retry
-//   engine; the operation shares the caller's batch, and its `batch_reader` reads every response's items and
-//   narrows the request to the items still needed, which the engine then retries like any retry;
+//   engine; the operation shares the caller's batch, and its `batch_reader` takes the viewer's allowance first
+//   (with a viewer limit), reads every response's items and narrows the request to the items still needed, which
+//   the engine then retries like any retry;
 // - `merge` puts what came back into the caller's result, and `store_fresh` (awaited only when the call reuses
 //   tickets) stores its fresh tickets.
-// A `ticket_settlement` in the caller's frame settles the call on every exit: unused allowance back, a failure
-// counted (the call's duration is observed around it, by `observed_call`). A call that neither reuses tickets nor has a
-// viewer limit awaits nothing but the operation: no coroutine frame beyond its own.
+// The allowance belongs to the request, not to the calls waiting for it: it is taken once, by the operation, so a
+// call that joins an identical request in flight takes none (and shares the request's refusals), and the operation
+// gives back what was not freshly granted when it ends, however it ends. A `ticket_settlement` in the caller's frame
+// counts the call and its failure (the call's duration is observed around it, by `observed_call`). A call that
+// does not reuse tickets awaits nothing but the operation: no coroutine frame beyond its own.
 #pragma once
 
 #include <algorithm>
@@ -68,8 +70,8 @@ struct ticket_call {
   ticket_call& operator=(ticket_call const&) = delete;
   call_settings settings;
   ticket_batch_result result;
-  item_indexes pending;  ///< Episodes to send.
-  item_indexes acquired; ///< Episodes that took one ticket of the viewer's allowance.
+  item_indexes pending; ///< Episodes to send (before the viewer limit: the operation takes the allowance).
+  bool limited = false; ///< The client has a viewer limit and something is pending: the operation takes allowance.
   bool has_viewer = false;
   bool reuses = false; ///< Tickets are looked up and stored: `reuse_tickets` and a viewer_ref.
   /// The caller's name for the call, in messages: `issue_tickets`, or `start_episode`.
@@ -81,7 +83,8 @@ struct ticket_call {
   }
 };
 
-/// What the operation sending a batch produced: one item per sent episode, in the order sent.
+/// What the operation sending a batch produced: one item per episode pending when it started (those the viewer limit
+/// refused included), in the batch's order.
 struct sent_batch {
   std::vector<ticket_item_result> items;
   int attempts = 0;
@@ -90,11 +93,11 @@ struct sent_batch {
   bool replayed = false;
 };
 
-/// Settles one call on every exit (success, exception, cancellation): gives back the allowance of items not freshly
-/// granted (all of it on failure), counts a failure.
+/// Settles one call on every exit (success, exception, cancellation): counts it, and counts a failure unless it
+/// succeeded.
 class ticket_settlement {
 public:
-  ticket_settlement(client::impl& self, ticket_call& call) noexcept;
+  explicit ticket_settlement(client::impl& self) noexcept;
   ticket_settlement(ticket_settlement const&) = delete;
   ticket_settlement& operator=(ticket_settlement const&) = delete;
   ~ticket_settlement();
@@ -105,7 +108,6 @@ private:
   void settle(bool ok) noexcept;
 
   client::impl& self_;
-  ticket_call& call_;
   bool settled_ = false;
 };
 
@@ -118,15 +120,9 @@ void prepare(client::impl& self, ticket_call& call);
 [[nodiscard]] asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call);
 
 /// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches shed while the playback
-/// counter is under its reserve, judged at `now` (the client's clock, read after anything the call awaited).
-/// @returns whether the viewer's allowance must be taken (`take_allowance`).
-[[nodiscard]] bool plan(client::impl& self, ticket_call& call, clock::time_point now);
-
-/// The per-viewer limit (docs/protocol.md §2): takes one ticket per pending episode, plays first, all at once when
-/// they fit (one decision); otherwise one by one until refused, the rest answered `viewer_limited` with the limit's
-/// retry_after. `call.pending` is left with what was taken, in the batch's order. @throws what the limit throws
-/// (`operation_aborted` when cancelled).
-[[nodiscard]] asio::awaitable<void> take_allowance(client::impl& self, ticket_call& call);
+/// counter is under its reserve, judged at `now` (the client's clock, read after anything the call awaited); sets
+/// `call.limited`.
+void plan(client::impl& self, ticket_call& call, clock::time_point now);
 
 /// A batch on its way: the operation sending it and whether this call joined one in flight.
 struct sending {
@@ -134,10 +130,12 @@ struct sending {
   bool coalesced = false;
 };
 
-/// Writes the JSON of the episodes in `call.pending` and starts the operation that sends it through the retry
-/// engine, or joins an identical one in flight (`coalesce`, and no caller-chosen idempotency key). The operation
-/// shares the caller's batch (`call->batch`). @throws wandura::error `operation_aborted` when the client is shut
-/// down.
+/// Writes the JSON of the episodes in `call.pending` and joins an identical request in flight (`coalesce`, and no
+/// caller-chosen idempotency key), or starts the operation that sends it: with a viewer limit (`call.limited`) the
+/// operation first takes the viewer's allowance (docs/protocol.md §2: one ticket per episode, plays first, all at
+/// once when they fit, else one by one until refused; the refused ones come back `viewer_limited` with the limit's
+/// retry_after, and are not sent), then sends the rest through the retry engine. The operation shares the caller's
+/// batch (`call->batch`). @throws wandura::error `operation_aborted` when the client is shut down.
 [[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
                            asio::any_io_executor const& executor);
 

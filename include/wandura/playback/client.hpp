@@ -74,7 +74,8 @@ struct client_options {
   /// idle, 100,000 viewers tracked). Set, it is used whatever `viewer_tickets_per_minute` says: a fleet of
   /// processes plugs one limit shared through Redis (`wandura::fleet::configure` sets it from
   /// `viewer_tickets_per_minute`). One ticket per episode about to be sent is taken, plays first; what was not
-  /// freshly granted is given back when the call ends.
+  /// freshly granted is given back when the request ends. The allowance is the request's: a call that joins an
+  /// identical request in flight (`coalesce`) takes none and gets the request's answer, refusals included.
   std::shared_ptr<wandura::viewer_limit> viewer_limit;
   /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported
   /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there

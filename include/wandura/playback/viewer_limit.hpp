@@ -3,7 +3,8 @@
 // your side).
 //
 // A client takes one ticket of the viewer's allowance per episode it is about to send (plays first) and gives back
-// what was not freshly granted (reused, refused, shed, never sent, or the whole call failed). The default is a
+// what was not freshly granted (reused, refused, shed, never sent, or the whole request failed). It takes it once
+// per request: calls that join an identical request in flight take none. The default is a
 // process-local token bucket per viewer, built by the client from `client_options::viewer_tickets_per_minute`; a
 // fleet of processes plugs one limit shared through Redis (`wandura::fleet::configure`).
 #pragma once

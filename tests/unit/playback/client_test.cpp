@@ -1,5 +1,6 @@
 #include "wandura/playback/client.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -191,6 +192,105 @@ TEST_CASE("client: concurrent identical requests share one request") {
   }
   CHECK(fresh == 1); // the other two joined it: nothing is counted twice
   CHECK(h.api->stats().metrics.coalesced == 2);
+}
+
+TEST_CASE("client: identical concurrent starts take the viewer's allowance once: the joiners share the request's "
+          "tickets and its refusals") {
+  // A limit of 1 or 2 tickets a minute, three identical starts of episode 4 with `limit` episodes each (the play,
+  // and a prefetch at 2), and a third episode beyond the limit for the case without coalescing.
+  int const limit = GENERATE(1, 2);
+  bool const coalesce = GENERATE(true, false);
+  INFO("limit " << limit << ", coalesce " << coalesce);
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = static_cast<std::uint32_t>(limit);
+  options.coalesce = coalesce;
+  harness h(options);
+  std::vector<std::string> granted{granted_item("the-heiress-returns", 4, "play", "t4")};
+  if (limit == 2) {
+    granted.push_back(granted_item("the-heiress-returns", 5, "prefetch", "t5"));
+  }
+  auto step = fake_step::respond(200, batch_body(granted));
+  step.latency = 100ms;
+  h.fake->set_default(step);
+  std::vector<wandura::episode_start> starts;
+  for (int i = 0; i < 3; ++i) {
+    wandura::viewer v{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
+    asio::co_spawn(h.io, h.api->start_episode(std::move(v), "the-heiress-returns", 4, 4 + limit - 1),
+                   [&](std::exception_ptr e, wandura::episode_start s) {
+                     REQUIRE_FALSE(e);
+                     starts.push_back(std::move(s));
+                   });
+  }
+  for (int i = 0; i < 100 && starts.size() < 3; ++i) {
+    h.io.restart();
+    h.io.poll();
+    if (starts.size() < 3) {
+      h.clock->advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(starts.size() == 3);
+  CHECK(h.fake->attempt_count() == 1); // joined, or refused before sending
+  auto const counts = h.api->stats().metrics;
+  if (coalesce) {
+    CHECK(counts.coalesced == 2);
+    for (auto const& s : starts) {
+      CHECK(s.play.outcome == item_outcome::granted);
+      for (auto const& prefetch : s.prefetch) {
+        CHECK(prefetch.outcome == item_outcome::granted);
+      }
+    }
+    CHECK(counts.outcome(item_outcome::viewer_limited) == 0);
+  } else {
+    CHECK(counts.coalesced == 0); // each call its own request: the first takes the allowance, the others are refused
+    auto const plays = [&](item_outcome o) {
+      return std::count_if(starts.begin(), starts.end(), [&](auto const& s) { return s.play.outcome == o; });
+    };
+    CHECK(plays(item_outcome::granted) == 1);
+    CHECK(plays(item_outcome::viewer_limited) == 2);
+  }
+  // The request took `limit` tickets once, and they were granted: the allowance is spent, whoever joined.
+  auto const after = h.start(9, 9);
+  CHECK(after.play.outcome == item_outcome::viewer_limited);
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("client: a request refused by the viewer limit is refused for the calls that joined it too") {
+  // The first of two identical starts takes the viewer's last ticket for its play and is refused its prefetch; the
+  // second joins it: the same answer, nothing more taken, one request of the play alone.
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 1;
+  harness h(options);
+  auto step = fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")}));
+  step.latency = 100ms;
+  h.fake->push(step);
+  std::vector<wandura::episode_start> starts;
+  for (int i = 0; i < 2; ++i) {
+    wandura::viewer v{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
+    asio::co_spawn(h.io, h.api->start_episode(std::move(v), "the-heiress-returns", 4, 5),
+                   [&](std::exception_ptr e, wandura::episode_start s) {
+                     REQUIRE_FALSE(e);
+                     starts.push_back(std::move(s));
+                   });
+  }
+  for (int i = 0; i < 100 && starts.size() < 2; ++i) {
+    h.io.restart();
+    h.io.poll();
+    if (starts.size() < 2) {
+      h.clock->advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(starts.size() == 2);
+  REQUIRE(h.fake->attempt_count() == 1);
+  CHECK(sent_episodes(h.fake->attempts()[0].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
+  for (auto const& s : starts) {
+    CHECK(s.play.outcome == item_outcome::granted);
+    REQUIRE(s.prefetch.size() == 1);
+    CHECK(s.prefetch[0].outcome == item_outcome::viewer_limited);
+    CHECK(s.prefetch[0].film_ref == "the-heiress-returns");
+    CHECK(s.prefetch[0].episode_no == 5);
+    CHECK(s.prefetch[0].retry_after.has_value());
+  }
+  CHECK(starts[0].play.reused != starts[1].play.reused); // one fresh ticket, counted once
 }
 
 TEST_CASE("client: the per-viewer limit refuses tickets before anything is sent") {
