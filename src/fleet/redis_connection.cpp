@@ -147,6 +147,29 @@ void redis_connection::finish(redis_command_op& op, std::error_code ec, redis_re
   op.deliver(ec, std::move(reply));
 }
 
+void redis_connection::abandon(asio::execution_context& context) noexcept {
+  if (&context_of(executor_) != &context) {
+    return;
+  }
+  // Every command not answered yet is in one of the two queues (hiredis's own list holds them too, and drops them
+  // when the context is freed: they are done by then). Moved out first: freeing a handler destroys its
+  // coroutine's frames, which may own what owns this connection (the caller holds it meanwhile).
+  try {
+    std::array<std::deque<std::shared_ptr<redis_command_op>>, 2> const queues{std::move(deadlines_),
+                                                                              std::move(awaiting_ready_)};
+    for (auto const& queue : queues) {
+      for (auto const& op : queue) {
+        if (!op->done) {
+          op->done = true;
+          op->slot.clear();
+          op->discard();
+        }
+      }
+    }
+  } catch (...) { // out of memory moving the queues: left as they are (they may leak at teardown)
+  }
+}
+
 redis_client_stats redis_connection::stats() const noexcept {
   return stats_;
 }
@@ -423,7 +446,9 @@ asio::any_io_executor redis_connection_executor(redis_connection const& conn) no
 }
 
 std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex, redis_options options) {
-  return std::make_shared<redis_connection>(std::move(ex), std::move(options));
+  auto conn = std::make_shared<redis_connection>(std::move(ex), std::move(options));
+  context_shutdown::add(context_of(conn->executor()), conn);
+  return conn;
 }
 
 redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept {

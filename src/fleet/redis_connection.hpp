@@ -14,6 +14,7 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "context_shutdown.hpp"
 #include "hiredis_asio.hpp"
 #include "wandura/fleet/detail/redis_command_op.hpp"
 #include "wandura/fleet/redis_client.hpp"
@@ -24,7 +25,7 @@ struct redisAsyncContext;
 
 namespace wandura::detail {
 
-class redis_connection : public std::enable_shared_from_this<redis_connection> {
+class redis_connection : public std::enable_shared_from_this<redis_connection>, public parked_handlers {
 public:
   redis_connection(asio::any_io_executor ex, redis_options options);
   ~redis_connection();
@@ -38,6 +39,9 @@ public:
   [[nodiscard]] bool closed() const noexcept { return closed_; }
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
+  /// At the shutdown of the connection's execution context (`context_shutdown`): frees the handler of every
+  /// command not answered yet without running it; their replies, if any come, are dropped.
+  void abandon(asio::execution_context& context) noexcept override;
 
   [[nodiscard]] asio::any_io_executor const& executor() const noexcept { return executor_; }
   [[nodiscard]] redis_url const& url() const noexcept { return url_; }

@@ -1,5 +1,8 @@
 #include "call_registry.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
 
@@ -96,11 +99,13 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
         s->by_key.erase(k);
       }
     }
-    // O(1): the last operation takes this one's place.
+    // O(1): the last operation takes this one's place. (An operation dropped by `abandon` is no longer there.)
     auto& running = s->running;
-    running[op->running_index] = std::move(running.back());
-    running[op->running_index]->running_index = op->running_index;
-    running.pop_back();
+    if (op->running_index < running.size() && running[op->running_index] == op) {
+      running[op->running_index] = std::move(running.back());
+      running[op->running_index]->running_index = op->running_index;
+      running.pop_back();
+    }
     if (s->running.empty()) {
       idle.swap(s->idle_waiters);
     }
@@ -131,6 +136,56 @@ void call_registry::cancel_all() {
   }
   for (auto const& op : ops) {
     cancel_operation(op);
+  }
+}
+
+void call_registry::state::abandon(asio::execution_context& context) noexcept {
+  // Collected under the lock without allocating (lists are moved whole, the running vector is filtered in place);
+  // freed and completed after it: destroying a handler destroys its coroutine's frames, which may own the client.
+  std::vector<std::shared_ptr<operation_base>> dropped;
+  std::vector<waiter_list> lists;
+  std::vector<pending_completion> idle;
+  {
+    std::lock_guard lock(mutex);
+    if (parked_on == &context) {
+      parked_on = nullptr;
+    }
+    auto on_context = [&](std::shared_ptr<operation_base> const& op) { return &context_of(op->executor) == &context; };
+    try {
+      lists.reserve(running.size());
+      dropped.reserve(running.size());
+      for (auto const& op : running) {
+        lists.push_back(on_context(op) ? op->waiters.take_all() : op->waiters.take_from(context));
+      }
+      auto keep = std::partition(running.begin(), running.end(), [&](auto const& op) { return !on_context(op); });
+      std::move(keep, running.end(), std::back_inserter(dropped));
+      running.erase(keep, running.end());
+      for (std::size_t i = 0; i < running.size(); ++i) {
+        running[i]->running_index = i;
+      }
+      for (auto const& op : dropped) {
+        if (op->key) {
+          auto k = by_key.find(key_view{*op->key, op->key_hash});
+          if (k != by_key.end() && k->second == op) {
+            by_key.erase(k);
+          }
+        }
+      }
+      idle.reserve(idle_waiters.size());
+      auto mine = std::partition(idle_waiters.begin(), idle_waiters.end(),
+                                        [&](pending_completion const& c) { return &c.context() != &context; });
+      std::move(mine, idle_waiters.end(), std::back_inserter(idle));
+      idle_waiters.erase(mine, idle_waiters.end());
+    } catch (...) { // out of memory: what was collected is freed; the rest stays (it may leak at teardown)
+    }
+  }
+  // A waiter of another context on an operation that will never end is told so; the others are freed unrun.
+  for (auto& list : lists) {
+    list.for_each([&](waiter& w) {
+      if (&w.completion->context() != &context) {
+        release(w, asio::error::operation_aborted);
+      }
+    });
   }
 }
 

@@ -35,10 +35,13 @@
 #include <asio/cancellation_state.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
+#include <asio/execution/context.hpp>
 #include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
+#include <asio/query.hpp>
 
+#include "context_shutdown.hpp"
 #include "playback/call_progress.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/clock.hpp"
@@ -83,6 +86,9 @@ public:
     reset();
   }
 
+  /// The execution context the completion runs on. @pre not completed yet.
+  [[nodiscard]] asio::execution_context& context() const noexcept { return impl_->context(); }
+
 private:
   static constexpr std::size_t buffer_size = 128;
 
@@ -92,6 +98,7 @@ private:
     concept_t& operator=(concept_t const&) = delete;
     virtual ~concept_t() = default;
     virtual void complete(std::error_code ec, bool may_run_here) = 0;
+    [[nodiscard]] virtual asio::execution_context& context() const noexcept = 0;
     /// Moves this into `buffer` (this one is then destroyed by the caller); only for models kept in place.
     virtual concept_t* move_to(void* buffer) noexcept = 0;
   };
@@ -109,6 +116,9 @@ private:
       }
     }
     concept_t* move_to(void* buffer) noexcept override { return ::new (buffer) model(std::move(*this)); }
+    [[nodiscard]] asio::execution_context& context() const noexcept override {
+      return asio::query(work, asio::execution::context);
+    }
     Handler handler;
     std::decay_t<decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
                                        asio::execution::outstanding_work.tracked))>
@@ -268,6 +278,23 @@ private:
       out.rest_.swap(rest_);
       return out;
     }
+    /// Moves out the waiters whose completion runs on `context`.
+    waiter_list take_from(asio::execution_context const& context) {
+      waiter_list out;
+      if (first_ && &first_->completion->context() == &context) {
+        out.first_.emplace(std::move(*first_));
+        first_.reset();
+      }
+      for (auto it = rest_.begin(); it != rest_.end();) {
+        if (&it->completion->context() == &context) {
+          out.add() = std::move(*it);
+          it = rest_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      return out;
+    }
     template <class F> void for_each(F&& f) {
       if (first_) {
         f(*first_);
@@ -307,7 +334,11 @@ private:
     virtual ~operation_base() = default;
   };
 
-  struct state {
+  /// Registered with `context_shutdown` for each context a waiter parks a handler of: at that context's shutdown,
+  /// `abandon` frees its waiters unrun and drops the operations running on it (their coroutines are freed where
+  /// they are suspended); waiters of other contexts on those operations complete with `operation_aborted`.
+  struct state final : parked_handlers {
+    void abandon(asio::execution_context& context) noexcept override;
     mutable std::mutex mutex;
     /// Keyed by a view of the operation's own `key` (it is not modified while the operation is here): the key, a
     /// whole request body, is not copied a second time.
@@ -316,6 +347,7 @@ private:
     std::vector<pending_completion> idle_waiters;
     std::uint64_t next_waiter = 0;
     bool closed = false;
+    asio::execution_context* parked_on = nullptr; ///< The context last registered with.
   };
 
   template <class Handler>
@@ -446,6 +478,16 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
   waiter& w = op->waiters.add();
   w.id = ++state_->next_waiter;
   w.completion.emplace(std::move(handler));
+  asio::execution_context& context = w.completion->context();
+  if (std::exchange(state_->parked_on, &context) != &context) {
+    // Registered before the lock is released, so before anything can complete the waiter. Rare (once per context
+    // in a row); `add` takes only the service's own lock.
+    try {
+      context_shutdown::add(context, std::weak_ptr<state>(state_));
+    } catch (...) { // out of memory: only a teardown without running the context would leak
+      state_->parked_on = nullptr;
+    }
+  }
   if (slot.is_connected()) {
     slot.assign([weak = std::weak_ptr<state>(state_), op, id = w.id](asio::cancellation_type) {
       leave(weak, op, id, asio::error::operation_aborted);

@@ -63,6 +63,7 @@ asio::awaitable<admission> wait_congested(detail::gate_counter& counter, request
   auto initiation = [state, waiter, executor](auto handler) {
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto target = asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
+    waiter->context = &detail::context_of(target);
     auto shared = std::make_shared<decltype(handler)>(std::move(handler));
     // Completion is posted to the coroutine's executor, never run inline; the slot is cleared there.
     waiter->complete = [shared, target, slot](admission result) mutable {

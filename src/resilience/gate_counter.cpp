@@ -249,6 +249,7 @@ std::optional<admission> gate_counter::decide_now(request_class cls, std::uint32
 
 void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any_io_executor const& executor) {
   after_unlock out;
+  bool register_context = false;
   {
     lock_type lock(mutex_);
     auto const now = clock_->now();
@@ -262,10 +263,49 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
       waiter->in_queue = queue.insert(queue.end(), waiter);
       waiter->in_deadlines = deadlines_.emplace(waiter->deadline, waiter.get());
       executor_ = executor;
+      register_context = waiter->context != nullptr && std::exchange(parked_on_, waiter->context) != waiter->context;
       pump(now, out);
     }
   }
+  if (register_context) { // before anything else can run the handler: its completion is only posted
+    try {
+      context_shutdown::add(*waiter->context, weak_from_this());
+    } catch (...) { // out of memory: only a teardown without running the context would leak
+      lock_type lock(mutex_);
+      parked_on_ = nullptr;
+    }
+  }
   run(out);
+}
+
+void gate_counter::abandon(asio::execution_context& context) noexcept {
+  std::list<std::shared_ptr<gate_waiter>> freed; // spliced, not copied: nothing here allocates
+  {
+    lock_type lock(mutex_);
+    if (parked_on_ == &context) {
+      parked_on_ = nullptr;
+    }
+    if (executor_ && &context_of(executor_) == &context) { // its timers are gone with the context
+      executor_ = {};
+      alarms_.clear();
+    }
+    for (auto* queue : {&plays_, &prefetches_}) {
+      for (auto it = queue->begin(); it != queue->end();) {
+        auto next = std::next(it);
+        if ((*it)->context == &context) {
+          (*it)->done = true;
+          deadlines_.erase((*it)->in_deadlines);
+          freed.splice(freed.end(), *queue, it);
+        }
+        it = next;
+      }
+    }
+  }
+  // Outside the lock: destroying a handler destroys its coroutine's frames, which may own the gate. The handler is
+  // destroyed explicitly: its coroutine's cancellation slot holds the waiter too.
+  for (auto const& waiter : freed) {
+    waiter->complete = nullptr;
+  }
 }
 
 void gate_counter::cancel(gate_waiter& waiter) {

@@ -18,6 +18,7 @@
 
 #include <asio/any_io_executor.hpp>
 
+#include "context_shutdown.hpp"
 #include "wandura/resilience/admission_gate.hpp"
 
 namespace wandura::detail {
@@ -30,12 +31,14 @@ struct gate_waiter {
   clock::time_point enqueued;
   clock::time_point deadline;
   std::function<void(admission)> complete;
+  /// The execution context `complete` posts to (its handler's executor's).
+  asio::execution_context* context = nullptr;
   bool done = false;
   std::list<std::shared_ptr<gate_waiter>>::iterator in_queue;
   std::multimap<clock::time_point, gate_waiter*>::iterator in_deadlines;
 };
 
-class gate_counter : public std::enable_shared_from_this<gate_counter> {
+class gate_counter : public std::enable_shared_from_this<gate_counter>, public parked_handlers {
 public:
   gate_counter(std::string name, refill_kind refill, std::shared_ptr<wandura::clock> clock,
                std::shared_ptr<admission_gate_options const> options);
@@ -64,8 +67,13 @@ public:
   [[nodiscard]] std::optional<admission> decide_now(request_class cls, std::uint32_t cost, clock::time_point deadline,
                                                     std::optional<clock::time_point> now = std::nullopt);
 
-  /// Queues `waiter` (its `complete` set) and releases what can go; `executor` runs the release timers.
+  /// Queues `waiter` (its `complete` and `context` set) and releases what can go; `executor` runs the release
+  /// timers. Registers the counter with `waiter.context`'s `context_shutdown` the first time it parks a handler
+  /// of that context.
   void enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any_io_executor const& executor);
+  /// Frees the queued requests of `context` unrun (their coroutines are destroyed with it), and forgets its timers
+  /// when they run on it. Any thread (`context_shutdown`).
+  void abandon(asio::execution_context& context) noexcept override;
 
   /// Removes `waiter` if still queued and completes it with `cancelled`.
   void cancel(gate_waiter& waiter);
@@ -186,6 +194,7 @@ private:
   std::multimap<clock::time_point, gate_waiter*> deadlines_;
   std::multiset<clock::time_point> alarms_; ///< Wake-ups of timers still pending.
   asio::any_io_executor executor_;          ///< Of the latest queued request; runs the timers.
+  asio::execution_context* parked_on_ = nullptr; ///< The context last registered with (`context_shutdown`).
 
   // The fleet's shared pace (under the lock; unused without one).
   double fleet_credit_ = 0;               ///< Units the fleet granted that no release has used yet.

@@ -5,7 +5,7 @@
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include "transport/context_shutdown.hpp"
+#include "context_shutdown.hpp"
 #include "transport/test_hooks.hpp"
 #include "transport/transport_impl.hpp"
 #include "wandura/error.hpp"
@@ -36,7 +36,7 @@ namespace wandura {
 
 transport::transport(asio::any_io_executor ex, transport_options options)
     : impl_(std::make_shared<detail::transport_impl>(std::move(ex), std::move(options))) {
-  detail::transport_registry::of(impl_->executor()).add(impl_);
+  detail::context_shutdown::add(detail::context_of(impl_->executor()), impl_);
 }
 
 transport::~transport() {

@@ -22,6 +22,7 @@
 #include "transport/test_hooks.hpp"
 #include "transport/transfer.hpp"
 #include "wandura/transport/detail/send_op.hpp"
+#include "context_shutdown.hpp"
 #include "wandura/transport/transport.hpp"
 
 namespace wandura::detail {
@@ -31,7 +32,7 @@ namespace wandura::detail {
 /// @par Thread safety
 /// `initiate`, `request_shutdown`, `stats` and `executor` may be called from any thread. Everything else runs on
 /// the strand.
-class transport_impl : public std::enable_shared_from_this<transport_impl> {
+class transport_impl : public std::enable_shared_from_this<transport_impl>, public parked_handlers {
 public:
   transport_impl(asio::any_io_executor ex, transport_options options);
   transport_impl(transport_impl const&) = delete;
@@ -49,8 +50,10 @@ public:
   /// Called from ~transport: aborts everything on the strand, then frees libcurl. Never throws.
   void request_shutdown() noexcept;
   /// Frees every pending send unrun and closes the transport to libcurl's callbacks: its io_context is being shut
-  /// down and will run nothing more (transport_registry, context_shutdown.hpp). No thread may run the context.
+  /// down and will run nothing more (context_shutdown.hpp). No thread may run the context.
   void abandon_sends() noexcept;
+  /// `abandon_sends`: a transport's sends all run on its own executor's context.
+  void abandon(asio::execution_context& /*context*/) noexcept override { abandon_sends(); }
   [[nodiscard]] transport_stats stats() const noexcept;
   void set_test_hooks(transport_test_hooks hooks) noexcept { hooks_ = hooks; }
 

@@ -91,7 +91,9 @@ redis_options const& options_of(redis_client const& client) noexcept;
 /// Destroying the client closes the connection; commands still pending complete with
 /// `asio::error::operation_aborted` (if the io_context still runs). While connected, the client keeps a read wait
 /// on the socket (hiredis wants to notice a close at once), so `io_context::run()` does not return by itself
-/// while a connected client exists: `close()` it, destroy it, or stop the io_context, to end `run()`.
+/// while a connected client exists: `close()` it, destroy it, or stop the io_context, to end `run()`. An io_context
+/// destroyed with commands pending destroys their handlers without running them, as Asio does with its own
+/// operations (a coroutine awaiting one is destroyed with its frames, and what they own, this client included).
 class redis_client {
 public:
   /// @param ex where hiredis is driven and timers run. No connection is made before the first command.

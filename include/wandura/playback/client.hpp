@@ -122,9 +122,10 @@ struct client_stats {
 /// client runs any more. As for any Asio I/O object, destroy the client before its `io_context`, and let its work
 /// end first: a call's handler having run does not mean that the client's own work has (a cancelled request still
 /// unwinds inside the `io_context`), and completing `shutdown()`, or running the `io_context` until it runs out of
-/// work, is what says so. A context destroyed with work of the client still pending destroys it without
-/// completing it; sends pending in the transport are freed then, but in this version work parked at the admission
-/// gate or on a shared request may not be (a leak of the client's memory, nothing else).
+/// work, is what says so. A context destroyed with work of the client still pending destroys that work without
+/// completing it, as Asio destroys its own pending operations: calls waiting to send, at the admission gate, for a
+/// shared request or on the fleet's Redis commands are freed with their coroutines, and the client with them when
+/// they owned it.
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a

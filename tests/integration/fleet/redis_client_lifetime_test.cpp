@@ -152,6 +152,40 @@ TEST_CASE("redis client: close completes a pending command with shut_down, later
   CHECK(test_support::run_returns_within(io, 5000ms));
 }
 
+TEST_CASE("redis client: an io_context destroyed with a command pending frees the command and the coroutine that "
+          "owns the client") {
+  // The pending command's handler is the coroutine, whose frame owns the client, whose connection holds the command:
+  // a cycle no io_context queue holds. Destroying the io_context must free it, as it frees its own operations.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  std::weak_ptr<wandura::redis_client> watch;
+  {
+    asio::io_context io;
+    auto client = std::make_shared<wandura::redis_client>(io.get_executor(),
+                                                          wandura::redis_options{.url = redis->url(), .command_timeout = 30s});
+    REQUIRE_FALSE(std::get<0>(run_command(io, *client, {"PING"})));
+    redis->pause(); // the reply never comes while the io_context lives
+    watch = client;
+    asio::co_spawn(
+        io,
+        [](std::shared_ptr<wandura::redis_client> owner) -> asio::awaitable<void> {
+          auto ping = send(*owner, {"PING"}); // named: GCC 12 and temporaries of a co_await
+          (void)co_await std::move(ping);
+        }(std::move(client)),
+        asio::detached);
+    for (int i = 0; i < 20; ++i) { // the command is written and waits for its reply
+      io.restart();
+      io.run_for(5ms);
+    }
+    REQUIRE_FALSE(watch.expired());
+    REQUIRE(watch.lock()->stats().commands == 2);
+  } // ~io_context with the command pending
+  redis->resume();
+  CHECK(watch.expired());
+}
+
 TEST_CASE("redis client: a connected client keeps run busy until it is closed") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {

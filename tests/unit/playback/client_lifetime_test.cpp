@@ -10,10 +10,12 @@
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
 #include "wandura/error.hpp"
+#include "wandura/resilience/admission_gate.hpp"
 #include "wandura/testing/fake_transport.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
@@ -352,6 +354,59 @@ TEST_CASE("metrics: failed calls are observed in the call duration histogram too
         std::string::npos);
   CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_film\",outcome=\"http_error\"} 1\n") !=
         std::string::npos);
+}
+
+TEST_CASE("lifetime: an io_context destroyed with calls queued at the admission gate frees them and the client their "
+          "coroutines own") {
+  // Each caller waits in the call registry for its operation, which waits in the admission gate (the counter is held
+  // off by a 429): both handlers are parked outside Asio's services, and the coroutines own the client that owns
+  // the registry and the gate. Destroying the io_context must free them, as it frees its own pending operations.
+  std::weak_ptr<wandura::client> watch_client;
+  std::weak_ptr<wandura::ticket_store> watch_store; // owned by the client's state, whoever owns the client
+  {
+    asio::io_context io;
+    wandura::client_options options;
+    options.base_url = "http://127.0.0.1:1/"; // nothing is sent: the gate holds every request
+    options.api_key = "test-key";
+    auto store = std::make_shared<wandura::memory_ticket_store>();
+    watch_store = store;
+    options.tickets = std::move(store);
+    auto api = std::make_shared<wandura::client>(io.get_executor(), std::move(options));
+    watch_client = api;
+    wandura::counter_feedback refused;
+    refused.status = 429;
+    refused.refused = 1;
+    refused.retry_after = 3s; // within the calls' deadline: they wait for it
+    api->engine().gate().observe("playback", refused);
+    REQUIRE(api->engine().gate().congested("playback"));
+    for (int const episode : {4, 4, 5}) { // two operations, the first with two callers
+      asio::co_spawn(
+          io,
+          [](std::shared_ptr<wandura::client> owner, wandura::ticket_batch batch) -> asio::awaitable<void> {
+            auto call = owner->issue_tickets(std::move(batch));
+            (void)co_await std::move(call);
+          }(api, play_batch(episode)),
+          asio::detached);
+    }
+    api.reset(); // the coroutines' frames own the client now
+    auto const queued = [&] {
+      std::size_t n = 0;
+      if (auto owner = watch_client.lock()) {
+        for (auto const& counter : owner->engine().gate().stats()) {
+          n += counter.queued_play;
+        }
+      }
+      return n;
+    };
+    for (int i = 0; i < 100 && queued() < 2; ++i) { // bounded: until both operations are queued
+      io.restart();
+      io.run_for(1ms);
+    }
+    REQUIRE(queued() == 2);
+    REQUIRE(watch_client.lock()->stats().metrics.coalesced == 1);
+  } // ~io_context with the calls parked
+  CHECK(watch_client.expired());
+  CHECK(watch_store.expired());
 }
 
 TEST_CASE("fail at step N: every step of a batch with per-item retries ends complete or in a clean typed error, with "

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -33,6 +34,8 @@ public:
   /// Hands the outcome to the handler: always posted to the handler's executor, never run inline (the caller
   /// may be inside a hiredis callback).
   virtual void deliver(std::error_code ec, redis_reply reply) = 0;
+  /// Destroys the handler without running it: its execution context is shut down and will run nothing more.
+  virtual void discard() noexcept = 0;
 
   std::chrono::steady_clock::time_point deadline{}; ///< when the command times out
   asio::cancellation_slot slot;                     ///< the handler's slot, cleared before the handler runs
@@ -47,14 +50,19 @@ public:
   void deliver(std::error_code ec, redis_reply reply) override {
     auto ex = work_.get_executor();
     work_.reset();
-    asio::post(ex, [handler = std::move(handler_), ec, reply = std::move(reply)]() mutable {
+    asio::post(ex, [handler = std::move(*handler_), ec, reply = std::move(reply)]() mutable {
       std::move(handler)(ec, std::move(reply));
     });
+    handler_.reset();
+  }
+  void discard() noexcept override {
+    handler_.reset();
+    work_.reset();
   }
 
 private:
   asio::executor_work_guard<asio::associated_executor_t<Handler, asio::any_io_executor>> work_;
-  Handler handler_;
+  std::optional<Handler> handler_;
 };
 
 /// Sends `args` on `conn` (connecting first when needed) and arranges for `op` to complete exactly once.
