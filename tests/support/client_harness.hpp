@@ -109,10 +109,35 @@ struct harness {
     return std::move(*out);
   }
 
+  /// Runs `ops` at once (each spawned before any runs) until all are done; their results in completion order.
+  template <typename T> std::vector<T> run_together(std::vector<asio::awaitable<T>> ops) {
+    std::vector<T> done;
+    for (auto& op : ops) {
+      asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T r) {
+        REQUIRE_FALSE(e);
+        done.push_back(std::move(r));
+      });
+    }
+    for (int i = 0; i < 1000 && done.size() < ops.size(); ++i) {
+      io.restart();
+      io.poll();
+      if (done.size() < ops.size()) {
+        clock->advance_to_next_wakeup();
+      }
+    }
+    REQUIRE(done.size() == ops.size());
+    return done;
+  }
+
+  /// The viewer `start` uses, on `device`.
+  static wandura::viewer viewer_on(std::string device = "dev-1") {
+    return {"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", std::move(device), "kek"};
+  }
+
   wandura::episode_start start(int episode, int unlocked_through, std::string device = "dev-1",
                                wandura::call_options options = {}) {
-    wandura::viewer v{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", std::move(device), "kek"};
-    return run(api->start_episode(std::move(v), "the-heiress-returns", episode, unlocked_through, std::move(options)));
+    return run(api->start_episode(viewer_on(std::move(device)), "the-heiress-returns", episode, unlocked_through,
+                                  std::move(options)));
   }
 };
 

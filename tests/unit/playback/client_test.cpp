@@ -169,21 +169,11 @@ TEST_CASE("client: concurrent identical requests share one request") {
   batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
   batch.union_info = "dev-1";
   batch.drm_kek = "kek";
-  std::vector<wandura::ticket_batch_result> results;
+  std::vector<asio::awaitable<wandura::ticket_batch_result>> calls;
   for (int i = 0; i < 3; ++i) {
-    asio::co_spawn(h.io, h.api->issue_tickets(batch), [&](std::exception_ptr e, wandura::ticket_batch_result r) {
-      REQUIRE_FALSE(e);
-      results.push_back(std::move(r));
-    });
+    calls.push_back(h.api->issue_tickets(batch));
   }
-  for (int i = 0; i < 100 && results.size() < 3; ++i) {
-    h.io.restart();
-    h.io.poll();
-    if (results.size() < 3) {
-      h.clock->advance_to_next_wakeup();
-    }
-  }
-  REQUIRE(results.size() == 3);
+  auto const results = h.run_together(std::move(calls));
   CHECK(h.fake->attempt_count() == 1);
   int fresh = 0;
   for (auto const& r : results) {
@@ -212,23 +202,11 @@ TEST_CASE("client: identical concurrent starts take the viewer's allowance once:
   auto step = fake_step::respond(200, batch_body(granted));
   step.latency = 100ms;
   h.fake->set_default(step);
-  std::vector<wandura::episode_start> starts;
+  std::vector<asio::awaitable<wandura::episode_start>> calls;
   for (int i = 0; i < 3; ++i) {
-    wandura::viewer v{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
-    asio::co_spawn(h.io, h.api->start_episode(std::move(v), "the-heiress-returns", 4, 4 + limit - 1),
-                   [&](std::exception_ptr e, wandura::episode_start s) {
-                     REQUIRE_FALSE(e);
-                     starts.push_back(std::move(s));
-                   });
+    calls.push_back(h.api->start_episode(harness::viewer_on(), "the-heiress-returns", 4, 4 + limit - 1));
   }
-  for (int i = 0; i < 100 && starts.size() < 3; ++i) {
-    h.io.restart();
-    h.io.poll();
-    if (starts.size() < 3) {
-      h.clock->advance_to_next_wakeup();
-    }
-  }
-  REQUIRE(starts.size() == 3);
+  auto const starts = h.run_together(std::move(calls));
   CHECK(h.fake->attempt_count() == 1); // joined, or refused before sending
   auto const counts = h.api->stats().metrics;
   if (coalesce) {
@@ -263,23 +241,11 @@ TEST_CASE("client: a request refused by the viewer limit is refused for the call
   auto step = fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")}));
   step.latency = 100ms;
   h.fake->push(step);
-  std::vector<wandura::episode_start> starts;
+  std::vector<asio::awaitable<wandura::episode_start>> calls;
   for (int i = 0; i < 2; ++i) {
-    wandura::viewer v{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
-    asio::co_spawn(h.io, h.api->start_episode(std::move(v), "the-heiress-returns", 4, 5),
-                   [&](std::exception_ptr e, wandura::episode_start s) {
-                     REQUIRE_FALSE(e);
-                     starts.push_back(std::move(s));
-                   });
+    calls.push_back(h.api->start_episode(harness::viewer_on(), "the-heiress-returns", 4, 5));
   }
-  for (int i = 0; i < 100 && starts.size() < 2; ++i) {
-    h.io.restart();
-    h.io.poll();
-    if (starts.size() < 2) {
-      h.clock->advance_to_next_wakeup();
-    }
-  }
-  REQUIRE(starts.size() == 2);
+  auto const starts = h.run_together(std::move(calls));
   REQUIRE(h.fake->attempt_count() == 1);
   CHECK(sent_episodes(h.fake->attempts()[0].request.body) == std::vector<std::string>{"the-heiress-returns/4/play"});
   for (auto const& s : starts) {
