@@ -59,14 +59,19 @@ std::string decode(std::string_view text, std::string_view part) {
   return out;
 }
 
+// RFC 3986's unreserved characters: letters, digits and "-._~".
+bool is_unreserved(char c) noexcept {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
+         c == '_' || c == '~';
+}
+
 // Percent-encodes every byte but the unreserved ones of RFC 3986, so that `decode` reads the text back.
 std::string encode(std::string_view text) {
   constexpr char digits[] = "0123456789ABCDEF";
   std::string out;
   for (char const c : text) {
     auto const b = static_cast<unsigned char>(c);
-    if ((b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || c == '-' || c == '.' ||
-        c == '_' || c == '~') {
+    if (is_unreserved(c)) {
       out.push_back(c);
     } else {
       out += {'%', digits[b >> 4], digits[b & 15]};
@@ -108,7 +113,6 @@ void check_host(std::string_view host, bool bracketed) {
       refuse("the host has a control character or a space");
     }
   }
-  auto const alnum = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
   if (bracketed) {
     for (char const c : host) {
       if (hex_value(c) < 0 && c != ':' && c != '.') {
@@ -121,7 +125,7 @@ void check_host(std::string_view host, bool bracketed) {
     return;
   }
   for (char const c : host) {
-    if (!alnum(c) && std::string_view("-._~!$&'()*+,;=").find(c) == std::string_view::npos) {
+    if (!is_unreserved(c) && std::string_view("!$&'()*+,;=").find(c) == std::string_view::npos) { // sub-delims
       refuse("the host has a character a host name cannot hold (letters, digits and -._~!$&'()*+,;= only)");
     }
   }
