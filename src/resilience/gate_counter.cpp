@@ -262,6 +262,7 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
       auto& queue = waiter->cls == request_class::play ? plays_ : prefetches_;
       waiter->in_queue = queue.insert(queue.end(), waiter);
       waiter->in_deadlines = deadlines_.emplace(waiter->deadline, waiter.get());
+      waiter->executor = executor;
       executor_ = executor;
       register_context = waiter->context != nullptr && std::exchange(parked_on_, waiter->context) != waiter->context;
       pump(now, out);
@@ -280,14 +281,17 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
 
 void gate_counter::abandon(asio::execution_context& context) noexcept {
   std::list<std::shared_ptr<gate_waiter>> freed; // spliced, not copied: nothing here allocates
+  after_unlock out;
   {
     lock_type lock(mutex_);
     if (parked_on_ == &context) {
       parked_on_ = nullptr;
     }
-    if (executor_ && &context_of(executor_) == &context) { // its timers are gone with the context
+    // Its timers will never fire: forgotten, so that `pump` arms others.
+    std::erase_if(alarms_, [&](auto const& alarm) { return alarm.second == &context; });
+    bool const on_context = executor_ && &context_of(executor_) == &context;
+    if (on_context) {
       executor_ = {};
-      alarms_.clear();
     }
     for (auto* queue : {&plays_, &prefetches_}) {
       for (auto it = queue->begin(); it != queue->end();) {
@@ -300,11 +304,27 @@ void gate_counter::abandon(asio::execution_context& context) noexcept {
         it = next;
       }
     }
+    // Requests still queued from other contexts are released by timers on one of theirs from now on.
+    for (auto* queue : {&plays_, &prefetches_}) {
+      if (on_context && !queue->empty()) {
+        executor_ = queue->front()->executor;
+      }
+    }
+    if (executor_ && (!plays_.empty() || !prefetches_.empty())) {
+      try {
+        pump(clock_->now(), out);
+      } catch (...) { // out of memory: they wait for the next request's pump
+      }
+    }
   }
   // Outside the lock: destroying a handler destroys its coroutine's frames, which may own the gate. The handler is
   // destroyed explicitly: its coroutine's cancellation slot holds the waiter too.
   for (auto const& waiter : freed) {
     waiter->complete = nullptr;
+  }
+  try {
+    run(out);
+  } catch (...) { // as above
   }
 }
 
@@ -457,10 +477,10 @@ void gate_counter::pump(clock::time_point now, after_unlock& out) {
 }
 
 void gate_counter::arm(clock::time_point when, after_unlock& out) {
-  if ((!alarms_.empty() && *alarms_.begin() <= when) || !executor_) {
+  if ((!alarms_.empty() && alarms_.begin()->first <= when) || !executor_) {
     return; // an earlier timer is pending: it pumps and re-arms
   }
-  alarms_.insert(when);
+  alarms_.emplace(when, &context_of(executor_));
   out.alarms.emplace_back(when, executor_);
 }
 
@@ -498,7 +518,8 @@ void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::
                                asio::any_io_executor const& executor) {
   // The timer holds the counter weakly and the clock by pointer (alive while the counter is: the counter owns it):
   // a sleeping timer must not keep a destroyed gate's state, or a hand-stepped clock that owns the sleep, alive.
-  auto alarm = [](std::weak_ptr<gate_counter> weak, clock::time_point at) -> asio::awaitable<void> {
+  auto alarm = [](std::weak_ptr<gate_counter> weak, clock::time_point at,
+                  asio::execution_context* context) -> asio::awaitable<void> {
     wandura::clock* clk = nullptr;
     if (auto counter = weak.lock()) {
       clk = counter->clock_.get();
@@ -516,14 +537,16 @@ void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::
     after_unlock out;
     {
       lock_type lock(counter->mutex_);
-      if (auto it = counter->alarms_.find(at); it != counter->alarms_.end()) {
-        counter->alarms_.erase(it);
+      auto [first, last] = counter->alarms_.equal_range(at);
+      auto const mine = std::find_if(first, last, [&](auto const& a) { return a.second == context; });
+      if (mine != last) { // else forgotten by `abandon` meanwhile
+        counter->alarms_.erase(mine);
       }
       counter->pump(counter->clock_->now(), out);
     }
     counter->run(out);
   };
-  asio::co_spawn(executor, alarm(std::move(weak_counter), when), asio::detached);
+  asio::co_spawn(executor, alarm(std::move(weak_counter), when, &context_of(executor)), asio::detached);
 }
 
 admission_counter_stats gate_counter::stats() const {

@@ -33,6 +33,8 @@ struct gate_waiter {
   std::function<void(admission)> complete;
   /// The execution context `complete` posts to (its handler's executor's).
   asio::execution_context* context = nullptr;
+  /// Where the request's coroutine runs: the counter's timers run there while it waits.
+  asio::any_io_executor executor;
   bool done = false;
   std::list<std::shared_ptr<gate_waiter>>::iterator in_queue;
   std::multimap<clock::time_point, gate_waiter*>::iterator in_deadlines;
@@ -71,8 +73,9 @@ public:
   /// timers. Registers the counter with `waiter.context`'s `context_shutdown` the first time it parks a handler
   /// of that context.
   void enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any_io_executor const& executor);
-  /// Frees the queued requests of `context` unrun (their coroutines are destroyed with it), and forgets its timers
-  /// when they run on it. Any thread (`context_shutdown`).
+  /// Frees the queued requests of `context` unrun (their coroutines are destroyed with it); when the counter's
+  /// timers ran there, moves them to the executor of a request still queued from another context. Any thread
+  /// (`context_shutdown`).
   void abandon(asio::execution_context& context) noexcept override;
 
   /// Removes `waiter` if still queued and completes it with `cancelled`.
@@ -192,7 +195,8 @@ private:
   std::list<std::shared_ptr<gate_waiter>> plays_;
   std::list<std::shared_ptr<gate_waiter>> prefetches_;
   std::multimap<clock::time_point, gate_waiter*> deadlines_;
-  std::multiset<clock::time_point> alarms_; ///< Wake-ups of timers still pending.
+  /// Wake-ups of timers still pending, with the context each runs on.
+  std::multimap<clock::time_point, asio::execution_context*> alarms_;
   asio::any_io_executor executor_;          ///< Of the latest queued request; runs the timers.
   asio::execution_context* parked_on_ = nullptr; ///< The context last registered with (`context_shutdown`).
 

@@ -409,6 +409,53 @@ TEST_CASE("lifetime: an io_context destroyed with calls queued at the admission 
   CHECK(watch_store.expired());
 }
 
+TEST_CASE("lifetime: another io_context destroyed with calls queued at the gate leaves the client's own calls to "
+          "be released") {
+  // Calls queued behind a held-off counter from the client's context and from another one, in either order: the
+  // first queued arms the counter's timer on its context, the last queued runs the timers after it. Destroying the
+  // other context frees its call; the client's own is still released when the hold-off ends (and then fails to
+  // connect: nothing listens).
+  bool const other_first = GENERATE(true, false);
+  INFO("the other context's call queued " << (other_first ? "first" : "last"));
+  asio::io_context own;
+  wandura::client_options options;
+  options.base_url = "http://127.0.0.1:1/";
+  options.api_key = "test-key";
+  auto api = std::make_shared<wandura::client>(own.get_executor(), std::move(options));
+  wandura::counter_feedback refused;
+  refused.status = 429;
+  refused.refused = 1;
+  refused.retry_after = 1s;
+  api->engine().gate().observe("playback", refused);
+  bool own_done = false;
+  auto const queue_own = [&] {
+    asio::co_spawn(own, api->issue_tickets(play_batch(4)),
+                   [&](std::exception_ptr, wandura::ticket_batch_result) { own_done = true; });
+    own.poll();
+  };
+  {
+    asio::io_context other;
+    if (!other_first) {
+      queue_own();
+    }
+    asio::co_spawn(other, api->issue_tickets(play_batch(5)), asio::detached);
+    other.poll();
+    if (other_first) {
+      queue_own();
+    }
+    std::size_t queued = 0;
+    for (auto const& counter : api->engine().gate().stats()) {
+      queued += counter.queued_play;
+    }
+    REQUIRE(queued == 2);
+  } // the other context goes, with its call queued
+  for (int i = 0; i < 500 && !own_done; ++i) { // bounded: 5 s against a 1 s hold-off
+    own.restart();
+    own.run_for(10ms);
+  }
+  CHECK(own_done);
+}
+
 TEST_CASE("fail at step N: every step of a batch with per-item retries ends complete or in a clean typed error, with "
           "the allowance settled") {
   // The batch: play 4, prefetch 5 and 6. The script: a whole 503, then a 200 where the play is refused (503, retried
