@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -391,6 +392,11 @@ public:
     return std::move(*value);
   }
 
+  /// True for the first waiter that asks, once the operation is done, false for every other: the one that takes
+  /// charge of what should happen once per operation (for a ticket batch, reporting and storing its fresh tickets),
+  /// whichever of the callers are still there. Any thread.
+  [[nodiscard]] bool claim() noexcept { return !claimed.exchange(true, std::memory_order_acq_rel); }
+
   /// How far the operation got, when its context tracks it (a `progress()` member, as the ticket batch's reader);
   /// null otherwise. Any thread.
   [[nodiscard]] virtual call_progress const* progress() const noexcept { return nullptr; }
@@ -398,6 +404,7 @@ public:
 private:
   friend class call_registry;
   std::optional<T> value;
+  std::atomic<bool> claimed{false};
 };
 
 namespace call_registry_detail {

@@ -491,6 +491,7 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
                 error_info{0, {}, {}, {}, 0});
   }
   sent_batch batch = sent.op->take();
+  sent.owner = sent.op->claim();
   if (call.result.items.empty()) { // every episode was sent, in order (plan)
     call.result.items = std::move(batch.items);
   } else {
@@ -498,10 +499,10 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
       call.result.items[call.pending[p]] = std::move(batch.items[p]);
     }
   }
-  if (sent.coalesced) {
+  if (!sent.owner) {
     for (std::size_t const i : call.pending) {
       auto& item = call.result.items[i];
-      item.reused = item.reused || item.outcome == item_outcome::granted; // another call asked for (and counted) it
+      item.reused = item.reused || item.outcome == item_outcome::granted; // another caller reports it as fresh
     }
   }
   call.result.attempts = sent.coalesced ? 0 : batch.attempts;
@@ -511,7 +512,7 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
 }
 
 bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {
-  return call.reuses && !sent.coalesced && std::any_of(call.pending.begin(), call.pending.end(), [&](std::size_t i) {
+  return call.reuses && sent.owner && std::any_of(call.pending.begin(), call.pending.end(), [&](std::size_t i) {
            auto const& item = call.result.items[i];
            return is_fresh_grant(item) && item.ticket.has_value();
          });

@@ -128,6 +128,9 @@ void plan(client::impl& self, ticket_call& call, clock::time_point now);
 struct sending {
   std::shared_ptr<call_registry::operation<sent_batch>> op;
   bool coalesced = false;
+  /// This caller reports the request's fresh tickets as fresh and stores them: the first of its callers to take
+  /// the result (set by `merge`). The others see them `reused`: nothing is counted twice, whoever left early.
+  bool owner = false;
 };
 
 /// Writes the JSON of the episodes in `call.pending` and joins an identical request in flight (`coalesce`, and no
@@ -144,8 +147,8 @@ struct sending {
 ///         `deadline_exceeded` when its own deadline passed first.
 void merge(ticket_call& call, sending& sent, std::error_code waited);
 
-/// Whether `store_fresh` has anything to store: the call reuses tickets and sent its own request (a call that
-/// joined another's leaves the storing to it), which granted at least one fresh ticket.
+/// Whether `store_fresh` has anything to store: the call reuses tickets and owns the request's result (`sending::owner`),
+/// which granted at least one fresh ticket.
 [[nodiscard]] bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept;
 
 /// Stores every fresh ticket of `call.result` in the ticket store, for reuse by later calls (of any process sharing

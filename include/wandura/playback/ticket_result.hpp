@@ -91,7 +91,9 @@ struct ticket_item_result {
   std::string intent_text; ///< The raw `intent` text when `intent == intent::other`, else empty.
   item_outcome outcome = item_outcome::failed;
   int status = 0;                        ///< The item's own status; 0 when never sent (viewer_limited, deferred).
-  bool reused = false;                   ///< The server (or the SDK's cache) returned an earlier ticket.
+  /// The server (or the SDK's cache) returned an earlier ticket, or this call joined an identical request in flight
+  /// and another of its callers reports the ticket as fresh (each fresh ticket is reported fresh once).
+  bool reused = false;
   std::optional<wandura::ticket> ticket; ///< Present exactly when `outcome == item_outcome::granted`.
   std::string error_code;                ///< The server's `error_code` (numbers as decimal text); may be empty.
   std::string reason;                    ///< The server's `reason`, e.g. "prefetch_shed"; may be empty.

@@ -456,6 +456,41 @@ TEST_CASE("lifetime: another io_context destroyed with calls queued at the gate 
   CHECK(own_done);
 }
 
+TEST_CASE("lifetime: when the caller that started a shared request leaves, a caller still waiting reports its fresh "
+          "tickets and stores them") {
+  // Each fresh ticket is reported fresh once, by the first caller to take the request's result: the one that
+  // started it is gone, so the joiner does, and stores it, so that the next identical call is answered from the
+  // store. The viewer's allowance (limit 1) stays spent: the viewer got the ticket.
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 1;
+  harness h(options);
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 2s;
+  h.fake->push(slow);
+  asio::cancellation_signal starter_signal;
+  call_end starter;
+  call_end joiner;
+  spawn_call(h, play_batch(4), {}, starter, starter_signal.slot());
+  spawn_call(h, play_batch(4), {}, joiner);
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  starter_signal.emit(asio::cancellation_type::terminal);
+  drain(h);
+  REQUIRE(starter.done);
+  CHECK(starter.error == std::optional<std::error_code>(asio::error::operation_aborted));
+  REQUIRE(joiner.result);
+  auto const& item = joiner.result->items.at(0);
+  CHECK(item.outcome == item_outcome::granted);
+  CHECK_FALSE(item.reused);
+  CHECK(h.api->stats().metrics.coalesced == 1);
+
+  auto const again = h.run(h.api->issue_tickets(play_batch(4)));
+  CHECK(h.fake->attempt_count() == 1); // from the store
+  CHECK(again.items.at(0).reused);
+  auto const other = h.run(h.api->issue_tickets(play_batch(6)));
+  CHECK(other.items.at(0).outcome == item_outcome::viewer_limited); // the one ticket of the minute was spent
+}
+
 TEST_CASE("fail at step N: every step of a batch with per-item retries ends complete or in a clean typed error, with "
           "the allowance settled") {
   // The batch: play 4, prefetch 5 and 6. The script: a whole 503, then a 200 where the play is refused (503, retried
