@@ -125,7 +125,10 @@ struct client_stats {
 /// work, is what says so. A context destroyed with work of the client still pending destroys that work without
 /// completing it, as Asio destroys its own pending operations: calls waiting to send, at the admission gate, for a
 /// shared request or on the fleet's Redis commands are freed with their coroutines, and the client with them when
-/// they owned it.
+/// they owned it. Calls may come from coroutines of other io_contexts than the client's; as with any Asio I/O
+/// object used across contexts, each of those contexts, and the client's own, must then run until those calls
+/// end: destroying one while calls involving another are pending is not supported (the calls of the other may
+/// never complete).
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
