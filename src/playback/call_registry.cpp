@@ -140,7 +140,7 @@ void call_registry::cancel_all() {
 }
 
 void call_registry::state::abandon(asio::execution_context& context) noexcept {
-  // Collected under the lock without allocating (lists are moved whole, the running vector is filtered in place);
+  // Collected under the lock (waiter lists moved out, the running vector filtered in place, room reserved first);
   // freed and completed after it: destroying a handler destroys its coroutine's frames, which may own the client.
   std::vector<std::shared_ptr<operation_base>> dropped;
   std::vector<waiter_list> lists;
@@ -173,7 +173,7 @@ void call_registry::state::abandon(asio::execution_context& context) noexcept {
       }
       idle.reserve(idle_waiters.size());
       auto mine = std::partition(idle_waiters.begin(), idle_waiters.end(),
-                                        [&](pending_completion const& c) { return &c.context() != &context; });
+                                 [&](pending_completion const& c) { return &c.context() != &context; });
       std::move(mine, idle_waiters.end(), std::back_inserter(idle));
       idle_waiters.erase(mine, idle_waiters.end());
     } catch (...) { // out of memory: what was collected is freed; the rest stays (it may leak at teardown)

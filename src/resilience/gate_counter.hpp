@@ -197,7 +197,7 @@ private:
   std::multimap<clock::time_point, gate_waiter*> deadlines_;
   /// Wake-ups of timers still pending, with the context each runs on.
   std::multimap<clock::time_point, asio::execution_context*> alarms_;
-  asio::any_io_executor executor_;          ///< Of the latest queued request; runs the timers.
+  asio::any_io_executor executor_;               ///< Of the latest queued request; runs the timers.
   asio::execution_context* parked_on_ = nullptr; ///< The context last registered with (`context_shutdown`).
 
   // The fleet's shared pace (under the lock; unused without one).

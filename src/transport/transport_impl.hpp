@@ -15,6 +15,7 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/strand.hpp>
 
+#include "context_shutdown.hpp"
 #include "transport/curl_timer.hpp"
 #include "transport/easy_setup.hpp"
 #include "transport/request_queue.hpp"
@@ -22,7 +23,6 @@
 #include "transport/test_hooks.hpp"
 #include "transport/transfer.hpp"
 #include "wandura/transport/detail/send_op.hpp"
-#include "context_shutdown.hpp"
 #include "wandura/transport/transport.hpp"
 
 namespace wandura::detail {

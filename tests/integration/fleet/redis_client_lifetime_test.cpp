@@ -163,8 +163,8 @@ TEST_CASE("redis client: an io_context destroyed with a command pending frees th
   std::weak_ptr<wandura::redis_client> watch;
   {
     asio::io_context io;
-    auto client = std::make_shared<wandura::redis_client>(io.get_executor(),
-                                                          wandura::redis_options{.url = redis->url(), .command_timeout = 30s});
+    auto client = std::make_shared<wandura::redis_client>(
+        io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 30s});
     REQUIRE_FALSE(std::get<0>(run_command(io, *client, {"PING"})));
     redis->pause(); // the reply never comes while the io_context lives
     watch = client;
