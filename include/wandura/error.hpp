@@ -39,7 +39,8 @@ enum class errc {
   /// The response body exceeded the configured cap (`transport_options::max_response_bytes`, default 1 MiB), or
   /// its header block exceeded 256 KiB (one header line: 100 KiB). The same answer would come back: final.
   response_too_large = 6,
-  /// The peer sent something that is not valid HTTP.
+  /// The peer sent something that is not valid HTTP (from Redis, in the fleet layer: not valid RESP, or a reply no
+  /// command waits for).
   protocol_error = 7,
   /// Any other transport failure (out of memory in libcurl, an unsupported URL, ...). The message says which.
   transport_failed = 8,

@@ -129,7 +129,7 @@ using op_holder = std::shared_ptr<redis_command_op>;
 
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
     : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
-      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_.reconnect_backoff) {}
+      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_) {}
 
 redis_connection::~redis_connection() {
   if (ac_ != nullptr) {
@@ -239,7 +239,7 @@ void redis_connection::on_ready() {
 void redis_connection::arm_timeout(std::shared_ptr<redis_command_op> const& op) {
   // Deadlines stay in initiation order: the commands that waited for the connection are armed before any
   // command initiated after it became ready.
-  op->deadline = std::chrono::steady_clock::now() + options_.command_timeout;
+  op->deadline = saturating_add(std::chrono::steady_clock::now(), options_.command_timeout);
   deadlines_.push_back(op);
   if (!deadline_timer_armed_) {
     arm_deadline_timer(op->deadline);
@@ -315,7 +315,7 @@ bool redis_connection::open_context(std::error_code& ec) {
   down_reason_.clear();
   adapter_ = hiredis_asio_adapter::attach(ac, executor_, [this] { on_context_gone(); });
   redisAsyncSetConnectCallback(ac, &on_connect);
-  connect_timer_.expires_after(options_.connect_timeout);
+  expire_after(connect_timer_, options_.connect_timeout);
   connect_timer_.async_wait([self = weak_from_this()](std::error_code wait_ec) {
     auto conn = self.lock();
     if (wait_ec || !conn || conn->ac_ == nullptr || conn->ready_) {
@@ -353,8 +353,7 @@ void redis_connection::send_setup() {
 
 void redis_connection::note_connect_failure() {
   ++stats_.connect_failures;
-  next_connect_at_ = std::chrono::steady_clock::now() + backoff_;
-  backoff_ = std::min(backoff_ * 2, options_.max_reconnect_backoff);
+  next_connect_at_ = saturating_add(std::chrono::steady_clock::now(), backoff_.next());
 }
 
 void redis_connection::on_context_gone() {
@@ -393,7 +392,7 @@ void redis_connection::on_connect(redisAsyncContext const* ac, int status) {
   }
   conn->connected_ = true;
   ++conn->stats_.connects;
-  conn->backoff_ = conn->options_.reconnect_backoff;
+  conn->backoff_.reset();
   if (conn->setup_pending_ == 0) {
     conn->connect_timer_.cancel();
     conn->on_ready();

@@ -16,9 +16,10 @@
 
 #include "context_shutdown.hpp"
 #include "hiredis_asio.hpp"
+#include "reconnect_backoff.hpp"
+#include "wandura/error.hpp"
 #include "wandura/fleet/detail/redis_command_op.hpp"
 #include "wandura/fleet/redis_client.hpp"
-#include "wandura/error.hpp"
 #include "wandura/fleet/redis_url.hpp"
 
 struct redisAsyncContext;
@@ -87,7 +88,7 @@ private:
   bool closed_ = false;
   std::error_code down_reason_; ///< why we closed the context ourselves; wins over what hiredis saw
   std::chrono::steady_clock::time_point next_connect_at_{};
-  std::chrono::milliseconds backoff_;
+  reconnect_backoff backoff_;
   redis_client_stats stats_;
   std::string command_buffer_; ///< the command being sent, in RESP: reused, hiredis copies it out
 };

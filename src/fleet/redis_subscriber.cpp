@@ -57,8 +57,7 @@ std::pair<std::string_view, std::string_view> push_of(redisReply const& r) {
 redis_subscriber::redis_subscriber(asio::any_io_executor ex, redis_options const& options, std::string channel,
                                    handlers h)
     : executor_(std::move(ex)), url_(redis_url::parse(options.url)), connect_timeout_(options.connect_timeout),
-      backoff_min_(options.reconnect_backoff), backoff_max_(options.max_reconnect_backoff),
-      channel_(std::move(channel)), handlers_(std::move(h)), socket_(executor_), timer_(executor_) {}
+      backoff_(options), channel_(std::move(channel)), handlers_(std::move(h)), socket_(executor_), timer_(executor_) {}
 
 void redis_subscriber::start() {
   asio::co_spawn(
@@ -76,7 +75,7 @@ void redis_subscriber::stop() {
 }
 
 void redis_subscriber::arm_deadline(std::chrono::milliseconds after) {
-  timer_.expires_after(after);
+  expire_after(timer_, after);
   timer_.async_wait([this, weak = weak_from_this()](std::error_code wait_ec) {
     if (auto self = weak.lock(); self && !wait_ec && !live_) {
       std::error_code ignored;
@@ -93,7 +92,6 @@ void redis_subscriber::set_live(bool live) {
 }
 
 asio::awaitable<void> redis_subscriber::run() {
-  auto backoff = backoff_min_;
   while (!stopped_) {
     auto const began = std::chrono::steady_clock::now();
     co_await serve_one_connection();
@@ -103,10 +101,12 @@ asio::awaitable<void> redis_subscriber::run() {
     if (stopped_) {
       break;
     }
-    // A connection that lasted resets the backoff; one that failed at once doubles it.
-    backoff =
-        std::chrono::steady_clock::now() - began > backoff_max_ ? backoff_min_ : std::min(backoff * 2, backoff_max_);
-    timer_.expires_after(backoff);
+    // A connection that lasted resets the backoff; one that failed at once doubles it (reconnect_backoff.hpp).
+    if (std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began) >
+        backoff_.longest()) {
+      backoff_.reset();
+    }
+    expire_after(timer_, backoff_.next());
     auto [waited] = co_await timer_.async_wait(as_tuple);
     (void)waited;
   }
@@ -129,7 +129,7 @@ asio::awaitable<void> redis_subscriber::serve_one_connection() {
   }
   // AUTH and SUBSCRIBE answered within the longest reconnect backoff, or the connection is dropped and tried again:
   // a server that never confirms does not hold the subscription forever.
-  arm_deadline(std::max(connect_timeout_, backoff_max_));
+  arm_deadline(std::max(connect_timeout_, backoff_.longest()));
   std::string setup;
   bool const auth = !url_.password.empty();
   if (auth) {

@@ -19,6 +19,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "reconnect_backoff.hpp"
 #include "wandura/fleet/redis_client.hpp"
 #include "wandura/fleet/redis_url.hpp"
 
@@ -58,8 +59,7 @@ private:
   asio::any_io_executor executor_;
   redis_url url_;
   std::chrono::milliseconds connect_timeout_;
-  std::chrono::milliseconds backoff_min_;
-  std::chrono::milliseconds backoff_max_;
+  reconnect_backoff backoff_;
   std::string channel_;
   handlers handlers_;
   asio::ip::tcp::socket socket_;

@@ -1,7 +1,12 @@
 #include "wandura/fleet/redis_url.hpp"
 
+#include <array>
 #include <charconv>
 #include <optional>
+#include <string>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "wandura/error.hpp"
 
@@ -119,8 +124,10 @@ void check_host(std::string_view host, bool bracketed) {
         refuse("the host in brackets is not an IPv6 address (hex digits, ':' and '.' only; no zone)");
       }
     }
-    if (host.find(':') == std::string_view::npos) {
-      refuse("the host in brackets is not an IPv6 address (no ':')");
+    // The characters alone let through "[:]" or "[1::2::3]": the system's own reader of IPv6 text decides.
+    std::array<unsigned char, 16> address{};
+    if (host.find(':') == std::string_view::npos || ::inet_pton(AF_INET6, std::string(host).c_str(), &address) != 1) {
+      refuse("the host in brackets is not an IPv6 address");
     }
     return;
   }

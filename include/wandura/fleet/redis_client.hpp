@@ -27,7 +27,8 @@
 
 namespace wandura {
 
-/// How a `redis_client` connects and how long it waits.
+/// How a `redis_client` connects and how long it waits. `std::chrono::milliseconds::max()` in any duration means
+/// no limit (it saturates, never overflows).
 struct redis_options {
   /// `redis://[user:password@]host[:port][/db]` (see `redis_url`). `AUTH` and `SELECT` are sent on every connect.
   /// hiredis 0.14 resolves a host name with a blocking `getaddrinfo`: give an address or a name in /etc/hosts.
@@ -44,6 +45,8 @@ struct redis_options {
   /// The wait before the first reconnect after a failed connect; doubled after each further failure up to
   /// `max_reconnect_backoff`, back to this after a successful connect. A connection that was up and broke is
   /// reconnected at the next command without waiting.
+  /// Every wait is at least 1 ms (a zero or negative value means 1 ms), and the longest is never shorter than
+  /// the first.
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds max_reconnect_backoff{2000};
   /// The most commands that may wait for replies on the connection (sent, not answered, timed out ones
@@ -123,7 +126,8 @@ public:
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;
   /// - `errc::invalid_argument`: `args` is empty; not sent, not counted.
   ///
-  /// @param args the command and its arguments, binary safe (any bytes, CR/LF and NUL included; empty arguments too). Copied into hiredis's output buffer when the
+  /// @param args the command and its arguments, binary safe (any bytes, CR/LF and NUL included; empty arguments too).
+  /// Copied into hiredis's output buffer when the
   ///        operation starts (for `use_awaitable`, when it is awaited), so they must live until then.
   /// @param token completion token with signature `void(std::error_code, redis_reply)`.
   ///

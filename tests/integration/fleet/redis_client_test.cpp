@@ -149,6 +149,31 @@ TEST_CASE("redis client: a paused redis times the command out in its timeout, an
   CHECK(client.stats().connects == 1);
 }
 
+TEST_CASE("redis client: durations of milliseconds::max() mean no limit, not an overflow") {
+  // A new-user trial: each of these was a signed overflow (UBSan aborted) when converted to the clock's nanoseconds.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto const most = std::chrono::milliseconds::max();
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(),
+                                                   .command_timeout = most,
+                                                   .connect_timeout = most,
+                                                   .reconnect_backoff = most,
+                                                   .max_reconnect_backoff = most});
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  REQUIRE_FALSE(ec);
+  CHECK(reply.text == "PONG");
+  CHECK(client.stats().timeouts == 0);
+
+  redis->kill(); // a failed connect now waits "forever" before the next: commands fail at once, nothing overflows
+  auto [down_ec, ignored] = run_command(io, client, {"PING"});
+  CHECK(down_ec);
+  auto [backoff_ec, ignored_too] = run_command(io, client, {"PING"});
+  CHECK(backoff_ec == wandura::errc::connect_failed);
+}
+
 TEST_CASE("redis client: redis down at start fails fast, then the client connects once it is up") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {

@@ -371,6 +371,30 @@ TEST_CASE("shared ticket cache: an erase in one process drops another's near cop
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
 
+TEST_CASE("shared ticket cache: with Redis down and reconnect waits of zero the subscription does not spin") {
+  // A new-user trial: with both waits 0 the erase subscription reconnected ~23,000 times a second, a core busy
+  // and `io_context::poll()` never returning. Every wait is at least 1 ms now (reconnect_backoff.hpp).
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(
+      io.get_executor(),
+      {.url = redis->url(), .command_timeout = 500ms, .reconnect_backoff = 0ms, .max_reconnect_backoff = 0ms});
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [](std::string_view) {}};
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = system_clock::now();
+  keep_near(io, cache, viewer_on("device-7"), {"tkt_7", now + 30min}, now);
+  redis->kill();
+  REQUIRE(wait_until(io, [&] { return !cache.stats().near_cache_live; }));
+  io.restart();
+  auto const handlers = io.run_for(500ms); // the subscription's reconnects, nothing else
+  INFO("handlers run in 500 ms: " << handlers);
+  CHECK(handlers < 4000); // one reconnect a millisecond is a few handlers each; a spin is tens of thousands
+}
+
 TEST_CASE("shared ticket cache: with its subscription lost the near cache is silent until a new one is confirmed") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
