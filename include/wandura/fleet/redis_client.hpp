@@ -126,9 +126,9 @@ public:
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;
   /// - `errc::invalid_argument`: `args` is empty; not sent, not counted.
   ///
-  /// @param args the command and its arguments, binary safe (any bytes, CR/LF and NUL included; empty arguments too).
-  /// Copied into hiredis's output buffer when the
-  ///        operation starts (for `use_awaitable`, when it is awaited), so they must live until then.
+  /// @param args the command and its arguments, binary safe (any bytes, CR/LF and NUL included; empty arguments
+  ///        too). Copied into hiredis's output buffer when the operation starts (for `use_awaitable`, when it is
+  ///        awaited), so they must live until then.
   /// @param token completion token with signature `void(std::error_code, redis_reply)`.
   ///
   /// @par Cancellation
