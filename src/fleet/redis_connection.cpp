@@ -125,6 +125,26 @@ void guard_replies(redisAsyncContext* ac) {
 // reply when the context goes away first).
 using op_holder = std::shared_ptr<redis_command_op>;
 
+/// A compensating command: nobody waits for its reply, which is dropped as a late one.
+class dropped_reply_op final : public redis_command_op {
+public:
+  dropped_reply_op() { done = true; }
+  void deliver(std::error_code, redis_reply) override {}
+  void discard() noexcept override {}
+};
+
+/// Frees what `op` holds for a reply nobody will read: its compensation's captures (they may own what owns the
+/// connection) and its handler.
+void drop(redis_command_op& op) noexcept {
+  op.compensate = nullptr;
+  if (!op.done) {
+    op.done = true;
+    op.slot.clear();
+    op.slot = {}; // its signal may go with the handler
+    op.discard();
+  }
+}
+
 } // namespace
 
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
@@ -144,6 +164,7 @@ void redis_connection::finish(redis_command_op& op, std::error_code ec, redis_re
   }
   op.done = true;
   op.slot.clear();
+  op.slot = {}; // its signal may go with the handler
   op.deliver(ec, std::move(reply));
 }
 
@@ -155,15 +176,18 @@ void redis_connection::abandon(asio::execution_context& context) noexcept {
   // when the context is freed: they are done by then). Moved out first: freeing a handler destroys its
   // coroutine's frames, which may own what owns this connection (the caller holds it meanwhile).
   try {
-    std::array<std::deque<std::shared_ptr<redis_command_op>>, 2> const queues{std::move(deadlines_),
-                                                                              std::move(awaiting_ready_)};
+    std::array<std::deque<std::shared_ptr<redis_command_op>>, 2> queues{std::move(deadlines_),
+                                                                        std::move(awaiting_ready_)};
+    // Commands that timed out or were cancelled are in neither queue, only in hiredis's: their compensations can
+    // no longer run either. Collected before anything is freed (freeing may close the context).
+    for (redisCallback const* cb = ac_ != nullptr ? ac_->replies.head : nullptr; cb != nullptr; cb = cb->next) {
+      if (cb->fn == &on_reply) {
+        queues[0].push_back(*static_cast<op_holder const*>(cb->privdata));
+      }
+    }
     for (auto const& queue : queues) {
       for (auto const& op : queue) {
-        if (!op->done) {
-          op->done = true;
-          op->slot.clear();
-          op->discard();
-        }
+        drop(*op);
       }
     }
   } catch (...) { // out of memory moving the queues: left as they are (they may leak at teardown)
@@ -214,6 +238,9 @@ void redis_connection::close() {
   if (closed_) {
     return;
   }
+  // Freeing a command's compensation may free the client, the last owner of this connection: not before this
+  // returns.
+  auto const keep = weak_from_this().lock();
   closed_ = true;
   if (ac_ != nullptr) {
     down_reason_ = asio::error::shut_down;
@@ -423,16 +450,45 @@ void redis_connection::on_reply(redisAsyncContext* ac, void* reply, void* privda
   auto* conn = static_cast<redis_connection*>(ac->data);
   --conn->stats_.pending;
   redis_command_op& op = **holder;
-  if (op.done) {
-    return; // timed out or cancelled: the late reply is dropped
-  }
   if (reply == nullptr) {
     finish(op, conn->failure_code(ac));
+    op.compensate = nullptr; // no reply: nothing is known to undo
     return;
   }
+  if (op.done) { // timed out or cancelled: the late reply is dropped, after its compensation
+    conn->send_compensation(op, *static_cast<redisReply const*>(reply));
+    return;
+  }
+  op.compensate = nullptr; // answered in time: nothing to undo
   redis_reply value = copy_reply(*static_cast<redisReply const*>(reply));
   std::error_code const ec = value.is_error() ? make_error_code(fleet_errc::server_error) : std::error_code{};
   finish(op, ec, std::move(value));
+}
+
+void redis_connection::send_compensation(redis_command_op& op, redisReply const& late) noexcept {
+  redis_compensation const compensate = std::move(op.compensate);
+  op.compensate = nullptr; // a moved-from std::function is valid but unspecified
+  if (!compensate) {
+    return;
+  }
+  try {
+    std::vector<std::string> const command = compensate(copy_reply(late));
+    if (command.empty() || ac_ == nullptr || closed_) {
+      return;
+    }
+    std::vector<std::string_view> const args(command.begin(), command.end());
+    auto holder = std::make_unique<op_holder>(std::make_shared<dropped_reply_op>());
+    format_command(args, command_buffer_);
+    // Sent from inside hiredis's reply callback: hiredis queues it behind the commands already written, so
+    // Redis runs it after the late command.
+    if (redisAsyncFormattedCommand(ac_, &on_reply, holder.get(), command_buffer_.data(), command_buffer_.size()) ==
+        REDIS_OK) {
+      (void)holder.release();
+      ++stats_.pending;
+      ++stats_.compensations;
+    }
+  } catch (...) { // the compensation threw, or out of memory: nothing is sent
+  }
 }
 
 void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,

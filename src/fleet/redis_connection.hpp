@@ -23,6 +23,7 @@
 #include "wandura/fleet/redis_url.hpp"
 
 struct redisAsyncContext;
+struct redisReply;
 
 namespace wandura::detail {
 
@@ -40,8 +41,8 @@ public:
   [[nodiscard]] bool closed() const noexcept { return closed_; }
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
-  /// At the shutdown of the connection's execution context (`context_shutdown`): frees the handler of every
-  /// command not answered yet without running it; their replies, if any come, are dropped.
+  /// At the shutdown of the connection's execution context (`context_shutdown`): frees the handler and the
+  /// compensation of every command not answered yet without running them; their replies, if any come, are dropped.
   void abandon(asio::execution_context& context) noexcept override;
 
   [[nodiscard]] asio::any_io_executor const& executor() const noexcept { return executor_; }
@@ -61,6 +62,7 @@ private:
   void arm_deadline_timer(std::chrono::steady_clock::time_point at);
   void expire_overdue();
   void note_connect_failure();
+  void send_compensation(redis_command_op& op, redisReply const& late) noexcept;
   void on_context_gone();
   [[nodiscard]] std::error_code failure_code(redisAsyncContext const* ac) const noexcept;
 

@@ -23,9 +23,10 @@ redis_script::redis_script(std::string_view source) : source_(source) {
   }
 }
 
-asio::awaitable<std::tuple<std::error_code, redis_reply>>
-redis_script::run(redis_client& redis, std::span<std::string_view const> keys,
-                  std::span<std::string_view const> args) const {
+asio::awaitable<std::tuple<std::error_code, redis_reply>> redis_script::run(redis_client& redis,
+                                                                            std::span<std::string_view const> keys,
+                                                                            std::span<std::string_view const> args,
+                                                                            redis_compensation compensate) const {
   std::string const key_count = std::to_string(keys.size());
   std::array<std::string_view, 16> small{};
   std::vector<std::string_view> large;
@@ -42,25 +43,36 @@ redis_script::run(redis_client& redis, std::span<std::string_view const> keys,
   std::copy(keys.begin(), keys.end(), argv.begin() + 3);
   std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
   constexpr auto token = asio::experimental::as_tuple(asio::use_awaitable);
-  auto outcome = co_await redis.async_command(argv, token);
+  auto outcome = co_await redis.async_command(argv, compensate, token);
   auto const& [ec, reply] = outcome;
   if (ec == fleet_errc::server_error && reply.text.starts_with("NOSCRIPT")) {
     argv[0] = "EVAL";
     argv[1] = source_;
-    outcome = co_await redis.async_command(argv, token);
+    outcome = co_await redis.async_command(argv, std::move(compensate), token);
   }
   co_return outcome;
 }
 
-asio::awaitable<std::optional<redis_reply>> run_or_fall_back(redis_script const& script, redis_client& redis,
-                                                             fallback_guard& guard,
-                                                             std::span<std::string_view const> keys,
-                                                             std::span<std::string_view const> args,
-                                                             bool (*valid)(redis_reply const&), std::string_view what) {
+std::vector<std::string> redis_script::eval_command(std::span<std::string const> keys,
+                                                    std::span<std::string const> args) const {
+  std::vector<std::string> command;
+  command.reserve(3 + keys.size() + args.size());
+  command.emplace_back("EVAL");
+  command.emplace_back(source_);
+  command.push_back(std::to_string(keys.size()));
+  command.insert(command.end(), keys.begin(), keys.end());
+  command.insert(command.end(), args.begin(), args.end());
+  return command;
+}
+
+asio::awaitable<std::optional<redis_reply>>
+run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
+                 std::span<std::string_view const> keys, std::span<std::string_view const> args,
+                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate) {
   if (!guard.ask_redis(std::chrono::steady_clock::now())) {
     co_return std::nullopt;
   }
-  auto [ec, reply] = co_await script.run(redis, keys, args);
+  auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
   if (ec == asio::error::operation_aborted) {
     throw error(ec, std::string(what) + ": cancelled");
   }

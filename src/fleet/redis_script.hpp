@@ -2,13 +2,13 @@
 // is sent once with EVAL, which runs it and caches it in Redis again. Not public API.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <tuple>
-
-#include <optional>
+#include <vector>
 
 #include <asio/awaitable.hpp>
 
@@ -22,9 +22,17 @@ public:
   explicit redis_script(std::string_view source);
 
   /// Runs the script with `keys` and `args`: one round trip (two after NOSCRIPT), each within the client's
-  /// command timeout. Completes as `redis_client::async_command` does, never throws.
-  [[nodiscard]] asio::awaitable<std::tuple<std::error_code, redis_reply>>
-  run(redis_client& redis, std::span<std::string_view const> keys, std::span<std::string_view const> args) const;
+  /// command timeout. Completes as `redis_client::async_command` does, never throws. `compensate`, if set, goes
+  /// with each command sent (see `redis_client::async_command`).
+  [[nodiscard]] asio::awaitable<std::tuple<std::error_code, redis_reply>> run(redis_client& redis,
+                                                                              std::span<std::string_view const> keys,
+                                                                              std::span<std::string_view const> args,
+                                                                              redis_compensation compensate = {}) const;
+
+  /// `EVAL` of the script with `keys` and `args`, as a command to send later (a compensation): the source, not the
+  /// SHA-1, so that it runs even on a Redis that lost its script cache meanwhile.
+  [[nodiscard]] std::vector<std::string> eval_command(std::span<std::string const> keys,
+                                                      std::span<std::string const> args) const;
 
   [[nodiscard]] std::string const& sha1() const noexcept { return sha1_; }
 
@@ -34,11 +42,12 @@ private:
 };
 
 /// Runs `script` unless `guard` says to answer locally. The reply when Redis answered with a reply `valid`
-/// accepts; nothing otherwise (a fallback counted by `guard`, one WARN line per outage).
+/// accepts; nothing otherwise (a fallback counted by `guard`, one WARN line per outage). `compensate` undoes what
+/// the script did when Redis runs it after all, once the caller answered locally or was cancelled.
 /// @throws wandura::error with `operation_aborted` when cancelled; `what` names the operation in its message.
 [[nodiscard]] asio::awaitable<std::optional<redis_reply>>
 run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
                  std::span<std::string_view const> keys, std::span<std::string_view const> args,
-                 bool (*valid)(redis_reply const&), std::string_view what);
+                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate = {});
 
 } // namespace wandura::detail

@@ -22,8 +22,8 @@ namespace wandura::detail {
 /// gone too) and returns.
 /// @par Cancellation
 /// `acquire`: through the awaiting coroutine's cancellation slot, by throwing `wandura::error` with
-/// `operation_aborted`; a script already sent still runs, and its tickets are then not given back (the bucket
-/// refills by itself within a minute).
+/// `operation_aborted`; a script already sent still runs, and when it took tickets they are given back as its
+/// reply comes (`shared_viewer_limit::try_acquire`).
 class redis_viewer_limit final : public viewer_limit {
 public:
   /// @param limit one of `state`'s limits (`fleet_state::viewer_limit_for`).

@@ -3,7 +3,10 @@
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <span>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "fallback_guard.hpp"
 #include "fleet_values.hpp"
@@ -85,7 +88,7 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   if (tickets == 0) {
     co_return viewer_limit_decision{true, std::chrono::milliseconds(0)}; // nothing to count: no round trip
   }
-  auto const self = impl_; // the operation may outlive this limiter
+  auto const self = impl_;                                  // the operation may outlive this limiter
   auto pending = take(std::move(viewer_ref), tickets, now); // named: no temporaries inside co_await (GCC 12)
   auto decision = co_await std::move(pending);
   ++(decision.granted ? self->stats.granted : self->stats.refused);
@@ -115,8 +118,22 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::take(std::string vie
                                         detail::number_text(self->capacity), detail::number_text(n)};
   std::array<std::string_view, 1> const keys{key};
   std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
-  auto const reply =
-      co_await detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair, "viewer limit");
+  // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
+  // what it took: the decision was made without it. A give-back (n < 0) that runs late is what was wanted.
+  redis_compensation give_back;
+  if (n > 0) {
+    give_back = [self, key, text](redis_reply const& late) -> std::vector<std::string> {
+      auto const answer = detail::integer_pair(late);
+      if (!answer || answer->first != 1) {
+        return {}; // refused, or failed: nothing was taken
+      }
+      std::array<std::string, 4> undo = text;
+      undo[3] = "-" + undo[3];
+      return self->script.eval_command(std::span(&key, 1), undo);
+    };
+  }
+  auto const reply = co_await detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair,
+                                                       "viewer limit", std::move(give_back));
   if (reply) {
     auto const answer = detail::integer_pair(*reply);
     co_return viewer_limit_decision{answer->first == 1, std::chrono::milliseconds(answer->second)};

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
@@ -63,6 +64,7 @@ struct redis_client_stats {
   std::uint64_t connect_failures = 0; ///< connect attempts that failed (refused, timeout, AUTH/SELECT refused)
   std::uint64_t disconnects = 0;      ///< established connections that were lost
   std::size_t pending = 0;            ///< commands sent and not answered yet (timed out ones included)
+  std::uint64_t compensations = 0;    ///< compensating commands sent for late replies (`async_command`)
 };
 
 class redis_client;
@@ -113,7 +115,7 @@ public:
   /// Completes with `(error_code{}, reply)` for every non-error reply (`nil` included), or with:
   /// - `fleet_errc::server_error` and the error reply (its text says which: `NOSCRIPT`, `WRONGTYPE`, ...);
   /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
-  ///   is dropped; the connection stays);
+  ///   is dropped, or given to the compensation of the overload below; the connection stays);
   /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff); not sent,
   ///   or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run it);
   /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused; not executed;
@@ -133,20 +135,38 @@ public:
   ///
   /// @par Cancellation
   /// Terminal, partial and total cancellation through the handler's cancellation slot: the operation completes
-  /// with `operation_aborted` at once. A command already written is still executed by Redis; its reply is dropped.
+  /// with `operation_aborted` at once. A command already written is still executed by Redis; its reply is dropped
+  /// (or given to the compensation of the overload below).
   /// @par Retries
   /// None: every failure is reported to the caller, who falls back (the fleet classes) or retries.
   template <class CompletionToken> auto async_command(std::span<std::string_view const> args, CompletionToken&& token) {
+    return async_command(args, redis_compensation{}, std::forward<CompletionToken>(token));
+  }
+
+  /// As `async_command` above, for a command whose effect must not outlive a caller that stopped waiting: when
+  /// the command completed with `errc::attempt_timeout` or `operation_aborted` and its reply comes after all,
+  /// `compensate` is called once with that reply (an error reply included) and the command it returns, if not
+  /// empty, is sent on the same connection, after the late one (Redis runs them in that order), its reply
+  /// dropped; `redis_client_stats::compensations` counts them. E.g. a token-bucket take that timed out, answered
+  /// "granted" late, gives its tokens back. Nothing is called when no reply comes (the connection broke or was
+  /// closed, the client or its execution context went: Redis may or may not have run the command), nor when
+  /// the reply came in time.
+  /// @param compensate called on the client's executor, inside the read of the reply: it must not block. An
+  ///        exception it throws is swallowed (nothing is sent). It and what it captures are destroyed when the
+  ///        command is answered, lost or abandoned.
+  template <class CompletionToken>
+  auto async_command(std::span<std::string_view const> args, redis_compensation compensate, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, redis_reply)>(
-        [conn = conn_](auto handler, std::span<std::string_view const> command) {
+        [conn = conn_](auto handler, std::span<std::string_view const> command, redis_compensation undo) {
           using handler_type = std::decay_t<decltype(handler)>;
           auto slot = asio::get_associated_cancellation_slot(handler);
           auto op = std::make_shared<detail::redis_command_op_for<handler_type>>(
               detail::redis_connection_executor(*conn), std::move(handler));
           op->slot = slot;
+          op->compensate = std::move(undo);
           detail::start_redis_command(*conn, command, op);
         },
-        token, args);
+        token, args, std::move(compensate));
   }
 
   /// Closes the connection for good, as an Asio socket's `close`: commands still waiting for replies complete

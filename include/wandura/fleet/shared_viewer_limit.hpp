@@ -77,6 +77,9 @@ public:
   /// Takes `tickets` from the viewer's bucket, all or nothing, at `now` (as `viewer_limiter::try_acquire`: 0 is
   /// always granted, without a round trip; more than the burst is always refused, with the time until the bucket
   /// is full, which may be 0: such a request is never granted, whenever it is retried).
+  /// A take that Redis runs after this call stopped waiting for it (the call answered from the local bucket after
+  /// `redis_options::command_timeout`, or was cancelled) gives its tickets back in Redis as soon as its reply
+  /// comes, so the viewer's fleet-wide allowance is not spent for a decision made without it.
   /// @throws wandura::error with `errc::invalid_argument` for an empty viewer_ref or `tickets` < 0;
   ///         `operation_aborted` when cancelled. Never for Redis failures (local fallback).
   [[nodiscard]] asio::awaitable<viewer_limit_decision>

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -182,6 +183,37 @@ TEST_CASE("redis client: an io_context destroyed with a command pending frees th
     REQUIRE_FALSE(watch.expired());
     REQUIRE(watch.lock()->stats().commands == 2);
   } // ~io_context with the command pending
+  redis->resume();
+  CHECK(watch.expired());
+}
+
+TEST_CASE("redis client: an io_context destroyed with a timed-out command unanswered frees its compensation and "
+          "what it owns") {
+  // The compensation of a command that timed out owns the client, whose connection holds the command until its
+  // reply: destroying the io_context must free the compensation, which will never run.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  std::weak_ptr<wandura::redis_client> watch;
+  {
+    asio::io_context io;
+    auto client = std::make_shared<wandura::redis_client>(
+        io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 20ms});
+    REQUIRE_FALSE(std::get<0>(run_command(io, *client, {"PING"})));
+    redis->pause(); // the reply never comes while the io_context lives
+    watch = client;
+    std::array<std::string_view, 1> const ping{"PING"};
+    std::optional<std::error_code> outcome;
+    client->async_command(
+        ping, [owner = client](wandura::redis_reply const&) { return std::vector<std::string>{"PING"}; },
+        [&](std::error_code ec, wandura::redis_reply) { outcome = ec; });
+    client.reset();
+    REQUIRE(test_support::run_until(io, [&] { return outcome.has_value(); }));
+    CHECK(*outcome == wandura::errc::attempt_timeout);
+    REQUIRE_FALSE(watch.expired()); // the compensation owns it, waiting for the late reply
+    REQUIRE(watch.lock()->stats().pending == 1);
+  } // ~io_context with the late reply still to come
   redis->resume();
   CHECK(watch.expired());
 }

@@ -1,5 +1,6 @@
 #include "wandura/fleet/redis_client.hpp"
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -238,6 +239,110 @@ TEST_CASE("redis client: cancelling a pending command completes it at once with 
   CHECK(took < 1000);
   CHECK(client.stats().timeouts == 0);
   REQUIRE_FALSE(std::get<0>(run_command(io, client, {"PING"}))); // the connection still serves
+}
+
+namespace {
+
+// INCR of `key` whose late reply is undone by DECR, under `signal`'s slot; the compensations' calls are counted.
+asio::awaitable<outcome> increment_undone(wandura::redis_client& client, std::string const& key,
+                                          asio::cancellation_signal& signal, int& calls) {
+  std::array<std::string_view, 2> const incr{"INCR", key};
+  auto undo = [key, &calls](wandura::redis_reply const& late) -> std::vector<std::string> {
+    ++calls;
+    if (late.type != wandura::redis_reply::kind::integer) {
+      return {};
+    }
+    return {"DECR", key};
+  };
+  co_return co_await client.async_command(
+      incr, undo, asio::bind_cancellation_slot(signal.slot(), asio::experimental::as_tuple(asio::use_awaitable)));
+}
+
+} // namespace
+
+TEST_CASE("redis client: a reply that comes after its command timed out is given to the compensation, once") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url()}); // default timeout: a few ms
+  REQUIRE_FALSE(std::get<0>(run_until_ok(io, client, {"SET", "n", "0"})));
+  asio::cancellation_signal unused;
+  int calls = 0;
+
+  redis->pause();
+  auto [ec, reply] = test_support::run(io, increment_undone(client, "n", unused, calls));
+  CHECK(ec == wandura::errc::attempt_timeout);
+  CHECK(calls == 0); // not before the reply comes
+  redis->resume();
+  REQUIRE(
+      test_support::run_until(io, [&] { return client.stats().compensations == 1 && client.stats().pending == 0; }));
+  CHECK(calls == 1);
+  CHECK(std::get<1>(run_until_ok(io, client, {"GET", "n"})).text == "0"); // INCR ran late, then DECR
+
+  // Answered in time: the compensation is not called, and the increment stays.
+  {
+    auto [in_time_ec, in_time] = test_support::run(io, increment_undone(client, "n", unused, calls));
+    if (in_time_ec == wandura::errc::attempt_timeout) { // a loaded machine: then the late reply is undone too
+      REQUIRE(test_support::run_until(io, [&] { return client.stats().pending == 0; }));
+      CHECK(std::get<1>(run_until_ok(io, client, {"GET", "n"})).text == "0");
+    } else {
+      REQUIRE_FALSE(in_time_ec);
+      CHECK(in_time.integer == 1);
+      CHECK(calls == 1);
+      CHECK(client.stats().compensations == 1);
+      CHECK(std::get<1>(run_until_ok(io, client, {"GET", "n"})).text == "1");
+    }
+  }
+}
+
+TEST_CASE("redis client: a cancelled command's late reply is given to the compensation, and none is sent for an "
+          "empty one") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"SET", "n", "0"})));
+  int calls = 0;
+
+  redis->pause();
+  asio::cancellation_signal signal;
+  auto [ec, reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    asio::steady_timer later(io, 20ms);
+    later.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+    co_return co_await increment_undone(client, "n", signal, calls);
+  }());
+  CHECK(ec == asio::error::operation_aborted);
+  redis->resume();
+  REQUIRE(
+      test_support::run_until(io, [&] { return client.stats().compensations == 1 && client.stats().pending == 0; }));
+  CHECK(calls == 1);
+  CHECK(std::get<1>(run_command(io, client, {"GET", "n"})).text == "0");
+
+  // A compensation that answers nothing to send (here: the late reply is an error reply) sends nothing.
+  REQUIRE_FALSE(std::get<0>(run_command(io, client, {"SET", "not-a-number", "text"})));
+  redis->pause();
+  asio::cancellation_signal again;
+  auto [set_ec, set_reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+    asio::steady_timer later(io, 20ms);
+    later.async_wait([&](std::error_code) { again.emit(asio::cancellation_type::terminal); });
+    std::array<std::string_view, 2> const wrong{"INCR", "not-a-number"};
+    co_return co_await client.async_command(
+        wrong,
+        [&calls](wandura::redis_reply const& late) -> std::vector<std::string> {
+          ++calls;
+          CHECK(late.is_error());
+          return {};
+        },
+        asio::bind_cancellation_slot(again.slot(), asio::experimental::as_tuple(asio::use_awaitable)));
+  }());
+  CHECK(set_ec == asio::error::operation_aborted);
+  redis->resume();
+  REQUIRE(test_support::run_until(io, [&] { return calls == 2 && client.stats().pending == 0; }));
+  CHECK(client.stats().compensations == 1);
 }
 
 TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed without the password in a message") {

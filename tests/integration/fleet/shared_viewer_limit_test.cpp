@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fleet_test_support.hpp"
+#include "wandura/error.hpp"
+#include "wandura/fleet/key_layout.hpp"
 
 using namespace std::chrono_literals;
 using std::chrono::system_clock;
@@ -55,9 +59,8 @@ TEST_CASE("shared viewer limit: destroyed with an acquire in flight it lets the 
   CHECK(test_support::run(fleet.io, limit->try_acquire("viewer:1", 1, t0)).granted); // connected, script loaded
   redis->pause();
   std::optional<bool> granted;
-  asio::co_spawn(fleet.io, limit->try_acquire("viewer:1", 2, t0), [&](std::exception_ptr e, auto decision) {
-    granted = !e && decision.granted;
-  });
+  asio::co_spawn(fleet.io, limit->try_acquire("viewer:1", 2, t0),
+                 [&](std::exception_ptr e, auto decision) { granted = !e && decision.granted; });
   fleet.io.restart();
   fleet.io.run_for(50ms); // sent, waiting on the paused server
   CHECK_FALSE(granted.has_value());
@@ -65,6 +68,66 @@ TEST_CASE("shared viewer limit: destroyed with an acquire in flight it lets the 
   redis->resume();
   REQUIRE(test_support::run_until(fleet.io, [&] { return granted.has_value(); }));
   CHECK(*granted);
+}
+
+TEST_CASE("shared viewer limit: a take Redis runs after the call answered locally or was cancelled is given back") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url()); // b: 500 ms commands, to look at the buckets and to cancel a take
+  wandura::redis_client fast(fleet.io.get_executor(), {.url = redis->url()}); // the default few ms
+  wandura::shared_viewer_limit timed_out(fast, "org_demo", {.tickets_per_minute = 2});
+  wandura::shared_viewer_limit cancelled(fleet.b, "org_demo", {.tickets_per_minute = 2});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto tokens = [&](std::string const& viewer) {
+    return raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {2, 2}, viewer), "t"}).text;
+  };
+  auto settled = [&] { return fast.stats().pending == 0 && fleet.b.stats().pending == 0; };
+  for (int i = 0; i < 50 && timed_out.stats().fallbacks == 0; ++i) { // connected and the script loaded
+    (void)test_support::run(fleet.io, timed_out.try_acquire("warm:" + std::to_string(i), 1, t0));
+    (void)test_support::run(fleet.io, cancelled.try_acquire("warm:" + std::to_string(i), 1, t0));
+  }
+  auto const fallbacks = timed_out.stats().fallbacks;
+
+  redis->pause();
+  CHECK(test_support::run(fleet.io, timed_out.try_acquire("viewer:1", 2, t0)).granted); // from the local bucket
+  CHECK(timed_out.stats().fallbacks == fallbacks + 1);
+  asio::cancellation_signal signal;
+  std::optional<std::error_code> aborted;
+  asio::co_spawn(fleet.io, cancelled.try_acquire("viewer:2", 2, t0),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, auto) {
+                   aborted = std::error_code{};
+                   try {
+                     if (e) {
+                       std::rethrow_exception(e);
+                     }
+                   } catch (wandura::error const& err) {
+                     aborted = err.code();
+                   }
+                 }));
+  fleet.io.restart();
+  fleet.io.run_for(30ms); // sent, waiting on the paused server
+  signal.emit(asio::cancellation_type::terminal);
+  REQUIRE(test_support::run_until(fleet.io, [&] { return aborted.has_value(); }));
+  CHECK(*aborted == asio::error::operation_aborted);
+  redis->resume();
+
+  REQUIRE(test_support::run_until(fleet.io, settled));
+  CHECK(fast.stats().compensations == 1);
+  CHECK(fleet.b.stats().compensations == 1);
+  CHECK(tokens("viewer:1") == "2"); // the late takes ran and were given back: the buckets are full
+  CHECK(tokens("viewer:2") == "2");
+  // A take refused late takes nothing, so nothing is given back.
+  CHECK(test_support::run(fleet.io, cancelled.try_acquire("viewer:3", 2, t0)).granted);
+  test_support::wait(fleet.io, 600ms); // past the fallback's probe interval: Redis is asked again
+  redis->pause();
+  CHECK(test_support::run(fleet.io, timed_out.try_acquire("viewer:3", 1, t0)).granted); // locally again
+  CHECK(timed_out.stats().fallbacks == fallbacks + 2);
+  redis->resume();
+  REQUIRE(test_support::run_until(fleet.io, settled));
+  CHECK(fast.stats().compensations == 1);
+  CHECK(tokens("viewer:3") == "0");
 }
 
 TEST_CASE("shared viewer limit: after SCRIPT FLUSH (or a restart) the script is sent again and answers") {

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_executor.hpp>
@@ -17,6 +20,13 @@
 #include <asio/post.hpp>
 
 #include "wandura/fleet/redis_reply.hpp"
+
+namespace wandura {
+/// Given the reply to a command whose waiter is gone (it timed out or was cancelled before the reply came), the
+/// command that undoes what that command did (a compensating command), or an empty vector for none. See
+/// `redis_client::async_command`.
+using redis_compensation = std::function<std::vector<std::string>(redis_reply const& late_reply)>;
+} // namespace wandura
 
 namespace wandura::detail {
 
@@ -39,6 +49,7 @@ public:
 
   std::chrono::steady_clock::time_point deadline{}; ///< when the command times out
   asio::cancellation_slot slot;                     ///< the handler's slot, cleared before the handler runs
+  redis_compensation compensate;                    ///< run on a late reply, at most once; may be empty
   bool done = false;
 };
 
