@@ -84,11 +84,20 @@ TEST_CASE("shared viewer limit: a take Redis runs after the call answered locall
     return raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {2, 2}, viewer), "t"}).text;
   };
   auto settled = [&] { return fast.stats().pending == 0 && fleet.b.stats().pending == 0; };
-  for (int i = 0; i < 50 && timed_out.stats().fallbacks == 0; ++i) { // connected and the script loaded
+  // Connected, the script loaded and Redis answering: on a loaded machine the first takes may time out, and then
+  // the fallback's probe interval is waited out before Redis is asked again.
+  for (int i = 0; i < 10; ++i) {
+    auto const before = timed_out.stats().fallbacks;
     (void)test_support::run(fleet.io, timed_out.try_acquire("warm:" + std::to_string(i), 1, t0));
-    (void)test_support::run(fleet.io, cancelled.try_acquire("warm:" + std::to_string(i), 1, t0));
+    if (timed_out.stats().fallbacks == before) {
+      break;
+    }
+    test_support::wait(fleet.io, 600ms);
   }
+  (void)test_support::run(fleet.io, cancelled.try_acquire("warm", 1, t0));
+  REQUIRE(test_support::run_until(fleet.io, settled));
   auto const fallbacks = timed_out.stats().fallbacks;
+  auto const compensated = fast.stats().compensations; // late warm-ups, if any
 
   redis->pause();
   CHECK(test_support::run(fleet.io, timed_out.try_acquire("viewer:1", 2, t0)).granted); // from the local bucket
@@ -114,7 +123,7 @@ TEST_CASE("shared viewer limit: a take Redis runs after the call answered locall
   redis->resume();
 
   REQUIRE(test_support::run_until(fleet.io, settled));
-  CHECK(fast.stats().compensations == 1);
+  CHECK(fast.stats().compensations == compensated + 1);
   CHECK(fleet.b.stats().compensations == 1);
   CHECK(tokens("viewer:1") == "2"); // the late takes ran and were given back: the buckets are full
   CHECK(tokens("viewer:2") == "2");
@@ -126,7 +135,7 @@ TEST_CASE("shared viewer limit: a take Redis runs after the call answered locall
   CHECK(timed_out.stats().fallbacks == fallbacks + 2);
   redis->resume();
   REQUIRE(test_support::run_until(fleet.io, settled));
-  CHECK(fast.stats().compensations == 1);
+  CHECK(fast.stats().compensations == compensated + 1);
   CHECK(tokens("viewer:3") == "0");
 }
 
