@@ -199,29 +199,33 @@ redis_client_stats redis_connection::stats() const noexcept {
 }
 
 void redis_connection::start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op) {
+  auto refuse = [&](std::error_code ec) { // not sent: nothing to compensate
+    retire(op->compensate);
+    finish(*op, ec);
+  };
   if (closed_) {
-    finish(*op, asio::error::shut_down); // not counted: no command is made any more
+    refuse(asio::error::shut_down); // not counted: no command is made any more
     return;
   }
   if (args.empty()) {
-    finish(*op, errc::invalid_argument); // no command to send (hiredis would abort on one)
+    refuse(errc::invalid_argument); // no command to send (hiredis would abort on one)
     return;
   }
   ++stats_.commands;
   std::error_code ec;
   if (!ensure_context(ec)) {
-    finish(*op, ec);
+    refuse(ec);
     return;
   }
   if (stats_.pending >= options_.max_pending) {
-    finish(*op, fleet_errc::overloaded);
+    refuse(fleet_errc::overloaded);
     return;
   }
   auto holder = std::make_unique<op_holder>(op);
   format_command(args, command_buffer_);
   if (redisAsyncFormattedCommand(ac_, &on_reply, holder.get(), command_buffer_.data(), command_buffer_.size()) !=
       REDIS_OK) {
-    finish(*op, errc::connection_reset); // the context is disconnecting
+    refuse(errc::connection_reset); // the context is disconnecting
     return;
   }
   (void)holder.release(); // hiredis owns it now; on_reply deletes it
@@ -238,9 +242,6 @@ void redis_connection::close() {
   if (closed_) {
     return;
   }
-  // Freeing a command's compensation may free the client, the last owner of this connection: not before this
-  // returns.
-  auto const keep = weak_from_this().lock();
   closed_ = true;
   if (ac_ != nullptr) {
     down_reason_ = asio::error::shut_down;
@@ -448,47 +449,63 @@ void redis_connection::on_setup_reply(redisAsyncContext* ac, void* reply, void* 
 void redis_connection::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
   std::unique_ptr<op_holder> holder(static_cast<op_holder*>(privdata));
   auto* conn = static_cast<redis_connection*>(ac->data);
-  --conn->stats_.pending;
   redis_command_op& op = **holder;
   if (reply == nullptr) {
+    --conn->stats_.pending;
+    conn->retire(op.compensate); // no reply: nothing is known to undo
     finish(op, conn->failure_code(ac));
-    op.compensate = nullptr; // no reply: nothing is known to undo
     return;
   }
   if (op.done) { // timed out or cancelled: the late reply is dropped, after its compensation
     conn->send_compensation(op, *static_cast<redisReply const*>(reply));
     return;
   }
-  op.compensate = nullptr; // answered in time: nothing to undo
+  --conn->stats_.pending;
+  conn->retire(op.compensate); // answered in time: nothing to undo
   redis_reply value = copy_reply(*static_cast<redisReply const*>(reply));
   std::error_code const ec = value.is_error() ? make_error_code(fleet_errc::server_error) : std::error_code{};
   finish(op, ec, std::move(value));
 }
 
 void redis_connection::send_compensation(redis_command_op& op, redisReply const& late) noexcept {
-  redis_compensation const compensate = std::move(op.compensate);
+  redis_compensation compensate = std::move(op.compensate);
   op.compensate = nullptr; // a moved-from std::function is valid but unspecified
-  if (!compensate) {
-    return;
-  }
+  bool sent = false;
   try {
-    std::vector<std::string> const command = compensate(copy_reply(late));
-    if (command.empty() || ac_ == nullptr || closed_) {
-      return;
-    }
-    std::vector<std::string_view> const args(command.begin(), command.end());
-    auto holder = std::make_unique<op_holder>(std::make_shared<dropped_reply_op>());
-    format_command(args, command_buffer_);
-    // Sent from inside hiredis's reply callback: hiredis queues it behind the commands already written, so
-    // Redis runs it after the late command.
-    if (redisAsyncFormattedCommand(ac_, &on_reply, holder.get(), command_buffer_.data(), command_buffer_.size()) ==
-        REDIS_OK) {
-      (void)holder.release();
-      ++stats_.pending;
-      ++stats_.compensations;
+    // The late command still counts as pending meanwhile: commands the compensation starts see it.
+    std::vector<std::string> const command = compensate ? compensate(copy_reply(late)) : std::vector<std::string>{};
+    if (!command.empty() && ac_ != nullptr && !closed_) {
+      std::vector<std::string_view> const args(command.begin(), command.end());
+      auto holder = std::make_unique<op_holder>(std::make_shared<dropped_reply_op>());
+      format_command(args, command_buffer_);
+      // Sent from inside hiredis's reply callback: hiredis queues it behind the commands already written, so
+      // Redis runs it after the late command (and after any command written since).
+      sent = redisAsyncFormattedCommand(ac_, &on_reply, holder.get(), command_buffer_.data(), command_buffer_.size()) ==
+             REDIS_OK;
+      if (sent) {
+        (void)holder.release();
+        ++stats_.compensations;
+      }
     }
   } catch (...) { // the compensation threw, or out of memory: nothing is sent
   }
+  if (!sent) {
+    --stats_.pending; // else the late command's place among the pending passes to its compensating command
+  }
+  retire(compensate);
+}
+
+void redis_connection::retire(redis_compensation& compensate) noexcept {
+  if (!compensate) {
+    return;
+  }
+  // Destroyed later, from the executor: what it captures may own the client, whose connection must not be
+  // destroyed inside hiredis's callbacks (hiredis calls back into it after them).
+  try {
+    asio::post(executor_, [dying = std::move(compensate)] {});
+  } catch (...) { // out of memory: destroyed here, as a last resort
+  }
+  compensate = nullptr;
 }
 
 void start_redis_command(redis_connection& conn, std::span<std::string_view const> args,

@@ -63,6 +63,8 @@ private:
   void expire_overdue();
   void note_connect_failure();
   void send_compensation(redis_command_op& op, redisReply const& late) noexcept;
+  /// Empties `compensate`, destroying its target from the executor, never inside a hiredis callback.
+  void retire(redis_compensation& compensate) noexcept;
   void on_context_gone();
   [[nodiscard]] std::error_code failure_code(redisAsyncContext const* ac) const noexcept;
 

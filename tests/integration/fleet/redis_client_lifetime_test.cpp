@@ -218,6 +218,56 @@ TEST_CASE("redis client: an io_context destroyed with a timed-out command unansw
   CHECK(watch.expired());
 }
 
+TEST_CASE("redis client: a compensation that owns the client frees it whether the reply comes late or in time or "
+          "never") {
+  // The compensation is the client's last owner: freeing it frees the connection, which hiredis calls back into
+  // after the reply's callback returns. It must be freed after that, not inside it.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  enum class reply_comes { late, in_time, never };
+  auto const mode = GENERATE(reply_comes::late, reply_comes::in_time, reply_comes::never);
+  asio::io_context io;
+  wandura::redis_client look(io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
+  REQUIRE_FALSE(std::get<0>(run_command(io, look, {"SET", "n", "0"})));
+  std::weak_ptr<wandura::redis_client> watch;
+  {
+    auto client = std::make_shared<wandura::redis_client>(
+        io.get_executor(),
+        wandura::redis_options{.url = redis->url(), .command_timeout = mode == reply_comes::late ? 20ms : 2s});
+    REQUIRE_FALSE(std::get<0>(run_command(io, *client, {"PING"})));
+    watch = client;
+    if (mode != reply_comes::in_time) {
+      redis->pause();
+    }
+    std::array<std::string_view, 2> const incr{"INCR", "n"};
+    client->async_command(
+        incr,
+        [owner = client](wandura::redis_reply const&) {
+          return std::vector<std::string>{"DECR", "n"};
+        },
+        [](std::error_code, wandura::redis_reply) {});
+    if (mode == reply_comes::never) {
+      io.restart();
+      io.run_for(20ms); // written, and never answered: Redis goes while it is stopped
+      redis->kill();
+    }
+  } // the compensation holds the only reference now
+  if (mode == reply_comes::late) {
+    io.restart();
+    io.run_for(100ms); // timed out
+    redis->resume();
+  }
+  REQUIRE(test_support::run_until(io, [&] { return watch.expired(); }));
+  if (mode == reply_comes::never) {
+    return;
+  }
+  auto const [ec, n] = run_command(io, look, {"GET", "n"});
+  REQUIRE_FALSE(ec);
+  CHECK(n.text == (mode == reply_comes::late ? "0" : "1")); // a late INCR was undone, one in time was not
+}
+
 TEST_CASE("redis client: a connected client keeps run busy until it is closed") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {

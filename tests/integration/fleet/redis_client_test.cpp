@@ -1,7 +1,9 @@
 #include "wandura/fleet/redis_client.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -13,6 +15,7 @@
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -342,6 +345,40 @@ TEST_CASE("redis client: a cancelled command's late reply is given to the compen
   CHECK(set_ec == asio::error::operation_aborted);
   redis->resume();
   REQUIRE(test_support::run_until(io, [&] { return calls == 2 && client.stats().pending == 0; }));
+  CHECK(client.stats().compensations == 1);
+}
+
+TEST_CASE("redis client: a compensating command takes its late command's place among the pending ones") {
+  // A command the compensation itself starts sees the late command still pending: with max_pending 1 it is
+  // refused as overloaded, and the compensating command never makes two pending at once.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 20ms, .max_pending = 1});
+  REQUIRE_FALSE(std::get<0>(run_until_ok(io, client, {"PING"})));
+  redis->pause();
+  std::optional<std::error_code> inner;
+  std::size_t most_pending = 0;
+  std::array<std::string_view, 1> const ping{"PING"};
+  auto [ec, reply] = test_support::run(io, client.async_command(
+                                               ping,
+                                               [&](wandura::redis_reply const&) {
+                                                 client.async_command(
+                                                     ping, [&](std::error_code e, wandura::redis_reply) { inner = e; });
+                                                 most_pending = std::max(most_pending, client.stats().pending);
+                                                 asio::post(io, [&] { // once the compensating command is sent
+                                                   most_pending = std::max(most_pending, client.stats().pending);
+                                                 });
+                                                 return std::vector<std::string>{"PING"};
+                                               },
+                                               asio::experimental::as_tuple(asio::use_awaitable)));
+  CHECK(ec == wandura::errc::attempt_timeout);
+  redis->resume();
+  REQUIRE(test_support::run_until(io, [&] { return inner.has_value() && client.stats().pending == 0; }));
+  CHECK(*inner == wandura::fleet_errc::overloaded);
+  CHECK(most_pending == 1);
   CHECK(client.stats().compensations == 1);
 }
 
