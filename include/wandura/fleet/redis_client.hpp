@@ -150,10 +150,13 @@ public:
   /// dropped; `redis_client_stats::compensations` counts them. E.g. a token-bucket take that timed out, answered
   /// "granted" late, gives its tokens back. Nothing is called when no reply comes (the connection broke or was
   /// closed, the client or its execution context went: Redis may or may not have run the command), nor when
-  /// the reply came in time.
+  /// the reply came in time. The compensating command runs after the late one, not necessarily right after it:
+  /// commands written meanwhile (by this client or by others) may run between them.
   /// @param compensate called on the client's executor, inside the read of the reply: it must not block. An
-  ///        exception it throws is swallowed (nothing is sent). It and what it captures are destroyed when the
-  ///        command is answered, lost or abandoned.
+  ///        exception it throws is swallowed (nothing is sent). Once the command is answered, lost or compensated,
+  ///        it is destroyed from the client's executor (a handler posted there; at once when the execution context
+  ///        is shut down), so what it captures may own the client. Its place among `max_pending` passes to the
+  ///        compensating command: a command it starts sees the late one still pending.
   template <class CompletionToken>
   auto async_command(std::span<std::string_view const> args, redis_compensation compensate, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, redis_reply)>(
