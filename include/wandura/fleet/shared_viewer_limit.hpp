@@ -79,7 +79,9 @@ public:
   /// is full, which may be 0: such a request is never granted, whenever it is retried).
   /// A take that Redis runs after this call stopped waiting for it (the call answered from the local bucket after
   /// `redis_options::command_timeout`, or was cancelled) gives its tickets back in Redis as soon as its reply
-  /// comes, so the viewer's fleet-wide allowance is not spent for a decision made without it.
+  /// comes, so the viewer's fleet-wide allowance is not spent for a decision made without it. As `release`, the
+  /// give-back fills the bucket up to its capacity at most; takes that Redis runs between the late take and its
+  /// give-back see the bucket without those tickets (the window is the outage's backlog, erring towards refusal).
   /// @throws wandura::error with `errc::invalid_argument` for an empty viewer_ref or `tickets` < 0;
   ///         `operation_aborted` when cancelled. Never for Redis failures (local fallback).
   [[nodiscard]] asio::awaitable<viewer_limit_decision>
