@@ -152,11 +152,13 @@ public:
   /// closed, the client or its execution context went: Redis may or may not have run the command), nor when
   /// the reply came in time. The compensating command runs after the late one, not necessarily right after it:
   /// commands written meanwhile (by this client or by others) may run between them.
+  /// @param args as above.
   /// @param compensate called on the client's executor, inside the read of the reply: it must not block. An
   ///        exception it throws is swallowed (nothing is sent). Once the command is answered, lost or compensated,
   ///        it is destroyed from the client's executor (a handler posted there; at once when the execution context
   ///        is shut down), so what it captures may own the client. Its place among `max_pending` passes to the
   ///        compensating command: a command it starts sees the late one still pending.
+  /// @param token as above: completes with the same errors, cancelled the same way.
   template <class CompletionToken>
   auto async_command(std::span<std::string_view const> args, redis_compensation compensate, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, redis_reply)>(
