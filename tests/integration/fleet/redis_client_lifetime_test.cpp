@@ -41,6 +41,16 @@ outcome run_command(asio::io_context& io, wandura::redis_client& client, std::ve
   return test_support::run(io, send(client, std::move(args)));
 }
 
+// PING until answered (a client with a timeout of a few ms may see its first ones time out on a loaded machine).
+bool ping_until_answered(asio::io_context& io, wandura::redis_client& client) {
+  for (int i = 0; i < 100; ++i) {
+    if (!std::get<0>(run_command(io, client, {"PING"}))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /// The two sockets of one proxied connection, kept by both directions' coroutines.
 struct proxied {
   asio::ip::tcp::socket client;
@@ -200,7 +210,7 @@ TEST_CASE("redis client: an io_context destroyed with a timed-out command unansw
     asio::io_context io;
     auto client = std::make_shared<wandura::redis_client>(
         io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 20ms});
-    REQUIRE_FALSE(std::get<0>(run_command(io, *client, {"PING"})));
+    REQUIRE(ping_until_answered(io, *client));
     redis->pause(); // the reply never comes while the io_context lives
     watch = client;
     std::array<std::string_view, 1> const ping{"PING"};
@@ -236,7 +246,7 @@ TEST_CASE("redis client: a compensation that owns the client frees it whether th
     auto client = std::make_shared<wandura::redis_client>(
         io.get_executor(),
         wandura::redis_options{.url = redis->url(), .command_timeout = mode == reply_comes::late ? 20ms : 2s});
-    REQUIRE_FALSE(std::get<0>(run_command(io, *client, {"PING"})));
+    REQUIRE(ping_until_answered(io, *client));
     watch = client;
     if (mode != reply_comes::in_time) {
       redis->pause();
