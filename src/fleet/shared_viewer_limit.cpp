@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -113,23 +114,30 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::take(std::string vie
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  std::string const key = fleet_keys::viewer(self->org, self->key_rate, viewer_ref);
-  std::array<std::string, 4> const text{detail::number_text(now_ms), detail::number_text(self->rate_per_ms),
-                                        detail::number_text(self->capacity), detail::number_text(n)};
-  std::array<std::string_view, 1> const keys{key};
-  std::array<std::string_view, 4> const args{text[0], text[1], text[2], text[3]};
+  // The script's key and arguments, shared with the compensation below: copying it (the script may be sent twice)
+  // copies two pointers, not the strings.
+  struct take_command {
+    std::string key;
+    std::array<std::string, 4> text; ///< now_ms, rate_per_ms, capacity, n
+  };
+  auto const command = std::make_shared<take_command const>(
+      take_command{fleet_keys::viewer(self->org, self->key_rate, viewer_ref),
+                   {detail::number_text(now_ms), detail::number_text(self->rate_per_ms),
+                    detail::number_text(self->capacity), detail::number_text(n)}});
+  std::array<std::string_view, 1> const keys{command->key};
+  std::array<std::string_view, 4> const args{command->text[0], command->text[1], command->text[2], command->text[3]};
   // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
   // what it took: the decision was made without it. A give-back (n < 0) that runs late is what was wanted.
   redis_compensation give_back;
   if (n > 0) {
-    give_back = [self, key, text](redis_reply const& late) -> std::vector<std::string> {
+    give_back = [self, command](redis_reply const& late) -> std::vector<std::string> {
       auto const answer = detail::integer_pair(late);
       if (!answer || answer->first != 1) {
         return {}; // refused, or failed: nothing was taken
       }
-      std::array<std::string, 4> undo = text;
+      std::array<std::string, 4> undo = command->text;
       undo[3] = "-" + undo[3];
-      return self->script.eval_command(std::span(&key, 1), undo);
+      return self->script.eval_command(std::span(&command->key, 1), undo);
     };
   }
   auto const reply = co_await detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair,
