@@ -14,7 +14,9 @@ namespace wandura::detail {
 
 /// A `viewer_limit` whose buckets live in Redis under `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>` (one per viewer
 /// and rate: `fleet_keys::viewer`); one script round trip per decision. When Redis is slow, down or failing,
-/// decisions come from a local bucket per viewer at the same rate within the command timeout (degrade, never block).
+/// decisions come from a local bucket per viewer at the same rate within the command timeout (degrade, never block):
+/// `account::primary` is the bucket in Redis, `account::fallback` the local one, and a give-back goes to the one
+/// its tickets were taken from.
 ///
 /// @par Thread safety
 /// Any thread, any executor: `acquire` hops to the fleet's strand and completes back on the caller's executor;
@@ -30,7 +32,7 @@ public:
   redis_viewer_limit(std::shared_ptr<fleet_state> state, shared_viewer_limit& limit) noexcept;
 
   [[nodiscard]] asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) override;
-  void release(std::string_view viewer_ref, std::uint32_t tickets) noexcept override;
+  void release(std::string_view viewer_ref, std::uint32_t tickets, account taken_from) noexcept override;
 
 private:
   std::shared_ptr<fleet_state> state_;

@@ -25,6 +25,15 @@ namespace {
 bool is_pair(redis_reply const& reply) {
   return detail::integer_pair(reply).has_value();
 }
+
+/// The script's key and arguments for one viewer and `n` (> 0 takes, < 0 gives back); shared with a take's
+/// compensation, so that copying it (the script may be sent twice) copies two pointers, not the strings.
+struct bucket_command {
+  std::string key;
+  std::array<std::string, 4> text; ///< now_ms, rate_per_ms, capacity, n
+  [[nodiscard]] std::array<std::string_view, 1> keys() const noexcept { return {key}; }
+  [[nodiscard]] std::array<std::string_view, 4> args() const noexcept { return {text[0], text[1], text[2], text[3]}; }
+};
 } // namespace
 
 struct shared_viewer_limit::impl {
@@ -46,6 +55,21 @@ struct shared_viewer_limit::impl {
       it = buckets.emplace(viewer_ref, detail::token_bucket{}).first;
     }
     return detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n);
+  }
+
+  /// Gives `n` tickets back to the local bucket of a viewer it tracks.
+  void give_back_locally(std::string const& viewer_ref, double now_ms, double n) {
+    auto const it = buckets.find(viewer_ref);
+    if (it != buckets.end()) {
+      detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, -n);
+    }
+  }
+
+  /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back).
+  [[nodiscard]] bucket_command command(std::string_view viewer_ref, double now_ms, double n) const {
+    return {fleet_keys::viewer(org, key_rate, viewer_ref),
+            {detail::number_text(now_ms), detail::number_text(rate_per_ms), detail::number_text(capacity),
+             detail::number_text(n)}};
   }
 
   void drop_full(double now_ms) {
@@ -89,65 +113,69 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   if (tickets == 0) {
     co_return viewer_limit_decision{true, std::chrono::milliseconds(0)}; // nothing to count: no round trip
   }
-  auto const self = impl_;                                  // the operation may outlive this limiter
-  auto pending = take(std::move(viewer_ref), tickets, now); // named: no temporaries inside co_await (GCC 12)
-  auto decision = co_await std::move(pending);
+  if (viewer_ref.empty()) {
+    throw error(errc::invalid_argument, "viewer limit: viewer_ref must not be empty");
+  }
+  auto const self = impl_; // the operation may outlive this limiter
+  double const now_ms = detail::to_epoch_ms(now);
+  auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets));
+  // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
+  // what it took: the decision was made without it.
+  redis_compensation give_back = [self, command](redis_reply const& late) -> std::vector<std::string> {
+    auto const answer = detail::integer_pair(late);
+    if (!answer || answer->first != 1) {
+      return {}; // refused, or failed: nothing was taken
+    }
+    std::array<std::string, 4> undo = command->text;
+    undo[3] = "-" + undo[3];
+    return self->script.eval_command(std::span(&command->key, 1), undo);
+  };
+  auto const keys = command->keys();
+  auto const args = command->args();
+  auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair, "viewer limit",
+                                          std::move(give_back)); // named: GCC 12 and co_await
+  auto const reply = co_await std::move(pending);
+  viewer_limit_decision decision;
+  if (reply) {
+    auto const answer = detail::integer_pair(*reply);
+    decision = {answer->first == 1, std::chrono::milliseconds(answer->second), viewer_limit::account::primary};
+  } else {
+    auto const local = self->take_locally(viewer_ref, now_ms, tickets);
+    decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(local.wait_ms)),
+                viewer_limit::account::fallback};
+  }
   ++(decision.granted ? self->stats.granted : self->stats.refused);
   co_return decision;
 }
 
-asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int tickets, system_clock::time_point now) {
+asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int tickets,
+                                                   viewer_limit::account taken_from, system_clock::time_point now) {
   if (tickets < 0) {
     throw error(errc::invalid_argument, "viewer limit: tickets must be >= 0");
   }
   if (tickets == 0) {
     co_return;
   }
-  auto pending = take(std::move(viewer_ref), -tickets, now);
-  co_await std::move(pending);
-}
-
-asio::awaitable<viewer_limit_decision> shared_viewer_limit::take(std::string viewer_ref, double n,
-                                                                 system_clock::time_point now) {
   if (viewer_ref.empty()) {
     throw error(errc::invalid_argument, "viewer limit: viewer_ref must not be empty");
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  // The script's key and arguments, shared with the compensation below: copying it (the script may be sent twice)
-  // copies two pointers, not the strings.
-  struct take_command {
-    std::string key;
-    std::array<std::string, 4> text; ///< now_ms, rate_per_ms, capacity, n
-  };
-  auto const command = std::make_shared<take_command const>(
-      take_command{fleet_keys::viewer(self->org, self->key_rate, viewer_ref),
-                   {detail::number_text(now_ms), detail::number_text(self->rate_per_ms),
-                    detail::number_text(self->capacity), detail::number_text(n)}});
-  std::array<std::string_view, 1> const keys{command->key};
-  std::array<std::string_view, 4> const args{command->text[0], command->text[1], command->text[2], command->text[3]};
-  // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
-  // what it took: the decision was made without it. A give-back (n < 0) that runs late is what was wanted.
-  redis_compensation give_back;
-  if (n > 0) {
-    give_back = [self, command](redis_reply const& late) -> std::vector<std::string> {
-      auto const answer = detail::integer_pair(late);
-      if (!answer || answer->first != 1) {
-        return {}; // refused, or failed: nothing was taken
-      }
-      std::array<std::string, 4> undo = command->text;
-      undo[3] = "-" + undo[3];
-      return self->script.eval_command(std::span(&command->key, 1), undo);
-    };
+  if (taken_from == viewer_limit::account::fallback) {
+    self->give_back_locally(viewer_ref, now_ms, tickets); // Redis never counted them
+    co_return;
   }
-  auto const reply = co_await detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair,
-                                                       "viewer limit", std::move(give_back));
-  if (reply) {
-    auto const answer = detail::integer_pair(*reply);
-    co_return viewer_limit_decision{answer->first == 1, std::chrono::milliseconds(answer->second)};
+  // Taken in Redis: given back there, whether or not the guard would ask Redis now (the local bucket never had
+  // them). Not a fallback when it fails: nothing is answered from local state; the tickets stay spent in Redis
+  // until the bucket refills. A give-back that runs late is what was wanted.
+  auto const command = self->command(viewer_ref, now_ms, -tickets);
+  auto const keys = command.keys();
+  auto const args = command.args();
+  auto pending = self->script.run(self->redis, keys, args); // named: GCC 12 and co_await temporaries
+  auto const [ec, reply] = co_await std::move(pending);
+  if (ec == asio::error::operation_aborted) {
+    throw error(ec, "viewer limit: give-back cancelled");
   }
-  auto const local = self->take_locally(viewer_ref, now_ms, n);
-  co_return viewer_limit_decision{local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(local.wait_ms))};
 }
 
 viewer_limit_stats shared_viewer_limit::stats() const noexcept {

@@ -1,6 +1,7 @@
 #include "ticket_flow.hpp"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <utility>
 
@@ -93,6 +94,7 @@ public:
       if (!refused) {
         allowed.push_back(p);
         acquired_.push_back(p);
+        taken_from_[p] = decision.taken_from;
         continue;
       }
       auto& item = out_.items[p];
@@ -116,18 +118,26 @@ public:
   }
 
   /// Gives back the allowance of the episodes not freshly granted (all of it when `ok` is false: nothing was
-  /// granted to the viewer). Once; without awaiting: it runs where nothing can be awaited (a destructor), and the
-  /// interface makes release a non-blocking start for this reason (the local limit gives back before it returns,
-  /// the fleet's hops to its strand on its own, ahead of any acquire started later from this process).
+  /// granted to the viewer), each ticket to the account it was taken from. Once; without awaiting: it runs where
+  /// nothing can be awaited (a destructor), and the interface makes release a non-blocking start for this reason
+  /// (the local limit gives back before it returns, the fleet's hops to its strand on its own, ahead of any acquire
+  /// started later from this process).
   void settle_allowance(bool ok) noexcept {
     if (acquired_.empty() || std::exchange(settled_, true)) {
       return;
     }
-    auto const unused = ok ? std::count_if(acquired_.begin(), acquired_.end(),
-                                           [&](std::size_t p) { return !is_fresh_grant(out_.items[p]); })
-                           : static_cast<std::ptrdiff_t>(acquired_.size());
-    if (unused > 0) {
-      self_->limit->release(viewer_, static_cast<std::uint32_t>(unused));
+    std::uint32_t unused_primary = 0;
+    std::uint32_t unused_fallback = 0;
+    for (std::size_t const p : acquired_) {
+      if (!ok || !is_fresh_grant(out_.items[p])) {
+        ++(taken_from_[p] == viewer_limit::account::primary ? unused_primary : unused_fallback);
+      }
+    }
+    if (unused_primary > 0) {
+      self_->limit->release(viewer_, unused_primary, viewer_limit::account::primary);
+    }
+    if (unused_fallback > 0) {
+      self_->limit->release(viewer_, unused_fallback, viewer_limit::account::fallback);
     }
   }
 
@@ -320,6 +330,8 @@ private:
   call_progress progress_;
   std::string viewer_;    // who the viewer limit counts, once `take_allowance` ran
   item_indexes acquired_; // positions that took one ticket of the viewer's allowance
+  /// By position: the account each of `acquired_` took its ticket from.
+  std::array<viewer_limit::account, ticket_batch::max_episodes> taken_from_{};
   bool settled_ = false;
 };
 

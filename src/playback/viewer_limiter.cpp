@@ -78,7 +78,7 @@ viewer_limit::decision viewer_limiter::take(std::string_view viewer_ref, std::ui
       });
 }
 
-void viewer_limiter::release(std::string_view viewer_ref, std::uint32_t tickets) noexcept {
+void viewer_limiter::release(std::string_view viewer_ref, std::uint32_t tickets, account /*taken_from*/) noexcept {
   viewers_->find(viewer_ref, false, [&](bucket* b, bool&) {
     if (b != nullptr) {
       b->tokens = std::min(options_.tickets_per_minute, b->tokens + static_cast<double>(tickets));

@@ -51,8 +51,9 @@ public:
   [[nodiscard]] asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) override;
 
   /// Gives back tickets taken but not used (items the cache answered, prefetches the server shed, items never
-  /// sent), before it returns. The allowance never exceeds its capacity. Unknown viewers are ignored.
-  void release(std::string_view viewer_ref, std::uint32_t tickets) noexcept override;
+  /// sent), before it returns. The allowance never exceeds its capacity. Unknown viewers are ignored. One account:
+  /// every take is `account::primary`.
+  void release(std::string_view viewer_ref, std::uint32_t tickets, account taken_from) noexcept override;
 
   /// Viewers currently tracked (at most `max_viewers` rounded up to a multiple of the shard count).
   [[nodiscard]] std::size_t tracked_viewers() const;

@@ -12,6 +12,7 @@
 
 #include "wandura/fleet/fallback.hpp"
 #include "wandura/fleet/redis_client.hpp"
+#include "wandura/playback/viewer_limit.hpp"
 
 namespace wandura {
 
@@ -34,6 +35,9 @@ struct viewer_limit_decision {
   /// than the burst is never granted: its `retry_after` is only the time until the bucket is full, 0 when it is
   /// full already, and not a time to retry.
   std::chrono::milliseconds retry_after{0};
+  /// Which bucket decided: `primary` the viewer's bucket in Redis, `fallback` this limiter's local bucket (Redis
+  /// was slow, down or failing). Give unused tickets back with it (`release`).
+  viewer_limit::account taken_from = viewer_limit::account::primary;
 };
 
 /// Counters of one limiter. A snapshot.
@@ -89,9 +93,15 @@ public:
               std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
   /// Gives `tickets` back (e.g. items the server refused or that were reused, so they did not count), up to the
-  /// bucket's capacity. Same errors as `try_acquire`.
+  /// bucket's capacity, to the bucket that took them: whatever state Redis is in by then, tickets taken in Redis
+  /// are given back in Redis (sent even while this limiter answers locally; if Redis does not run it, they stay
+  /// spent there until the bucket refills), and tickets taken from the local bucket are given back to it (an
+  /// unknown viewer's, e.g. one dropped when full, is ignored), never to Redis, which did not count them.
+  /// @param viewer_ref as given to `try_acquire`. @param tickets how many to give back.
+  /// @param taken_from the `viewer_limit_decision::taken_from` of the takes. @param now the give-back's time.
+  /// @throws as `try_acquire`.
   [[nodiscard]] asio::awaitable<void>
-  release(std::string viewer_ref, int tickets,
+  release(std::string viewer_ref, int tickets, viewer_limit::account taken_from,
           std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
   [[nodiscard]] viewer_limit_stats stats() const noexcept;
@@ -99,8 +109,6 @@ public:
 private:
   struct impl;
   std::shared_ptr<impl> impl_; ///< shared with the operations in flight: they may outlive the limiter
-  asio::awaitable<viewer_limit_decision> take(std::string viewer_ref, double n,
-                                              std::chrono::system_clock::time_point now);
 };
 
 } // namespace wandura

@@ -28,6 +28,13 @@ namespace wandura {
 /// Implementations must be safe to call from many threads at once, and from coroutines on any executor.
 class viewer_limit {
 public:
+  /// Which of a limit's accounts tickets were taken from. A limit held in one place takes every ticket from
+  /// `primary`. A limit held by a service out of process (the fleet's, in Redis) takes from `primary` when the
+  /// service decided, and from `fallback`, the process's own account, when it decided locally because the service
+  /// was slow, down or failing. `release` is given the account back, so tickets return where they were taken
+  /// whatever the service's state is by then.
+  enum class account : std::uint8_t { primary, fallback };
+
   /// What `acquire` decided.
   struct decision {
     /// Whether every ticket asked for was taken.
@@ -35,6 +42,8 @@ public:
     /// When refused: how long until the same request would be allowed (whole milliseconds, rounded up); for a
     /// request larger than the whole allowance, the time to refill it completely. Zero when allowed.
     std::chrono::milliseconds retry_after{0};
+    /// Where the tickets were taken from (meaningful when allowed); given back to `release` with them.
+    account taken_from = account::primary;
   };
 
   viewer_limit() = default;
@@ -48,14 +57,16 @@ public:
   ///        operation. @param tickets how many tickets (episodes) to take.
   [[nodiscard]] virtual asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) = 0;
 
-  /// Gives back `tickets` taken by `acquire` and not used; the allowance never exceeds its capacity. Unknown
-  /// viewers are ignored.
+  /// Gives back `tickets` taken by `acquire` and not used, to the account they were taken from; the allowance never
+  /// exceeds its capacity. Unknown viewers are ignored. The client gives back the tickets of each account with a
+  /// call of its own.
   ///
   /// Starts the give-back and returns at once without throwing: the client calls it when a call ends on any exit,
   /// destructors and cancellation included, where nothing can be awaited. A limit out of process completes it in
   /// the background (in order with the `acquire`s started after it from the same process); a local one at once.
   /// @param viewer_ref as given to `acquire`; copied if needed. @param tickets how many to give back.
-  virtual void release(std::string_view viewer_ref, std::uint32_t tickets) noexcept = 0;
+  /// @param taken_from the `decision::taken_from` of the `acquire`s that took them.
+  virtual void release(std::string_view viewer_ref, std::uint32_t tickets, account taken_from) noexcept = 0;
 };
 
 } // namespace wandura

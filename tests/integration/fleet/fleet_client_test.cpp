@@ -45,6 +45,7 @@ struct process {
   std::unique_ptr<wandura::fleet> shared;
   std::unique_ptr<wandura::client> api;
   std::shared_ptr<wandura::ticket_store> tickets; ///< the store `configure` gave the client
+  std::shared_ptr<wandura::viewer_limit> limit;   ///< the viewer limit `configure` gave it (none without a rate)
   std::thread thread;
 
   process(std::string const& redis_url, std::string const& base_url, std::string name,
@@ -64,6 +65,7 @@ struct process {
     options.api_key = "test-key";
     shared->configure(options);
     tickets = options.tickets;
+    limit = options.viewer_limit;
     api = std::make_unique<wandura::client>(io.get_executor(), std::move(options));
     thread = std::thread([this] { io.run(); });
   }
@@ -396,6 +398,37 @@ TEST_CASE("fleet client: the per-viewer limit is one limit across two processes"
   auto const stats = a.shared->stats().viewers;
   CHECK(stats.fallbacks == 0);
   CHECK(stats.refused >= 1);
+}
+
+TEST_CASE("fleet client: the viewer limit says which bucket decided, and a give-back returns to that bucket") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  auto emu = start_emulator();
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 2;
+  process a(redis->url(), emu->base_url(), "process-a", options, 50ms);
+  REQUIRE(a.limit != nullptr);
+  auto const in_redis = a.wait_for(a.limit->acquire(viewer_a, 1));
+  CHECK(in_redis.allowed);
+  CHECK(in_redis.taken_from == account::primary); // one of two left in Redis
+
+  redis->pause();
+  auto const local = a.wait_for(a.limit->acquire(viewer_a, 2)); // the local bucket, full, decides
+  CHECK(local.allowed);
+  CHECK(local.taken_from == account::fallback);
+  redis->resume();
+  std::this_thread::sleep_for(300ms); // past the probe interval: Redis decides again
+  // The local take, given back now that Redis answers: to the local bucket. Redis, which never counted it, keeps
+  // its one ticket, so two are refused there and one is granted.
+  a.limit->release(viewer_a, 2, local.taken_from);
+  auto const refused = a.wait_for(a.limit->acquire(viewer_a, 2));
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.taken_from == account::primary);
+  CHECK(a.wait_for(a.limit->acquire(viewer_a, 1)).allowed);
+  CHECK(a.shared->stats().viewers.fallbacks == 1);
 }
 
 TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state within the timeout, then share again") {

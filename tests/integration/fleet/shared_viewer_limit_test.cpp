@@ -40,7 +40,7 @@ TEST_CASE("shared viewer limit: one limit across two processes, all or nothing, 
   CHECK_FALSE(refused.granted);
   CHECK(refused.retry_after == 12000ms);                                              // two tickets at one per 6 s
   CHECK(test_support::run(fleet.io, limit_a.try_acquire("viewer:2", 3, t0)).granted); // another viewer
-  test_support::run(fleet.io, limit_a.release("viewer:1", 2, t0));
+  test_support::run(fleet.io, limit_a.release("viewer:1", 2, wandura::viewer_limit::account::primary, t0));
   CHECK(test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 2, t0)).granted);
   CHECK_FALSE(test_support::run(fleet.io, limit_b.try_acquire("viewer:1", 1, t0 + 5999ms)).granted);
   CHECK(test_support::run(fleet.io, limit_a.try_acquire("viewer:1", 1, t0 + 6000ms)).granted);
@@ -137,6 +137,70 @@ TEST_CASE("shared viewer limit: a take Redis runs after the call answered locall
   REQUIRE(test_support::run_until(fleet.io, settled));
   CHECK(fast.stats().compensations == compensated + 1);
   CHECK(tokens("viewer:3") == "0");
+}
+
+TEST_CASE("shared viewer limit: a give-back goes to the bucket its tickets were taken from, whatever Redis's state") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  two_processes fleet(redis->url()); // b: 500 ms commands, to look at the buckets
+  wandura::redis_client fast(fleet.io.get_executor(), {.url = redis->url(), .command_timeout = 20ms});
+  wandura::viewer_limit_options options{.tickets_per_minute = 2};
+  options.fallback.probe_interval = 50ms;
+  wandura::shared_viewer_limit limit(fast, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000); // one instant throughout: nothing refills
+  auto tokens = [&](std::string const& viewer) {
+    return raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {2, 2}, viewer), "t"}).text;
+  };
+  auto take = [&](std::string const& viewer, int n) {
+    return test_support::run(fleet.io, limit.try_acquire(viewer, n, t0));
+  };
+  auto give_back = [&](std::string const& viewer, int n, account from) {
+    test_support::run(fleet.io, limit.release(viewer, n, from, t0));
+  };
+  auto redis_answers = [&] { // past the probe interval, Redis decides again
+    for (int i = 0; i < 40 && limit.stats().degraded; ++i) {
+      test_support::wait(fleet.io, 60ms);
+      (void)take("probe", 1);
+    }
+    return !limit.stats().degraded;
+  };
+  REQUIRE(redis_answers());
+  auto const taken = take("viewer:1", 2); // connected; Redis decides
+  REQUIRE(taken.granted);
+  REQUIRE(taken.taken_from == account::primary);
+  CHECK(take("viewer:2", 1).taken_from == account::primary);
+  CHECK(tokens("viewer:1") == "0");
+  CHECK(tokens("viewer:2") == "1");
+
+  redis->pause();
+  auto const local = take("viewer:2", 1); // times out: the local bucket (full) decides
+  CHECK(local.granted);
+  CHECK(local.taken_from == account::fallback);
+  CHECK(limit.stats().degraded);
+  auto const spent = take("viewer:1", 2); // the local bucket of viewer:1, spent
+  CHECK(spent.granted);
+  CHECK(spent.taken_from == account::fallback);
+  // The tickets taken in Redis, given back while the limiter answers locally: sent to Redis all the same (they run
+  // when Redis does), not credited to the local bucket, which never had them.
+  give_back("viewer:1", 2, account::primary);
+  CHECK_FALSE(take("viewer:1", 1).granted);
+  redis->resume();
+  REQUIRE(redis_answers());
+  REQUIRE(test_support::run_until(fleet.io, [&] { return fast.stats().pending == 0; }));
+  CHECK(tokens("viewer:1") == "2");
+
+  // Taken locally, given back after Redis returned: back to the local bucket, not to Redis, which never counted it.
+  give_back("viewer:2", 1, account::fallback);
+  CHECK(tokens("viewer:2") == "1");
+  redis->pause();
+  (void)take("probe", 1); // degraded again
+  auto const again = take("viewer:2", 2);
+  CHECK(again.taken_from == account::fallback);
+  CHECK(again.granted); // the local bucket has its ticket back: 2 of 2
+  redis->resume();
 }
 
 TEST_CASE("shared viewer limit: after SCRIPT FLUSH (or a restart) the script is sent again and answers") {

@@ -144,7 +144,7 @@ TEST_CASE("viewer rates: the same rate and burst in two processes is one bucket,
   CHECK(test_support::run(fleet.io, bursty.try_acquire("viewer:1", 20, t0)).granted);
   CHECK_FALSE(test_support::run(fleet.io, bursty.try_acquire("viewer:1", 1, t0)).granted);
   // Giving back to one does not fill the other.
-  test_support::run(fleet.io, bursty.release("viewer:1", 5, t0));
+  test_support::run(fleet.io, bursty.release("viewer:1", 5, wandura::viewer_limit::account::primary, t0));
   CHECK_FALSE(test_support::run(fleet.io, limit_a.try_acquire("viewer:1", 1, t0)).granted);
   CHECK(test_support::run(fleet.io, bursty.try_acquire("viewer:1", 5, t0)).granted);
   CHECK(limit_a.stats().fallbacks + limit_b.stats().fallbacks + bursty.stats().fallbacks == 0);

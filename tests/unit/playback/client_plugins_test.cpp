@@ -2,6 +2,7 @@
 // asks of them, how often, and what it gives back on every exit.
 #include "wandura/playback/viewer_limit.hpp"
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@ using wandura::item_outcome;
 
 namespace {
 
-/// A viewer limit with one allowance for everyone, recording every call as "acquire N yes|no" or "release N".
+/// A viewer limit with one allowance for everyone, recording every call as "acquire N yes|no" or
+/// "release N primary|fallback". Takes answer the accounts of `accounts` in turn (`primary` once it is empty).
 class recording_limit final : public wandura::viewer_limit {
 public:
   explicit recording_limit(std::uint32_t initial) : allowance(initial) {}
@@ -26,14 +28,20 @@ public:
     bool const fits = tickets <= allowance;
     allowance -= fits ? tickets : 0;
     calls.push_back("acquire " + std::to_string(tickets) + (fits ? " yes" : " no"));
-    co_return decision{fits, fits ? 0ms : 1500ms};
+    account from = account::primary;
+    if (fits && !accounts.empty()) {
+      from = accounts.front();
+      accounts.pop_front();
+    }
+    co_return decision{fits, fits ? 0ms : 1500ms, from};
   }
-  void release(std::string_view, std::uint32_t tickets) noexcept override {
+  void release(std::string_view, std::uint32_t tickets, account taken_from) noexcept override {
     allowance += tickets;
-    calls.push_back("release " + std::to_string(tickets));
+    calls.push_back("release " + std::to_string(tickets) + (taken_from == account::primary ? " primary" : " fallback"));
   }
 
   std::uint32_t allowance;
+  std::deque<account> accounts;
   std::vector<std::string> calls;
 };
 
@@ -85,7 +93,7 @@ TEST_CASE("client viewer_limit: a batch takes its allowance in one decision and 
   auto s = h.start(4, 6);
   CHECK(s.play.outcome == item_outcome::granted);
   CHECK(s.prefetch[0].outcome == item_outcome::shed);
-  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 1"});
+  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 1 primary"});
   CHECK(limit->allowance == 8);
 }
 
@@ -114,8 +122,36 @@ TEST_CASE("client viewer_limit: a call that fails as a whole gives back everythi
   harness h(options);
   h.fake->push(fake_step::respond(401, R"({"error_code":"unauthorized"})"));
   CHECK_THROWS_AS(h.start(4, 6), wandura::error);
-  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 3"});
+  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 3 primary"});
   CHECK(limit->allowance == 5);
+}
+
+TEST_CASE("client viewer_limit: each unused ticket goes back to the account it was taken from") {
+  using account = wandura::viewer_limit::account;
+  auto limit = std::make_shared<recording_limit>(2);
+  limit->accounts = {account::fallback, account::primary}; // the play decided locally, the prefetch in the service
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  SECTION("the call is answered: the shed prefetch goes back to the primary account, the granted play to none") {
+    h.fake->push(fake_step::respond(
+        200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                         refused_item("the-heiress-returns", 5, "prefetch", 429, "rate_limited", "prefetch_shed")})));
+    auto s = h.start(4, 6);
+    CHECK(s.play.outcome == item_outcome::granted);
+    CHECK(s.prefetch[0].outcome == item_outcome::shed);
+    CHECK(s.prefetch[1].outcome == item_outcome::viewer_limited);
+    CHECK(limit->calls == std::vector<std::string>{"acquire 3 no", "acquire 1 yes", "acquire 1 yes", "acquire 1 no",
+                                                   "release 1 primary"});
+    CHECK(limit->allowance == 1);
+  }
+  SECTION("the call fails as a whole: one give-back per account") {
+    h.fake->push(fake_step::respond(401, R"({"error_code":"unauthorized"})"));
+    CHECK_THROWS_AS(h.start(4, 6), wandura::error);
+    CHECK(limit->calls == std::vector<std::string>{"acquire 3 no", "acquire 1 yes", "acquire 1 yes", "acquire 1 no",
+                                                   "release 1 primary", "release 1 fallback"});
+    CHECK(limit->allowance == 2);
+  }
 }
 
 TEST_CASE("client viewer_limit: a zero rate is refused even when a limit is given") {

@@ -45,7 +45,9 @@ public:
     }
     return *out;
   }
-  void release(std::string_view viewer_ref, std::uint32_t tickets) { limit_.release(viewer_ref, tickets); }
+  void release(std::string_view viewer_ref, std::uint32_t tickets) {
+    limit_.release(viewer_ref, tickets, wandura::viewer_limit::account::primary);
+  }
 
 private:
   wandura::viewer_limit& limit_;
