@@ -130,7 +130,7 @@ public:
     std::uint32_t unused_fallback = 0;
     for (std::size_t const p : acquired_) {
       if (!ok || !is_fresh_grant(out_.items[p])) {
-        ++(taken_from_[p] == viewer_limit::account::primary ? unused_primary : unused_fallback);
+        ++(taken_from_[p] == viewer_limit::account::fallback ? unused_fallback : unused_primary);
       }
     }
     if (unused_primary > 0) {

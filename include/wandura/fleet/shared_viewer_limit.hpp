@@ -94,9 +94,11 @@ public:
 
   /// Gives `tickets` back (e.g. items the server refused or that were reused, so they did not count), up to the
   /// bucket's capacity, to the bucket that took them: whatever state Redis is in by then, tickets taken in Redis
-  /// are given back in Redis (sent even while this limiter answers locally; if Redis does not run it, they stay
-  /// spent there until the bucket refills), and tickets taken from the local bucket are given back to it (an
-  /// unknown viewer's, e.g. one dropped when full, is ignored), never to Redis, which did not count them.
+  /// are given back in Redis (sent even while this limiter answers locally, so awaiting it then takes up to the
+  /// command timeout; a give-back waiting for a stalled Redis holds one of `redis_options::max_pending` until it
+  /// runs; if Redis does not run it, or none is free, the tickets stay spent there until the bucket refills), and
+  /// tickets taken from the local bucket are given back to it (an unknown viewer's, e.g. one dropped when full or
+  /// never tracked beyond `local_capacity`, is ignored), never to Redis, which did not count them.
   /// @param viewer_ref as given to `try_acquire`. @param tickets how many to give back.
   /// @param taken_from the `viewer_limit_decision::taken_from` of the takes. @param now the give-back's time.
   /// @throws as `try_acquire`.
