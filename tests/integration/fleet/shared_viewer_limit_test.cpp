@@ -1,6 +1,7 @@
 // The shared per-viewer limit over a real redis-server: two clients stand for two processes of a fleet.
 #include "wandura/fleet/shared_viewer_limit.hpp"
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -10,6 +11,9 @@
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fleet_test_support.hpp"
@@ -201,6 +205,81 @@ TEST_CASE("shared viewer limit: a give-back goes to the bucket its tickets were 
   CHECK(again.taken_from == account::fallback);
   CHECK(again.granted); // the local bucket has its ticket back: 2 of 2
   redis->resume();
+}
+
+TEST_CASE("shared viewer limit: takes and give-backs while Redis stalls and recovers over and over leave its bucket "
+          "where the kept tickets left it") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  two_processes fleet(redis->url()); // b: 500 ms commands, to look at the bucket
+  wandura::redis_client fast(fleet.io.get_executor(), {.url = redis->url()}); // the default few ms
+  wandura::viewer_limit_options options{.tickets_per_minute = 1, .burst = 100};
+  options.fallback.probe_interval = 20ms;
+  wandura::shared_viewer_limit limit(fast, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000); // one instant throughout: nothing refills
+  auto tokens = [&] {
+    return raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {1, 100}, "viewer:1"), "t"}).text;
+  };
+  // 50 kept for the whole test, taken in Redis (a loaded machine may answer the first takes locally).
+  for (int i = 0; i < 100; ++i) {
+    auto const kept = test_support::run(fleet.io, limit.try_acquire("viewer:1", 50, t0));
+    REQUIRE(kept.granted);
+    if (kept.taken_from == account::primary) {
+      break;
+    }
+    test_support::run(fleet.io, limit.release("viewer:1", 50, kept.taken_from, t0));
+    test_support::wait(fleet.io, 30ms);
+  }
+  REQUIRE(tokens() == "50");
+
+  // Eight callers take 1-7 tickets and give them back a few ms later, sixty times each, while Redis is paused and
+  // resumed every 7-17 ms: takes answered in Redis, locally, timed out and run late (compensated), give-backs sent
+  // to a stalled Redis. Whatever each was decided by, what went to Redis comes back to it exactly once.
+  int running = 0;
+  std::array<int, 2> granted_by{}; // primary, fallback
+  auto caller = [&](int seed) -> asio::awaitable<void> {
+    asio::steady_timer pause(co_await asio::this_coro::executor);
+    for (int i = 0; i < 60; ++i) {
+      int const n = 1 + (seed + i) % 7;
+      auto take = limit.try_acquire("viewer:1", n, t0); // named: GCC 12 and co_await temporaries
+      auto const decided = co_await std::move(take);
+      if (!decided.granted) {
+        continue;
+      }
+      ++granted_by[decided.taken_from == account::primary ? 0 : 1];
+      pause.expires_after(std::chrono::milliseconds((seed * 3 + i) % 4));
+      co_await pause.async_wait(asio::use_awaitable);
+      auto give = limit.release("viewer:1", n, decided.taken_from, t0);
+      co_await std::move(give);
+    }
+    --running;
+  };
+  auto stall = [&]() -> asio::awaitable<void> {
+    asio::steady_timer next(co_await asio::this_coro::executor);
+    for (int i = 0; running > 0; ++i) {
+      next.expires_after(std::chrono::milliseconds(7 + i % 11));
+      co_await next.async_wait(asio::use_awaitable);
+      i % 2 == 0 ? redis->pause() : redis->resume();
+    }
+    redis->resume();
+  };
+  for (int c = 0; c < 8; ++c) {
+    ++running;
+    asio::co_spawn(fleet.io, caller(c), asio::detached);
+  }
+  asio::co_spawn(fleet.io, stall(), asio::detached);
+  REQUIRE(test_support::run_until(
+      fleet.io, [&] { return running == 0; }, 60s));
+  redis->resume();
+  REQUIRE(test_support::run_until(
+      fleet.io, [&] { return fast.stats().pending == 0; }, 10s));
+  INFO("granted in Redis " << granted_by[0] << ", locally " << granted_by[1] << "; compensations "
+                           << fast.stats().compensations << ", timeouts " << fast.stats().timeouts);
+  CHECK(granted_by[0] > 0);
+  CHECK(tokens() == "50");
 }
 
 TEST_CASE("shared viewer limit: after SCRIPT FLUSH (or a restart) the script is sent again and answers") {
