@@ -27,6 +27,7 @@
 #include "wandura/emulator/emulator.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/client.hpp"
+#include "wandura/playback/ticket_store.hpp"
 
 using namespace std::chrono_literals;
 using wandura::item_outcome;
@@ -558,7 +559,8 @@ TEST_CASE("fleet client: configure gives every client the fleet's one store kind
           "only when asked for") {
   asio::io_context io;
   wandura::fleet_options fo;
-  fo.redis.url = "redis://127.0.0.1:1"; // never contacted here
+  fo.redis.url = "redis://127.0.0.1:1"; // nothing listens: every part answers locally
+  fo.fallback.log = [](std::string_view) {};
   wandura::fleet shared(io.get_executor(), fo);
   wandura::client_options plain;
   wandura::client_options limited;
@@ -570,7 +572,95 @@ TEST_CASE("fleet client: configure gives every client the fleet's one store kind
   CHECK(limited.viewer_limit != nullptr);
   REQUIRE(plain.retry.admission.shared_pace != nullptr);
   CHECK(plain.retry.admission.shared_pace == limited.retry.admission.shared_pace); // one pace per fleet
+  // One shared limit per rate: clients of the same rate take from one allowance (here the local fallback's: Redis
+  // at this address refuses connections), another rate from its own.
+  wandura::client_options same_rate;
+  same_rate.viewer_tickets_per_minute = 30;
+  wandura::client_options other_rate;
+  other_rate.viewer_tickets_per_minute = 3;
+  shared.configure(same_rate);
+  shared.configure(other_rate);
+  REQUIRE(same_rate.viewer_limit != nullptr);
+  REQUIRE(other_rate.viewer_limit != nullptr);
+  CHECK(test_support::run(io, limited.viewer_limit->acquire("viewer:1", 30)).allowed);
+  auto const spent = test_support::run(io, same_rate.viewer_limit->acquire("viewer:1", 1));
+  CHECK_FALSE(spent.allowed);
+  CHECK(spent.taken_from == wandura::viewer_limit::account::fallback);
+  CHECK(test_support::run(io, other_rate.viewer_limit->acquire("viewer:1", 3)).allowed);
+  // A store the options had is replaced by the fleet's.
+  wandura::client_options own_store;
+  auto const mine = std::make_shared<wandura::memory_ticket_store>();
+  own_store.tickets = mine;
+  shared.configure(own_store);
+  CHECK(own_store.tickets != nullptr);
+  CHECK(own_store.tickets != mine);
   wandura::client_options zero;
   zero.viewer_tickets_per_minute = 0;
-  CHECK_THROWS_AS(shared.configure(zero), wandura::error);
+  try {
+    shared.configure(zero);
+    FAIL("a zero rate was accepted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+  }
+}
+
+TEST_CASE("fleet: a bad org or Redis URL is refused with invalid_argument, never with the password in the message") {
+  asio::io_context io;
+  auto refusal = [&](std::string org, std::string url) -> std::optional<wandura::error> {
+    wandura::fleet_options fo;
+    fo.org = std::move(org);
+    fo.redis.url = std::move(url);
+    try {
+      wandura::fleet shared(io.get_executor(), fo);
+    } catch (wandura::error const& e) {
+      return e;
+    }
+    return std::nullopt;
+  };
+  for (std::string const& org : {std::string(), std::string("a{b}"), std::string("a b"), std::string(65, 'o')}) {
+    auto const e = refusal(org, "redis://127.0.0.1:1");
+    REQUIRE(e);
+    CHECK(e->code() == wandura::errc::invalid_argument);
+  }
+  for (std::string const& url : {std::string("rediss://:s3cret@127.0.0.1:6379"), std::string("http://:s3cret@h:1"),
+                                 std::string("redis://:s3cret@[1::2::3]:1"), std::string("redis://:s3cret@h:99999"),
+                                 std::string("redis://:s3cret@h:1/x")}) {
+    auto const e = refusal("org_demo", url);
+    REQUIRE(e);
+    CHECK(e->code() == wandura::errc::invalid_argument);
+    CHECK(std::string_view(e->what()).find("s3cret") == std::string_view::npos);
+  }
+}
+
+TEST_CASE("fleet: the lines it logs when Redis refuses its password or is down never contain the password") {
+  auto redis = test_support::start_redis_or_skip(); // no password set: an AUTH is refused
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  std::vector<std::string> lines;
+  wandura::fleet_options fo;
+  fo.redis.url = "redis://:s3cret@127.0.0.1:" + std::to_string(redis->port());
+  fo.fallback.log = [&](std::string_view line) { lines.emplace_back(line); };
+  fo.fallback.probe_interval = 10ms;
+  wandura::fleet shared(io.get_executor(), fo);
+  wandura::client_options options;
+  shared.configure(options);
+  auto look_up = [&] {
+    std::vector<wandura::ticket_key> keys;
+    keys.push_back({"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "phone-1", "the-heiress-returns", 1, wandura::intent::play});
+    auto const found = test_support::run(io, options.tickets->find(std::move(keys)));
+    CHECK_FALSE(found.at(0)); // answered locally: nothing stored
+  };
+  look_up();
+  redis->kill();
+  test_support::wait(io, 20ms);
+  look_up();
+  shared.shutdown();
+  REQUIRE_FALSE(lines.empty());
+  CHECK(test_support::count_starting(lines, "WARN fleet ticket_cache: redis 127.0.0.1:") == 1);
+  for (auto const& line : lines) {
+    CHECK(line.find("s3cret") == std::string::npos);
+  }
+  CHECK(shared.stats().redis.connect_failures >= 1);
 }

@@ -20,6 +20,7 @@
 #include "fleet/ticket_cache_access.hpp"
 #include "fleet/ticket_envelope.hpp"
 #include "fleet_test_support.hpp"
+#include "wandura/error.hpp"
 
 using namespace std::chrono_literals;
 using std::chrono::system_clock;
@@ -440,6 +441,7 @@ TEST_CASE("shared ticket cache: with the near cache off every lookup asks Redis 
     CHECK(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now)));
   }
   CHECK(fleet.a.stats().commands == commands + 3);
+  CHECK_FALSE(cache.find_near(viewer_on("device-7"), now)); // the caller's fast path answers nothing either
   CHECK(cache.stats().near_hits == 0);
   CHECK_FALSE(cache.stats().near_cache_live);
   auto const clients = raw(fleet.io, fleet.a, {"PUBSUB", "NUMSUB", wandura::fleet_keys::ticket_erasures("org_demo")});
@@ -915,4 +917,83 @@ TEST_CASE("shared ticket cache: the fleet's ticket store looks up past the near 
   CHECK(fleet.a.stats().commands == commands + 2);
   CHECK(cache_a.stats().near_hits == before.near_hits + 1);
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared ticket cache: an erase with Redis down forgets the local copy and counts a fallback") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::ticket_cache_options options;
+  options.fallback.log = [](std::string_view) {};
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = system_clock::now();
+  test_support::run(io, cache.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  redis->kill();
+  REQUIRE(test_support::run(io, cache.get(viewer_on("device-7"), now))); // answered locally
+  auto const fallbacks = cache.stats().fallbacks;
+  test_support::run(io, cache.erase(viewer_on("device-7")));
+  CHECK(cache.stats().fallbacks == fallbacks + 1);
+  CHECK_FALSE(test_support::run(io, cache.get(viewer_on("device-7"), now)));
+  CHECK_FALSE(cache.find_near(viewer_on("device-7"), now));
+}
+
+TEST_CASE("shared ticket cache: every operation refuses an identity without a viewer_ref or a union_info, before "
+          "any command") {
+  auto started = two_caches::start_or_skip();
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  auto const invalid = [](auto&& operation) {
+    try {
+      operation();
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  auto const now = system_clock::now();
+  wandura::cached_ticket const ticket{"tkt", now + 30min};
+  auto no_viewer = viewer_on("device-7");
+  no_viewer.viewer_ref.clear();
+  auto const no_device = viewer_on("");
+  auto const commands = fleet.a.stats().commands;
+  for (auto const& who : {no_viewer, no_device}) {
+    CHECK(invalid([&] { test_support::run(fleet.io, cache_a.get(who, now)); }));
+    CHECK(invalid([&] { test_support::run(fleet.io, cache_a.get_many({viewer_on("device-8"), who}, now)); }));
+    CHECK(invalid([&] { (void)cache_a.find_near(who, now); }));
+    CHECK(invalid([&] { test_support::run(fleet.io, cache_a.put(who, ticket, now)); }));
+    CHECK(invalid([&] {
+      test_support::run(fleet.io, cache_a.put_many({{viewer_on("device-8"), ticket}, {who, ticket}}, now));
+    }));
+    CHECK(invalid([&] { test_support::run(fleet.io, cache_a.erase(who)); }));
+  }
+  CHECK(fleet.a.stats().commands == commands);
+  CHECK_FALSE(test_support::run(fleet.io, cache_b.get(viewer_on("device-8"), now))); // nothing of a batch was stored
+}
+
+TEST_CASE("shared ticket cache: reuse_margin sets when a ticket stops being reused, and its Redis entry's life") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache_a(fleet.a, "org_demo", {.reuse_margin = 1min});
+  wandura::shared_ticket_cache cache_b(fleet.b, "org_demo", {.reuse_margin = 1min, .near_cache = false});
+  auto const now = system_clock::now();
+  auto const expires_at = std::chrono::time_point_cast<std::chrono::milliseconds>(now + 30min);
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-7"), {"tkt_7", expires_at}, now));
+  auto const pttl = raw(fleet.io, fleet.a, {"PTTL", wandura::fleet_keys::ticket("org_demo", viewer_on("device-7"))});
+  CHECK(pttl.integer > (29min - 5s) / 1ms);
+  CHECK(pttl.integer <= 29min / 1ms);
+  CHECK(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), expires_at - 2min))); // 5 min would refuse
+  CHECK_FALSE(test_support::run(fleet.io, cache_b.get(viewer_on("device-7"), expires_at - 30s)));
+  // Near, once the erase subscription is live and the ticket read again: the same margin.
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
+  REQUIRE(test_support::run(fleet.io, cache_a.get(viewer_on("device-7"), now)));
+  CHECK(cache_a.find_near(viewer_on("device-7"), expires_at - 2min));
+  CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), expires_at - 1min));
 }

@@ -3,9 +3,11 @@
 
 #include <array>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -349,4 +351,106 @@ TEST_CASE("shared viewer limit: zero is granted without a round trip, more than 
   CHECK_FALSE(never.granted);
   CHECK(never.retry_after == 20000ms); // until full again, as the local arithmetic says
   CHECK(test_support::run(fleet.io, limit.try_acquire("v", 20, t0)).granted); // the refusal took nothing
+}
+
+TEST_CASE("shared viewer limit: more than the burst from a full bucket is refused with a wait of 0 and takes nothing") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 30});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto const never = test_support::run(fleet.io, limit.try_acquire("fresh", 31, t0));
+  CHECK_FALSE(never.granted);
+  CHECK(never.retry_after == 0ms); // already full: no wait makes it fit
+  CHECK(never.taken_from == wandura::viewer_limit::account::primary);
+  CHECK(test_support::run(fleet.io, limit.try_acquire("fresh", 30, t0)).granted);
+}
+
+TEST_CASE("shared viewer limit: a give-back in Redis fills the bucket up to its capacity, never past it") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  REQUIRE(test_support::run(fleet.io, limit.try_acquire("v", 2, t0)).granted);
+  test_support::run(fleet.io, limit.release("v", 50, wandura::viewer_limit::account::primary, t0));
+  CHECK(raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {10, 10}, "v"), "t"}).text == "10");
+  CHECK_FALSE(test_support::run(fleet.io, limit.try_acquire("v", 11, t0)).granted);
+  CHECK(test_support::run(fleet.io, limit.try_acquire("v", 10, t0)).granted);
+}
+
+TEST_CASE("shared viewer limit: bad arguments are refused with invalid_argument and send nothing") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  auto const invalid = [](auto&& make) {
+    try {
+      make();
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  double const nan = std::numeric_limits<double>::quiet_NaN();
+  double const inf = std::numeric_limits<double>::infinity();
+  for (std::string const& org : {std::string(), std::string("a{b}"), std::string("has space"), std::string(65, 'o')}) {
+    CHECK(invalid([&] { wandura::shared_viewer_limit(fleet.a, org, {}); }));
+  }
+  for (double const rate : {0.0, -1.0, nan, inf}) {
+    CHECK(invalid([&] { wandura::shared_viewer_limit(fleet.a, "org_demo", {.tickets_per_minute = rate}); }));
+  }
+  for (double const burst : {-1.0, nan, inf}) {
+    CHECK(invalid([&] { wandura::shared_viewer_limit(fleet.a, "org_demo", {.burst = burst}); }));
+  }
+  wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 10});
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto const before = fleet.a.stats().commands;
+  using account = wandura::viewer_limit::account;
+  CHECK(invalid([&] { test_support::run(fleet.io, limit.try_acquire("", 1, t0)); }));
+  CHECK(invalid([&] { test_support::run(fleet.io, limit.try_acquire("v", -1, t0)); }));
+  for (auto const from : {account::primary, account::fallback}) {
+    CHECK(invalid([&] { test_support::run(fleet.io, limit.release("", 1, from, t0)); }));
+    CHECK(invalid([&] { test_support::run(fleet.io, limit.release("v", -1, from, t0)); }));
+  }
+  CHECK(fleet.a.stats().commands == before);
+  CHECK(limit.stats().granted + limit.stats().refused == 0);
+}
+
+TEST_CASE("shared viewer limit: with Redis down, beyond local_capacity viewers are granted untracked, full buckets "
+          "dropped first") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  redis->kill();
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::viewer_limit_options options{.tickets_per_minute = 2, .local_capacity = 2};
+  options.fallback.log = [](std::string_view) {};
+  wandura::shared_viewer_limit limit(client, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  using account = wandura::viewer_limit::account;
+  auto take = [&](std::string const& viewer, int n) { return test_support::run(io, limit.try_acquire(viewer, n, t0)); };
+  auto const first = take("a", 2);
+  CHECK(first.granted);
+  CHECK(first.taken_from == account::fallback);
+  CHECK(take("b", 2).granted);
+  CHECK_FALSE(take("a", 1).granted); // tracked: a and b are spent
+  // A third viewer while both tracked buckets are spent: granted, not tracked, so never refused.
+  for (int i = 0; i < 3; ++i) {
+    CHECK(take("c", 2).granted);
+  }
+  // A give-back of an untracked viewer is ignored; one of a tracked viewer fills its bucket, which is then dropped
+  // first when another viewer needs the room.
+  test_support::run(io, limit.release("c", 2, account::fallback, t0));
+  test_support::run(io, limit.release("a", 2, account::fallback, t0));
+  CHECK(take("d", 2).granted);       // a's full bucket made room for d
+  CHECK_FALSE(take("d", 1).granted); // and d is tracked
+  CHECK_FALSE(take("b", 1).granted); // b still is
 }

@@ -3,6 +3,7 @@
 #include "wandura/playback/viewer_limit.hpp"
 
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,8 @@ class recording_limit final : public wandura::viewer_limit {
 public:
   explicit recording_limit(std::uint32_t initial) : allowance(initial) {}
 
-  asio::awaitable<decision> acquire(std::string, std::uint32_t tickets) override {
+  asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) override {
+    counted.push_back(std::move(viewer_ref));
     bool const fits = tickets <= allowance;
     allowance -= fits ? tickets : 0;
     calls.push_back("acquire " + std::to_string(tickets) + (fits ? " yes" : " no"));
@@ -35,7 +37,8 @@ public:
     }
     co_return decision{fits, fits ? 0ms : 1500ms, from};
   }
-  void release(std::string_view, std::uint32_t tickets, account taken_from) noexcept override {
+  void release(std::string_view viewer_ref, std::uint32_t tickets, account taken_from) noexcept override {
+    counted.emplace_back(viewer_ref);
     allowance += tickets;
     calls.push_back("release " + std::to_string(tickets) + (taken_from == account::primary ? " primary" : " fallback"));
   }
@@ -43,6 +46,7 @@ public:
   std::uint32_t allowance;
   std::deque<account> accounts;
   std::vector<std::string> calls;
+  std::vector<std::string> counted; ///< the viewer_ref of each acquire and release, in order
 };
 
 /// A memory store that counts the client's calls.
@@ -152,6 +156,29 @@ TEST_CASE("client viewer_limit: each unused ticket goes back to the account it w
                                                    "release 1 primary", "release 1 fallback"});
     CHECK(limit->allowance == 2);
   }
+}
+
+TEST_CASE("client viewer_limit: a batch is counted under its viewer_ref, or its union_info when it has none") {
+  auto limit = std::make_shared<recording_limit>(10);
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  auto batch_for = [](std::optional<std::string> viewer_ref) {
+    wandura::ticket_batch batch;
+    batch.union_info = "device-7";
+    batch.drm_kek = "kek";
+    batch.viewer_ref = std::move(viewer_ref);
+    batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+    return batch;
+  };
+  for (int i = 0; i < 2; ++i) {
+    h.fake->push(
+        fake_step::respond(200, batch_body({refused_item("the-heiress-returns", 4, "play", 404, "not_ready", "")})));
+  }
+  (void)h.run(h.api->issue_tickets(batch_for("k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a")));
+  (void)h.run(h.api->issue_tickets(batch_for(std::nullopt)));
+  CHECK(limit->counted == std::vector<std::string>{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a",
+                                                   "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "device-7", "device-7"});
 }
 
 TEST_CASE("client viewer_limit: a zero rate is refused even when a limit is given") {
