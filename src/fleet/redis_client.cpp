@@ -14,10 +14,11 @@ redis_client::redis_client(asio::any_io_executor ex, redis_options options)
 redis_client::~redis_client() = default;
 
 asio::awaitable<redis_reply> redis_client::command(std::vector<std::string> args) {
+  std::string const server = server_name_; // this client may be destroyed while the command waits
   std::vector<std::string_view> views(args.begin(), args.end());
   auto [ec, reply] = co_await async_command(views, asio::experimental::as_tuple(asio::use_awaitable));
   if (ec) {
-    std::string message = "redis " + server_name_ + ": " + ec.message();
+    std::string message = "redis " + server + ": " + ec.message();
     if (reply.is_error()) {
       message += ": " + reply.text;
     }

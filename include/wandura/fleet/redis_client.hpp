@@ -21,6 +21,7 @@
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/error.hpp>
 
 #include "wandura/fleet/detail/redis_command_op.hpp"
 #include "wandura/fleet/fleet_error.hpp"
@@ -162,14 +163,22 @@ public:
   template <class CompletionToken>
   auto async_command(std::span<std::string_view const> args, redis_compensation compensate, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, redis_reply)>(
-        [conn = conn_](auto handler, std::span<std::string_view const> command, redis_compensation undo) {
+        // The connection is held weakly: an awaitable keeps its initiation until the command completes, and a
+        // strong hold there would keep the connection, and the command, alive past the client's destruction.
+        [weak = std::weak_ptr(conn_), ex = detail::redis_connection_executor(*conn_)](
+            auto handler, std::span<std::string_view const> command, redis_compensation undo) {
           using handler_type = std::decay_t<decltype(handler)>;
           auto slot = asio::get_associated_cancellation_slot(handler);
-          auto op = std::make_shared<detail::redis_command_op_for<handler_type>>(
-              detail::redis_connection_executor(*conn), std::move(handler));
+          auto op = std::make_shared<detail::redis_command_op_for<handler_type>>(ex, std::move(handler));
           op->slot = slot;
           op->compensate = std::move(undo);
-          detail::start_redis_command(*conn, command, op);
+          if (auto const conn = weak.lock()) {
+            detail::start_redis_command(*conn, command, op);
+          } else { // initiated (a deferred token) after the client was destroyed
+            op->compensate = nullptr;
+            op->done = true;
+            op->deliver(asio::error::operation_aborted, {});
+          }
         },
         token, args, std::move(compensate));
   }

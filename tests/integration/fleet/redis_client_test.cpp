@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -380,6 +382,81 @@ TEST_CASE("redis client: a compensating command takes its late command's place a
   CHECK(*inner == wandura::fleet_errc::overloaded);
   CHECK(most_pending == 1);
   CHECK(client.stats().compensations == 1);
+}
+
+TEST_CASE("redis client: a compensation that throws is swallowed: nothing is sent and the connection serves on") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url()}); // default timeout: a few ms
+  REQUIRE_FALSE(std::get<0>(run_until_ok(io, client, {"SET", "n", "0"})));
+  int calls = 0;
+  auto throwing = [&]() -> asio::awaitable<outcome> {
+    std::array<std::string_view, 2> const incr{"INCR", "n"};
+    auto undo = [&calls](wandura::redis_reply const&) -> std::vector<std::string> {
+      ++calls;
+      throw std::runtime_error("compensation failed");
+    };
+    co_return co_await client.async_command(incr, undo, asio::experimental::as_tuple(asio::use_awaitable));
+  };
+  redis->pause();
+  auto [ec, reply] = test_support::run(io, throwing());
+  CHECK(ec == wandura::errc::attempt_timeout);
+  auto const commands = client.stats().commands;
+  redis->resume();
+  REQUIRE(test_support::run_until(io, [&] { return calls == 1 && client.stats().pending == 0; }));
+  CHECK(client.stats().compensations == 0); // none sent
+  CHECK(client.stats().commands == commands);
+  CHECK(std::get<1>(run_until_ok(io, client, {"GET", "n"})).text == "1"); // the late INCR stands
+}
+
+TEST_CASE("redis client: destroyed while the io_context runs, its pending command completes with operation_aborted") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto client = std::make_unique<wandura::redis_client>(
+      io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 5s});
+  REQUIRE(ping_until_up(io, *client, 5s) > 0);
+  redis->pause();
+  std::optional<std::error_code> done;
+  asio::co_spawn(io, send(*client, {"PING"}), [&](std::exception_ptr e, outcome result) {
+    done = e ? std::make_error_code(std::errc::io_error) : std::get<0>(result);
+  });
+  std::optional<std::string> thrown; // the throwing form too, which must not touch the client once it is gone
+  asio::co_spawn(io, client->command({"PING"}), [&](std::exception_ptr e, wandura::redis_reply) {
+    try {
+      if (e) {
+        std::rethrow_exception(e);
+      }
+      thrown = "";
+    } catch (wandura::error const& err) {
+      thrown = err.code() == asio::error::operation_aborted ? std::string(err.what()) : "another error";
+    }
+  });
+  test_support::wait(io, 30ms);
+  REQUIRE_FALSE(done);
+  client.reset(); // the commands would time out in 5 s
+  REQUIRE(test_support::run_until(
+      io, [&] { return done.has_value() && thrown.has_value(); }, 1000ms));
+  CHECK(*done == asio::error::operation_aborted);
+  CHECK(thrown->starts_with("redis 127.0.0.1:"));
+  redis->resume();
+}
+
+TEST_CASE("redis client: a database Redis refuses is auth_failed and counts a connect failure") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url() + "/99", .command_timeout = 500ms});
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK(ec == wandura::fleet_errc::auth_failed);
+  CHECK(client.stats().connect_failures >= 1);
 }
 
 TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed without the password in a message") {
