@@ -9,12 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fleet_test_support.hpp"
 
 #include "wandura/error.hpp"
+#include "wandura/fleet/key_layout.hpp"
 
 #include "fleet/fleet_values.hpp"
 #include "fleet/rate_math.hpp"
@@ -67,9 +70,8 @@ TEST_CASE("shared counter pace: destroyed with an acquire in flight it lets the 
   CHECK(test_support::run(fleet.io, pace->try_acquire(1, t0)).go); // connected, script loaded
   redis->pause();
   std::optional<bool> go;
-  asio::co_spawn(fleet.io, pace->try_acquire(1, t0), [&](std::exception_ptr e, auto decision) {
-    go = !e && decision.go;
-  });
+  asio::co_spawn(fleet.io, pace->try_acquire(1, t0),
+                 [&](std::exception_ptr e, auto decision) { go = !e && decision.go; });
   fleet.io.restart();
   fleet.io.run_for(50ms); // sent, waiting on the paused server
   CHECK_FALSE(go.has_value());
@@ -377,9 +379,10 @@ TEST_CASE("shared counter pace: a rate or burst that is infinite or NaN is inval
   double const inf = std::numeric_limits<double>::infinity();
   double const nan = std::numeric_limits<double>::quiet_NaN();
   for (auto const& [limit, burst] : {std::pair{inf, 0.0}, std::pair{nan, 0.0}, std::pair{600.0, inf},
-                                    std::pair{600.0, nan}, std::pair{-inf, 0.0}, std::pair{600.0, -1.0}}) {
+                                     std::pair{600.0, nan}, std::pair{-inf, 0.0}, std::pair{600.0, -1.0}}) {
     INFO(limit << " " << burst);
-    CHECK(refuses([&] { wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = limit, .burst = burst}); }));
+    CHECK(refuses(
+        [&] { wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = limit, .burst = burst}); }));
     wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600});
     CHECK(refuses([&] { test_support::run(io, pace.set_rate(limit, burst)); }));
     CHECK(pace.stats().fallbacks == 0); // refused before any command
@@ -444,4 +447,91 @@ TEST_CASE("shared counter pace: a hold until the clock's end from one process is
   auto const decision = test_support::run(fleet.io, pace_b.try_acquire(1, now));
   CHECK_FALSE(decision.go);
   CHECK(decision.wait_until > now + std::chrono::years(200));
+}
+
+TEST_CASE("shared counter pace: a share outside (0, 1] or a bad org is invalid_argument") {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
+  auto refuses = [](auto make) {
+    try {
+      make();
+    } catch (wandura::error const& e) {
+      return e.code() == wandura::errc::invalid_argument;
+    }
+    return false;
+  };
+  for (double const share : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    INFO(share);
+    CHECK(refuses([&] { wandura::shared_counter_pace pace(client, "org_demo", {.local_share = share}); }));
+  }
+  CHECK_FALSE(refuses([&] { wandura::shared_counter_pace pace(client, "org_demo", {.local_share = 1.0}); }));
+  for (std::string const& org : {std::string(), std::string("a{b}"), std::string(65, 'o')}) {
+    CHECK(refuses([&] { wandura::shared_counter_pace pace(client, org); }));
+  }
+}
+
+TEST_CASE("shared counter pace: a burst of 0 is a whole minute's limit, in the options and in set_rate, and a rate "
+          "set is kept in Redis for an hour") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url());
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto admitted_at_once = [&](wandura::shared_counter_pace& pace) {
+    int admitted = 0;
+    while (admitted < 5000 && test_support::run(fleet.io, pace.try_acquire(10, t0)).go) {
+      admitted += 10;
+    }
+    return admitted;
+  };
+  wandura::shared_counter_pace from_options(fleet.a, "org_demo", {.counter = "minute", .limit_per_minute = 600});
+  CHECK(admitted_at_once(from_options) == 600);
+  wandura::shared_counter_pace from_rate(fleet.a, "org_demo", {.counter = "set", .limit_per_minute = 60});
+  test_support::run(fleet.io, from_rate.set_rate(1200, 0));
+  CHECK(admitted_at_once(from_rate) == 1200);
+  auto const pttl = raw(fleet.io, fleet.b, {"PTTL", wandura::fleet_keys::pace("org_demo", "set")});
+  CHECK(pttl.integer > 3'590'000);
+  CHECK(pttl.integer <= 3'600'000);
+  CHECK(from_options.stats().fallbacks + from_rate.stats().fallbacks == 0);
+}
+
+TEST_CASE("shared counter pace: an acquire or read cancelled while Redis is paused ends with operation_aborted") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  two_processes fleet(redis->url()); // 500 ms commands: cancelled well before they time out
+  wandura::shared_counter_pace pace(fleet.a, "org_demo", {.counter = "playback"});
+  REQUIRE(test_support::run(fleet.io, pace.try_acquire(1)).go); // connected, the script loaded
+  redis->pause();
+  auto outcome_of = [&](auto operation) {
+    asio::cancellation_signal signal;
+    std::optional<std::error_code> ended;
+    asio::co_spawn(fleet.io, std::move(operation),
+                   asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, auto) {
+                     ended = std::error_code{};
+                     try {
+                       if (e) {
+                         std::rethrow_exception(e);
+                       }
+                     } catch (wandura::error const& err) {
+                       ended = err.code();
+                     }
+                   }));
+    fleet.io.restart();
+    fleet.io.run_for(30ms); // sent, waiting on the paused server
+    signal.emit(asio::cancellation_type::terminal);
+    test_support::run_until(
+        fleet.io, [&] { return ended.has_value(); }, 200ms);
+    return ended;
+  };
+  auto const acquire = outcome_of(pace.try_acquire(1));
+  auto const read = outcome_of(pace.read());
+  redis->resume();
+  REQUIRE(acquire);
+  CHECK(*acquire == asio::error::operation_aborted);
+  REQUIRE(read);
+  CHECK(*read == asio::error::operation_aborted);
+  CHECK(pace.stats().fallbacks == 0); // a cancellation is not a fallback
 }
