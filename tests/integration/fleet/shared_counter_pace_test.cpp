@@ -449,7 +449,7 @@ TEST_CASE("shared counter pace: a hold until the clock's end from one process is
   CHECK(decision.wait_until > now + std::chrono::years(200));
 }
 
-TEST_CASE("shared counter pace: a share outside (0, 1] or a bad org is invalid_argument") {
+TEST_CASE("shared counter pace: a share of 0 or less or above 1, or a bad org, is invalid_argument") {
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
   auto refuses = [](auto make) {
