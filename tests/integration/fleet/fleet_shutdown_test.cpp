@@ -18,6 +18,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
@@ -189,6 +190,56 @@ TEST_CASE("fleet shutdown: io.run returns when redis is down at the time", "[fle
   CHECK(seen.after == wandura::item_outcome::granted);
   CHECK(seen.after_reused);
   CHECK(p.log.starting("INFO fleet: shut down") == 1);
+}
+
+TEST_CASE("fleet shutdown: a call waiting on a stalled Redis is answered locally at once, not at its timeout",
+          "[fleet][shutdown]") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  program p(redis->url()); // 500 ms commands
+  observed seen;
+  std::chrono::milliseconds waited{};
+  asio::co_spawn(
+      p.io,
+      [&]() -> asio::awaitable<void> {
+        auto first = co_await p.start("device-1"); // connected, the scripts loaded
+        seen.before = first.play.outcome;
+        redis->pause();
+        std::optional<wandura::episode_start> stalled;
+        asio::co_spawn(co_await asio::this_coro::executor, p.start("device-2"),
+                       [&](std::exception_ptr e, wandura::episode_start r) {
+                         if (e) {
+                           seen.failure = e;
+                         } else {
+                           stalled = std::move(r);
+                         }
+                       });
+        asio::steady_timer sent(co_await asio::this_coro::executor, 50ms); // its commands wait on the paused server
+        co_await sent.async_wait(asio::use_awaitable);
+        auto const shut = std::chrono::steady_clock::now();
+        p.shared->shutdown();
+        co_await wait_until([&] { return stalled.has_value() || seen.failure != nullptr; }, 5000ms);
+        waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - shut);
+        if (stalled) {
+          seen.after = stalled->play.outcome;
+        }
+      },
+      [&](std::exception_ptr e) {
+        if (e) {
+          seen.failure = e;
+        }
+      });
+  REQUIRE(test_support::run_returns_within(p.io, 20000ms));
+  redis->resume();
+  if (seen.failure) {
+    std::rethrow_exception(seen.failure);
+  }
+  CHECK(seen.before == wandura::item_outcome::granted);
+  CHECK(seen.after == wandura::item_outcome::granted);
+  CHECK(waited < 400ms); // a command timeout is 500 ms
+  CHECK(p.shared->stats().fallbacks >= 1);
 }
 
 TEST_CASE("fleet shutdown: redis never reachable, io.run returns and calls are answered locally", "[fleet][shutdown]") {

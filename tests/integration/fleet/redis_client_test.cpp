@@ -447,6 +447,29 @@ TEST_CASE("redis client: destroyed while the io_context runs, its pending comman
   redis->resume();
 }
 
+TEST_CASE("redis client: a connection that was up and broke is reconnected at the next command, without the backoff") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(
+      io.get_executor(),
+      {.url = redis->url(), .command_timeout = 500ms, .reconnect_backoff = 10s, .max_reconnect_backoff = 10s});
+  wandura::redis_client killer(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  REQUIRE(ping_until_up(io, client, 5s) > 0);
+  auto [killed_ec, killed] = run_command(io, killer, {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  REQUIRE_FALSE(killed_ec);
+  REQUIRE(killed.integer >= 1);
+  test_support::wait(io, 50ms); // the close is noticed
+  auto const start = std::chrono::steady_clock::now();
+  auto [ec, reply] = run_command(io, client, {"PING"});
+  CHECK_FALSE(ec);
+  CHECK(reply.text == "PONG");
+  CHECK(elapsed_ms(start) < 2000); // not the 10 s backoff
+  CHECK(client.stats().connect_failures == 0);
+}
+
 TEST_CASE("redis client: a database Redis refuses is auth_failed and counts a connect failure") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {

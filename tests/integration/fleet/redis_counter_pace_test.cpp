@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,8 +255,8 @@ TEST_CASE("redis counter pace: a null client or a bad option is refused with inv
 TEST_CASE("redis counter pace: a counter name empty or over 64 characters is invalid_argument for acquire and read, "
           "ignored by hold_until and set_limit") {
   asio::io_context io;
-  auto client = std::make_shared<wandura::redis_client>(io.get_executor(),
-                                                        wandura::redis_options{.url = "redis://127.0.0.1:1"});
+  auto client =
+      std::make_shared<wandura::redis_client>(io.get_executor(), wandura::redis_options{.url = "redis://127.0.0.1:1"});
   wandura::redis_counter_pace pace(client, {.org = "org_demo"});
   auto const now = std::chrono::system_clock::now();
   auto says_name = [](auto op) {
@@ -384,4 +385,58 @@ TEST_CASE("redis counter pace: one gate admitting from four threads, run by thre
   CHECK(grants <= fleet.admitted);
   CHECK(fleet.admitted <= grants + 1);
   CHECK(fleet.fallbacks == 0);
+}
+
+TEST_CASE("redis counter pace: before any limit is known a counter goes at the unknown rate with a burst of two "
+          "units, and a cost above the burst asks for the whole burst") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto client = std::make_shared<wandura::redis_client>(
+      io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 500ms});
+  wandura::redis_counter_pace pace(client, {.org = "org_demo"}); // 60 a minute, a burst of 500 ms: two units
+  auto const t0 = test_support::at_ms(1'764'590'400'000);
+  auto ask = [&](std::string_view counter, std::uint32_t cost) {
+    return test_support::run(io, pace.acquire(counter, cost, t0));
+  };
+  for (int unit = 0; unit < 2; ++unit) {
+    auto const grant = ask("playback", 1);
+    CHECK(grant.go);
+    CHECK(grant.wait_until <= t0);
+  }
+  auto const third = ask("playback", 1); // one a second: not before t0 + 1 s
+  CHECK(third.wait_until >= t0 + 500ms);
+  CHECK_FALSE((third.go && third.wait_until <= t0));
+  // A batch larger than the burst is not refused for ever, nor an error: it takes the whole burst.
+  auto const large = ask("other", 1000);
+  CHECK(large.go);
+  CHECK(large.wait_until <= t0);
+  auto const after = ask("other", 1);
+  CHECK_FALSE((after.go && after.wait_until <= t0)); // the burst is spent
+  CHECK(pace.stats().fallbacks == 0);
+}
+
+TEST_CASE("redis counter pace: set_limit ignores a limit or a window of 0, and publishes a real one to read") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto client = std::make_shared<wandura::redis_client>(
+      io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 500ms});
+  wandura::redis_counter_pace pace(client, {.org = "org_demo"});
+  auto const now = std::chrono::system_clock::now();
+  pace.set_limit("playback", {.limit = 0, .window = 60s});
+  pace.set_limit("playback", {.limit = 600, .window = 0s});
+  test_support::wait(io, 100ms); // both would have been written by now
+  CHECK_FALSE(test_support::run(io, pace.read("playback", now)).limit.has_value());
+  pace.set_limit("playback", {.limit = 600, .window = 60s});
+  std::optional<std::uint32_t> published;
+  REQUIRE(test_support::run_until(io, [&] {
+    published = test_support::run(io, pace.read("playback", now)).limit;
+    return published.has_value();
+  }));
+  CHECK(*published == 600);
 }
