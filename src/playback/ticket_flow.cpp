@@ -6,6 +6,9 @@
 #include <utility>
 
 #include <asio/error.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 
 #include "playback/request_writer.hpp"
 #include "playback/response_parser.hpp"
@@ -399,6 +402,48 @@ void prepare(client::impl& self, ticket_call& call) {
   call.reuses = call.has_viewer && self.options.reuse_tickets;
 }
 
+namespace {
+
+/// The store's lookup, owning what it uses (the store, the keys): the body of a registry operation.
+asio::awaitable<std::vector<std::optional<ticket>>> find_in(std::shared_ptr<ticket_store> store,
+                                                            std::vector<ticket_key> keys) {
+  auto lookup = store->find(std::move(keys)); // named: GCC 12 and temporaries in co_await expressions
+  co_return co_await std::move(lookup);
+}
+
+/// The store's insert of fresh tickets, owning what it uses. `true` when done (an operation produces a value).
+asio::awaitable<bool> insert_in(std::shared_ptr<ticket_store> store, std::vector<std::pair<ticket_key, ticket>> fresh) {
+  auto insert = store->insert_many(std::move(fresh)); // named: GCC 12 and temporaries in co_await expressions
+  co_await std::move(insert);
+  co_return true;
+}
+
+/// Awaits the store's `work` (made by `make`) as an operation of the client's call registry, as a request is
+/// awaited, so that the client's end reaches a call waiting on its store: `~client()` and `shutdown()` complete
+/// the call with `operation_aborted` at once and cancel the store's coroutine (through its cancellation slot),
+/// and `shutdown()` completes only once that coroutine has ended. A store that cannot suspend (the built-in memory
+/// store) is awaited in place: nothing can be waiting on it when the client ends.
+/// @throws what the store throws; `operation_aborted` when the call is cancelled or the client ends.
+template <class R, class Make> asio::awaitable<R> await_store(client::impl& self, Make make) {
+  if (self.store_completes_inline) {
+    auto work = make(); // named: GCC 12 and temporaries in co_await expressions
+    co_return co_await std::move(work);
+  }
+  auto const executor = co_await asio::this_coro::executor;
+  auto [op, joined] = self.calls.join_or_start<R>(std::nullopt, executor, clock::time_point::max(), std::move(make),
+                                                  [](R&& produced) { return std::move(produced); });
+  (void)joined; // never: an operation without a key is nobody else's
+  std::error_code waited;
+  co_await self.calls.async_wait(op, self.time, clock::time_point::max(),
+                                 asio::redirect_error(asio::use_awaitable, waited));
+  if (waited) {
+    throw error(waited, "ticket store: the call ended while the store was at work");
+  }
+  co_return op->take();
+}
+
+} // namespace
+
 asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   auto const& batch = call.batch;
   std::vector<ticket_key> keys;
@@ -406,8 +451,8 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   for (auto const& e : batch.episodes) {
     keys.push_back(key_for(batch, e));
   }
-  auto store = self.store;                    // held by this frame while it awaits the lookup
-  auto lookup = store->find(std::move(keys)); // named: GCC 12 and temporaries in co_await expressions
+  auto lookup = await_store<std::vector<std::optional<ticket>>>(
+      self, [&] { return find_in(self.store, std::move(keys)); }); // named: GCC 12 and co_await temporaries
   std::vector<std::optional<ticket>> found = co_await std::move(lookup);
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
     if (!found[i]) {
@@ -539,8 +584,8 @@ asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
       fresh.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
     }
   }
-  auto insert = store->insert_many(std::move(fresh));
-  co_await std::move(insert);
+  auto insert = await_store<bool>(self, [&] { return insert_in(std::move(store), std::move(fresh)); });
+  co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions
 }
 
 void finish_items(client::impl& self, ticket_call& call) {

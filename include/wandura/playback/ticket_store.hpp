@@ -44,7 +44,8 @@ struct ticket_key_hash {
 ///
 /// The operations are awaitable so that a store may live out of process (the fleet's Redis store answers a
 /// batch's lookups in one round trip). The client awaits them only when it reuses tickets (`reuse_tickets` and a
-/// `viewer_ref`): once per call to look up every episode of the batch, and once per fresh ticket to store it.
+/// `viewer_ref`): once per call to look up every episode of the batch, and once per call to store its fresh tickets
+/// (`insert_many`).
 ///
 /// Implementations must never return a ticket for a key other than the one asked for, nor one that is no longer
 /// reusable (see `memory_ticket_store` for the rule).
@@ -53,6 +54,12 @@ struct ticket_key_hash {
 /// A store answers "nothing stored" rather than fail when its backing service is away (degrade, never block); it
 /// throws only `wandura::error` with `asio::error::operation_aborted` when the awaiting coroutine is cancelled
 /// (the client's call then fails the same way). Anything else it throws fails the client's call.
+/// @par Cancellation
+/// The client awaits each operation as it awaits a request: when the call is cancelled, or the client is destroyed
+/// or shut down, the operation's coroutine gets a terminal cancellation through its cancellation slot, the call
+/// ends at once with `operation_aborted` without waiting for it, and `client::shutdown()` completes only once the
+/// operation has ended. An operation that ignores cancellation runs on, holding the store, until it ends by itself.
+/// (`memory_ticket_store` completes without suspending: the client awaits it in place.)
 /// @par Thread safety
 /// Implementations must be safe to call from many threads at once, and from coroutines on any executor.
 class ticket_store {

@@ -12,6 +12,10 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
 #include "wandura/error.hpp"
@@ -20,6 +24,7 @@
 #include "wandura/testing/manual_clock.hpp"
 
 #include "client_harness.hpp"
+#include "wandura/playback/ticket_store.hpp"
 
 using namespace std::chrono_literals;
 using wandura::item_outcome;
@@ -448,7 +453,7 @@ TEST_CASE("lifetime: another io_context destroyed with calls queued at the gate 
       queued += counter.queued_play;
     }
     REQUIRE(queued == 2);
-  } // the other context goes, with its call queued
+  }                                            // the other context goes, with its call queued
   for (int i = 0; i < 500 && !own_done; ++i) { // bounded: 5 s against a 1 s hold-off
     own.restart();
     own.run_for(10ms);
@@ -554,5 +559,82 @@ TEST_CASE("fail at step N: every step of a batch with per-item retries ends comp
       limited += item.outcome == item_outcome::viewer_limited ? 1 : 0;
     }
     CHECK(limited == fresh);
+  }
+}
+
+namespace {
+/// A ticket store whose lookups and stores wait `delay` of real time (a slow or stalled shared store), each wait
+/// cancelled through its coroutine's cancellation slot; counts the waits that ended and how.
+class slow_store final : public wandura::ticket_store {
+public:
+  explicit slow_store(std::chrono::milliseconds lookup, std::chrono::milliseconds store)
+      : lookup_(lookup), store_(store) {}
+  asio::awaitable<std::vector<std::optional<wandura::ticket>>> find(std::vector<wandura::ticket_key> keys) override {
+    co_await wait(lookup_);
+    co_return std::vector<std::optional<wandura::ticket>>(keys.size());
+  }
+  asio::awaitable<void> insert(wandura::ticket_key, wandura::ticket) override { co_await wait(store_); }
+  asio::awaitable<void> erase(wandura::ticket_key) override { co_return; }
+
+  int waits_ended = 0;
+  int waits_cancelled = 0;
+
+private:
+  asio::awaitable<void> wait(std::chrono::milliseconds delay) {
+    asio::steady_timer timer(co_await asio::this_coro::executor, delay);
+    std::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    ++waits_ended;
+    waits_cancelled += ec == asio::error::operation_aborted ? 1 : 0;
+  }
+  std::chrono::milliseconds lookup_;
+  std::chrono::milliseconds store_;
+};
+
+/// Runs the harness's io_context in real time until `done()` or `limit`.
+template <class Done> bool run_real_until(harness& h, Done done, std::chrono::milliseconds limit) {
+  for (auto left = limit; !done() && left > 0ms; left -= 10ms) {
+    h.io.restart();
+    h.io.run_for(10ms);
+  }
+  return done();
+}
+} // namespace
+
+TEST_CASE("lifetime: a call waiting on its ticket store ends at once when the client is destroyed or shut down or "
+          "the call is cancelled, and the store's wait is cancelled") {
+  bool const at_lookup = GENERATE(true, false); // waiting on the lookup, or on the store of its fresh ticket
+  auto const how = GENERATE(as<std::string>{}, "destroyed", "shut down", "cancelled");
+  CAPTURE(at_lookup, how);
+  auto store = std::make_shared<slow_store>(at_lookup ? 10s : 0ms, at_lookup ? 0ms : 10s);
+  wandura::client_options options;
+  options.tickets = store;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  asio::cancellation_signal signal;
+  call_end end;
+  spawn_call(h, play_batch(4), {}, end, signal.slot());
+  REQUIRE(run_real_until(
+      h, [&] { return store->waits_ended == (at_lookup ? 0 : 1); }, 1000ms));
+  poll(h);
+  REQUIRE_FALSE(end.done);
+  bool shut_down = false;
+  if (how == "destroyed") {
+    h.api.reset();
+  } else if (how == "shut down") {
+    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
+  } else {
+    signal.emit(asio::cancellation_type::terminal);
+  }
+  int const waits = at_lookup ? 1 : 2;
+  REQUIRE(run_real_until(
+      h, [&] { return end.done && store->waits_ended == waits; }, 1000ms)); // not 10 s
+  REQUIRE(end.error);
+  CHECK(*end.error == asio::error::operation_aborted);
+  CHECK(store->waits_cancelled == 1);
+  CHECK(h.fake->attempt_count() == (at_lookup ? 0 : 1));
+  if (how == "shut down") {
+    CHECK(run_real_until(
+        h, [&] { return shut_down; }, 1000ms));
   }
 }
