@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <asio/awaitable.hpp>
@@ -19,10 +20,22 @@
 
 #include "redis_server.hpp"
 #include "run_awaitable.hpp"
+#include "wandura/error.hpp"
 #include "wandura/fleet/key_layout.hpp"
 #include "wandura/fleet/redis_client.hpp"
 
 namespace test_support {
+
+/// Whether `operation()` throws `wandura::error` with `errc::invalid_argument` (false when it returns, or throws
+/// anything else).
+template <class Operation> bool refused_as_invalid(Operation&& operation) {
+  try {
+    std::forward<Operation>(operation)();
+  } catch (wandura::error const& e) {
+    return e.code() == wandura::errc::invalid_argument;
+  }
+  return false;
+}
 
 /// A running private redis-server, or null after a WARN saying why the test is skipped (binary absent only).
 inline std::unique_ptr<redis_server> start_redis_or_skip(std::vector<std::string> extra_args = {}) {

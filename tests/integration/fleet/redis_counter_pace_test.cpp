@@ -230,22 +230,16 @@ TEST_CASE("redis counter pace: with redis paused the gate paces alone and no req
 TEST_CASE("redis counter pace: a null client or a bad option is refused with invalid_argument") {
   asio::io_context io;
   auto client = std::make_shared<wandura::redis_client>(io.get_executor(), wandura::redis_options{});
-  auto refuses = [](auto make) {
-    try {
-      make();
-    } catch (wandura::error const& e) {
-      return e.code() == wandura::errc::invalid_argument;
-    }
-    return false;
-  };
-  CHECK(refuses([] { wandura::redis_counter_pace pace(nullptr, {}); }));
-  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.org = "a{b}"}); }));
-  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = 0}); }));
-  CHECK(refuses([&] { wandura::redis_counter_pace pace(client, {.burst = std::chrono::milliseconds(-1)}); }));
-  CHECK(refuses([&] {
+  CHECK(test_support::refused_as_invalid([] { wandura::redis_counter_pace pace(nullptr, {}); }));
+  CHECK(test_support::refused_as_invalid([&] { wandura::redis_counter_pace pace(client, {.org = "a{b}"}); }));
+  CHECK(test_support::refused_as_invalid(
+      [&] { wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = 0}); }));
+  CHECK(test_support::refused_as_invalid(
+      [&] { wandura::redis_counter_pace pace(client, {.burst = std::chrono::milliseconds(-1)}); }));
+  CHECK(test_support::refused_as_invalid([&] {
     wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = std::numeric_limits<double>::infinity()});
   }));
-  CHECK(refuses([&] {
+  CHECK(test_support::refused_as_invalid([&] {
     wandura::redis_counter_pace pace(client, {.unknown_limit_per_minute = std::numeric_limits<double>::quiet_NaN()});
   }));
   wandura::redis_counter_pace fine(client, {.org = "org_demo"});

@@ -301,12 +301,7 @@ TEST_CASE("shared counter pace: a cost of zero or above the burst, or a negative
   wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600, .burst = 10});
   auto const t0 = at_ms(1'764'590'400'000);
   auto refuses = [&](double cost, std::chrono::milliseconds book) {
-    try {
-      (void)test_support::run(io, pace.try_acquire(cost, t0, book));
-    } catch (wandura::error const& e) {
-      return e.code() == wandura::errc::invalid_argument;
-    }
-    return false;
+    return test_support::refused_as_invalid([&] { (void)test_support::run(io, pace.try_acquire(cost, t0, book)); });
   };
   CHECK(refuses(0, 0ms));
   CHECK(refuses(-1, 0ms));
@@ -368,23 +363,15 @@ TEST_CASE("shared counter pace: units booked before a hold are used at its end, 
 TEST_CASE("shared counter pace: a rate or burst that is infinite or NaN is invalid_argument, in options and set_rate") {
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
-  auto refuses = [](auto make) {
-    try {
-      make();
-    } catch (wandura::error const& e) {
-      return e.code() == wandura::errc::invalid_argument;
-    }
-    return false;
-  };
   double const inf = std::numeric_limits<double>::infinity();
   double const nan = std::numeric_limits<double>::quiet_NaN();
   for (auto const& [limit, burst] : {std::pair{inf, 0.0}, std::pair{nan, 0.0}, std::pair{600.0, inf},
                                      std::pair{600.0, nan}, std::pair{-inf, 0.0}, std::pair{600.0, -1.0}}) {
     INFO(limit << " " << burst);
-    CHECK(refuses(
+    CHECK(test_support::refused_as_invalid(
         [&] { wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = limit, .burst = burst}); }));
     wandura::shared_counter_pace pace(client, "org_demo", {.limit_per_minute = 600});
-    CHECK(refuses([&] { test_support::run(io, pace.set_rate(limit, burst)); }));
+    CHECK(test_support::refused_as_invalid([&] { test_support::run(io, pace.set_rate(limit, burst)); }));
     CHECK(pace.stats().fallbacks == 0); // refused before any command
   }
 }
@@ -452,21 +439,15 @@ TEST_CASE("shared counter pace: a hold until the clock's end from one process is
 TEST_CASE("shared counter pace: a share of 0 or less or above 1, or a bad org, is invalid_argument") {
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"}); // never reached
-  auto refuses = [](auto make) {
-    try {
-      make();
-    } catch (wandura::error const& e) {
-      return e.code() == wandura::errc::invalid_argument;
-    }
-    return false;
-  };
   for (double const share : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     INFO(share);
-    CHECK(refuses([&] { wandura::shared_counter_pace pace(client, "org_demo", {.local_share = share}); }));
+    CHECK(test_support::refused_as_invalid(
+        [&] { wandura::shared_counter_pace pace(client, "org_demo", {.local_share = share}); }));
   }
-  CHECK_FALSE(refuses([&] { wandura::shared_counter_pace pace(client, "org_demo", {.local_share = 1.0}); }));
+  CHECK_FALSE(test_support::refused_as_invalid(
+      [&] { wandura::shared_counter_pace pace(client, "org_demo", {.local_share = 1.0}); }));
   for (std::string const& org : {std::string(), std::string("a{b}"), std::string(65, 'o')}) {
-    CHECK(refuses([&] { wandura::shared_counter_pace pace(client, org); }));
+    CHECK(test_support::refused_as_invalid([&] { wandura::shared_counter_pace pace(client, org); }));
   }
 }
 

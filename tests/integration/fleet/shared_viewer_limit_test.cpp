@@ -389,34 +389,28 @@ TEST_CASE("shared viewer limit: bad arguments are refused with invalid_argument 
     return;
   }
   two_processes fleet(redis->url());
-  auto const invalid = [](auto&& make) {
-    try {
-      make();
-    } catch (wandura::error const& e) {
-      return e.code() == wandura::errc::invalid_argument;
-    }
-    return false;
-  };
   double const nan = std::numeric_limits<double>::quiet_NaN();
   double const inf = std::numeric_limits<double>::infinity();
   for (std::string const& org : {std::string(), std::string("a{b}"), std::string("has space"), std::string(65, 'o')}) {
-    CHECK(invalid([&] { wandura::shared_viewer_limit(fleet.a, org, {}); }));
+    CHECK(test_support::refused_as_invalid([&] { wandura::shared_viewer_limit(fleet.a, org, {}); }));
   }
   for (double const rate : {0.0, -1.0, nan, inf}) {
-    CHECK(invalid([&] { wandura::shared_viewer_limit(fleet.a, "org_demo", {.tickets_per_minute = rate}); }));
+    CHECK(test_support::refused_as_invalid(
+        [&] { wandura::shared_viewer_limit(fleet.a, "org_demo", {.tickets_per_minute = rate}); }));
   }
   for (double const burst : {-1.0, nan, inf}) {
-    CHECK(invalid([&] { wandura::shared_viewer_limit(fleet.a, "org_demo", {.burst = burst}); }));
+    CHECK(
+        test_support::refused_as_invalid([&] { wandura::shared_viewer_limit(fleet.a, "org_demo", {.burst = burst}); }));
   }
   wandura::shared_viewer_limit limit(fleet.a, "org_demo", {.tickets_per_minute = 10});
   auto const t0 = at_ms(1'764'590'400'000);
   auto const before = fleet.a.stats().commands;
   using account = wandura::viewer_limit::account;
-  CHECK(invalid([&] { test_support::run(fleet.io, limit.try_acquire("", 1, t0)); }));
-  CHECK(invalid([&] { test_support::run(fleet.io, limit.try_acquire("v", -1, t0)); }));
+  CHECK(test_support::refused_as_invalid([&] { test_support::run(fleet.io, limit.try_acquire("", 1, t0)); }));
+  CHECK(test_support::refused_as_invalid([&] { test_support::run(fleet.io, limit.try_acquire("v", -1, t0)); }));
   for (auto const from : {account::primary, account::fallback}) {
-    CHECK(invalid([&] { test_support::run(fleet.io, limit.release("", 1, from, t0)); }));
-    CHECK(invalid([&] { test_support::run(fleet.io, limit.release("v", -1, from, t0)); }));
+    CHECK(test_support::refused_as_invalid([&] { test_support::run(fleet.io, limit.release("", 1, from, t0)); }));
+    CHECK(test_support::refused_as_invalid([&] { test_support::run(fleet.io, limit.release("v", -1, from, t0)); }));
   }
   CHECK(fleet.a.stats().commands == before);
   CHECK(limit.stats().granted + limit.stats().refused == 0);
