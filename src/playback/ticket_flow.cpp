@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 #include <asio/error.hpp>
@@ -404,34 +405,28 @@ void prepare(client::impl& self, ticket_call& call) {
 
 namespace {
 
-/// The store's lookup, owning what it uses (the store, the keys): the body of a registry operation.
-asio::awaitable<std::vector<std::optional<ticket>>> find_in(std::shared_ptr<ticket_store> store,
-                                                            std::vector<ticket_key> keys) {
-  auto lookup = store->find(std::move(keys)); // named: GCC 12 and temporaries in co_await expressions
-  co_return co_await std::move(lookup);
-}
+/// What a registry operation produces for a store's `asio::awaitable<R>`: `R`, or `true` for a void one.
+template <class R> using produced_t = std::conditional_t<std::is_void_v<R>, bool, R>;
 
-/// The store's insert of fresh tickets, owning what it uses. `true` when done (an operation produces a value).
-asio::awaitable<bool> insert_in(std::shared_ptr<ticket_store> store, std::vector<std::pair<ticket_key, ticket>> fresh) {
-  auto insert = store->insert_many(std::move(fresh)); // named: GCC 12 and temporaries in co_await expressions
-  co_await std::move(insert);
-  co_return true;
-}
-
-/// Awaits the store's `work` (made by `make`) as an operation of the client's call registry, as a request is
-/// awaited, so that the client's end reaches a call waiting on its store: `~client()` and `shutdown()` complete
-/// the call with `operation_aborted` at once and cancel the store's coroutine (through its cancellation slot),
-/// and `shutdown()` completes only once that coroutine has ended. A store that cannot suspend (the built-in memory
-/// store) is awaited in place: nothing can be waiting on it when the client ends.
-/// @throws what the store throws; `operation_aborted` when the call is cancelled or the client ends.
-template <class R, class Make> asio::awaitable<R> await_store(client::impl& self, Make make) {
-  if (self.store_completes_inline) {
-    auto work = make(); // named: GCC 12 and temporaries in co_await expressions
+/// The body of a registry operation: `call` on the store, owning both (the call owns its arguments).
+template <class R, class Call>
+asio::awaitable<produced_t<R>> call_owning(std::shared_ptr<ticket_store> store, Call call) {
+  auto work = call(*store); // named: GCC 12 and temporaries in co_await expressions
+  if constexpr (std::is_void_v<R>) {
+    co_await std::move(work);
+    co_return true;
+  } else {
     co_return co_await std::move(work);
   }
+}
+
+/// `call` on the store as an operation of the client's call registry (see `await_store`).
+template <class R, class Call> asio::awaitable<R> call_in_registry(client::impl& self, Call call) {
+  using produced = produced_t<R>;
   auto const executor = co_await asio::this_coro::executor;
-  auto [op, joined] = self.calls.join_or_start<R>(std::nullopt, executor, clock::time_point::max(), std::move(make),
-                                                  [](R&& produced) { return std::move(produced); });
+  auto [op, joined] = self.calls.join_or_start<produced>(
+      std::nullopt, executor, clock::time_point::max(), [&] { return call_owning<R>(self.store, std::move(call)); },
+      [](produced&& p) { return std::move(p); });
   (void)joined; // never: an operation without a key is nobody else's
   std::error_code waited;
   co_await self.calls.async_wait(op, self.time, clock::time_point::max(),
@@ -439,7 +434,26 @@ template <class R, class Make> asio::awaitable<R> await_store(client::impl& self
   if (waited) {
     throw error(waited, "ticket store: the call ended while the store was at work");
   }
-  co_return op->take();
+  if constexpr (std::is_void_v<R>) {
+    (void)op->take(); // rethrows what the store threw
+  } else {
+    co_return op->take();
+  }
+}
+
+/// Awaits `call(store)` (a store operation; `call` owns its arguments) as an operation of the client's call
+/// registry, as a request is awaited, so that the client's end reaches a call waiting on its store: `~client()`
+/// and `shutdown()` complete the call with `operation_aborted` at once and cancel the store's coroutine (through
+/// its cancellation slot), and `shutdown()` completes only once that coroutine has ended. A store that cannot
+/// suspend (the built-in memory store) is called in place, adding nothing to the call: nothing can be waiting on
+/// it when the client ends.
+/// @throws (once awaited) what the store throws; `operation_aborted` when the call is cancelled or the client ends.
+template <class Call> auto await_store(client::impl& self, Call call) {
+  using work_type = decltype(call(*self.store));
+  if (self.store_completes_inline) {
+    return call(*self.store);
+  }
+  return call_in_registry<typename work_type::value_type>(self, std::move(call));
 }
 
 } // namespace
@@ -451,8 +465,9 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   for (auto const& e : batch.episodes) {
     keys.push_back(key_for(batch, e));
   }
-  auto lookup = await_store<std::vector<std::optional<ticket>>>(
-      self, [&] { return find_in(self.store, std::move(keys)); }); // named: GCC 12 and co_await temporaries
+  auto lookup = await_store(self, [keys = std::move(keys)](ticket_store& store) mutable {
+    return store.find(std::move(keys));
+  }); // named: GCC 12 and temporaries in co_await expressions
   std::vector<std::optional<ticket>> found = co_await std::move(lookup);
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
     if (!found[i]) {
@@ -576,7 +591,6 @@ bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {
 }
 
 asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
-  auto store = self.store;
   std::vector<std::pair<ticket_key, ticket>> fresh; // one store operation for all: one round trip out of process
   for (std::size_t const i : call.pending) {
     auto const& item = call.result.items[i];
@@ -584,8 +598,10 @@ asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
       fresh.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
     }
   }
-  auto insert = await_store<bool>(self, [&] { return insert_in(std::move(store), std::move(fresh)); });
-  co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions
+  auto insert = await_store(self, [fresh = std::move(fresh)](ticket_store& store) mutable {
+    return store.insert_many(std::move(fresh));
+  }); // named: GCC 12 and temporaries in co_await expressions
+  co_await std::move(insert);
 }
 
 void finish_items(client::impl& self, ticket_call& call) {
