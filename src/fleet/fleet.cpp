@@ -1,10 +1,18 @@
 #include "wandura/fleet/fleet.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/strand.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <unistd.h>
 
 #include "fleet_state.hpp"
@@ -55,7 +63,8 @@ asio::any_io_executor make_fleet_strand(asio::any_io_executor const& executor) {
 
 fleet_state::fleet_state(asio::any_io_executor const& executor, fleet_options opts)
     : strand(make_fleet_strand(executor)), options(with_process_id(std::move(opts))), redis(strand, options.redis),
-      tickets(redis, options.org, cache_options(options)) {}
+      tickets(redis, options.org, cache_options(options)),
+      wrote_(strand, std::chrono::steady_clock::time_point::max()) {}
 
 fleet_state::~fleet_state() = default;
 
@@ -119,6 +128,109 @@ fleet_stats fleet_state::snapshot() const {
   return out;
 }
 
+void fleet_state::write_behind(std::shared_ptr<fleet_state> const& self, prepared_stores stores) {
+  if (stores.keys.empty()) {
+    return;
+  }
+  std::lock_guard lock(self->writes_mutex_);
+  self->handed_over_ += stores.keys.size();
+  auto& staged = self->staged_;
+  std::move(stores.keys.begin(), stores.keys.end(), std::back_inserter(staged.keys));
+  std::move(stores.args.begin(), stores.args.end(), std::back_inserter(staged.args));
+  if (!self->drain_posted_ && !self->writing_) {
+    self->drain_posted_ = true;
+    asio::post(self->strand, [self] { drain(self); });
+  }
+}
+
+void fleet_state::drain(std::shared_ptr<fleet_state> const& self) {
+  prepared_stores taking;
+  {
+    std::lock_guard lock(self->writes_mutex_);
+    self->drain_posted_ = false;
+    auto& staged = self->staged_;
+    if (self->writing_ || staged.keys.empty()) {
+      return;
+    }
+    if (self->shut_down_.load()) { // kept locally; Redis is closed for good
+      self->written_ += staged.keys.size();
+      staged = {};
+      self->wrote_.cancel();
+      return;
+    }
+    auto const n = std::min(staged.keys.size(), max_tickets_per_write);
+    if (n == staged.keys.size()) {
+      taking = std::exchange(staged, {});
+    } else {
+      auto const keys_end = staged.keys.begin() + static_cast<std::ptrdiff_t>(n);
+      auto const args_end = staged.args.begin() + static_cast<std::ptrdiff_t>(2 * n);
+      taking.keys.assign(std::make_move_iterator(staged.keys.begin()), std::make_move_iterator(keys_end));
+      taking.args.assign(std::make_move_iterator(staged.args.begin()), std::make_move_iterator(args_end));
+      staged.keys.erase(staged.keys.begin(), keys_end);
+      staged.args.erase(staged.args.begin(), args_end);
+    }
+    self->writing_ = true;
+  }
+  asio::co_spawn(self->strand, write(self, std::move(taking)), asio::detached);
+}
+
+asio::awaitable<void> fleet_state::write(std::shared_ptr<fleet_state> self, prepared_stores stores) {
+  auto const n = stores.keys.size();
+  try {
+    auto written = ticket_cache_access::write(self->tickets, std::move(stores)); // named: GCC 12 and co_await
+    co_await std::move(written);
+  } catch (error const&) { // NOLINT(bugprone-empty-catch): only when the Redis client closed; the copies are local
+  }
+  self->publish();
+  {
+    std::lock_guard lock(self->writes_mutex_);
+    self->writing_ = false;
+    self->written_ += n;
+    if (!self->staged_.keys.empty() && !self->drain_posted_) {
+      self->drain_posted_ = true;
+      asio::post(self->strand, [self] { drain(self); });
+    }
+  }
+  self->wrote_.cancel();
+}
+
+void fleet_state::drop_staged(std::string_view key) {
+  std::lock_guard lock(writes_mutex_);
+  auto& keys = staged_.keys;
+  for (std::size_t i = 0; i < keys.size();) {
+    if (keys[i] != key) {
+      ++i;
+      continue;
+    }
+    keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(i));
+    auto const args_at = staged_.args.begin() + static_cast<std::ptrdiff_t>(2 * i);
+    staged_.args.erase(args_at, args_at + 2);
+    ++written_; // done with, as far as `flush` is concerned
+  }
+}
+
+asio::awaitable<void> fleet_state::flush(std::shared_ptr<fleet_state> self) {
+  std::uint64_t target = 0;
+  {
+    std::lock_guard lock(self->writes_mutex_);
+    target = self->handed_over_;
+  }
+  for (;;) {
+    {
+      std::lock_guard lock(self->writes_mutex_);
+      if (self->written_ >= target) {
+        co_return;
+      }
+    }
+    std::error_code ec;
+    co_await self->wrote_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    auto const state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      throw error(asio::error::operation_aborted, "fleet: flush cancelled");
+    }
+  }
+}
+
 void fleet_state::shut_down(std::shared_ptr<fleet_state> const& self) noexcept {
   if (self->shut_down_.exchange(true)) {
     return;
@@ -172,6 +284,11 @@ void fleet::configure(client_options& options) const {
 
 fleet_stats fleet::stats() const {
   return impl_->snapshot();
+}
+
+asio::awaitable<void> fleet::flush() {
+  auto flushed = detail::fleet_state::flush(impl_); // named: GCC 12 and co_await temporaries
+  co_await asio::co_spawn(impl_->strand, std::move(flushed), asio::use_awaitable);
 }
 
 void fleet::shutdown() noexcept {

@@ -11,18 +11,22 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
 
+#include "ticket_cache_access.hpp"
 #include "wandura/fleet/fleet.hpp"
 
 namespace wandura::detail {
 
 /// @par Thread safety
 /// `strand` and `options` are immutable. `viewer_limit_for`, `add_cross_process_reuse`, `add_pace_stats` and
-/// `snapshot` may be called from any thread. `redis`, `tickets`, the limits themselves and `publish` are used on
-/// `strand` only (the rule of `redis_client`).
+/// `snapshot` may be called from any thread, and `write_behind`. `redis`, `tickets`, the limits themselves and
+/// `publish` are used on `strand` only (the rule of `redis_client`).
 class fleet_state {
 public:
   /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL.
@@ -57,6 +61,21 @@ public:
   /// on `strand`; later calls do nothing. Any thread.
   static void shut_down(std::shared_ptr<fleet_state> const& self) noexcept;
 
+  /// Hands `stores` (kept locally already: `ticket_cache_access::prepare`) to the writer, which writes what it was
+  /// handed in one script per turn, one script at a time (at most `max_tickets_per_write` tickets each), on
+  /// `strand`: the ticket store's calls do not wait for Redis, and the stores of many calls share a round trip.
+  /// Once shut down, what is handed over is dropped (it is kept locally). Any thread.
+  static void write_behind(std::shared_ptr<fleet_state> const& self, prepared_stores stores);
+  /// Drops the store of Redis key `key` from what is handed over and not yet taken by a write: an erase of the
+  /// ticket must not be overtaken by its store. (A store already taken goes out before the erase's command, on
+  /// the same connection.) On `strand`.
+  void drop_staged(std::string_view key);
+  /// Completes once everything handed to `write_behind` before it was called has been written, fallen back or
+  /// dropped. On `strand`. @throws wandura::error `operation_aborted` when cancelled (the writes go on).
+  static asio::awaitable<void> flush(std::shared_ptr<fleet_state> self);
+  /// The most tickets one store script writes: a longer script would hold Redis, which runs one at a time.
+  static constexpr std::size_t max_tickets_per_write = 128;
+
   /// A strand of the executor the fleet was given (of its io_context's executor when it holds one: see fleet.cpp).
   asio::any_io_executor const strand;
   /// As given, `process_id` filled in ("host:pid" when empty).
@@ -65,6 +84,19 @@ public:
   shared_ticket_cache tickets;
 
 private:
+  /// On `strand`: starts the next write if there is something to write and none is in flight.
+  static void drain(std::shared_ptr<fleet_state> const& self);
+  static asio::awaitable<void> write(std::shared_ptr<fleet_state> self, prepared_stores stores);
+
+  std::mutex writes_mutex_; // guards the five below
+  prepared_stores staged_;  ///< handed over, not yet taken by a write
+  bool drain_posted_ = false;
+  bool writing_ = false;
+  std::uint64_t handed_over_ = 0; ///< tickets handed to `write_behind` in all
+  std::uint64_t written_ = 0;     ///< of those, written, fallen back or dropped
+  /// Never expires: cancelled after each write, to wake `flush`es (on `strand`).
+  asio::steady_timer wrote_;
+
   mutable std::mutex mutex_; // guards limits_ (not the limits themselves) and published_
   std::map<std::uint32_t, std::unique_ptr<shared_viewer_limit>> limits_;
   std::vector<std::function<counter_pace_stats()>> pace_stats_;

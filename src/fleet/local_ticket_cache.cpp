@@ -23,7 +23,7 @@ local_ticket with_decoded(cached_ticket cached) {
 
 void local_ticket_cache::store(std::string key, ticket_identity who, local_ticket value,
                                std::chrono::system_clock::time_point reuse_until,
-                               std::chrono::system_clock::time_point now, std::uint64_t generation) {
+                               std::chrono::system_clock::time_point now, std::uint64_t generation, bool unwritten) {
   // A later store replaces: the same identity, or (a key collision) another identity under the same key.
   auto const hash = ticket_identity_hash{}(who);
   if (auto const same = entries_.find(hashed_view{who, hash}); same != entries_.end()) {
@@ -33,6 +33,7 @@ void local_ticket_cache::store(std::string key, ticket_identity who, local_ticke
       same->second.expiry = expiry;
       same->second.value = std::move(value);
       same->second.generation = generation;
+      same->second.unwritten = unwritten;
       return;
     }
     drop(same);
@@ -52,8 +53,8 @@ void local_ticket_cache::store(std::string key, ticket_identity who, local_ticke
     }
     drop(by_expiry_.begin()->second);
   }
-  auto const [it, inserted] =
-      entries_.try_emplace(hashed_identity{hash, std::move(who)}, entry{std::move(key), std::move(value), {}, generation});
+  auto const [it, inserted] = entries_.try_emplace(hashed_identity{hash, std::move(who)},
+                                                   entry{std::move(key), std::move(value), {}, generation, unwritten});
   hashed_identity const* const id = &it->first;
   try {
     // Hinted at the end, where a ticket issued now nearly always goes (reuse limits grow with time): one step
@@ -75,6 +76,12 @@ void local_ticket_cache::drop(entry_map::const_iterator it) {
   by_key_.erase(it->second.key);
   by_expiry_.erase(it->second.expiry);
   entries_.erase(it);
+}
+
+void local_ticket_cache::written(std::string_view key) {
+  if (auto const found = by_key_.find(key); found != by_key_.end()) {
+    entries_.find(*found->second)->second.unwritten = false;
+  }
 }
 
 void local_ticket_cache::erase(std::string_view key) {
@@ -107,7 +114,7 @@ local_ticket const* local_ticket_cache::find(ticket_identity_view who,
 local_ticket const* local_ticket_cache::find_near(ticket_identity_view who, std::chrono::system_clock::time_point now,
                                                   std::uint64_t generation) const {
   auto const* e = live_entry(who, now);
-  return e != nullptr && generation != 0 && e->generation == generation ? &e->value : nullptr;
+  return e != nullptr && ((generation != 0 && e->generation == generation) || e->unwritten) ? &e->value : nullptr;
 }
 
 void local_ticket_cache::drop_expired(std::chrono::system_clock::time_point now) {

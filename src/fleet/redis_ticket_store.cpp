@@ -8,6 +8,7 @@
 
 #include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
+#include "wandura/fleet/key_layout.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -52,20 +53,10 @@ asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_p
   co_return out;
 }
 
-asio::awaitable<void> insert_on_strand(std::shared_ptr<fleet_state> state,
-                                       std::vector<std::pair<ticket_key, ticket>> tickets) {
-  std::vector<std::pair<ticket_identity, stored_ticket>> entries;
-  entries.reserve(tickets.size());
-  for (auto& [key, value] : tickets) {
-    entries.emplace_back(identity_of(std::move(key)), stored_ticket{state->options.process_id, std::move(value)});
-  }
-  auto put = ticket_cache_access::put_many(state->tickets, std::move(entries), system_clock::now());
-  co_await std::move(put); // named: GCC 12 and co_await temporaries
-  state->publish();
-}
-
 asio::awaitable<void> erase_on_strand(std::shared_ptr<fleet_state> state, ticket_key key) {
-  auto erase = state->tickets.erase(identity_of(std::move(key)));
+  auto who = identity_of(std::move(key));
+  state->drop_staged(fleet_keys::ticket(state->options.org, who));
+  auto erase = state->tickets.erase(std::move(who));
   co_await std::move(erase);
   state->publish();
 }
@@ -73,6 +64,33 @@ asio::awaitable<void> erase_on_strand(std::shared_ptr<fleet_state> state, ticket
 } // namespace
 
 redis_ticket_store::redis_ticket_store(std::shared_ptr<fleet_state> state) noexcept : state_(std::move(state)) {}
+
+std::optional<std::vector<std::optional<ticket>>> redis_ticket_store::try_find(std::span<ticket_key const> keys) {
+  // The near cache answers every key or none here: a batch it answers whole costs no hop to the strand, and a
+  // batch it does not is asked again by `find`, which sends only the keys the near cache lacks to Redis.
+  std::vector<ticket_identity_view> who;
+  std::vector<std::size_t> at;
+  who.reserve(keys.size());
+  at.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (storable(keys[i])) { // nothing is ever stored without a viewer and a device
+      who.push_back(view_of(keys[i]));
+      at.push_back(i);
+    }
+  }
+  auto near = ticket_cache_access::find_near_all(state_->tickets, who, system_clock::now(), state_->options.process_id);
+  if (!near) {
+    return std::nullopt;
+  }
+  std::vector<std::optional<ticket>> out(keys.size());
+  for (std::size_t j = 0; j < at.size(); ++j) {
+    if ((*near)[j].from_another_process) {
+      state_->add_cross_process_reuse();
+    }
+    out[at[j]] = std::move((*near)[j].value);
+  }
+  return out;
+}
 
 asio::awaitable<std::vector<std::optional<ticket>>> redis_ticket_store::find(std::vector<ticket_key> keys) {
   // The near cache first, on the caller's thread: a batch it answers whole costs no hop to the strand, and only
@@ -114,14 +132,27 @@ asio::awaitable<void> redis_ticket_store::insert(ticket_key key, ticket t) {
   co_await std::move(store);
 }
 
-asio::awaitable<void> redis_ticket_store::insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) {
+bool redis_ticket_store::try_insert_many(std::vector<std::pair<ticket_key, ticket>>& tickets) {
   // Declined: nothing is reused without a viewer and a device (docs/protocol.md §4).
   std::erase_if(tickets, [](auto const& entry) { return !storable(entry.first); });
   if (tickets.empty()) {
-    co_return;
+    return true;
   }
-  auto on_strand = insert_on_strand(state_, std::move(tickets));
-  co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
+  std::vector<std::pair<ticket_identity, stored_ticket>> entries;
+  entries.reserve(tickets.size());
+  for (auto& [key, value] : tickets) {
+    entries.emplace_back(identity_of(std::move(key)), stored_ticket{state_->options.process_id, std::move(value)});
+  }
+  prepared_stores stores;
+  ticket_cache_access::prepare(state_->tickets, std::move(entries), system_clock::now(), stores);
+  fleet_state::write_behind(state_, std::move(stores));
+  return true;
+}
+
+asio::awaitable<void> redis_ticket_store::insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) {
+  (void)try_insert_many(tickets);
+  auto flushed = fleet_state::flush(state_); // named: GCC 12 and co_await temporaries
+  co_await asio::co_spawn(state_->strand, std::move(flushed), asio::use_awaitable);
 }
 
 asio::awaitable<void> redis_ticket_store::erase(ticket_key key) {

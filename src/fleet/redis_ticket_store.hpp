@@ -15,8 +15,11 @@ namespace wandura::detail {
 /// A `ticket_store` whose tickets live in Redis under `wandura:{org}:ticket:<hash>`, each stored with the id of the
 /// process that stored it.
 ///
-/// `find` asks the near cache on the caller's thread, then looks up the keys left on the fleet's strand in one
-/// `MGET`; `insert_many` stores a call's fresh tickets in one script, `insert` one. Keys without a viewer_ref or
+/// `try_find` answers a batch the near cache holds whole, on the caller's thread; `find` asks the near cache too,
+/// then looks up the keys left on the fleet's strand in one `MGET`. `try_insert_many` keeps a call's fresh tickets
+/// locally and hands them to the fleet's writer, which writes what many calls handed over in one script, behind
+/// them (`fleet_state::write_behind`); `insert_many` and `insert` do the same, then await the writer (`flush`).
+/// Keys without a viewer_ref or
 /// union_info are never looked up or stored. When Redis is slow, down or failing, the cache answers from this
 /// process's local copy within the command timeout (degrade, never block).
 ///
@@ -34,6 +37,10 @@ public:
   [[nodiscard]] asio::awaitable<void> insert(ticket_key key, ticket t) override;
   [[nodiscard]] asio::awaitable<void> insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) override;
   [[nodiscard]] asio::awaitable<void> erase(ticket_key key) override;
+  /// Keeps the tickets locally and hands them to the fleet's writer (any thread, no hop, always true).
+  [[nodiscard]] bool try_insert_many(std::vector<std::pair<ticket_key, ticket>>& tickets) override;
+  /// What the near cache answers, if it answers every key (any thread, no hop).
+  [[nodiscard]] std::optional<std::vector<std::optional<ticket>>> try_find(std::span<ticket_key const> keys) override;
 
 private:
   std::shared_ptr<fleet_state> state_;

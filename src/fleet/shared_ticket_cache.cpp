@@ -122,14 +122,18 @@ struct shared_ticket_cache::impl {
   }
 
   /// Keeps `ticket` of `who` (Redis key `key`) locally until its reuse limit, as a near copy of generation
-  /// `kept_as` (0: a fallback copy only).
+  /// `kept_as` (0: a fallback copy only). Any thread.
+  void keep_local(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
+                  std::uint64_t kept_as, bool unwritten = false) {
+    auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
+    std::lock_guard lock(local_mutex);
+    local.store(std::move(key), std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
+  }
+
+  /// `keep_local`, and the erase subscription opened if it is not yet. On the executor.
   void keep(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
             std::uint64_t kept_as) {
-    auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
-    {
-      std::lock_guard lock(local_mutex);
-      local.store(std::move(key), std::move(who), std::move(ticket), reuse_until, now, kept_as);
-    }
+    keep_local(std::move(key), std::move(who), std::move(ticket), now, kept_as);
     subscribe();
   }
 
@@ -203,13 +207,12 @@ struct shared_ticket_cache::impl {
     co_return found;
   }
 
-  /// Stores each ticket as `put` does: kept locally, then one script for all.
-  asio::awaitable<void> store(std::vector<std::pair<ticket_identity, detail::local_ticket>> tickets,
-                              system_clock::time_point now) {
-    std::vector<std::string> keys;
-    std::vector<std::string> args; // envelope and px of each stored ticket
-    keys.reserve(tickets.size());
-    args.reserve(2 * tickets.size());
+  /// The first half of a store: each ticket kept locally and added to `into` (its key, envelope and PX), unless it
+  /// is reusable for less than a millisecond at `now`. Until its write ends, the local copy is served near
+  /// whatever the subscription's state: a lookup of this process would otherwise ask Redis before the write lands.
+  /// Any thread.
+  void prepare(std::vector<std::pair<ticket_identity, detail::local_ticket>> tickets, system_clock::time_point now,
+               detail::prepared_stores& into) {
     auto const kept_as = near_generation();
     for (auto& [who, ticket] : tickets) {
       // Saturated, and compared before subtracting: `time_point::min() - now` would overflow.
@@ -219,18 +222,45 @@ struct shared_ticket_cache::impl {
       if (px < 1) {
         continue; // nothing left to reuse
       }
-      keys.push_back(fleet_keys::ticket(org, who));
-      args.push_back(detail::encode_envelope(who, ticket.cached));
-      args.push_back(std::to_string(px));
-      keep(keys.back(), std::move(who), std::move(ticket), now, kept_as); // `who` is not used again
+      into.keys.push_back(fleet_keys::ticket(org, who));
+      into.args.push_back(detail::encode_envelope(who, ticket.cached));
+      into.args.push_back(std::to_string(px));
+      keep_local(into.keys.back(), std::move(who), std::move(ticket), now, kept_as, true); // `who` not used again
     }
-    if (keys.empty()) {
+  }
+
+  /// The second half: the prepared stores written in one script (or fallen back). On the executor.
+  asio::awaitable<void> write(detail::prepared_stores const& stores) {
+    if (stores.keys.empty()) {
       co_return;
     }
-    std::vector<std::string_view> const key_views(keys.begin(), keys.end());
-    std::vector<std::string_view> const arg_views(args.begin(), args.end());
+    subscribe(); // the local copies just kept are served near once it is live
+    // Written or not (fallen back, cancelled), the copies are served near only under their generation from now on.
+    struct mark_written {
+      impl& self;
+      detail::prepared_stores const& stores;
+      mark_written(impl& s, detail::prepared_stores const& p) : self(s), stores(p) {}
+      mark_written(mark_written const&) = delete;
+      mark_written& operator=(mark_written const&) = delete;
+      ~mark_written() {
+        std::lock_guard lock(self.local_mutex);
+        for (auto const& key : stores.keys) {
+          self.local.written(key);
+        }
+      }
+    } const ended{*this, stores};
+    std::vector<std::string_view> const key_views(stores.keys.begin(), stores.keys.end());
+    std::vector<std::string_view> const arg_views(stores.args.begin(), stores.args.end());
     co_await detail::run_or_fall_back(put_script, redis, guard, key_views, arg_views, &is_integer,
                                       "ticket cache: store");
+  }
+
+  /// Stores each ticket as `put` does: kept locally, then one script for all.
+  asio::awaitable<void> store(std::vector<std::pair<ticket_identity, detail::local_ticket>> tickets,
+                              system_clock::time_point now) {
+    detail::prepared_stores stores;
+    prepare(std::move(tickets), now, stores);
+    co_await write(stores);
   }
 
   redis_client& redis;
@@ -294,7 +324,7 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
       rest_at.push_back(i);
     }
   }
-  auto const self = impl_; // the lookup may outlive this cache
+  auto const self = impl_;                               // the lookup may outlive this cache
   auto lookup = self->look_up(rest, now, payloads::any); // named: GCC 12 and co_await temporaries
   auto remote = co_await std::move(lookup);
   for (std::size_t j = 0; j < rest_at.size(); ++j) {
@@ -323,7 +353,7 @@ asio::awaitable<void> shared_ticket_cache::put_many(std::vector<std::pair<ticket
   for (auto& [who, ticket] : tickets) {
     entries.emplace_back(std::move(who), detail::with_decoded(std::move(ticket)));
   }
-  auto const self = impl_; // the store may outlive this cache
+  auto const self = impl_;                           // the store may outlive this cache
   auto store = self->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
   co_await std::move(store);
 }
@@ -383,6 +413,39 @@ std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache& c
   return near_ticket{found->decoded->value, found->decoded->process_id != process_id};
 }
 
+std::optional<std::vector<near_ticket>> ticket_cache_access::find_near_all(shared_ticket_cache& cache,
+                                                                           std::span<ticket_identity_view const> who,
+                                                                           system_clock::time_point now,
+                                                                           std::string_view process_id) {
+  auto& self = *cache.impl_;
+  std::lock_guard lock(self.local_mutex);
+  // All or nothing: a miss sends the whole lookup the long way, uncounted here. The copies found are held as
+  // pointers until every key has one (a batch is at most `ticket_batch::max_episodes`; more look up twice).
+  constexpr std::size_t held = ticket_batch::max_episodes;
+  std::array<local_ticket const*, held> found{};
+  for (std::size_t i = 0; i < who.size(); ++i) {
+    auto const* copy = self.near_copy(who[i], now);
+    if (copy == nullptr) {
+      return std::nullopt;
+    }
+    if (!copy->decoded) {
+      self.local.erase(who[i]); // another format under a key of ours: the ticket store never serves it
+      return std::nullopt;
+    }
+    if (i < held) {
+      found[i] = copy;
+    }
+  }
+  std::vector<near_ticket> out;
+  out.reserve(who.size());
+  for (std::size_t i = 0; i < who.size(); ++i) {
+    auto const& stored = *(i < held ? found[i] : self.near_copy(who[i], now))->decoded;
+    out.push_back(near_ticket{stored.value, stored.process_id != process_id});
+  }
+  self.near_hits.fetch_add(who.size(), std::memory_order_relaxed);
+  return out;
+}
+
 asio::awaitable<std::vector<std::optional<stored_ticket>>>
 ticket_cache_access::get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
                                         system_clock::time_point now) {
@@ -400,9 +463,9 @@ ticket_cache_access::get_many_past_near(shared_ticket_cache& cache, std::vector<
   co_return found;
 }
 
-asio::awaitable<void> ticket_cache_access::put_many(shared_ticket_cache& cache,
-                                                    std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
-                                                    system_clock::time_point now) {
+void ticket_cache_access::prepare(shared_ticket_cache& cache,
+                                  std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
+                                  system_clock::time_point now, prepared_stores& into) {
   std::vector<std::pair<ticket_identity, local_ticket>> entries;
   entries.reserve(tickets.size());
   for (auto& [who, ticket] : tickets) {
@@ -410,8 +473,13 @@ asio::awaitable<void> ticket_cache_access::put_many(shared_ticket_cache& cache,
     cached_ticket cached{encode_ticket_payload(ticket.process_id, ticket.value), ticket.value.expires_at};
     entries.emplace_back(std::move(who), local_ticket{std::move(cached), std::move(ticket)});
   }
-  auto store = cache.impl_->store(std::move(entries), now); // named: GCC 12 and co_await temporaries
-  co_await std::move(store);
+  cache.impl_->prepare(std::move(entries), now, into);
+}
+
+asio::awaitable<void> ticket_cache_access::write(shared_ticket_cache& cache, prepared_stores stores) {
+  auto const self = cache.impl_;    // the write may outlive the cache
+  auto write = self->write(stores); // named: GCC 12 and co_await temporaries
+  co_await std::move(write);
 }
 
 void ticket_cache_access::shut_down(shared_ticket_cache& cache) {

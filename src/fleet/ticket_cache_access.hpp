@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -16,6 +18,12 @@
 #include "wandura/playback/ticket.hpp"
 
 namespace wandura::detail {
+
+/// Tickets ready for one store script: each one's Redis key, and its envelope and PX (two arguments each).
+struct prepared_stores {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
 
 /// A near hit as the ticket store serves it.
 struct near_ticket {
@@ -32,6 +40,14 @@ struct ticket_cache_access {
                                                             std::chrono::system_clock::time_point now,
                                                             std::string_view process_id);
 
+  /// The near copy of each of `who` (in order), as `find_near` decides, but only if every one has one: otherwise
+  /// nothing, and nothing counted (the caller asks again, for all of them). Found: `near_hits` counts each.
+  /// One lock for all. Same rules as `find_near`.
+  [[nodiscard]] static std::optional<std::vector<near_ticket>> find_near_all(shared_ticket_cache& cache,
+                                                                             std::span<ticket_identity_view const> who,
+                                                                             std::chrono::system_clock::time_point now,
+                                                                             std::string_view process_id);
+
   /// `get_many` without asking the near cache again (the caller just did): one `MGET` for every one of `who`, or
   /// the local fallback. A value whose payload is not a ticket store's is a miss (`rejected` too when read from
   /// Redis) and is not kept. Same errors and cancellation.
@@ -39,10 +55,15 @@ struct ticket_cache_access {
   get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
                      std::chrono::system_clock::time_point now);
 
-  /// `put_many` of tickets already decoded: each payload is encoded once, the local copy keeps the decoded form.
-  [[nodiscard]] static asio::awaitable<void> put_many(shared_ticket_cache& cache,
-                                                      std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
-                                                      std::chrono::system_clock::time_point now);
+  /// The first half of `put_many`, for tickets already decoded (each payload encoded once, the local copy keeps
+  /// the decoded form): each kept locally at once and added to `into`, to be written by `write`. Any thread.
+  /// `who` must have a viewer_ref and a union_info (`invalid_argument` otherwise).
+  static void prepare(shared_ticket_cache& cache, std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
+                      std::chrono::system_clock::time_point now, prepared_stores& into);
+
+  /// The second half: `stores` (prepared by `prepare`, by one caller or many) written in one script, or fallen
+  /// back as `put_many` falls back. On the client's executor. Same cancellation as `put_many`.
+  [[nodiscard]] static asio::awaitable<void> write(shared_ticket_cache& cache, prepared_stores stores);
 
   /// Ends the erase subscription for good (none is opened again once the cache's client is closed); the copies
   /// kept locally are served from then on as fallback copies, not near ones. On the client's executor.

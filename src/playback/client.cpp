@@ -98,9 +98,8 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                r.report_call_end = false; // each call's end is reported once, by observed_call.hpp
                return r;
              }()),
-      store(options.tickets ? options.tickets : default_store(time)),
-      store_completes_inline(dynamic_cast<memory_ticket_store const*>(store.get()) != nullptr),
-      limit(make_limit(options, time)), base_url(detail::checked_base_url(options.base_url)),
+      store(options.tickets ? options.tickets : default_store(time)), limit(make_limit(options, time)),
+      base_url(detail::checked_base_url(options.base_url)),
       tickets_url(base_url + "/v1/playback/tickets"), authorization{"Authorization", "Bearer " + options.api_key} {}
 
 http_request client::impl::make_request(http_method method, std::string url, std::string body) const {

@@ -31,9 +31,6 @@ struct client::impl {
   retry_engine engine;
   /// `options.tickets`, or a `memory_ticket_store` on `time`.
   std::shared_ptr<ticket_store> store;
-  /// `store` is a `memory_ticket_store`, whose operations complete without suspending: the client awaits them in
-  /// place, not as operations of `calls` (see ticket_flow.cpp, `await_store`).
-  bool store_completes_inline = false;
   /// `options.viewer_limit`, or a `detail::viewer_limiter` at `options.viewer_tickets_per_minute`, or null.
   std::shared_ptr<wandura::viewer_limit> limit;
   detail::playback_metrics metrics;

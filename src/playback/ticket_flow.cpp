@@ -420,8 +420,13 @@ asio::awaitable<produced_t<R>> call_owning(std::shared_ptr<ticket_store> store, 
   }
 }
 
-/// `call` on the store as an operation of the client's call registry (see `await_store`).
-template <class R, class Call> asio::awaitable<R> call_in_registry(client::impl& self, Call call) {
+/// Awaits `call(store)` (a store operation; `call` owns its arguments) as an operation of the client's call
+/// registry, as a request is awaited, so that the client's end reaches a call waiting on its store: `~client()`
+/// and `shutdown()` complete the call with `operation_aborted` at once and cancel the store's coroutine (through
+/// its cancellation slot), and `shutdown()` completes only once that coroutine has ended. Only for what the store
+/// declined to do at once (`try_find`, `try_insert_many`): that costs the call nothing more.
+/// @throws what the store throws; `operation_aborted` when the call is cancelled or the client ends.
+template <class R, class Call> asio::awaitable<R> await_store(client::impl& self, Call call) {
   using produced = produced_t<R>;
   auto const executor = co_await asio::this_coro::executor;
   auto [op, joined] = self.calls.join_or_start<produced>(
@@ -441,21 +446,6 @@ template <class R, class Call> asio::awaitable<R> call_in_registry(client::impl&
   }
 }
 
-/// Awaits `call(store)` (a store operation; `call` owns its arguments) as an operation of the client's call
-/// registry, as a request is awaited, so that the client's end reaches a call waiting on its store: `~client()`
-/// and `shutdown()` complete the call with `operation_aborted` at once and cancel the store's coroutine (through
-/// its cancellation slot), and `shutdown()` completes only once that coroutine has ended. A store that cannot
-/// suspend (the built-in memory store) is called in place, adding nothing to the call: nothing can be waiting on
-/// it when the client ends.
-/// @throws (once awaited) what the store throws; `operation_aborted` when the call is cancelled or the client ends.
-template <class Call> auto await_store(client::impl& self, Call call) {
-  using work_type = decltype(call(*self.store));
-  if (self.store_completes_inline) {
-    return call(*self.store);
-  }
-  return call_in_registry<typename work_type::value_type>(self, std::move(call));
-}
-
 } // namespace
 
 asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
@@ -465,10 +455,15 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   for (auto const& e : batch.episodes) {
     keys.push_back(key_for(batch, e));
   }
-  auto lookup = await_store(self, [keys = std::move(keys)](ticket_store& store) mutable {
-    return store.find(std::move(keys));
-  }); // named: GCC 12 and temporaries in co_await expressions
-  std::vector<std::optional<ticket>> found = co_await std::move(lookup);
+  auto found_at_once = self.store->try_find(keys);
+  std::vector<std::optional<ticket>> found;
+  if (found_at_once) {
+    found = std::move(*found_at_once);
+  } else {
+    auto lookup = await_store<std::vector<std::optional<ticket>>>(
+        self, [keys = std::move(keys)](ticket_store& store) mutable { return store.find(std::move(keys)); });
+    found = co_await std::move(lookup); // named: GCC 12 and temporaries in co_await expressions
+  }
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
     if (!found[i]) {
       continue;
@@ -598,10 +593,12 @@ asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
       fresh.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
     }
   }
-  auto insert = await_store(self, [fresh = std::move(fresh)](ticket_store& store) mutable {
-    return store.insert_many(std::move(fresh));
-  }); // named: GCC 12 and temporaries in co_await expressions
-  co_await std::move(insert);
+  if (self.store->try_insert_many(fresh)) {
+    co_return;
+  }
+  auto insert = await_store<void>(
+      self, [fresh = std::move(fresh)](ticket_store& store) mutable { return store.insert_many(std::move(fresh)); });
+  co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions
 }
 
 void finish_items(client::impl& self, ticket_call& call) {

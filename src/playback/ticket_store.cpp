@@ -37,13 +37,25 @@ memory_ticket_store::memory_ticket_store(memory_ticket_store_options options) : 
 
 memory_ticket_store::~memory_ticket_store() = default;
 
-asio::awaitable<std::vector<std::optional<ticket>>> memory_ticket_store::find(std::vector<ticket_key> keys) {
+std::optional<std::vector<std::optional<ticket>>> ticket_store::try_find(std::span<ticket_key const> /*keys*/) {
+  return std::nullopt;
+}
+
+bool ticket_store::try_insert_many(std::vector<std::pair<ticket_key, ticket>>& /*tickets*/) {
+  return false;
+}
+
+std::optional<std::vector<std::optional<ticket>>> memory_ticket_store::try_find(std::span<ticket_key const> keys) {
   std::vector<std::optional<ticket>> found;
   found.reserve(keys.size());
   for (auto const& key : keys) {
     found.push_back(find_one(key));
   }
-  co_return found;
+  return found;
+}
+
+asio::awaitable<std::vector<std::optional<ticket>>> memory_ticket_store::find(std::vector<ticket_key> keys) {
+  co_return std::move(*try_find(keys));
 }
 
 std::optional<ticket> memory_ticket_store::find_one(ticket_key const& key) {
@@ -67,12 +79,24 @@ asio::awaitable<void> ticket_store::insert_many(std::vector<std::pair<ticket_key
   }
 }
 
+bool memory_ticket_store::try_insert_many(std::vector<std::pair<ticket_key, ticket>>& tickets) {
+  for (auto& [key, value] : tickets) {
+    insert_now(key, std::move(value));
+  }
+  return true;
+}
+
 asio::awaitable<void> memory_ticket_store::insert(ticket_key key, ticket value) {
+  insert_now(key, std::move(value));
+  co_return;
+}
+
+void memory_ticket_store::insert_now(ticket_key const& key, ticket&& value) {
   if (key.viewer_ref.empty() || key.union_info.empty()) {
-    co_return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
+    return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
   }
   if (options_.time_source->system_now() >= value.expires_at - options_.reuse_margin) {
-    co_return; // already inside the reuse margin
+    return; // already inside the reuse margin
   }
   bool inserted = false;
   entries_->find_or_insert(

@@ -20,6 +20,7 @@
 #include <string>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
 
 #include "wandura/fleet/fallback.hpp"
 #include "wandura/fleet/redis_client.hpp"
@@ -95,6 +96,24 @@ public:
   /// `cross_process_reuse` and the ticket cache's `near_hits`, `erasures_heard` and `near_cache_live` (they change
   /// between operations).
   [[nodiscard]] fleet_stats stats() const;
+
+  /// Completes once every ticket that a client configured by this fleet stored before the call has been written to
+  /// Redis, or has fallen back (Redis slow, down or failing: the ticket stays in this process's local copy only),
+  /// or was dropped after `shutdown`.
+  ///
+  /// A client's call does not wait for its fresh tickets to reach Redis: they are kept in this process's local copy
+  /// at once (its next calls reuse them) and written behind the call, with those of other calls of the moment in
+  /// one script (at most 128 tickets a script, one script at a time), usually within a round trip. Until then
+  /// another process does not find them. Await this where that matters: before a process leaves the fleet (so that
+  /// the others reuse what it issued), or in a test about to look from another process.
+  ///
+  /// Takes at most about one `redis.command_timeout` per 128 tickets waiting, plus the one in flight.
+  /// @par Thread safety
+  /// Any thread, any executor; completes on the awaiting coroutine's executor.
+  /// @par Cancellation
+  /// Through the awaiting coroutine's cancellation slot: throws `wandura::error` with `operation_aborted`; the
+  /// writes go on.
+  [[nodiscard]] asio::awaitable<void> flush();
 
   /// Ends the fleet's use of Redis for good, so that `io_context::run()` can return: stops the erase subscription
   /// and its reconnects and closes the Redis connection, which is not opened again (`redis_client::close`).

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,9 +44,12 @@ struct ticket_key_hash {
 /// Where reusable tickets are kept: the client's only way to reuse a ticket.
 ///
 /// The operations are awaitable so that a store may live out of process (the fleet's Redis store answers a
-/// batch's lookups in one round trip). The client awaits them only when it reuses tickets (`reuse_tickets` and a
-/// `viewer_ref`): once per call to look up every episode of the batch, and once per call to store its fresh tickets
-/// (`insert_many`).
+/// batch's lookups in one round trip). The client uses the store only when it reuses tickets (`reuse_tickets` and
+/// a `viewer_ref`): once per call to look up every episode of the batch, and once per call to store its fresh
+/// tickets. Each time it first offers the work to be done at once (`try_find`, `try_insert_many`), which costs
+/// the call nothing more than the work; only when the store declines does it await the operation (`find`,
+/// `insert_many`), as it awaits a request (see Cancellation). A store that can often answer without suspending
+/// (from memory, from a local copy) overrides the two `try_` functions; the defaults decline.
 ///
 /// Implementations must never return a ticket for a key other than the one asked for, nor one that is no longer
 /// reusable (see `memory_ticket_store` for the rule).
@@ -59,7 +63,7 @@ struct ticket_key_hash {
 /// or shut down, the operation's coroutine gets a terminal cancellation through its cancellation slot, the call
 /// ends at once with `operation_aborted` without waiting for it, and `client::shutdown()` completes only once the
 /// operation has ended. An operation that ignores cancellation runs on, holding the store, until it ends by itself.
-/// (`memory_ticket_store` completes without suspending: the client awaits it in place.)
+/// `try_find` and `try_insert_many` never wait, so nothing can be waiting on them when the client ends.
 /// @par Thread safety
 /// Implementations must be safe to call from many threads at once, and from coroutines on any executor.
 class ticket_store {
@@ -84,6 +88,18 @@ public:
   /// Forgets the ticket of `key`, if any (for example after the player reported it rejected).
   /// @param key owned by the operation.
   [[nodiscard]] virtual asio::awaitable<void> erase(ticket_key key) = 0;
+
+  /// `find` answered at once, without suspending, if the store can answer every key so: the same result `find`
+  /// would give, or nullopt when the store would have to wait (the client then awaits `find` for the same keys).
+  /// Declining must not change what the store counts or holds: the lookup is asked again by `find`.
+  /// The default declines.
+  /// @param keys the episodes of one batch (at most `ticket_batch::max_episodes`).
+  [[nodiscard]] virtual std::optional<std::vector<std::optional<ticket>>> try_find(std::span<ticket_key const> keys);
+  /// `insert_many` done at once, without suspending, if the store can: true when it took every ticket (it may have
+  /// moved from `tickets`; a store out of process may write them out later, on its own), false with `tickets` left
+  /// as given (the client then awaits `insert_many` with them). The default declines.
+  /// @param tickets what each ticket is for, and the ticket.
+  [[nodiscard]] virtual bool try_insert_many(std::vector<std::pair<ticket_key, ticket>>& tickets);
 };
 
 /// Options of `memory_ticket_store`.
@@ -105,7 +121,8 @@ struct memory_ticket_store_options {
 /// `insert` declines keys with an empty `viewer_ref` or `union_info` and tickets already inside the margin. `find`
 /// drops an entry it finds expired. Memory is bounded by `max_entries` tickets (plus the unordered_map overhead).
 ///
-/// Its operations never suspend: awaiting them costs a coroutine frame, no hop to another executor.
+/// Its operations never suspend: `try_find` and `try_insert_many` always answer, and awaiting the others costs a
+/// coroutine frame, no hop to another executor.
 ///
 /// @par Thread safety
 /// All member functions may be called from any thread at once; each shard is guarded by its own mutex, held only
@@ -121,6 +138,10 @@ public:
   [[nodiscard]] asio::awaitable<void> insert(ticket_key key, ticket t) override;
   /// Completes without suspending. @param key what to forget.
   [[nodiscard]] asio::awaitable<void> erase(ticket_key key) override;
+  /// Always answers. @param keys the batch's episodes.
+  [[nodiscard]] std::optional<std::vector<std::optional<ticket>>> try_find(std::span<ticket_key const> keys) override;
+  /// Always takes every ticket (as `insert` would, one at a time) and returns true. @param tickets moved from.
+  [[nodiscard]] bool try_insert_many(std::vector<std::pair<ticket_key, ticket>>& tickets) override;
 
   /// Tickets currently held, expired ones not yet dropped included.
   [[nodiscard]] std::size_t size() const;
@@ -131,6 +152,7 @@ private:
   struct storage;
 
   [[nodiscard]] std::optional<ticket> find_one(ticket_key const& key);
+  void insert_now(ticket_key const& key, ticket&& value);
 
   memory_ticket_store_options options_;
   std::unique_ptr<storage> entries_;

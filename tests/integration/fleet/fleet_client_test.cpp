@@ -4,6 +4,7 @@
 #include "wandura/fleet/fleet.hpp"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -116,6 +117,15 @@ struct process {
     return std::move(*out);
   }
 
+  /// Waits until the tickets this process's calls stored so far are written to Redis (they are written behind the
+  /// calls: until then another process may not find them).
+  void flush() {
+    REQUIRE(wait_for([](wandura::fleet& f) -> asio::awaitable<bool> {
+      co_await f.flush();
+      co_return true;
+    }(*shared)));
+  }
+
   std::size_t lines_starting(std::string_view prefix) {
     std::lock_guard lock(lines_mutex);
     return test_support::count_starting(lines, prefix);
@@ -190,15 +200,47 @@ asio::awaitable<void> answer_first_read(asio::ip::tcp::acceptor& acceptor, std::
   socket.close();
 }
 
-/// How many MGETs the Redis at `url` has run (`INFO commandstats`), asked on a connection of its own: unlike a
-/// process's command count, not moved by its counter pace's background reads.
-std::uint64_t mget_calls(std::string const& url) {
+/// How many times the Redis at `url` has run `command` (lower case, `INFO commandstats`), asked on a connection of
+/// its own: unlike a process's command count, not moved by its counter pace's background reads.
+std::uint64_t command_calls(std::string const& url, std::string const& command) {
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
   auto const info = test_support::raw(io, client, {"INFO", "commandstats"});
-  std::string_view const field = "cmdstat_mget:calls=";
+  std::string const field = "cmdstat_" + command + ":calls=";
   auto const at = info.text.find(field);
   return at == std::string::npos ? 0 : std::stoull(info.text.substr(at + field.size()));
+}
+
+std::uint64_t mget_calls(std::string const& url) {
+  return command_calls(url, "mget");
+}
+
+/// `n` fresh tickets for `n` viewers of one device, as a call's store gets them.
+std::vector<std::pair<wandura::ticket_key, wandura::ticket>> fresh_tickets(int first_viewer, int n) {
+  std::vector<std::pair<wandura::ticket_key, wandura::ticket>> out;
+  for (int i = first_viewer; i < first_viewer + n; ++i) {
+    wandura::ticket t;
+    t.ticket_id = "tkt_" + std::to_string(i);
+    t.expires_at = std::chrono::system_clock::now() + 1h;
+    out.emplace_back(
+        wandura::ticket_key{"viewer-" + std::to_string(i), "phone-1", "the-heiress-returns", 1, wandura::intent::play},
+        std::move(t));
+  }
+  return out;
+}
+
+/// How many of the `n` viewers from `first_viewer` on `process` finds a ticket for, with the ticket id it was stored
+/// with, in one lookup each.
+int found_of(process& p, int first_viewer, int n) {
+  return p.wait_for([](std::shared_ptr<wandura::ticket_store> store, int from, int count) -> asio::awaitable<int> {
+    int found = 0;
+    for (auto& [key, t] : fresh_tickets(from, count)) {
+      auto lookup = store->find({key}); // named: GCC 12 and co_await temporaries
+      auto const got = co_await std::move(lookup);
+      found += got.at(0) && got.at(0)->ticket_id == t.ticket_id ? 1 : 0;
+    }
+    co_return found;
+  }(p.tickets, first_viewer, n));
 }
 
 } // namespace
@@ -260,6 +302,7 @@ TEST_CASE("fleet client: a near hit of another process's ticket is the whole tic
   auto const first = a.play(viewer_a, "phone-1", 4);
   REQUIRE(first.outcome == item_outcome::granted);
   REQUIRE(first.ticket);
+  a.flush();                                      // written behind the call
   REQUIRE(b.play(viewer_a, "phone-1", 4).reused); // read from Redis: b keeps a copy and subscribes
   REQUIRE(test_support::wait_until([&] { return b.shared->stats().tickets.near_cache_live; })); // a loaded machine
   REQUIRE(b.play(viewer_a, "phone-1", 4).reused); // kept before the subscription was confirmed: read again
@@ -317,12 +360,144 @@ TEST_CASE("fleet client: a call's fresh tickets reach Redis in one store script 
   wandura::viewer first{viewer_a, "phone-1", "kek"};
   REQUIRE(a.wait_for(a.api->start_episode(first, "the-heiress-returns", 4, 6)).play.outcome ==
           item_outcome::granted); // the store script is cached in Redis from now on
+  a.flush();
   auto const commands = a.shared->stats().redis.commands;
   wandura::viewer second{viewer_b, "tablet-1", "kek"};
   auto const result = a.wait_for(a.api->start_episode(second, "the-heiress-returns", 1, 3));
   CHECK(result.play.outcome == item_outcome::granted);
   CHECK(result.prefetch.size() == 2);
+  a.flush();
   CHECK(a.shared->stats().redis.commands == commands + 2); // one MGET of three keys, one EVALSHA of three tickets
+}
+
+TEST_CASE("fleet client: fresh tickets are written behind the calls, those of one moment in one script of at most "
+          "128, and flush waits for them") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a");
+  process b(redis->url(), emu->base_url(), "process-b");
+  REQUIRE(a.play(viewer_a, "phone-1", 4).outcome == item_outcome::granted);
+  a.flush(); // the store script is cached in Redis from now on: one EVALSHA a write, no NOSCRIPT and EVAL
+  // Ten calls' stores handed over within one handler of the process's thread, as calls finishing in one turn of
+  // its event loop do: taken at once, each, and kept locally at once.
+  auto const scripts = command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval");
+  auto const handed = a.wait_for([](std::shared_ptr<wandura::ticket_store> store) -> asio::awaitable<int> {
+    int taken = 0;
+    for (int call = 0; call < 10; ++call) {
+      auto tickets = fresh_tickets(3 * call, 3);
+      taken += store->try_insert_many(tickets) ? 1 : 0;
+    }
+    co_return taken;
+  }(a.tickets));
+  CHECK(handed == 10);
+  CHECK(found_of(a, 0, 30) == 30); // this process's own copies answer at once
+  a.flush();
+  CHECK(command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval") == scripts + 1);
+  CHECK(found_of(b, 0, 30) == 30); // every one of them in Redis, for another process
+
+  // 300 at once: three scripts (128, 128, 44), one after another.
+  auto const before = command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval");
+  auto many = fresh_tickets(100, 300);
+  CHECK(a.wait_for([](std::shared_ptr<wandura::ticket_store> store,
+                      std::vector<std::pair<wandura::ticket_key, wandura::ticket>>& tickets) -> asio::awaitable<bool> {
+    co_return store->try_insert_many(tickets);
+  }(a.tickets, many)));
+  a.flush();
+  CHECK(command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval") == before + 3);
+  CHECK(found_of(b, 100, 300) == 300);
+  CHECK(a.shared->stats().fallbacks == 0);
+
+  // The store's awaitable insert waits for its write: another process finds the ticket when it returns.
+  REQUIRE(a.wait_for([](std::shared_ptr<wandura::ticket_store> store) -> asio::awaitable<bool> {
+    auto one = fresh_tickets(500, 1).front();
+    auto insert = store->insert(std::move(one.first), std::move(one.second)); // named: GCC 12
+    co_await std::move(insert);
+    co_return true;
+  }(a.tickets)));
+  CHECK(found_of(b, 500, 1) == 1);
+  // Erased while its write waits behind another: the write does not bring it back. Redis paused, so that the first
+  // write is in flight while the second store and the erase come.
+  redis->pause();
+  auto first = fresh_tickets(690, 1);
+  auto second = fresh_tickets(700, 1);
+  REQUIRE(a.tickets->try_insert_many(first));
+  std::this_thread::sleep_for(50ms);           // its write goes out on the process's idle thread and waits for Redis
+  REQUIRE(a.tickets->try_insert_many(second)); // waits behind the first write
+  std::atomic<bool> erased{false};
+  asio::co_spawn(
+      a.io,
+      [](std::shared_ptr<wandura::ticket_store> store, std::atomic<bool>& done) -> asio::awaitable<void> {
+        co_await store->erase(fresh_tickets(700, 1).front().first);
+        done = true;
+      }(a.tickets, erased),
+      asio::detached);
+  std::this_thread::sleep_for(50ms);
+  redis->resume();
+  REQUIRE(test_support::wait_until([&] { return erased.load(); }));
+  a.flush();
+  CHECK(found_of(b, 690, 1) == 1);
+  CHECK(found_of(b, 700, 1) == 0);
+  CHECK(found_of(a, 700, 1) == 0);
+  // A key without a device is never stored, at once or awaited.
+  auto nodevice = fresh_tickets(600, 1);
+  nodevice.front().first.union_info.clear();
+  CHECK(a.tickets->try_insert_many(nodevice));
+  a.flush();
+  CHECK(found_of(b, 600, 1) == 0);
+}
+
+TEST_CASE("fleet client: flush waits at most for Redis's timeout, is cancelled on its own, and completes at once "
+          "after shutdown") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms);
+  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  a.flush();
+  redis->pause();
+  auto tickets = fresh_tickets(0, 2);
+  REQUIRE(a.tickets->try_insert_many(tickets)); // its write waits for the paused Redis
+  asio::cancellation_signal cancel;
+  asio::co_spawn(
+      a.io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor, 100ms);
+        co_await timer.async_wait(asio::use_awaitable);
+        cancel.emit(asio::cancellation_type::terminal);
+      },
+      asio::detached);
+  auto started = std::chrono::steady_clock::now();
+  try {
+    (void)a.wait_for(
+        [](wandura::fleet& f) -> asio::awaitable<bool> {
+          co_await f.flush();
+          co_return true;
+        }(*a.shared),
+        cancel.slot());
+    FAIL("expected operation_aborted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == asio::error::operation_aborted);
+  }
+  CHECK(test_support::elapsed_ms(started) < 800); // not the write's 1 s
+  started = std::chrono::steady_clock::now();
+  a.flush(); // the write ends at the command timeout: fallen back, kept locally
+  CHECK(test_support::elapsed_ms(started) < 3000);
+  CHECK(a.shared->stats().tickets.fallbacks >= 1);
+  CHECK(found_of(a, 0, 2) == 2);
+  redis->resume();
+
+  a.shared->shutdown();
+  auto after = fresh_tickets(10, 2);
+  REQUIRE(a.tickets->try_insert_many(after)); // dropped by the writer, kept locally
+  started = std::chrono::steady_clock::now();
+  a.flush();
+  CHECK(test_support::elapsed_ms(started) < 500);
+  CHECK(found_of(a, 10, 2) == 2);
 }
 
 TEST_CASE("fleet client: a ticket one process issued is reused by another, never across devices or viewers") {
@@ -338,6 +513,7 @@ TEST_CASE("fleet client: a ticket one process issued is reused by another, never
   REQUIRE(first.outcome == item_outcome::granted);
   CHECK_FALSE(first.reused);
   REQUIRE(first.ticket);
+  a.flush(); // written behind the call
 
   auto const second = b.play(viewer_a, "phone-1", 4);
   REQUIRE(second.outcome == item_outcome::granted);
@@ -471,6 +647,7 @@ TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state wit
   auto const fresh = a.play(viewer_a, "phone-1", 9);
   REQUIRE(fresh.outcome == item_outcome::granted);
   CHECK_FALSE(fresh.reused);
+  a.flush();
   // Shared again: the other process reuses what this one stored after the outage.
   auto const shared = b.play(viewer_a, "phone-1", 9);
   CHECK(shared.reused);

@@ -890,8 +890,10 @@ TEST_CASE("shared ticket cache: the fleet's ticket store looks up past the near 
     std::vector<std::pair<wandura::ticket_identity, wandura::detail::stored_ticket>> batch;
     batch.emplace_back(viewer_on("device-1"), payload("tkt_1"));
     batch.emplace_back(viewer_on("device-2"), payload("tkt_2"));
-    auto put = ticket_cache_access::put_many(cache_a, std::move(batch), now);
-    co_await std::move(put);
+    wandura::detail::prepared_stores stores;
+    ticket_cache_access::prepare(cache_a, std::move(batch), now, stores); // kept locally at once
+    auto write = ticket_cache_access::write(cache_a, std::move(stores));
+    co_await std::move(write);
   }());
   REQUIRE(ticket_cache_access::find_near(cache_a, viewer_on("device-1"), now, "this-process"));
   auto const before = cache_a.stats();

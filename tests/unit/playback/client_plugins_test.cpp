@@ -49,9 +49,22 @@ public:
   std::vector<std::string> counted; ///< the viewer_ref of each acquire and release, in order
 };
 
-/// A memory store that counts the client's calls.
+/// A memory store that counts the client's calls. With `at_once`, it answers `try_find` and `try_insert_many`
+/// too (as the memory store does); without, it declines them, as the interface's defaults do.
 class counting_store final : public wandura::ticket_store {
 public:
+  explicit counting_store(bool answer_at_once = false) : at_once(answer_at_once) {}
+
+  std::optional<std::vector<std::optional<wandura::ticket>>>
+  try_find(std::span<wandura::ticket_key const> keys) override {
+    ++tried_finds;
+    return at_once ? inner.try_find(keys) : std::nullopt;
+  }
+  bool try_insert_many(std::vector<std::pair<wandura::ticket_key, wandura::ticket>>& tickets) override {
+    ++tried_inserts;
+    offered = tickets;
+    return at_once && inner.try_insert_many(tickets);
+  }
   asio::awaitable<std::vector<std::optional<wandura::ticket>>> find(std::vector<wandura::ticket_key> keys) override {
     ++finds;
     looked_up += keys.size();
@@ -70,6 +83,10 @@ public:
   asio::awaitable<void> erase(wandura::ticket_key key) override { co_await inner.erase(std::move(key)); }
 
   wandura::memory_ticket_store inner;
+  bool at_once;
+  int tried_finds = 0;
+  int tried_inserts = 0;
+  std::vector<std::pair<wandura::ticket_key, wandura::ticket>> offered; ///< what the last try_insert_many got
   int insert_batches = 0;
   int finds = 0;
   std::size_t looked_up = 0;
@@ -197,10 +214,13 @@ TEST_CASE("client ticket store: one lookup for the whole batch, one store operat
   harness h(options);
   h.fake->push(fake_step::respond(200, three_granted()));
   auto first = h.start(4, 6);
+  CHECK(store->tried_finds == 1); // offered at once first, declined, then awaited
   CHECK(store->finds == 1);
   CHECK(store->looked_up == 3);
+  CHECK(store->tried_inserts == 1);
+  REQUIRE(store->offered.size() == 3);
   CHECK(store->insert_batches == 1);
-  CHECK(store->inserts == 3); // the default insert_many, one at a time
+  CHECK(store->inserts == 3); // the default insert_many, one at a time: the tickets as offered, not moved from
   auto again = h.start(4, 6); // every episode from the store: nothing sent, nothing stored
   CHECK(h.fake->attempt_count() == 1);
   CHECK(again.play.reused);
@@ -208,6 +228,29 @@ TEST_CASE("client ticket store: one lookup for the whole batch, one store operat
   CHECK(store->finds == 2);
   CHECK(store->insert_batches == 1);
   CHECK(store->inserts == 3);
+}
+
+TEST_CASE("client ticket store: what the store does at once is not awaited, and the result is the same") {
+  auto store = std::make_shared<counting_store>(true);
+  wandura::client_options options;
+  options.tickets = store;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, three_granted()));
+  auto first = h.start(4, 6);
+  CHECK(store->tried_finds == 1);
+  CHECK(store->tried_inserts == 1);
+  CHECK(store->finds == 0);
+  CHECK(store->insert_batches == 0);
+  CHECK(store->inner.size() == 3);
+  CHECK_FALSE(first.play.reused);
+  auto again = h.start(4, 6);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(again.play.reused);
+  CHECK(again.play.ticket == first.play.ticket);
+  CHECK(again.prefetch[1].ticket == first.prefetch[1].ticket);
+  CHECK(store->tried_finds == 2);
+  CHECK(store->finds == 0);
+  CHECK(store->tried_inserts == 1); // nothing fresh the second time
 }
 
 TEST_CASE("client ticket store: never touched with reuse off or without a viewer_ref") {
@@ -222,6 +265,8 @@ TEST_CASE("client ticket store: never touched with reuse off or without a viewer
   CHECK(h.fake->attempt_count() == 2);
   CHECK(store->finds == 0);
   CHECK(store->inserts == 0);
+  CHECK(store->tried_finds == 0);
+  CHECK(store->tried_inserts == 0);
 
   auto other = std::make_shared<counting_store>();
   wandura::client_options with_reuse;
@@ -232,4 +277,6 @@ TEST_CASE("client ticket store: never touched with reuse off or without a viewer
   (void)anonymous.run(anonymous.api->start_episode(nobody, "the-heiress-returns", 4, 6));
   CHECK(other->finds == 0);
   CHECK(other->inserts == 0);
+  CHECK(other->tried_finds == 0);
+  CHECK(other->tried_inserts == 0);
 }

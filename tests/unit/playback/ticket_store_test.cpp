@@ -152,6 +152,52 @@ TEST_CASE("ticket store: declines tickets already inside the margin and keys wit
   CHECK_FALSE(store.find(key("", "d", 3)));
 }
 
+TEST_CASE("ticket store: the memory store always answers at once, by the same rules as its awaitable operations") {
+  fake_wall_clock clock;
+  memory_ticket_store memory({.time_source = clock.source});
+  std::vector<std::pair<ticket_key, ticket>> tickets;
+  tickets.emplace_back(key("v", "d", 1), make_ticket("t1", clock.now() + hours(1)));
+  tickets.emplace_back(key("v", "d", 2), make_ticket("t2", clock.now() + minutes(5))); // inside the margin
+  tickets.emplace_back(key("", "d", 3), make_ticket("t3", clock.now() + hours(1)));    // no viewer
+  CHECK(memory.try_insert_many(tickets));
+  CHECK(memory.size() == 1);
+  std::vector<ticket_key> const keys{key("v", "d", 1), key("v", "d", 2), key("", "d", 3), key("v", "other", 1)};
+  auto found = memory.try_find(keys);
+  REQUIRE(found);
+  REQUIRE(found->size() == 4);
+  REQUIRE((*found)[0]);
+  CHECK((*found)[0]->ticket_id == "t1");
+  CHECK_FALSE((*found)[1]);
+  CHECK_FALSE((*found)[2]);
+  CHECK_FALSE((*found)[3]); // another device
+  through_interface store(memory);
+  CHECK(store.find(std::vector<ticket_key>(keys)) == *found);
+  clock.set(clock.now() + minutes(55));
+  auto late = memory.try_find(keys);
+  REQUIRE(late);
+  CHECK_FALSE((*late)[0]); // inside the margin now, and dropped
+  CHECK(memory.size() == 0);
+  CHECK(memory.try_find({})->empty());
+}
+
+TEST_CASE("ticket store: the interface's defaults decline to answer at once and leave the tickets as given") {
+  class awaitable_only final : public wandura::ticket_store {
+  public:
+    asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) override {
+      co_return std::vector<std::optional<ticket>>(keys.size());
+    }
+    asio::awaitable<void> insert(ticket_key, ticket) override { co_return; }
+    asio::awaitable<void> erase(ticket_key) override { co_return; }
+  } store;
+  std::vector<ticket_key> const keys{key("v", "d", 1)};
+  CHECK_FALSE(store.try_find(keys));
+  std::vector<std::pair<ticket_key, ticket>> tickets;
+  tickets.emplace_back(key("v", "d", 1), make_ticket("t1", system_clock::now() + hours(1)));
+  auto const given = tickets;
+  CHECK_FALSE(store.try_insert_many(tickets));
+  CHECK(tickets == given);
+}
+
 TEST_CASE("ticket store: the least recently used ticket is evicted first") {
   fake_wall_clock clock;
   memory_ticket_store memory({.max_entries = 3, .shards = 1, .time_source = clock.source});
