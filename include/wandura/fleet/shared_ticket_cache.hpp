@@ -74,8 +74,10 @@ struct ticket_cache_stats {
 /// channel is live (it is opened at the first store or hit, on a second connection, and reopened by itself after
 /// the backoff when lost; local copies kept before it was last confirmed are not served from the near cache). An
 /// erase anywhere in the fleet drops every process's copy when its notification arrives: until then (one network
-/// delay) another process may still serve the erased ticket, which was valid when it was stored. A lookup whose
-/// Redis reply races an erase notification does not keep what it read. A near hit is a lookup by the identity's
+/// delay) another process may still serve the erased ticket, which was valid when it was stored. A ticket this
+/// process is storing is served near until its store's script has ended, whatever the subscription's state (Redis
+/// would answer it once the script ran). A lookup whose Redis reply races an erase notification does not keep what
+/// it read. A near hit is a lookup by the identity's
 /// fields (no key hashing, no Redis key) under one mutex, and a copy of the ticket.
 ///
 /// @par Degrade, never block
