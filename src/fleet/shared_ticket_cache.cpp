@@ -209,8 +209,8 @@ struct shared_ticket_cache::impl {
 
   /// The first half of a store: each ticket kept locally and added to `into` (its key, envelope and PX), unless it
   /// is reusable for less than a millisecond at `now`. Until its write ends, the local copy is served near
-  /// whatever the subscription's state: a lookup of this process would otherwise ask Redis before the write lands.
-  /// Any thread.
+  /// whatever the subscription's state, with the near cache on: a lookup of this process would otherwise ask Redis
+  /// before the write lands. Any thread.
   void prepare(std::vector<std::pair<ticket_identity, detail::local_ticket>> tickets, system_clock::time_point now,
                detail::prepared_stores& into) {
     auto const kept_as = near_generation();
@@ -225,7 +225,8 @@ struct shared_ticket_cache::impl {
       into.keys.push_back(fleet_keys::ticket(org, who));
       into.args.push_back(detail::encode_envelope(who, ticket.cached));
       into.args.push_back(std::to_string(px));
-      keep_local(into.keys.back(), std::move(who), std::move(ticket), now, kept_as, true); // `who` not used again
+      // Unwritten: served near until its write ends, unless the near cache is off (every lookup asks Redis).
+      keep_local(into.keys.back(), std::move(who), std::move(ticket), now, kept_as, options.near_cache);
     }
   }
 

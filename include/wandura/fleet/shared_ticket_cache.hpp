@@ -42,8 +42,8 @@ struct ticket_cache_options {
   /// or already read costs no round trip. Sound because a stored ticket never changes (a store that replaces it
   /// stores another valid ticket for the same identity) and every erase is published: the cache subscribes to
   /// the organisation's erase channel on a second connection and serves local copies only while that
-  /// subscription is live and only copies kept since it began. False: every lookup asks Redis, the local copy
-  /// serves only as the fallback.
+  /// subscription is live and only copies kept since it began (and a ticket this process is storing, until its
+  /// script has ended). False: every lookup asks Redis, the local copy serves only as the fallback.
   bool near_cache = true;
   fallback_options fallback{};
 };

@@ -430,7 +430,9 @@ TEST_CASE("fleet client: fresh tickets are written behind the calls, those of on
   asio::co_spawn(
       a.io,
       [](std::shared_ptr<wandura::ticket_store> store, std::atomic<bool>& done) -> asio::awaitable<void> {
-        co_await store->erase(fresh_tickets(700, 1).front().first);
+        auto key = fresh_tickets(700, 1).front().first;
+        auto erase = store->erase(std::move(key)); // named: GCC 12 and co_await temporaries
+        co_await std::move(erase);
         done = true;
       }(a.tickets, erased),
       asio::detached);

@@ -449,6 +449,40 @@ TEST_CASE("shared ticket cache: with the near cache off every lookup asks Redis 
   CHECK(clients.elements[1].integer == 0);
 }
 
+TEST_CASE("shared ticket cache: a ticket being stored is served near until its script ends, only with the near "
+          "cache on") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  bool const near_on = GENERATE(true, false);
+  two_processes fleet(redis->url());
+  wandura::shared_ticket_cache cache(fleet.a, "org_demo", {.near_cache = near_on});
+  auto const now = system_clock::now();
+  redis->pause(); // the store's script waits for Redis: its write has not ended
+  bool stored = false;
+  asio::co_spawn(
+      fleet.io,
+      [](wandura::shared_ticket_cache& c, system_clock::time_point at, bool& done) -> asio::awaitable<void> {
+        auto put = c.put(viewer_on("device-7"), {"tkt_7", at + 30min}, at); // named: GCC 12 and co_await temporaries
+        co_await std::move(put);
+        done = true;
+      }(cache, now, stored),
+      asio::detached);
+  wait(fleet.io, 50ms);
+  REQUIRE_FALSE(stored);
+  auto const during = cache.find_near(viewer_on("device-7"), now);
+  CHECK(during.has_value() == near_on);
+  CHECK_FALSE(cache.find_near(viewer_on("device-8"), now)); // never another device
+  redis->resume();
+  REQUIRE(wait_until(fleet.io, [&] { return stored; }));
+  CHECK(cache.stats().fallbacks == 0);
+  if (!cache.stats().near_cache_live) { // kept before the subscription was confirmed: not near once written
+    CHECK_FALSE(cache.find_near(viewer_on("device-7"), now));
+  }
+  CHECK(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now))); // in Redis
+}
+
 TEST_CASE("shared ticket cache: get_many answers near copies locally and the rest with one MGET, in order") {
   auto started = two_caches::start_or_skip();
   if (!started) {
