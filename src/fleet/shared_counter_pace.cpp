@@ -113,8 +113,8 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
                                         detail::number_text(book_ms)};
   std::array<std::string_view, 1> const keys{self->key};
   std::array<std::string_view, 5> const args{text[0], text[1], text[2], text[3], text[4]};
-  auto const reply =
-      co_await detail::run_or_fall_back(self->take_script, self->redis, self->guard, keys, args, &is_pair, "counter pace");
+  auto const reply = co_await detail::run_or_fall_back(self->take_script, self->redis, self->guard, keys, args,
+                                                       &is_pair, "counter pace");
   detail::gcra_answer answer;
   if (reply) {
     auto const pair = detail::integer_pair(*reply);
@@ -134,7 +134,7 @@ asio::awaitable<pace_decision> shared_counter_pace::try_acquire(double cost, sys
 }
 
 asio::awaitable<void> shared_counter_pace::hold_until(system_clock::time_point until, system_clock::time_point now) {
-  auto const self = impl_; // the operation may outlive this pace
+  auto const self = impl_;                                    // the operation may outlive this pace
   double const until_ms = detail::to_written_epoch_ms(until); // others read it: never past their clock
   double const now_ms = detail::to_epoch_ms(now);
   double const share = self->local_share;
