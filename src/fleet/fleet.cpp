@@ -2,15 +2,22 @@
 
 #include <algorithm>
 #include <iterator>
+#include <type_traits>
 #include <utility>
 
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
+#include <asio/error.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/strand.hpp>
+#include <asio/system_executor.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <unistd.h>
@@ -63,8 +70,7 @@ asio::any_io_executor make_fleet_strand(asio::any_io_executor const& executor) {
 
 fleet_state::fleet_state(asio::any_io_executor const& executor, fleet_options opts)
     : strand(make_fleet_strand(executor)), options(with_process_id(std::move(opts))), redis(strand, options.redis),
-      tickets(redis, options.org, cache_options(options)),
-      wrote_(strand, std::chrono::steady_clock::time_point::max()) {}
+      tickets(redis, options.org, cache_options(options)) {}
 
 fleet_state::~fleet_state() = default;
 
@@ -128,15 +134,22 @@ fleet_stats fleet_state::snapshot() const {
   return out;
 }
 
-void fleet_state::write_behind(std::shared_ptr<fleet_state> const& self, prepared_stores stores) {
+void fleet_state::store_behind(std::shared_ptr<fleet_state> const& self,
+                               std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
+                               std::chrono::system_clock::time_point now) {
+  prepared_stores stores;
+  // Kept locally and staged under one lock, so that an erase (`drop_staged`, under the same lock) finds the
+  // store either not kept yet or staged: never kept, served, and only then staged behind the erase's back.
+  std::lock_guard lock(self->writes_mutex_);
+  ticket_cache_access::prepare(self->tickets, std::move(tickets), now, stores);
   if (stores.keys.empty()) {
     return;
   }
-  std::lock_guard lock(self->writes_mutex_);
   self->handed_over_ += stores.keys.size();
-  auto& staged = self->staged_;
-  std::move(stores.keys.begin(), stores.keys.end(), std::back_inserter(staged.keys));
-  std::move(stores.args.begin(), stores.args.end(), std::back_inserter(staged.args));
+  for (std::size_t i = 0; i < stores.keys.size(); ++i) {
+    self->staged_.push_back(staged_store{std::move(stores.keys[i]), std::move(stores.args[2 * i]),
+                                         std::move(stores.args[2 * i + 1]), stores.tokens[i]});
+  }
   if (!self->drain_posted_ && !self->writing_) {
     self->drain_posted_ = true;
     asio::post(self->strand, [self] { drain(self); });
@@ -145,90 +158,172 @@ void fleet_state::write_behind(std::shared_ptr<fleet_state> const& self, prepare
 
 void fleet_state::drain(std::shared_ptr<fleet_state> const& self) {
   prepared_stores taking;
+  std::size_t taken = 0;
   {
     std::lock_guard lock(self->writes_mutex_);
     self->drain_posted_ = false;
     auto& staged = self->staged_;
-    if (self->writing_ || staged.keys.empty()) {
-      return;
+    bool const stopped = self->shut_down_.load();
+    // Taken in the order handed over, so that `written_` counts a prefix of it (what `flush` waits for); erased
+    // stores are taken as done, without a write.
+    while (!self->writing_ && !staged.empty()) {
+      taking = {};
+      auto const n = stopped ? staged.size() : std::min(staged.size(), max_tickets_per_write);
+      for (std::size_t i = 0; i < n; ++i) {
+        auto& next = staged.front();
+        if (!next.erased) {
+          taking.keys.push_back(std::move(next.key));
+          taking.args.push_back(std::move(next.envelope));
+          taking.args.push_back(std::move(next.px));
+          taking.tokens.push_back(next.token);
+        }
+        staged.pop_front();
+      }
+      if (stopped) { // Redis is closed for good: kept locally, never written
+        ticket_cache_access::end_unwritten(self->tickets, taking);
+      }
+      if (stopped || taking.keys.empty()) {
+        self->written_ += n;
+        self->wake_flushes();
+        continue;
+      }
+      taken = n;
+      self->writing_ = true;
     }
-    if (self->shut_down_.load()) { // kept locally; Redis is closed for good
-      self->written_ += staged.keys.size();
-      staged = {};
-      self->wrote_.cancel();
-      return;
-    }
-    auto const n = std::min(staged.keys.size(), max_tickets_per_write);
-    if (n == staged.keys.size()) {
-      taking = std::exchange(staged, {});
-    } else {
-      auto const keys_end = staged.keys.begin() + static_cast<std::ptrdiff_t>(n);
-      auto const args_end = staged.args.begin() + static_cast<std::ptrdiff_t>(2 * n);
-      taking.keys.assign(std::make_move_iterator(staged.keys.begin()), std::make_move_iterator(keys_end));
-      taking.args.assign(std::make_move_iterator(staged.args.begin()), std::make_move_iterator(args_end));
-      staged.keys.erase(staged.keys.begin(), keys_end);
-      staged.args.erase(staged.args.begin(), args_end);
-    }
-    self->writing_ = true;
   }
-  asio::co_spawn(self->strand, write(self, std::move(taking)), asio::detached);
+  if (taken != 0) {
+    asio::co_spawn(self->strand, write(self, std::move(taking), taken), asio::detached);
+  }
 }
 
-asio::awaitable<void> fleet_state::write(std::shared_ptr<fleet_state> self, prepared_stores stores) {
-  auto const n = stores.keys.size();
+asio::awaitable<void> fleet_state::write(std::shared_ptr<fleet_state> self, prepared_stores stores, std::size_t taken) {
   try {
     auto written = ticket_cache_access::write(self->tickets, std::move(stores)); // named: GCC 12 and co_await
     co_await std::move(written);
   } catch (error const&) { // NOLINT(bugprone-empty-catch): only when the Redis client closed; the copies are local
   }
   self->publish();
-  {
-    std::lock_guard lock(self->writes_mutex_);
-    self->writing_ = false;
-    self->written_ += n;
-    if (!self->staged_.keys.empty() && !self->drain_posted_) {
-      self->drain_posted_ = true;
-      asio::post(self->strand, [self] { drain(self); });
-    }
+  std::lock_guard lock(self->writes_mutex_);
+  self->writing_ = false;
+  self->written_ += taken;
+  self->wake_flushes();
+  if (!self->staged_.empty() && !self->drain_posted_) {
+    self->drain_posted_ = true;
+    asio::post(self->strand, [self] { drain(self); });
   }
-  self->wrote_.cancel();
 }
 
 void fleet_state::drop_staged(std::string_view key) {
   std::lock_guard lock(writes_mutex_);
-  auto& keys = staged_.keys;
-  for (std::size_t i = 0; i < keys.size();) {
-    if (keys[i] != key) {
-      ++i;
-      continue;
+  for (auto& store : staged_) {
+    if (store.key == key) {
+      store.erased = true; // counted as done when the writer reaches it, in order
     }
-    keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(i));
-    auto const args_at = staged_.args.begin() + static_cast<std::ptrdiff_t>(2 * i);
-    staged_.args.erase(args_at, args_at + 2);
-    ++written_; // done with, as far as `flush` is concerned
   }
+  ticket_cache_access::forget(tickets, key);
 }
 
-asio::awaitable<void> fleet_state::flush(std::shared_ptr<fleet_state> self) {
-  std::uint64_t target = 0;
-  {
-    std::lock_guard lock(self->writes_mutex_);
-    target = self->handed_over_;
-  }
-  for (;;) {
-    {
-      std::lock_guard lock(self->writes_mutex_);
-      if (self->written_ >= target) {
-        co_return;
-      }
+void fleet_state::wake_flushes() {
+  std::erase_if(flushes_, [this](std::shared_ptr<flush_waiter> const& w) {
+    if (w->target > written_) {
+      return false;
     }
-    std::error_code ec;
-    co_await self->wrote_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    auto const state = co_await asio::this_coro::cancellation_state;
-    if (state.cancelled() != asio::cancellation_type::none) {
-      throw error(asio::error::operation_aborted, "fleet: flush cancelled");
+    w->complete({});
+    return true;
+  });
+}
+
+void fleet_state::add_flush(std::shared_ptr<flush_waiter> const& waiter) {
+  std::lock_guard lock(writes_mutex_);
+  waiter->target = handed_over_;
+  if (written_ >= waiter->target) {
+    waiter->complete({});
+    return;
+  }
+  flushes_.push_back(waiter);
+}
+
+bool fleet_state::remove_flush(flush_waiter const* waiter) {
+  std::lock_guard lock(writes_mutex_);
+  auto const it = std::find_if(flushes_.begin(), flushes_.end(), [&](auto const& w) { return w.get() == waiter; });
+  if (it == flushes_.end()) {
+    return false;
+  }
+  flushes_.erase(it);
+  return true;
+}
+
+void fleet_state::abort_flushes() {
+  std::lock_guard lock(writes_mutex_);
+  for (auto const& w : flushes_) {
+    w->complete(asio::error::operation_aborted);
+  }
+  flushes_.clear();
+}
+
+namespace {
+
+/// A `flush` waiting for its target: completes its handler on the handler's executor, once.
+template <class Handler> class flush_waiter_for final : public fleet_state::flush_waiter {
+public:
+  flush_waiter_for(Handler handler, asio::any_io_executor const& fallback)
+      : handler_(std::move(handler)), work_(asio::get_associated_executor(handler_, fallback)) {}
+
+  void complete(std::error_code ec) override {
+    auto const executor = work_.get_executor();
+    asio::post(executor, [handler = std::move(handler_), work = std::move(work_), ec]() mutable {
+      asio::get_associated_cancellation_slot(handler).clear(); // on the handler's executor, as its emits come
+      std::move(handler)(ec);
+    });
+  }
+
+private:
+  Handler handler_;
+  asio::executor_work_guard<asio::associated_executor_t<Handler, asio::any_io_executor>> work_;
+};
+
+/// A flush's cancellation: completes it with `operation_aborted` unless it completed already.
+struct flush_canceller {
+  std::weak_ptr<fleet_state> state;
+  std::weak_ptr<fleet_state::flush_waiter> waiter;
+  void operator()(asio::cancellation_type /*type*/) const {
+    auto const s = state.lock();
+    auto const w = waiter.lock();
+    if (s && w && s->remove_flush(w.get())) {
+      w->complete(asio::error::operation_aborted);
     }
   }
+};
+
+} // namespace
+
+template <class CompletionToken>
+auto fleet_state::async_flush(std::weak_ptr<fleet_state> self, CompletionToken&& token) {
+  // The state is passed weakly: the operation's frame must not keep it (and the Redis connection, on its own
+  // executor) alive after the fleet and its io_context are gone.
+  return asio::async_initiate<CompletionToken, void(std::error_code)>(
+      [](auto handler, std::weak_ptr<fleet_state> const& weak) {
+        using handler_type = std::decay_t<decltype(handler)>;
+        auto const state = weak.lock();
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        auto const fallback = state ? state->strand : asio::any_io_executor(asio::system_executor());
+        auto waiter = std::make_shared<flush_waiter_for<handler_type>>(std::move(handler), fallback);
+        if (!state) {
+          waiter->complete(asio::error::operation_aborted);
+          return;
+        }
+        if (slot.is_connected()) {
+          slot.template emplace<flush_canceller>(weak, std::weak_ptr<flush_waiter>(waiter));
+        }
+        state->add_flush(waiter);
+      },
+      token, std::move(self));
+}
+
+asio::awaitable<std::error_code> fleet_state::flush(std::weak_ptr<fleet_state> self) {
+  std::error_code ec;
+  co_await async_flush(std::move(self), asio::redirect_error(asio::use_awaitable, ec));
+  co_return ec;
 }
 
 void fleet_state::shut_down(std::shared_ptr<fleet_state> const& self) noexcept {
@@ -268,8 +363,6 @@ fleet::fleet(asio::any_io_executor executor, fleet_options options)
   });
 }
 
-fleet::~fleet() = default;
-
 void fleet::configure(client_options& options) const {
   if (options.viewer_tickets_per_minute == 0U) {
     throw error(errc::invalid_argument, "fleet: viewer_tickets_per_minute must be > 0");
@@ -286,9 +379,15 @@ fleet_stats fleet::stats() const {
   return impl_->snapshot();
 }
 
+fleet::~fleet() {
+  impl_->abort_flushes();
+}
+
 asio::awaitable<void> fleet::flush() {
   auto flushed = detail::fleet_state::flush(impl_); // named: GCC 12 and co_await temporaries
-  co_await asio::co_spawn(impl_->strand, std::move(flushed), asio::use_awaitable);
+  if (auto const ec = co_await std::move(flushed)) {
+    throw error(ec, "fleet: flush cancelled, or the fleet destroyed, before the writes it waited for ended");
+  }
 }
 
 void fleet::shutdown() noexcept {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -12,11 +14,12 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "ticket_cache_access.hpp"
 #include "wandura/fleet/fleet.hpp"
@@ -25,7 +28,7 @@ namespace wandura::detail {
 
 /// @par Thread safety
 /// `strand` and `options` are immutable. `viewer_limit_for`, `add_cross_process_reuse`, `add_pace_stats` and
-/// `snapshot` may be called from any thread, and `write_behind`. `redis`, `tickets`, the limits themselves and
+/// `snapshot` may be called from any thread, and `store_behind`, `drop_staged` and the flushes'. `redis`, `tickets`, the limits themselves and
 /// `publish` are used on `strand` only (the rule of `redis_client`).
 class fleet_state {
 public:
@@ -61,18 +64,44 @@ public:
   /// on `strand`; later calls do nothing. Any thread.
   static void shut_down(std::shared_ptr<fleet_state> const& self) noexcept;
 
-  /// Hands `stores` (kept locally already: `ticket_cache_access::prepare`) to the writer, which writes what it was
-  /// handed in one script per turn, one script at a time (at most `max_tickets_per_write` tickets each), on
-  /// `strand`: the ticket store's calls do not wait for Redis, and the stores of many calls share a round trip.
-  /// Once shut down, what is handed over is dropped (it is kept locally). Any thread.
-  static void write_behind(std::shared_ptr<fleet_state> const& self, prepared_stores stores);
-  /// Drops the store of Redis key `key` from what is handed over and not yet taken by a write: an erase of the
-  /// ticket must not be overtaken by its store. (A store already taken goes out before the erase's command, on
-  /// the same connection.) On `strand`.
+  /// Keeps `tickets` locally (`ticket_cache_access::prepare`) and hands them to the writer, which writes what it
+  /// was handed, in that order, one script at a time (at most `max_tickets_per_write` tickets each), on `strand`:
+  /// the ticket store's calls do not wait for Redis, and the stores of many calls share a round trip. Once shut
+  /// down, what is handed over is dropped (it is kept locally only). Any thread.
+  /// @throws wandura::error `invalid_argument` for an identity without viewer_ref or union_info.
+  static void store_behind(std::shared_ptr<fleet_state> const& self,
+                           std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
+                           std::chrono::system_clock::time_point now);
+  /// The local copy of Redis key `key` forgotten, and a store of it not yet taken by a write not written: an
+  /// erase of the ticket must not be overtaken by its store. (A store already taken goes out before the erase's
+  /// command, on the same connection.) Any thread.
   void drop_staged(std::string_view key);
-  /// Completes once everything handed to `write_behind` before it was called has been written, fallen back or
-  /// dropped. On `strand`. @throws wandura::error `operation_aborted` when cancelled (the writes go on).
-  static asio::awaitable<void> flush(std::shared_ptr<fleet_state> self);
+
+  /// A `flush` waiting for every store handed over before it to be written, fallen back or dropped.
+  class flush_waiter {
+  public:
+    flush_waiter() = default;
+    flush_waiter(flush_waiter const&) = delete;
+    flush_waiter& operator=(flush_waiter const&) = delete;
+    virtual ~flush_waiter() = default;
+    /// Posts the flush's completion with `ec` to its handler's executor. Called once, by whoever removed it from
+    /// the waiters (with the writes' lock held: it only posts).
+    virtual void complete(std::error_code ec) = 0;
+    std::uint64_t target = 0; ///< `written_` it waits for
+  };
+  /// Starts a flush: `token` completes with `void(std::error_code)`, no error once what was handed over before
+  /// it was written, fallen back or dropped, `operation_aborted` when cancelled through its slot or when the fleet
+  /// object goes (`abort_flushes`) or the state is gone already. Holds the state weakly. Any thread, any executor.
+  template <class CompletionToken>
+  static auto async_flush(std::weak_ptr<fleet_state> self, CompletionToken&& token);
+  /// `async_flush` awaited: the error it completed with. Holds the state weakly. Any executor.
+  static asio::awaitable<std::error_code> flush(std::weak_ptr<fleet_state> self);
+  /// Registers `waiter`, or completes it at once when what it waits for is done.
+  void add_flush(std::shared_ptr<flush_waiter> const& waiter);
+  /// Removes `waiter` if it still waits: true when it did (its completion is the caller's to make).
+  bool remove_flush(flush_waiter const* waiter);
+  /// Completes every waiting flush with `operation_aborted`: the fleet object is going (`~fleet`).
+  void abort_flushes();
   /// The most tickets one store script writes: a longer script would hold Redis, which runs one at a time.
   static constexpr std::size_t max_tickets_per_write = 128;
 
@@ -84,18 +113,30 @@ public:
   shared_ticket_cache tickets;
 
 private:
+  /// A store handed to the writer: the script's key and arguments, the token of its local copy, and whether an
+  /// erase dropped it since.
+  struct staged_store {
+    std::string key;
+    std::string envelope;
+    std::string px;
+    std::uint64_t token = 0;
+    bool erased = false;
+  };
   /// On `strand`: starts the next write if there is something to write and none is in flight.
   static void drain(std::shared_ptr<fleet_state> const& self);
-  static asio::awaitable<void> write(std::shared_ptr<fleet_state> self, prepared_stores stores);
+  /// On `strand`: writes `stores`, the next `taken` handed over (erased ones included, not in `stores`).
+  static asio::awaitable<void> write(std::shared_ptr<fleet_state> self, prepared_stores stores, std::size_t taken);
+  /// Completes the flushes whose target `written_` reached. With `writes_mutex_` held.
+  void wake_flushes();
 
-  std::mutex writes_mutex_; // guards the five below
-  prepared_stores staged_;  ///< handed over, not yet taken by a write
+  /// Guards the six below. Taken before the ticket cache's own lock, never after it.
+  std::mutex writes_mutex_;
+  std::deque<staged_store> staged_; ///< handed over, not yet taken by a write, in order
   bool drain_posted_ = false;
   bool writing_ = false;
-  std::uint64_t handed_over_ = 0; ///< tickets handed to `write_behind` in all
-  std::uint64_t written_ = 0;     ///< of those, written, fallen back or dropped
-  /// Never expires: cancelled after each write, to wake `flush`es (on `strand`).
-  asio::steady_timer wrote_;
+  std::uint64_t handed_over_ = 0; ///< tickets handed to `store_behind` in all
+  std::uint64_t written_ = 0;     ///< of those, the first ones written, fallen back or dropped
+  std::vector<std::shared_ptr<flush_waiter>> flushes_;
 
   mutable std::mutex mutex_; // guards limits_ (not the limits themselves) and published_
   std::map<std::uint32_t, std::unique_ptr<shared_viewer_limit>> limits_;

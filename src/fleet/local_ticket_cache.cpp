@@ -23,7 +23,8 @@ local_ticket with_decoded(cached_ticket cached) {
 
 void local_ticket_cache::store(std::string key, ticket_identity who, local_ticket value,
                                std::chrono::system_clock::time_point reuse_until,
-                               std::chrono::system_clock::time_point now, std::uint64_t generation, bool unwritten) {
+                               std::chrono::system_clock::time_point now, std::uint64_t generation,
+                               std::uint64_t unwritten) {
   // A later store replaces: the same identity, or (a key collision) another identity under the same key.
   auto const hash = ticket_identity_hash{}(who);
   if (auto const same = entries_.find(hashed_view{who, hash}); same != entries_.end()) {
@@ -78,9 +79,12 @@ void local_ticket_cache::drop(entry_map::const_iterator it) {
   entries_.erase(it);
 }
 
-void local_ticket_cache::written(std::string_view key) {
+void local_ticket_cache::written(std::string_view key, std::uint64_t unwritten) {
   if (auto const found = by_key_.find(key); found != by_key_.end()) {
-    entries_.find(*found->second)->second.unwritten = false;
+    auto& e = entries_.find(*found->second)->second;
+    if (e.unwritten == unwritten) {
+      e.unwritten = 0;
+    }
   }
 }
 
@@ -114,7 +118,7 @@ local_ticket const* local_ticket_cache::find(ticket_identity_view who,
 local_ticket const* local_ticket_cache::find_near(ticket_identity_view who, std::chrono::system_clock::time_point now,
                                                   std::uint64_t generation) const {
   auto const* e = live_entry(who, now);
-  return e != nullptr && ((generation != 0 && e->generation == generation) || e->unwritten) ? &e->value : nullptr;
+  return e != nullptr && ((generation != 0 && e->generation == generation) || e->unwritten != 0) ? &e->value : nullptr;
 }
 
 void local_ticket_cache::drop_expired(std::chrono::system_clock::time_point now) {

@@ -58,17 +58,18 @@ public:
   explicit local_ticket_cache(std::size_t capacity) : capacity_(capacity) {}
 
   /// Keeps `value` for `who` until `reuse_until`, under the Redis key `key` (what erase notifications name), as a
-  /// near copy of subscription `generation` (0: a fallback copy only), and with `unwritten` as a copy of this
-  /// process's own store whose write to Redis has not ended yet (`written`): served near whatever its generation,
-  /// as Redis would serve it once written. A later store for `who`, or for `key`, replaces it. When full, tickets past
+  /// near copy of subscription `generation` (0: a fallback copy only), and with a non-zero `unwritten` token as a
+  /// copy of this process's own store whose write to Redis has not ended yet (`written`): served near whatever its
+  /// generation, as Redis would serve it once written. A later store for `who`, or for `key`, replaces it. When full, tickets past
   /// their reuse limit at `now` make room; if none is, the ticket with the least reuse time left goes (of several with
   /// as little, the earliest stored), or this one is not kept if it has less than all.
   void store(std::string key, ticket_identity who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
-             std::uint64_t generation = 0, bool unwritten = false);
-  /// The write of the ticket kept under `key` has ended (written or fallen back): from now on it is served near
-  /// only under its generation.
-  void written(std::string_view key);
+             std::uint64_t generation = 0, std::uint64_t unwritten = 0);
+  /// The write of the store with token `unwritten` of the ticket kept under `key` has ended (written, fallen back
+  /// or dropped): if the copy kept is still that store's, it is served near only under its generation from now on.
+  /// A copy of a later store of the key keeps its own mark.
+  void written(std::string_view key, std::uint64_t unwritten);
   /// Drops the ticket kept under the Redis key `key`, if any.
   void erase(std::string_view key);
   /// Drops the ticket kept for exactly `who`, if any.
@@ -110,7 +111,7 @@ private:
     local_ticket value;
     expiry_index::iterator expiry; ///< this entry's place in `by_expiry_` (its key is the reuse limit)
     std::uint64_t generation = 0;  ///< the subscription it was kept under; 0 when none was live
-    bool unwritten = false;        ///< this process's own store, its write to Redis not ended yet
+    std::uint64_t unwritten = 0;   ///< this process's own store's token while its write has not ended; 0 after
   };
   using entry_map = std::unordered_map<hashed_identity, entry, key_hash, key_equal>;
 

@@ -3,11 +3,14 @@
 #include <chrono>
 #include <utility>
 
+#include <asio/cancellation_type.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
+#include "wandura/error.hpp"
 #include "wandura/fleet/key_layout.hpp"
 
 namespace wandura::detail {
@@ -55,7 +58,7 @@ asio::awaitable<std::vector<std::optional<ticket>>> find_on_strand(std::shared_p
 
 asio::awaitable<void> erase_on_strand(std::shared_ptr<fleet_state> state, ticket_key key) {
   auto who = identity_of(std::move(key));
-  state->drop_staged(fleet_keys::ticket(state->options.org, who));
+  state->drop_staged(fleet_keys::ticket(state->options.org, who)); // its local copy with it, under the writes' lock
   auto erase = state->tickets.erase(std::move(who));
   co_await std::move(erase);
   state->publish();
@@ -143,16 +146,20 @@ bool redis_ticket_store::try_insert_many(std::vector<std::pair<ticket_key, ticke
   for (auto& [key, value] : tickets) {
     entries.emplace_back(identity_of(std::move(key)), stored_ticket{state_->options.process_id, std::move(value)});
   }
-  prepared_stores stores;
-  ticket_cache_access::prepare(state_->tickets, std::move(entries), system_clock::now(), stores);
-  fleet_state::write_behind(state_, std::move(stores));
+  fleet_state::store_behind(state_, std::move(entries), system_clock::now());
   return true;
 }
 
 asio::awaitable<void> redis_ticket_store::insert_many(std::vector<std::pair<ticket_key, ticket>> tickets) {
   (void)try_insert_many(tickets);
   auto flushed = fleet_state::flush(state_); // named: GCC 12 and co_await temporaries
-  co_await asio::co_spawn(state_->strand, std::move(flushed), asio::use_awaitable);
+  if (auto const ec = co_await std::move(flushed)) {
+    auto const state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      throw error(ec, "ticket store: insert cancelled");
+    }
+    // The fleet object went while the write was pending: the tickets are kept locally, and written still.
+  }
 }
 
 asio::awaitable<void> redis_ticket_store::erase(ticket_key key) {

@@ -124,7 +124,7 @@ struct shared_ticket_cache::impl {
   /// Keeps `ticket` of `who` (Redis key `key`) locally until its reuse limit, as a near copy of generation
   /// `kept_as` (0: a fallback copy only). Any thread.
   void keep_local(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
-                  std::uint64_t kept_as, bool unwritten = false) {
+                  std::uint64_t kept_as, std::uint64_t unwritten = 0) {
     auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
     std::lock_guard lock(local_mutex);
     local.store(std::move(key), std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
@@ -214,6 +214,11 @@ struct shared_ticket_cache::impl {
   void prepare(std::vector<std::pair<ticket_identity, detail::local_ticket>> tickets, system_clock::time_point now,
                detail::prepared_stores& into) {
     auto const kept_as = near_generation();
+    // This store's token: its copies are served near until its write ends, and only its write's end clears them.
+    // None with the near cache off (every lookup asks Redis) or once the writes stopped (never written now).
+    std::uint64_t const token = options.near_cache && !writes_stopped.load(std::memory_order_acquire)
+                                    ? next_token.fetch_add(1, std::memory_order_relaxed)
+                                    : 0;
     for (auto& [who, ticket] : tickets) {
       // Saturated, and compared before subtracting: `time_point::min() - now` would overflow.
       auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
@@ -225,8 +230,19 @@ struct shared_ticket_cache::impl {
       into.keys.push_back(fleet_keys::ticket(org, who));
       into.args.push_back(detail::encode_envelope(who, ticket.cached));
       into.args.push_back(std::to_string(px));
-      // Unwritten: served near until its write ends, unless the near cache is off (every lookup asks Redis).
-      keep_local(into.keys.back(), std::move(who), std::move(ticket), now, kept_as, options.near_cache);
+      into.tokens.push_back(token);
+      keep_local(into.keys.back(), std::move(who), std::move(ticket), now, kept_as, token); // `who` not used again
+    }
+  }
+
+  /// The copies `stores` kept are no longer waiting for a write (it ended, or will never happen): from now on they
+  /// are served near only under their generation. Copies of later stores of the same keys keep their marks.
+  void end_unwritten(detail::prepared_stores const& stores) {
+    std::lock_guard lock(local_mutex);
+    for (std::size_t i = 0; i < stores.keys.size(); ++i) {
+      if (stores.tokens[i] != 0) {
+        local.written(stores.keys[i], stores.tokens[i]);
+      }
     }
   }
 
@@ -237,18 +253,13 @@ struct shared_ticket_cache::impl {
     }
     subscribe(); // the local copies just kept are served near once it is live
     // Written or not (fallen back, cancelled), the copies are served near only under their generation from now on.
-    struct mark_written {
+    struct ends_unwritten {
       impl& self;
       detail::prepared_stores const& stores;
-      mark_written(impl& s, detail::prepared_stores const& p) : self(s), stores(p) {}
-      mark_written(mark_written const&) = delete;
-      mark_written& operator=(mark_written const&) = delete;
-      ~mark_written() {
-        std::lock_guard lock(self.local_mutex);
-        for (auto const& key : stores.keys) {
-          self.local.written(key);
-        }
-      }
+      ends_unwritten(impl& s, detail::prepared_stores const& p) : self(s), stores(p) {}
+      ends_unwritten(ends_unwritten const&) = delete;
+      ends_unwritten& operator=(ends_unwritten const&) = delete;
+      ~ends_unwritten() { self.end_unwritten(stores); }
     } const ended{*this, stores};
     std::vector<std::string_view> const key_views(stores.keys.begin(), stores.keys.end());
     std::vector<std::string_view> const arg_views(stores.args.begin(), stores.args.end());
@@ -278,6 +289,8 @@ struct shared_ticket_cache::impl {
   std::atomic<std::uint64_t> erasures_heard{0}; ///< counted on the executor, read from any thread
   bool subscribed = false;                      ///< the erase channel's subscription is confirmed and its connection up
   std::uint64_t generation = 0;                 ///< bumped whenever the subscription begins or ends
+  std::atomic<std::uint64_t> next_token{1};     ///< the next store's token (`prepare`)
+  std::atomic<bool> writes_stopped{false};      ///< the cache was shut down: no store is written any more
   /// Stopped first when the cache goes: its handlers never run after that.
   std::shared_ptr<detail::redis_subscriber> subscriber;
 };
@@ -483,8 +496,17 @@ asio::awaitable<void> ticket_cache_access::write(shared_ticket_cache& cache, pre
   co_await std::move(write);
 }
 
+void ticket_cache_access::end_unwritten(shared_ticket_cache& cache, prepared_stores const& stores) {
+  cache.impl_->end_unwritten(stores);
+}
+
+void ticket_cache_access::forget(shared_ticket_cache& cache, std::string_view key) {
+  cache.impl_->forget(key);
+}
+
 void ticket_cache_access::shut_down(shared_ticket_cache& cache) {
   auto& self = *cache.impl_;
+  self.writes_stopped.store(true, std::memory_order_release);
   if (self.subscriber) {
     self.subscriber->stop();
   }

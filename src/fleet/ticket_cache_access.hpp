@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,10 +20,12 @@
 
 namespace wandura::detail {
 
-/// Tickets ready for one store script: each one's Redis key, and its envelope and PX (two arguments each).
+/// Tickets ready for one store script: each one's Redis key, its envelope and PX (two arguments each), and the
+/// token of the store that kept its local copy (0: none waits for the write).
 struct prepared_stores {
   std::vector<std::string> keys;
   std::vector<std::string> args;
+  std::vector<std::uint64_t> tokens;
 };
 
 /// A near hit as the ticket store serves it.
@@ -65,8 +68,15 @@ struct ticket_cache_access {
   /// back as `put_many` falls back. On the client's executor. Same cancellation as `put_many`.
   [[nodiscard]] static asio::awaitable<void> write(shared_ticket_cache& cache, prepared_stores stores);
 
+  /// The local copies of `stores` wait for no write any more (it was dropped): served near only under their
+  /// generation from now on. Any thread.
+  static void end_unwritten(shared_ticket_cache& cache, prepared_stores const& stores);
+  /// Drops the local copy kept under the Redis key `key`, if any. Any thread.
+  static void forget(shared_ticket_cache& cache, std::string_view key);
+
   /// Ends the erase subscription for good (none is opened again once the cache's client is closed); the copies
-  /// kept locally are served from then on as fallback copies, not near ones. On the client's executor.
+  /// kept locally are served from then on as fallback copies, not near ones, and later stores are kept locally
+  /// only (their copies wait for no write). On the client's executor.
   static void shut_down(shared_ticket_cache& cache);
 };
 

@@ -110,9 +110,10 @@ public:
   /// Takes at most about one `redis.command_timeout` per 128 tickets waiting, plus the one in flight.
   /// @par Thread safety
   /// Any thread, any executor; completes on the awaiting coroutine's executor.
+  /// @throws wandura::error with `operation_aborted` when cancelled, or when this fleet object is destroyed first
+  ///         (a flush does not keep the fleet's state alive: one awaited on another io_context ends there).
   /// @par Cancellation
-  /// Through the awaiting coroutine's cancellation slot: throws `wandura::error` with `operation_aborted`; the
-  /// writes go on.
+  /// Through the awaiting coroutine's cancellation slot: throws `operation_aborted` at once; the writes go on.
   [[nodiscard]] asio::awaitable<void> flush();
 
   /// Ends the fleet's use of Redis for good, so that `io_context::run()` can return: stops the erase subscription

@@ -27,6 +27,7 @@
 #include "fleet_test_support.hpp"
 #include "wandura/emulator/emulator.hpp"
 #include "wandura/error.hpp"
+#include "wandura/fleet/key_layout.hpp"
 #include "wandura/playback/client.hpp"
 #include "wandura/playback/ticket_store.hpp"
 
@@ -51,13 +52,14 @@ struct process {
   std::thread thread;
 
   process(std::string const& redis_url, std::string const& base_url, std::string name,
-          wandura::client_options options = {}, std::chrono::milliseconds command_timeout = 500ms) {
+          wandura::client_options options = {}, std::chrono::milliseconds command_timeout = 500ms,
+          std::chrono::milliseconds probe_interval = 200ms) {
     wandura::fleet_options fo;
     fo.redis.url = redis_url;
     fo.redis.command_timeout = command_timeout;
     fo.org = "acme";
     fo.process_id = std::move(name);
-    fo.fallback.probe_interval = 200ms;
+    fo.fallback.probe_interval = probe_interval;
     fo.fallback.log = [this](std::string_view line) {
       std::lock_guard lock(lines_mutex);
       lines.emplace_back(line);
@@ -227,6 +229,33 @@ std::vector<std::pair<wandura::ticket_key, wandura::ticket>> fresh_tickets(int f
         std::move(t));
   }
   return out;
+}
+
+/// The ticket id `p`'s store answers at once (`try_find`) for viewer `i` of `fresh_tickets`, or "(declined)".
+std::string at_once(process& p, int i) {
+  std::vector<wandura::ticket_key> const keys{fresh_tickets(i, 1).front().first};
+  auto const got = p.tickets->try_find(keys);
+  return got && got->at(0) ? got->at(0)->ticket_id : std::string("(declined)");
+}
+
+/// What Redis holds under viewer `i`'s ticket key (of `fresh_tickets`), or "" for nothing.
+std::string redis_value(std::string const& url, int i) {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 2s});
+  auto const k = fresh_tickets(i, 1).front().first;
+  wandura::ticket_identity const who{k.viewer_ref, k.union_info, k.film_ref, k.episode_no, "play"};
+  auto const reply = test_support::raw(io, client, {"GET", wandura::fleet_keys::ticket("acme", who)});
+  return reply.is_nil() ? std::string() : reply.text;
+}
+
+/// Erases viewer `i`'s ticket (of `fresh_tickets`) through `p`'s store, from `p`'s thread, and waits for it.
+void erase_on(process& p, int i) {
+  REQUIRE(p.wait_for([](std::shared_ptr<wandura::ticket_store> store, int viewer) -> asio::awaitable<bool> {
+    auto key = fresh_tickets(viewer, 1).front().first;
+    auto erase = store->erase(std::move(key)); // named: GCC 12 and co_await temporaries
+    co_await std::move(erase);
+    co_return true;
+  }(p.tickets, i)));
 }
 
 /// How many of the `n` viewers from `first_viewer` on `process` finds a ticket for, with the ticket id it was stored
@@ -502,6 +531,203 @@ TEST_CASE("fleet client: flush waits at most for Redis's timeout, is cancelled o
   CHECK(found_of(a, 10, 2) == 2);
 }
 
+TEST_CASE("fleet client: an erase of a ticket the store served while it was handed over is never overtaken by "
+          "its write") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a");
+  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  a.flush();
+  // The process's thread watches for the first ticket of a large batch handed over from the test's thread, and
+  // erases it as soon as the store serves it (as after a player reported it rejected). Keeping a batch locally
+  // and staging it for the writer is one step: the erase finds it staged, never kept but not yet staged.
+  int erased_rounds = 0;
+  for (int round = 0; round < 5; ++round) {
+    int const first = 10'000 * (round + 1);
+    std::atomic<int> outcome{0}; // 1 erased, 2 never served
+    std::atomic<bool> watching{false};
+    asio::co_spawn(
+        a.io,
+        [](std::shared_ptr<wandura::ticket_store> store, int viewer, std::atomic<int>& out,
+           std::atomic<bool>& started) -> asio::awaitable<void> {
+          std::vector<wandura::ticket_key> const keys{fresh_tickets(viewer, 1).front().first};
+          started = true;
+          for (int spin = 0; spin < 2'000'000; ++spin) {
+            auto const got = store->try_find(keys);
+            if (got && got->at(0)) {
+              auto key = keys.front();
+              auto erase = store->erase(std::move(key)); // named: GCC 12 and co_await temporaries
+              co_await std::move(erase);
+              out = 1;
+              co_return;
+            }
+          }
+          out = 2;
+        }(a.tickets, first, outcome, watching),
+        asio::detached);
+    REQUIRE(test_support::wait_until([&] { return watching.load(); }));
+    auto batch = fresh_tickets(first, 128);
+    REQUIRE(a.tickets->try_insert_many(batch));
+    REQUIRE(test_support::wait_until([&] { return outcome != 0; }, 20s));
+    if (outcome != 1) {
+      continue;
+    }
+    ++erased_rounds;
+    a.flush();
+    CHECK(redis_value(redis->url(), first).empty()); // not brought back by its write
+    CHECK(at_once(a, first) == "(declined)");
+    CHECK(found_of(a, first, 1) == 0);
+    CHECK(found_of(a, first + 1, 127) == 127); // the rest of the batch written
+  }
+  CHECK(erased_rounds > 0);
+}
+
+TEST_CASE("fleet client: flush waits for the stores handed over before it, in order, whatever is erased after") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  // Redis paused throughout; a probe interval of 0, so that each write is sent and waits its own timeout (1 s),
+  // and fails: a fallback each.
+  process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms, 0ms);
+  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  a.flush();
+  redis->pause();
+  auto const fallbacks = a.shared->stats().tickets.fallbacks;
+  auto first = fresh_tickets(0, 1);
+  REQUIRE(a.tickets->try_insert_many(first)); // write 1 goes out and waits
+  std::this_thread::sleep_for(50ms);
+  auto second = fresh_tickets(1, 1);
+  REQUIRE(a.tickets->try_insert_many(second)); // staged behind write 1: write 2
+  std::atomic<int> flushed{0};
+  std::atomic<long long> flush_took{0};
+  auto const flush_started = std::chrono::steady_clock::now();
+  asio::co_spawn(
+      a.io,
+      [](wandura::fleet& f) -> asio::awaitable<void> {
+        auto flush = f.flush(); // named: GCC 12 and co_await temporaries
+        co_await std::move(flush);
+      }(*a.shared),
+      [&](std::exception_ptr e) {
+        flush_took = test_support::elapsed_ms(flush_started);
+        flushed = e ? 2 : 1;
+      });
+  std::this_thread::sleep_for(50ms); // the flush begins on the process's idle thread
+  // Handed over after the flush began, twice, then erased: dropped, and never counted for the flush.
+  auto later = fresh_tickets(2, 1);
+  auto later_again = fresh_tickets(2, 1);
+  REQUIRE(a.tickets->try_insert_many(later));
+  REQUIRE(a.tickets->try_insert_many(later_again));
+  erase_on(a, 2); // waits for its DEL: past the two writes' timeouts, or at once locally
+  REQUIRE(test_support::wait_until([&] { return flushed != 0; }, 10s));
+  CHECK(flushed == 1);
+  // Write 2 ended before the flush did: it began when write 1 ended (1 s) and waited its own 1 s.
+  CHECK(flush_took >= 1500);
+  CHECK(a.shared->stats().tickets.fallbacks >= fallbacks + 2);
+  redis->resume();
+}
+
+TEST_CASE("fleet client: a later store of a key is served near until its own write ends, not only the first's") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  // No subscription yet (nothing kept before): only the stores' own marks make their copies near.
+  process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms, 0ms);
+  redis->pause();
+  auto first = fresh_tickets(0, 1);
+  first.front().second.ticket_id = "first";
+  REQUIRE(a.tickets->try_insert_many(first)); // write 1, waiting for the paused Redis
+  std::this_thread::sleep_for(50ms);
+  auto second = fresh_tickets(0, 2);
+  second.front().second.ticket_id = "second";
+  REQUIRE(a.tickets->try_insert_many(second)); // the same key again, and another: write 2, behind write 1
+  CHECK(at_once(a, 0) == "second");
+  REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.fallbacks >= 1; }, 5s)); // write 1 over
+  CHECK(at_once(a, 0) == "second"); // still being written, by write 2
+  CHECK(at_once(a, 1) == "tkt_1");
+  redis->resume();
+  a.flush();
+}
+
+TEST_CASE("fleet client: after shutdown, stores staged or made then are kept locally and served as fallback copies, "
+          "not near") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms, 0ms);
+  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+  a.flush();
+  redis->pause();
+  auto in_flight = fresh_tickets(0, 1);
+  REQUIRE(a.tickets->try_insert_many(in_flight));
+  std::this_thread::sleep_for(50ms);
+  auto staged = fresh_tickets(1, 1);
+  REQUIRE(a.tickets->try_insert_many(staged));
+  a.shared->shutdown();
+  a.flush();
+  auto after = fresh_tickets(2, 1);
+  REQUIRE(a.tickets->try_insert_many(after));
+  a.flush();
+  auto const near_hits = a.shared->stats().tickets.near_hits;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(at_once(a, i) == "(declined)");
+  }
+  CHECK(a.shared->stats().tickets.near_hits == near_hits);
+  CHECK(found_of(a, 0, 3) == 3); // the fallback copies answer
+  redis->resume();
+}
+
+TEST_CASE("fleet client: a flush awaited on another io_context ends when the fleet is destroyed, without keeping it") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  asio::io_context other;
+  std::atomic<int> ended{0};
+  {
+    process a(redis->url(), emu->base_url(), "process-a", {}, 3000ms);
+    REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
+    a.flush();
+    redis->pause();
+    auto stores = fresh_tickets(0, 2);
+    REQUIRE(a.tickets->try_insert_many(stores)); // its write waits for the paused Redis
+    asio::co_spawn(
+        other,
+        [](wandura::fleet& f) -> asio::awaitable<void> {
+          auto flush = f.flush(); // named: GCC 12 and co_await temporaries
+          co_await std::move(flush);
+        }(*a.shared),
+        [&](std::exception_ptr e) {
+          if (!e) {
+            ended = 1;
+            return;
+          }
+          try {
+            std::rethrow_exception(e);
+          } catch (wandura::error const& failure) {
+            ended = failure.code() == asio::error::operation_aborted ? 2 : 3;
+          } catch (...) {
+            ended = 4;
+          }
+        });
+    other.run_for(100ms);
+    CHECK(ended == 0);
+  } // the process goes: its io_context stopped, the client and the fleet destroyed, then the io_context
+  redis->resume();
+  other.restart();
+  CHECK(test_support::run_returns_within(other, 3000ms));
+  CHECK(ended == 2);
+}
+
 TEST_CASE("fleet client: a ticket one process issued is reused by another, never across devices or viewers") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
@@ -637,7 +863,7 @@ TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state wit
   CHECK(a.play(viewer_a, "phone-1", 3).reused);
   auto const degraded = a.shared->stats();
   CHECK(degraded.fallbacks >= 2);
-  CHECK(degraded.fallbacks == degraded.tickets.fallbacks + degraded.viewers.fallbacks);
+  CHECK(degraded.fallbacks == degraded.tickets.fallbacks + degraded.viewers.fallbacks + degraded.pace.fallbacks);
   CHECK(degraded.tickets.fallbacks >= 1);
   CHECK(degraded.viewers.fallbacks >= 1);
   CHECK(degraded.degraded);

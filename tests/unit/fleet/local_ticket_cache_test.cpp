@@ -125,23 +125,29 @@ TEST_CASE("local ticket cache: a near copy is found only under the generation it
 TEST_CASE("local ticket cache: an unwritten copy is near under any generation until its write ends, then only "
           "under its own") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 0, true);
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 3, true);
+  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 0, 11);
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 3, 12);
   CHECK(cache.find_near(viewer_on("device-7"), t0, 0)->cached.payload == "tkt_7"); // no subscription at all
   CHECK(cache.find_near(viewer_on("device-7"), t0, 5));
   CHECK_FALSE(cache.find_near(viewer_on("device-9"), t0, 0));         // never another device
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0 + 25min, 0)); // nor past its reuse limit
-  cache.written("k7");
-  cache.written("k8");
-  cache.written("k9"); // nothing kept under it: nothing happens
+  cache.written("k7", 99); // another store's write: k7's copy is not that store's
+  CHECK(cache.find_near(viewer_on("device-7"), t0, 0));
+  cache.written("k7", 11);
+  cache.written("k8", 12);
+  cache.written("k9", 13); // nothing kept under it: nothing happens
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 0));
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 5));
   CHECK(cache.find(viewer_on("device-7"), t0)); // still the fallback's
   CHECK(cache.find_near(viewer_on("device-8"), t0, 3));
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 4));
-  // Stored again (read back from Redis, say) before its write ended: as the new store says.
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 0, true);
-  CHECK(cache.find_near(viewer_on("device-8"), t0, 4));
+  // Stored again: as the new store says. A newer store's copy keeps its mark when an older write ends.
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 0, 14);
+  cache.store("k8", viewer_on("device-8"), kept("tkt_8b", t0 + 30min), t0 + 25min, t0, 0, 15);
+  cache.written("k8", 14);
+  CHECK(cache.find_near(viewer_on("device-8"), t0, 4)->cached.payload == "tkt_8b");
+  cache.written("k8", 15);
+  CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 4));
   cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 4);
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 5));
   CHECK(cache.find_near(viewer_on("device-8"), t0, 4));
