@@ -128,6 +128,13 @@ struct process {
     }(*shared)));
   }
 
+  /// One play through the client, its ticket written: the store script is cached in Redis from then on (a write
+  /// is one EVALSHA, no NOSCRIPT and EVAL to reorder what a test counts or pauses).
+  void warm() {
+    REQUIRE(play(viewer_b, "warm-up-device", 1).outcome == item_outcome::granted);
+    flush();
+  }
+
   std::size_t lines_starting(std::string_view prefix) {
     std::lock_guard lock(lines_mutex);
     return test_support::count_starting(lines, prefix);
@@ -408,8 +415,7 @@ TEST_CASE("fleet client: fresh tickets are written behind the calls, those of on
   auto emu = start_emulator();
   process a(redis->url(), emu->base_url(), "process-a");
   process b(redis->url(), emu->base_url(), "process-b");
-  REQUIRE(a.play(viewer_a, "phone-1", 4).outcome == item_outcome::granted);
-  a.flush(); // the store script is cached in Redis from now on: one EVALSHA a write, no NOSCRIPT and EVAL
+  a.warm();
   // Ten calls' stores handed over within one handler of the process's thread, as calls finishing in one turn of
   // its event loop do: taken at once, each, and kept locally at once.
   auto const scripts = command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval");
@@ -488,8 +494,7 @@ TEST_CASE("fleet client: flush waits at most for Redis's timeout, is cancelled o
   }
   auto emu = start_emulator();
   process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms);
-  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
-  a.flush();
+  a.warm();
   redis->pause();
   auto tickets = fresh_tickets(0, 2);
   REQUIRE(a.tickets->try_insert_many(tickets)); // its write waits for the paused Redis
@@ -539,8 +544,7 @@ TEST_CASE("fleet client: an erase of a ticket the store served while it was hand
   }
   auto emu = start_emulator();
   process a(redis->url(), emu->base_url(), "process-a");
-  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
-  a.flush();
+  a.warm();
   // The process's thread watches for the first ticket of a large batch handed over from the test's thread, and
   // erases it as soon as the store serves it (as after a player reported it rejected). Keeping a batch locally
   // and staging it for the writer is one step: the erase finds it staged, never kept but not yet staged.
@@ -594,8 +598,7 @@ TEST_CASE("fleet client: flush waits for the stores handed over before it, in or
   // Redis paused throughout; a probe interval of 0, so that each write is sent and waits its own timeout (1 s),
   // and fails: a fallback each.
   process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms, 0ms);
-  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
-  a.flush();
+  a.warm();
   redis->pause();
   auto const fallbacks = a.shared->stats().tickets.fallbacks;
   auto first = fresh_tickets(0, 1);
@@ -663,8 +666,7 @@ TEST_CASE("fleet client: after shutdown, stores staged or made then are kept loc
   }
   auto emu = start_emulator();
   process a(redis->url(), emu->base_url(), "process-a", {}, 1000ms, 0ms);
-  REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
-  a.flush();
+  a.warm();
   redis->pause();
   auto in_flight = fresh_tickets(0, 1);
   REQUIRE(a.tickets->try_insert_many(in_flight));
@@ -695,8 +697,7 @@ TEST_CASE("fleet client: a flush awaited on another io_context ends when the fle
   std::atomic<int> ended{0};
   {
     process a(redis->url(), emu->base_url(), "process-a", {}, 3000ms);
-    REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
-    a.flush();
+    a.warm();
     redis->pause();
     auto stores = fresh_tickets(0, 2);
     REQUIRE(a.tickets->try_insert_many(stores)); // its write waits for the paused Redis
