@@ -200,7 +200,7 @@ asio::awaitable<void> fleet_state::write(std::shared_ptr<fleet_state> self, prep
   try {
     auto written = ticket_cache_access::write(self->tickets, std::move(stores)); // named: GCC 12 and co_await
     co_await std::move(written);
-  } catch (error const&) { // NOLINT(bugprone-empty-catch): only when the Redis client closed; the copies are local
+  } catch (...) { // NOLINT(bugprone-empty-catch): the client closed (or worse): the copies are local, writes go on
   }
   self->publish();
   std::lock_guard lock(self->writes_mutex_);
