@@ -18,10 +18,9 @@ namespace wandura::detail {
 /// `try_find` answers a batch the near cache holds whole, on the caller's thread; `find` asks the near cache too,
 /// then looks up the keys left on the fleet's strand in one `MGET`. `try_insert_many` keeps a call's fresh tickets
 /// locally and hands them to the fleet's writer, which writes what many calls handed over in one script, behind
-/// them (`fleet_state::write_behind`); `insert_many` and `insert` do the same, then await the writer (`flush`).
-/// Keys without a viewer_ref or
-/// union_info are never looked up or stored. When Redis is slow, down or failing, the cache answers from this
-/// process's local copy within the command timeout (degrade, never block).
+/// them (`fleet_state::store_behind`); `insert_many` and `insert` do the same, then await the writer (`flush`).
+/// Keys without a viewer_ref or union_info are never looked up or stored. When Redis is slow, down or failing, the
+/// cache answers from this process's local copy within the command timeout (degrade, never block).
 ///
 /// @par Thread safety
 /// Any thread, any executor: each operation that needs Redis hops to the fleet's strand and completes back on the
