@@ -39,17 +39,27 @@ two_gates two_gates_for_ten_seconds(bool shared, std::chrono::milliseconds book 
 
 TEST_CASE("shared pace: two gates sharing one pace release at the counter's refill together, not twice it") {
   auto const [alone_a, alone_b, alone_bookings] = two_gates_for_ten_seconds(false);
-  auto const [shared_a, shared_b, bookings] = two_gates_for_ten_seconds(true);
-  CHECK(bookings == 0);
-  INFO("alone: " << alone_a << " + " << alone_b << ", shared: " << shared_a << " + " << shared_b);
+  INFO("alone: " << alone_a << " + " << alone_b);
   // Held 1 s, then 10/s for 9 s: 90, plus the fleet's burst of 5. Each gate alone releases about that much.
   CHECK(alone_a + alone_b >= 180);
-  CHECK(shared_a + shared_b >= 90);
-  CHECK(shared_a + shared_b <= 100);
-  // Neither process starves the other. Who asks first after a refusal is spread at random (seeded per counter), so
-  // the split varies from run to run (50/44 to 67/27 seen in 40 runs): each gets at least a fifth.
-  CHECK(shared_a >= 19);
-  CHECK(shared_b >= 19);
+  // Shared: the two together release what the fleet refills, in every run. Who asks first after a refusal is
+  // spread at random (seeded per counter), so the split varies from run to run: in 2000 runs the smaller share
+  // was 5 to 47 of 94 (median 40; under 19 in 0.7 % of runs), which is why the product books its grants (the next
+  // test). What holds run after run is the split over many: over twelve runs each gate got at least 31 % of the
+  // units in 200,000 resamplings of those 2000 runs; the check is 30 %.
+  std::size_t total_a = 0;
+  std::size_t total_b = 0;
+  for (int run = 0; run < 12; ++run) {
+    auto const [shared_a, shared_b, bookings] = two_gates_for_ten_seconds(true);
+    INFO("run " << run << ", shared: " << shared_a << " + " << shared_b);
+    CHECK(bookings == 0);
+    CHECK(shared_a + shared_b >= 90);
+    CHECK(shared_a + shared_b <= 100);
+    total_a += shared_a;
+    total_b += shared_b;
+  }
+  INFO("over twelve runs: " << total_a << " + " << total_b);
+  CHECK(static_cast<double>(std::min(total_a, total_b)) >= 0.3 * static_cast<double>(total_a + total_b));
 }
 
 TEST_CASE("shared pace: gates that book their grants take turns, each releasing half of the fleet's refill") {
