@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
     return items == 0 ? 0.0 : 100.0 * static_cast<double>(m.cache_hits) / items;
   };
   std::printf("  CPU per call (this process: both clients and the in-process emulator; redis-server apart): redis "
-              "%.1f us, memory %.1f us; %.1f Redis commands per call; items answered from the store: redis %.0f %%, "
+              "%.1f us, memory %.1f us; %.2f Redis commands per call; items answered from the store: redis %.0f %%, "
               "memory %.0f %% (redis: %.0f %% by the near cache); Redis fallbacks %llu\n",
               bench::median(redis_cpu), bench::median(memory_cpu),
               redis_calls == 0 ? 0.0

@@ -52,6 +52,7 @@ fleet_options with_process_id(fleet_options options) {
 ticket_cache_options cache_options(fleet_options const& options) {
   ticket_cache_options out;
   out.fallback = options.fallback;
+  out.known_keys_capacity = options.known_keys_capacity;
   return out;
 }
 
@@ -119,9 +120,13 @@ fleet_stats fleet_state::snapshot() const {
   auto const near_now = tickets.near_hits();
   out.tickets.hits += near_now - out.tickets.near_hits;
   out.tickets.near_hits = near_now;
+  auto const absent_now = tickets.known_absent();
+  out.tickets.misses += absent_now - out.tickets.known_absent;
+  out.tickets.known_absent = absent_now;
   // The erase subscription's counter and state change between publishes too.
   out.tickets.erasures_heard = tickets.erasures_heard();
   out.tickets.near_cache_live = tickets.near_cache_live();
+  ticket_cache_access::known_keys_now(tickets, out.tickets);
   for (auto const& read : pace_stats_) {
     auto const s = read();
     out.pace.admitted += s.admitted;

@@ -7,9 +7,11 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include "known_keys.hpp"
 #include "wandura/error.hpp"
 
-namespace wandura::fleet_keys {
+namespace wandura {
+namespace detail {
 namespace {
 
 void append_field(std::string& out, std::string_view field) {
@@ -18,6 +20,48 @@ void append_field(std::string& out, std::string_view field) {
   out += ':';
   out += field;
 }
+
+/// SHA-256 over the length-prefixed fields of an identity: what a ticket key's hex is made of.
+std::array<unsigned char, SHA256_DIGEST_LENGTH> ticket_digest(std::string_view viewer_ref, std::string_view union_info,
+                                                              std::string_view film_ref, int episode_no,
+                                                              std::string_view intent) {
+  // Sized once: built field by field, the identity grew through several allocations, and this runs for every key
+  // a Redis lookup or store names.
+  std::array<char, 12> episode{}; // any int in decimal
+  auto const episode_end = std::to_chars(episode.data(), episode.data() + episode.size(), episode_no).ptr;
+  std::string identity;
+  identity.reserve(viewer_ref.size() + union_info.size() + film_ref.size() + intent.size() + 64);
+  append_field(identity, viewer_ref);
+  append_field(identity, union_info);
+  append_field(identity, film_ref);
+  append_field(identity, std::string_view(episode.data(), static_cast<std::size_t>(episode_end - episode.data())));
+  append_field(identity, intent);
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  // Fetched once: OpenSSL 3's one-shot SHA256() fetches the algorithm, under a lock, on every call (that was 12 %
+  // of a Redis-backed playback benchmark's instructions, three keys per call).
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  if (md == nullptr || EVP_Digest(identity.data(), identity.size(), digest.data(), nullptr, md, nullptr) != 1) {
+    SHA256(reinterpret_cast<unsigned char const*>(identity.data()), identity.size(), digest.data());
+  }
+  return digest;
+}
+
+} // namespace
+
+ticket_key_id ticket_key_id_for(std::string_view viewer_ref, std::string_view union_info, std::string_view film_ref,
+                                int episode_no, std::string_view intent) {
+  auto const digest = ticket_digest(viewer_ref, union_info, film_ref, episode_no, intent);
+  ticket_key_id id = 0;
+  for (std::size_t i = 0; i < sizeof(ticket_key_id); ++i) {
+    id = (id << 8U) | digest[i];
+  }
+  return id;
+}
+
+} // namespace detail
+
+namespace fleet_keys {
+namespace {
 
 /// The key prefix of `kind` in `org`'s hash tag, with room for `rest` more characters.
 std::string prefix(std::string_view org, std::string_view kind, std::size_t rest = 0) {
@@ -52,22 +96,7 @@ void check_org(std::string_view org) {
 }
 
 std::string ticket(std::string_view org, ticket_identity const& who) {
-  // Sized once: built field by field, the identity and the key each grew through several allocations, and this
-  // runs for every key a Redis lookup or store names.
-  std::string identity;
-  identity.reserve(who.viewer_ref.size() + who.union_info.size() + who.film_ref.size() + who.intent.size() + 64);
-  append_field(identity, who.viewer_ref);
-  append_field(identity, who.union_info);
-  append_field(identity, who.film_ref);
-  append_field(identity, std::to_string(who.episode_no));
-  append_field(identity, who.intent);
-  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-  // Fetched once: OpenSSL 3's one-shot SHA256() fetches the algorithm, under a lock, on every call (that was 12 %
-  // of a Redis-backed playback benchmark's instructions, three keys per call).
-  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  if (md == nullptr || EVP_Digest(identity.data(), identity.size(), digest.data(), nullptr, md, nullptr) != 1) {
-    SHA256(reinterpret_cast<unsigned char const*>(identity.data()), identity.size(), digest.data());
-  }
+  auto const digest = detail::ticket_digest(who.viewer_ref, who.union_info, who.film_ref, who.episode_no, who.intent);
   std::string key = prefix(org, "ticket", 32);
   constexpr std::string_view hex = "0123456789abcdef";
   for (std::size_t i = 0; i < 16; ++i) {
@@ -102,4 +131,5 @@ std::string pace(std::string_view org, std::string_view counter) {
   return prefix(org, "pace") += counter;
 }
 
-} // namespace wandura::fleet_keys
+} // namespace fleet_keys
+} // namespace wandura

@@ -15,17 +15,36 @@ namespace wandura::detail::lua {
   "  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, math.ceil(ms)) end\n"                             \
   "end\n"
 
-/// KEYS: ticket keys (one slot: the organisation's hash tag); ARGV: envelope and px of each, in order. Stores each
-/// unless its stored ticket lives at least as long: two processes that issued tickets for the same identity keep
-/// the longer-lived one. Returns how many were stored.
-inline constexpr std::string_view ticket_put = "local stored = 0\n"
+/// KEYS: ticket keys (one slot: the organisation's hash tag); ARGV: envelope and px of each, in order, then the
+/// erase channel. Stores each unless its stored ticket lives at least as long: two processes that issued tickets
+/// for the same identity keep the longer-lived one. Then publishes what it stored on the channel, in one message:
+/// `+` and a line `<key> <px>` per ticket (the fleet's replica of which keys exist, src/fleet/known_keys.hpp).
+/// Returns how many were stored.
+inline constexpr std::string_view ticket_put = "local stored = {'+'}\n"
                                                "for i = 1, #KEYS do\n"
                                                "  if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[2 * i]) then\n"
                                                "    redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'PX', ARGV[2 * i])\n"
-                                               "    stored = stored + 1\n"
+                                               "    stored[#stored + 1] = KEYS[i] .. ' ' .. ARGV[2 * i] .. '\\n'\n"
                                                "  end\n"
                                                "end\n"
-                                               "return stored\n";
+                                               "local channel = ARGV[2 * #KEYS + 1]\n"
+                                               "if #stored > 1 and channel then\n"
+                                               "  redis.call('PUBLISH', channel, table.concat(stored))\n"
+                                               "end\n"
+                                               "return #stored - 1\n";
+
+/// ARGV: a `SCAN` cursor, the pattern of the organisation's ticket keys, the page's `COUNT`. One page of the
+/// replica's resync: {next cursor, then each key found and its PTTL (keys without a positive one left out)}.
+/// Read-only; names no key (it reads the keys `SCAN` finds), so it runs on a single Redis, not behind a cluster
+/// proxy (there it fails, and the replica stays incomplete: lookups ask Redis as without it).
+inline constexpr std::string_view ticket_scan =
+    "local page = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])\n"
+    "local out = {page[1]}\n"
+    "for _, key in ipairs(page[2]) do\n"
+    "  local ttl = redis.call('PTTL', key)\n"
+    "  if ttl > 0 then out[#out + 1] = key; out[#out + 1] = ttl end\n"
+    "end\n"
+    "return out\n";
 
 /// KEYS[1] ticket key; ARGV[1] the erase channel. Deletes the ticket and then publishes its key, in one step, so
 /// that a process told of the erase cannot read the ticket again from Redis. Returns 1.

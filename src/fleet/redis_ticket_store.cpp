@@ -69,8 +69,9 @@ asio::awaitable<void> erase_on_strand(std::shared_ptr<fleet_state> state, ticket
 redis_ticket_store::redis_ticket_store(std::shared_ptr<fleet_state> state) noexcept : state_(std::move(state)) {}
 
 std::optional<std::vector<std::optional<ticket>>> redis_ticket_store::try_find(std::span<ticket_key const> keys) {
-  // The near cache answers every key or none here: a batch it answers whole costs no hop to the strand, and a
-  // batch it does not is asked again by `find`, which sends only the keys the near cache lacks to Redis.
+  // Answered here when every key is a near hit or known to be absent from Redis (the fleet's replica of its keys):
+  // such a batch costs no hop to the strand. Any other batch is asked again by `find`, which sends only the keys
+  // the near cache lacks to the strand (and those the replica knows absent no further).
   std::vector<ticket_identity_view> who;
   std::vector<std::size_t> at;
   who.reserve(keys.size());
@@ -87,10 +88,14 @@ std::optional<std::vector<std::optional<ticket>>> redis_ticket_store::try_find(s
   }
   std::vector<std::optional<ticket>> out(keys.size());
   for (std::size_t j = 0; j < at.size(); ++j) {
-    if ((*near)[j].from_another_process) {
+    auto& found = (*near)[j];
+    if (!found) {
+      continue; // known to be absent from Redis
+    }
+    if (found->from_another_process) {
       state_->add_cross_process_reuse();
     }
-    out[at[j]] = std::move((*near)[j].value);
+    out[at[j]] = std::move(found->value);
   }
   return out;
 }

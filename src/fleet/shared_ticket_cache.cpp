@@ -2,15 +2,21 @@
 
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <mutex>
 #include <string_view>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/error.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "fallback_guard.hpp"
+#include "known_keys.hpp"
 #include "local_ticket_cache.hpp"
 #include "lua_scripts.hpp"
 #include "redis_script.hpp"
@@ -42,13 +48,26 @@ bool is_integer(redis_reply const& reply) {
   return reply.type == redis_reply::kind::integer;
 }
 
+/// A positive number of milliseconds in decimal, as a store's message and the resync carry a PX; nothing otherwise.
+std::optional<std::int64_t> positive_ms(std::string_view text) noexcept {
+  std::int64_t ms = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc{} || end != text.data() + text.size() || ms <= 0) {
+    return std::nullopt;
+  }
+  return ms;
+}
+
+/// The most keys one page of the replica's resync reads (`SCAN`'s COUNT: a hint, pages may hold a few more).
+constexpr std::string_view resync_page = "1000";
+
 /// What a lookup answers: any bytes stored (the public API carries any), or only the fleet's ticket store's payloads
 /// (for the store, other bytes under its key are refused, as corrupt ones are).
 enum class payloads { any, ticket_store };
 
 } // namespace
 
-struct shared_ticket_cache::impl {
+struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   impl(impl const&) = delete;
   impl& operator=(impl const&) = delete;
   ~impl() {
@@ -58,8 +77,13 @@ struct shared_ticket_cache::impl {
   }
   impl(redis_client& r, std::string o, ticket_cache_options opts)
       : redis(r), org(std::move(o)), erase_channel(fleet_keys::ticket_erasures(org)), options(std::move(opts)),
-        local(options.local_capacity), guard("ticket_cache", r.server_name(), options.fallback),
-        put_script(detail::lua::ticket_put), erase_script(detail::lua::ticket_erase) {}
+        local(options.local_capacity), known(options.near_cache ? options.known_keys_capacity : 0),
+        guard("ticket_cache", r.server_name(), options.fallback), put_script(detail::lua::ticket_put),
+        erase_script(detail::lua::ticket_erase), scan_script(detail::lua::ticket_scan) {
+    ticket_prefix = fleet_keys::ticket(org, ticket_identity{"v", "d", "", 0, ""});
+    ticket_prefix.resize(ticket_prefix.size() - 32); // `wandura:{org}:ticket:`, without the hash's hex
+    scan_pattern = ticket_prefix + '*';
+  }
 
   // The stored bytes as a reusable ticket for `who` at `now`, or nothing (counted as rejected if bytes were there).
   std::optional<cached_ticket> accept(redis_reply const& reply, ticket_identity const& who,
@@ -100,24 +124,31 @@ struct shared_ticket_cache::impl {
     if (!options.near_cache || subscriber || redis.closed()) {
       return;
     }
-    subscriber =
-        std::make_shared<detail::redis_subscriber>(redis.get_executor(), detail::options_of(redis), erase_channel,
-                                                   detail::redis_subscriber::handlers{
-                                                       .on_message =
-                                                           [this](std::string_view key) {
-                                                             forget(key);
-                                                             erasures_heard.fetch_add(1, std::memory_order_relaxed);
-                                                           },
-                                                       .on_state =
-                                                           [this](bool live) {
-                                                             // Either way, copies kept so far are not served near
-                                                             // again: erases may have been missed before the
-                                                             // subscription began.
-                                                             std::lock_guard lock(local_mutex);
-                                                             subscribed = live;
-                                                             ++generation;
-                                                           },
-                                                   });
+    subscriber = std::make_shared<detail::redis_subscriber>(
+        redis.get_executor(), detail::options_of(redis), erase_channel,
+        detail::redis_subscriber::handlers{
+            .on_message = [this](std::string_view message) { hear(message); },
+            .on_state =
+                [this](bool live) {
+                  {
+                    // Either way, copies kept so far are not served near again: erases may have been
+                    // missed before the subscription began; and the keys known are read again, stores may
+                    // have been missed too.
+                    std::lock_guard lock(local_mutex);
+                    subscribed = live;
+                    ++generation;
+                    if (live) {
+                      known.begin(generation);
+                    } else {
+                      known.lose();
+                    }
+                  }
+                  if (live) { // read at once, not after an earlier failure's backoff
+                    resync_timer.cancel();
+                  }
+                  resync_if_wanted();
+                },
+        });
     subscriber->start();
   }
 
@@ -142,30 +173,182 @@ struct shared_ticket_cache::impl {
     local.erase(key);
   }
 
+  /// A message on the erase channel: an erased ticket's key, or a store script's `+` and `<key> <px>` lines. On
+  /// the executor.
+  void hear(std::string_view message) {
+    if (!message.starts_with('+')) {
+      {
+        std::lock_guard lock(local_mutex);
+        local.erase(message);
+        if (auto const id = detail::ticket_key_id_of(message, ticket_prefix)) {
+          known.remove(*id);
+        }
+      }
+      erasures_heard.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    auto const now = steady_clock::now();
+    {
+      std::lock_guard lock(local_mutex);
+      bool readable = true;
+      for (auto rest = message.substr(1); !rest.empty();) {
+        auto const end = rest.find('\n');
+        auto const line = rest.substr(0, end);
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+        auto const space = line.find(' ');
+        auto const id = detail::ticket_key_id_of(line.substr(0, space), ticket_prefix);
+        auto const px = space == std::string_view::npos ? std::nullopt : positive_ms(line.substr(space + 1));
+        if (!id || !px) {
+          readable = false; // not one of ours: what it stood for is unknown
+          continue;
+        }
+        known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(*px)));
+      }
+      if (!readable) {
+        known.lose_track();
+      }
+    }
+    stores_heard.fetch_add(1, std::memory_order_relaxed);
+    resync_if_wanted(); // after an overflow, or a message that could not be read
+  }
+
+  /// True when the key `id` is known to be absent from Redis (known.hpp). With `local_mutex` held.
+  [[nodiscard]] bool known_absent_locked(detail::ticket_key_id id) const {
+    return known.absent(id, steady_clock::now());
+  }
+
+  /// Starts the replica's resync unless it runs: when a subscription began, or the replica lost track. On the
+  /// executor.
+  void resync_if_wanted() {
+    {
+      std::lock_guard lock(local_mutex);
+      if (resync_running || !(known.resync_wanted() || known.syncing())) {
+        return;
+      }
+      resync_running = true;
+    }
+    asio::co_spawn(redis.get_executor(), resync(shared_from_this()), asio::detached);
+  }
+
+  /// Reads every ticket key of the organisation and its PTTL, a page a round trip, into the replica, for as long
+  /// as a resync is wanted: after a failure or an overflow, again after a backoff (1 s, doubling, at most 5 min);
+  /// at once for a new subscription. Holds the cache's state until it ends, which the cache's end or `shut_down`
+  /// brings about within one command timeout. On the executor.
+  static asio::awaitable<void> resync(std::shared_ptr<impl> self) {
+    std::chrono::milliseconds backoff{0};
+    for (;;) {
+      std::uint64_t resyncing = 0;
+      {
+        std::lock_guard lock(self->local_mutex);
+        if (self->stopped() || !(self->known.resync_wanted() || self->known.syncing())) {
+          self->resync_running = false;
+          co_return;
+        }
+        if (self->known.resync_wanted()) {
+          self->known.begin(self->known.generation()); // the same subscription: what it lost is read again
+        }
+        resyncing = self->known.generation();
+      }
+      auto pass = self->read_all_keys(resyncing); // named: GCC 12 and co_await temporaries
+      bool const read = co_await std::move(pass);
+      bool done = false;
+      {
+        std::lock_guard lock(self->local_mutex);
+        done = read && self->known.resynced(resyncing);
+        ++(done ? self->resyncs : self->resync_failures);
+        if (!done && self->known.generation() != resyncing) {
+          continue; // a new subscription: read at once
+        }
+      }
+      if (done) {
+        backoff = std::chrono::milliseconds(0);
+        continue; // complete unless it lost track meanwhile
+      }
+      backoff = std::clamp(backoff * 2, std::chrono::milliseconds(1000), std::chrono::milliseconds(300'000));
+      self->resync_timer.expires_after(backoff);
+      auto const [ec] =
+          co_await self->resync_timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable)); // ended: cancelled
+      (void)ec; // whether it expired or was cancelled, the loop's first check decides
+    }
+  }
+
+  /// One pass of the resync of subscription `resyncing`: every page until `SCAN`'s cursor comes back to 0. False
+  /// when a command failed or answered something else, or the subscription changed (the caller reads again).
+  asio::awaitable<bool> read_all_keys(std::uint64_t resyncing) {
+    std::string cursor = "0";
+    do {
+      std::array<std::string_view, 3> const args{cursor, scan_pattern, resync_page};
+      auto page = scan_script.run(redis, {}, args); // named: GCC 12 and co_await temporaries
+      auto [ec, reply] = co_await std::move(page);
+      if (stopped() || ec || reply.type != redis_reply::kind::array || reply.elements.empty() ||
+          reply.elements.size() % 2 != 1 || reply.elements[0].type != redis_reply::kind::string) {
+        co_return false;
+      }
+      auto const now = steady_clock::now();
+      std::lock_guard lock(local_mutex);
+      if (known.generation() != resyncing || !known.syncing()) {
+        co_return false;
+      }
+      for (std::size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
+        auto const& key = reply.elements[i];
+        auto const& ttl = reply.elements[i + 1];
+        auto const id =
+            key.type == redis_reply::kind::string ? detail::ticket_key_id_of(key.text, ticket_prefix) : std::nullopt;
+        if (id && ttl.type == redis_reply::kind::integer && ttl.integer > 0) {
+          known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(ttl.integer)));
+        } // anything else under the pattern is no ticket of the store's: never looked up by its key
+      }
+      cursor = std::move(reply.elements[0].text);
+    } while (cursor != "0");
+    co_return true;
+  }
+
+  /// The cache's end, or the fleet's shutdown: no resync goes on.
+  [[nodiscard]] bool stopped() const noexcept {
+    return cache_gone.load(std::memory_order_acquire) || writes_stopped.load(std::memory_order_acquire);
+  }
+
   /// The tickets of `who` at `now` from Redis (one `MGET`), or from the local copy when Redis is not asked or
   /// fails; what Redis answered is kept locally. Only `wanted` payloads are answered (others are misses, refused
   /// and not kept when read from Redis). Counts hits and misses. The near cache is not asked.
   asio::awaitable<std::vector<std::optional<detail::local_ticket>>>
   look_up(std::vector<ticket_identity> const& who, system_clock::time_point now, payloads wanted) {
     std::vector<std::optional<detail::local_ticket>> found(who.size());
-    if (who.empty()) {
-      co_return found;
-    }
     std::vector<std::string> keys;
     keys.reserve(who.size());
+    std::vector<std::optional<detail::ticket_key_id>> ids;
+    ids.reserve(who.size());
+    // The keys the replica knows are absent are answered so at once; the rest (`asked`, by position) are read.
+    std::vector<std::size_t> asked;
+    asked.reserve(who.size());
+    {
+      std::lock_guard lock(local_mutex);
+      for (std::size_t i = 0; i < who.size(); ++i) {
+        auto const& id = ids.emplace_back(
+            detail::ticket_key_id_of(keys.emplace_back(fleet_keys::ticket(org, who[i])), ticket_prefix));
+        if (!(id && known_absent_locked(*id))) {
+          asked.push_back(i);
+        }
+      }
+    }
+    known_absent.fetch_add(who.size() - asked.size(), std::memory_order_relaxed);
+    if (asked.empty()) {
+      co_return found;
+    }
     std::vector<std::string_view> command;
-    command.reserve(who.size() + 1);
+    command.reserve(asked.size() + 1);
     command.emplace_back("MGET");
-    for (auto const& w : who) {
-      command.emplace_back(keys.emplace_back(fleet_keys::ticket(org, w)));
+    for (auto const i : asked) {
+      command.emplace_back(keys[i]);
     }
     bool answered = false;
     if (guard.ask_redis(steady_clock::now())) {
       auto const generation_asked = near_generation();
       auto const erasures = erasures_heard.load(std::memory_order_relaxed);
+      auto const stores = stores_heard.load(std::memory_order_relaxed);
       auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
       throw_if_cancelled(ec, "lookup");
-      if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != who.size())) {
+      if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != asked.size())) {
         ec = fleet_errc::unexpected_reply; // not one value per key
       }
       if (!ec) {
@@ -176,8 +359,19 @@ struct shared_ticket_cache::impl {
         // subscription that changed meanwhile may have missed one: kept for the fallback only.
         bool const keep_read = erasures == erasures_heard.load(std::memory_order_relaxed);
         auto const keep_as = generation_asked == near_generation() ? generation_asked : 0;
-        for (std::size_t i = 0; i < who.size(); ++i) {
-          if (auto ticket = accept(reply.elements[i], who[i], now)) {
+        // A key read as nil is no longer known (it expired, or something else deleted it), unless a store was heard
+        // meanwhile: it may have stored the key after the read.
+        if (stores == stores_heard.load(std::memory_order_relaxed)) {
+          std::lock_guard lock(local_mutex);
+          for (std::size_t j = 0; j < asked.size(); ++j) {
+            if (reply.elements[j].is_nil() && ids[asked[j]]) {
+              known.remove(*ids[asked[j]]);
+            }
+          }
+        }
+        for (std::size_t j = 0; j < asked.size(); ++j) {
+          auto const i = asked[j];
+          if (auto ticket = accept(reply.elements[j], who[i], now)) {
             found[i] = detail::with_decoded(std::move(*ticket));
             if (wanted == payloads::ticket_store && !found[i]->decoded) {
               ++stats.rejected; // another format under the store's key: never served to it, so not kept either
@@ -194,15 +388,15 @@ struct shared_ticket_cache::impl {
       }
     }
     if (!answered) {
-      for (std::size_t i = 0; i < who.size(); ++i) {
+      for (auto const i : asked) {
         found[i] = fallback_copy(who[i], now);
         if (wanted == payloads::ticket_store && found[i] && !found[i]->decoded) {
           found[i].reset();
         }
       }
     }
-    for (auto const& f : found) { // near hits are counted apart
-      ++(f ? stats.hits : stats.misses);
+    for (auto const i : asked) { // near hits are counted apart, and the known absent above
+      ++(found[i] ? stats.hits : stats.misses);
     }
     co_return found;
   }
@@ -262,9 +456,24 @@ struct shared_ticket_cache::impl {
       ~ends_unwritten() { self.end_unwritten(stores); }
     } const ended{*this, stores};
     std::vector<std::string_view> const key_views(stores.keys.begin(), stores.keys.end());
-    std::vector<std::string_view> const arg_views(stores.args.begin(), stores.args.end());
-    co_await detail::run_or_fall_back(put_script, redis, guard, key_views, arg_views, &is_integer,
-                                      "ticket cache: store");
+    std::vector<std::string_view> arg_views(stores.args.begin(), stores.args.end());
+    arg_views.emplace_back(erase_channel); // where the script announces what it stored
+    auto const written = co_await detail::run_or_fall_back(put_script, redis, guard, key_views, arg_views, &is_integer,
+                                                           "ticket cache: store");
+    if (!written) {
+      co_return;
+    }
+    // Every key is in Redis now, stored by this script or by a longer-lived store: known at once, before the
+    // script's own message comes back on the other connection.
+    auto const now = steady_clock::now();
+    std::lock_guard lock(local_mutex);
+    for (std::size_t i = 0; i < stores.keys.size(); ++i) {
+      auto const id = detail::ticket_key_id_of(stores.keys[i], ticket_prefix);
+      auto const px = positive_ms(stores.args[2 * i + 1]);
+      if (id && px) {
+        known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(*px)));
+      }
+    }
   }
 
   /// Stores each ticket as `put` does: kept locally, then one script for all.
@@ -281,16 +490,28 @@ struct shared_ticket_cache::impl {
   ticket_cache_options options;
   mutable std::mutex local_mutex; ///< guards `local`, `subscribed` and `generation`: near lookups come from any thread
   detail::local_ticket_cache local;
+  /// Which ticket keys exist in Redis (known_keys.hpp); under `local_mutex`, changed on the executor only.
+  detail::known_keys known;
+  std::string ticket_prefix; ///< `wandura:{org}:ticket:`
+  std::string scan_pattern;  ///< `wandura:{org}:ticket:*`
   detail::fallback_guard guard;
   detail::redis_script put_script;
   detail::redis_script erase_script;
-  ticket_cache_stats stats;                     ///< on the executor; `hits` there excludes near hits
+  detail::redis_script scan_script;
+  ticket_cache_stats stats; ///< on the executor; `hits` and `misses` there exclude near hits and known absent
   std::atomic<std::uint64_t> near_hits{0};      ///< counted on any thread
   std::atomic<std::uint64_t> erasures_heard{0}; ///< counted on the executor, read from any thread
   bool subscribed = false;                      ///< the erase channel's subscription is confirmed and its connection up
   std::uint64_t generation = 0;                 ///< bumped whenever the subscription begins or ends
   std::atomic<std::uint64_t> next_token{1};     ///< the next store's token (`prepare`)
   std::atomic<bool> writes_stopped{false};      ///< the cache was shut down: no store is written any more
+  std::atomic<bool> cache_gone{false};          ///< the public object was destroyed: no resync goes on
+  std::atomic<std::uint64_t> known_absent{0};   ///< lookups answered absent by the replica, counted on any thread
+  std::atomic<std::uint64_t> stores_heard{0};   ///< store messages heard (a nil read may race one)
+  bool resync_running = false;                  ///< under `local_mutex`
+  std::uint64_t resyncs = 0;                    ///< under `local_mutex`: resyncs that made the replica complete
+  std::uint64_t resync_failures = 0;            ///< under `local_mutex`: passes that failed or were overtaken
+  asio::steady_timer resync_timer{redis.get_executor()}; ///< the backoff between failed resyncs
   /// Stopped first when the cache goes: its handlers never run after that.
   std::shared_ptr<detail::redis_subscriber> subscriber;
 };
@@ -300,7 +521,16 @@ shared_ticket_cache::shared_ticket_cache(redis_client& redis, std::string_view o
   impl_ = std::make_shared<impl>(redis, std::string(org), std::move(options));
 }
 
-shared_ticket_cache::~shared_ticket_cache() = default;
+shared_ticket_cache::~shared_ticket_cache() {
+  // Operations in flight keep the state; the replica's resync, which nobody awaits, ends at its next step: at once
+  // if it waits out a backoff (the timer is cancelled on the executor, where the resync uses it).
+  impl_->cache_gone.store(true, std::memory_order_release);
+  asio::post(impl_->redis.get_executor(), [weak = std::weak_ptr<impl>(impl_)] {
+    if (auto const self = weak.lock()) {
+      self->resync_timer.cancel();
+    }
+  });
+}
 
 asio::awaitable<std::optional<cached_ticket>> shared_ticket_cache::get(ticket_identity who,
                                                                        system_clock::time_point now) {
@@ -390,6 +620,10 @@ std::uint64_t shared_ticket_cache::near_hits() const noexcept {
   return impl_->near_hits.load(std::memory_order_relaxed);
 }
 
+std::uint64_t shared_ticket_cache::known_absent() const noexcept {
+  return impl_->known_absent.load(std::memory_order_relaxed);
+}
+
 std::uint64_t shared_ticket_cache::erasures_heard() const noexcept {
   return impl_->erasures_heard.load(std::memory_order_relaxed);
 }
@@ -406,6 +640,9 @@ ticket_cache_stats shared_ticket_cache::stats() const noexcept {
   out.hits += out.near_hits;
   out.erasures_heard = erasures_heard();
   out.near_cache_live = near_cache_live();
+  out.known_absent = known_absent();
+  out.misses += out.known_absent;
+  detail::ticket_cache_access::known_keys_now(*this, out);
   return out;
 }
 
@@ -427,36 +664,47 @@ std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache& c
   return near_ticket{found->decoded->value, found->decoded->process_id != process_id};
 }
 
-std::optional<std::vector<near_ticket>> ticket_cache_access::find_near_all(shared_ticket_cache& cache,
-                                                                           std::span<ticket_identity_view const> who,
-                                                                           system_clock::time_point now,
-                                                                           std::string_view process_id) {
+std::optional<std::vector<std::optional<near_ticket>>>
+ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
+                                   system_clock::time_point now, std::string_view process_id) {
   auto& self = *cache.impl_;
   std::lock_guard lock(self.local_mutex);
-  // All or nothing: a miss sends the whole lookup the long way, uncounted here. The copies found are held as
-  // pointers until every key has one (a batch is at most `ticket_batch::max_episodes`; more look up twice).
+  // All or nothing: a key that needs Redis sends the whole lookup the long way, uncounted here. The copies found
+  // are held as pointers until every key is answered (a batch is at most `ticket_batch::max_episodes`; more look
+  // up twice).
   constexpr std::size_t held = ticket_batch::max_episodes;
   std::array<local_ticket const*, held> found{};
+  std::size_t hits = 0;
   for (std::size_t i = 0; i < who.size(); ++i) {
     auto const* copy = self.near_copy(who[i], now);
-    if (copy == nullptr) {
-      return std::nullopt;
-    }
-    if (!copy->decoded) {
+    if (copy != nullptr && !copy->decoded) {
       self.local.erase(who[i]); // another format under a key of ours: the ticket store never serves it
       return std::nullopt;
+    }
+    if (copy == nullptr) {
+      // Absent from Redis, if the replica is complete and lacks the key (hashed only then).
+      bool const absent = self.known.complete() &&
+                          self.known_absent_locked(ticket_key_id_for(
+                              who[i].viewer_ref, who[i].union_info, who[i].film_ref, who[i].episode_no, who[i].intent));
+      if (!absent) {
+        return std::nullopt;
+      }
+    } else {
+      ++hits;
     }
     if (i < held) {
       found[i] = copy;
     }
   }
-  std::vector<near_ticket> out;
-  out.reserve(who.size());
+  std::vector<std::optional<near_ticket>> out(who.size());
   for (std::size_t i = 0; i < who.size(); ++i) {
-    auto const& stored = *(i < held ? found[i] : self.near_copy(who[i], now))->decoded;
-    out.push_back(near_ticket{stored.value, stored.process_id != process_id});
+    auto const* copy = i < held ? found[i] : self.near_copy(who[i], now);
+    if (copy != nullptr) {
+      out[i] = near_ticket{copy->decoded->value, copy->decoded->process_id != process_id};
+    }
   }
-  self.near_hits.fetch_add(who.size(), std::memory_order_relaxed);
+  self.near_hits.fetch_add(hits, std::memory_order_relaxed);
+  self.known_absent.fetch_add(who.size() - hits, std::memory_order_relaxed);
   return out;
 }
 
@@ -500,6 +748,15 @@ void ticket_cache_access::end_unwritten(shared_ticket_cache& cache, prepared_sto
   cache.impl_->end_unwritten(stores);
 }
 
+void ticket_cache_access::known_keys_now(shared_ticket_cache const& cache, ticket_cache_stats& into) {
+  auto const& self = *cache.impl_;
+  std::lock_guard lock(self.local_mutex);
+  into.known_keys = self.known.size();
+  into.known_keys_complete = self.known.complete();
+  into.known_keys_resyncs = self.resyncs;
+  into.known_keys_overflows = self.known.overflows();
+}
+
 void ticket_cache_access::forget(shared_ticket_cache& cache, std::string_view key) {
   cache.impl_->forget(key);
 }
@@ -510,9 +767,11 @@ void ticket_cache_access::shut_down(shared_ticket_cache& cache) {
   if (self.subscriber) {
     self.subscriber->stop();
   }
+  self.resync_timer.cancel();
   std::lock_guard lock(self.local_mutex);
   self.subscribed = false; // no erase is heard any more: the copies kept are the fallback's only
   ++self.generation;
+  self.known.lose();
 }
 
 } // namespace detail

@@ -43,16 +43,17 @@ struct ticket_cache_access {
                                                             std::chrono::system_clock::time_point now,
                                                             std::string_view process_id);
 
-  /// The near copy of each of `who` (in order), as `find_near` decides, but only if every one has one: otherwise
-  /// nothing, and nothing counted (the caller asks again, for all of them). Found: `near_hits` counts each.
-  /// One lock for all. Same rules as `find_near`.
-  [[nodiscard]] static std::optional<std::vector<near_ticket>> find_near_all(shared_ticket_cache& cache,
-                                                                             std::span<ticket_identity_view const> who,
-                                                                             std::chrono::system_clock::time_point now,
-                                                                             std::string_view process_id);
+  /// Each of `who` (in order) answered without a round trip, but only if every one can be: its near copy, as
+  /// `find_near` decides, or nothing when the fleet's replica of which keys exist knows its key is absent from
+  /// Redis (known_keys.hpp). Otherwise nothing at all, and nothing counted (the caller asks again, for all of them).
+  /// Answered: `near_hits` counts each copy, `known_absent` each absent one. One lock for all. Same rules as
+  /// `find_near`.
+  [[nodiscard]] static std::optional<std::vector<std::optional<near_ticket>>>
+  find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
+                std::chrono::system_clock::time_point now, std::string_view process_id);
 
-  /// `get_many` without asking the near cache again (the caller just did): one `MGET` for every one of `who`, or
-  /// the local fallback. A value whose payload is not a ticket store's is a miss (`rejected` too when read from
+  /// `get_many` without asking the near cache again (the caller just did): one `MGET` for every one of `who` the
+  /// replica does not know to be absent, or the local fallback. A value whose payload is not a ticket store's is a miss (`rejected` too when read from
   /// Redis) and is not kept. Same errors and cancellation.
   [[nodiscard]] static asio::awaitable<std::vector<std::optional<stored_ticket>>>
   get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
@@ -71,6 +72,9 @@ struct ticket_cache_access {
   /// The local copies of `stores` wait for no write any more (it was dropped): served near only under their
   /// generation from now on. Any thread.
   static void end_unwritten(shared_ticket_cache& cache, prepared_stores const& stores);
+  /// The replica of keys' fields of `into` (`known_keys`, `known_keys_complete`, `known_keys_resyncs`,
+  /// `known_keys_overflows`) as of now. Any thread.
+  static void known_keys_now(shared_ticket_cache const& cache, ticket_cache_stats& into);
   /// Drops the local copy kept under the Redis key `key`, if any. Any thread.
   static void forget(shared_ticket_cache& cache, std::string_view key);
 

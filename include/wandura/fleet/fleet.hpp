@@ -43,6 +43,10 @@ struct fleet_options {
   std::string process_id;
   /// How each shared part logs and probes while it answers locally.
   fallback_options fallback{};
+  /// The most ticket keys of the organisation this process keeps track of, to answer a lookup of a key no process
+  /// stored without asking Redis: `ticket_cache_options::known_keys_capacity` (about 40 bytes a key; 0: every
+  /// lookup the near cache cannot answer asks Redis).
+  std::size_t known_keys_capacity = ticket_cache_options{}.known_keys_capacity;
 };
 
 /// Counters of one fleet object, summed over its shared parts. A snapshot.
@@ -93,8 +97,8 @@ public:
   void configure(client_options& options) const;
 
   /// The counters of every shared part, as of each part's latest completed operation, and as of now
-  /// `cross_process_reuse` and the ticket cache's `near_hits`, `erasures_heard` and `near_cache_live` (they change
-  /// between operations).
+  /// `cross_process_reuse` and the ticket cache's `near_hits`, `known_absent`, `erasures_heard`,
+  /// `near_cache_live` and `known_keys*` (they change between operations).
   [[nodiscard]] fleet_stats stats() const;
 
   /// Completes once every ticket that a client configured by this fleet stored before the call has been written to

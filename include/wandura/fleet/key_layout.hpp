@@ -50,7 +50,8 @@ namespace fleet_keys {
 void check_org(std::string_view org);
 /// `wandura:{org}:ticket:<hex>` for `who`.
 [[nodiscard]] std::string ticket(std::string_view org, ticket_identity const& who);
-/// `wandura:{org}:ticket-erased`: the Pub/Sub channel on which an erase publishes the erased ticket's key.
+/// `wandura:{org}:ticket-erased`: the Pub/Sub channel on which an erase publishes the erased ticket's key, and a
+/// store script what it stored (`+`, then a line `<key> <px>` per ticket; see `shared_ticket_cache`).
 [[nodiscard]] std::string ticket_erasures(std::string_view org);
 /// `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>` for the limit `rate`, with N and B as the shortest decimal text
 /// that reads back as the same double (`30pm-b30`, `0.5pm-b2`): one bucket per viewer and limit.

@@ -45,6 +45,10 @@ struct ticket_cache_options {
   /// subscription is live and only copies kept since it began (and a ticket this process is storing, until its
   /// script has ended). False: every lookup asks Redis, the local copy serves only as the fallback.
   bool near_cache = true;
+  /// With the near cache on: the most ticket keys of the organisation this process keeps track of (see Keys known
+  /// absent), about 40 bytes each. Past it the replica empties and lookups ask Redis until it is read again (after
+  /// a backoff). 0: not kept; every near miss asks Redis.
+  std::size_t known_keys_capacity = 250'000;
   fallback_options fallback{};
 };
 
@@ -58,6 +62,11 @@ struct ticket_cache_stats {
   std::uint64_t fallbacks = 0;      ///< operations answered from local state because Redis was slow, down or failing
   bool degraded = false;            ///< answering locally right now
   bool near_cache_live = false;     ///< the erase subscription is confirmed: the near cache answers
+  std::uint64_t known_absent = 0;   ///< of `misses`: answered absent by the replica of keys, without a round trip
+  std::size_t known_keys = 0;       ///< ticket keys the replica holds now
+  bool known_keys_complete = false; ///< the replica is complete: a key it lacks is answered absent
+  std::uint64_t known_keys_resyncs = 0;   ///< times the replica was read whole from Redis and became complete
+  std::uint64_t known_keys_overflows = 0; ///< times it outgrew `known_keys_capacity` (and emptied)
 };
 
 /// Reusable tickets keyed by organisation, viewer_ref, union_info, film, episode and intent (key_layout.hpp).
@@ -80,13 +89,29 @@ struct ticket_cache_stats {
 /// it read. A near hit is a lookup by the identity's
 /// fields (no key hashing, no Redis key) under one mutex, and a copy of the ticket.
 ///
+/// @par Keys known absent
+/// A near miss need not ask Redis either: with the near cache on, each process keeps a replica of which ticket
+/// keys of the organisation exist (a 64-bit id and expiry per key, at most `known_keys_capacity`). Every store
+/// script publishes the keys it stored and their `PX` on the erase channel (one message per script: `+`, then a
+/// line `<key> <px>` per ticket); every erase publishes its key; and whenever the subscription (re)starts, the
+/// replica is read whole from Redis (a script of one `SCAN` page and each key's `PTTL` per round trip, 1000 keys a
+/// page) while the messages keep coming. Once that read has ended, a lookup of a key the replica lacks is answered
+/// absent at once (`known_absent`): one network delay after another process stored it, as asking Redis a moment
+/// earlier would have. Keys written by anything but this cache's store script are not announced and are answered
+/// absent until the replica is next read whole. Whenever the replica may be wrong it errs on the side of asking:
+/// with the subscription down, before the read ends, after a message it cannot read (then it is read again), past
+/// its capacity, or where the read fails (behind a cluster proxy that refuses `SCAN`: then, after a backoff of 1 s
+/// doubling to 5 min, it is tried again), every near miss asks Redis as without the replica; a key it holds that
+/// Redis no longer has costs an `MGET` that drops it. A wrong answer can cost a reuse, never serve a ticket to
+/// anyone else: a ticket is only ever served as read, with its identity checked.
+///
 /// @par Degrade, never block
 /// When Redis is slow (command timeout), down or answers errors, the operation answers from a local cache of the
 /// tickets this process stored or read, with the same rule; see `fallback_options`. Stores always go to the local
 /// cache too, so that what this process issued is still reused while Redis is away.
 ///
 /// @par Thread safety
-/// As `redis_client`: use an object from the client's executor only, except `find_near`, `near_hits`,
+/// As `redis_client`: use an object from the client's executor only, except `find_near`, `near_hits`, `known_absent`,
 /// `erasures_heard` and `near_cache_live` (any thread, while the executor runs the cache's operations).
 /// @par Lifetime
 /// The cache may be destroyed while operations it started are in flight: they keep what they use and complete as
@@ -146,6 +171,8 @@ public:
   [[nodiscard]] ticket_cache_stats stats() const noexcept;
   /// `stats().near_hits`, readable from any thread (`find_near` counts there).
   [[nodiscard]] std::uint64_t near_hits() const noexcept;
+  /// `stats().known_absent`, readable from any thread (the fleet's ticket store answers there).
+  [[nodiscard]] std::uint64_t known_absent() const noexcept;
   /// `stats().erasures_heard`, readable from any thread (notifications arrive between operations).
   [[nodiscard]] std::uint64_t erasures_heard() const noexcept;
   /// `stats().near_cache_live`, readable from any thread (the subscription changes state on its own).

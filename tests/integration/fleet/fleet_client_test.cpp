@@ -53,8 +53,12 @@ struct process {
 
   process(std::string const& redis_url, std::string const& base_url, std::string name,
           wandura::client_options options = {}, std::chrono::milliseconds command_timeout = 500ms,
-          std::chrono::milliseconds probe_interval = 200ms) {
+          std::chrono::milliseconds probe_interval = 200ms,
+          std::optional<std::size_t> known_keys_capacity = std::nullopt) {
     wandura::fleet_options fo;
+    if (known_keys_capacity) {
+      fo.known_keys_capacity = *known_keys_capacity;
+    }
     fo.redis.url = redis_url;
     fo.redis.command_timeout = command_timeout;
     fo.org = "acme";
@@ -117,6 +121,19 @@ struct process {
       std::rethrow_exception(failure);
     }
     return std::move(*out);
+  }
+
+  /// The ticket keys this process's replica holds now: before another process stores, for `heard`.
+  std::size_t known_keys() const { return shared->stats().tickets.known_keys; }
+
+  /// Waits until this process has heard of `added` more ticket keys than the `known_before` it held before another
+  /// process stored them (or its replica is not complete, and its lookups ask Redis): a store is announced to the
+  /// fleet one network delay after it was written, and until then a complete replica answers the key absent.
+  void heard(std::size_t known_before, std::size_t added) {
+    REQUIRE(test_support::wait_until([&] {
+      auto const t = shared->stats().tickets;
+      return !t.known_keys_complete || t.known_keys >= known_before + added;
+    }));
   }
 
   /// Waits until the tickets this process's calls stored so far are written to Redis (they are written behind the
@@ -313,6 +330,7 @@ TEST_CASE("fleet client: a ticket this process holds answers its next calls from
   auto const first = a.play(viewer_a, "phone-1", 4);
   REQUIRE(first.outcome == item_outcome::granted);
   REQUIRE(first.ticket);
+  a.flush(); // written: until then its copy is served near whatever the subscription's state
   REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.near_cache_live; })); // a loaded machine
   CHECK(a.play(viewer_a, "phone-1", 4).reused); // stored before the subscription was confirmed: read from Redis
   auto const commands = a.shared->stats().redis.commands;
@@ -355,19 +373,31 @@ TEST_CASE("fleet client: a near hit of another process's ticket is the whole tic
   CHECK(b.api->stats().metrics.cache_hits == 3);
 
   // A batch the near cache answers in part: the rest in one MGET, the near item not asked again nor counted twice.
+  // Its prefetches were issued by a (b hears of their store, so it does not take them for absent).
   wandura::viewer who{viewer_a, "phone-1", "kek"};
+  REQUIRE(a.wait_for(a.api->start_episode(who, "the-heiress-returns", 4, 6)).prefetch.size() == 2);
+  a.flush();
+  REQUIRE(test_support::wait_until([&] { return b.shared->stats().tickets.known_keys_complete; }));
+  REQUIRE(test_support::wait_until([&] { return b.shared->stats().tickets.known_keys == 3; }));
+  auto const mgets_before_batch = mget_calls(redis->url()); // a's lookup of its prefetches may have asked
   auto const batch = b.wait_for(b.api->start_episode(who, "the-heiress-returns", 4, 6));
   CHECK(batch.play.reused);
-  CHECK(batch.prefetch.size() == 2);
-  CHECK(mget_calls(redis->url()) == mgets + 1); // the two prefetches in one MGET
+  REQUIRE(batch.prefetch.size() == 2);
+  CHECK(batch.prefetch[0].reused);
+  CHECK(batch.prefetch[1].reused);
+  CHECK(mget_calls(redis->url()) == mgets_before_batch + 1); // the two prefetches in one MGET
   CHECK(b.shared->stats().tickets.near_hits == 2);
-  CHECK(b.shared->stats().cross_process_reuse == 4);
+  CHECK(b.shared->stats().cross_process_reuse == 6);
 
-  // Never another device or viewer: fresh tickets, no near hit.
+  // Never another device or viewer: fresh tickets, no near hit, and no process stored them: known absent, asked
+  // of no one but the server.
+  auto const absent = b.shared->stats().tickets.known_absent;
   CHECK_FALSE(b.play(viewer_a, "tv-1", 4).reused);
   CHECK_FALSE(b.play(viewer_b, "phone-1", 4).reused);
   CHECK(b.shared->stats().tickets.near_hits == 2);
-  CHECK(b.shared->stats().cross_process_reuse == 4);
+  CHECK(b.shared->stats().cross_process_reuse == 6);
+  CHECK(b.shared->stats().tickets.known_absent == absent + 2);
+  CHECK(mget_calls(redis->url()) == mgets_before_batch + 1);
 
   // Erased by the process that issued it: b drops its decoded copy when the notice arrives, and asks the server.
   auto const heard = b.shared->stats().tickets.erasures_heard;
@@ -386,24 +416,35 @@ TEST_CASE("fleet client: a near hit of another process's ticket is the whole tic
   CHECK(b.shared->stats().fallbacks == 0);
 }
 
-TEST_CASE("fleet client: a call's fresh tickets reach Redis in one store script after one MGET") {
+TEST_CASE("fleet client: a call's fresh tickets reach Redis in one store script, after one MGET unless no process "
+          "stored them") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
     return;
   }
   auto emu = start_emulator();
-  process a(redis->url(), emu->base_url(), "process-a");
+  bool const known_keys = GENERATE(true, false);
+  CAPTURE(known_keys);
+  process a(redis->url(), emu->base_url(), "process-a", {}, 500ms, 200ms, known_keys ? 1000 : 0);
   wandura::viewer first{viewer_a, "phone-1", "kek"};
   REQUIRE(a.wait_for(a.api->start_episode(first, "the-heiress-returns", 4, 6)).play.outcome ==
           item_outcome::granted); // the store script is cached in Redis from now on
   a.flush();
-  auto const commands = a.shared->stats().redis.commands;
+  if (known_keys) { // its subscription live and the keys read: the commands from now on are the calls'
+    REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.known_keys_complete; }));
+  }
+  // Counted by the server: the fleet's counters are as of its latest call, and the replica's read is none.
+  auto const mgets = mget_calls(redis->url());
+  auto const scripts = command_calls(redis->url(), "evalsha");
   wandura::viewer second{viewer_b, "tablet-1", "kek"};
   auto const result = a.wait_for(a.api->start_episode(second, "the-heiress-returns", 1, 3));
   CHECK(result.play.outcome == item_outcome::granted);
   CHECK(result.prefetch.size() == 2);
   a.flush();
-  CHECK(a.shared->stats().redis.commands == commands + 2); // one MGET of three keys, one EVALSHA of three tickets
+  // One EVALSHA of three tickets, after one MGET of three keys unless the replica knew them absent.
+  CHECK(mget_calls(redis->url()) == mgets + (known_keys ? 0 : 1));
+  CHECK(command_calls(redis->url(), "evalsha") == scripts + 1);
+  CHECK(a.shared->stats().tickets.known_absent == (known_keys ? 3U : 0U));
 }
 
 TEST_CASE("fleet client: fresh tickets are written behind the calls, those of one moment in one script of at most "
@@ -435,6 +476,7 @@ TEST_CASE("fleet client: fresh tickets are written behind the calls, those of on
 
   // 300 at once: three scripts (128, 128, 44), one after another.
   auto const before = command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval");
+  auto const b_known = b.known_keys();
   auto many = fresh_tickets(100, 300);
   CHECK(a.wait_for([](std::shared_ptr<wandura::ticket_store> store,
                       std::vector<std::pair<wandura::ticket_key, wandura::ticket>>& tickets) -> asio::awaitable<bool> {
@@ -442,19 +484,24 @@ TEST_CASE("fleet client: fresh tickets are written behind the calls, those of on
   }(a.tickets, many)));
   a.flush();
   CHECK(command_calls(redis->url(), "evalsha") + command_calls(redis->url(), "eval") == before + 3);
+  b.heard(b_known, 300);
   CHECK(found_of(b, 100, 300) == 300);
   CHECK(a.shared->stats().fallbacks == 0);
 
-  // The store's awaitable insert waits for its write: another process finds the ticket when it returns.
+  // The store's awaitable insert waits for its write: another process finds the ticket once it heard of it.
+  auto const b_known_one = b.known_keys();
   REQUIRE(a.wait_for([](std::shared_ptr<wandura::ticket_store> store) -> asio::awaitable<bool> {
     auto one = fresh_tickets(500, 1).front();
     auto insert = store->insert(std::move(one.first), std::move(one.second)); // named: GCC 12
     co_await std::move(insert);
     co_return true;
   }(a.tickets)));
+  CHECK(!redis_value(redis->url(), 500).empty()); // written when it returns
+  b.heard(b_known_one, 1);
   CHECK(found_of(b, 500, 1) == 1);
   // Erased while its write waits behind another: the write does not bring it back. Redis paused, so that the first
   // write is in flight while the second store and the erase come.
+  auto const b_known_690 = b.known_keys();
   redis->pause();
   auto first = fresh_tickets(690, 1);
   auto second = fresh_tickets(700, 1);
@@ -475,7 +522,9 @@ TEST_CASE("fleet client: fresh tickets are written behind the calls, those of on
   redis->resume();
   REQUIRE(test_support::wait_until([&] { return erased.load(); }));
   a.flush();
+  b.heard(b_known_690, 1);
   CHECK(found_of(b, 690, 1) == 1);
+  CHECK(redis_value(redis->url(), 700).empty()); // not brought back by the write it waited behind
   CHECK(found_of(b, 700, 1) == 0);
   CHECK(found_of(a, 700, 1) == 0);
   // A key without a device is never stored, at once or awaited.
@@ -862,6 +911,9 @@ TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state wit
   }
   // What the process issued while Redis was away is still reused by the process itself.
   CHECK(a.play(viewer_a, "phone-1", 3).reused);
+  // The lookups of episodes no process stored may have been answered absent without asking (the keys known, read
+  // before the pause); the stores, written behind the calls, fall back at their command timeout.
+  REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.fallbacks >= 1; }, 5s));
   auto const degraded = a.shared->stats();
   CHECK(degraded.fallbacks >= 2);
   CHECK(degraded.fallbacks == degraded.tickets.fallbacks + degraded.viewers.fallbacks + degraded.pace.fallbacks);
@@ -873,10 +925,12 @@ TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state wit
 
   redis->resume();
   std::this_thread::sleep_for(300ms); // past the probe interval
+  auto const b_known = b.known_keys();
   auto const fresh = a.play(viewer_a, "phone-1", 9);
   REQUIRE(fresh.outcome == item_outcome::granted);
   CHECK_FALSE(fresh.reused);
-  a.flush();
+  a.flush(); // written: the ticket cache's probe succeeded
+  b.heard(b_known, 1);
   // Shared again: the other process reuses what this one stored after the outage.
   auto const shared = b.play(viewer_a, "phone-1", 9);
   CHECK(shared.reused);
@@ -930,7 +984,9 @@ TEST_CASE("fleet client: a call cancelled while its lookup waits for a paused Re
     return;
   }
   auto emu = start_emulator();
-  process a(redis->url(), emu->base_url(), "process-a", {}, 3000ms); // a lookup would wait 3 s
+  // A lookup would wait 3 s. Without the keys known: with them, a key no process stored is answered absent without
+  // asking, and nothing would wait.
+  process a(redis->url(), emu->base_url(), "process-a", {}, 3000ms, 200ms, 0);
   REQUIRE(a.play(viewer_a, "phone-1", 1).outcome == item_outcome::granted);
   redis->pause();
   wandura::ticket_batch batch;

@@ -16,6 +16,7 @@
 
 using namespace std::chrono_literals;
 using std::chrono::system_clock;
+using test_support::wait_until;
 
 namespace {
 
@@ -32,18 +33,6 @@ wandura::ticket_identity identity_on(std::string device) {
 
 wandura::ticket ticket_for(std::string const& device, system_clock::time_point expires_at) {
   return {"tkt_" + device, "https://cdn.example/m.mpd", "https://drm.example/l", expires_at, "", "drm"};
-}
-
-/// Runs `io` in 5 ms steps until `done()` or `limit` passed; whether `done()` came true.
-template <class Done> bool wait_until(asio::io_context& io, Done done, std::chrono::milliseconds limit = 10s) {
-  auto const start = std::chrono::steady_clock::now();
-  while (!done()) {
-    if (std::chrono::steady_clock::now() - start > limit) {
-      return false;
-    }
-    test_support::wait(io, 5ms);
-  }
-  return true;
 }
 
 } // namespace

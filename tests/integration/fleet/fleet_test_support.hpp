@@ -23,6 +23,7 @@
 #include "wandura/error.hpp"
 #include "wandura/fleet/key_layout.hpp"
 #include "wandura/fleet/redis_client.hpp"
+#include "wandura/fleet/shared_ticket_cache.hpp"
 
 namespace test_support {
 
@@ -69,6 +70,26 @@ inline void wait(asio::io_context& io, std::chrono::milliseconds d) {
   }(d));
 }
 
+/// Runs `io` in 5 ms steps until `done()` or `limit` passed; whether `done()` came true.
+template <class Done>
+bool wait_until(asio::io_context& io, Done done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto const start = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() - start > limit) {
+      return false;
+    }
+    wait(io, std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+/// Waits on `io` until `cache`'s replica of which ticket keys exist is complete (its subscription live and the
+/// keys read whole): from then on the commands its client sends are the test's own, and a lookup of a key no
+/// process stored is answered absent without one.
+inline bool keys_known(asio::io_context& io, wandura::shared_ticket_cache const& cache) {
+  return wait_until(io, [&] { return cache.stats().known_keys_complete; });
+}
+
 /// One viewer on `device`, asking for episode 4 of the-heiress-returns as play.
 inline wandura::ticket_identity viewer_on(std::string device) {
   return {"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", std::move(device), "the-heiress-returns", 4, "play"};
@@ -87,6 +108,35 @@ struct two_processes {
   asio::io_context io;
   wandura::redis_client a;
   wandura::redis_client b;
+};
+
+/// What most ticket cache tests begin with: a private redis-server, two processes of a fleet (two clients on one
+/// io_context) and each one's ticket cache of `org_demo`. Tests take its parts by name:
+///
+///     auto started = two_caches::start_or_skip();
+///     if (!started) {
+///       return;
+///     }
+///     auto& [redis, fleet, cache_a, cache_b] = *started;
+struct two_caches {
+  /// The server started, or null after the skip's WARN when redis-server is absent. @param a, b each cache's options.
+  /// @param redis_args more of redis-server's options.
+  static std::unique_ptr<two_caches> start_or_skip(wandura::ticket_cache_options const& a = {},
+                                                   wandura::ticket_cache_options const& b = {},
+                                                   std::vector<std::string> redis_args = {}) {
+    auto server = start_redis_or_skip(std::move(redis_args));
+    return server ? std::make_unique<two_caches>(std::move(server), a, b) : nullptr;
+  }
+
+  two_caches(std::unique_ptr<redis_server> server, wandura::ticket_cache_options const& a,
+             wandura::ticket_cache_options const& b)
+      : redis(std::move(server)), fleet(redis->url()), cache_a(fleet.a, "org_demo", a),
+        cache_b(fleet.b, "org_demo", b) {}
+
+  std::unique_ptr<redis_server> redis;
+  two_processes fleet;
+  wandura::shared_ticket_cache cache_a;
+  wandura::shared_ticket_cache cache_b;
 };
 
 /// One command through `client`, throwing on failure: to look at or change what Redis holds.

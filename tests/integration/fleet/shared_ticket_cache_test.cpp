@@ -28,40 +28,11 @@ using test_support::at_ms;
 using test_support::count_starting;
 using test_support::elapsed_ms;
 using test_support::raw;
+using test_support::two_caches;
 using test_support::two_processes;
 using test_support::viewer_on;
 using test_support::wait;
-
-namespace {
-
-/// What most tests here begin with: a private redis-server, two processes of a fleet (two clients on one
-/// io_context) and each one's ticket cache of `org_demo`. Tests take its parts by name:
-///
-///     auto started = two_caches::start_or_skip();
-///     if (!started) {
-///       return;
-///     }
-///     auto& [redis, fleet, cache_a, cache_b] = *started;
-struct two_caches {
-  /// The server started, or null after the skip's WARN when redis-server is absent. @param a, b each cache's options.
-  static std::unique_ptr<two_caches> start_or_skip(wandura::ticket_cache_options const& a = {},
-                                                   wandura::ticket_cache_options const& b = {}) {
-    auto server = test_support::start_redis_or_skip();
-    return server ? std::make_unique<two_caches>(std::move(server), a, b) : nullptr;
-  }
-
-  two_caches(std::unique_ptr<test_support::redis_server> server, wandura::ticket_cache_options const& a,
-             wandura::ticket_cache_options const& b)
-      : redis(std::move(server)), fleet(redis->url()), cache_a(fleet.a, "org_demo", a),
-        cache_b(fleet.b, "org_demo", b) {}
-
-  std::unique_ptr<test_support::redis_server> redis;
-  two_processes fleet;
-  wandura::shared_ticket_cache cache_a;
-  wandura::shared_ticket_cache cache_b;
-};
-
-} // namespace
+using test_support::wait_until;
 
 TEST_CASE("shared ticket cache: a ticket stored by one process is reused by another, for that device only") {
   auto started = two_caches::start_or_skip();
@@ -96,7 +67,9 @@ TEST_CASE("shared ticket cache: a stored value for another identity under the ke
     return;
   }
   two_processes fleet(redis->url());
-  wandura::shared_ticket_cache cache(fleet.a, "org_demo");
+  // Without the replica of keys: the values below are written by raw commands, which announce nothing, so with it
+  // they would be answered absent without being read (until the replica is next read whole: a test further down).
+  wandura::shared_ticket_cache cache(fleet.a, "org_demo", {.known_keys_capacity = 0});
   auto const now = system_clock::now();
   // Another device's ticket copied under this device's key (a collision, a bug, a hostile writer).
   test_support::run(fleet.io, cache.put(viewer_on("device-8"), {"tkt_other", now + 30min}, now));
@@ -176,10 +149,18 @@ TEST_CASE("shared ticket cache: with redis paused it answers locally within its 
   std::vector<std::string> lines;
   wandura::ticket_cache_options options;
   options.fallback = {.log = [&](std::string_view line) { lines.emplace_back(line); }, .probe_interval = 100ms};
+  // With the replica of keys, the lookups of a device nobody stored are answered absent without asking Redis, slow
+  // or not; without it, they fall back like the others.
+  bool const known_keys = GENERATE(true, false);
+  CAPTURE(known_keys);
+  options.known_keys_capacity = known_keys ? 1000 : 0;
   wandura::shared_ticket_cache cache_a(client_a, "org_demo", options);
   wandura::shared_ticket_cache cache_b(client_b, "org_demo");
   auto const now = system_clock::now();
   test_support::run(io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  if (known_keys) {
+    REQUIRE(test_support::keys_known(io, cache_a));
+  }
 
   redis->pause();
   auto const start = std::chrono::steady_clock::now();
@@ -192,7 +173,8 @@ TEST_CASE("shared ticket cache: with redis paused it answers locally within its 
   redis->resume();
   CHECK(hits == 20); // what this process stored is still reused
   CHECK(took < 400); // one timeout, then local answers: never blocked
-  CHECK(cache_a.stats().fallbacks == 40);
+  CHECK(cache_a.stats().fallbacks == (known_keys ? 20 : 40));
+  CHECK(cache_a.stats().known_absent == (known_keys ? 20 : 0));
   CHECK(cache_a.stats().degraded);
   CHECK(count_starting(lines, "WARN fleet ticket_cache: redis 127.0.0.1:") == 1);
   CHECK(lines.size() == 1);
@@ -295,18 +277,6 @@ TEST_CASE("shared ticket cache: a ticket erased by one process is no longer reus
 }
 
 namespace {
-
-/// Runs `io` in 5 ms steps until `done()` or `limit` passed; whether `done()` came true.
-template <class Done> bool wait_until(asio::io_context& io, Done done, std::chrono::milliseconds limit = 10s) {
-  auto const start = std::chrono::steady_clock::now();
-  while (!done()) {
-    if (std::chrono::steady_clock::now() - start > limit) {
-      return false;
-    }
-    wait(io, 5ms);
-  }
-  return true;
-}
 
 /// Stores `ticket` for `who`, waits until the cache's erase subscription is live, then reads it once from Redis:
 /// from then on the cache holds it as a near copy.
@@ -483,7 +453,8 @@ TEST_CASE("shared ticket cache: a ticket being stored is served near until its s
   CHECK(test_support::run(fleet.io, cache.get(viewer_on("device-7"), now))); // in Redis
 }
 
-TEST_CASE("shared ticket cache: get_many answers near copies locally and the rest with one MGET, in order") {
+TEST_CASE("shared ticket cache: get_many answers near copies locally, keys known absent at once, and the rest "
+          "with one MGET, in order") {
   auto started = two_caches::start_or_skip();
   if (!started) {
     return;
@@ -491,9 +462,10 @@ TEST_CASE("shared ticket cache: get_many answers near copies locally and the res
   auto& [redis, fleet, cache_a, cache_b] = *started;
   auto const now = system_clock::now();
   test_support::run(fleet.io, cache_a.put(viewer_on("device-1"), {"tkt_1", now + 30min}, now));
-  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().near_cache_live; }));
+  REQUIRE(test_support::keys_known(fleet.io, cache_a)); // live, and its keys read
   test_support::run(fleet.io, cache_a.put(viewer_on("device-2"), {"tkt_2", now + 30min}, now)); // near at once
   test_support::run(fleet.io, cache_b.put(viewer_on("device-3"), {"tkt_3", now + 30min}, now)); // only in Redis
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().known_keys == 3; }));               // b's store heard
   auto const commands = fleet.a.stats().commands;
   auto const found = test_support::run(
       fleet.io, cache_a.get_many(
@@ -502,11 +474,12 @@ TEST_CASE("shared ticket cache: get_many answers near copies locally and the res
   CHECK(found[0]->payload == "tkt_3");
   CHECK_FALSE(found[1]);
   CHECK(found[2]->payload == "tkt_2");
-  CHECK(found[3]->payload == "tkt_1"); // kept before the subscription: asked of Redis
-  CHECK(fleet.a.stats().commands == commands + 1);
+  CHECK(found[3]->payload == "tkt_1");             // kept before the subscription: asked of Redis
+  CHECK(fleet.a.stats().commands == commands + 1); // device-3 and device-1 in one MGET
   CHECK(cache_a.stats().near_hits == 1);
   CHECK(cache_a.stats().hits == 3);
   CHECK(cache_a.stats().misses == 1);
+  CHECK(cache_a.stats().known_absent == 1); // device-9: stored by no process
 }
 
 TEST_CASE("shared ticket cache: coroutines on a multi-threaded io_context reach it through its strand") {
@@ -777,10 +750,13 @@ TEST_CASE("shared ticket cache: an erase missed while only the subscription was 
   auto const near_hits = cache_a.near_hits();
   CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), now)); // the missed erase's ticket, kept before: not near
   CHECK_FALSE(cache_a.find_near(viewer_on("device-8"), now)); // read before the subscription was confirmed
+  REQUIRE(test_support::keys_known(io, cache_a));             // the keys read again: the erased one is not among them
   auto const commands = client_a.stats().commands;
+  auto const absent = cache_a.known_absent();
   CHECK_FALSE(test_support::run(io, cache_a.get(viewer_on("device-7"), now)));
   REQUIRE(test_support::run(io, cache_a.get(viewer_on("device-8"), now)));
-  CHECK(client_a.stats().commands == commands + 2); // both asked of Redis
+  CHECK(client_a.stats().commands == commands + 1); // device-8 asked of Redis
+  CHECK(cache_a.known_absent() == absent + 1);      // device-7 known to be gone
   CHECK(cache_a.near_hits() == near_hits);
   CHECK(test_support::run(io, cache_a.get(viewer_on("device-8"), now))); // read under the new subscription: near
   CHECK(cache_a.near_hits() == near_hits + 1);
@@ -877,6 +853,8 @@ TEST_CASE("shared ticket cache: for the fleet's ticket store, bytes that are not
   keep_near(fleet.io, cache_a, viewer_on("device-0"), {"tkt_0", now + 30min}, now); // a's subscription is live
   // Another writer of the organisation stores bytes of another format for device-7 (the public API carries any).
   test_support::run(fleet.io, cache_b.put(viewer_on("device-7"), {"not a ticket store payload", now + 30min}, now));
+  REQUIRE(test_support::keys_known(fleet.io, cache_a));
+  REQUIRE(wait_until(fleet.io, [&] { return cache_a.stats().known_keys == 2; })); // b's store heard
 
   // The store's lookup past the near cache: a miss, counted as a value refused, and nothing kept.
   auto const before = cache_a.stats();
@@ -930,10 +908,12 @@ TEST_CASE("shared ticket cache: the fleet's ticket store looks up past the near 
     co_await std::move(write);
   }());
   REQUIRE(ticket_cache_access::find_near(cache_a, viewer_on("device-1"), now, "this-process"));
+  REQUIRE(test_support::keys_known(fleet.io, cache_a));
   auto const before = cache_a.stats();
   auto const commands = fleet.a.stats().commands;
 
-  // The store's lookup of the keys its near check left (here device-2, near by now): one MGET, no near hit.
+  // The store's lookup of the keys its near check left (here device-2, near by now): one MGET, no near hit; and
+  // device-3, which no process stored, known absent without asking.
   auto const found = test_support::run(fleet.io, [&]() -> asio::awaitable<int> {
     auto lookup = ticket_cache_access::get_many_past_near(cache_a, {viewer_on("device-2"), viewer_on("device-3")}, now);
     auto result = co_await std::move(lookup);
@@ -944,14 +924,17 @@ TEST_CASE("shared ticket cache: the fleet's ticket store looks up past the near 
   CHECK(cache_a.stats().near_hits == before.near_hits);
   CHECK(cache_a.stats().hits == before.hits + 1);
   CHECK(cache_a.stats().misses == before.misses + 1);
+  CHECK(cache_a.stats().known_absent == before.known_absent + 1);
 
-  // get_many, for direct users, answers the near copy first and asks Redis only for the rest.
+  // get_many, for direct users, answers the near copy first and asks Redis only for the rest (here nothing: the
+  // rest is known absent).
   auto const many = test_support::run(fleet.io, cache_a.get_many({viewer_on("device-2"), viewer_on("device-3")}, now));
   REQUIRE(many.size() == 2);
   CHECK(many[0]);
   CHECK_FALSE(many[1]);
-  CHECK(fleet.a.stats().commands == commands + 2);
+  CHECK(fleet.a.stats().commands == commands + 1);
   CHECK(cache_a.stats().near_hits == before.near_hits + 1);
+  CHECK(cache_a.stats().known_absent == before.known_absent + 2);
   CHECK(cache_a.stats().fallbacks + cache_b.stats().fallbacks == 0);
 }
 
