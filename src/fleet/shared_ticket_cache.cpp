@@ -235,6 +235,19 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   /// at once for a new subscription. Holds the cache's state until it ends, which the cache's end or `shut_down`
   /// brings about within one command timeout. On the executor.
   static asio::awaitable<void> resync(std::shared_ptr<impl> self) {
+    try {
+      auto run = self->resync_while_wanted(); // named: GCC 12 and co_await temporaries
+      co_await std::move(run);
+    } catch (...) { // NOLINT(bugprone-empty-catch): out of memory, say: incomplete (lookups ask) until next heard
+      std::lock_guard lock(self->local_mutex);
+      self->known.lose_track();
+      self->resync_running = false;
+    }
+  }
+
+  /// `resync`'s loop. Ends with `resync_running` false, under the lock that saw nothing more to do.
+  asio::awaitable<void> resync_while_wanted() {
+    auto const self = shared_from_this();
     std::chrono::milliseconds backoff{0};
     for (;;) {
       std::uint64_t resyncing = 0;
@@ -263,6 +276,9 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       if (done) {
         backoff = std::chrono::milliseconds(0);
         continue; // complete unless it lost track meanwhile
+      }
+      if (self->stopped()) { // checked on the executor, where the cache's end and `shut_down` cancel the timer
+        continue;            // (the loop's first check ends it)
       }
       backoff = std::clamp(backoff * 2, std::chrono::milliseconds(1000), std::chrono::milliseconds(300'000));
       self->resync_timer.expires_after(backoff);

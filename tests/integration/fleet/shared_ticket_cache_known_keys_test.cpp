@@ -268,3 +268,25 @@ TEST_CASE("known keys: where Redis refuses the read whole the replica stays inco
   CHECK(calls_of(fleet.io, fleet.b, "mget") == mgets + 1);
   CHECK(cache_a.stats().fallbacks == 0); // the read failing is no operation's fallback
 }
+
+TEST_CASE("known keys: a cache destroyed while its read whole waits out a backoff does not keep the io_context "
+          "running") {
+  auto redis = test_support::start_redis_or_skip({"--rename-command", "SCAN", "\"\""}); // every read fails
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto client = std::make_unique<wandura::redis_client>(
+      io.get_executor(), wandura::redis_options{.url = redis->url(), .command_timeout = 500ms});
+  auto cache = std::make_unique<wandura::shared_ticket_cache>(*client, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(io, cache->put(viewer_on("device-1"), {"tkt_1", now + 30min}, now));
+  REQUIRE(wait_until(io, [&] { return cache->near_cache_live(); }));
+  test_support::wait(io, 200ms); // the first read failed: the next one waits 1 s
+  CHECK_FALSE(cache->stats().known_keys_complete);
+  cache.reset();
+  client.reset();
+  auto const started = std::chrono::steady_clock::now();
+  CHECK(test_support::run_returns_within(io, 3000ms));
+  CHECK(test_support::elapsed_ms(started) < 500); // not the backoff's second
+}
