@@ -366,6 +366,13 @@ fleet::fleet(asio::any_io_executor executor, fleet_options options)
     auto const pace = weak.lock();
     return pace ? pace->stats() : counter_pace_stats{};
   });
+  // The commands the ticket cache sends on its own (the read whole of its replica of keys) are in the counters as
+  // soon as they are answered, as every call's are.
+  detail::ticket_cache_access::after_own_commands(impl_->tickets, [weak = std::weak_ptr<detail::fleet_state>(impl_)] {
+    if (auto const state = weak.lock()) {
+      state->publish();
+    }
+  });
 }
 
 void fleet::configure(client_options& options) const {

@@ -296,6 +296,9 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       std::array<std::string_view, 3> const args{cursor, scan_pattern, resync_page};
       auto page = scan_script.run(redis, {}, args); // named: GCC 12 and co_await temporaries
       auto [ec, reply] = co_await std::move(page);
+      if (own_commands_done) {
+        own_commands_done();
+      }
       if (stopped() || ec || reply.type != redis_reply::kind::array || reply.elements.empty() ||
           reply.elements.size() % 2 != 1 || reply.elements[0].type != redis_reply::kind::string) {
         co_return false;
@@ -524,6 +527,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   std::atomic<bool> cache_gone{false};          ///< the public object was destroyed: no resync goes on
   std::atomic<std::uint64_t> known_absent{0};   ///< lookups answered absent by the replica, counted on any thread
   std::atomic<std::uint64_t> stores_heard{0};   ///< store messages heard (a nil read may race one)
+  std::function<void()> own_commands_done;      ///< `ticket_cache_access::after_own_commands`
   bool resync_running = false;                  ///< under `local_mutex`
   std::uint64_t resyncs = 0;                    ///< under `local_mutex`: resyncs that made the replica complete
   std::uint64_t resync_failures = 0;            ///< under `local_mutex`: passes that failed or were overtaken
@@ -762,6 +766,10 @@ asio::awaitable<void> ticket_cache_access::write(shared_ticket_cache& cache, pre
 
 void ticket_cache_access::end_unwritten(shared_ticket_cache& cache, prepared_stores const& stores) {
   cache.impl_->end_unwritten(stores);
+}
+
+void ticket_cache_access::after_own_commands(shared_ticket_cache& cache, std::function<void()> done) {
+  cache.impl_->own_commands_done = std::move(done);
 }
 
 void ticket_cache_access::known_keys_now(shared_ticket_cache const& cache, ticket_cache_stats& into) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -53,8 +54,8 @@ struct ticket_cache_access {
                 std::chrono::system_clock::time_point now, std::string_view process_id);
 
   /// `get_many` without asking the near cache again (the caller just did): one `MGET` for every one of `who` the
-  /// replica does not know to be absent, or the local fallback. A value whose payload is not a ticket store's is a miss (`rejected` too when read from
-  /// Redis) and is not kept. Same errors and cancellation.
+  /// replica does not know to be absent, or the local fallback. A value whose payload is not a ticket store's is a miss
+  /// (`rejected` too when read from Redis) and is not kept. Same errors and cancellation.
   [[nodiscard]] static asio::awaitable<std::vector<std::optional<stored_ticket>>>
   get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
                      std::chrono::system_clock::time_point now);
@@ -72,6 +73,9 @@ struct ticket_cache_access {
   /// The local copies of `stores` wait for no write any more (it was dropped): served near only under their
   /// generation from now on. Any thread.
   static void end_unwritten(shared_ticket_cache& cache, prepared_stores const& stores);
+  /// `done` runs on the client's executor after each command the cache sends on its own (not for an operation
+  /// of its caller's: a page of its replica's read whole), answered or not. Set before the cache is used.
+  static void after_own_commands(shared_ticket_cache& cache, std::function<void()> done);
   /// The replica of keys' fields of `into` (`known_keys`, `known_keys_complete`, `known_keys_resyncs`,
   /// `known_keys_overflows`) as of now. Any thread.
   static void known_keys_now(shared_ticket_cache const& cache, ticket_cache_stats& into);

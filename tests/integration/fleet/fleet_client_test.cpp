@@ -333,6 +333,7 @@ TEST_CASE("fleet client: a ticket this process holds answers its next calls from
   a.flush(); // written: until then its copy is served near whatever the subscription's state
   REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.near_cache_live; })); // a loaded machine
   CHECK(a.play(viewer_a, "phone-1", 4).reused); // stored before the subscription was confirmed: read from Redis
+  REQUIRE(test_support::wait_until([&] { return a.shared->stats().tickets.known_keys_complete; })); // its read done
   auto const commands = a.shared->stats().redis.commands;
   auto const third = a.play(viewer_a, "phone-1", 4);
   CHECK(third.reused);

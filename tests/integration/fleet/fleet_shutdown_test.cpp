@@ -97,6 +97,7 @@ struct observed {
   std::optional<wandura::item_outcome> other;
   bool after_reused = false;
   bool subscription_live = false;
+  bool keys_known = false;
   std::uint64_t commands_at_shutdown = 0;
   std::chrono::steady_clock::time_point shut_at{};
   std::chrono::steady_clock::time_point done_at{};
@@ -119,6 +120,8 @@ TEST_CASE("fleet shutdown: io.run returns with a configured client alive after a
         seen.before = first.play.outcome;
         // The ticket kept locally opens the erase subscription: the part that reconnects forever.
         seen.subscription_live = co_await wait_until([&] { return p.shared->stats().tickets.near_cache_live; }, 5000ms);
+        // And its replica of keys read whole: the commands the cache sends on its own are done.
+        seen.keys_known = co_await wait_until([&] { return p.shared->stats().tickets.known_keys_complete; }, 5000ms);
         seen.commands_at_shutdown = p.shared->stats().redis.commands;
         seen.shut_at = std::chrono::steady_clock::now();
         p.shared->shutdown();
@@ -144,6 +147,7 @@ TEST_CASE("fleet shutdown: io.run returns with a configured client alive after a
   }
   CHECK(seen.before == wandura::item_outcome::granted);
   CHECK(seen.subscription_live);
+  CHECK(seen.keys_known);
   CHECK(seen.after == wandura::item_outcome::granted);
   CHECK(seen.after_reused);                            // the local copy answered
   CHECK(seen.other == wandura::item_outcome::granted); // issued by the API, kept locally
