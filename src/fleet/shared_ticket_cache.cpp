@@ -59,7 +59,14 @@ std::optional<std::int64_t> positive_ms(std::string_view text) noexcept {
 }
 
 /// The most keys one page of the replica's resync reads (`SCAN`'s COUNT: a hint, pages may hold a few more).
-constexpr std::string_view resync_page = "1000";
+/// 200 keys, each with its `PTTL` in the script: well under a millisecond of Redis's time a page, so that a page
+/// fits the default command timeout of a few ms and never holds other clients' commands long (1000 keys took
+/// Redis 1.8-3.4 ms, and a read whole of 20,000 keys at the default timeout often never ended).
+constexpr std::string_view resync_page = "200";
+
+/// The least time between the end of one read whole and a read whole of the same subscription after the replica
+/// lost track (an unreadable message, an overflow).
+constexpr std::chrono::seconds min_reread{2};
 
 /// What a lookup answers: any bytes stored (the public API carries any), or only the fleet's ticket store's payloads
 /// (for the store, other bytes under its key are refused, as corrupt ones are).
@@ -126,27 +133,20 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     }
     subscriber = std::make_shared<detail::redis_subscriber>(
         redis.get_executor(), detail::options_of(redis), erase_channel,
+        // The handlers hold the state weakly: a handler running on one of the executor's threads while the last
+        // owner lets go of the cache on another keeps what it uses until it returns.
         detail::redis_subscriber::handlers{
-            .on_message = [this](std::string_view message) { hear(message); },
+            .on_message =
+                [weak = weak_from_this()](std::string_view message) {
+                  if (auto const self = weak.lock()) {
+                    self->hear(message);
+                  }
+                },
             .on_state =
-                [this](bool live) {
-                  {
-                    // Either way, copies kept so far are not served near again: erases may have been
-                    // missed before the subscription began; and the keys known are read again, stores may
-                    // have been missed too.
-                    std::lock_guard lock(local_mutex);
-                    subscribed = live;
-                    ++generation;
-                    if (live) {
-                      known.begin(generation);
-                    } else {
-                      known.lose();
-                    }
+                [weak = weak_from_this()](bool live) {
+                  if (auto const self = weak.lock()) {
+                    self->subscription_changed(live);
                   }
-                  if (live) { // read at once, not after an earlier failure's backoff
-                    resync_timer.cancel();
-                  }
-                  resync_if_wanted();
                 },
         });
     subscriber->start();
@@ -171,6 +171,26 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   void forget(std::string_view key) {
     std::lock_guard lock(local_mutex);
     local.erase(key);
+  }
+
+  /// The subscription began (`live`) or ended. On the executor.
+  void subscription_changed(bool live) {
+    {
+      // Either way, copies kept so far are not served near again: erases may have been missed before the
+      // subscription began; and the keys known are read again, stores may have been missed too.
+      std::lock_guard lock(local_mutex);
+      subscribed = live;
+      ++generation;
+      if (live) {
+        known.begin(generation);
+      } else {
+        known.lose();
+      }
+    }
+    if (live) { // read at once, not after an earlier failure's backoff
+      resync_timer.cancel();
+    }
+    resync_if_wanted();
   }
 
   /// A message on the erase channel: an erased ticket's key, or a store script's `+` and `<key> <px>` lines. On
@@ -222,8 +242,8 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   void resync_if_wanted() {
     {
       std::lock_guard lock(local_mutex);
-      if (resync_running || !(known.resync_wanted() || known.syncing())) {
-        return;
+      if (stopped() || resync_running || !(known.resync_wanted() || known.syncing())) {
+        return; // stopped: the client may be gone already (it must outlive the cache, not what the cache left)
       }
       resync_running = true;
     }
@@ -249,6 +269,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   asio::awaitable<void> resync_while_wanted() {
     auto const self = shared_from_this();
     std::chrono::milliseconds backoff{0};
+    std::optional<steady_clock::time_point> wait_until;
     for (;;) {
       std::uint64_t resyncing = 0;
       {
@@ -258,9 +279,23 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
           co_return;
         }
         if (self->known.resync_wanted()) {
-          self->known.begin(self->known.generation()); // the same subscription: what it lost is read again
+          // The same subscription: what it lost is read again, but not sooner than `min_reread` after the last
+          // read whole ended, so that a message anyone can publish (one it cannot read) or a replica that keeps
+          // overflowing does not make every process of the fleet read every key back to back.
+          auto const due = self->last_read_ended + min_reread;
+          if (steady_clock::now() < due) {
+            wait_until = due;
+          } else {
+            self->known.begin(self->known.generation());
+          }
         }
         resyncing = self->known.generation();
+      }
+      if (wait_until) {
+        self->resync_timer.expires_at(*std::exchange(wait_until, std::nullopt));
+        auto const [ec] = co_await self->resync_timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        (void)ec; // expired or cancelled: the loop's first check decides
+        continue;
       }
       auto pass = self->read_all_keys(resyncing); // named: GCC 12 and co_await temporaries
       bool const read = co_await std::move(pass);
@@ -269,6 +304,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         std::lock_guard lock(self->local_mutex);
         done = read && self->known.resynced(resyncing);
         ++(done ? self->resyncs : self->resync_failures);
+        self->last_read_ended = steady_clock::now();
         if (!done && self->known.generation() != resyncing) {
           continue; // a new subscription: read at once
         }
@@ -485,14 +521,17 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     // Every key is in Redis now, stored by this script or by a longer-lived store: known at once, before the
     // script's own message comes back on the other connection.
     auto const now = steady_clock::now();
-    std::lock_guard lock(local_mutex);
-    for (std::size_t i = 0; i < stores.keys.size(); ++i) {
-      auto const id = detail::ticket_key_id_of(stores.keys[i], ticket_prefix);
-      auto const px = positive_ms(stores.args[2 * i + 1]);
-      if (id && px) {
-        known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(*px)));
+    {
+      std::lock_guard lock(local_mutex);
+      for (std::size_t i = 0; i < stores.keys.size(); ++i) {
+        auto const id = detail::ticket_key_id_of(stores.keys[i], ticket_prefix);
+        auto const px = positive_ms(stores.args[2 * i + 1]);
+        if (id && px) {
+          known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(*px)));
+        }
       }
     }
+    resync_if_wanted(); // after an overflow
   }
 
   /// Stores each ticket as `put` does: kept locally, then one script for all.
@@ -529,6 +568,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   std::atomic<std::uint64_t> stores_heard{0};   ///< store messages heard (a nil read may race one)
   std::function<void()> own_commands_done;      ///< `ticket_cache_access::after_own_commands`
   bool resync_running = false;                  ///< under `local_mutex`
+  steady_clock::time_point last_read_ended{};   ///< under `local_mutex`: when the latest read whole ended
   std::uint64_t resyncs = 0;                    ///< under `local_mutex`: resyncs that made the replica complete
   std::uint64_t resync_failures = 0;            ///< under `local_mutex`: passes that failed or were overtaken
   asio::steady_timer resync_timer{redis.get_executor()}; ///< the backoff between failed resyncs

@@ -94,12 +94,13 @@ struct ticket_cache_stats {
 /// keys of the organisation exist (a 64-bit id and expiry per key, at most `known_keys_capacity`). Every store
 /// script publishes the keys it stored and their `PX` on the erase channel (one message per script: `+`, then a
 /// line `<key> <px>` per ticket); every erase publishes its key; and whenever the subscription (re)starts, the
-/// replica is read whole from Redis (a script of one `SCAN` page and each key's `PTTL` per round trip, 1000 keys a
-/// page) while the messages keep coming. Once that read has ended, a lookup of a key the replica lacks is answered
+/// replica is read whole from Redis (a script of one `SCAN` page and each key's `PTTL` per round trip, 200 keys a
+/// page: under a millisecond of Redis's time each) while the messages keep coming. Once that read has ended, a lookup of a key the replica lacks is answered
 /// absent at once (`known_absent`): one network delay after another process stored it, as asking Redis a moment
 /// earlier would have. Keys written by anything but this cache's store script are not announced and are answered
 /// absent until the replica is next read whole. Whenever the replica may be wrong it errs on the side of asking:
-/// with the subscription down, before the read ends, after a message it cannot read (then it is read again), past
+/// with the subscription down, before the read ends, after a message it cannot read (then it is read again, at
+/// most every 2 s, so that a message anyone can publish does not make the fleet read every key back to back), past
 /// its capacity, or where the read fails (behind a cluster proxy that refuses `SCAN`: then, after a backoff of 1 s
 /// doubling to 5 min, it is tried again), every near miss asks Redis as without the replica; a key it holds that
 /// Redis no longer has costs an `MGET` that drops it. A wrong answer can cost a reuse, never serve a ticket to
