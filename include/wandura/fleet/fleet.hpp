@@ -108,8 +108,10 @@ public:
   /// A client's call does not wait for its fresh tickets to reach Redis: they are kept in this process's local copy
   /// at once (its next calls reuse them) and written behind the call, with those of other calls of the moment in
   /// one script (at most 128 tickets a script, one script at a time), usually within a round trip. Until then
-  /// another process does not find them. Await this where that matters: before a process leaves the fleet (so that
-  /// the others reuse what it issued), or in a test about to look from another process.
+  /// another process does not find them, and after it once that process has heard of the store (one network
+  /// delay: its replica of which keys exist answers a key it has not heard of absent; see `shared_ticket_cache`,
+  /// Keys known absent). Await this where that matters: before a process leaves the fleet (so that the others
+  /// reuse what it issued), or in a test about to look from another process (and wait there until it heard).
   ///
   /// Takes at most about one `redis.command_timeout` per 128 tickets waiting, plus the one in flight.
   /// @par Thread safety
