@@ -3,12 +3,15 @@
 // size (expired keys make room, else it overflows and asks for a resync).
 #include "fleet/known_keys.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -566,4 +569,50 @@ TEST_CASE("known keys: each overflow is counted") {
     CHECK(keys.resync_wanted());
     CHECK(keys.overflows() == generation);
   }
+}
+
+TEST_CASE("known keys: long random runs of adds, removes and expiries agree with a map of the same keys") {
+  // Ids are drawn from a small pool (so that removals hit) that holds 0 and ids crowded into a few low and high
+  // bits; expiries from a few instants around `now`; the replica grows from empty to thousands of keys.
+  std::mt19937_64 random(7); // fixed: a failure replays
+  std::vector<ticket_key_id> pool = {0, 1, 2, std::numeric_limits<ticket_key_id>::max()};
+  for (ticket_key_id i = 1; i <= 40; ++i) {
+    pool.push_back(i << 58U); // differ only in the top bits
+    pool.push_back(i);        // only in the bottom bits
+  }
+  while (pool.size() < 3000) {
+    pool.push_back(random());
+  }
+  auto const pick = [&random](std::size_t n) { return static_cast<std::size_t>(random() % n); };
+  constexpr std::size_t capacity = 1'000'000; // never full here: the overflow tests above cover that
+  auto keys = complete_replica(capacity);
+  std::unordered_map<ticket_key_id, known_keys::clock::time_point> model;
+  auto now = t0;
+  for (int step = 0; step < 60'000; ++step) {
+    auto const id = pool[pick(pool.size())];
+    switch (pick(10)) {
+    case 0: now += 1min; break;
+    case 1:
+    case 2:
+    case 3:
+      keys.remove(id);
+      model.erase(id);
+      break;
+    default: {
+      auto const until = now + std::chrono::minutes(static_cast<int>(pick(5)) - 1);
+      keys.add(id, until);
+      auto& held = model.try_emplace(id, until).first->second;
+      held = std::max(held, until);
+      break;
+    }
+    }
+    if (step % 97 == 0 || step > 59'000) {
+      REQUIRE(keys.size() == model.size());
+      for (auto const other : pool) {
+        auto const held = model.find(other);
+        REQUIRE(keys.absent(other, now) == (held == model.end() || held->second <= now));
+      }
+    }
+  }
+  CHECK(keys.size() > 500);
 }
