@@ -87,8 +87,8 @@ shared_viewer_limit& fleet_state::viewer_limit_for(std::uint32_t per_minute) {
   return *limit;
 }
 
-void fleet_state::add_cross_process_reuse() noexcept {
-  cross_process_reuse_.fetch_add(1, std::memory_order_relaxed);
+void fleet_state::add_cross_process_reuse(std::uint64_t n) noexcept {
+  cross_process_reuse_.fetch_add(n, std::memory_order_relaxed);
 }
 
 void fleet_state::publish() {

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,8 +28,8 @@ namespace wandura::detail {
 
 /// @par Thread safety
 /// `strand` and `options` are immutable. `viewer_limit_for`, `add_cross_process_reuse`, `add_pace_stats` and
-/// `snapshot` may be called from any thread, and `store_behind`, `drop_staged` and the flushes'. `redis`, `tickets`, the limits themselves and
-/// `publish` are used on `strand` only (the rule of `redis_client`).
+/// `snapshot` may be called from any thread, and `store_behind`, `drop_staged` and the flushes'. `redis`, `tickets`,
+/// the limits themselves and `publish` are used on `strand` only (the rule of `redis_client`).
 class fleet_state {
 public:
   /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL.
@@ -43,7 +43,7 @@ public:
   [[nodiscard]] shared_viewer_limit& viewer_limit_for(std::uint32_t per_minute);
 
   /// Counts a ticket this process reused that another process stored.
-  void add_cross_process_reuse() noexcept;
+  void add_cross_process_reuse(std::uint64_t n = 1) noexcept;
 
   /// Adds a shared counter pace's counters to every later `snapshot`: `stats` is called from any thread, at each
   /// snapshot (a pace's own `stats` may be), and returns zeros once the pace is gone.
@@ -92,8 +92,7 @@ public:
   /// Starts a flush: `token` completes with `void(std::error_code)`, no error once what was handed over before
   /// it was written, fallen back or dropped, `operation_aborted` when cancelled through its slot or when the fleet
   /// object goes (`abort_flushes`) or the state is gone already. Holds the state weakly. Any thread, any executor.
-  template <class CompletionToken>
-  static auto async_flush(std::weak_ptr<fleet_state> self, CompletionToken&& token);
+  template <class CompletionToken> static auto async_flush(std::weak_ptr<fleet_state> self, CompletionToken&& token);
   /// `async_flush` awaited: the error it completed with. Holds the state weakly. Any executor.
   static asio::awaitable<std::error_code> flush(std::weak_ptr<fleet_state> self);
   /// Registers `waiter`, or completes it at once when what it waits for is done.

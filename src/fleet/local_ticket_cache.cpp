@@ -21,7 +21,7 @@ local_ticket with_decoded(cached_ticket cached) {
   return {std::move(cached), std::move(decoded)};
 }
 
-void local_ticket_cache::store(std::string key, ticket_identity who, local_ticket value,
+void local_ticket_cache::store(ticket_key_id key, ticket_identity who, local_ticket value,
                                std::chrono::system_clock::time_point reuse_until,
                                std::chrono::system_clock::time_point now, std::uint64_t generation,
                                std::uint64_t unwritten) {
@@ -55,7 +55,7 @@ void local_ticket_cache::store(std::string key, ticket_identity who, local_ticke
     drop(by_expiry_.begin()->second);
   }
   auto const [it, inserted] = entries_.try_emplace(hashed_identity{hash, std::move(who)},
-                                                   entry{std::move(key), std::move(value), {}, generation, unwritten});
+                                                   entry{key, std::move(value), {}, generation, unwritten});
   hashed_identity const* const id = &it->first;
   try {
     // Hinted at the end, where a ticket issued now nearly always goes (reuse limits grow with time): one step
@@ -79,7 +79,7 @@ void local_ticket_cache::drop(entry_map::const_iterator it) {
   entries_.erase(it);
 }
 
-void local_ticket_cache::written(std::string_view key, std::uint64_t unwritten) {
+void local_ticket_cache::written(ticket_key_id key, std::uint64_t unwritten) {
   if (auto const found = by_key_.find(key); found != by_key_.end()) {
     auto& e = entries_.find(*found->second)->second;
     if (e.unwritten == unwritten) {
@@ -88,7 +88,7 @@ void local_ticket_cache::written(std::string_view key, std::uint64_t unwritten) 
   }
 }
 
-void local_ticket_cache::erase(std::string_view key) {
+void local_ticket_cache::erase(ticket_key_id key) {
   if (auto const found = by_key_.find(key); found != by_key_.end()) {
     drop(found->second);
   }

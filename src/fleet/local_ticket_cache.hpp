@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "known_keys.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/fleet/key_layout.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
@@ -57,21 +58,22 @@ class local_ticket_cache {
 public:
   explicit local_ticket_cache(std::size_t capacity) : capacity_(capacity) {}
 
-  /// Keeps `value` for `who` until `reuse_until`, under the Redis key `key` (what erase notifications name), as a
+  /// Keeps `value` for `who` until `reuse_until`, under the id of its Redis key `key` (`ticket_key_id_of`: what
+  /// erase notifications name, and the store's write ends under), as a
   /// near copy of subscription `generation` (0: a fallback copy only), and with a non-zero `unwritten` token as a
   /// copy of this process's own store whose write to Redis has not ended yet (`written`): served near whatever its
-  /// generation, as Redis would serve it once written. A later store for `who`, or for `key`, replaces it. When full, tickets past
-  /// their reuse limit at `now` make room; if none is, the ticket with the least reuse time left goes (of several with
-  /// as little, the earliest stored), or this one is not kept if it has less than all.
-  void store(std::string key, ticket_identity who, local_ticket value,
+  /// generation, as Redis would serve it once written. A later store for `who`, or for `key`, replaces it. When full,
+  /// tickets past their reuse limit at `now` make room; if none is, the ticket with the least reuse time left goes (of
+  /// several with as little, the earliest stored), or this one is not kept if it has less than all.
+  void store(ticket_key_id key, ticket_identity who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
              std::uint64_t generation = 0, std::uint64_t unwritten = 0);
   /// The write of the store with token `unwritten` of the ticket kept under `key` has ended (written, fallen back
   /// or dropped): if the copy kept is still that store's, it is served near only under its generation from now on.
   /// A copy of a later store of the key keeps its own mark.
-  void written(std::string_view key, std::uint64_t unwritten);
+  void written(ticket_key_id key, std::uint64_t unwritten);
   /// Drops the ticket kept under the Redis key `key`, if any.
-  void erase(std::string_view key);
+  void erase(ticket_key_id key);
   /// Drops the ticket kept for exactly `who`, if any.
   void erase(ticket_identity_view who);
   /// The ticket stored for exactly `who` if `now` is before its reuse limit. Valid until the next store or erase.
@@ -107,7 +109,7 @@ private:
   };
   using expiry_index = std::multimap<std::chrono::system_clock::time_point, hashed_identity const*>;
   struct entry {
-    std::string key; ///< the Redis key: `by_key_` views it
+    ticket_key_id key = 0; ///< its Redis key's id (`by_key_`)
     local_ticket value;
     expiry_index::iterator expiry; ///< this entry's place in `by_expiry_` (its key is the reuse limit)
     std::uint64_t generation = 0;  ///< the subscription it was kept under; 0 when none was live
@@ -123,7 +125,9 @@ private:
 
   std::size_t capacity_;
   entry_map entries_; ///< node-based: the identities and keys the indexes point to stay where they are
-  std::unordered_map<std::string_view, hashed_identity const*> by_key_; ///< Redis key -> entry, for erases heard
+  /// Redis key's id -> entry, for erases heard and writes ended. Two keys sharing an id (64 of the key's 128 bits)
+  /// would only make one drop the other's copy, which costs a Redis lookup, never a wrong ticket.
+  std::unordered_map<ticket_key_id, hashed_identity const*> by_key_;
   expiry_index by_expiry_; ///< every entry by its reuse limit: a full cache finds what to drop without a scan
 };
 

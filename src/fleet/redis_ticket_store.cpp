@@ -1,6 +1,9 @@
 #include "redis_ticket_store.hpp"
 
+#include <array>
 #include <chrono>
+#include <cstddef>
+#include <memory_resource>
 #include <utility>
 
 #include <asio/cancellation_type.hpp>
@@ -71,31 +74,23 @@ redis_ticket_store::redis_ticket_store(std::shared_ptr<fleet_state> state) noexc
 std::optional<std::vector<std::optional<ticket>>> redis_ticket_store::try_find(std::span<ticket_key const> keys) {
   // Answered here when every key is a near hit or known to be absent from Redis (the fleet's replica of its keys):
   // such a batch costs no hop to the strand. Any other batch is asked again by `find`, which sends only the keys
-  // the near cache lacks to the strand (and those the replica knows absent no further).
-  std::vector<ticket_identity_view> who;
-  std::vector<std::size_t> at;
+  // the near cache lacks to the strand (and those the replica knows absent no further). A batch's identities are
+  // views of its keys, kept on the stack (a batch is at most three episodes).
+  std::array<std::byte, 512> room; // NOLINT(cppcoreguidelines-pro-type-member-init): the resource's buffer
+  std::pmr::monotonic_buffer_resource on_stack(room.data(), room.size());
+  std::pmr::vector<ticket_identity_view> who(&on_stack);
   who.reserve(keys.size());
-  at.reserve(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (storable(keys[i])) { // nothing is ever stored without a viewer and a device
-      who.push_back(view_of(keys[i]));
-      at.push_back(i);
-    }
-  }
-  auto near = ticket_cache_access::find_near_all(state_->tickets, who, system_clock::now(), state_->options.process_id);
-  if (!near) {
-    return std::nullopt;
+  for (auto const& key : keys) {
+    who.push_back(view_of(key)); // one without a viewer or a device is answered nothing (never stored)
   }
   std::vector<std::optional<ticket>> out(keys.size());
-  for (std::size_t j = 0; j < at.size(); ++j) {
-    auto& found = (*near)[j];
-    if (!found) {
-      continue; // known to be absent from Redis
-    }
-    if (found->from_another_process) {
-      state_->add_cross_process_reuse();
-    }
-    out[at[j]] = std::move(found->value);
+  std::size_t from_other_processes = 0;
+  if (!ticket_cache_access::find_near_all(state_->tickets, who, system_clock::now(), state_->options.process_id, out,
+                                          from_other_processes)) {
+    return std::nullopt;
+  }
+  if (from_other_processes != 0) {
+    state_->add_cross_process_reuse(from_other_processes);
   }
   return out;
 }

@@ -152,25 +152,37 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     subscriber->start();
   }
 
+  /// The id the local copy and the replica know the Redis key `key` by; nothing for a key that is not a ticket
+  /// key of this organisation (no copy is ever kept under such a key).
+  [[nodiscard]] std::optional<detail::ticket_key_id> id_of(std::string_view key) const noexcept {
+    return detail::ticket_key_id_of(key, ticket_prefix);
+  }
+
   /// Keeps `ticket` of `who` (Redis key `key`) locally until its reuse limit, as a near copy of generation
   /// `kept_as` (0: a fallback copy only). Any thread.
-  void keep_local(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
+  void keep_local(std::string_view key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
                   std::uint64_t kept_as, std::uint64_t unwritten = 0) {
+    auto const id = id_of(key);
+    if (!id) {
+      return; // never: every key kept is built by `fleet_keys::ticket`
+    }
     auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
     std::lock_guard lock(local_mutex);
-    local.store(std::move(key), std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
+    local.store(*id, std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
   }
 
   /// `keep_local`, and the erase subscription opened if it is not yet. On the executor.
-  void keep(std::string key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
+  void keep(std::string_view key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
             std::uint64_t kept_as) {
-    keep_local(std::move(key), std::move(who), std::move(ticket), now, kept_as);
+    keep_local(key, std::move(who), std::move(ticket), now, kept_as);
     subscribe();
   }
 
   void forget(std::string_view key) {
-    std::lock_guard lock(local_mutex);
-    local.erase(key);
+    if (auto const id = id_of(key)) {
+      std::lock_guard lock(local_mutex);
+      local.erase(*id);
+    }
   }
 
   /// The subscription began (`live`) or ended. On the executor.
@@ -197,12 +209,10 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   /// the executor.
   void hear(std::string_view message) {
     if (!message.starts_with('+')) {
-      {
+      if (auto const id = id_of(message)) {
         std::lock_guard lock(local_mutex);
-        local.erase(message);
-        if (auto const id = detail::ticket_key_id_of(message, ticket_prefix)) {
-          known.remove(*id);
-        }
+        local.erase(*id);
+        known.remove(*id);
       }
       erasures_heard.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -216,7 +226,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         auto const line = rest.substr(0, end);
         rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
         auto const space = line.find(' ');
-        auto const id = detail::ticket_key_id_of(line.substr(0, space), ticket_prefix);
+        auto const id = id_of(line.substr(0, space));
         auto const px = space == std::string_view::npos ? std::nullopt : positive_ms(line.substr(space + 1));
         if (!id || !px) {
           readable = false; // not one of ours: what it stood for is unknown
@@ -347,8 +357,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       for (std::size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
         auto const& key = reply.elements[i];
         auto const& ttl = reply.elements[i + 1];
-        auto const id =
-            key.type == redis_reply::kind::string ? detail::ticket_key_id_of(key.text, ticket_prefix) : std::nullopt;
+        auto const id = key.type == redis_reply::kind::string ? id_of(key.text) : std::nullopt;
         if (id && ttl.type == redis_reply::kind::integer && ttl.integer > 0) {
           known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(ttl.integer)));
         } // anything else under the pattern is no ticket of the store's: never looked up by its key
@@ -379,8 +388,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     {
       std::lock_guard lock(local_mutex);
       for (std::size_t i = 0; i < who.size(); ++i) {
-        auto const& id = ids.emplace_back(
-            detail::ticket_key_id_of(keys.emplace_back(fleet_keys::ticket(org, who[i])), ticket_prefix));
+        auto const& id = ids.emplace_back(id_of(keys.emplace_back(fleet_keys::ticket(org, who[i]))));
         if (!(id && known_absent_locked(*id))) {
           asked.push_back(i);
         }
@@ -434,7 +442,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
               continue;
             }
             if (keep_read) {
-              keep(std::move(keys[i]), who[i], *found[i], now, keep_as);
+              keep(keys[i], who[i], *found[i], now, keep_as);
             }
           }
         }
@@ -489,8 +497,9 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   void end_unwritten(detail::prepared_stores const& stores) {
     std::lock_guard lock(local_mutex);
     for (std::size_t i = 0; i < stores.keys.size(); ++i) {
-      if (stores.tokens[i] != 0) {
-        local.written(stores.keys[i], stores.tokens[i]);
+      auto const id = stores.tokens[i] != 0 ? id_of(stores.keys[i]) : std::nullopt;
+      if (id) {
+        local.written(*id, stores.tokens[i]);
       }
     }
   }
@@ -524,7 +533,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     {
       std::lock_guard lock(local_mutex);
       for (std::size_t i = 0; i < stores.keys.size(); ++i) {
-        auto const id = detail::ticket_key_id_of(stores.keys[i], ticket_prefix);
+        auto const id = id_of(stores.keys[i]);
         auto const px = positive_ms(stores.args[2 * i + 1]);
         if (id && px) {
           known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(*px)));
@@ -724,9 +733,10 @@ std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache& c
   return near_ticket{found->decoded->value, found->decoded->process_id != process_id};
 }
 
-std::optional<std::vector<std::optional<near_ticket>>>
-ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
-                                   system_clock::time_point now, std::string_view process_id) {
+bool ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
+                                        system_clock::time_point now, std::string_view process_id,
+                                        std::span<std::optional<wandura::ticket>> out,
+                                        std::size_t& from_other_processes) {
   auto& self = *cache.impl_;
   std::lock_guard lock(self.local_mutex);
   // All or nothing: a key that needs Redis sends the whole lookup the long way, uncounted here. The copies found
@@ -735,20 +745,26 @@ ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ticket_
   constexpr std::size_t held = ticket_batch::max_episodes;
   std::array<local_ticket const*, held> found{};
   std::size_t hits = 0;
+  std::size_t absent = 0;
   for (std::size_t i = 0; i < who.size(); ++i) {
+    if (who[i].viewer_ref.empty() || who[i].union_info.empty()) {
+      continue; // never stored: nothing, and not a lookup
+    }
     auto const* copy = self.near_copy(who[i], now);
     if (copy != nullptr && !copy->decoded) {
       self.local.erase(who[i]); // another format under a key of ours: the ticket store never serves it
-      return std::nullopt;
+      return false;
     }
     if (copy == nullptr) {
       // Absent from Redis, if the replica is complete and lacks the key (hashed only then).
-      bool const absent = self.known.complete() &&
-                          self.known_absent_locked(ticket_key_id_for(
-                              who[i].viewer_ref, who[i].union_info, who[i].film_ref, who[i].episode_no, who[i].intent));
-      if (!absent) {
-        return std::nullopt;
+      bool const known_absent =
+          self.known.complete() &&
+          self.known_absent_locked(ticket_key_id_for(who[i].viewer_ref, who[i].union_info, who[i].film_ref,
+                                                     who[i].episode_no, who[i].intent));
+      if (!known_absent) {
+        return false;
       }
+      ++absent;
     } else {
       ++hits;
     }
@@ -756,16 +772,20 @@ ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ticket_
       found[i] = copy;
     }
   }
-  std::vector<std::optional<near_ticket>> out(who.size());
+  from_other_processes = 0;
   for (std::size_t i = 0; i < who.size(); ++i) {
+    if (who[i].viewer_ref.empty() || who[i].union_info.empty()) {
+      continue;
+    }
     auto const* copy = i < held ? found[i] : self.near_copy(who[i], now);
     if (copy != nullptr) {
-      out[i] = near_ticket{copy->decoded->value, copy->decoded->process_id != process_id};
+      out[i] = copy->decoded->value;
+      from_other_processes += copy->decoded->process_id != process_id ? 1U : 0U;
     }
   }
   self.near_hits.fetch_add(hits, std::memory_order_relaxed);
-  self.known_absent.fetch_add(who.size() - hits, std::memory_order_relaxed);
-  return out;
+  self.known_absent.fetch_add(absent, std::memory_order_relaxed);
+  return true;
 }
 
 asio::awaitable<std::vector<std::optional<stored_ticket>>>

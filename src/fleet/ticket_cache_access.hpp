@@ -46,12 +46,16 @@ struct ticket_cache_access {
 
   /// Each of `who` (in order) answered without a round trip, but only if every one can be: its near copy, as
   /// `find_near` decides, or nothing when the fleet's replica of which keys exist knows its key is absent from
-  /// Redis (known_keys.hpp). Otherwise nothing at all, and nothing counted (the caller asks again, for all of them).
-  /// Answered: `near_hits` counts each copy, `known_absent` each absent one. One lock for all. Same rules as
-  /// `find_near`.
-  [[nodiscard]] static std::optional<std::vector<std::optional<near_ticket>>>
-  find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
-                std::chrono::system_clock::time_point now, std::string_view process_id);
+  /// Redis (known_keys.hpp). An identity without a viewer_ref or a union_info is answered nothing and not counted
+  /// (nothing is ever stored for it). Answered: true, each copy's ticket in `out[i]` (`out` as long as `who`, its
+  /// items empty), `near_hits` counting each copy, `known_absent` each absent key, and the result's
+  /// `from_other_processes` the copies another process stored (`process_id` is this process's id). Otherwise
+  /// false, `out` untouched and nothing counted (the caller asks again, for all of them). One lock for all. Any
+  /// thread.
+  [[nodiscard]] static bool find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
+                                          std::chrono::system_clock::time_point now, std::string_view process_id,
+                                          std::span<std::optional<wandura::ticket>> out,
+                                          std::size_t& from_other_processes);
 
   /// `get_many` without asking the near cache again (the caller just did): one `MGET` for every one of `who` the
   /// replica does not know to be absent, or the local fallback. A value whose payload is not a ticket store's is a miss

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -20,22 +22,26 @@ auto const t0 = std::chrono::system_clock::time_point(std::chrono::milliseconds(
 wandura::detail::local_ticket kept(std::string payload, std::chrono::system_clock::time_point expires_at) {
   return {{std::move(payload), expires_at}, std::nullopt};
 }
+/// The id of a Redis key named `name` in these tests.
+wandura::detail::ticket_key_id key(std::string_view name) {
+  return std::hash<std::string_view>{}(name);
+}
 } // namespace
 
 TEST_CASE("local ticket cache: found only for the identity it was stored for, until its reuse limit") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0);
   CHECK(cache.find(viewer_on("device-7"), t0)->cached.payload == "tkt_7");
   CHECK_FALSE(cache.find(viewer_on("device-8"), t0)); // another device: never served
   CHECK_FALSE(cache.find(viewer_on("device-7"), t0 + 25min));
-  cache.erase("k7");
+  cache.erase(key("k7"));
   CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
 }
 
 TEST_CASE("local ticket cache: erased by identity, that identity's ticket goes and nothing else") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
   cache.erase(viewer_on("device-9")); // nothing kept for it
   CHECK(cache.size() == 2);
   cache.erase(viewer_on("device-7"));
@@ -44,9 +50,9 @@ TEST_CASE("local ticket cache: erased by identity, that identity's ticket goes a
   CHECK(cache.find_near(viewer_on("device-8"), t0, 1)->cached.payload == "tkt_8");
   // Its key and its place by expiry went with it: the key names another identity's ticket now, and a full cache
   // still makes room by expiry.
-  cache.store("k7", viewer_on("device-9"), kept("tkt_9", t0 + 30min), t0 + 25min, t0);
+  cache.store(key("k7"), viewer_on("device-9"), kept("tkt_9", t0 + 30min), t0 + 25min, t0);
   CHECK(cache.find(viewer_on("device-9"), t0)->cached.payload == "tkt_9");
-  cache.erase("k7");
+  cache.erase(key("k7"));
   CHECK(cache.size() == 1);
 }
 
@@ -54,15 +60,15 @@ TEST_CASE(
     "local ticket cache: when full, expired tickets make room, then the live one with the least reuse time left") {
   wandura::detail::local_ticket_cache cache(2);
   auto const now = t0;
-  cache.store("old", viewer_on("a"), kept("tkt_old", now), now - 1ms, now); // already past its reuse limit
-  cache.store("live", viewer_on("b"), kept("tkt_live", now + 30min), now + 25min, now);
-  cache.store("new", viewer_on("c"), kept("tkt_new", now + 30min), now + 25min, now);
+  cache.store(key("old"), viewer_on("a"), kept("tkt_old", now), now - 1ms, now); // already past its reuse limit
+  cache.store(key("live"), viewer_on("b"), kept("tkt_live", now + 30min), now + 25min, now);
+  cache.store(key("new"), viewer_on("c"), kept("tkt_new", now + 30min), now + 25min, now);
   CHECK(cache.find(viewer_on("c"), now));
-  cache.store("less", viewer_on("d"), kept("tkt_less", now + 29min), now + 24min, now); // full, less time left
+  cache.store(key("less"), viewer_on("d"), kept("tkt_less", now + 29min), now + 24min, now); // full, less time left
   CHECK_FALSE(cache.find(viewer_on("d"), now));
   CHECK(cache.find(viewer_on("b"), now));
   CHECK(cache.find(viewer_on("c"), now));
-  cache.store("live", viewer_on("b"), kept("tkt_live2", now + 40min), now + 35min, now); // replacing needs no room
+  cache.store(key("live"), viewer_on("b"), kept("tkt_live2", now + 40min), now + 35min, now); // replacing needs no room
   CHECK(cache.find(viewer_on("b"), now)->cached.payload == "tkt_live2");
   CHECK(cache.find(viewer_on("c"), now));
 }
@@ -71,14 +77,14 @@ TEST_CASE("local ticket cache: of a full cache's tickets with as little reuse ti
   wandura::detail::local_ticket_cache cache(2);
   auto const now = t0;
   // Issued in one second: one expiry.
-  cache.store("b", viewer_on("b"), kept("tkt_b", now + 30min), now + 25min, now);
-  cache.store("c", viewer_on("c"), kept("tkt_c", now + 30min), now + 25min, now);
-  cache.store("d", viewer_on("d"), kept("tkt_d", now + 30min), now + 25min, now);
+  cache.store(key("b"), viewer_on("b"), kept("tkt_b", now + 30min), now + 25min, now);
+  cache.store(key("c"), viewer_on("c"), kept("tkt_c", now + 30min), now + 25min, now);
+  cache.store(key("d"), viewer_on("d"), kept("tkt_d", now + 30min), now + 25min, now);
   CHECK_FALSE(cache.find(viewer_on("b"), now));
   CHECK(cache.find(viewer_on("c"), now));
   CHECK(cache.find(viewer_on("d"), now));
-  cache.store("c", viewer_on("c"), kept("tkt_c2", now + 30min), now + 25min, now); // stored again: now the newest
-  cache.store("e", viewer_on("e"), kept("tkt_e", now + 30min), now + 25min, now);
+  cache.store(key("c"), viewer_on("c"), kept("tkt_c2", now + 30min), now + 25min, now); // stored again: now the newest
+  cache.store(key("e"), viewer_on("e"), kept("tkt_e", now + 30min), now + 25min, now);
   CHECK_FALSE(cache.find(viewer_on("d"), now));
   CHECK(cache.find(viewer_on("c"), now)->cached.payload == "tkt_c2");
   CHECK(cache.find(viewer_on("e"), now));
@@ -88,74 +94,75 @@ TEST_CASE("local ticket cache: of a full cache's tickets with as little reuse ti
 TEST_CASE("local ticket cache: a full cache drops exactly its expired tickets, soonest first, erase included") {
   wandura::detail::local_ticket_cache cache(3);
   auto const now = t0;
-  cache.store("a", viewer_on("a"), kept("tkt_a", now + 30min), now + 10min, now);
-  cache.store("b", viewer_on("b"), kept("tkt_b", now + 30min), now + 5min, now);
-  cache.store("c", viewer_on("c"), kept("tkt_c", now + 30min), now + 20min, now);
-  cache.erase("c"); // its place in the expiry order goes with it
-  cache.store("d", viewer_on("d"), kept("tkt_d", now + 30min), now + 20min, now);
+  cache.store(key("a"), viewer_on("a"), kept("tkt_a", now + 30min), now + 10min, now);
+  cache.store(key("b"), viewer_on("b"), kept("tkt_b", now + 30min), now + 5min, now);
+  cache.store(key("c"), viewer_on("c"), kept("tkt_c", now + 30min), now + 20min, now);
+  cache.erase(key("c")); // its place in the expiry order goes with it
+  cache.store(key("d"), viewer_on("d"), kept("tkt_d", now + 30min), now + 20min, now);
   auto const later = now + 6min; // only b is past its limit
-  cache.store("e", viewer_on("e"), kept("tkt_e", now + 30min), now + 20min, later);
+  cache.store(key("e"), viewer_on("e"), kept("tkt_e", now + 30min), now + 20min, later);
   CHECK(cache.find(viewer_on("e"), later));
   CHECK(cache.find(viewer_on("a"), later));
   CHECK(cache.find(viewer_on("d"), later));
   CHECK_FALSE(cache.find(viewer_on("b"), now)); // dropped, not merely past its limit
-  cache.store("f", viewer_on("f"), kept("tkt_f", now + 30min), now + 20min, later); // full of live ones: a goes
+  cache.store(key("f"), viewer_on("f"), kept("tkt_f", now + 30min), now + 20min, later); // full of live ones: a goes
   CHECK(cache.find(viewer_on("f"), later));
   CHECK_FALSE(cache.find(viewer_on("a"), later));
   CHECK(cache.find(viewer_on("d"), later));
   CHECK(cache.find(viewer_on("e"), later));
-  cache.store("g", viewer_on("g"), kept("tkt_g", now + 30min), now + 15min, later); // less time left than all: not kept
+  cache.store(key("g"), viewer_on("g"), kept("tkt_g", now + 30min), now + 15min,
+              later); // less time left than all: not kept
   CHECK_FALSE(cache.find(viewer_on("g"), later));
 }
 
 TEST_CASE("local ticket cache: a near copy is found only under the generation it was kept in, never generation 0") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 3);
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0); // a fallback copy only
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 3);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0); // a fallback copy only
   CHECK(cache.find_near(viewer_on("device-7"), t0, 3)->cached.payload == "tkt_7");
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 4));         // the subscription changed since
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 3));         // never another device
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0 + 25min, 3)); // past its reuse limit
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 0));
-  CHECK(cache.find(viewer_on("device-8"), t0));                                           // still the fallback
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 4); // read again: near now
+  CHECK(cache.find(viewer_on("device-8"), t0));                                                // still the fallback
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 4); // read again: near now
   CHECK(cache.find_near(viewer_on("device-8"), t0, 4));
 }
 
 TEST_CASE("local ticket cache: an unwritten copy is near under any generation until its write ends, then only "
           "under its own") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 0, 11);
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 3, 12);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 0, 11);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 3, 12);
   CHECK(cache.find_near(viewer_on("device-7"), t0, 0)->cached.payload == "tkt_7"); // no subscription at all
   CHECK(cache.find_near(viewer_on("device-7"), t0, 5));
   CHECK_FALSE(cache.find_near(viewer_on("device-9"), t0, 0));         // never another device
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0 + 25min, 0)); // nor past its reuse limit
-  cache.written("k7", 99); // another store's write: k7's copy is not that store's
+  cache.written(key("k7"), 99); // another store's write: k7's copy is not that store's
   CHECK(cache.find_near(viewer_on("device-7"), t0, 0));
-  cache.written("k7", 11);
-  cache.written("k8", 12);
-  cache.written("k9", 13); // nothing kept under it: nothing happens
+  cache.written(key("k7"), 11);
+  cache.written(key("k8"), 12);
+  cache.written(key("k9"), 13); // nothing kept under it: nothing happens
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 0));
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 5));
   CHECK(cache.find(viewer_on("device-7"), t0)); // still the fallback's
   CHECK(cache.find_near(viewer_on("device-8"), t0, 3));
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 4));
   // Stored again: as the new store says. A newer store's copy keeps its mark when an older write ends.
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 0, 14);
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8b", t0 + 30min), t0 + 25min, t0, 0, 15);
-  cache.written("k8", 14);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 0, 14);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8b", t0 + 30min), t0 + 25min, t0, 0, 15);
+  cache.written(key("k8"), 14);
   CHECK(cache.find_near(viewer_on("device-8"), t0, 4)->cached.payload == "tkt_8b");
-  cache.written("k8", 15);
+  cache.written(key("k8"), 15);
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 4));
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 4);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 4);
   CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 5));
   CHECK(cache.find_near(viewer_on("device-8"), t0, 4));
 }
 
 TEST_CASE("local ticket cache: every field of the identity tells a ticket apart, whether looked up owned or viewed") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
   std::string const viewer = "viewer:ref";
   std::string const device = "device-7";
   std::string const film = "film";
@@ -172,30 +179,30 @@ TEST_CASE("local ticket cache: every field of the identity tells a ticket apart,
 
 TEST_CASE("local ticket cache: an erase names the Redis key, and drops the copy kept under it and no other") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
-  cache.store("k8", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
-  cache.erase("k9"); // nothing under it
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  cache.erase(key("k9")); // nothing under it
   CHECK(cache.size() == 2);
-  cache.erase("k7");
+  cache.erase(key("k7"));
   CHECK_FALSE(cache.find_near(viewer_on("device-7"), t0, 1));
   CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
   CHECK(cache.find_near(viewer_on("device-8"), t0, 1));
   CHECK(cache.size() == 1);
   // Stored again after the erase: found again, and the new copy is dropped by the next erase too.
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7b", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7b", t0 + 30min), t0 + 25min, t0, 1);
   CHECK(cache.find_near(viewer_on("device-7"), t0, 1)->cached.payload == "tkt_7b");
-  cache.erase("k7");
+  cache.erase(key("k7"));
   CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
 }
 
 TEST_CASE("local ticket cache: a store under a key another identity holds replaces that identity's copy") {
   wandura::detail::local_ticket_cache cache(10);
-  cache.store("k7", viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
-  cache.store("k7", viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  cache.store(key("k7"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
   CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
   CHECK(cache.find(viewer_on("device-8"), t0)->cached.payload == "tkt_8");
   CHECK(cache.size() == 1);
-  cache.erase("k7");
+  cache.erase(key("k7"));
   CHECK_FALSE(cache.find(viewer_on("device-8"), t0));
   CHECK(cache.size() == 0);
 }
@@ -300,13 +307,13 @@ TEST_CASE("local ticket cache: long random runs of stores, erases and key collis
       auto const pick = [&random](std::size_t n) { return static_cast<std::size_t>(random() % n); };
       auto const& id = who[pick(who.size())];
       std::size_t const id_at = static_cast<std::size_t>(&id - who.data());
-      std::string const key = pick(5) == 0 ? "shared" : "k" + std::to_string(id_at);
+      std::string const key_name = pick(5) == 0 ? "shared" : "k" + std::to_string(id_at);
       switch (pick(8)) {
       case 0: now += std::chrono::minutes(pick(3)); break;
       case 1:
       case 2: {
         std::string const key_named = pick(3) == 0 ? "shared" : "k" + std::to_string(pick(who.size()));
-        cache.erase(key_named);
+        cache.erase(key(key_named));
         model.erase(key_named);
         break;
       }
@@ -314,8 +321,8 @@ TEST_CASE("local ticket cache: long random runs of stores, erases and key collis
         auto const reuse_until = now + std::chrono::minutes(static_cast<int>(pick(6)) - 1);
         std::string const payload = "tkt_" + std::to_string(step);
         std::uint64_t const generation = pick(3);
-        cache.store(key, id, kept(payload, reuse_until + 5min), reuse_until, now, generation);
-        model.store(key, id, payload, reuse_until, now, generation);
+        cache.store(key(key_name), id, kept(payload, reuse_until + 5min), reuse_until, now, generation);
+        model.store(key_name, id, payload, reuse_until, now, generation);
         break;
       }
       }
