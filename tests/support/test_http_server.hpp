@@ -33,7 +33,7 @@ namespace wandura::testing {
 
 /// What the server does with each request it reads.
 enum class server_behaviour {
-  respond,            ///< 200 with `body`, keep-alive.
+  respond,            ///< `status` (200 unless set) with `body`, keep-alive.
   reset_mid_body,     ///< Headers announcing the full body, half the body, then a TCP RST.
   close_before_reply, ///< Reads the request and closes cleanly without a byte (libcurl: "empty reply").
   stall,              ///< Reads the request and never answers (the connection stays open).
@@ -75,6 +75,14 @@ public:
   }
 
   void set_behaviour(server_behaviour b) { behaviour_.store(b); }
+  /// The status code `respond` answers with (a redirect with its `Location` in `set_extra_headers`, say).
+  void set_status(int code) { status_.store(code); }
+  /// The body `respond` sends, as bytes (a gzip stream with `Content-Encoding: gzip`, say). The other behaviours
+  /// read it unlocked: change it only while no request is being answered.
+  void set_body(std::string bytes) {
+    std::lock_guard lock(mutex_);
+    body_ = std::move(bytes);
+  }
   /// Extra response header lines (each "Name: value") sent with `respond`.
   void set_extra_headers(std::vector<std::string> lines) {
     std::lock_guard lock(mutex_);
@@ -88,7 +96,10 @@ public:
 
   [[nodiscard]] std::size_t connections_accepted() const { return accepted_.load(); }
   [[nodiscard]] std::size_t requests_read() const { return requests_.load(); }
-  [[nodiscard]] std::string const& body() const { return body_; }
+  [[nodiscard]] std::string body() const {
+    std::lock_guard lock(mutex_);
+    return body_;
+  }
   /// The last request's raw header block, for assertions on what the client sent.
   [[nodiscard]] std::string last_request_head() const {
     std::lock_guard lock(mutex_);
@@ -161,13 +172,17 @@ private:
     std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
     switch (b) {
     case server_behaviour::respond: {
+      if (int const status = status_.load(); status != 200) {
+        // The reason phrase is free text: clients read the code only.
+        head.replace(0, head.find("\r\n"), "HTTP/1.1 " + std::to_string(status) + " Status");
+      }
       {
         std::lock_guard lock(mutex_);
         for (auto const& h : extra_headers_) {
           head += h + "\r\n";
         }
+        head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
       }
-      head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
       co_return !ec;
     }
@@ -270,6 +285,7 @@ private:
   mutable std::mutex mutex_;
   std::vector<std::string> extra_headers_;
   std::string last_head_;
+  std::atomic<int> status_{200};
   std::atomic<int> chunk_delay_ms_{20};
   std::atomic<int> close_after_ms_{-1};
   std::atomic<std::size_t> oversized_bytes_{std::size_t{2} << 20U};
