@@ -688,7 +688,8 @@ TEST_CASE("transport: cancellation completes with operation_aborted in every pha
   }
 }
 
-TEST_CASE("transport: the coroutine forms see terminal cancellation, and partial only when the caller lets it through") {
+TEST_CASE(
+    "transport: the coroutine forms see terminal cancellation, and partial only when the caller lets it through") {
   test_http_server server(server_behaviour::slow_body);
   server.set_chunk_delay(20ms); // the body takes about half a second
   asio::io_context io;
@@ -704,7 +705,8 @@ TEST_CASE("transport: the coroutine forms see terminal cancellation, and partial
     asio::co_spawn(io, tr.send_attempt(request, {}), asio::bind_cancellation_slot(signal.slot(), keep(out)));
     run_until(io, started);
     signal.emit(type);
-    run_until(io, [&] { return out.has_value(); }, limit);
+    run_until(
+        io, [&] { return out.has_value(); }, limit);
     return out;
   };
 
@@ -732,7 +734,8 @@ TEST_CASE("transport: the coroutine forms see terminal cancellation, and partial
   asio::co_spawn(io, widened(), asio::bind_cancellation_slot(passed_on.slot(), keep(cancelled)));
   run_until(io, started);
   passed_on.emit(asio::cancellation_type::partial);
-  run_until(io, [&] { return cancelled.has_value(); }, 200ms);
+  run_until(
+      io, [&] { return cancelled.has_value(); }, 200ms);
   REQUIRE(cancelled.has_value());
   CHECK(cancelled->error == asio::error::operation_aborted);
 }
@@ -1226,4 +1229,113 @@ TEST_CASE("transport: requests cancelled from other strands while the transport 
       CHECK_FALSE(next.error);
     }
   }
+}
+
+// --- What transport.hpp and transport_options.hpp promise, each held as worded there ----------------------------
+
+TEST_CASE("transport: destroying it aborts requests in every phase at once, closes every socket, leaves no work") {
+  // transport.hpp, "Lifetime": each request still in flight completes with operation_aborted while the io_context
+  // runs, and idle keep-alive connections are closed. The attempt and connect timeouts here are 30 s: nothing may
+  // wait for them. Afterwards no descriptor of the transport's is open and no wait of its keeps run() busy.
+  asio::io_context io;
+  asio::steady_timer reactor_user(io); // the io_context's reactor descriptors exist from here on
+  { // libcurl's and the TLS library's one-time set-up may keep descriptors: not the transport's to close
+    wandura::transport warm_up(io.get_executor());
+  }
+  io.run();
+  auto const fds_before = open_descriptors();
+  {
+    full_backlog_listener listener;                             // connecting
+    test_http_server never_reads(server_behaviour::never_read); // sending an 8 MiB body
+    test_http_server stalls(server_behaviour::stall);           // waiting for the response
+    test_http_server slow(server_behaviour::slow_body);         // receiving the body (over a second)
+    slow.set_chunk_delay(50ms);
+    test_http_server answers; // its connection idle in the pool
+    auto tr = std::make_unique<wandura::transport>(io.get_executor());
+    auto const pooled = post(answers.url());
+    REQUIRE_FALSE(run(io, tr->send_attempt(pooled, {})).error);
+    std::vector<wandura::http_request> const requests = {
+        post("http://127.0.0.1:" + std::to_string(listener.port()) + "/"),
+        post(never_reads.url(), std::string(std::size_t{8} << 20U, 'b')), post(stalls.url()), post(slow.url())};
+    wandura::attempt_options opts;
+    opts.timeout = 30s;
+    opts.connect_timeout = 30s;
+    std::vector<std::optional<wandura::attempt_result>> results(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      asio::co_spawn(io, tr->send_attempt(requests[i], opts),
+                     [&results, i](std::exception_ptr, wandura::attempt_result r) { results[i] = std::move(r); });
+    }
+    auto const all_under_way = [&] {
+      return never_reads.connections_accepted() == 1 && stalls.requests_read() == 1 && slow.requests_read() == 1 &&
+             tr->stats().requests_in_flight == requests.size();
+    };
+    run_until(io, all_under_way);
+    REQUIRE(all_under_way());
+    run_until(
+        io, [] { return false; }, 150ms);   // the slow body is part-way now
+    REQUIRE(tr->stats().sockets_open == 5); // four requests' and the idle one's
+    REQUIRE(open_descriptors() > fds_before);
+
+    auto const destroyed = clock_type::now();
+    tr.reset();
+    io.restart();
+    io.run_for(5s); // returns as soon as no work is left
+    auto const elapsed = clock_type::now() - destroyed;
+    CHECK(io.stopped());    // ran out of work: no socket wait or timer of the transport's left
+    CHECK(elapsed < 500ms); // at once, not at a timeout
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      INFO("request " << i);
+      REQUIRE(results[i].has_value());
+      CHECK(results[i]->error == asio::error::operation_aborted);
+      CHECK(results[i]->response.status == 0);
+    }
+    CHECK(answers.requests_read() == 1);
+  } // the servers close their ends
+  // What is left open is the transport's: every socket it opened (connecting, sending, reading, pooled) and
+  // libcurl's own descriptors must be closed.
+  for (int i = 0; i < 200 && open_descriptors() != fds_before; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(open_descriptors() == fds_before);
+}
+
+TEST_CASE("transport: destroying it completes the requests queued behind max_in_flight with operation_aborted") {
+  // Queued requests are not "in flight" (transport_stats counts them apart), but they are the transport's pending
+  // work all the same: they complete with operation_aborted at once, are never sent, and neither a queue deadline
+  // (30 s) nor a queued request without one (timeout 0) holds the io_context.
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport_options options;
+  options.max_in_flight = 2;
+  auto tr = std::make_unique<wandura::transport>(io.get_executor(), options);
+  auto const request = post(server.url());
+  wandura::attempt_options timed;
+  timed.timeout = 30s;
+  wandura::attempt_options untimed;
+  untimed.timeout = 0ms;
+  std::vector<std::optional<wandura::attempt_result>> results(6);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    asio::co_spawn(io, tr->send_attempt(request, i % 2 == 0 ? timed : untimed),
+                   [&results, i](std::exception_ptr, wandura::attempt_result r) { results[i] = std::move(r); });
+  }
+  auto const two_sent_four_queued = [&] {
+    return server.requests_read() == 2 && tr->stats().requests_in_flight == 2 && tr->stats().requests_queued == 4;
+  };
+  run_until(io, two_sent_four_queued);
+  REQUIRE(two_sent_four_queued());
+
+  auto const destroyed = clock_type::now();
+  tr.reset();
+  io.restart();
+  io.run_for(5s); // returns as soon as no work is left
+  CHECK(io.stopped());
+  CHECK(clock_type::now() - destroyed < 500ms);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(results[i].has_value());
+    CHECK(results[i]->error == asio::error::operation_aborted);
+  }
+  std::this_thread::sleep_for(100ms); // a queued request sent late would have arrived by now
+  CHECK(server.connections_accepted() == 2);
+  CHECK(server.requests_read() == 2);
 }
