@@ -33,11 +33,12 @@ struct http_request {
   std::string body;
 };
 
-/// Options of one attempt. Zero means "no limit" for the timeouts.
+/// Options of one attempt.
 struct attempt_options {
-  /// The whole attempt: connecting, sending and receiving the full response. Milliseconds.
+  /// The whole attempt: connecting, sending and receiving the full response. Milliseconds; zero or less: none.
   std::chrono::milliseconds timeout{8000};
-  /// Connecting only (DNS, TCP, TLS handshake); bounded by `timeout` too. Milliseconds.
+  /// Connecting only (DNS, TCP, TLS handshake); bounded by `timeout` too. Milliseconds; zero: not "none" but the
+  /// transport's `transport_options::default_connect_timeout`.
   std::chrono::milliseconds connect_timeout{3000};
 };
 

@@ -50,7 +50,8 @@ struct transport_options {
   /// Verify that the certificate names the host of the URL (CURLOPT_SSL_VERIFYHOST). For tests only.
   bool verify_host = true;
 
-  /// Connect timeout used when an attempt's `connect_timeout` is zero: DNS, TCP and TLS handshake. Milliseconds.
+  /// Connect timeout used when an attempt's `connect_timeout` is zero: DNS, TCP and TLS handshake. Milliseconds;
+  /// zero or less is taken as the default, 3000.
   std::chrono::milliseconds default_connect_timeout{3000};
   /// `User-Agent` header sent with every request unless the request sets its own. Empty: none.
   std::string user_agent = "wandura-cpp/0.1";
