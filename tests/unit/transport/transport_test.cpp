@@ -1339,3 +1339,75 @@ TEST_CASE("transport: destroying it completes the requests queued behind max_in_
   CHECK(server.connections_accepted() == 2);
   CHECK(server.requests_read() == 2);
 }
+
+TEST_CASE("transport: an attempt timeout of zero or less means none, queued behind max_in_flight too") {
+  // async_send: "a `timeout` of zero or less means none". Each body takes about a quarter of a second, the queued
+  // request waits for the first one's: neither an instant timeout nor one counted in the queue may end them.
+  test_http_server server(server_behaviour::slow_body);
+  server.set_chunk_delay(10ms);
+  asio::io_context io;
+  wandura::transport_options options;
+  options.max_in_flight = 1;
+  wandura::transport tr(io.get_executor(), options);
+  auto const request = post(server.url());
+  for (auto const timeout : {0ms, -1ms, std::chrono::milliseconds::min()}) {
+    INFO("timeout " << timeout.count() << " ms");
+    wandura::attempt_options opts;
+    opts.timeout = timeout;
+    std::vector<std::optional<wandura::attempt_result>> results(2);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      asio::co_spawn(io, tr.send_attempt(request, opts),
+                     [&results, i](std::exception_ptr, wandura::attempt_result r) { results[i] = std::move(r); });
+    }
+    run_until(
+        io, [&] { return results[0].has_value() && results[1].has_value(); }, 5000ms);
+    for (auto const& r : results) {
+      REQUIRE(r.has_value());
+      CHECK_FALSE(r->error);
+      CHECK(r->response.body.view() == server.body());
+    }
+  }
+}
+
+TEST_CASE("transport: a zero connect_timeout means default_connect_timeout, which is 3 s unless set to more than 0") {
+  // async_send: "zero `connect_timeout` means `transport_options::default_connect_timeout`"; that one is 3000 ms by
+  // default, and zero or less is taken as 3000 ms too (transport_options.hpp).
+  // A connect that never completes on loopback: the listener's accept queue is full, its SYNs are dropped.
+  CHECK(wandura::transport_options{}.default_connect_timeout == 3000ms);
+  full_backlog_listener listener;
+  asio::io_context io;
+  auto const request = post("http://127.0.0.1:" + std::to_string(listener.port()) + "/");
+  wandura::attempt_options opts;
+  opts.timeout = 10s;
+  opts.connect_timeout = 0ms;
+  auto const attempt = [&](wandura::transport& tr) {
+    auto const start = clock_type::now();
+    auto const r = run(io, tr.send_attempt(request, opts));
+    CHECK(r.error == errc::connect_failed);
+    return clock_type::now() - start;
+  };
+
+  SECTION("set: 300 ms, and an attempt's own connect_timeout still overrides it") {
+    wandura::transport_options options;
+    options.default_connect_timeout = 300ms;
+    wandura::transport tr(io.get_executor(), options);
+    auto const by_default = attempt(tr);
+    CHECK(by_default >= 290ms);
+    CHECK(by_default < 1500ms);
+    opts.connect_timeout = 800ms;
+    auto const own = attempt(tr);
+    CHECK(own >= 790ms);
+    CHECK(own < 2000ms);
+  }
+  SECTION("left at its default, or set to zero: 3 s") {
+    for (auto const default_connect : {wandura::transport_options{}.default_connect_timeout, 0ms}) {
+      INFO("default_connect_timeout " << default_connect.count() << " ms");
+      wandura::transport_options options;
+      options.default_connect_timeout = default_connect;
+      wandura::transport tr(io.get_executor(), options);
+      auto const elapsed = attempt(tr);
+      CHECK(elapsed >= 2990ms);
+      CHECK(elapsed < 4500ms); // not the 10 s attempt timeout
+    }
+  }
+}
