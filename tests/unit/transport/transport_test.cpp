@@ -1411,3 +1411,34 @@ TEST_CASE("transport: a zero connect_timeout means default_connect_timeout, whic
     }
   }
 }
+
+TEST_CASE("transport: a redirect is the response, its Location is never fetched") {
+  // async_send: "no redirects followed". Every redirect status, for a POST and a GET; the Location names another
+  // server, which must never see a connection.
+  test_http_server target;
+  test_http_server redirecting;
+  redirecting.set_extra_headers({"Location: " + target.url("/moved")});
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const post_request = post(redirecting.url("/v1/items"));
+  auto const get_request = [&] {
+    wandura::http_request r;
+    r.url = redirecting.url("/v1/config");
+    return r;
+  }();
+  std::size_t sent = 0;
+  for (int const status : {301, 302, 303, 307, 308}) {
+    redirecting.set_status(status);
+    for (auto const* request : {&post_request, &get_request}) {
+      INFO("status " << status << ", " << request->url);
+      auto const r = run(io, tr.send_attempt(*request, {}));
+      ++sent;
+      REQUIRE_FALSE(r.error);
+      CHECK(r.response.status == status);
+      CHECK(r.response.headers.find("location") == target.url("/moved"));
+      CHECK(r.response.body.view() == redirecting.body());
+      CHECK(redirecting.requests_read() == sent);
+    }
+  }
+  CHECK(target.connections_accepted() == 0);
+}
