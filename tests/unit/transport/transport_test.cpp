@@ -1442,3 +1442,79 @@ TEST_CASE("transport: a redirect is the response, its Location is never fetched"
   }
   CHECK(target.connections_accepted() == 0);
 }
+
+namespace {
+
+/// `{"pad":"` 99,990 x's `"}` (100,000 bytes) as gzip: 146 bytes.
+std::string const gzipped_100k(
+    "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xed\xc1\x41\x0d\x00\x20\x0c\x04\x30\x2f\x27\x63\x6e\x48\x10\xc0\x93\x84"
+    "\xcc\xfb\x6c\xf0\x68\xfb\x72\xd6\x4e\xe5\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x9f\x49\x0f\x2e\xf4"
+    "\x8b\x70\xa0\x86\x01\x00",
+    146);
+
+std::string lower_case(std::string s) {
+  for (auto& c : s) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return s;
+}
+
+/// The value of header `name` (lower case) in a raw request head, or "" without it.
+std::string request_header(std::string const& head, std::string const& name) {
+  auto const lowered = lower_case(head);
+  auto const at = lowered.find("\r\n" + name + ":");
+  if (at == std::string::npos) {
+    return {};
+  }
+  auto const from = at + 2 + name.size() + 1;
+  return lowered.substr(from, lowered.find("\r\n", from) - from);
+}
+
+} // namespace
+
+TEST_CASE("transport: accept_compressed asks for gzip and decodes it, the size cap counting decoded bytes") {
+  // transport_options::accept_compressed: "Ask for and decode compressed responses (`Accept-Encoding` with every
+  // encoding libcurl supports). The size cap applies to decoded bytes." Off (the default), nothing is asked for.
+  if ((curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_LIBZ) == 0) {
+    WARN("libcurl without zlib: gzip cannot be decoded");
+    return;
+  }
+  test_http_server server;
+  server.set_body(gzipped_100k);
+  server.set_extra_headers({"Content-Encoding: gzip"});
+  std::string const decoded = R"({"pad":")" + std::string(99'990, 'x') + "\"}";
+  asio::io_context io;
+  auto const request = post(server.url());
+
+  SECTION("on") {
+    wandura::transport_options options;
+    options.accept_compressed = true;
+    wandura::transport tr(io.get_executor(), options);
+    auto const r = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(r.error);
+    CHECK(r.response.body.size() == decoded.size());
+    CHECK((r.response.body.view() == decoded)); // not expanded: 100,000 bytes
+    CHECK(request_header(server.last_request_head(), "accept-encoding").find("gzip") != std::string::npos);
+
+    options.max_response_bytes = decoded.size() - 1; // 146 bytes on the wire, one decoded byte too many
+    wandura::transport capped(io.get_executor(), options);
+    CHECK(run(io, capped.send_attempt(request, {})).error == errc::response_too_large);
+    options.max_response_bytes = decoded.size();
+    wandura::transport fits(io.get_executor(), options);
+    auto const exact = run(io, fits.send_attempt(request, {}));
+    CHECK_FALSE(exact.error);
+    CHECK(exact.response.body.size() == decoded.size());
+  }
+  SECTION("off, the default") {
+    wandura::transport tr(io.get_executor());
+    auto const r = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(r.error);
+    CHECK(server.last_request_head().find("\r\n") != std::string::npos); // a head was recorded
+    CHECK(lower_case(server.last_request_head()).find("accept-encoding") == std::string::npos);
+  }
+}
