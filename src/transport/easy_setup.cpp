@@ -56,16 +56,18 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
   return CURL_PREREQFUNC_OK;
 }
 
-/// Reserves the body from Content-Length; false (the transfer ends) when it is over the cap, when the response
-/// already gave a different length, or when memory runs out. A value that is not a number is left to libcurl.
+/// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the response
+/// already gave a different length, or when memory runs out. Whether the length is over the cap is decided at the
+/// end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it. A value
+/// that is not a number is left to libcurl.
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
   std::uint64_t length = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
   if (end != value.data() + value.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return true;
   }
-  if (ec == std::errc::result_out_of_range || length > max_bytes) {
-    t.facts.body_too_large = true; // digits only, past 2^64 - 1 too: libcurl would read such a body to the close
+  if (ec == std::errc::result_out_of_range) {
+    t.facts.body_too_large = true; // digits only, past 2^64 - 1: no body that long fits, decoded or not
     return false;                  // refuse before reading the body
   }
   if (t.facts.has_length && t.facts.length != length) {
@@ -75,11 +77,19 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
   t.facts.has_length = true;
   t.facts.length = length;
   try {
-    t.response.body.reserve(static_cast<std::size_t>(length));
+    t.response.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, max_bytes)));
   } catch (...) {
     return false;
   }
   return true;
+}
+
+/// At the end of a header block: its Content-Length is over the cap, and it counts the bytes the cap counts. With
+/// `accept_compressed`, an encoded body's Content-Length counts wire bytes while the cap counts decoded ones (an
+/// incompressible body is larger encoded): such a body is left to the write callback, which counts what libcurl
+/// decoded. Refused here, a response is refused before its body is read.
+[[nodiscard]] bool length_over_cap(transfer const& t) noexcept {
+  return t.facts.has_length && t.facts.length > t.max_body_bytes && !(t.decodes_body && t.content_encoded);
 }
 
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
@@ -99,6 +109,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     t->facts.has_length = false;
     t->facts.response_started = true;
     t->facts.headers_complete = false;
+    t->content_encoded = false;
   }
   t->header_bytes += n;
   if (t->header_bytes > max_response_header_bytes) {
@@ -110,6 +121,10 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   }
   if (line.empty()) {
     t->facts.headers_complete = true; // end of a header block
+    if (length_over_cap(*t)) {
+      t->facts.body_too_large = true;
+      return 0; // refuse before reading the body
+    }
     return n;
   }
   auto colon = line.find(':');
@@ -120,6 +135,9 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   auto const value = trim_ows(line.substr(colon + 1));
   if (iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
     return 0;
+  }
+  if (iequals(name, "content-encoding") && !value.empty() && !iequals(value, "identity")) {
+    t->content_encoded = true;
   }
   try {
     t->response.headers.add(name, value);
@@ -223,6 +241,7 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
     set_constant_options(t);
   }
   t.max_body_bytes = options_.max_response_bytes;
+  t.decodes_body = options_.accept_compressed;
   // Timeouts: what is left of the attempt's (the request may have waited in the queue). Rounded up, so that
   // libcurl's own deadline is never earlier than the transport's (transport_impl::expire_attempts).
   long timeout_ms = 0;

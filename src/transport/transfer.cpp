@@ -12,6 +12,7 @@ void transfer::reset_request() noexcept {
   queued_at = {};
   deadline = std::chrono::steady_clock::time_point::max();
   facts = {};
+  content_encoded = false;
   header_bytes = 0;
   error_text[0] = '\0';
   unadopted_sockets.clear();

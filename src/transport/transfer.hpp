@@ -63,6 +63,8 @@ struct transfer {
   bool may_multiplex = false;
   transfer_facts facts;
   std::size_t max_body_bytes = 0; ///< transport_options::max_response_bytes
+  bool decodes_body = false;      ///< transport_options::accept_compressed: libcurl decodes encoded bodies
+  bool content_encoded = false;   ///< the response names a Content-Encoding (not identity): its length is wire bytes
   std::size_t header_bytes = 0;   ///< of the response's header block so far
   http_response response;
   std::array<char, CURL_ERROR_SIZE> error_text{}; ///< CURLOPT_ERRORBUFFER

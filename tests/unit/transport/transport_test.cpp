@@ -1518,3 +1518,37 @@ TEST_CASE("transport: accept_compressed asks for gzip and decodes it, the size c
     CHECK(lower_case(server.last_request_head()).find("accept-encoding") == std::string::npos);
   }
 }
+
+TEST_CASE("transport: with accept_compressed, a gzip body larger on the wire than decoded fits a cap it fits decoded") {
+  // "The size cap applies to decoded bytes": the Content-Length of an encoded body counts wire bytes, so it may not
+  // refuse the response. 100 random bytes do not compress: gzip stores them in 123 bytes (10 of gzip header, 5 of
+  // block header, the 100 bytes, 8 of trailer). A cap of 100 takes them; a cap of 99 does not.
+  if ((curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_LIBZ) == 0) {
+    WARN("libcurl without zlib: gzip cannot be decoded");
+    return;
+  }
+  std::string const stored(
+      "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x01\x64\x00\x9b\xff\xa5\x4d\xca\x18\x25\x30\xbb\x1d\x6d\x13\x2c\xde"
+      "\xd6\x23\x7b\x2e\xd9\x1e\x3f\x72\x1f\xcb\x19\x71\x17\x44\x94\xd6\x49\x3c\x9d\x5c\x34\x60\xbe\x31\x20\x1e\x69"
+      "\xfe\xda\xa0\xee\xe8\xb9\x99\x7f\x5c\x7c\x29\x99\xfd\xaf\xe5\x93\x25\x3c\xd6\x54\xaf\x4d\xfa\xd7\x14\x27\xa0"
+      "\xae\xb3\xfe\xe9\x23\x2f\x8a\xf2\x21\x1f\x9e\xe4\x91\xc5\xb1\x0b\xec\xb5\x56\x3b\xfc\x1e\x6f\x93\x42\x7e\xcb"
+      "\xc8\xfe\x29\x55\xe5\xcd\x8e\x45\x3c\xd0\xc9\x64\x00\x00\x00",
+      123);
+  std::string const decoded = stored.substr(15, 100);
+  test_http_server server;
+  server.set_body(stored);
+  server.set_extra_headers({"Content-Encoding: gzip"});
+  asio::io_context io;
+  auto const request = post(server.url());
+  wandura::transport_options options;
+  options.accept_compressed = true;
+  options.max_response_bytes = decoded.size();
+  wandura::transport fits(io.get_executor(), options);
+  auto const r = run(io, fits.send_attempt(request, {}));
+  REQUIRE_FALSE(r.error);
+  CHECK(r.response.body.view() == decoded);
+
+  options.max_response_bytes = decoded.size() - 1;
+  wandura::transport capped(io.get_executor(), options);
+  CHECK(run(io, capped.send_attempt(request, {})).error == errc::response_too_large);
+}
