@@ -1551,4 +1551,9 @@ TEST_CASE("transport: with accept_compressed, a gzip body larger on the wire tha
   options.max_response_bytes = decoded.size() - 1;
   wandura::transport capped(io.get_executor(), options);
   CHECK(run(io, capped.send_attempt(request, {})).error == errc::response_too_large);
+
+  // Not encoded, the same 100 bytes are over that cap by their Content-Length, decoding on or not.
+  server.set_extra_headers({});
+  server.set_body(decoded);
+  CHECK(run(io, capped.send_attempt(request, {})).error == errc::response_too_large);
 }
