@@ -149,3 +149,67 @@ TEST_CASE("retry budget: two threads racing over window resets never exceed the 
   CHECK(allowed.load() <= 10 * windows + total_requests / 10);
   CHECK(allowed.load() > 0);
 }
+
+TEST_CASE("retry budget: a window of 0 ms (or less) lasts 1 ms, the documented least") {
+  for (auto const asked : {0ms, -5ms}) {
+    INFO("window " << asked.count() << " ms");
+    retry_budget b(t0, {.min_retries = 1, .percent = 0, .window = asked});
+    CHECK(b.settings().window == 1ms);
+    REQUIRE(b.try_retry(t0));
+    CHECK_FALSE(b.try_retry(t0 + 1ms)); // exactly one window later: the same window still
+    CHECK(b.try_retry(t0 + 2ms));       // more than 1 ms: a new window
+  }
+}
+
+TEST_CASE("retry budget: min_retries 0 leaves only the percentage, percent 0 only the floor, both 0 no retry") {
+  SECTION("min_retries 0: no retry before a request, then percent % of the requests, rounded up") {
+    retry_budget b(t0, {.min_retries = 0, .percent = 10});
+    CHECK_FALSE(b.try_retry(t0));
+    CHECK(b.snapshot(t0).left == 0);
+    for (int i = 0; i < 9; ++i) {
+      b.note_request(t0);
+    }
+    CHECK(b.snapshot(t0).left == 1); // 0.9 allowed: retries < 0.9 lets one through
+    CHECK(b.try_retry(t0));
+    CHECK_FALSE(b.try_retry(t0));
+    for (int i = 0; i < 11; ++i) {
+      b.note_request(t0);
+    }
+    CHECK(b.try_retry(t0)); // 20 requests: 2
+    CHECK_FALSE(b.try_retry(t0));
+  }
+  SECTION("percent 0: the floor whatever the requests") {
+    retry_budget b(t0, {.min_retries = 3, .percent = 0});
+    for (int i = 0; i < 1000; ++i) {
+      b.note_request(t0);
+    }
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(b.try_retry(t0));
+    }
+    CHECK_FALSE(b.try_retry(t0));
+    CHECK(b.snapshot(t0).left == 0);
+  }
+  SECTION("both 0: never a retry") {
+    retry_budget b(t0, {.min_retries = 0, .percent = 0});
+    for (int i = 0; i < 1000; ++i) {
+      b.note_request(t0);
+    }
+    CHECK_FALSE(b.try_retry(t0));
+    CHECK(b.snapshot(t0).left == 0);
+    CHECK(b.snapshot(t0).retries == 0);
+  }
+}
+
+TEST_CASE("retry budget: retries saturate at 2^24 - 1 per window, even when the rule allows more") {
+  // A floor far above the saturation point: only the saturation can stop the retries.
+  retry_budget b(t0, {.min_retries = std::int64_t{1} << 30, .percent = 0});
+  constexpr std::int64_t saturation = (std::int64_t{1} << 24) - 1;
+  std::int64_t allowed = 0;
+  for (std::int64_t i = 0; i < saturation + 10; ++i) {
+    allowed += b.try_retry(t0) ? 1 : 0;
+  }
+  CHECK(allowed == saturation);
+  CHECK(b.snapshot(t0).retries == saturation);
+  CHECK(b.try_retry(t0 + 60s + 1ms)); // a new window starts from zero again
+  CHECK(b.snapshot(t0 + 60s + 1ms).retries == 1);
+}
