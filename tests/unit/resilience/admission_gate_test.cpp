@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -528,4 +529,100 @@ TEST_CASE("admission gate: a congestion begun before the limit was known paces a
   CHECK(h.completed.size() <= 26);
   CHECK(h.playback().pacing_rate >= 9.0);
   CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+}
+
+TEST_CASE("admission gate: the rate-limit headers' extreme valid values are kept: limit 1 and 2^32 - 1, window 1 and "
+          "86400 s") {
+  counter_feedback least;
+  wandura::read_rate_limit_headers("1", "1", least);
+  CHECK(least.limit == 1u);
+  CHECK(least.window == 1s);
+  counter_feedback most;
+  wandura::read_rate_limit_headers("4294967295", "86400", most);
+  CHECK(most.limit == 4294967295u);
+  CHECK(most.window == 86400s);
+  counter_feedback past; // one past each end: left empty
+  wandura::read_rate_limit_headers("4294967296", "86401", past);
+  CHECK_FALSE(past.limit);
+  CHECK_FALSE(past.window);
+}
+
+TEST_CASE("admission gate: at most max_counters counters are tracked, requests to a further name are never queued") {
+  gate_harness h;
+  // The docs/protocol.md counters are tracked from the start; fill the rest of the table with names of our own.
+  std::vector<std::string> names;
+  for (std::size_t i = h.gate.stats().size(); i < wandura::admission_gate::max_counters; ++i) {
+    names.push_back("counter-" + std::to_string(i));
+  }
+  for (auto const& name : names) {
+    h.gate.observe(name, refused(60, 5s));
+    REQUIRE(h.gate.congested(name));
+  }
+  REQUIRE(h.gate.stats().size() == wandura::admission_gate::max_counters);
+
+  std::string const extra = "one-too-many";
+  h.gate.observe(extra, refused(60, 5s)); // a 429 on it: still not tracked
+  h.gate.set_limit(extra, {.limit = 60});
+  CHECK(h.gate.stats().size() == wandura::admission_gate::max_counters);
+  CHECK_FALSE(h.gate.congested(extra));
+  CHECK(h.gate.held_until(extra) == wandura::clock::time_point::min());
+  auto const at_once = h.gate.try_admit(extra, request_class::play, 1, h.now() + 1s, h.io.get_executor());
+  REQUIRE(at_once);
+  CHECK(at_once->verdict == admission_verdict::admitted);
+  std::optional<admission> awaited;
+  asio::co_spawn(h.io, h.gate.admit(extra, request_class::prefetch, 1, h.now() + 1s),
+                 [&](std::exception_ptr e, admission a) {
+                   REQUIRE_FALSE(e);
+                   awaited = a;
+                 });
+  h.settle();
+  REQUIRE(awaited);
+  CHECK(awaited->verdict == admission_verdict::admitted);
+  CHECK(awaited->queued == 0s);
+  // The last tracked counter still queues: the table is full, not broken.
+  CHECK_FALSE(h.gate.try_admit(names.back(), request_class::play, 1, h.now() + 30s, h.io.get_executor()));
+}
+
+TEST_CASE("admission gate: a wait of exactly long_wait is reported, a shorter one is not") {
+  std::vector<wandura::admission_wait_event> events;
+  wandura::admission_gate_options options;
+  options.long_wait = 1000ms;
+  options.on_long_wait = [&](wandura::admission_wait_event const& e) { events.push_back(e); };
+  gate_harness h(options);
+  h.gate.observe("playback", refused(60, 1s)); // held 1 s, then one a second
+  h.spawn(1);
+  h.settle();
+  h.advance(999ms);
+  CHECK(h.completed.empty());
+  h.advance(1ms); // the hold ends: released after exactly 1000 ms queued
+  REQUIRE(h.completed.size() == 1);
+  CHECK(h.completed[0].result.queued == 1000ms);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].queued == 1000ms);
+
+  h.advance(500ms); // next room at 2 s: one queued from now on waits 500 ms, under the threshold
+  h.spawn(2);
+  h.run_for(1s);
+  REQUIRE(h.completed.size() == 2);
+  CHECK(h.completed[1].result.queued < 1000ms);
+  CHECK(events.size() == 1);
+}
+
+TEST_CASE("admission gate: a long_wait of 0 reports every queued request, none admitted at once") {
+  std::vector<wandura::admission_wait_event> events;
+  wandura::admission_gate_options options;
+  options.long_wait = 0ms;
+  options.on_long_wait = [&](wandura::admission_wait_event const& e) { events.push_back(e); };
+  gate_harness h(options);
+  h.gate.observe("playback", granted(1)); // uncongested: admitted at once, not a wait
+  h.spawn(1);
+  h.settle();
+  REQUIRE(h.completed.size() == 1);
+  CHECK(events.empty());
+  h.gate.observe("playback", refused(60, 1s));
+  h.spawn(2);
+  h.spawn(3);
+  h.run_for(3s);
+  REQUIRE(h.completed.size() == 3);
+  CHECK(events.size() == 2);
 }
