@@ -259,3 +259,58 @@ TEST_CASE("ticket store: stays bounded and consistent under concurrent use") {
   CHECK(wrong == 0);
   CHECK(memory.size() <= 64);
 }
+
+namespace {
+
+/// Inserts `count` tickets of distinct keys into `memory`, valid for an hour.
+void fill(memory_ticket_store& memory, fake_wall_clock const& clock, int count) {
+  through_interface store(memory);
+  for (int i = 0; i < count; ++i) {
+    store.insert(key("viewer-" + std::to_string(i), "d", i % 40 + 1),
+                 make_ticket("t" + std::to_string(i), clock.now() + hours(1)));
+  }
+}
+
+} // namespace
+
+TEST_CASE("ticket store: max_entries is rounded up to a multiple of the shard count, and bounds the size") {
+  fake_wall_clock clock;
+  SECTION("10 entries in 4 shards: 3 a shard, 12 in all") {
+    memory_ticket_store memory({.max_entries = 10, .shards = 4, .time_source = clock.source});
+    fill(memory, clock, 500); // enough keys for every shard to fill up
+    CHECK(memory.size() == 12);
+  }
+  SECTION("a multiple of the shard count is kept as it is") {
+    memory_ticket_store memory({.max_entries = 12, .shards = 4, .time_source = clock.source});
+    fill(memory, clock, 500);
+    CHECK(memory.size() == 12);
+  }
+  SECTION("one shard: exactly max_entries") {
+    memory_ticket_store memory({.max_entries = 7, .shards = 1, .time_source = clock.source});
+    fill(memory, clock, 500);
+    CHECK(memory.size() == 7);
+  }
+}
+
+TEST_CASE("ticket store: the shard count is clamped to [1, max_entries]") {
+  fake_wall_clock clock;
+  SECTION("0 shards is one shard: one LRU over every key") {
+    memory_ticket_store memory({.max_entries = 5, .shards = 0, .time_source = clock.source});
+    through_interface store(memory);
+    auto const expires = clock.now() + hours(1);
+    for (int i = 1; i <= 6; ++i) {
+      store.insert(key("v", "d", i), make_ticket("t" + std::to_string(i), expires));
+    }
+    // Globally least recently used goes first: with several shards some other key could have gone instead.
+    CHECK(memory.size() == 5);
+    CHECK_FALSE(store.find(key("v", "d", 1)));
+    for (int i = 2; i <= 6; ++i) {
+      CHECK(store.find(key("v", "d", i)));
+    }
+  }
+  SECTION("more shards than entries: as many shards as entries, one entry each, never more than max_entries") {
+    memory_ticket_store memory({.max_entries = 3, .shards = 64, .time_source = clock.source});
+    fill(memory, clock, 500); // unclamped, 64 shards of one entry each would hold 64
+    CHECK(memory.size() == 3);
+  }
+}
