@@ -98,6 +98,9 @@ void memory_ticket_store::insert_now(ticket_key const& key, ticket&& value) {
   if (options_.time_source->system_now() >= value.expires_at - options_.reuse_margin) {
     return; // already inside the reuse margin
   }
+  if (options_.max_entries == 0) {
+    return; // a store of no entries keeps none (the LRU under it always holds at least one)
+  }
   bool inserted = false;
   entries_->find_or_insert(
       key,

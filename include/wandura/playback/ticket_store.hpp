@@ -105,6 +105,7 @@ public:
 /// Options of `memory_ticket_store`.
 struct memory_ticket_store_options {
   /// The most tickets kept; the least recently used goes first. Rounded up to a multiple of the shard count.
+  /// 0 keeps none: every insert is declined.
   std::size_t max_entries = 10'000;
   /// A ticket is reused only while `now < expires_at - reuse_margin` (docs/protocol.md §3: 5 minutes).
   std::chrono::seconds reuse_margin{300};

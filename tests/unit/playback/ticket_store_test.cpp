@@ -314,3 +314,16 @@ TEST_CASE("ticket store: the shard count is clamped to [1, max_entries]") {
     CHECK(memory.size() == 3);
   }
 }
+
+TEST_CASE("ticket store: max_entries 0 keeps no ticket") {
+  // "The most tickets kept" and "bounded by max_entries tickets": 0 is a store that keeps none, not one of 1.
+  fake_wall_clock clock;
+  memory_ticket_store memory({.max_entries = 0, .shards = 4, .time_source = clock.source});
+  through_interface store(memory);
+  store.insert(key("v", "d", 1), make_ticket("t1", clock.now() + hours(1)));
+  std::vector<std::pair<ticket_key, ticket>> batch{{key("v", "d", 2), make_ticket("t2", clock.now() + hours(1))}};
+  CHECK(memory.try_insert_many(batch));
+  CHECK(memory.size() == 0);
+  CHECK_FALSE(store.find(key("v", "d", 1)));
+  CHECK_FALSE(store.find(key("v", "d", 2)));
+}
