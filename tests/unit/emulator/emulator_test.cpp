@@ -1,8 +1,12 @@
 #include "wandura/emulator/emulator.hpp"
 
-#include "http_test_client.hpp"
+#include <string>
+#include <system_error>
 
+#include <asio/error.hpp>
 #include <catch2/catch.hpp>
+
+#include "http_test_client.hpp"
 
 using namespace wandura::emulator;
 using wandura::testing::http_test_client;
@@ -261,5 +265,21 @@ TEST_CASE("emulator server: stop releases the port and may be repeated") {
   REQUIRE(second);
   CHECK(second->port() == port);
   http_test_client c(port);
+  CHECK(c.get("/v1/config").status == 200);
+}
+
+TEST_CASE("emulator server: starting on a port already in use throws std::system_error, and the first serves on") {
+  auto first = server::start({});
+  config same_port;
+  same_port.port = first->port();
+  try {
+    auto second = server::start(same_port);
+    FAIL("a second emulator was started on port " << second->port() << ", already bound by the first");
+  } catch (config_error const&) {
+    FAIL("a port in use was reported as a config_error");
+  } catch (std::system_error const& e) {
+    CHECK(e.code() == asio::error::address_in_use); // Asio's own category: not comparable with std::errc
+  }
+  http_test_client c(first->port());
   CHECK(c.get("/v1/config").status == 200);
 }
