@@ -525,3 +525,72 @@ TEST_CASE("redis client: behind a stalled redis, commands beyond max_pending fai
   CHECK(ping_until_up(io, client, 2s) > 0); // the owed replies arrive and are dropped
   CHECK(client.stats().pending == 0);
 }
+
+TEST_CASE("redis client: partial and total cancellation complete a pending command at once with operation_aborted, "
+          "its late reply dropped") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  for (auto const type : {asio::cancellation_type::partial, asio::cancellation_type::total}) {
+    INFO("cancellation type " << static_cast<unsigned>(type));
+    asio::io_context io;
+    wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+    REQUIRE_FALSE(std::get<0>(run_until_ok(io, client, {"PING"})));
+    redis->pause(); // the reply would never come before the 5 s timeout
+
+    asio::cancellation_signal signal;
+    auto const start = std::chrono::steady_clock::now();
+    auto [ec, reply] = test_support::run(io, [&]() -> asio::awaitable<outcome> {
+      asio::steady_timer later(io, 20ms);
+      later.async_wait([&](std::error_code) { signal.emit(type); });
+      std::array<std::string_view, 2> echo{"ECHO", "cancelled"};
+      co_return co_await client.async_command(
+          echo, asio::bind_cancellation_slot(signal.slot(), asio::experimental::as_tuple(asio::use_awaitable)));
+    }());
+    auto const took = elapsed_ms(start);
+    redis->resume();
+    CHECK(ec == asio::error::operation_aborted);
+    CHECK(took < 1000);
+    CHECK(client.stats().timeouts == 0);
+    // The cancelled ECHO was written and Redis answers it after SIGCONT: that reply must not reach the next command.
+    auto [next_ec, next] = run_until_ok(io, client, {"ECHO", "next"});
+    REQUIRE_FALSE(next_ec);
+    CHECK(next.text == "next");
+  }
+}
+
+TEST_CASE("redis client: an ACL user:password URL authenticates as that user; a wrong password or user is "
+          "auth_failed") {
+  // The default user is off: only the ACL user can run anything.
+  auto redis = test_support::start_redis_or_skip(
+      {"--user", "fleet-worker", "on", ">acl-s3cret", "~*", "&*", "+@all", "--user", "default", "off"});
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto const at = "@127.0.0.1:" + std::to_string(redis->port());
+  wandura::redis_client good(io.get_executor(),
+                             {.url = "redis://fleet-worker:acl-s3cret" + at + "/3", .command_timeout = 500ms});
+  auto [who_ec, who] = run_until_ok(io, good, {"ACL", "WHOAMI"});
+  REQUIRE_FALSE(who_ec);
+  CHECK(who.text == "fleet-worker");
+  REQUIRE_FALSE(std::get<0>(run_until_ok(io, good, {"SET", "k", "by-acl-user"})));
+  CHECK(std::get<1>(run_until_ok(io, good, {"GET", "k"})).text == "by-acl-user");
+  CHECK(good.server_name() == "127.0.0.1:" + std::to_string(redis->port()) + "/3"); // no credentials in it
+
+  for (std::string const credentials : {"fleet-worker:wrong-pw", "nobody:acl-s3cret"}) {
+    INFO(credentials);
+    wandura::redis_client bad(io.get_executor(), {.url = "redis://" + credentials + at, .command_timeout = 500ms});
+    auto [ec, reply] = run_command(io, bad, {"GET", "k"});
+    CHECK(ec == wandura::fleet_errc::auth_failed);
+    CHECK(bad.stats().connect_failures >= 1);
+    try {
+      test_support::run(io, bad.command({"GET", "k"}));
+      FAIL("a command with refused credentials succeeded");
+    } catch (wandura::error const& e) {
+      CHECK(std::string(e.what()).find("wrong-pw") == std::string::npos);
+      CHECK(std::string(e.what()).find("acl-s3cret") == std::string::npos);
+    }
+  }
+}
