@@ -563,8 +563,9 @@ TEST_CASE("redis client: partial and total cancellation complete a pending comma
 TEST_CASE("redis client: an ACL user:password URL authenticates as that user; a wrong password or user is "
           "auth_failed") {
   // The default user is off: only the ACL user can run anything.
-  auto redis = test_support::start_redis_or_skip(
-      {"--user", "fleet-worker", "on", ">acl-s3cret", "~*", "&*", "+@all", "--user", "default", "off"});
+  auto redis = test_support::start_redis_or_skip({"--user", "fleet-worker", "on", ">acl-s3cret", "~*", "&*", "+@all",
+                                                  "--user", "fleet-odd", "on", ">p:w@rd/%", "~*", "&*", "+@all",
+                                                  "--user", "default", "off"});
   if (!redis) {
     return;
   }
@@ -578,6 +579,13 @@ TEST_CASE("redis client: an ACL user:password URL authenticates as that user; a 
   REQUIRE_FALSE(std::get<0>(run_until_ok(io, good, {"SET", "k", "by-acl-user"})));
   CHECK(std::get<1>(run_until_ok(io, good, {"GET", "k"})).text == "by-acl-user");
   CHECK(good.server_name() == "127.0.0.1:" + std::to_string(redis->port()) + "/3"); // no credentials in it
+
+  // A user and password with URL delimiters in them, percent-encoded in the URL, reach AUTH decoded.
+  wandura::redis_client odd(io.get_executor(),
+                            {.url = "redis://fleet%2Dodd:p%3Aw%40rd%2F%25" + at, .command_timeout = 500ms});
+  auto [odd_ec, odd_who] = run_until_ok(io, odd, {"ACL", "WHOAMI"});
+  REQUIRE_FALSE(odd_ec);
+  CHECK(odd_who.text == "fleet-odd");
 
   for (std::string const credentials : {"fleet-worker:wrong-pw", "nobody:acl-s3cret"}) {
     INFO(credentials);
