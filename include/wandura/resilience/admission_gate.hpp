@@ -217,8 +217,8 @@ public:
   ///   and when the fleet granted its units too: never later than `shared_pace_timeout` after its local turn
   ///   because of the shared pace being slow or failing);
   /// - `shed` at once (or while queued) for a `prefetch` while the counter is known to be under its reserve;
-  /// - `deadline_exceeded` when `deadline` passes while queued, with `queued` the time it waited, or at once when
-  ///   the counter's known 429 hold-off lasts past `deadline`;
+  /// - `deadline_exceeded` when `deadline` comes while queued, with `queued` the time it waited, or at once when
+  ///   the counter's known 429 hold-off ends at `deadline` or later;
   /// - `cancelled` on cancellation while queued, or when the gate is destroyed.
   /// Never throws for those.
   ///
@@ -226,7 +226,8 @@ public:
   ///        must stay valid until the returned awaitable completes.
   /// @param cls `play` if the request carries any play item, else `prefetch`.
   /// @param cost units the counter will count if all is granted: items for `playback`, 1 for reads. >= 1.
-  /// @param deadline the latest time the request may still be sent; only queued requests are judged on it.
+  /// @param deadline the time by which the request must have been sent: at `deadline` it is too late. Only queued
+  ///        requests are judged on it.
   /// @par Cancellation
   /// Any cancellation that reaches the wait (terminal, from the awaiting coroutine's slot) removes the request
   /// from the queue at once and completes with `cancelled`. It must be emitted on the awaiting coroutine's thread.
