@@ -614,3 +614,89 @@ TEST_CASE("client: an item is retried by the policy's own rule on its status: a 
     CHECK(s.play.outcome == (standard ? item_outcome::granted : item_outcome::unavailable));
   }
 }
+
+TEST_CASE("client: with retry_prefetch on, a failed prefetch item is retried alone, with a new key, and granted") {
+  // client.hpp: items "needed (play, and prefetch when `retry_prefetch`)" and retryable are retried alone. The play
+  // was granted: only the prefetch may be in the retry's request.
+  wandura::client_options options;
+  options.retry_prefetch = true;
+  harness h(options);
+  h.fake->push(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                       refused_item("the-heiress-returns", 5, "prefetch", 503, "service_unavailable", {}, 1)})));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto s = h.start(4, 5);
+  REQUIRE(h.fake->attempt_count() == 2);
+  auto const attempts = h.fake->attempts();
+  CHECK(sent_episodes(attempts[1].request.body) == std::vector<std::string>{"the-heiress-returns/5/prefetch"});
+  CHECK(attempts[0].header("Idempotency-Key") != attempts[1].header("Idempotency-Key"));
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.prefetch.size() == 1);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(s.attempts == 2);
+}
+
+TEST_CASE("client: a request of prefetches only is retried as a whole only with retry_prefetch on") {
+  // The play comes from the store; the request left carries prefetches only and is answered 503 as a whole. Off
+  // (the default) it is sent once and reported; on, it is retried like a play's, with the same key.
+  bool const retry_prefetch = GENERATE(false, true);
+  CAPTURE(retry_prefetch);
+  wandura::client_options options;
+  options.retry_prefetch = retry_prefetch;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  (void)h.start(4, 4);
+  // A non-200 batch carries its items and the flat error fields (docs/protocol.md §1).
+  std::string unavailable =
+      batch_body({refused_item("the-heiress-returns", 5, "prefetch", 503, "service_unavailable", {}, 1)});
+  unavailable.insert(1, R"("error":"try again","error_code":"service_unavailable",)");
+  h.fake->push(fake_step::respond(503, unavailable, {{"Retry-After", "1"}}));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto s = h.start(4, 5);
+  CHECK(s.play.reused);
+  REQUIRE(s.prefetch.size() == 1);
+  auto const attempts = h.fake->attempts();
+  REQUIRE(attempts.size() == (retry_prefetch ? 3U : 2U));
+  CHECK(sent_episodes(attempts[1].request.body) == std::vector<std::string>{"the-heiress-returns/5/prefetch"});
+  if (retry_prefetch) {
+    CHECK(attempts[2].header("Idempotency-Key") == attempts[1].header("Idempotency-Key"));
+    CHECK(s.prefetch[0].outcome == item_outcome::granted);
+    CHECK(h.warn_lines.size() == 1);
+  } else {
+    CHECK(s.prefetch[0].outcome != item_outcome::granted);
+    CHECK(h.warn_lines.empty());
+  }
+}
+
+TEST_CASE("client: call_options::idempotency_key is ignored for reads: nothing validated, no key sent") {
+  // call_options.hpp: the key is for writes, "Ignored for reads". An invalid key (a space) would fail a write with
+  // invalid_idempotency_key before sending; a read sends as usual, without an Idempotency-Key header, valid key or
+  // not, retries included.
+  auto const key = GENERATE(as<std::string>{}, "order-20261008-0001", "not valid", "");
+  CAPTURE(key);
+  harness h;
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  h.fake->set_default(fake_step::respond(200, R"({"videos":[]})"));
+  wandura::call_options options;
+  options.idempotency_key = key;
+  auto const videos = h.run(h.api->list_videos(options));
+  CHECK(videos.empty());
+  auto const attempts = h.fake->attempts();
+  REQUIRE(attempts.size() == 2);
+  for (auto const& a : attempts) {
+    CHECK(a.request.method == wandura::http_method::get);
+    CHECK(a.header("Idempotency-Key").empty());
+  }
+  // The same key on a write is validated and sent (or refused): the read really ignored it.
+  if (key == "order-20261008-0001") {
+    h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+    (void)h.start(4, 4, "dev-1", options);
+    CHECK(h.fake->attempts().back().header("Idempotency-Key") == key);
+  } else {
+    CHECK_THROWS_MATCHES(h.start(4, 4, "dev-1", options), wandura::error,
+                         Catch::Predicate<wandura::error>([](wandura::error const& e) {
+                           return e.code() == wandura::errc::invalid_idempotency_key;
+                         }));
+    CHECK(h.fake->attempt_count() == 2);
+  }
+}

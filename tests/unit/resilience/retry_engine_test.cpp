@@ -1028,3 +1028,24 @@ TEST_CASE("observer: with report_call_end off the engine tells attempts only, fo
   CHECK(o.observer->attempt_ends == 2);
   CHECK(o.observer->calls.empty());
 }
+
+TEST_CASE("retry loop: a caller's idempotency key is ignored for a read: not validated, not sent, retries as usual") {
+  // call_options.hpp: the key is for writes, "Ignored for reads". A read with a key a write would refuse (90010,
+  // nothing sent) is sent, and retried, without an Idempotency-Key header; the result carries no key.
+  auto const key = GENERATE(as<std::string>{}, "order-20261008-0001", "has space", "");
+  CAPTURE(key);
+  harness h;
+  call_options with_key;
+  with_key.idempotency_key = key;
+  h.fake.push(fake_step::respond(503));
+  auto const r = h.run(get(), reads(), with_key);
+  CHECK(r.ok());
+  CHECK(r.attempts == 2);
+  CHECK(r.idempotency_key.empty());
+  REQUIRE(h.fake.attempt_count() == 2);
+  for (auto const& a : h.fake.attempts()) {
+    CHECK(a.header("Idempotency-Key").empty());
+  }
+  REQUIRE(h.events.size() == 1);
+  CHECK(h.events[0].key.empty());
+}
