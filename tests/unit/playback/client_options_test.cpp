@@ -173,3 +173,53 @@ TEST_CASE("client options: hooks that throw never end or lose a call, and are co
   CHECK(api.stats().engine.hook_errors == 4);
   CHECK(api.metrics_text().find("\nwandura_hook_errors_total 4\n") != std::string::npos);
 }
+
+TEST_CASE("client options: a null sender is refused with invalid_argument, valid options or not") {
+  // client.hpp: `errc::invalid_argument` for a null `sender`. Without the check the client would keep a null
+  // sender and crash on its first call instead.
+  bool const valid = GENERATE(true, false);
+  CAPTURE(valid);
+  auto options = valid_options();
+  if (!valid) {
+    options.base_url = "ftp://example.com";
+  }
+  try {
+    wandura::client api(std::shared_ptr<wandura::http_sender>{}, options);
+    FAIL("accepted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+    if (valid) {
+      CHECK(std::string_view(e.what()).find("sender") != std::string_view::npos);
+    }
+  }
+}
+
+TEST_CASE("client options: the parts documented as null by default are accepted null, and the client works") {
+  // client.hpp and call_options.hpp: a null ticket store means the in-memory LRU, a null viewer_limit the local
+  // bucket (none here), a null observer and time source none and the real clock. Nulls there are not refusals.
+  fake_setup s;
+  auto options = valid_options();
+  options.tickets = nullptr;
+  options.viewer_limit = nullptr;
+  options.retry.observer = nullptr;
+  options.retry.time_source = nullptr;
+  s.fake->set_default(fake_step::respond(
+      200, R"({"request_id":"r","items":[{"film_ref":"f","episode_no":1,"intent":"play","status":200,)"
+           R"("reused":false,"ticket":{"ticket_id":"t1","manifest_url":"https://m/1","license_url":"https://l/1",)"
+           R"("expires_at":"2099-01-01T00:00:00Z","drm_payload":"p"}}]})"));
+  wandura::client api(s.fake, options);
+  wandura::viewer const who{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
+  for (int i = 0; i < 2; ++i) {
+    bool done = false;
+    asio::co_spawn(s.io, api.start_episode(who, "f", 1, 1), [&](std::exception_ptr e, wandura::episode_start r) {
+      REQUIRE_FALSE(e);
+      CHECK(r.play.outcome == wandura::item_outcome::granted);
+      CHECK(r.play.reused == (i == 1)); // the second from the in-memory store that null stands for
+      done = true;
+    });
+    s.io.restart();
+    s.io.run();
+    REQUIRE(done);
+  }
+  CHECK(s.fake->attempt_count() == 1);
+}
