@@ -11,10 +11,12 @@
 #include <vector>
 
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <catch2/catch.hpp>
@@ -203,4 +205,56 @@ TEST_CASE("async forms: cancellation through a bound slot completes with operati
   CHECK(code == asio::error::operation_aborted);
   CHECK(result.items.empty());
   CHECK(h.fake->attempt_count() == 1);
+}
+
+namespace {
+/// Starts form `form` with `handler` bound to `executor`, through `with_error_info` when `details` is not null.
+template <typename Executor, typename Handler>
+void start_bound(wandura::client& api, int form, Executor const& executor, wandura::error_info* details,
+                 Handler handler) {
+  if (details != nullptr) {
+    start_form(api, form, wandura::with_error_info(asio::bind_executor(executor, std::move(handler)), *details));
+  } else {
+    start_form(api, form, asio::bind_executor(executor, std::move(handler)));
+  }
+}
+} // namespace
+
+TEST_CASE("async forms: the handler runs on its associated executor, a strand or another io_context's") {
+  // client.hpp: "The call starts on `get_executor()`; the handler runs on its own associated executor". A handler
+  // bound to another context must not run while only the client's context runs, and then run on the other's
+  // thread; one bound to a strand runs inside the strand. Each form, with and without `with_error_info` around it.
+  bool const other_context = GENERATE(false, true);
+  bool const with_details = GENERATE(false, true);
+  CAPTURE(other_context, with_details);
+  for (int form = 0; form < 7; ++form) {
+    CAPTURE(form);
+    harness h;
+    h.fake->set_default(not_found());
+    asio::io_context other;
+    auto strand = asio::make_strand(h.io);
+    wandura::error_info details;
+    bool done = false;
+    bool on_its_executor = false;
+    std::error_code code;
+    auto handler = [&](std::error_code ec, auto&&) {
+      code = ec;
+      done = true;
+      on_its_executor = other_context ? other.get_executor().running_in_this_thread() : strand.running_in_this_thread();
+    };
+    if (other_context) {
+      start_bound(*h.api, form, other.get_executor(), with_details ? &details : nullptr, handler);
+      drive(h, done);
+      CHECK_FALSE(done); // the call ended on the client's context; its handler waits for the other one
+      CHECK(h.fake->attempt_count() == 1);
+      other.run_for(std::chrono::seconds(5)); // bounded; returns as soon as the handler has run
+    } else {
+      start_bound(*h.api, form, strand, with_details ? &details : nullptr, handler);
+      drive(h, done);
+    }
+    REQUIRE(done);
+    CHECK(on_its_executor);
+    CHECK(code == wandura::errc::http_error);
+    CHECK(details.http_status == (with_details ? 404 : 0));
+  }
 }
