@@ -5,8 +5,9 @@
 #include <limits>
 #include <utility>
 
+#include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
+#include <asio/post.hpp>
 
 namespace wandura::detail {
 namespace {
@@ -288,7 +289,7 @@ void gate_counter::abandon(asio::execution_context& context) noexcept {
       parked_on_ = nullptr;
     }
     // Its timers will never fire: forgotten, so that `pump` arms others.
-    std::erase_if(alarms_, [&](auto const& alarm) { return alarm.second == &context; });
+    std::erase_if(alarms_, [&](auto const& pending) { return pending.second.context == &context; });
     bool const on_context = executor_ && &context_of(executor_) == &context;
     if (on_context) {
       executor_ = {};
@@ -400,6 +401,7 @@ void gate_counter::close() {
     while (auto* w = head()) {
       finish(*w, admission_verdict::cancelled, now, out);
     }
+    disarm(out);
   }
   run(out);
 }
@@ -473,6 +475,8 @@ void gate_counter::pump(clock::time_point now, after_unlock& out) {
   }
   if (next != clock::time_point::max()) {
     arm(next, out);
+  } else if (head() == nullptr) {
+    disarm(out); // nobody waits: no timer may keep the context busy until a hold-off ends
   }
 }
 
@@ -480,8 +484,16 @@ void gate_counter::arm(clock::time_point when, after_unlock& out) {
   if ((!alarms_.empty() && alarms_.begin()->first <= when) || !executor_) {
     return; // an earlier timer is pending: it pumps and re-arms
   }
-  alarms_.emplace(when, &context_of(executor_));
-  out.alarms.emplace_back(when, executor_);
+  auto timer = std::make_shared<release_timer>(executor_);
+  alarms_.emplace(when, armed{&context_of(executor_), timer});
+  out.alarms.emplace_back(when, std::move(timer));
+}
+
+void gate_counter::disarm(after_unlock& out) {
+  for (auto& [when, pending] : alarms_) {
+    out.disarmed.push_back(std::move(pending.timer));
+  }
+  alarms_.clear();
 }
 
 void gate_counter::run(after_unlock& out) {
@@ -494,8 +506,15 @@ void gate_counter::run(after_unlock& out) {
     } catch (...) { // a throwing hook must not lose the other completions
     }
   }
-  for (auto const& [when, executor] : out.alarms) {
-    start_alarm(weak_from_this(), when, executor);
+  for (auto const& [when, timer] : out.alarms) {
+    start_alarm(weak_from_this(), when, timer);
+  }
+  for (auto& timer : out.disarmed) {
+    // On the timer's strand, as its start: whichever runs first, the timer never sleeps once disarmed.
+    asio::post(timer->strand, [timer] {
+      timer->cancelled = true;
+      timer->signal.emit(asio::cancellation_type::terminal);
+    });
   }
   if (auto* pace = fleet()) {
     if (out.hold) {
@@ -515,11 +534,11 @@ void gate_counter::run(after_unlock& out) {
 }
 
 void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::time_point when,
-                               asio::any_io_executor const& executor) {
+                               std::shared_ptr<release_timer> timer) {
   // The timer holds the counter weakly and the clock by pointer (alive while the counter is: the counter owns it):
   // a sleeping timer must not keep a destroyed gate's state, or a hand-stepped clock that owns the sleep, alive.
-  auto alarm = [](std::weak_ptr<gate_counter> weak, clock::time_point at,
-                  asio::execution_context* context) -> asio::awaitable<void> {
+  auto wake = [](std::weak_ptr<gate_counter> weak, clock::time_point at,
+                 std::shared_ptr<release_timer> self) -> asio::awaitable<void> {
     wandura::clock* clk = nullptr;
     if (auto counter = weak.lock()) {
       clk = counter->clock_.get();
@@ -530,6 +549,9 @@ void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::
       (void)co_await clk->sleep_until(at);
     } catch (std::system_error const&) { // cancelled with its io_context: the pump below is idempotent
     }
+    if (self->cancelled) { // disarmed: forgotten by the counter already, and nobody waited for it
+      co_return;
+    }
     auto counter = weak.lock();
     if (!counter) {
       co_return;
@@ -538,7 +560,7 @@ void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::
     {
       lock_type lock(counter->mutex_);
       auto [first, last] = counter->alarms_.equal_range(at);
-      auto const mine = std::find_if(first, last, [&](auto const& a) { return a.second == context; });
+      auto const mine = std::find_if(first, last, [&](auto const& a) { return a.second.timer == self; });
       if (mine != last) { // else forgotten by `abandon` meanwhile
         counter->alarms_.erase(mine);
       }
@@ -546,7 +568,18 @@ void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::
     }
     counter->run(out);
   };
-  asio::co_spawn(executor, alarm(std::move(weak_counter), when, &context_of(executor)), asio::detached);
+  // Started on the timer's strand, where it may be disarmed: the cancellation slot is bound and emitted there only.
+  auto strand = timer->strand;
+  asio::post(strand, [weak = std::move(weak_counter), when, timer = std::move(timer), wake]() mutable {
+    if (timer->cancelled) {
+      return;
+    }
+    auto slot = timer->signal.slot();
+    auto executor = timer->strand;
+    auto op = wake(std::move(weak), when, timer);
+    // The handler keeps the signal alive until the coroutine's thread ends: its cancellation state lives in the slot.
+    asio::co_spawn(executor, std::move(op), asio::bind_cancellation_slot(slot, [keep = timer](std::exception_ptr) {}));
+  });
 }
 
 admission_counter_stats gate_counter::stats() const {

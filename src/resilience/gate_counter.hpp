@@ -17,6 +17,8 @@
 #include <vector>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/strand.hpp>
 
 #include "context_shutdown.hpp"
 #include "wandura/resilience/admission_gate.hpp"
@@ -93,12 +95,26 @@ public:
 private:
   struct fleet_question;
   friend struct admission_gate_probe;
+  /// One release timer, sleeping on its own strand of the context it runs on. Disarmed (when nobody waits any more
+  /// or the counter closes), it is cancelled on that strand: a timer left sleeping through a long hold-off would keep
+  /// the context's `run()` from returning after every request has gone (a client destroyed or shut down).
+  struct release_timer {
+    explicit release_timer(asio::any_io_executor const& executor) : strand(asio::make_strand(executor)) {}
+    asio::strand<asio::any_io_executor> strand;
+    asio::cancellation_signal signal; ///< On `strand` only, as `cancelled`.
+    bool cancelled = false;
+  };
+  struct armed {
+    asio::execution_context* context = nullptr;
+    std::shared_ptr<release_timer> timer;
+  };
   /// Work gathered under the lock and done after it is released: completions post, hooks run user code, timers
   /// start coroutines.
   struct after_unlock {
     std::vector<std::pair<std::function<void(admission)>, admission>> completions;
     std::vector<admission_wait_event> long_waits;
-    std::vector<std::pair<clock::time_point, asio::any_io_executor>> alarms;
+    std::vector<std::pair<clock::time_point, std::shared_ptr<release_timer>>> alarms;
+    std::vector<std::shared_ptr<release_timer>> disarmed; ///< Timers to cancel: nobody waits for them any more.
     /// A fleet-wide grant to ask for: units, sequence number, where to run it.
     std::optional<std::tuple<std::uint32_t, std::uint64_t, asio::any_io_executor>> grant;
     /// A booking whose instant has come, to check against the fleet's view: sequence number, where to run it.
@@ -131,9 +147,11 @@ private:
   void record_wait(clock::duration waited);
   void pump(clock::time_point now, after_unlock& out);
   void arm(clock::time_point when, after_unlock& out);
+  /// Forgets every pending timer and has it cancelled once unlocked.
+  void disarm(after_unlock& out);
   void run(after_unlock& out);
   static void start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::time_point when,
-                          asio::any_io_executor const& executor);
+                          std::shared_ptr<release_timer> timer);
 
   // The fleet's shared pace (src/resilience/gate_counter_fleet.cpp).
   [[nodiscard]] wandura::shared_pace* fleet() const noexcept { return options_->shared_pace.get(); }
@@ -196,7 +214,7 @@ private:
   std::list<std::shared_ptr<gate_waiter>> prefetches_;
   std::multimap<clock::time_point, gate_waiter*> deadlines_;
   /// Wake-ups of timers still pending, with the context each runs on.
-  std::multimap<clock::time_point, asio::execution_context*> alarms_;
+  std::multimap<clock::time_point, armed> alarms_;
   asio::any_io_executor executor_;               ///< Of the latest queued request; runs the timers.
   asio::execution_context* parked_on_ = nullptr; ///< The context last registered with (`context_shutdown`).
 

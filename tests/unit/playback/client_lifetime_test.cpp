@@ -638,3 +638,57 @@ TEST_CASE("lifetime: a call waiting on its ticket store ends at once when the cl
         h, [&] { return shut_down; }, 1000ms));
   }
 }
+
+TEST_CASE("lifetime: destroying or shutting down the client while a call sleeps before its retry or waits out a "
+          "429's hold-off ends the call at once with operation_aborted") {
+  // client.hpp, Lifetime and Cancellation: `~client()` and `shutdown()` cancel every call in flight, "whether it is
+  // sending, waiting to retry, waiting for a 429 hold-off". On the hand-stepped clock, "at once" is exact: the call
+  // ends without the clock moving, nothing more is sent and no timer is left.
+  auto const wait = GENERATE(as<std::string>{}, "backoff", "hold-off");
+  auto const how = GENERATE(as<std::string>{}, "destroyed", "shut down");
+  auto const call = GENERATE(as<std::string>{}, "issue_tickets", "get_config");
+  CAPTURE(wait, how, call);
+  harness h;
+  if (wait == "backoff") {
+    h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "5"}}));
+  } else { // a 429's wait is the admission gate's hold-off of the counter, not a sleep of the retry's own
+    h.fake->push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "5"}}));
+  }
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  call_end end;
+  if (call == "issue_tickets") {
+    spawn_call(h, play_batch(4), {}, end);
+  } else {
+    spawn_any(h, h.api->get_config(), end);
+  }
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  REQUIRE_FALSE(end.done);
+  REQUIRE(h.clock->pending_sleeps() == 1); // the retry's sleep, or the wait at the gate
+  std::string const counter = call == "issue_tickets" ? "playback" : "config";
+  std::size_t queued = 0;
+  for (auto const& c : h.api->engine().gate().stats()) {
+    queued += c.counter == counter ? c.queued_play : 0;
+  }
+  CHECK(queued == (wait == "hold-off" ? 1U : 0U));
+
+  bool shut_down = false;
+  if (how == "destroyed") {
+    h.api.reset();
+  } else {
+    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
+  }
+  poll(h);
+  REQUIRE(end.done);
+  CHECK_FALSE(end.other_exception);
+  REQUIRE(end.error);
+  CHECK(*end.error == asio::error::operation_aborted);
+  CHECK(end.attempts == 1);
+  CHECK(end.what == call + ": cancelled after 1 attempt");
+  CHECK(shut_down == (how == "shut down"));
+  CHECK(h.clock->elapsed() == 0ms); // neither the 5 s backoff nor the 5 s hold-off was waited
+  CHECK(h.clock->pending_sleeps() == 0);
+  drain(h);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(h.clock->elapsed() == 0ms);
+}
