@@ -626,3 +626,51 @@ TEST_CASE("admission gate: a long_wait of 0 reports every queued request, none a
   REQUIRE(h.completed.size() == 3);
   CHECK(events.size() == 2);
 }
+
+TEST_CASE("admission gate: when the last queued request leaves or the gate goes, its release timer goes too") {
+  // A release timer that outlived every waiter slept until the hold-off ended (up to max_holdoff), keeping the
+  // io_context's run() from returning after a client was destroyed or shut down. Nobody waiting: no timer.
+  bool const destroy_gate = GENERATE(false, true);
+  CAPTURE(destroy_gate);
+  asio::io_context io;
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  auto gate = std::make_unique<wandura::admission_gate>(clock);
+  gate->observe("playback", refused(60, 3600s));
+  asio::cancellation_signal cancel;
+  std::vector<admission_verdict> verdicts;
+  auto op = gate->admit("playback", request_class::play, 1, clock->now() + 7200s);
+  asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, admission a) {
+                   REQUIRE_FALSE(e);
+                   verdicts.push_back(a.verdict);
+                 }));
+  io.poll();
+  REQUIRE(clock->pending_sleeps() == 1); // the timer that releases it after the hour's hold-off
+  if (destroy_gate) {
+    gate.reset();
+  } else {
+    cancel.emit(asio::cancellation_type::terminal);
+  }
+  io.restart();
+  io.poll();
+  CHECK(verdicts == std::vector<admission_verdict>{admission_verdict::cancelled});
+  CHECK(clock->pending_sleeps() == 0);
+  io.restart();
+  CHECK(io.run_for(std::chrono::seconds(1)) == 0); // nothing left to run: run() would return
+  CHECK(io.stopped());
+  CHECK(clock->elapsed() == 0ms);
+
+  // A gate that outlives its waiters still releases the next one after the hold-off (a new timer).
+  if (!destroy_gate) {
+    verdicts.clear();
+    auto next = gate->admit("playback", request_class::play, 1, clock->now() + 7200s);
+    asio::co_spawn(io, std::move(next), [&](std::exception_ptr, admission a) { verdicts.push_back(a.verdict); });
+    io.restart();
+    io.poll();
+    CHECK(verdicts.empty());
+    CHECK(clock->pending_sleeps() == 1);
+    clock->advance(3600s);
+    io.restart();
+    io.poll();
+    CHECK(verdicts == std::vector<admission_verdict>{admission_verdict::admitted});
+  }
+}
