@@ -175,7 +175,9 @@ struct stats_snapshot {
   std::uint64_t tickets_shed = 0;
   /// Play items that waited for room (at most `hold_window`) and were then granted.
   std::uint64_t held_play = 0;
-  /// Authorised API requests per counter name, refused ones included.
+  /// Authorised API requests per counter name, refused ones included. A request answered by a fault rule's status
+  /// or dropped by one never reached the API and is not here: `faults_injected` counts it (and `responses` the
+  /// status); a delayed one is.
   std::map<std::string, std::uint64_t> requests;
   /// API responses by HTTP status (admin calls excluded).
   std::map<int, std::uint64_t> responses;
