@@ -10,9 +10,9 @@ namespace wandura {
 
 /// Parameters of a `retry_budget` (docs/protocol.md §3 values by default).
 struct retry_budget_config {
-  /// Retries always allowed per window (seed: 10).
+  /// Retries always allowed per window (seed: 10). Taken within [0, 2^30]: a negative value is 0.
   std::int64_t min_retries = 10;
-  /// Retries allowed as a percentage of the window's requests (seed: 10).
+  /// Retries allowed as a percentage of the window's requests (seed: 10). Taken within [0, 2^20].
   std::int64_t percent = 10;
   /// Length of a window (seed: 60 s). At least 1 ms.
   std::chrono::milliseconds window{60000};

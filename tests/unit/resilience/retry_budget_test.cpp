@@ -213,3 +213,26 @@ TEST_CASE("retry budget: retries saturate at 2^24 - 1 per window, even when the 
   CHECK(b.try_retry(t0 + 60s + 1ms)); // a new window starts from zero again
   CHECK(b.snapshot(t0 + 60s + 1ms).retries == 1);
 }
+
+TEST_CASE("retry budget: min_retries and percent are taken within [0, 2^30] and [0, 2^20]") {
+  SECTION("negative values are 0") {
+    retry_budget b(t0, {.min_retries = -5, .percent = -3});
+    for (int i = 0; i < 100; ++i) {
+      b.note_request(t0);
+    }
+    CHECK(b.snapshot(t0).left == 0);
+    CHECK_FALSE(b.try_retry(t0));
+  }
+  SECTION("a percent above 2^20 is 2^20: one request allows 2^20 / 100 retries, rounded up") {
+    for (std::int64_t const percent : {std::int64_t{1} << 20, std::int64_t{1} << 40}) {
+      CAPTURE(percent);
+      retry_budget b(t0, {.min_retries = 0, .percent = percent});
+      b.note_request(t0);
+      CHECK(b.snapshot(t0).left == 10486); // 10,485.76
+    }
+  }
+  SECTION("a min_retries above 2^30 is 2^30 (retries still saturate at 2^24 - 1 first)") {
+    retry_budget b(t0, {.min_retries = std::int64_t{1} << 40, .percent = 0});
+    CHECK(b.snapshot(t0).left == std::int64_t{1} << 30);
+  }
+}
