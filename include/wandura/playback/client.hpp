@@ -141,8 +141,8 @@ public:
   /// @throws wandura::error `errc::invalid_argument`, nothing sent, for a `base_url` that
   ///         `detail::checked_base_url` refuses (not http(s), no host, port outside 1-65535, a query, a fragment or
   ///         userinfo; the message never quotes userinfo), an empty `api_key`, an `api_key` or
-  ///         `transport.user_agent` holding CR, LF or NUL (the message names the header, never the key), or a zero
-  ///         `viewer_tickets_per_minute`.
+  ///         `transport.user_agent` holding CR, LF or NUL (the message names the header, never the key), a zero
+  ///         `viewer_tickets_per_minute`, or a `retry.admission` option outside its range (admission_gate.hpp).
   client(asio::any_io_executor executor, client_options options);
   /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.
   /// @throws wandura::error `errc::invalid_argument` for a null `sender`, or as the constructor above.

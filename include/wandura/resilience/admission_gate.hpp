@@ -119,20 +119,22 @@ struct admission_wait_event {
   std::size_t queue_length = 0; ///< Requests still queued on the counter when it left.
 };
 
-/// Tuning of an `admission_gate`. The defaults suit the Wandura API.
+/// Tuning of an `admission_gate`. The defaults suit the Wandura API. Each field's range is below; the gate's
+/// constructor refuses a value outside it (NaN included) with `errc::invalid_argument`, and every duration must be
+/// >= 0.
 struct admission_gate_options {
   /// Time without a 429 or a shed, with nothing queued, after which a counter is uncongested again.
   std::chrono::milliseconds calm_period{10000};
   /// Largest burst released while congested, as time of refill (continuous counters).
   std::chrono::milliseconds burst{500};
-  /// Pacing rate cut on a 429 while pacing: rate *= decrease (0 < decrease < 1).
+  /// Pacing rate cut on a 429 while pacing: rate *= decrease. 0 < decrease < 1.
   double decrease = 0.7;
   /// Growth of the pacing rate with grants: one second of grants at the current rate adds this fraction of the
-  /// counter's refill (additive increase).
+  /// counter's refill (additive increase). Finite, >= 0 (0: the rate grows back only when the counter is calm).
   double increase = 0.05;
-  /// The pacing rate never drops below this fraction of the refill.
+  /// The pacing rate never drops below this fraction of the refill. 0 <= min_rate_fraction <= 1.
   double min_rate_fraction = 0.05;
-  /// Pacing rate (units/s) of a counter whose limit is unknown when it is first congested.
+  /// Pacing rate (units/s) of a counter whose limit is unknown when it is first congested. Finite, > 0.
   double unknown_limit_rate = 1.0;
   /// Waits at least this long are reported to `on_long_wait`.
   std::chrono::milliseconds long_wait{1000};
@@ -204,6 +206,8 @@ public:
 
   /// @param time_source the clock every wait and rate is measured on (`real_clock` when null).
   /// @param options calm period, burst and pacing factors of the gate; copied.
+  /// @throws wandura::error `errc::invalid_argument` for an option outside its range (`admission_gate_options`);
+  ///         the message names the field.
   explicit admission_gate(std::shared_ptr<wandura::clock> time_source, admission_gate_options options = {});
   admission_gate(admission_gate const&) = delete;
   admission_gate& operator=(admission_gate const&) = delete;

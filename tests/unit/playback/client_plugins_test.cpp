@@ -280,3 +280,21 @@ TEST_CASE("client ticket store: never touched with reuse off or without a viewer
   CHECK(other->tried_finds == 0);
   CHECK(other->tried_inserts == 0);
 }
+
+TEST_CASE("client: an admission gate option out of range is refused at construction, nothing left running") {
+  asio::io_context io;
+  wandura::client_options options;
+  options.api_key = "k";
+  options.retry.admission.decrease = 1.2; // a 429 would raise the pacing rate
+  try {
+    wandura::client c(io.get_executor(), options);
+    FAIL("constructed");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains("decrease"));
+  }
+  io.run_for(std::chrono::seconds(1));
+  CHECK(io.stopped()); // nothing of the refused client is left waiting
+  options.retry.admission.decrease = 0.5;
+  CHECK_NOTHROW(wandura::client(io.get_executor(), options));
+}

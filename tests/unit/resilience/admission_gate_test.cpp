@@ -14,6 +14,7 @@
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
+#include "wandura/error.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
 using namespace std::chrono_literals;
@@ -672,5 +673,103 @@ TEST_CASE("admission gate: when the last queued request leaves or the gate goes,
     io.restart();
     io.poll();
     CHECK(verdicts == std::vector<admission_verdict>{admission_verdict::admitted});
+  }
+}
+
+namespace {
+
+/// The gate's constructor's verdict on `options`: the message of the `invalid_argument` it threw, or "" if none.
+std::string refusal_of(wandura::admission_gate_options const& options) {
+  try {
+    wandura::admission_gate gate(std::make_shared<wandura::testing::manual_clock>(), options);
+    return {};
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+    return e.what();
+  }
+}
+
+} // namespace
+
+TEST_CASE("admission gate: options outside their range are refused by name, NaN and infinities included") {
+  using opts = wandura::admission_gate_options;
+  double const nan = std::nan("");
+  double const inf = HUGE_VAL;
+  struct bad {
+    void (*set)(opts&, double);
+    double value;
+    std::string_view field;
+  };
+  auto const decrease = [](opts& o, double v) { o.decrease = v; };
+  auto const increase = [](opts& o, double v) { o.increase = v; };
+  auto const floor = [](opts& o, double v) { o.min_rate_fraction = v; };
+  auto const unknown = [](opts& o, double v) { o.unknown_limit_rate = v; };
+  std::vector<bad> const cases{{decrease, 0.0, "decrease"},           {decrease, 1.0, "decrease"},
+                               {decrease, 1.5, "decrease"},           {decrease, -0.5, "decrease"},
+                               {decrease, nan, "decrease"},           {increase, -0.01, "increase"},
+                               {increase, inf, "increase"},           {increase, nan, "increase"},
+                               {floor, -0.1, "min_rate_fraction"},    {floor, 1.01, "min_rate_fraction"},
+                               {floor, nan, "min_rate_fraction"},     {unknown, 0.0, "unknown_limit_rate"},
+                               {unknown, -1.0, "unknown_limit_rate"}, {unknown, inf, "unknown_limit_rate"},
+                               {unknown, nan, "unknown_limit_rate"}};
+  for (auto const& c : cases) {
+    opts o;
+    c.set(o, c.value);
+    INFO(c.field << " = " << c.value);
+    CHECK_THAT(refusal_of(o), Catch::Contains(std::string(c.field)));
+  }
+  using ms = std::chrono::milliseconds;
+  std::vector<std::pair<ms opts::*, std::string_view>> const durations{
+      {&opts::calm_period, "calm_period"},
+      {&opts::burst, "burst"},
+      {&opts::long_wait, "long_wait"},
+      {&opts::shared_pace_refresh, "shared_pace_refresh"},
+      {&opts::shared_pace_timeout, "shared_pace_timeout"},
+      {&opts::shared_pace_retry, "shared_pace_retry"}};
+  for (auto const& [field, name] : durations) {
+    opts o;
+    o.*field = -1ms;
+    INFO(name);
+    CHECK_THAT(refusal_of(o), Catch::Contains(std::string(name)));
+    o.*field = 0ms;
+    CHECK(refusal_of(o).empty());
+  }
+  CHECK(refusal_of(opts{}).empty()); // the defaults
+}
+
+TEST_CASE("admission gate: the ranges' edges are taken and pace as documented") {
+  SECTION("decrease just under 1 and a floor of the whole refill: a 429 while pacing leaves the rate at the refill") {
+    wandura::admission_gate_options o;
+    o.decrease = std::nextafter(1.0, 0.0);
+    o.min_rate_fraction = 1.0;
+    gate_harness h(o);
+    h.gate.observe("playback", refused(600, 1s)); // 10 units/s
+    h.advance(2s);
+    h.gate.observe("playback", refused(600, 1s)); // pacing now: cut, down to the floor at most
+    CHECK(h.playback().pacing_rate == Approx(10.0));
+  }
+  SECTION("a tiny decrease, no floor and no increase: the rate falls with each cut and grants do not raise it") {
+    wandura::admission_gate_options o;
+    o.decrease = 0.001;
+    o.min_rate_fraction = 0.0;
+    o.increase = 0.0;
+    gate_harness h(o);
+    h.gate.observe("playback", refused(600, 1s));
+    h.advance(2s);
+    h.gate.observe("playback", refused(600, 1s));
+    auto const cut = h.playback().pacing_rate;
+    CHECK(cut == Approx(0.01));
+    h.gate.observe("playback", granted(50));
+    CHECK(h.playback().pacing_rate == Approx(cut));
+  }
+  SECTION("a small unknown_limit_rate paces a counter whose limit is unknown at that rate") {
+    wandura::admission_gate_options o;
+    o.unknown_limit_rate = 0.5;
+    gate_harness h(o);
+    counter_feedback f;
+    f.status = 429;
+    f.refused = 1;
+    h.gate.observe("playback", f); // no limit, no Retry-After
+    CHECK(h.playback().pacing_rate == Approx(0.5));
   }
 }
