@@ -394,8 +394,10 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         }
       }
     }
-    known_absent.fetch_add(who.size() - asked.size(), std::memory_order_relaxed);
+    // Counted as the lookup ends, with the rest: a lookup cancelled while it waits for Redis counts nothing.
+    auto const absent = who.size() - asked.size();
     if (asked.empty()) {
+      known_absent.fetch_add(absent, std::memory_order_relaxed);
       co_return found;
     }
     std::vector<std::string_view> command;
@@ -458,9 +460,10 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         }
       }
     }
-    for (auto const i : asked) { // near hits are counted apart, and the known absent above
+    for (auto const i : asked) { // near hits are counted apart
       ++(found[i] ? stats.hits : stats.misses);
     }
+    known_absent.fetch_add(absent, std::memory_order_relaxed);
     co_return found;
   }
 
@@ -630,16 +633,22 @@ shared_ticket_cache::get_many(std::vector<ticket_identity> who, system_clock::ti
   std::vector<std::optional<cached_ticket>> found(who.size());
   std::vector<ticket_identity> rest; // the identities the near cache did not answer
   std::vector<std::size_t> rest_at;
-  for (std::size_t i = 0; i < who.size(); ++i) {
-    found[i] = find_near(who[i], now);
-    if (!found[i]) {
-      rest.push_back(std::move(who[i]));
-      rest_at.push_back(i);
+  {
+    std::lock_guard lock(impl_->local_mutex);
+    for (std::size_t i = 0; i < who.size(); ++i) {
+      if (auto const* near = impl_->near_copy(who[i], now)) {
+        found[i] = near->cached;
+      } else {
+        rest.push_back(std::move(who[i]));
+        rest_at.push_back(i);
+      }
     }
   }
   auto const self = impl_;                               // the lookup may outlive this cache
   auto lookup = self->look_up(rest, now, payloads::any); // named: GCC 12 and co_await temporaries
   auto remote = co_await std::move(lookup);
+  // Counted once the lookup ended, as look_up counts the rest: a cancelled lookup counts nothing.
+  self->near_hits.fetch_add(who.size() - rest.size(), std::memory_order_relaxed);
   for (std::size_t j = 0; j < rest_at.size(); ++j) {
     if (remote[j]) {
       found[rest_at[j]] = std::move(remote[j]->cached);

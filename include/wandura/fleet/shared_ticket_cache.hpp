@@ -52,7 +52,8 @@ struct ticket_cache_options {
   fallback_options fallback{};
 };
 
-/// Counters of one cache. A snapshot.
+/// Counters of one cache. A snapshot. Each ticket a lookup asks for is counted once, in `hits` or `misses`, when
+/// the lookup returns; a lookup cancelled (it throws `operation_aborted`) counts none of its tickets.
 struct ticket_cache_stats {
   std::uint64_t hits = 0;           ///< lookups that returned a ticket (from Redis, the near cache or the fallback)
   std::uint64_t near_hits = 0;      ///< of `hits`: answered from the local copy with Redis up, without a round trip
@@ -95,16 +96,16 @@ struct ticket_cache_stats {
 /// script publishes the keys it stored and their `PX` on the erase channel (one message per script: `+`, then a
 /// line `<key> <px>` per ticket); every erase publishes its key; and whenever the subscription (re)starts, the
 /// replica is read whole from Redis (a script of one `SCAN` page and each key's `PTTL` per round trip, 200 keys a
-/// page: under a millisecond of Redis's time each) while the messages keep coming. Once that read has ended, a lookup of a key the replica lacks is answered
-/// absent at once (`known_absent`): one network delay after another process stored it, as asking Redis a moment
-/// earlier would have. Keys written by anything but this cache's store script are not announced and are answered
-/// absent until the replica is next read whole. Whenever the replica may be wrong it errs on the side of asking:
-/// with the subscription down, before the read ends, after a message it cannot read (then it is read again, at
-/// most every 2 s, so that a message anyone can publish does not make the fleet read every key back to back), past
-/// its capacity, or where the read fails (behind a cluster proxy that refuses `SCAN`: then, after a backoff of 1 s
-/// doubling to 5 min, it is tried again), every near miss asks Redis as without the replica; a key it holds that
-/// Redis no longer has costs an `MGET` that drops it. A wrong answer can cost a reuse, never serve a ticket to
-/// anyone else: a ticket is only ever served as read, with its identity checked.
+/// page: under a millisecond of Redis's time each) while the messages keep coming. Once that read has ended, a lookup
+/// of a key the replica lacks is answered absent at once (`known_absent`): one network delay after another process
+/// stored it, as asking Redis a moment earlier would have. Keys written by anything but this cache's store script are
+/// not announced and are answered absent until the replica is next read whole. Whenever the replica may be wrong it
+/// errs on the side of asking: with the subscription down, before the read ends, after a message it cannot read (then
+/// it is read again, at most every 2 s, so that a message anyone can publish does not make the fleet read every key
+/// back to back), past its capacity, or where the read fails (behind a cluster proxy that refuses `SCAN`: then, after a
+/// backoff of 1 s doubling to 5 min, it is tried again), every near miss asks Redis as without the replica; a key it
+/// holds that Redis no longer has costs an `MGET` that drops it. A wrong answer can cost a reuse, never serve a ticket
+/// to anyone else: a ticket is only ever served as read, with its identity checked.
 ///
 /// @par Degrade, never block
 /// When Redis is slow (command timeout), down or answers errors, the operation answers from a local cache of the

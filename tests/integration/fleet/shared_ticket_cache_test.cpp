@@ -227,6 +227,68 @@ TEST_CASE("shared ticket cache: a cancelled lookup is cancelled, not answered lo
   CHECK(cache.stats().fallbacks == 0);
 }
 
+TEST_CASE("shared ticket cache: a lookup cancelled while Redis is asked counts none of its tickets, near ones and "
+          "known absent ones included") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client_a(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  wandura::redis_client client_b(io.get_executor(), {.url = redis->url(), .command_timeout = 5s});
+  wandura::shared_ticket_cache cache_a(client_a, "org_demo");
+  wandura::shared_ticket_cache cache_b(client_b, "org_demo");
+  auto const now = system_clock::now();
+  test_support::run(io, cache_a.put(viewer_on("device-7"), {"tkt_7", now + 30min}, now)); // near in a
+  test_support::run(io, cache_b.put(viewer_on("device-8"), {"tkt_8", now + 30min}, now)); // only in Redis, for a
+  // a's replica holds both keys, so device-9 (nobody's) is known absent, and device-8 is asked of Redis.
+  REQUIRE(wait_until(io, [&] {
+    auto const s = cache_a.stats();
+    return s.near_cache_live && s.known_keys_complete && s.known_keys == 2;
+  }));
+  // Stored before the subscription was confirmed, a's own copy is not near yet; read once more, it is.
+  REQUIRE(test_support::run(io, cache_a.get(viewer_on("device-7"), now)));
+  REQUIRE(cache_a.find_near(viewer_on("device-7"), now));
+  std::vector<wandura::ticket_identity> const who{viewer_on("device-7"), viewer_on("device-8"), viewer_on("device-9")};
+  auto const before = cache_a.stats();
+
+  redis->pause();
+  asio::cancellation_signal signal;
+  asio::steady_timer later(io, 20ms);
+  later.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  std::error_code code;
+  try {
+    test_support::run(io, [&]() -> asio::awaitable<std::size_t> {
+      auto lookup = asio::co_spawn(io, cache_a.get_many(who, now),
+                                   asio::bind_cancellation_slot(signal.slot(), asio::use_awaitable));
+      co_return (co_await std::move(lookup)).size();
+    }());
+  } catch (std::system_error const& e) {
+    code = e.code();
+  }
+  redis->resume();
+  CHECK(code == asio::error::operation_aborted);
+  auto const cancelled = cache_a.stats();
+  CHECK(cancelled.hits == before.hits);
+  CHECK(cancelled.near_hits == before.near_hits);
+  CHECK(cancelled.misses == before.misses);
+  CHECK(cancelled.known_absent == before.known_absent);
+
+  // The same lookup, not cancelled: each ticket counted once.
+  auto const found = test_support::run(io, cache_a.get_many(who, now));
+  REQUIRE(found.size() == 3);
+  REQUIRE(found[0]);
+  CHECK(found[0]->payload == "tkt_7");
+  REQUIRE(found[1]);
+  CHECK(found[1]->payload == "tkt_8");
+  CHECK_FALSE(found[2]);
+  auto const after = cache_a.stats();
+  CHECK(after.hits == before.hits + 2);
+  CHECK(after.near_hits == before.near_hits + 1);
+  CHECK(after.misses == before.misses + 1);
+  CHECK(after.known_absent == before.known_absent + 1);
+}
+
 TEST_CASE("shared ticket cache: destroyed with a lookup and a store and an erase in flight it lets each complete") {
   // The operations kept references into the cache across their wait for Redis: ASan saw a use after free.
   auto redis = test_support::start_redis_or_skip();
