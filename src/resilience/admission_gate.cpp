@@ -65,6 +65,19 @@ admission_gate_options checked(admission_gate_options options) {
   return options;
 }
 
+/// Whether `name` may be a counter's: 1-64 characters of [A-Za-z0-9._:-], as every counter of the protocol is. A
+/// counter's name goes into metrics labels, log lines and the fleet's Redis keys, and may come from the server (the
+/// limits of `GET /v1/config` are keyed by it): any other name is not tracked.
+bool is_counter_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 64) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == ':' || c == '-';
+  });
+}
+
 std::optional<std::uint64_t> read_uint(std::optional<std::string_view> text) noexcept {
   if (!text) {
     return std::nullopt;
@@ -193,7 +206,7 @@ detail::gate_counter* admission_gate::find_or_add(std::string_view counter) {
     return found;
   }
   auto const n = size_.load(std::memory_order_relaxed);
-  if (n == max_counters) {
+  if (n == max_counters || !is_counter_name(counter)) {
     return nullptr;
   }
   counters_[n] =

@@ -201,7 +201,10 @@ inline constexpr std::array<double, 10> wait_buckets_s{0.01, 0.05, 0.1, 0.25, 0.
 /// the gate: their answers are dropped.
 class admission_gate {
 public:
-  /// At most this many distinct counters are tracked; requests to further names are never queued.
+  /// At most this many distinct counters are tracked; requests to further names are never queued. Only names of
+  /// 1-64 characters of [A-Za-z0-9._:-] are tracked (every counter of the protocol has such a name): a request to
+  /// any other is never queued either, and its 429s, sheds and `set_limit` are not kept. Names tracked go into the
+  /// metrics' `counter` label, log lines and a fleet's Redis keys as they are.
   static constexpr std::size_t max_counters = 32;
 
   /// @param time_source the clock every wait and rate is measured on (`real_clock` when null).

@@ -51,7 +51,8 @@ inline constexpr std::chrono::milliseconds max_holdoff{std::chrono::hours(1)};
 /// What the retry loop needs to know about a request besides its bytes.
 struct request_traits {
   /// The rate-limit counter the request spends (docs/protocol.md §1, the counters table): `playback`, `catalog`,
-  /// `creatives`, `videos`, `video`, `config`. The admission gate keeps one state per counter.
+  /// `creatives`, `videos`, `video`, `config`. The admission gate keeps one state per counter name of 1-64
+  /// characters of [A-Za-z0-9._:-]; a request to any other name is never paced (`admission_gate::max_counters`).
   std::string counter;
   /// A write: gets an `Idempotency-Key`, and without one is retried only after `connect_failed`. A POST request is
   /// always treated as a write, even when this is false.

@@ -180,3 +180,46 @@ TEST_CASE("admission: a prefetch refused for rate is a shed, not the counter run
     }
   }
 }
+
+TEST_CASE("admission: the limits of GET /v1/config are kept only for counter names, so metrics_text stays "
+          "well formed whatever the server names") {
+  harness h;
+  // JSON escapes make a quote, a backslash, a newline and a space in the names the server keys its limits by.
+  h.fake->push(
+      fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000,"catalog\"} 1\nwandura_fake 9":600,)"
+                              R"("a\\b":5,"with space":5,"":5,"video.v2:read-x_1":120}})"));
+  auto const config = h.run(h.api->get_config());
+  CHECK(config.limits.size() == 6); // the call answers what the server said, every limit
+  std::vector<std::string> tracked;
+  for (auto const& s : h.api->engine().gate().stats()) {
+    tracked.push_back(s.counter);
+  }
+  // The protocol's six counters from the start, and the one new name that is a counter name.
+  CHECK(tracked ==
+        std::vector<std::string>{"playback", "catalog", "creatives", "videos", "video", "config", "video.v2:read-x_1"});
+  for (auto const& s : h.api->engine().gate().stats()) {
+    if (s.counter == "playback") {
+      CHECK(s.limit == 6000);
+    }
+  }
+  auto const text = h.api->metrics_text();
+  INFO(text);
+  CHECK(text.find("wandura_fake") == std::string::npos);
+  // Every line is a comment or `name{labels} value` with a label set that closes before the value.
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto const end = text.find('\n', start);
+    REQUIRE(end != std::string::npos);
+    std::string_view const line(text.data() + start, end - start);
+    start = end + 1;
+    if (line.starts_with('#')) {
+      continue;
+    }
+    auto const space = line.rfind(' ');
+    REQUIRE(space != std::string_view::npos);
+    auto const series = line.substr(0, space);
+    CHECK((series.find('{') == std::string_view::npos || series.ends_with('}')));
+    CHECK(series.find(' ') == std::string_view::npos);
+    CHECK(series.find('\\') == std::string_view::npos);
+  }
+}

@@ -773,3 +773,30 @@ TEST_CASE("admission gate: the ranges' edges are taken and pace as documented") 
     CHECK(h.playback().pacing_rate == Approx(0.5));
   }
 }
+
+TEST_CASE("admission gate: only counter names are tracked, 1-64 characters of [A-Za-z0-9._:-]") {
+  gate_harness h;
+  std::string const longest(64, 'c');
+  std::vector<std::string> const refused_names{
+      "",    std::string(65, 'c'),   "a b",        "a\"b", "a\\b", "a\nb", "a\rb", "a{b}",
+      "a=b", std::string("a\0b", 3), "caf\xc3\xa9"};
+  for (auto const& name : refused_names) {
+    h.gate.observe(name, refused(60, 30s));
+    h.gate.set_limit(name, {60, 60s, wandura::refill_kind::continuous});
+    CHECK_FALSE(h.gate.congested(name));
+  }
+  h.gate.observe(longest, refused(60, 30s));
+  h.gate.observe("video.v2:read-x_1", refused(60, 30s));
+  CHECK(h.gate.congested(longest));
+  CHECK(h.gate.congested("video.v2:read-x_1"));
+  auto const stats = h.gate.stats();
+  REQUIRE(stats.size() == 8); // the protocol's six, then the two counter names
+  CHECK(stats[6].counter == longest);
+  CHECK(stats[7].counter == "video.v2:read-x_1");
+  // A request to a name not tracked is admitted at once, whatever was observed on it.
+  bool admitted = false;
+  asio::co_spawn(h.io, h.gate.admit("a b", request_class::play, 1, h.now() + 1s),
+                 [&](std::exception_ptr e, admission a) { admitted = !e && a.admitted(); });
+  h.settle();
+  CHECK(admitted);
+}
