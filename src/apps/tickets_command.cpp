@@ -175,8 +175,11 @@ void print_table(ticket_batch_result const& r) {
         detail += ", retry after " + std::to_string(it.retry_after->count()) + " s";
       }
     }
-    std::printf("%-28s %4d  %-8s  %-12s %6d  %s\n", it.film_ref.c_str(), it.episode_no, intent_text(it).c_str(),
-                std::string(to_string(it.outcome)).c_str(), it.status, detail.c_str());
+    // Every text here but the outcome comes from the server's reply: printable() keeps its control bytes off the
+    // terminal.
+    std::printf("%-28s %4d  %-8s  %-12s %6d  %s\n", printable(it.film_ref).c_str(), it.episode_no,
+                printable(intent_text(it)).c_str(), std::string(to_string(it.outcome)).c_str(), it.status,
+                printable(detail).c_str());
   }
   std::printf("attempts: %d, replayed: %s\n", r.attempts, r.replayed ? "yes" : "no");
 }

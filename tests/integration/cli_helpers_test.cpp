@@ -159,3 +159,10 @@ TEST_CASE("cli json: strings are quoted with quotes, backslashes and control cha
   CHECK(wandura::cli::json_string("Épisode 4 · naïve ✓") == "\"Épisode 4 · naïve ✓\""); // UTF-8 passes through
   CHECK(wandura::cli::json_string("") == "\"\"");
 }
+
+TEST_CASE("cli text output: control bytes from the server are shown as \\xHH, never sent to the terminal") {
+  CHECK(wandura::cli::printable("org_demo") == "org_demo");
+  CHECK(wandura::cli::printable("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07");
+  CHECK(wandura::cli::printable(std::string_view("a\0b\r\n\x7f", 6)) == "a\\x00b\\x0d\\x0a\\x7f");
+  CHECK(wandura::cli::printable("Épisode ✓") == "Épisode ✓"); // UTF-8 passes through
+}

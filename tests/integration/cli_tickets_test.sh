@@ -173,4 +173,18 @@ expect_err "^WARN retry 2/3 in [0-9]* ms: HTTP 503 code=service_unavailable"
 expect_out '"attempts":3,"replayed":false}'
 expect_out '"episode_no":1,"intent":"play","outcome":"granted","status":200'
 
+# Text from the server reaches the terminal without its control bytes: an organisation id holding ESC sequences
+# (recolour, retitle the window) is printed as \x1b, and --json escapes it as JSON does.
+cat >esc.json <<'JSON'
+{"orgs":[{"id":"org\u001b[31mred\u001b]0;title\u0007","keys":["test-key"]}]}
+JSON
+start_emulator --config esc.json
+run config --base-url "$url"
+expect_rc 0 "config of an org id with ESC"
+! grep -q $'\x1b' out.txt || { cat -v out.txt; fail "an ESC byte from the server reached the terminal"; }
+expect_out '^organisation: org\\x1b\[31mred\\x1b\]0;title\\x07$'
+run config --base-url "$url" --json
+expect_rc 0 "config --json of an org id with ESC"
+expect_out '"org_id":"org\\u001b\[31mred\\u001b\]0;title\\u0007"'
+
 echo "cli tickets: all checks passed"
