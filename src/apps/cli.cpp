@@ -26,9 +26,9 @@ std::optional<std::string> from_env(char const* name) {
 
 /// The CA bundle to trust and where it was named: the flag, else CURL_CA_BUNDLE, else SSL_CERT_FILE (the order
 /// of the curl tool); nullopt for the system's default bundle.
-std::optional<std::pair<std::string, std::string>> ca_bundle_source(std::string const& flag) {
-  if (!flag.empty()) {
-    return std::pair{flag, std::string("--ca-bundle")};
+std::optional<std::pair<std::string, std::string>> ca_bundle_source(std::optional<std::string> const& flag) {
+  if (flag) {
+    return std::pair{*flag, std::string("--ca-bundle")};
   }
   for (char const* name : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
     if (auto path = from_env(name)) {
@@ -36,6 +36,13 @@ std::optional<std::pair<std::string, std::string>> ca_bundle_source(std::string 
     }
   }
   return std::nullopt;
+}
+
+/// Refuses a flag given as an empty string.
+void refuse_empty(std::optional<std::string> const& flag, std::string_view name, std::string_view otherwise) {
+  if (flag && flag->empty()) {
+    throw usage_error(std::string(name) + ": must not be empty (leave it out for " + std::string(otherwise) + ")");
+  }
 }
 
 } // namespace
@@ -53,14 +60,17 @@ void connection::add_options(CLI::App& app) {
 }
 
 client_options connection::to_client_options() const {
+  refuse_empty(base_url, "--base-url", "$WANDURA_BASE_URL or the default");
+  refuse_empty(api_key, "--api-key", "$WANDURA_API_KEY");
+  refuse_empty(ca_bundle, "--ca-bundle", "$CURL_CA_BUNDLE, $SSL_CERT_FILE or the system's");
   client_options o;
-  if (auto url = base_url.empty() ? from_env("WANDURA_BASE_URL") : base_url) {
+  if (auto url = base_url ? base_url : from_env("WANDURA_BASE_URL")) {
     o.base_url = std::move(*url);
   }
   if (!header_safe(o.base_url)) {
     throw usage_error("the base URL must not contain CR, LF or NUL characters");
   }
-  auto key = api_key.empty() ? from_env("WANDURA_API_KEY") : api_key;
+  auto key = api_key ? api_key : from_env("WANDURA_API_KEY");
   if (!key) {
     throw usage_error("no API key: pass --api-key KEY or set WANDURA_API_KEY");
   }
@@ -70,7 +80,7 @@ client_options connection::to_client_options() const {
                       "header); nothing was sent");
   }
   o.api_key = std::move(*key);
-  if (insecure && !ca_bundle.empty()) {
+  if (insecure && ca_bundle) {
     throw usage_error("give either --ca-bundle or --insecure, not both");
   }
   if (insecure) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,18 +27,21 @@ struct command {
 /// `--base-url` / `WANDURA_BASE_URL` (default the emulator's `http://127.0.0.1:8787`), `--api-key` /
 /// `WANDURA_API_KEY`, `--ca-bundle` / `CURL_CA_BUNDLE` / `SSL_CERT_FILE` (default the system's CA bundle), and
 /// `--insecure` (no certificate verification at all; a warning on stderr every run).
+/// A flag given with an empty value is refused rather than read as "not given": `--base-url "$URL"` with `URL`
+/// unset must not quietly reach another server.
 struct connection {
-  std::string base_url;
-  std::string api_key;
-  std::string ca_bundle;
+  std::optional<std::string> base_url;
+  std::optional<std::string> api_key;
+  std::optional<std::string> ca_bundle;
   bool insecure = false;
 
   /// Adds `--base-url`, `--api-key`, `--ca-bundle` and `--insecure` to `app`, parsed into this object, which must
   /// outlive `app`'s parsing.
   void add_options(CLI::App& app);
   /// Client options with the flags, then the environment, applied; prints the `--insecure` warning on stderr.
-  /// @throws usage_error when no API key is given anywhere, when the key or the base URL contains CR, LF or NUL
-  ///         (they would end up in a request's header lines), or when the CA bundle cannot be read.
+  /// @throws usage_error when a flag is given an empty value, when no API key is given anywhere, when the key or
+  ///         the base URL contains CR, LF or NUL (they would end up in a request's header lines), or when the CA
+  ///         bundle cannot be read.
   [[nodiscard]] client_options to_client_options() const;
   /// For a TLS failure, a line that says which certificates the server's was checked against and how to trust a
   /// private CA; empty for any other error.

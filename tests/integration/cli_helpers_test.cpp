@@ -160,6 +160,26 @@ TEST_CASE("cli json: strings are quoted with quotes, backslashes and control cha
   CHECK(wandura::cli::json_string("") == "\"\"");
 }
 
+TEST_CASE("cli connection: a flag given an empty value is refused, not read as left out") {
+  // `--base-url "$URL"` with URL unset must not quietly reach $WANDURA_BASE_URL or the default server instead.
+  ::setenv("WANDURA_BASE_URL", "http://127.0.0.1:9999", 1);
+  ::setenv("WANDURA_API_KEY", "env-key", 1);
+  CLI::App app("test", "test");
+  wandura::cli::connection c;
+  c.add_options(app);
+  argv_of a({"--base-url", ""});
+  REQUIRE_FALSE(wandura::cli::parse(app, a.span()));
+  CHECK_THROWS_WITH(c.to_client_options(), Catch::StartsWith("--base-url: must not be empty"));
+  wandura::cli::connection key;
+  key.api_key = "";
+  CHECK_THROWS_WITH(key.to_client_options(), Catch::StartsWith("--api-key: must not be empty"));
+  wandura::cli::connection ca;
+  ca.ca_bundle = "";
+  CHECK_THROWS_WITH(ca.to_client_options(), Catch::StartsWith("--ca-bundle: must not be empty"));
+  ::unsetenv("WANDURA_API_KEY");
+  ::unsetenv("WANDURA_BASE_URL");
+}
+
 TEST_CASE("cli text output: control bytes from the server are shown as \\xHH, never sent to the terminal") {
   CHECK(wandura::cli::printable("org_demo") == "org_demo");
   CHECK(wandura::cli::printable("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07");

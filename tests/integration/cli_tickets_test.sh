@@ -153,6 +153,16 @@ run tickets --film the-heiress-returns --episode 1 --idempotency-key $'order-1\r
 expect_rc 2 "idempotency key with CR LF"
 [ "$(responses)" = "$before" ] || fail "the server saw a request: $before -> $(responses)"
 
+# A connection flag given an empty value ("$UNSET_VARIABLE") is refused, never read as left out: the call would
+# otherwise go to $WANDURA_BASE_URL, or the default server, with $WANDURA_API_KEY.
+before=$(responses)
+for flag in --base-url --api-key --ca-bundle; do
+  run config "$flag" ""
+  expect_rc 2 "empty $flag"
+  expect_err "^wandura config: $flag: must not be empty"
+done
+[ "$(responses)" = "$before" ] || fail "an empty flag still sent a request: $before -> $(responses)"
+
 # --version: the project's version from the build, then the libcurl and OpenSSL in use.
 run --version
 expect_rc 0 "--version"
