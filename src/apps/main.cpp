@@ -6,9 +6,14 @@
 //   wandura --version                               the SDK's version and the libcurl and OpenSSL it runs with
 //
 // Base URL and key: --base-url/--api-key, else WANDURA_BASE_URL/WANDURA_API_KEY. Exit status 0 on success, 1 when
-// a call failed or a ticket was not granted, 2 for a usage error.
+// a call failed, a ticket was not granted or stdout could not take the output, 2 for a usage error.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <string_view>
@@ -42,17 +47,43 @@ int run(command const& c) {
   }
 }
 
-} // namespace
+/// Holds each of stdin, stdout and stderr that was closed open on /dev/null, for reading only. Left closed, its
+/// number would go to the first socket or eventfd opened, and the output meant for the user would be written into
+/// it (a connection to the API included); read-only, a write to it fails and `output_status` reports it.
+void hold_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int const held = ::open("/dev/null", O_RDONLY); // the lowest free number: fd itself
+      if (held != fd && held >= 0) {
+        ::close(held);
+      }
+    }
+  }
+}
 
-int main(int argc, char** argv) {
-  std::signal(SIGPIPE, SIG_IGN); // a TLS write to a closed connection fails with EPIPE instead (transport.hpp, Signals)
+/// `status`, or exit_failed when stdout could not take the output (closed, a full disk, a reader gone): a caller
+/// must never take a truncated or lost output for a success.
+int output_status(int status) {
+  errno = 0;
+  bool const flushed = std::fflush(stdout) == 0;
+  if (flushed && std::ferror(stdout) == 0) {
+    return status;
+  }
+  int const err = errno;
+  std::fprintf(stderr, "wandura: cannot write the output to stdout: %s\n",
+               err != 0 ? std::strerror(err) : "a write failed");
+  return status == exit_ok ? exit_failed : status;
+}
+
+/// Everything main does but the check of the output.
+int run_main(int argc, char** argv) {
   CLI::App app("The command line of the Wandura SDK: ask for playback tickets, read the organisation's limits, run "
                "the API emulator.",
                "wandura");
   apply_style(app, "Run \"wandura <command> --help\" for a command's options. The API's address and key come from "
                    "--base-url and --api-key,\nelse from WANDURA_BASE_URL (default http://127.0.0.1:8787) and "
-                   "WANDURA_API_KEY.\nExit status: 0 on success, 1 when a call failed or a ticket was not granted, "
-                   "2 for a usage error.");
+                   "WANDURA_API_KEY.\nExit status: 0 on success, 1 when a call failed, a ticket was not granted or the "
+                   "output could not be written,\n2 for a usage error.");
   app.set_version_flag("--version", version_text(), "print the versions of wandura, libcurl and OpenSSL and exit");
   app.require_subcommand(1);
   std::vector<command> commands{add_tickets_command(app), add_config_command(app)};
@@ -80,4 +111,12 @@ int main(int argc, char** argv) {
     }
   }
   return report_usage_error("wandura", "no command given");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  hold_standard_descriptors();
+  std::signal(SIGPIPE, SIG_IGN); // a TLS write to a closed connection fails with EPIPE instead (transport.hpp, Signals)
+  return output_status(run_main(argc, argv));
 }

@@ -163,6 +163,19 @@ for flag in --base-url --api-key --ca-bundle; do
 done
 [ "$(responses)" = "$before" ] || fail "an empty flag still sent a request: $before -> $(responses)"
 
+# Output that cannot be written (a full disk, a closed stdout) fails the run: exit 1 and one line on stderr, never
+# a silent 0 with the tickets lost.
+for cmd in "tickets --film the-heiress-returns --episode 3" "config" "config --json" "--help"; do
+  # shellcheck disable=SC2086
+  set +e; "$wandura" $cmd >/dev/full 2>err.txt; rc=$?; set -e
+  expect_rc 1 "$cmd to a full disk"
+  expect_err "^wandura: cannot write the output to stdout: No space left on device"
+  # shellcheck disable=SC2086
+  set +e; "$wandura" $cmd >&- 2>err.txt; rc=$?; set -e
+  expect_rc 1 "$cmd to a closed stdout"
+  expect_err "^wandura: cannot write the output to stdout"
+done
+
 # --version: the project's version from the build, then the libcurl and OpenSSL in use.
 run --version
 expect_rc 0 "--version"
