@@ -10,12 +10,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -98,9 +100,24 @@ int run_main(int argc, char** argv) {
     return exit_failed;
   }
 #endif
-  if (!args.empty() && std::string_view(args[0]) == "help") { // `wandura help`, as `wandura --help`
-    std::fputs(app.help().c_str(), stdout);
-    return exit_ok;
+  // `wandura help` as `wandura --help`, and `wandura help COMMAND` as `wandura COMMAND --help`.
+  std::string help_flag = "--help";
+  std::vector<char*> help_args;
+  if (!args.empty() && std::string_view(args[0]) == "help") {
+    if (args.size() == 1) {
+      std::fputs(app.help().c_str(), stdout);
+      return exit_ok;
+    }
+    bool const known =
+        std::any_of(commands.begin(), commands.end(), [&](command const& c) { return c.app->get_name() == args[1]; });
+    if (!known) {
+      return report_usage_error("wandura", "help: no command named \"" + std::string(args[1]) + "\"");
+    }
+    if (args.size() > 2) {
+      return report_usage_error("wandura", "help: one command name only, got \"" + std::string(args[2]) + "\" too");
+    }
+    help_args = {args[1], help_flag.data()};
+    args = help_args;
   }
   if (auto const done = parse(app, args)) {
     return *done;

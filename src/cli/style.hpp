@@ -142,9 +142,20 @@ inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
     std::printf("%s\n", v.what());
     return exit_ok;
   } catch (CLI::ParseError const& e) {
-    CLI::App const* where = &app; // the deepest subcommand reached names the command in the message
+    // The deepest subcommand reached names the command in the message. CLI11 checks required options and
+    // subcommands before it reports arguments it did not expect, so `wandura --bogus` would read "A subcommand is
+    // required" and `tickets --bogus` "--film is required": an argument nobody took is the mistake to name first.
+    CLI::App const* where = &app;
+    std::vector<std::string> unexpected = app.remaining();
     for (auto subs = app.get_subcommands(); !subs.empty(); subs = subs.front()->get_subcommands()) {
       where = subs.front();
+      if (!where->get_prefix_command() && !where->get_allow_extras()) { // its leftovers are its own arguments
+        auto const left = where->remaining();
+        unexpected.insert(unexpected.end(), left.begin(), left.end());
+      }
+    }
+    if (!unexpected.empty() && dynamic_cast<CLI::ExtrasError const*>(&e) == nullptr) {
+      return report_usage_error(full_name(*where), CLI::ExtrasError(std::move(unexpected)).what());
     }
     return report_usage_error(full_name(*where), e.what());
   }

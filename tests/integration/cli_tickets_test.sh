@@ -153,6 +153,27 @@ run tickets --film the-heiress-returns --episode 1 --idempotency-key $'order-1\r
 expect_rc 2 "idempotency key with CR LF"
 [ "$(responses)" = "$before" ] || fail "the server saw a request: $before -> $(responses)"
 
+# An argument nobody takes is named, even when a required option or the command is missing too.
+run tickets --frobnicate
+expect_rc 2 "unknown option before the required ones"
+expect_err "^wandura tickets: .*--frobnicate"
+run --frobnicate
+expect_rc 2 "unknown option without a command"
+expect_err "^wandura: .*--frobnicate"
+run frobnicate
+expect_rc 2 "unknown command"
+expect_err "^wandura: .*frobnicate"
+
+# `wandura help COMMAND` is that command's help; an unknown command there is a usage error.
+for cmd in tickets config emulator; do
+  run help "$cmd"
+  expect_rc 0 "help $cmd"
+  expect_out "usage: wandura $cmd"
+done
+run help frobnicate
+expect_rc 2 "help of an unknown command"
+expect_err "^wandura: help: no command named \"frobnicate\""
+
 # A connection flag given an empty value ("$UNSET_VARIABLE") is refused, never read as left out: the call would
 # otherwise go to $WANDURA_BASE_URL, or the default server, with $WANDURA_API_KEY.
 before=$(responses)
