@@ -19,6 +19,7 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 # Starts `wandura emulator --port 0 "$@"` and sets $url once it prints its address (at most ~10 s).
 start_emulator() {
   local out="emulator.$((${#pids[@]})).out"
+  : >"$out" # before the emulator's shell opens it, the first sed below may run: it must find a file (set -e)
   "$wandura" emulator --port 0 "$@" >"$out" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do
