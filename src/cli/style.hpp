@@ -123,6 +123,39 @@ inline int report_usage_error(std::string_view program, std::string_view message
   return exit_usage;
 }
 
+/// The message for arguments no command took (`args`, in the order given), reported in the command `where`. Names
+/// the options among them without their values, and nothing else when there are options: the value after a
+/// mistyped or misplaced `--api-key` is a secret that must not reach a terminal or a log. An option of a
+/// subcommand written before the subcommand's name is said to go after it.
+inline std::string unexpected_arguments(CLI::App const& app, CLI::App const& where,
+                                        std::vector<std::string> const& args) {
+  std::vector<std::string> options;
+  for (auto const& a : args) {
+    if (a.size() > 1 && a.front() == '-') {
+      options.push_back(a.substr(0, a.find('=')));
+    }
+  }
+  for (auto const& name : options) {
+    if (where.get_option_no_throw(name) != nullptr) { // given after `--`, or before the command's name
+      return name + " goes after the command's name, before any \"--\": " + full_name(where) + " " + name + " ...";
+    }
+    if (&where != &app) { // an option of another command: unexpected like any other
+      continue;
+    }
+    for (auto const* sub : app.get_subcommands([](CLI::App const*) { return true; })) {
+      if (sub->get_option_no_throw(name) != nullptr) {
+        return name + " goes after the command's name: " + full_name(app) + " COMMAND " + name + " ...";
+      }
+    }
+  }
+  auto const& shown = options.empty() ? args : options;
+  std::string text = shown.size() > 1 ? "unexpected arguments:" : "unexpected argument:";
+  for (auto const& a : shown) {
+    text += " " + a;
+  }
+  return text;
+}
+
 /// Parses `args` (the arguments after the program name) into `app`. Returns the exit status when the command line
 /// ends the program: help or version printed on stdout (exit_ok), or a usage error printed on stderr in the format
 /// of `report_usage_error`, naming the subcommand it occurred in (exit_usage). Returns nullopt when the program
@@ -145,6 +178,7 @@ inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
     // The deepest subcommand reached names the command in the message. CLI11 checks required options and
     // subcommands before it reports arguments it did not expect, so `wandura --bogus` would read "A subcommand is
     // required" and `tickets --bogus` "--film is required": an argument nobody took is the mistake to name first.
+    // CLI11's own message for them would also print option values, a misplaced `--api-key KEY` included.
     CLI::App const* where = &app;
     std::vector<std::string> unexpected = app.remaining();
     for (auto subs = app.get_subcommands(); !subs.empty(); subs = subs.front()->get_subcommands()) {
@@ -154,8 +188,8 @@ inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
         unexpected.insert(unexpected.end(), left.begin(), left.end());
       }
     }
-    if (!unexpected.empty() && dynamic_cast<CLI::ExtrasError const*>(&e) == nullptr) {
-      return report_usage_error(full_name(*where), CLI::ExtrasError(std::move(unexpected)).what());
+    if (!unexpected.empty()) {
+      return report_usage_error(full_name(*where), unexpected_arguments(app, *where, unexpected));
     }
     return report_usage_error(full_name(*where), e.what());
   }

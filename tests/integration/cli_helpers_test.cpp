@@ -186,3 +186,22 @@ TEST_CASE("cli text output: control bytes from the server are shown as \\xHH, ne
   CHECK(wandura::cli::printable(std::string_view("a\0b\r\n\x7f", 6)) == "a\\x00b\\x0d\\x0a\\x7f");
   CHECK(wandura::cli::printable("Épisode ✓") == "Épisode ✓"); // UTF-8 passes through
 }
+
+TEST_CASE("cli parsing: arguments nobody took are named without the values of options, secrets included") {
+  CLI::App app("test", "wandura");
+  wandura::cli::apply_style(app, "");
+  auto* tickets = wandura::cli::add_command(app, "tickets", "", "");
+  std::string key;
+  tickets->add_option("--api-key", key);
+  using wandura::cli::unexpected_arguments;
+  // An option of a command written before the command's name (`wandura --api-key KEY tickets`).
+  auto const misplaced = unexpected_arguments(app, app, {"--api-key", "s3cr3t"});
+  CHECK_THAT(misplaced, Catch::Contains("--api-key goes after the command's name"));
+  CHECK_THAT(misplaced, !Catch::Contains("s3cr3t"));
+  CHECK_THAT(unexpected_arguments(app, *tickets, {"--api-key=s3cr3t"}), !Catch::Contains("s3cr3t"));
+  // A mistyped option: its name, never the value after it or after its '='.
+  CHECK(unexpected_arguments(app, *tickets, {"--api-kye", "s3cr3t"}) == "unexpected argument: --api-kye");
+  CHECK(unexpected_arguments(app, *tickets, {"--api-kye=s3cr3t"}) == "unexpected argument: --api-kye");
+  // Without any option among them, the arguments themselves, in the order given.
+  CHECK(unexpected_arguments(app, *tickets, {"extra", "more"}) == "unexpected arguments: extra more");
+}

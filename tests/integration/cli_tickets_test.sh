@@ -164,6 +164,15 @@ expect_err "^wandura: .*--frobnicate"
 run frobnicate
 expect_rc 2 "unknown command"
 expect_err "^wandura: .*frobnicate"
+# ... but never the value of an option: the key after a misplaced or mistyped --api-key stays off stderr.
+for args in "--api-key s3cr3t-key config" "--api-key=s3cr3t-key config" "config --api-kye s3cr3t-key" \
+  "config --api-kye=s3cr3t-key" "tickets --film the-heiress-returns --episode 1 -- --api-key s3cr3t-key"; do
+  # shellcheck disable=SC2086
+  run $args
+  expect_rc 2 "$args"
+  expect_err "--api-k"
+  ! grep -q s3cr3t err.txt || { cat err.txt >&2; fail "$args: the key reached stderr"; }
+done
 
 # `wandura help COMMAND` is that command's help; an unknown command there is a usage error.
 for cmd in tickets config emulator; do
