@@ -1,5 +1,6 @@
 #include "wandura/detail/base_url.hpp"
 
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 
 #include <curl/curl.h>
@@ -34,18 +35,9 @@ std::string shown(std::string_view url) {
   if (url.find('@') != std::string_view::npos) {
     return "(not shown: it holds an at sign, so it may hold credentials)";
   }
-  constexpr std::size_t max_shown = 200;
   std::string out = "\"";
-  for (char const c : url.substr(0, max_shown)) {
-    auto const byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte >= 0x7F) {
-      constexpr std::string_view hex = "0123456789abcdef";
-      out.append("\\x").append(1, hex[byte >> 4U]).append(1, hex[byte & 0xFU]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.append(url.size() > max_shown ? "...\"" : "\"");
+  append_printable(out, url);
+  out.push_back('"');
   return out;
 }
 
