@@ -109,7 +109,9 @@ struct error_info {
 /// answered) and how many attempts were made, so that a log line needs nothing else.
 ///
 /// `what()` says where and why the call stopped, for example
-/// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable".
+/// "issue_tickets: retry budget exhausted after 2 attempts: HTTP 503 code=service_unavailable". It is one line:
+/// text that a server or Redis chose (an error code, an error reply) is quoted in it escaped and bounded, while
+/// `info()` keeps that text as it was sent.
 ///
 /// @par Thread safety
 /// Immutable after construction; safe to read from any thread.

@@ -2,6 +2,8 @@
 
 #include <asio/error.hpp>
 
+#include "wandura/detail/printable.hpp"
+
 namespace wandura {
 
 std::string_view to_string(stop_reason r) noexcept {
@@ -21,13 +23,15 @@ std::string_view to_string(stop_reason r) noexcept {
 namespace {
 
 /// "HTTP 503 code=50200", "HTTP 404", "HTTP 200: invalid response: <why>", or the transport error's message with
-/// the transport's words ("TLS failure: SSL certificate problem: ...").
+/// the transport's words ("TLS failure: SSL certificate problem: ..."). The server's code and the detail (which may
+/// quote a key of the body) go in printable and bounded: a server cannot break the message's one line.
 std::string last_error_text(call_result const& r) {
   std::string text;
   if (r.has_response()) {
     text = "HTTP " + std::to_string(r.response.status);
     if (!r.error_code.empty()) {
-      text += " code=" + r.error_code;
+      text += " code=";
+      detail::append_printable(text, r.error_code);
     }
     if (r.error) {
       text += ": " + r.error.message();
@@ -38,7 +42,8 @@ std::string last_error_text(call_result const& r) {
     return "no attempt made";
   }
   if (r.error && !r.detail.empty()) {
-    text += ": " + r.detail;
+    text += ": ";
+    detail::append_printable(text, r.detail, 2 * detail::max_quoted_bytes);
   }
   return text;
 }

@@ -1,5 +1,7 @@
 #include "wandura/resilience/retry_event.hpp"
 
+#include "wandura/detail/printable.hpp"
+
 namespace wandura {
 
 std::string format_retry_line(retry_event const& event) {
@@ -17,7 +19,7 @@ std::string format_retry_line(retry_event const& event) {
     line += std::to_string(event.http_status);
     if (!event.error_code.empty()) {
       line += " code=";
-      line += event.error_code;
+      detail::append_printable(line, event.error_code); // the server's text: one line, bounded
     }
   }
   if (!event.target.empty()) { // after the documented part, so that the line still starts as it always has

@@ -88,7 +88,10 @@ struct call_result {
 /// "issue_tickets: deadline of 15000 ms reached before any attempt (queued behind the playback counter's limit for
 /// 15000 ms)",
 /// "get_config: failed after 1 attempt: TLS failure: <what the transport said> (libcurl's error text)".
-/// The `error_info` carries the last status, server code, reason, request id and attempts.
+/// The server's `error_code` and the detail go into `what()` as printable ASCII, each byte outside 0x20-0x7E as
+/// `\xHH`, and bounded (the code's first 200 bytes, the detail's first 400, `...` marking a cut), so that
+/// `what()` is one line of bounded length whatever the server sent.
+/// The `error_info` carries the last status, server code, reason, request id and attempts, as the server sent them.
 /// @pre `!result.ok()`.
 [[nodiscard]] error to_error(call_result const& result, std::string_view operation);
 

@@ -42,6 +42,9 @@ using retry_hook = std::function<void(retry_event const&)>;
 /// The WARN line for `event`, exactly `retry 1/2 in 231 ms: HTTP 503 code=50200`, `retry 1/2 in 231 ms: HTTP 503`
 /// (no body code) or `retry 1/3 in 412 ms: connection reset` (the network error's message); with a `target`, it
 /// ends the line: `retry 1/2 in 231 ms: HTTP 503 (POST /v1/playback/tickets on api.wandura.example)`.
+/// The server's `error_code` is written as printable ASCII, its first 200 bytes at most (`...` marks a longer
+/// one), each byte outside 0x20-0x7E as `\xHH` (`code=a\x0ab` for "a", LF, "b"): whatever a server sends, the
+/// line stays one line. `event.error_code` itself keeps the server's text unchanged.
 [[nodiscard]] std::string format_retry_line(retry_event const& event);
 
 } // namespace wandura

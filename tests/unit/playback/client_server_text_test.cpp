@@ -1,0 +1,65 @@
+// Text the server chooses (an error body's `error_code`, a key of a 2xx body) on its way into the client's WARN
+// lines and error messages: those stay one bounded line, while the typed data the caller gets keeps it unchanged.
+#include "wandura/playback/client.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "wandura/error.hpp"
+#include "wandura/testing/fake_transport.hpp"
+
+#include "client_harness.hpp"
+
+using wandura::testing::fake_step;
+using namespace client_harness;
+
+namespace {
+
+bool one_line(std::string_view text) {
+  return text.find('\n') == std::string_view::npos && text.find('\r') == std::string_view::npos;
+}
+
+} // namespace
+
+TEST_CASE("client: a server error_code with a line break and 100 kB stays one bounded line in WARN lines and what()") {
+  harness h;
+  std::string const code = "50200\nWARN retry 9/9 in 0 ms: HTTP 200 code=forged\r" + std::string(100'000, 'z');
+  std::string body = R"({"error":"down","error_code":")";
+  body += "50200\\nWARN retry 9/9 in 0 ms: HTTP 200 code=forged\\r" + std::string(100'000, 'z') + R"("})";
+  h.fake->set_default(fake_step::respond(503, body));
+  try {
+    (void)h.run(h.api->get_config());
+    FAIL("get_config succeeded");
+  } catch (wandura::error const& e) {
+    std::string_view const what = e.what();
+    CHECK(one_line(what));
+    CHECK(what.size() < 2'000);
+    CHECK(what.find("code=50200\\x0aWARN retry 9/9") != std::string_view::npos);
+    CHECK(what.find("...") != std::string_view::npos);
+    CHECK(e.server_error_code() == code); // the typed value keeps what the server sent
+  }
+  REQUIRE_FALSE(h.warn_lines.empty());
+  for (auto const& line : h.warn_lines) {
+    CHECK(one_line(line));
+    CHECK(line.size() < 1'000);
+    CHECK(line.starts_with("retry "));
+  }
+}
+
+TEST_CASE("client: a long key in an unreadable 2xx body is quoted bounded in what()") {
+  harness h;
+  std::string const key(100'000, 'k');
+  h.fake->set_default(fake_step::respond(200, R"({"org_id":"o","limits":{")" + key + R"(":"many"}})"));
+  try {
+    (void)h.run(h.api->get_config());
+    FAIL("get_config succeeded");
+  } catch (wandura::error const& e) {
+    std::string_view const what = e.what();
+    CHECK(e.code() == wandura::errc::invalid_response);
+    CHECK(one_line(what));
+    CHECK(what.size() < 2'000);
+    CHECK(what.find("limits.kkkk") != std::string_view::npos);
+  }
+}
