@@ -4,6 +4,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "redis_connection.hpp"
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura {
@@ -19,8 +20,9 @@ asio::awaitable<redis_reply> redis_client::command(std::vector<std::string> args
   auto [ec, reply] = co_await async_command(views, asio::experimental::as_tuple(asio::use_awaitable));
   if (ec) {
     std::string message = "redis " + server + ": " + ec.message();
-    if (reply.is_error()) {
-      message += ": " + reply.text;
+    if (reply.is_error()) { // the server's text: one line, bounded, whatever it holds
+      message += ": ";
+      detail::append_printable(message, reply.text);
     }
     throw error(ec, message);
   }

@@ -198,7 +198,9 @@ public:
 
   /// `async_command` as a coroutine that throws: the reply, or `wandura::error` with the code above and a
   /// message naming the server (`redis 127.0.0.1:6379: ...`, never the password) and, for an error reply, its
-  /// text. `args` are owned by the coroutine. Same cancellation rules.
+  /// text as one line: its first 200 bytes, each byte outside 0x20-0x7E as `\xHH`, `...` marking a longer one
+  /// (the error's `what()` stays one bounded line whatever the server sends). `args` are owned by the coroutine.
+  /// Same cancellation rules.
   [[nodiscard]] asio::awaitable<redis_reply> command(std::vector<std::string> args);
 
   /// The executor given at construction.

@@ -93,6 +93,30 @@ TEST_CASE("redis client: a well-formed fake reply is read as a value") {
   CHECK(reply.text == "abc");
 }
 
+TEST_CASE("redis client: an error reply with a line break and 100 kB is quoted in what() on one bounded line") {
+  // RESP2 ends a line only at CR LF: a lone LF, or any other byte, may sit inside an error reply.
+  std::string const text = "ERR a\nWARN forged " + std::string(100'000, 'x');
+  fake_server server("-" + text + "\r\n");
+  std::string what;
+  std::string reply_text;
+  test_support::run(server.io, [&]() -> asio::awaitable<void> {
+    try {
+      auto op = server.client.command({"GET", "k"});
+      (void)co_await std::move(op);
+    } catch (wandura::error const& e) {
+      what = e.what();
+    }
+  }());
+  CHECK(what.starts_with("redis 127.0.0.1:"));
+  CHECK(what.find("ERR a\\x0aWARN forged xxx") != std::string::npos);
+  CHECK(what.find('\n') == std::string::npos);
+  CHECK(what.size() < 1'000);
+  // The reply itself keeps the server's text.
+  auto [ec, reply] = ask_fake_server("-" + text + "\r\n");
+  CHECK(ec == wandura::fleet_errc::server_error);
+  CHECK(reply.text == text);
+}
+
 TEST_CASE("shared ticket cache: a server that answers garbage makes the lookup local, counted, never an error") {
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
