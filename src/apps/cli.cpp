@@ -155,35 +155,19 @@ std::string json_string(std::string_view text) {
   return out;
 }
 
-std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char const c : text) {
-    auto const byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(byte));
-      out += buf;
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
 void log_to_stderr(log_level level, std::string_view message) {
   char const* name = level == log_level::warn    ? "WARN"
                      : level == log_level::error ? "ERROR"
                      : level == log_level::info  ? "INFO"
                                                  : "DEBUG";
   // One write per line, so that lines from several threads never interleave.
-  std::string line = std::string(name) + " " + printable(message) + "\n";
+  std::string line = std::string(name) + " " + detail::printable(message, whole_line) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint) {
   std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(command.size()), command.data(),
-               printable(e.what()).c_str());
+               detail::printable(e.what(), whole_line).c_str());
   if (!hint.empty()) {
     std::fprintf(stderr, "%.*s\n", static_cast<int>(hint.size()), hint.data());
   }

@@ -3,12 +3,14 @@
 // is src/cli/style.hpp.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "cli/style.hpp"
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/client.hpp"
 
@@ -58,10 +60,9 @@ struct connection {
 /// `text` as a JSON string literal, quotes included: `"`, `\` and control characters escaped, other bytes as is.
 [[nodiscard]] std::string json_string(std::string_view text);
 
-/// `text` made safe to print on a terminal: each control byte (below 0x20, and 0x7f) as `\xHH`, other bytes as is.
-/// For the table output and messages, whose text comes partly from the server: an ESC in an organisation id or an
-/// error code would otherwise drive the user's terminal (recolour it, retitle the window, move the cursor).
-[[nodiscard]] std::string printable(std::string_view text);
+/// The most bytes of a whole line (a WARN line, an exception's message) the programs print through
+/// `detail::printable`, which writes its control bytes as `\xHH` so that none drives the user's terminal.
+inline constexpr std::size_t whole_line = 4096;
 
 /// Writes one line per retry to stderr: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`.
 void log_to_stderr(log_level level, std::string_view message);

@@ -10,6 +10,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/client.hpp"
 
@@ -57,11 +58,11 @@ int run_config(config_args const& a) {
     out += "}}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    // The organisation id and counter names come from the server: printable() keeps control bytes off the terminal.
-    std::printf("organisation: %s\n%-12s %12s\n", cfg.org_id.empty() ? "-" : printable(cfg.org_id).c_str(), "COUNTER",
-                "PER MINUTE");
+    // The server's names go through `detail::printable`: one row each, no control byte reaches the terminal.
+    std::printf("organisation: %s\n%-12s %12s\n", cfg.org_id.empty() ? "-" : detail::printable(cfg.org_id).c_str(),
+                "COUNTER", "PER MINUTE");
     for (auto const& l : cfg.limits) {
-      std::printf("%-12s %12lld\n", printable(l.counter).c_str(), static_cast<long long>(l.per_minute));
+      std::printf("%-12s %12lld\n", detail::printable(l.counter).c_str(), static_cast<long long>(l.per_minute));
     }
   }
   return exit_ok;

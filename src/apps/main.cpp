@@ -41,10 +41,10 @@ int run(command const& c) {
     if (e.code() == wandura::errc::invalid_argument) {
       return report_usage_error(name, e.what());
     }
-    std::fprintf(stderr, "%s: %s\n", name.c_str(), printable(e.what()).c_str());
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), wandura::detail::printable(e.what(), whole_line).c_str());
     return exit_failed;
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "%s: %s\n", name.c_str(), printable(e.what()).c_str());
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), wandura::detail::printable(e.what(), whole_line).c_str());
     return exit_failed;
   }
 }

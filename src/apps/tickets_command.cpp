@@ -11,6 +11,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/client.hpp"
 #include "wandura/playback/viewer_ref.hpp"
@@ -157,29 +158,30 @@ void print_json(ticket_batch_result const& r) {
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
+/// One row per item. Every cell the server wrote goes through `detail::printable`: a film ref, code or ticket id
+/// holding a line break or a terminal escape cannot add rows or reach the terminal as a control sequence.
 void print_table(ticket_batch_result const& r) {
   std::printf("%-28s %4s  %-8s  %-12s %6s  %s\n", "FILM", "EP", "INTENT", "OUTCOME", "STATUS", "DETAIL");
   for (auto const& it : r.items) {
-    std::string detail;
+    std::string cell;
     if (it.ticket) {
-      detail = it.ticket->ticket_id + " (expires " + it.ticket->expires_at_text + ")";
+      cell =
+          detail::printable(it.ticket->ticket_id) + " (expires " + detail::printable(it.ticket->expires_at_text) + ")";
       if (it.reused) {
-        detail += ", reused";
+        cell += ", reused";
       }
     } else {
-      detail = it.error_code.empty() ? std::string("-") : it.error_code;
+      cell = it.error_code.empty() ? std::string("-") : detail::printable(it.error_code);
       if (!it.reason.empty()) {
-        detail += " (" + it.reason + ")";
+        cell += " (" + detail::printable(it.reason) + ")";
       }
       if (it.retry_after) {
-        detail += ", retry after " + std::to_string(it.retry_after->count()) + " s";
+        cell += ", retry after " + std::to_string(it.retry_after->count()) + " s";
       }
     }
-    // Every text here but the outcome comes from the server's reply: printable() keeps its control bytes off the
-    // terminal.
-    std::printf("%-28s %4d  %-8s  %-12s %6d  %s\n", printable(it.film_ref).c_str(), it.episode_no,
-                printable(intent_text(it)).c_str(), std::string(to_string(it.outcome)).c_str(), it.status,
-                printable(detail).c_str());
+    std::printf("%-28s %4d  %-8s  %-12s %6d  %s\n", detail::printable(it.film_ref).c_str(), it.episode_no,
+                detail::printable(intent_text(it)).c_str(), std::string(to_string(it.outcome)).c_str(), it.status,
+                cell.c_str());
   }
   std::printf("attempts: %d, replayed: %s\n", r.attempts, r.replayed ? "yes" : "no");
 }

@@ -2,7 +2,8 @@
 # `wandura tickets` against `wandura emulator` on loopback (issue 7): tickets are printed and the exit status follows
 # the play item; with two scripted 503s the retries print WARN lines on stderr and the call still exits 0; usage
 # errors exit 2; a key that would add header lines is refused before anything is sent; --version names the
-# project's version. Usage: cli_tickets_test.sh /path/to/wandura WORK_DIR PROJECT_VERSION
+# project's version; what the server names (an organisation, an error code) reaches the terminal one line each.
+# Usage: cli_tickets_test.sh /path/to/wandura WORK_DIR PROJECT_VERSION
 set -euo pipefail
 wandura=$1
 work=$2
@@ -240,5 +241,23 @@ expect_out '^organisation: org\\x1b\[31mred\\x1b\]0;title\\x07$'
 run config --base-url "$url" --json
 expect_rc 0 "config --json of an org id with ESC"
 expect_out '"org_id":"org\\u001b\[31mred\\u001b\]0;title\\u0007"'
+
+# What the server names (an organisation id, an error code) reaches the terminal one line each, control bytes
+# (line breaks, a terminal escape) written as \xHH, while --json keeps the text as the server sent it.
+cat >hostile.json <<'JSON'
+{"orgs":[{"id":"org\u001b]0;title\u0007\nforged row","keys":["test-key"]}],
+ "faults":[{"path":"/v1/config","kind":"status","status":503,"error_code":"x\nforged line","count":1}]}
+JSON
+start_emulator --config hostile.json
+run config --base-url "$url"
+expect_rc 0 "config after one 503"
+expect_out '^organisation: org\\x1b\]0;title\\x07\\x0aforged row$'
+! grep -q '^forged' out.txt || { cat out.txt; fail "a server's line break added a row to the table"; }
+! grep -q $'\x1b' out.txt || { cat out.txt; fail "a server's terminal escape reached stdout"; }
+expect_err '^WARN retry 1/[0-9]* in [0-9]* ms: HTTP 503 code=x\\x0aforged line'
+! grep -q '^forged' err.txt || { cat err.txt; fail "a server's line break split a WARN line"; }
+run config --json --base-url "$url"
+expect_rc 0 "config --json"
+expect_out '"org_id":"org\\u001b\]0;title\\u0007\\nforged row"'
 
 echo "cli tickets: all checks passed"
