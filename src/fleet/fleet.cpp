@@ -152,7 +152,7 @@ void fleet_state::store_behind(std::shared_ptr<fleet_state> const& self,
   }
   self->handed_over_ += stores.keys.size();
   for (std::size_t i = 0; i < stores.keys.size(); ++i) {
-    self->staged_.push_back(staged_store{std::move(stores.keys[i]), std::move(stores.args[2 * i]),
+    self->staged_.push_back(staged_store{std::move(stores.keys[i]), stores.ids[i], std::move(stores.args[2 * i]),
                                          std::move(stores.args[2 * i + 1]), stores.tokens[i]});
   }
   if (!self->drain_posted_ && !self->writing_) {
@@ -174,10 +174,15 @@ void fleet_state::drain(std::shared_ptr<fleet_state> const& self) {
     while (!self->writing_ && !staged.empty()) {
       taking = {};
       auto const n = stopped ? staged.size() : std::min(staged.size(), max_tickets_per_write);
+      taking.keys.reserve(n);
+      taking.ids.reserve(n);
+      taking.args.reserve(2 * n);
+      taking.tokens.reserve(n);
       for (std::size_t i = 0; i < n; ++i) {
         auto& next = staged.front();
         if (!next.erased) {
           taking.keys.push_back(std::move(next.key));
+          taking.ids.push_back(next.id);
           taking.args.push_back(std::move(next.envelope));
           taking.args.push_back(std::move(next.px));
           taking.tokens.push_back(next.token);

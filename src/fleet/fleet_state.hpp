@@ -116,6 +116,7 @@ private:
   /// erase dropped it since.
   struct staged_store {
     std::string key;
+    ticket_key_id id = 0;
     std::string envelope;
     std::string px;
     std::uint64_t token = 0;

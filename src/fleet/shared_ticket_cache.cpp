@@ -158,23 +158,21 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     return detail::ticket_key_id_of(key, ticket_prefix);
   }
 
-  /// Keeps `ticket` of `who` (Redis key `key`) locally until its reuse limit, as a near copy of generation
+  /// Keeps `ticket` of `who` (Redis key id `id`) locally until its reuse limit, as a near copy of generation
   /// `kept_as` (0: a fallback copy only). Any thread.
-  void keep_local(std::string_view key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
-                  std::uint64_t kept_as, std::uint64_t unwritten = 0) {
-    auto const id = id_of(key);
-    if (!id) {
-      return; // never: every key kept is built by `fleet_keys::ticket`
-    }
+  void keep_local(detail::ticket_key_id id, ticket_identity who, detail::local_ticket ticket,
+                  system_clock::time_point now, std::uint64_t kept_as, std::uint64_t unwritten = 0) {
     auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
     std::lock_guard lock(local_mutex);
-    local.store(*id, std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
+    local.store(id, std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
   }
 
-  /// `keep_local`, and the erase subscription opened if it is not yet. On the executor.
+  /// `keep_local` under the Redis key `key`, and the erase subscription opened if it is not yet. On the executor.
   void keep(std::string_view key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
             std::uint64_t kept_as) {
-    keep_local(key, std::move(who), std::move(ticket), now, kept_as);
+    if (auto const id = id_of(key)) { // always: every key read is built by `fleet_keys::ticket`
+      keep_local(*id, std::move(who), std::move(ticket), now, kept_as);
+    }
     subscribe();
   }
 
@@ -487,11 +485,17 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       if (px < 1) {
         continue; // nothing left to reuse
       }
-      into.keys.push_back(fleet_keys::ticket(org, who));
+      auto key = fleet_keys::ticket(org, who);
+      auto const id = id_of(key);
+      if (!id) {
+        continue; // never: `fleet_keys::ticket` builds a key of this organisation
+      }
+      into.keys.push_back(std::move(key));
+      into.ids.push_back(*id);
       into.args.push_back(detail::encode_envelope(who, ticket.cached));
       into.args.push_back(std::to_string(px));
       into.tokens.push_back(token);
-      keep_local(into.keys.back(), std::move(who), std::move(ticket), now, kept_as, token); // `who` not used again
+      keep_local(*id, std::move(who), std::move(ticket), now, kept_as, token); // `who` not used again
     }
   }
 
@@ -500,9 +504,8 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   void end_unwritten(detail::prepared_stores const& stores) {
     std::lock_guard lock(local_mutex);
     for (std::size_t i = 0; i < stores.keys.size(); ++i) {
-      auto const id = stores.tokens[i] != 0 ? id_of(stores.keys[i]) : std::nullopt;
-      if (id) {
-        local.written(*id, stores.tokens[i]);
+      if (stores.tokens[i] != 0) {
+        local.written(stores.ids[i], stores.tokens[i]);
       }
     }
   }
@@ -536,10 +539,8 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     {
       std::lock_guard lock(local_mutex);
       for (std::size_t i = 0; i < stores.keys.size(); ++i) {
-        auto const id = id_of(stores.keys[i]);
-        auto const px = positive_ms(stores.args[2 * i + 1]);
-        if (id && px) {
-          known.add(*id, detail::saturating_add(now, std::chrono::milliseconds(*px)));
+        if (auto const px = positive_ms(stores.args[2 * i + 1])) {
+          known.add(stores.ids[i], detail::saturating_add(now, std::chrono::milliseconds(*px)));
         }
       }
     }

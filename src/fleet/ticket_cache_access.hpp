@@ -21,10 +21,12 @@
 
 namespace wandura::detail {
 
-/// Tickets ready for one store script: each one's Redis key, its envelope and PX (two arguments each), and the
+/// Tickets ready for one store script: each one's Redis key and that key's id (`ticket_key_id_of`, read once
+/// here for the local copy, the write's end and the replica), its envelope and PX (two arguments each), and the
 /// token of the store that kept its local copy (0: none waits for the write).
 struct prepared_stores {
   std::vector<std::string> keys;
+  std::vector<ticket_key_id> ids;
   std::vector<std::string> args;
   std::vector<std::uint64_t> tokens;
 };
