@@ -3,6 +3,8 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <memory>
+#include <string>
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -25,11 +27,15 @@ void append_field(std::string& out, std::string_view field) {
 std::array<unsigned char, SHA256_DIGEST_LENGTH> ticket_digest(std::string_view viewer_ref, std::string_view union_info,
                                                               std::string_view film_ref, int episode_no,
                                                               std::string_view intent) {
-  // Sized once: built field by field, the identity grew through several allocations, and this runs for every key
-  // a Redis lookup or store names.
+  // Built in this thread's buffer and hashed with this thread's context: this runs for every key a Redis lookup or
+  // store names (twice for a ticket that was missed, then stored), and a new string and a new digest context each
+  // time were two allocations of every one.
+  thread_local std::string identity;
+  thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> const context(EVP_MD_CTX_new(),
+                                                                                     &EVP_MD_CTX_free);
   std::array<char, 12> episode{}; // any int in decimal
   auto const episode_end = std::to_chars(episode.data(), episode.data() + episode.size(), episode_no).ptr;
-  std::string identity;
+  identity.clear();
   identity.reserve(viewer_ref.size() + union_info.size() + film_ref.size() + intent.size() + 64);
   append_field(identity, viewer_ref);
   append_field(identity, union_info);
@@ -40,8 +46,14 @@ std::array<unsigned char, SHA256_DIGEST_LENGTH> ticket_digest(std::string_view v
   // Fetched once: OpenSSL 3's one-shot SHA256() fetches the algorithm, under a lock, on every call (that was 12 %
   // of a Redis-backed playback benchmark's instructions, three keys per call).
   static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  if (md == nullptr || EVP_Digest(identity.data(), identity.size(), digest.data(), nullptr, md, nullptr) != 1) {
+  bool const hashed = md != nullptr && context != nullptr && EVP_DigestInit_ex2(context.get(), md, nullptr) == 1 &&
+                      EVP_DigestUpdate(context.get(), identity.data(), identity.size()) == 1 &&
+                      EVP_DigestFinal_ex(context.get(), digest.data(), nullptr) == 1;
+  if (!hashed) {
     SHA256(reinterpret_cast<unsigned char const*>(identity.data()), identity.size(), digest.data());
+  }
+  if (identity.capacity() > 4096) {
+    std::string().swap(identity); // an unusually long identity's buffer is not kept for the thread's life
   }
   return digest;
 }
