@@ -23,8 +23,8 @@ std::string_view to_string(stop_reason r) noexcept {
 namespace {
 
 /// "HTTP 503 code=50200", "HTTP 404", "HTTP 200: invalid response: <why>", or the transport error's message with
-/// the transport's words ("TLS failure: SSL certificate problem: ..."). The server's code and the detail (which may
-/// quote a key of the body) go in printable and bounded: a server cannot break the message's one line.
+/// the transport's words ("TLS failure: SSL certificate problem: ..."). The server's code goes in printable and
+/// bounded, and the detail came so (call_result::detail): a server cannot break the message's one line.
 std::string last_error_text(call_result const& r) {
   std::string text;
   if (r.has_response()) {
@@ -42,8 +42,7 @@ std::string last_error_text(call_result const& r) {
     return "no attempt made";
   }
   if (r.error && !r.detail.empty()) {
-    text += ": ";
-    detail::append_printable(text, r.detail, 2 * detail::max_quoted_bytes);
+    text += ": " + r.detail; // printable and bounded where it was made (the transport, the retry loop)
   }
   return text;
 }

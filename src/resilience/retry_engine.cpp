@@ -9,6 +9,7 @@
 #include <asio/error.hpp>
 #include <asio/this_coro.hpp>
 
+#include "wandura/detail/printable.hpp"
 #include "wandura/resilience/classify.hpp"
 #include "wandura/resilience/idempotency.hpp"
 #include "wandura/resilience/retry_after.hpp"
@@ -531,7 +532,9 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
     if (reader == nullptr || !(out.follow = reader->after_success(result)).again) {
       if (!out.follow.unreadable.empty()) { // a 2xx no one can read: failed as a reset would, same rules
         result.error = errc::invalid_response;
-        result.detail = std::exchange(out.follow, {}).unreadable;
+        // The reader's words may quote a key of the body: made printable and bounded here, as the transport
+        // makes its own (call_result::detail).
+        result.detail = detail::printable(std::exchange(out.follow, {}).unreadable, 2 * detail::max_quoted_bytes);
         if (facts.safety == request_safety::unkeyed_write) {
           result.note = "not retried: write without idempotency key";
           out.stop = stop_reason::not_retryable;

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura::detail {
@@ -105,7 +106,11 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = curl_easy_strerror(rc);
   }
   if (!curl_text.empty() && rc != CURLE_OK) {
-    out.append(" (libcurl: ").append(curl_text).append(")");
+    // libcurl's text may quote what the server sent (a certificate's subject name): escaped here, once, for every
+    // message built from it. Its buffer holds CURL_ERROR_SIZE bytes, so nothing libcurl wrote is cut.
+    out.append(" (libcurl: ");
+    append_printable(out, curl_text, CURL_ERROR_SIZE);
+    out.append(")");
   }
   return out;
 }

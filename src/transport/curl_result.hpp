@@ -31,7 +31,10 @@ struct transfer_facts {
 [[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept;
 
 /// The message of a failed transfer: what happened in a few words, then libcurl's own text
-/// (`CURLOPT_ERRORBUFFER`, may be empty) or, without one, curl_easy_strerror's.
+/// (`CURLOPT_ERRORBUFFER`, may be empty) or, without one, curl_easy_strerror's. libcurl's text, which may quote
+/// the server (a certificate's subject name), goes in through `detail::append_printable`, bounded at
+/// CURL_ERROR_SIZE bytes: the message is one line of printable ASCII, and every message built from it
+/// (`attempt_result::detail`, `transport::send`'s `what()`, the client's) quotes it as it is.
 [[nodiscard]] std::string describe_curl_result(int curl_code, transfer_facts const& facts, std::string_view curl_text);
 
 } // namespace wandura::detail

@@ -43,6 +43,9 @@ struct call_result {
   /// What went wrong in the last attempt, in words: the transport's text for `error` (libcurl's error text, e.g.
   /// "SSL certificate problem: self-signed certificate"), or why a 2xx body could not be read (with `error` set to
   /// `errc::invalid_response`). Empty when there is nothing to add. Never holds a header value (an API key).
+  /// One line of printable ASCII, bounded where it was made: the transport escapes libcurl's text (at most 256 of
+  /// its bytes, see `attempt_result::detail`), the loop the reader's words (their first 400 bytes), each byte
+  /// outside 0x20-0x7E as `\xHH`. `to_error` quotes it as it is.
   std::string detail;
   /// The last response (status 0 when the last attempt produced none). On failure it is still complete: headers
   /// and body of a final 429/503 batch are there for per-item outcomes.
@@ -88,9 +91,9 @@ struct call_result {
 /// "issue_tickets: deadline of 15000 ms reached before any attempt (queued behind the playback counter's limit for
 /// 15000 ms)",
 /// "get_config: failed after 1 attempt: TLS failure: <what the transport said> (libcurl's error text)".
-/// The server's `error_code` and the detail go into `what()` as printable ASCII, each byte outside 0x20-0x7E as
-/// `\xHH`, and bounded (the code's first 200 bytes, the detail's first 400, `...` marking a cut), so that
-/// `what()` is one line of bounded length whatever the server sent.
+/// The server's `error_code` goes into `what()` as printable ASCII, each byte outside 0x20-0x7E as `\xHH`, and
+/// bounded (its first 200 bytes, `...` marking a cut); the detail is already so (see `call_result::detail`) and
+/// goes in as it is, escaped once. `what()` is one line of bounded length whatever the server sent.
 /// The `error_info` carries the last status, server code, reason, request id and attempts, as the server sent them.
 /// @pre `!result.ok()`.
 [[nodiscard]] error to_error(call_result const& result, std::string_view operation);

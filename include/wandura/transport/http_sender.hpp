@@ -23,6 +23,10 @@ struct attempt_result {
   http_response response;
   /// With `error`: what happened in words, with libcurl's own error text when it gave one (e.g. "SSL certificate
   /// problem: self-signed certificate"); may be empty. Never holds a header value (an API key). Empty otherwise.
+  /// One line of printable ASCII: libcurl's text, which may quote the server (a certificate's subject name), is
+  /// written as `detail::printable` writes it (each byte outside 0x20-0x7E as `\xHH`, at most 256 bytes of it), so
+  /// that it can go into a log line or a message as it is; the retry loop quotes it so. A sender of one's own
+  /// must keep it that way.
   std::string detail;
 };
 

@@ -140,11 +140,12 @@ public:
 
   /// `async_send` as a coroutine that throws: the response (any HTTP status), or `wandura::error` carrying the
   /// transport error code (`operation_aborted` when cancelled) and a message that names the request (method and
-  /// URL without its query or fragment, which may hold credentials), what happened and libcurl's own error text. Same
-  /// lifetime rules; `options` is copied at the call, so a temporary is fine even when the awaitable is co_spawn'ed
-  /// later. Cancellation as `async_send`'s, for what reaches it: like any Asio coroutine, it is cancelled through
-  /// the awaiting coroutine's cancellation state, which lets only terminal cancellation through unless that
-  /// coroutine widens it (`co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation())`).
+  /// URL without its query or fragment, which may hold credentials), what happened and libcurl's own error text,
+  /// escaped as in `attempt_result::detail`. Same lifetime rules; `options` is copied at the call, so a temporary is
+  /// fine even when the awaitable is co_spawn'ed later. Cancellation as `async_send`'s, for what reaches it: like any
+  /// Asio coroutine, it is cancelled through the awaiting coroutine's cancellation state, which lets only terminal
+  /// cancellation through unless that coroutine widens it:
+  /// `co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation())`.
   [[nodiscard]] asio::awaitable<http_response> send(http_request const& request, attempt_options const& options);
 
   /// `http_sender`: `async_send` as a coroutine that never throws for transport errors; the error, if any, is in

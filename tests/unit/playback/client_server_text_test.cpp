@@ -63,3 +63,17 @@ TEST_CASE("client: a long key in an unreadable 2xx body is quoted bounded in wha
     CHECK(what.find("limits.kkkk") != std::string_view::npos);
   }
 }
+
+TEST_CASE("client: a key with control and non-ASCII bytes in an unreadable 2xx body is quoted escaped, once") {
+  harness h;
+  h.fake->set_default(fake_step::respond(200, "{\"org_id\":\"o\",\"limits\":{\"caf\xc3\xa9\x7f\":\"many\"}}"));
+  try {
+    (void)h.run(h.api->get_config());
+    FAIL("get_config succeeded");
+  } catch (wandura::error const& e) {
+    std::string_view const what = e.what();
+    CHECK(e.code() == wandura::errc::invalid_response);
+    CHECK(what.find("limits.caf\\xc3\\xa9\\x7f") != std::string_view::npos);
+    CHECK(what.find("\\x5c") == std::string_view::npos);
+  }
+}

@@ -165,3 +165,19 @@ TEST_CASE("call result: error_code_of is the code of to_error for every stop, an
     CHECK(wandura::error_code_of(result) == wandura::to_error(result, "get_config").code());
   }
 }
+
+TEST_CASE("call result: the transport's words arrive escaped and are quoted once, whole") {
+  // The transport escapes libcurl's text (up to 255 bytes, each may become \xHH) where it makes its message; the
+  // message quotes that text as it is, neither escaped again nor cut in the middle of an escape.
+  std::string escaped = "SSL certificate problem: ";
+  for (int i = 0; i < 255; ++i) {
+    escaped += "\\x0a";
+  }
+  call_result tls;
+  tls.stopped = stop_reason::not_retryable;
+  tls.error = errc::tls_failed;
+  tls.detail = escaped;
+  tls.attempts = 1;
+  CHECK(std::string(wandura::to_error(tls, "get_config").what()) ==
+        "get_config: failed after 1 attempt: TLS failure: " + escaped);
+}

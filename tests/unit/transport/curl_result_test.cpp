@@ -93,3 +93,22 @@ TEST_CASE("transport errors: oversized bodies and headers are final response_too
   CHECK(describe_curl_result(CURLE_COULDNT_CONNECT, f.none, "Failed to connect to 127.0.0.1 port 1") ==
         std::string(curl_easy_strerror(CURLE_COULDNT_CONNECT)) + " (libcurl: Failed to connect to 127.0.0.1 port 1)");
 }
+
+TEST_CASE("transport errors: libcurl's text is quoted as one line of printable ASCII, bounded") {
+  auto f = make_facts();
+  // libcurl quotes what the server sent, e.g. a certificate's subject name, in its error text.
+  std::string const quoted =
+      describe_curl_result(CURLE_PEER_FAILED_VERIFICATION, f.none,
+                           "SSL: certificate subject name 'evil\r\nWARN forged\x1b[2J\x7f caf\xc3\xa9' does not match");
+  CHECK(quoted == std::string(curl_easy_strerror(CURLE_PEER_FAILED_VERIFICATION)) +
+                      " (libcurl: SSL: certificate subject name 'evil\\x0d\\x0aWARN forged\\x1b[2J\\x7f caf\\xc3\\xa9' "
+                      "does not match)");
+  // The whole of libcurl's error buffer (CURL_ERROR_SIZE, its terminating NUL included) is kept, never more.
+  std::string const full(CURL_ERROR_SIZE - 1, '\n');
+  std::string const all = describe_curl_result(CURLE_SSL_CONNECT_ERROR, f.none, full);
+  CHECK(all.find("...") == std::string::npos);
+  CHECK(all.find('\n') == std::string::npos);
+  std::string const longer = describe_curl_result(CURLE_SSL_CONNECT_ERROR, f.none, std::string(1000, 'x'));
+  CHECK(longer.find(std::string(CURL_ERROR_SIZE, 'x') + "...)") != std::string::npos);
+  CHECK(longer.find(std::string(CURL_ERROR_SIZE + 1, 'x')) == std::string::npos);
+}
