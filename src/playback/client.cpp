@@ -31,7 +31,8 @@ detail::response_parser& detail::thread_parser() {
 namespace {
 
 // Refuses, before anything is made or sent, options that would put a broken or injected header on the wire (issue
-// 14): an empty API key (it would go out as "Bearer "), and a key or user agent holding CR, LF or NUL. The base
+// 14): an empty API key (it would go out as "Bearer "), and a key or user agent holding a control byte other than
+// HTAB, or DEL (detail::find_forbidden_header_byte). The base
 // URL is checked by detail::checked_base_url when the client's state is made.
 void check_header_options(client_options const& options) {
   if (options.api_key.empty()) {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "transport/header_check.hpp"
+#include "wandura/detail/header_value.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura::detail {
@@ -222,7 +223,8 @@ void build_header_list(transfer& t) {
 easy_setup::easy_setup(transport_options options, socket_set& sockets)
     : options_(std::move(options)), sockets_(sockets) {
   if (!is_header_value(options_.user_agent)) {
-    throw error(make_error_code(errc::invalid_argument), "transport_options::user_agent holds CR, LF or NUL");
+    throw error(make_error_code(errc::invalid_argument),
+                "transport_options::user_agent: " + header_value_refusal("User-Agent", options_.user_agent));
   }
   if (options_.default_connect_timeout.count() <= 0) {
     options_.default_connect_timeout = std::chrono::milliseconds(3000);

@@ -17,7 +17,8 @@ namespace wandura::detail {
 /// Immutable after construction; `configure` is called on the strand for transfers it owns.
 class easy_setup {
 public:
-  /// @throws wandura::error (`errc::invalid_argument`) when `options.user_agent` holds CR, LF or NUL.
+  /// @throws wandura::error (`errc::invalid_argument`) when `options.user_agent` holds a control byte other than
+  ///         HTAB, or DEL (see `detail::find_forbidden_header_byte`).
   easy_setup(transport_options options, socket_set& sockets);
 
   /// Prepares `t`'s easy handle for `*t.request`: created and given the constant options on first use, then the

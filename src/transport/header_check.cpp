@@ -39,16 +39,18 @@ bool is_header_name(std::string_view name) noexcept {
 }
 
 bool is_header_value(std::string_view value) noexcept {
-  // Eight bytes at a time while no byte is below 0x0E (CR, LF and NUL all are): `(w - 0x0E0E..) & ~w & 0x8080..` is
-  // non-zero exactly when some byte of `w` is below 0x0E (bytes of 0x80 and above never set it). From the first
-  // word that may hold one, the SDK's one byte-wise check of a header value decides. Checked on every request.
+  // Eight bytes at a time while no byte is below 0x20 or equal to 0x7F: `(w - 0x2020..) & ~w & 0x8080..` is non-zero
+  // exactly when some byte of `w` is below 0x20, and `(x - 0x0101..) & ~x & 0x8080..` with `x = w ^ 0x7F7F..` when
+  // some byte is 0x7F (bytes of 0x80 and above set neither). From the first word that may hold one (a tab is below
+  // 0x20 too), the SDK's one byte-wise check of a header value decides. Checked on every request.
   constexpr std::uint64_t ones = 0x0101010101010101ULL;
   constexpr std::uint64_t highs = 0x8080808080808080ULL;
   std::size_t i = 0;
   for (; i + sizeof(std::uint64_t) <= value.size(); i += sizeof(std::uint64_t)) {
     std::uint64_t word = 0;
     std::memcpy(&word, value.data() + i, sizeof word);
-    if (((word - ones * 0x0EU) & ~word & highs) != 0) {
+    std::uint64_t const del = word ^ (ones * 0x7FU);
+    if (((((word - ones * 0x20U) & ~word) | ((del - ones) & ~del)) & highs) != 0) {
       break;
     }
   }
@@ -62,7 +64,7 @@ std::string check_headers(std::vector<http_header> const& headers) {
       return "request header " + std::to_string(&h - headers.data()) + ": name is not an HTTP token";
     }
     if (!is_header_value(h.value)) {
-      return "request header " + h.name + ": value holds CR, LF or NUL";
+      return "request " + header_value_refusal(h.name, h.value); // names the byte, never the value
     }
   }
   return {};

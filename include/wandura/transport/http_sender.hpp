@@ -42,7 +42,8 @@ public:
   ///
   /// Completes with `attempt_result::error` set to a `wandura::errc` transport code (connect_failed,
   /// attempt_timeout, response_timeout, connection_reset, tls_failed, response_too_large, protocol_error,
-  /// transport_failed, invalid_argument for a request it refuses to send, e.g. a header value holding CR, LF or NUL)
+  /// transport_failed, invalid_argument for a request it refuses to send, e.g. a header value holding a control
+  /// byte)
   /// or `asio::error::operation_aborted`, and `attempt_result::detail` saying what happened; never throws for those.
   ///
   /// @param request must stay alive and unchanged until the returned awaitable completes.

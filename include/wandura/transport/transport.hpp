@@ -77,7 +77,8 @@ public:
   ///        associated executor complete. The io_context behind it may be run by several threads.
   /// @param options pool limits and TLS settings, copied.
   /// @throws std::system_error with `errc::transport_failed` if libcurl cannot be initialised; `wandura::error`
-  ///         with `errc::invalid_argument` if `options.user_agent` holds CR, LF or NUL.
+  ///         with `errc::invalid_argument` if `options.user_agent` holds a control byte other than HTAB (0x00-0x08,
+  ///         0x0A-0x1F) or DEL (0x7F); the message names the byte and its offset.
   explicit transport(asio::any_io_executor ex, transport_options options = {});
   ~transport() override;
 
@@ -104,8 +105,11 @@ public:
   ///   header block exceeded 256 KiB (one header line: libcurl's 100 KiB). Final: the same answer would come back.
   /// - `errc::protocol_error`: the server's reply is not valid HTTP (two different `Content-Length` values
   ///   included).
-  /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds CR, LF or NUL
-  ///   (which would end the header line and let the value add headers of its own); nothing was sent.
+  /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds a byte RFC 9110 does
+  ///   not allow in a field value: a control byte other than HTAB (0x00-0x08, 0x0A-0x1F; CR and LF would end the
+  ///   header line and let the value add headers of its own) or DEL (0x7F). Visible ASCII, SP, HTAB and bytes
+  ///   0x80-0xFF pass. The message names the header, the byte (`\xHH`) and its offset, never the value; nothing was
+  ///   sent.
   /// - `errc::transport_failed`: anything else (a URL libcurl refuses or whose scheme is not `http` or `https`,
   ///   out of memory); `send()`'s message names the cause.
   /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.

@@ -53,7 +53,9 @@ struct transport_options {
   /// Connect timeout used when an attempt's `connect_timeout` is zero: DNS, TCP and TLS handshake. Milliseconds;
   /// zero or less is taken as the default, 3000.
   std::chrono::milliseconds default_connect_timeout{3000};
-  /// `User-Agent` header sent with every request unless the request sets its own. Empty: none.
+  /// `User-Agent` header sent with every request unless the request sets its own. Empty: none. Visible ASCII, SP,
+  /// HTAB and bytes 0x80-0xFF only: any other control byte, or DEL, makes the transport's and the client's
+  /// constructors throw `errc::invalid_argument`.
   std::string user_agent = "wandura-cpp/0.1";
 
   /// Send TCP keep-alive probes on idle connections (CURLOPT_TCP_KEEPALIVE).

@@ -77,6 +77,46 @@ TEST_CASE("client options: an api_key holding CR, LF or NUL is refused without e
   }
 }
 
+TEST_CASE("client options: an api_key or user agent holding another control byte or DEL is refused, nothing sent") {
+  using namespace std::string_literals;
+  auto const bad = GENERATE("k\x01X-Injected"s, "k\x1fX-Injected"s, "k\x7fX-Injected"s, "\x08X-Injected"s);
+  INFO("value of " << bad.size() << " bytes");
+  auto key = valid_options();
+  key.api_key = bad;
+  for (std::string const& message : {refusal(key), refusal_with_transport(key)}) {
+    CHECK(message.find("Authorization") != std::string::npos);
+    CHECK(message.find("control byte") != std::string::npos);
+    CHECK(message.find("X-Injected") == std::string::npos);
+  }
+  auto agent = valid_options();
+  agent.transport.user_agent = bad;
+  for (std::string const& message : {refusal(agent), refusal_with_transport(agent)}) {
+    CHECK(message.find("User-Agent") != std::string::npos);
+    CHECK(message.find("X-Injected") == std::string::npos);
+  }
+}
+
+TEST_CASE("client options: an api_key with HTAB or obs-text (bytes 0x80-0xFF) is accepted and sent as it is") {
+  fake_setup s;
+  auto options = valid_options();
+  options.api_key = "k\tcaf\xc3\xa9\xff";
+  options.transport.user_agent = "agent\t\x80";
+  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
+  asio::io_context io;
+  CHECK_NOTHROW(wandura::client(io.get_executor(), options)); // over a real transport too
+  wandura::client api(s.fake, options);
+  s.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+  bool done = false;
+  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr, wandura::org_config) { done = true; });
+  for (int i = 0; i < 100 && !done; ++i) {
+    s.io.restart();
+    s.io.poll();
+  }
+  REQUIRE(done);
+  REQUIRE(s.fake->attempt_count() == 1);
+  CHECK(s.fake->attempts().front().header("Authorization") == "Bearer k\tcaf\xc3\xa9\xff");
+}
+
 TEST_CASE("client options: an empty api_key is refused, never sent as \"Bearer \"") {
   auto options = valid_options();
   options.api_key.clear();

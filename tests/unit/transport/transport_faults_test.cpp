@@ -43,13 +43,14 @@ std::string send_message(asio::io_context& io, wandura::transport& tr, wandura::
   return {};
 }
 
-std::vector<std::string> const injected_values = {"Bearer k\r\nX-Injected: yes", "Bearer k\nX-Injected: yes",
-                                                  "Bearer k\rX-Injected: yes",
-                                                  std::string("Bearer k\0X-Injected: yes", 24)};
+std::vector<std::string> const injected_values = {
+    "Bearer k\r\nX-Injected: yes", "Bearer k\nX-Injected: yes",
+    "Bearer k\rX-Injected: yes",   std::string("Bearer k\0X-Injected: yes", 24),
+    "Bearer k\x01X-Injected: yes", "Bearer k\x7fX-Injected: yes"};
 
 } // namespace
 
-TEST_CASE("transport: a header value with CR, LF or NUL is refused before anything is sent, naming the header") {
+TEST_CASE("transport: a header value with a control byte is refused before anything is sent, naming the header") {
   test_http_server server;
   asio::io_context io;
   wandura::transport tr(io.get_executor());
@@ -73,14 +74,14 @@ TEST_CASE("transport: a header value with CR, LF or NUL is refused before anythi
   CHECK(server.last_request_head().find("X-Injected") == std::string::npos);
 }
 
-TEST_CASE("transport: a user_agent with CR, LF or NUL is refused at construction") {
+TEST_CASE("transport: a user_agent with a control byte is refused at construction") {
   asio::io_context io;
   for (auto const& value : injected_values) {
     wandura::transport_options options;
     options.user_agent = value;
     try {
       wandura::transport tr(io.get_executor(), options);
-      FAIL("constructed with a user_agent holding CR, LF or NUL");
+      FAIL("constructed with a user_agent holding a control byte");
     } catch (wandura::error const& e) {
       CHECK(e.code() == errc::invalid_argument);
       CHECK(std::string(e.what()).find("user_agent") != std::string::npos);
@@ -184,7 +185,7 @@ TEST_CASE("lifetime: an io_context destroyed with a send pending frees the send 
           (void)co_await std::move(attempt);
         }(tr, request),
         asio::detached);
-    tr.reset(); // the coroutine's frame holds the transport now
+    tr.reset();                                                     // the coroutine's frame holds the transport now
     for (int i = 0; i < 300 && stalled.requests_read() == 0; ++i) { // bounded: until the request arrived
       io.run_for(std::chrono::milliseconds(10));
     }
