@@ -8,6 +8,8 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
+#include "wandura/detail/header_value.hpp"
+
 #ifndef WANDURA_VERSION
 #error "WANDURA_VERSION (the project's version) is set by src/apps/CMakeLists.txt"
 #endif
@@ -68,7 +70,7 @@ client_options connection::to_client_options() const {
     o.base_url = std::move(*url);
   }
   if (!header_safe(o.base_url)) {
-    throw usage_error("the base URL must not contain CR, LF or NUL characters");
+    throw usage_error("the base URL must not contain control characters");
   }
   auto key = api_key ? api_key : from_env("WANDURA_API_KEY");
   if (!key) {
@@ -76,8 +78,8 @@ client_options connection::to_client_options() const {
   }
   if (!header_safe(*key)) {
     // Checked here, before any client exists: such a key would add header lines of its own to every request.
-    throw usage_error("the API key must not contain CR, LF or NUL characters (it is sent in the Authorization "
-                      "header); nothing was sent");
+    throw usage_error("the API key must not contain control characters (bytes 0x00-0x1F other than tab, or 0x7F: "
+                      "it is sent in the Authorization header); nothing was sent");
   }
   o.api_key = std::move(*key);
   if (insecure && ca_bundle) {
@@ -114,7 +116,7 @@ std::string connection::tls_hint(wandura::error const& e) const {
 }
 
 bool header_safe(std::string_view value) noexcept {
-  return value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+  return !detail::find_forbidden_header_byte(value);
 }
 
 retry_policy policy_from_name(std::string_view name) {

@@ -42,16 +42,17 @@ struct connection {
   void add_options(CLI::App& app);
   /// Client options with the flags, then the environment, applied; prints the `--insecure` warning on stderr.
   /// @throws usage_error when a flag is given an empty value, when no API key is given anywhere, when the key or
-  ///         the base URL contains CR, LF or NUL (they would end up in a request's header lines), or when the CA
-  ///         bundle cannot be read.
+  ///         the base URL contains a control character other than tab, or DEL (`header_safe`: they would end up
+  ///         in a request's header lines), or when the CA bundle cannot be read.
   [[nodiscard]] client_options to_client_options() const;
   /// For a TLS failure, a line that says which certificates the server's was checked against and how to trust a
   /// private CA; empty for any other error.
   [[nodiscard]] std::string tls_hint(wandura::error const& e) const;
 };
 
-/// True when `value` can be sent in an HTTP header line: it contains no CR, LF or NUL, which would end the line
-/// early and let the rest be read as headers of its own.
+/// True when `value` can be sent in an HTTP header line: it contains no control character other than tab, and no
+/// DEL (`detail::find_forbidden_header_byte`). CR and LF would end the line early and let the rest be read as
+/// headers of its own; the SDK refuses the same bytes.
 [[nodiscard]] bool header_safe(std::string_view value) noexcept;
 
 /// `interactive`, `background` or `standard`. @throws usage_error otherwise.

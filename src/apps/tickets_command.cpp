@@ -91,7 +91,7 @@ void check(tickets_args const& a) {
     throw usage_error("--union-info and --drm-kek must not be empty");
   }
   if (a.idempotency_key && !header_safe(*a.idempotency_key)) {
-    throw usage_error("--idempotency-key: must not contain CR, LF or NUL characters (it is sent as a header)");
+    throw usage_error("--idempotency-key: must not contain control characters (it is sent as a header)");
   }
 }
 
