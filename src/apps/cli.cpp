@@ -105,14 +105,20 @@ std::string connection::tls_hint(wandura::error const& e) const {
   if (e.code() != errc::tls_failed) {
     return {};
   }
+  // tls_failed covers a certificate that failed verification and a handshake that never got that far (https:// to
+  // a port that speaks plain HTTP); the error does not tell them apart, so the hint names both.
+  constexpr std::string_view not_tls =
+      "the server does not speak TLS at that address (check the URL's scheme and port)";
   if (insecure) {
-    return "hint: certificates were not verified (--insecure); the TLS handshake itself failed";
+    return "hint: certificates were not verified (--insecure), so the TLS handshake itself failed: perhaps " +
+           std::string(not_tls);
   }
   auto const ca = ca_bundle_source(ca_bundle);
   std::string const trusted =
       ca ? "the CA bundle " + ca->first + " (from " + ca->second + ")" : "the system's CA bundle";
-  return "hint: the server's certificate was checked against " + trusted +
-         "; for a server whose certificate comes from a private CA, pass --ca-bundle FILE";
+  return "hint: either the server's certificate failed verification against " + trusted +
+         " (for a certificate from a private CA, pass --ca-bundle FILE; it must also name the URL's host), or " +
+         std::string(not_tls);
 }
 
 bool header_safe(std::string_view value) noexcept {

@@ -45,8 +45,10 @@ struct connection {
   ///         the base URL contains a control character other than tab, or DEL (`header_safe`: they would end up
   ///         in a request's header lines), or when the CA bundle cannot be read.
   [[nodiscard]] client_options to_client_options() const;
-  /// For a TLS failure, a line that says which certificates the server's was checked against and how to trust a
-  /// private CA; empty for any other error.
+  /// For a TLS failure, a line that names both of its causes: a certificate that failed verification (against
+  /// which CA bundle, and how to trust a private CA) and a server that does not speak TLS at that address (check
+  /// the URL's scheme and port), since `errc::tls_failed` does not tell them apart; with `--insecure`, only the
+  /// second. Empty for any other error.
   [[nodiscard]] std::string tls_hint(wandura::error const& e) const;
 };
 

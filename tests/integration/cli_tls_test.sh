@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `wandura config` over TLS against the test nginx (tests/support/nginx, a self-signed certificate for 127.0.0.1
 # and localhost, not for ::1): the CA bundle comes from --ca-bundle, CURL_CA_BUNDLE or SSL_CERT_FILE; without it
-# the call fails and says the certificate could not be verified; --insecure works and warns.
+# the call fails and says the certificate could not be verified; --insecure works and warns; https:// to a plain-HTTP
+# port fails with a hint that names that cause too.
 # Usage: cli_tls_test.sh /path/to/wandura WORK_DIR NGINX_RUN_DIR
 set -euo pipefail
 wandura=$1
@@ -39,13 +40,24 @@ expect_rc 0 "--ca-bundle"
 expect_out "^organisation: "
 no_err "WARNING"
 
-# Without it the system's bundle does not know the certificate: exit 1; the message names TLS, and a hint says what
-# the certificate was checked against and how to trust a private CA.
+# Without it the system's bundle does not know the certificate: exit 1; the message names TLS, and a hint names
+# what a certificate is checked against and how to trust a private CA (and the other cause of a TLS failure).
 run config "${once[@]}"
 expect_rc 1 "no CA bundle"
 expect_err "^wandura config: .*TLS"
 expect_err "^wandura config: .*TLS[^:]*: .*certificate" # libcurl's own words on the error line, not only in the hint
-expect_err "^hint: the server's certificate was checked against the system's CA bundle; .* pass --ca-bundle FILE"
+expect_err "^hint: either the server's certificate failed verification against the system's CA bundle .* pass --ca-bundle FILE"
+
+# https:// to a port that speaks plain HTTP: the handshake fails before any certificate is seen. The hint must not
+# say a certificate was checked; it names both causes, the scheme and port included.
+run config --base-url "https://127.0.0.1:$WANDURA_NGINX_HTTP_PORT" --policy standard --ca-bundle "$ca"
+expect_rc 1 "https:// to a plain-HTTP port"
+expect_err "^wandura config: .*TLS"
+no_err "certificate was checked"
+expect_err "^hint: either the server's certificate .* or the server does not speak TLS at that address (check the URL's scheme and port)"
+run config --base-url "https://127.0.0.1:$WANDURA_NGINX_HTTP_PORT" --policy standard --insecure
+expect_rc 1 "https:// to a plain-HTTP port, --insecure"
+expect_err "^hint: certificates were not verified (--insecure).*does not speak TLS at that address (check the URL's scheme and port)"
 
 # The same CA through the environment, as the curl tool reads it.
 ( export SSL_CERT_FILE=$ca; run config "${once[@]}"; expect_rc 0 "SSL_CERT_FILE" )
@@ -58,10 +70,10 @@ run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standar
 expect_rc 1 "host not in the certificate"
 expect_err "TLS"
 expect_err "^wandura config: .*TLS[^:]*: .*certificate"
-expect_err "^hint: the server's certificate was checked against the CA bundle $ca (from --ca-bundle)"
+expect_err "^hint: either the server's certificate failed verification against the CA bundle $ca (from --ca-bundle)"
 ( export SSL_CERT_FILE=$ca; run config --base-url "https://[::1]:$WANDURA_NGINX_HTTPS_PORT" --policy standard
   expect_rc 1 "host not in the certificate, CA from SSL_CERT_FILE"
-  expect_err "checked against the CA bundle $ca (from SSL_CERT_FILE)" )
+  expect_err "verification against the CA bundle $ca (from SSL_CERT_FILE)" )
 
 # --insecure: no verification, and a loud warning on every run.
 run config "${once[@]}" --insecure
