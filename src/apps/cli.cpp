@@ -138,9 +138,19 @@ retry_policy policy_from_name(std::string_view name) {
   throw usage_error("--policy: expected interactive, background or standard, got \"" + std::string(name) + "\"");
 }
 
-std::string json_string(std::string_view text) {
+std::string json_string(std::string_view text, std::size_t max_bytes) {
+  bool const cut = text.size() > max_bytes;
+  if (cut) {
+    // Back to the start of a UTF-8 character cut in two (at most three continuation bytes), so that the JSON text
+    // stays valid UTF-8 when the server's was.
+    std::size_t end = max_bytes;
+    for (int back = 0; back < 3 && end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0U) == 0x80U; ++back) {
+      --end;
+    }
+    text = text.substr(0, end);
+  }
   std::string out;
-  out.reserve(text.size() + 2);
+  out.reserve(text.size() + 5);
   out.push_back('"');
   for (char const c : text) {
     switch (c) {
@@ -158,6 +168,9 @@ std::string json_string(std::string_view text) {
         out.push_back(c);
       }
     }
+  }
+  if (cut) {
+    out.append("...");
   }
   out.push_back('"');
   return out;
@@ -180,10 +193,11 @@ void print_error(std::string_view command, wandura::error const& e, bool json, s
     std::fprintf(stderr, "%.*s\n", static_cast<int>(hint.size()), hint.data());
   }
   if (json) {
-    std::string out = "{\"error\":{\"message\":" + json_string(e.what()) +
+    // The server's text bounded as on stderr: the error_code's first 200 bytes, the message's first 4096.
+    std::string out = "{\"error\":{\"message\":" + json_string(e.what(), whole_line) +
                       ",\"code\":" + json_string(e.code().message()) +
                       ",\"http_status\":" + std::to_string(e.http_status()) +
-                      ",\"error_code\":" + json_string(e.server_error_code()) +
+                      ",\"error_code\":" + json_string(e.server_error_code(), detail::max_quoted_bytes) +
                       ",\"attempts\":" + std::to_string(e.attempts()) + "}}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   }

@@ -61,7 +61,9 @@ struct connection {
 [[nodiscard]] retry_policy policy_from_name(std::string_view name);
 
 /// `text` as a JSON string literal, quotes included: `"`, `\` and control characters escaped, other bytes as is.
-[[nodiscard]] std::string json_string(std::string_view text);
+/// Only the first `max_bytes` bytes of `text` are written, fewer by up to three when the cut would split a UTF-8
+/// character; when it is longer, `...` follows them inside the quotes (as `detail::printable` marks a cut).
+[[nodiscard]] std::string json_string(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
 /// The most bytes of a whole line (a WARN line, an exception's message) the programs print through
 /// `detail::printable`, which writes its control bytes as `\xHH` so that none drives the user's terminal.
@@ -71,7 +73,9 @@ inline constexpr std::size_t whole_line = 4096;
 void log_to_stderr(log_level level, std::string_view message);
 
 /// Prints a failed SDK call: the message on stderr, then `hint` (when not empty) as a line of its own, and with
-/// `json` an `{"error":{...}}` object on stdout.
+/// `json` an `{"error":{...}}` object on stdout, one line. Text the server chose is bounded in both as
+/// `detail::printable` bounds it: the server's `error_code` at its first 200 bytes (`detail::max_quoted_bytes`),
+/// the message at 4096 (`whole_line`), `...` marking a cut; in the JSON it is escaped the JSON way.
 void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint = {});
 
 /// The text of `wandura --version`: the project's version, then the libcurl and OpenSSL it runs with.

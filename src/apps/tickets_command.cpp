@@ -147,10 +147,10 @@ void print_json(ticket_batch_result const& r) {
       out += ",\"retry_after\":" + std::to_string(it.retry_after->count());
     }
     if (!it.error_code.empty()) {
-      out += ",\"error_code\":" + json_string(it.error_code);
+      out += ",\"error_code\":" + json_string(it.error_code, detail::max_quoted_bytes); // bounded as in the table
     }
     if (!it.reason.empty()) {
-      out += ",\"reason\":" + json_string(it.reason);
+      out += ",\"reason\":" + json_string(it.reason, detail::max_quoted_bytes);
     }
     out += "}";
   }

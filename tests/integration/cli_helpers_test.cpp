@@ -165,6 +165,24 @@ TEST_CASE("cli json: strings are quoted with quotes, backslashes and control cha
   CHECK(wandura::cli::json_string("") == "\"\"");
 }
 
+TEST_CASE("cli json: a bounded string keeps its first bytes, never half a UTF-8 character, and marks the cut") {
+  using wandura::cli::json_string;
+  CHECK(json_string(std::string(300, 'z'), 200) == "\"" + std::string(200, 'z') + "...\"");
+  CHECK(json_string(std::string(200, 'z'), 200) == "\"" + std::string(200, 'z') + "\"");
+  CHECK(json_string("abc", 3) == "\"abc\"");
+  CHECK(json_string("\n\n\n", 2) == "\"\\n\\n...\""); // cut first, then escaped the JSON way
+  // "é" is two bytes: a cut between them moves back before it.
+  CHECK(json_string(std::string(199, 'a') + "\xc3\xa9"
+                                            "b",
+                    200) == "\"" + std::string(199, 'a') + "...\"");
+  CHECK(json_string(std::string(198, 'a') + "\xc3\xa9"
+                                            "b",
+                    200) == "\"" + std::string(198, 'a') + "\xc3\xa9...\"");
+  // "✓" is three bytes; a run of stray continuation bytes is cut at most three bytes early.
+  CHECK(json_string(std::string(199, 'a') + "\xe2\x9c\x93", 200) == "\"" + std::string(199, 'a') + "...\"");
+  CHECK(json_string(std::string(10, '\x80'), 5) == "\"\x80\x80...\"");
+}
+
 TEST_CASE("cli connection: a flag given an empty value is refused, not read as left out") {
   // `--base-url "$URL"` with URL unset must not quietly reach $WANDURA_BASE_URL or the default server instead.
   ::setenv("WANDURA_BASE_URL", "http://127.0.0.1:9999", 1);

@@ -264,4 +264,16 @@ run config --json --base-url "$url"
 expect_rc 0 "config --json"
 expect_out '"org_id":"org\\u001b\]0;title\\u0007\\nforged row"'
 
+# A server's error_code of 100 kB: the --json error line keeps its first 200 bytes and marks the cut with "...", as
+# the text output does, and stays one bounded line of JSON.
+zs() { head -c "$1" /dev/zero | tr '\0' z; }
+printf '{"faults":[{"path":"/v1/config","kind":"status","status":400,"error_code":"%s","count":1}]}\n' "$(zs 100000)" \
+  >big.json
+start_emulator --config big.json
+run config --json --base-url "$url"
+expect_rc 1 "config --json of a 100 kB error_code"
+[ "$(wc -l <out.txt)" -eq 1 ] || { cat out.txt; fail "the --json error is not one line"; }
+[ "$(wc -c <out.txt)" -lt 2000 ] || fail "the --json error line is $(wc -c <out.txt) bytes"
+expect_out "^{\"error\":{.*,\"error_code\":\"$(zs 200)\.\.\.\",\"attempts\":1}}\$"
+
 echo "cli tickets: all checks passed"
