@@ -223,12 +223,18 @@ retry_engine_stats retry_engine::stats() const noexcept {
 
 namespace {
 
+/// The most bytes of a sender's words kept in `call_result::detail`: more than the transport's escaped text ever
+/// holds (its description and at most 256 bytes of libcurl's text, four bytes each once escaped).
+constexpr std::size_t max_sender_words = 2048;
+
 /// Moves one attempt's outcome into `result` (response, the error body's code and reason, replayed) and returns the
 /// response's `Retry-After`, if any.
 std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attempt_result&& outcome,
                                                       wandura::clock const& clk) {
   result.error = outcome.error;
-  result.detail = std::move(outcome.detail);
+  // The sender's words, one printable line: the transport's come so (at most ~1.1 KB, passed whole: escaping is
+  // idempotent), and a sender of one's own is held to the same rule here rather than trusted.
+  result.detail = outcome.detail.empty() ? std::string() : detail::printable(outcome.detail, max_sender_words);
   result.error_code.clear();
   result.reason.clear();
   result.request_id.clear();

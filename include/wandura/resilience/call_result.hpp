@@ -44,8 +44,9 @@ struct call_result {
   /// "SSL certificate problem: self-signed certificate"), or why a 2xx body could not be read (with `error` set to
   /// `errc::invalid_response`). Empty when there is nothing to add. Never holds a header value (an API key).
   /// One line of printable ASCII, bounded where it was made: the transport escapes libcurl's text (at most 256 of
-  /// its bytes, see `attempt_result::detail`), the loop the reader's words (their first 400 bytes), each byte
-  /// outside 0x20-0x7E as `\xHH`. `to_error` quotes it as it is.
+  /// its bytes, see `attempt_result::detail`), the loop the reader's words (their first 400 bytes) and whatever
+  /// else a sender returned (a sender of one's own: its first 2,048 bytes), each byte outside 0x20-0x7E as `\xHH`.
+  /// `to_error` quotes it as it is.
   std::string detail;
   /// The last response (status 0 when the last attempt produced none). On failure it is still complete: headers
   /// and body of a final 429/503 batch are there for per-item outcomes.

@@ -25,8 +25,8 @@ struct attempt_result {
   /// problem: self-signed certificate"); may be empty. Never holds a header value (an API key). Empty otherwise.
   /// One line of printable ASCII: libcurl's text, which may quote the server (a certificate's subject name), is
   /// written as `detail::printable` writes it (each byte outside 0x20-0x7E as `\xHH`, at most 256 bytes of it), so
-  /// that it can go into a log line or a message as it is; the retry loop quotes it so. A sender of one's own
-  /// must keep it that way.
+  /// that it can go into a log line or a message as it is. The retry loop takes a sender's words through the same
+  /// escaping (idempotent for these), so a sender of one's own that returns raw text cannot break a line either.
   std::string detail;
 };
 

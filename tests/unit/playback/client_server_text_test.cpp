@@ -77,3 +77,48 @@ TEST_CASE("client: a key with control and non-ASCII bytes in an unreadable 2xx b
     CHECK(what.find("\\x5c") == std::string_view::npos);
   }
 }
+
+namespace {
+
+/// A sender of one's own whose every attempt fails with words it did not escape: a client must not trust them.
+class raw_words_sender final : public wandura::http_sender {
+public:
+  raw_words_sender(asio::any_io_executor ex, std::string words) : ex_(std::move(ex)), words_(std::move(words)) {}
+  asio::awaitable<wandura::attempt_result> send_attempt(wandura::http_request const&,
+                                                        wandura::attempt_options const&) override {
+    wandura::attempt_result out;
+    out.error = wandura::errc::transport_failed;
+    out.detail = words_;
+    co_return out;
+  }
+  [[nodiscard]] asio::any_io_executor get_executor() const override { return ex_; }
+
+private:
+  asio::any_io_executor ex_;
+  std::string words_;
+};
+
+} // namespace
+
+TEST_CASE("client: a sender of one's own that fails with raw words still gives one bounded line in what()") {
+  asio::io_context io;
+  std::string const words = "reset\nWARN retry 9/9 forged\x01" + std::string(100'000, 'w');
+  wandura::client_options options;
+  options.base_url = "http://127.0.0.1:1/";
+  options.api_key = "test-key";
+  auto sender = std::make_shared<raw_words_sender>(io.get_executor(), words);
+  wandura::client api(sender, std::move(options));
+  std::exception_ptr failure;
+  asio::co_spawn(io, api.get_config(), [&](std::exception_ptr e, wandura::org_config) { failure = e; });
+  io.run_for(std::chrono::seconds(5));
+  REQUIRE(failure);
+  try {
+    std::rethrow_exception(failure);
+  } catch (wandura::error const& e) {
+    std::string_view const what = e.what();
+    CHECK(e.code() == wandura::errc::transport_failed);
+    CHECK(one_line(what));
+    CHECK(what.find("reset\\x0aWARN retry 9/9 forged\\x01") != std::string_view::npos);
+    CHECK(what.size() < 10'000);
+  }
+}
