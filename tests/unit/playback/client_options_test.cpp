@@ -62,6 +62,23 @@ std::string refusal_with_transport(wandura::client_options const& options) {
   return {};
 }
 
+/// The one attempt `get_config` makes with `options` over `s`'s fake sender (answered 404), after the client made
+/// from them accepted them.
+wandura::testing::recorded_attempt config_attempt(fake_setup& s, wandura::client_options options) {
+  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
+  wandura::client api(s.fake, options);
+  s.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+  bool done = false;
+  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr, wandura::org_config) { done = true; });
+  for (int i = 0; i < 100 && !done; ++i) {
+    s.io.restart();
+    s.io.poll();
+  }
+  REQUIRE(done);
+  REQUIRE(s.fake->attempt_count() == 1);
+  return s.fake->attempts().front();
+}
+
 } // namespace
 
 TEST_CASE("client options: an api_key holding CR, LF or NUL is refused without echoing the key") {
@@ -101,20 +118,9 @@ TEST_CASE("client options: an api_key with HTAB or obs-text (bytes 0x80-0xFF) is
   auto options = valid_options();
   options.api_key = "k\tcaf\xc3\xa9\xff";
   options.transport.user_agent = "agent\t\x80";
-  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
   asio::io_context io;
   CHECK_NOTHROW(wandura::client(io.get_executor(), options)); // over a real transport too
-  wandura::client api(s.fake, options);
-  s.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
-  bool done = false;
-  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr, wandura::org_config) { done = true; });
-  for (int i = 0; i < 100 && !done; ++i) {
-    s.io.restart();
-    s.io.poll();
-  }
-  REQUIRE(done);
-  REQUIRE(s.fake->attempt_count() == 1);
-  CHECK(s.fake->attempts().front().header("Authorization") == "Bearer k\tcaf\xc3\xa9\xff");
+  CHECK(config_attempt(s, options).header("Authorization") == "Bearer k\tcaf\xc3\xa9\xff");
 }
 
 TEST_CASE("client options: an empty api_key is refused, never sent as \"Bearer \"") {
@@ -158,18 +164,7 @@ TEST_CASE("client options: a scheme in upper case is accepted and requests go to
   fake_setup s;
   auto options = valid_options();
   options.base_url = "HTTP://127.0.0.1:1/base/";
-  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
-  wandura::client api(s.fake, options);
-  s.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
-  bool done = false;
-  asio::co_spawn(s.io, api.get_config(), [&](std::exception_ptr, wandura::org_config) { done = true; });
-  for (int i = 0; i < 100 && !done; ++i) {
-    s.io.restart();
-    s.io.poll();
-  }
-  REQUIRE(done);
-  REQUIRE(s.fake->attempt_count() == 1);
-  CHECK(s.fake->attempts().front().request.url == "http://127.0.0.1:1/base/v1/config");
+  CHECK(config_attempt(s, options).request.url == "http://127.0.0.1:1/base/v1/config");
 }
 
 TEST_CASE("client options: hooks that throw never end or lose a call, and are counted in the metrics") {
