@@ -692,3 +692,162 @@ TEST_CASE("lifetime: destroying or shutting down the client while a call sleeps 
   CHECK(h.fake->attempt_count() == 1);
   CHECK(h.clock->elapsed() == 0ms);
 }
+
+TEST_CASE("lifetime: a joiner cancelled through its slot leaves at once, and the first caller still gets its ticket") {
+  // client.hpp, Cancellation: a call ends at once "whether it is ... waiting for an identical request in flight";
+  // issue_tickets: the joiner "leaves alone". The shared request is the first caller's and goes on for it.
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 1s;
+  h.fake->push(slow);
+  asio::cancellation_signal signal;
+  call_end leader;
+  call_end joiner;
+  spawn_call(h, play_batch(4), {}, leader);
+  poll(h);
+  spawn_call(h, play_batch(4), {}, joiner, signal.slot());
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  REQUIRE_FALSE(joiner.done);
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(joiner.done);
+  CHECK_FALSE(joiner.other_exception);
+  REQUIRE(joiner.error);
+  CHECK(*joiner.error == asio::error::operation_aborted);
+  CHECK(joiner.attempts == 0); // it sent nothing of its own
+  CHECK(h.clock->elapsed() == 0ms);
+  CHECK_FALSE(leader.done);
+  drain(h);
+  REQUIRE(leader.result);
+  CHECK(leader.result->items[0].outcome == item_outcome::granted);
+  CHECK_FALSE(leader.result->items[0].reused);
+  CHECK(h.clock->elapsed() == 1s);
+  CHECK(h.fake->attempt_count() == 1);
+}
+
+TEST_CASE("lifetime: a call cancelled through its slot while it sleeps before its retry, waits out its 429's "
+          "hold-off or is queued behind another call's ends at once with operation_aborted") {
+  // client.hpp, Cancellation: terminal cancellation through the awaiting coroutine's slot ends a call at once
+  // "whether it is sending, waiting to retry, waiting for a 429 hold-off". On the hand-stepped clock "at once" is
+  // exact: the clock does not move, and the cancelled call sends nothing more.
+  auto const wait = GENERATE(as<std::string>{}, "backoff", "hold-off", "queued");
+  auto const call = GENERATE(as<std::string>{}, "issue_tickets", "get_config");
+  CAPTURE(wait, call);
+  harness h;
+  if (wait == "backoff") {
+    h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})", {{"Retry-After", "5"}}));
+  } else {
+    h.fake->push(fake_step::respond(429, R"({"error_code":"rate_limited"})", {{"Retry-After", "5"}}));
+  }
+  h.fake->set_default(call == "issue_tickets"
+                          ? fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t")}))
+                          : fake_step::respond(200, R"({"org_id":"org_1"})"));
+  auto const spawn = [&](call_end& end, asio::cancellation_slot slot, int episode) {
+    if (call == "issue_tickets") {
+      spawn_call(h, play_batch(episode), {}, end, slot);
+    } else {
+      spawn_any(h, h.api->get_config(), end, slot);
+    }
+  };
+  asio::cancellation_signal signal;
+  call_end first;  // the call that gets the 503 or the 429
+  call_end queued; // with wait == "queued": a second call, arriving while the counter is held
+  spawn(first, wait == "queued" ? asio::cancellation_slot{} : signal.slot(), 4);
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  if (wait == "queued") {
+    spawn(queued, signal.slot(), 5);
+    poll(h);
+    REQUIRE(h.fake->attempt_count() == 1);
+    REQUIRE_FALSE(queued.done);
+  }
+  call_end& cancelled = wait == "queued" ? queued : first;
+  REQUIRE_FALSE(cancelled.done);
+  signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(cancelled.done);
+  CHECK_FALSE(cancelled.other_exception);
+  REQUIRE(cancelled.error);
+  CHECK(*cancelled.error == asio::error::operation_aborted);
+  CHECK(cancelled.attempts == (wait == "queued" ? 0 : 1));
+  CHECK(h.clock->elapsed() == 0ms); // neither the 5 s backoff nor the 5 s hold-off was waited
+  drain(h);
+  if (wait == "queued") {
+    // The call it was queued with goes on as if nothing happened: its retry when the hold-off ends.
+    CHECK(first.done);
+    CHECK_FALSE(first.error);
+    CHECK(h.fake->attempt_count() == 2);
+  } else {
+    CHECK(h.fake->attempt_count() == 1);
+  }
+}
+
+namespace {
+/// A viewer limit whose `acquire` waits `delay` of real time before allowing (a slow or stalled shared limit), the
+/// wait cancelled through its coroutine's cancellation slot; counts what it was asked and given back.
+class slow_limit final : public wandura::viewer_limit {
+public:
+  explicit slow_limit(std::chrono::milliseconds delay) : delay_(delay) {}
+  asio::awaitable<decision> acquire(std::string, std::uint32_t tickets) override {
+    asio::steady_timer timer(co_await asio::this_coro::executor, delay_);
+    std::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    ++waits_ended;
+    if (ec == asio::error::operation_aborted) {
+      ++waits_cancelled;
+      throw wandura::error(asio::error::operation_aborted, "slow_limit: cancelled");
+    }
+    taken += tickets;
+    co_return decision{true, 0ms, account::primary};
+  }
+  void release(std::string_view, std::uint32_t tickets, account) noexcept override { given_back += tickets; }
+
+  int waits_ended = 0;
+  int waits_cancelled = 0;
+  std::uint32_t taken = 0;
+  std::uint32_t given_back = 0;
+
+private:
+  std::chrono::milliseconds delay_;
+};
+} // namespace
+
+TEST_CASE("lifetime: a call waiting on its viewer limit ends at once when cancelled or when the client is destroyed "
+          "or shut down, having sent nothing, and the limit's wait is cancelled") {
+  // viewer_limit.hpp: `acquire` throws operation_aborted when the awaiting coroutine is cancelled, and "the client's
+  // call then fails the same way, having sent nothing"; client.hpp: every call ends at once on cancellation,
+  // destruction or shutdown.
+  auto const how = GENERATE(as<std::string>{}, "cancelled", "destroyed", "shut down");
+  CAPTURE(how);
+  auto limit = std::make_shared<slow_limit>(10s);
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  asio::cancellation_signal signal;
+  call_end end;
+  spawn_call(h, play_batch(4), {}, end, signal.slot());
+  REQUIRE_FALSE(run_real_until(
+      h, [&] { return end.done; }, 50ms)); // waiting on the limit
+  bool shut_down = false;
+  if (how == "destroyed") {
+    h.api.reset();
+  } else if (how == "shut down") {
+    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
+  } else {
+    signal.emit(asio::cancellation_type::terminal);
+  }
+  REQUIRE(run_real_until(
+      h, [&] { return end.done && limit->waits_ended == 1; }, 1000ms)); // not 10 s
+  CHECK_FALSE(end.other_exception);
+  REQUIRE(end.error);
+  CHECK(*end.error == asio::error::operation_aborted);
+  CHECK(limit->waits_cancelled == 1);
+  CHECK(limit->taken == limit->given_back);
+  CHECK(h.fake->attempt_count() == 0);
+  if (how == "shut down") {
+    CHECK(run_real_until(
+        h, [&] { return shut_down; }, 1000ms));
+  }
+}
