@@ -14,6 +14,7 @@
 #include <simdjson.h>
 
 #include "wandura/error.hpp"
+#include "wandura/resilience/idempotency.hpp"
 #include "wandura/testing/fake_transport.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
@@ -699,4 +700,127 @@ TEST_CASE("client: call_options::idempotency_key is ignored for reads: nothing v
                          }));
     CHECK(h.fake->attempt_count() == 2);
   }
+}
+
+TEST_CASE("client: a Retry-After longer than the default deadline ends the call at once as deadline_exceeded, with "
+          "the last answer") {
+  // issue_tickets @throws: deadline_exceeded when "the retries stopped for the deadline ... whatever the last answer
+  // was; the message names it". Default options: INTERACTIVE's 15 s deadline, and a server asking for 60 s. Waiting
+  // 15 s for a retry that cannot be made helps no viewer: the call ends without the clock moving.
+  int const status = GENERATE(429, 503);
+  auto const call = GENERATE(as<std::string>{}, "issue_tickets", "get_config");
+  CAPTURE(status, call);
+  harness h;
+  h.fake->push(fake_step::respond(status, R"({"error_code":"busy","request_id":"req_9"})", {{"Retry-After", "60"}}));
+  h.fake->set_default(fake_step::respond(500, "{}")); // never reached
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  batch.union_info = "dev";
+  batch.drm_kek = "kek";
+  try {
+    if (call == "issue_tickets") {
+      (void)h.run(h.api->issue_tickets(batch));
+    } else {
+      (void)h.run(h.api->get_config());
+    }
+    FAIL("expected deadline_exceeded");
+  } catch (wandura::error const& e) {
+    INFO(e.what());
+    CHECK(e.code() == wandura::errc::deadline_exceeded);
+    CHECK(e.attempts() == 1);
+    CHECK(e.info().http_status == status);
+    CHECK(std::string(e.what()).rfind(call + ": deadline of 15000 ms reached", 0) == 0);
+    CHECK(std::string(e.what()).find("HTTP " + std::to_string(status)) != std::string::npos);
+  }
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(h.clock->elapsed() == 0ms);
+  CHECK(h.clock->pending_sleeps() == 0);
+}
+
+TEST_CASE("client: a play item whose retry_after outlasts the deadline is reported as answered, without a wait") {
+  // issue_tickets: per-item retries are made "within the same deadline"; a follow-up that cannot be made leaves the
+  // 2xx as the result. The item keeps what the server said, and no exception is thrown for one item's failure.
+  harness h;
+  h.fake->push(fake_step::respond(
+      200, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 60),
+                       granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  h.fake->set_default(fake_step::respond(500, "{}")); // never reached
+  auto const s = h.start(4, 5);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(s.attempts == 1);
+  CHECK(s.play.outcome != item_outcome::granted);
+  CHECK(s.play.status == 503);
+  CHECK(s.play.retry_after == std::chrono::seconds(60));
+  REQUIRE(s.prefetch.size() == 1);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(h.clock->elapsed() == 0ms);
+  CHECK(h.warn_lines.empty());
+}
+
+TEST_CASE("client: an automatic idempotency key is reused on every retry of a request and never across calls") {
+  // issue_tickets, Retries and idempotency: "one automatic key per request (reused on every retry of that request)".
+  // Two identical calls one after the other are two requests: a server that saw the first key again would replay
+  // the first call's answer instead of issuing. No viewer_ref, so nothing is reused from the store.
+  harness h;
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  batch.union_info = "dev";
+  batch.drm_kek = "kek";
+  for (int call = 0; call < 2; ++call) {
+    h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+    h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+    auto const r = h.run(h.api->issue_tickets(batch));
+    CHECK(r.items[0].outcome == item_outcome::granted);
+  }
+  auto const attempts = h.fake->attempts();
+  REQUIRE(attempts.size() == 4);
+  auto const key = [&](std::size_t i) { return attempts[i].header("Idempotency-Key"); };
+  CHECK(key(0).size() == wandura::auto_idempotency_key_length);
+  CHECK(key(1) == key(0));
+  CHECK(key(2).size() == wandura::auto_idempotency_key_length);
+  CHECK(key(3) == key(2));
+  CHECK(key(2) != key(0));
+  CHECK(attempts[1].request.body == attempts[0].request.body);
+  CHECK(attempts[2].request.body == attempts[0].request.body); // same bytes, another key: a new request
+}
+
+TEST_CASE("client: a caller's key of 1 or 200 visible characters is sent on every retry; 0, 201 or a space is "
+          "refused before sending") {
+  // call_options::idempotency_key: "1-200 characters 0x21-0x7E, else the call fails with
+  // errc::invalid_idempotency_key (90010) and nothing is sent"; issue_tickets: the caller's key is used for the first
+  // request, reused on its retries.
+  harness h;
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  batch.union_info = "dev";
+  batch.drm_kek = "kek";
+  for (std::string const& key : {std::string("k"), std::string(wandura::max_idempotency_key_length, '~')}) {
+    CAPTURE(key.size());
+    auto const before = h.fake->attempt_count();
+    h.fake->push(fake_step::respond(502, R"({"error_code":"bad_gateway"})"));
+    h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+    wandura::call_options options;
+    options.idempotency_key = key;
+    auto const r = h.run(h.api->issue_tickets(batch, options));
+    CHECK(r.items[0].outcome == item_outcome::granted);
+    auto const attempts = h.fake->attempts();
+    REQUIRE(attempts.size() == before + 2);
+    CHECK(attempts[before].header("Idempotency-Key") == key);
+    CHECK(attempts[before + 1].header("Idempotency-Key") == key);
+  }
+  auto const sent = h.fake->attempt_count();
+  for (std::string const& key :
+       {std::string(), std::string(wandura::max_idempotency_key_length + 1, 'a'), std::string("order 1")}) {
+    CAPTURE(key);
+    wandura::call_options options;
+    options.idempotency_key = key;
+    try {
+      (void)h.run(h.api->issue_tickets(batch, options));
+      FAIL("expected invalid_idempotency_key");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_idempotency_key);
+      CHECK(e.attempts() == 0);
+    }
+  }
+  CHECK(h.fake->attempt_count() == sent);
 }
