@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -15,6 +16,8 @@
 #include "wandura/error.hpp"
 #include "wandura/testing/fake_transport.hpp"
 #include "wandura/testing/manual_clock.hpp"
+
+#include "client_harness.hpp"
 
 using wandura::testing::fake_step;
 
@@ -257,4 +260,117 @@ TEST_CASE("client options: the parts documented as null by default are accepted 
     REQUIRE(done);
   }
   CHECK(s.fake->attempt_count() == 1);
+}
+
+TEST_CASE("client options: hooks that throw during a per-item retry never end or lose the ticket call") {
+  // retry_options::log and on_retry: "a throwing logger never ends, delays or loses a call". A ticket call's
+  // per-item retry is a retry like any other and fires both.
+  fake_setup s;
+  auto options = valid_options();
+  options.retry.time_source = std::shared_ptr<wandura::clock>(&s.clock, [](wandura::clock*) {});
+  options.retry.random = [] { return 0.5; };
+  int hook_calls = 0;
+  int log_calls = 0;
+  options.retry.on_retry = [&](wandura::retry_event const&) {
+    ++hook_calls;
+    throw std::runtime_error("hook failed");
+  };
+  options.retry.log = [&](wandura::log_level, std::string_view) {
+    ++log_calls;
+    throw std::runtime_error("log failed");
+  };
+  wandura::client api(s.fake, options);
+  s.fake->push(fake_step::respond(
+      200, client_harness::batch_body({client_harness::refused_item("f", 4, "play", 503, "service_unavailable", {}, 1),
+                                       client_harness::granted_item("f", 5, "prefetch", "t5")})));
+  s.fake->push(
+      fake_step::respond(200, client_harness::batch_body({client_harness::granted_item("f", 4, "play", "t4")})));
+  std::optional<wandura::episode_start> got;
+  std::exception_ptr failure;
+  auto const start = s.clock.now();
+  asio::co_spawn(s.io, api.start_episode({"viewer-1", "dev-1", "kek"}, "f", 4, 5),
+                 [&](std::exception_ptr e, wandura::episode_start r) {
+                   failure = e;
+                   got = std::move(r);
+                 });
+  for (int i = 0; i < 1000 && !got; ++i) {
+    s.io.restart();
+    s.io.poll();
+    if (!got) {
+      s.clock.advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(got.has_value());
+  CHECK_FALSE(failure);
+  CHECK(got->play.outcome == wandura::item_outcome::granted);
+  CHECK(got->prefetch.at(0).outcome == wandura::item_outcome::granted);
+  CHECK(got->attempts == 2);
+  CHECK(s.fake->attempt_count() == 2);
+  CHECK(hook_calls == 1);
+  CHECK(log_calls == 1);
+  CHECK(s.clock.now() - start < std::chrono::milliseconds(2001)); // the item's 1 s plus jitter, not delayed
+  CHECK(api.stats().engine.hook_errors == 2);
+}
+
+namespace {
+/// An observer recording each attempt's begin and end and each call's end, as "begin <op> <resend>",
+/// "end <op> <status>" and "call <op> <error>".
+struct recording_observer final : wandura::attempt_observer {
+  void* on_attempt_begin(wandura::attempt_begin const& a) noexcept override {
+    events.push_back("begin " + std::string(a.operation) + " " + std::to_string(a.resend_count));
+    return &events;
+  }
+  void on_attempt_end(void* context, wandura::attempt_begin const& a, wandura::attempt_end const& e) noexcept override {
+    events.push_back("end " + std::string(a.operation) + " " + std::to_string(e.status_code) +
+                     (context == &events ? "" : " (lost context)"));
+  }
+  void on_call_end(wandura::call_end const& c) noexcept override {
+    events.push_back("call " + std::string(c.operation) + " " + (c.error ? c.error.message() : "ok"));
+  }
+  std::vector<std::string> events;
+};
+} // namespace
+
+TEST_CASE("client options: the observer hears each attempt and each client call's end once, whatever "
+          "report_call_end says") {
+  // call_options.hpp, report_call_end: "wandura::client ... reports each of its calls' end itself, whatever this
+  // says"; attempt_observer.hpp: once per call, after its last attempt, for calls answered from the ticket store or
+  // joined to another's request too. The default (true) is the case most users get.
+  bool const report_call_end = GENERATE(true, false);
+  CAPTURE(report_call_end);
+  auto observer = std::make_shared<recording_observer>();
+  wandura::client_options options;
+  options.retry.observer = observer;
+  options.retry.report_call_end = report_call_end;
+  client_harness::harness h(options);
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  h.fake->push(
+      fake_step::respond(200, client_harness::batch_body({client_harness::granted_item("f", 4, "play", "t4")})));
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"f", 4, wandura::intent::play});
+  batch.union_info = "dev-1";
+  batch.drm_kek = "kek";
+  batch.viewer_ref = "viewer-1";
+  CHECK(h.run(h.api->issue_tickets(batch)).items[0].outcome == wandura::item_outcome::granted);
+  CHECK(h.run(h.api->issue_tickets(batch)).items[0].reused); // from the store: no attempt, still a call
+  h.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+  CHECK_THROWS_AS(h.run(h.api->get_film("nope")), wandura::error);
+  std::string const http_error = make_error_code(wandura::errc::http_error).message();
+  CHECK(observer->events ==
+        std::vector<std::string>{"begin issue_tickets 0", "end issue_tickets 503", "begin issue_tickets 1",
+                                 "end issue_tickets 200", "call issue_tickets ok", "call issue_tickets ok",
+                                 "begin get_film 0", "end get_film 404", "call get_film " + http_error});
+
+  // Two identical calls at once: one request, two calls, two ends.
+  observer->events.clear();
+  auto slow = fake_step::respond(200, client_harness::batch_body({client_harness::granted_item("f", 5, "play", "t5")}));
+  slow.latency = std::chrono::milliseconds(100);
+  h.fake->push(slow);
+  batch.episodes[0].episode_no = 5;
+  std::vector<asio::awaitable<wandura::ticket_batch_result>> calls;
+  calls.push_back(h.api->issue_tickets(batch));
+  calls.push_back(h.api->issue_tickets(batch));
+  (void)h.run_together(std::move(calls));
+  CHECK(observer->events == std::vector<std::string>{"begin issue_tickets 0", "end issue_tickets 200",
+                                                     "call issue_tickets ok", "call issue_tickets ok"});
 }
