@@ -25,7 +25,7 @@ public:
   /// @param shards clamped to [1, max_entries].
   sharded_lru(std::size_t max_entries, std::size_t shards)
       : shard_count_(std::clamp<std::size_t>(shards, 1, std::max<std::size_t>(max_entries, 1))),
-        per_shard_capacity_((std::max<std::size_t>(max_entries, 1) + shard_count_ - 1) / shard_count_),
+        per_shard_capacity_(per_shard(std::max<std::size_t>(max_entries, 1), shard_count_)),
         shards_(std::make_unique<shard[]>(shard_count_)) {}
 
   /// Calls `visit(Value* value, bool& drop)` with the entry of `key` (null when absent) and returns what it
@@ -113,6 +113,12 @@ private:
       entries.erase(it);
     }
   };
+
+  /// `entries / shards` rounded up, without the sum of the usual `(entries + shards - 1) / shards`: near the
+  /// largest `std::size_t` that sum wraps around to a capacity of 0.
+  [[nodiscard]] static constexpr std::size_t per_shard(std::size_t entries, std::size_t shards) noexcept {
+    return entries / shards + (entries % shards == 0 ? 0 : 1);
+  }
 
   template <class K> [[nodiscard]] shard& shard_for(K const& key) const noexcept {
     return shards_[Hash{}(key) % shard_count_];

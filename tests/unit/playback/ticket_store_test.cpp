@@ -1,6 +1,7 @@
 #include "wandura/playback/ticket_store.hpp"
 
 #include <atomic>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -326,4 +327,25 @@ TEST_CASE("ticket store: max_entries 0 keeps no ticket") {
   CHECK(memory.size() == 0);
   CHECK_FALSE(store.find(key("v", "d", 1)));
   CHECK_FALSE(store.find(key("v", "d", 2)));
+}
+
+TEST_CASE("ticket store: max_entries at its largest value keeps every ticket, for any shard count") {
+  // "Rounded up to a multiple of the shard count": the rounding must not wrap around, or a store meant to be as
+  // large as memory allows would keep nothing at all.
+  fake_wall_clock clock;
+  std::size_t const shards = GENERATE(std::size_t{1}, std::size_t{3}, std::size_t{16});
+  INFO(shards << " shards");
+  memory_ticket_store memory(
+      {.max_entries = std::numeric_limits<std::size_t>::max(), .shards = shards, .time_source = clock.source});
+  through_interface store(memory);
+  auto const expires = clock.now() + hours(1);
+  for (int i = 1; i <= 40; ++i) {
+    store.insert(key("v", "d", i), make_ticket("t" + std::to_string(i), expires));
+  }
+  CHECK(memory.size() == 40);
+  for (int i = 1; i <= 40; ++i) {
+    auto const found = store.find(key("v", "d", i));
+    REQUIRE(found);
+    CHECK(found->ticket_id == "t" + std::to_string(i));
+  }
 }
