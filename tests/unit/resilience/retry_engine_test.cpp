@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "wandura/error.hpp"
+#include "wandura/resilience/idempotency.hpp"
 #include "wandura/testing/fake_transport.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
@@ -1048,4 +1049,55 @@ TEST_CASE("retry loop: a caller's idempotency key is ignored for a read: not val
   }
   REQUIRE(h.events.size() == 1);
   CHECK(h.events[0].key.empty());
+}
+
+TEST_CASE("retry loop: one engine gives each logical call its own key, reused on that call's retries only") {
+  // idempotency.hpp: "an automatic key is made once per logical call and sent unchanged ... on every attempt". Two
+  // calls of one engine with the same body are two calls: the same key would make the server replay the first.
+  harness h;
+  std::vector<std::string> keys;
+  for (int call = 0; call < 3; ++call) {
+    h.fake.push(fake_step::respond(503));
+    h.fake.push(fake_step::respond(200, "{}"));
+    auto const r = h.run(post(), writes());
+    REQUIRE(r.ok());
+    CHECK(r.attempts == 2);
+    keys.push_back(r.idempotency_key);
+  }
+  auto const seen = h.fake.attempts();
+  REQUIRE(seen.size() == 6);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    CHECK(seen[i].header("Idempotency-Key") == keys[i / 2]);
+  }
+  CHECK(keys[0] != keys[1]);
+  CHECK(keys[1] != keys[2]);
+  CHECK(keys[0] != keys[2]);
+}
+
+TEST_CASE("retry loop: a POST is a write even when its traits say it is not") {
+  // request_traits::is_write: "A POST request is always treated as a write, even when this is false": it gets a
+  // key, and without automatic keys it is not retried after it may have been executed.
+  SECTION("automatic keys on: a key, reused on the retry") {
+    harness h;
+    h.fake.push(fake_step::respond(503));
+    h.fake.push(fake_step::respond(200, "{}"));
+    auto const r = h.run(post(), reads("playback"));
+    REQUIRE(r.ok());
+    CHECK(r.idempotency_key.size() == wandura::auto_idempotency_key_length);
+    auto const seen = h.fake.attempts();
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0].header("Idempotency-Key") == r.idempotency_key);
+    CHECK(seen[1].header("Idempotency-Key") == r.idempotency_key);
+  }
+  SECTION("automatic keys off: no key, and a 503 is final") {
+    wandura::retry_options options;
+    options.auto_idempotency_keys = false;
+    harness h(options);
+    h.fake.push(fake_step::respond(503));
+    auto const r = h.run(post(), reads("playback"));
+    CHECK(r.stopped == stop_reason::not_retryable);
+    CHECK(r.attempts == 1);
+    CHECK(r.note == "not retried: write without idempotency key");
+    CHECK(h.fake.attempts()[0].header("Idempotency-Key").empty());
+  }
 }
