@@ -168,12 +168,15 @@ public:
   /// reuse.
   ///
   /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
-  ///          error; one item's failure never affects another's.
+  ///          error; one item's failure never affects another's. A final answer that carries items is read item by
+  ///          item whatever stopped the retries: a whole-batch 429 or 503 whose `Retry-After` outlasts the deadline
+  ///          gives each item its outcome and `retry_after`, at once, not `errc::deadline_exceeded`.
   /// @throws wandura::error for whole-call failures only: `errc::invalid_argument` (nothing sent: more than 3
   ///         episodes, empty `union_info`/`drm_kek`/`film_ref`, `episode_no < 1`, invalid UTF-8),
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
-  ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, whatever the last
-  ///         answer was; the message names it), `operation_aborted` (cancelled), a transport code when no response
+  ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, and the last answer
+  ///         carries no items: none arrived, or a status without them such as a proxy's 503; the message names that
+  ///         answer), `operation_aborted` (cancelled), a transport code when no response
   ///         ever arrived, `errc::invalid_response` when the last answer's body is not the documented JSON and
   ///         retries ran out or may not be made (an unkeyed write), `errc::http_error` for a final status
   ///         without items (e.g. 400).
