@@ -1,6 +1,7 @@
 #include "wandura/playback/client.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -823,4 +824,81 @@ TEST_CASE("client: a caller's key of 1 or 200 visible characters is sent on ever
     }
   }
   CHECK(h.fake->attempt_count() == sent);
+}
+
+TEST_CASE("client: a per-viewer limit at the largest viewer_tickets_per_minute lets every episode through") {
+  // client_options::viewer_tickets_per_minute: 0 is refused, any other value is a rate; its largest value is a rate
+  // too, not a wrapped-around small one.
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = std::numeric_limits<std::uint32_t>::max();
+  harness h(options);
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                          granted_item("the-heiress-returns", 5, "prefetch", "t5"),
+                                                          granted_item("the-heiress-returns", 6, "prefetch", "t6")})));
+  for (int device = 0; device < 20; ++device) { // fresh devices: nothing reused, three tickets taken each time
+    auto const s = h.start(4, 6, "dev-" + std::to_string(device));
+    CHECK(s.play.outcome == item_outcome::granted);
+    for (auto const& prefetch : s.prefetch) {
+      CHECK(prefetch.outcome == item_outcome::granted);
+    }
+  }
+  CHECK(h.fake->attempt_count() == 20);
+  CHECK(h.api->stats().metrics.outcome(item_outcome::viewer_limited) == 0);
+}
+
+TEST_CASE("client: each invalid batch field is refused with invalid_argument before anything is sent") {
+  // issue_tickets @throws invalid_argument, "nothing sent": more than 3 episodes, empty union_info, drm_kek or
+  // film_ref, episode_no < 1, invalid UTF-8. start_episode throws as issue_tickets.
+  auto const what = GENERATE(as<std::string>{}, "empty drm_kek", "empty film_ref", "episode 0", "episode -1",
+                             "film_ref not UTF-8", "union_info not UTF-8", "viewer_ref not UTF-8");
+  CAPTURE(what);
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 3; // nothing may be taken for a batch that is refused
+  harness h(options);
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  batch.union_info = "dev";
+  batch.drm_kek = "kek";
+  batch.viewer_ref = "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a";
+  if (what == "empty drm_kek") {
+    batch.drm_kek.clear();
+  } else if (what == "empty film_ref") {
+    batch.episodes[0].film_ref.clear();
+  } else if (what == "episode 0") {
+    batch.episodes[0].episode_no = 0;
+  } else if (what == "episode -1") {
+    batch.episodes[0].episode_no = -1;
+  } else if (what == "film_ref not UTF-8") {
+    batch.episodes[0].film_ref = "the-heiress\xff";
+  } else if (what == "union_info not UTF-8") {
+    batch.union_info = "dev\xc3";
+  } else {
+    batch.viewer_ref = "viewer\xed\xa0\x80"; // an encoded surrogate is not UTF-8
+  }
+  try {
+    (void)h.run(h.api->issue_tickets(batch));
+    FAIL("expected invalid_argument");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_argument);
+    CHECK(e.attempts() == 0);
+  }
+  if (what == "episode 0" || what == "episode -1" || what == "empty drm_kek" || what == "union_info not UTF-8") {
+    wandura::viewer v{batch.viewer_ref.value_or(""), batch.union_info, batch.drm_kek};
+    auto const& episode = batch.episodes[0];
+    CHECK_THROWS_MATCHES(h.run(h.api->start_episode(v, episode.film_ref, episode.episode_no, 6)), wandura::error,
+                         Catch::Predicate<wandura::error>(
+                             [](wandura::error const& e) { return e.code() == wandura::errc::invalid_argument; }));
+  }
+  CHECK(h.fake->attempt_count() == 0);
+  // The viewer's allowance is whole: a valid start of three episodes is sent whole.
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                   granted_item("the-heiress-returns", 5, "prefetch", "t5"),
+                                                   granted_item("the-heiress-returns", 6, "prefetch", "t6")})));
+  auto const s = h.start(4, 6);
+  CHECK(s.play.outcome == item_outcome::granted);
+  for (auto const& prefetch : s.prefetch) {
+    CHECK(prefetch.outcome == item_outcome::granted);
+  }
+  REQUIRE(h.fake->attempt_count() == 1);
+  CHECK(sent_episodes(h.fake->attempts()[0].request.body).size() == 3);
 }
