@@ -851,3 +851,52 @@ TEST_CASE("lifetime: a call waiting on its viewer limit ends at once when cancel
         h, [&] { return shut_down; }, 1000ms));
   }
 }
+
+TEST_CASE("lifetime: shutdown awaited twice at once and once more later completes each time, and every kind of call "
+          "made after it is refused") {
+  // client.hpp, shutdown(): "Never fails. May be awaited from any coroutine"; it "refuses new ones (they fail with
+  // operation_aborted)": each call of the client, not only issue_tickets.
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 5s;
+  h.fake->push(slow);
+  call_end in_flight;
+  spawn_call(h, play_batch(4), {}, in_flight);
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  int shut_down = 0;
+  int shutdown_failed = 0;
+  auto const shut = [&] {
+    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { ++(e ? shutdown_failed : shut_down); });
+  };
+  shut();
+  shut();
+  poll(h);
+  CHECK(shut_down == 2);
+  REQUIRE(in_flight.error);
+  CHECK(*in_flight.error == asio::error::operation_aborted);
+  shut();
+  poll(h);
+  CHECK(shut_down == 3);
+  CHECK(shutdown_failed == 0);
+
+  std::vector<call_end> late(7);
+  spawn_call(h, play_batch(5), {}, late[0]);
+  spawn_any(h, h.api->start_episode(harness::viewer_on(), film, 6, 8), late[1]);
+  spawn_any(h, h.api->get_config(), late[2]);
+  spawn_any(h, h.api->get_film(film), late[3]);
+  spawn_any(h, h.api->list_videos(), late[4]);
+  spawn_any(h, h.api->get_video("v1"), late[5]);
+  spawn_any(h, h.api->list_creatives(), late[6]);
+  poll(h);
+  for (std::size_t i = 0; i < late.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(late[i].done);
+    CHECK_FALSE(late[i].other_exception);
+    REQUIRE(late[i].error);
+    CHECK(*late[i].error == asio::error::operation_aborted);
+  }
+  drain(h);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(h.clock->elapsed() == 0ms);
+}
