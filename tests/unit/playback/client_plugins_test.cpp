@@ -3,7 +3,9 @@
 #include "wandura/playback/viewer_limit.hpp"
 
 #include <deque>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -297,4 +299,92 @@ TEST_CASE("client: an admission gate option out of range is refused at construct
   CHECK(io.stopped()); // nothing of the refused client is left waiting
   options.retry.admission.decrease = 0.5;
   CHECK_NOTHROW(wandura::client(io.get_executor(), options));
+}
+
+namespace {
+/// A ticket store whose first `failures` lookups (or stores) throw a plain `std::runtime_error`, as a store whose
+/// backing service fails in a way it did not expect would; then a memory store.
+class throwing_store final : public wandura::ticket_store {
+public:
+  throwing_store(bool at_lookup, int failures) : at_lookup_(at_lookup), failures_(failures) {}
+  asio::awaitable<std::vector<std::optional<wandura::ticket>>> find(std::vector<wandura::ticket_key> keys) override {
+    if (at_lookup_ && failures_-- > 0) {
+      throw std::runtime_error("store: lookup failed");
+    }
+    co_return co_await inner_.find(std::move(keys));
+  }
+  asio::awaitable<void> insert(wandura::ticket_key key, wandura::ticket t) override {
+    if (!at_lookup_ && failures_-- > 0) {
+      throw std::runtime_error("store: write failed");
+    }
+    co_await inner_.insert(std::move(key), std::move(t));
+  }
+  asio::awaitable<void> erase(wandura::ticket_key key) override { co_await inner_.erase(std::move(key)); }
+
+private:
+  bool at_lookup_;
+  int failures_;
+  wandura::memory_ticket_store inner_;
+};
+} // namespace
+
+TEST_CASE("client ticket store: a store that throws fails the call, leaves no identical call waiting, and the client "
+          "goes on") {
+  // ticket_store.hpp, Errors: "Anything else it throws fails the client's call". Identical calls at once share one
+  // request (coalesce, on by default): a call that joined it ends too, none is left waiting, and the client's
+  // next call and its shutdown work.
+  bool const at_lookup = GENERATE(true, false);
+  CAPTURE(at_lookup);
+  wandura::client_options options;
+  options.tickets = std::make_shared<throwing_store>(at_lookup, 1);
+  harness h(options);
+  auto slow = fake_step::respond(200, three_granted());
+  slow.latency = 100ms;
+  h.fake->set_default(slow);
+  int ended = 0;
+  int failed = 0;
+  for (int i = 0; i < 2; ++i) {
+    asio::co_spawn(h.io, h.api->start_episode(harness::viewer_on(), "the-heiress-returns", 4, 6),
+                   [&](std::exception_ptr e, wandura::episode_start) {
+                     ++ended;
+                     failed += e ? 1 : 0;
+                   });
+  }
+  for (int i = 0; i < 100 && ended < 2; ++i) {
+    h.io.restart();
+    h.io.poll();
+    if (ended < 2) {
+      h.clock->advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(ended == 2);
+  CHECK(failed >= 1);
+  CHECK(h.fake->attempt_count() <= 1);
+  // The next call works, and shutdown completes: nothing of the failed call is left behind.
+  auto const next = h.start(4, 6, "dev-2");
+  CHECK(next.play.outcome == item_outcome::granted);
+  bool shut_down = false;
+  asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
+  h.io.restart();
+  h.io.poll();
+  CHECK(shut_down);
+}
+
+TEST_CASE("client viewer_limit: tickets the server answered as reused or refused go back, fresh ones stay taken") {
+  // viewer_limit.hpp: the client "gives back what was not freshly granted (reused, refused, shed, never sent...)".
+  auto limit = std::make_shared<recording_limit>(10);
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  h.fake->push(
+      fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                          granted_item("the-heiress-returns", 5, "prefetch", "t5", /*reused=*/true),
+                                          refused_item("the-heiress-returns", 6, "prefetch", 404, "not_ready")})));
+  auto const s = h.start(4, 6);
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(s.prefetch[0].reused);
+  CHECK(s.prefetch[1].outcome == item_outcome::not_ready);
+  CHECK(limit->calls == std::vector<std::string>{"acquire 3 yes", "release 2 primary"});
+  CHECK(limit->allowance == 9);
 }
