@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "playback/sharded_lru.hpp"
+#include "saturating_time.hpp"
 
 namespace wandura {
 
@@ -64,7 +65,7 @@ std::optional<ticket> memory_ticket_store::find_one(ticket_key const& key) {
     if (found == nullptr) {
       return std::nullopt;
     }
-    if (t >= found->expires_at - options_.reuse_margin) {
+    if (t >= detail::saturating_sub(found->expires_at, options_.reuse_margin)) {
       drop = true; // inside the reuse margin: never reused again
       return std::nullopt;
     }
@@ -95,7 +96,7 @@ void memory_ticket_store::insert_now(ticket_key const& key, ticket&& value) {
   if (key.viewer_ref.empty() || key.union_info.empty()) {
     return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
   }
-  if (options_.time_source->system_now() >= value.expires_at - options_.reuse_margin) {
+  if (options_.time_source->system_now() >= detail::saturating_sub(value.expires_at, options_.reuse_margin)) {
     return; // already inside the reuse margin
   }
   if (options_.max_entries == 0) {

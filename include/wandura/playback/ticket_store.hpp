@@ -107,7 +107,9 @@ struct memory_ticket_store_options {
   /// The most tickets kept; the least recently used goes first. Rounded up to a multiple of the shard count.
   /// 0 keeps none: every insert is declined.
   std::size_t max_entries = 10'000;
-  /// A ticket is reused only while `now < expires_at - reuse_margin` (docs/protocol.md §3: 5 minutes).
+  /// A ticket is reused only while `now < expires_at - reuse_margin` (docs/protocol.md §3: 5 minutes). A negative
+  /// margin counts as none (never reused at or past `expires_at`); one longer than the clock can count (about 292
+  /// years) reuses nothing.
   std::chrono::seconds reuse_margin{300};
   /// Independent locks, to spread contention; each shard has its own LRU. Clamped to [1, max_entries].
   std::size_t shards = 16;

@@ -141,6 +141,26 @@ TEST_CASE("ticket store: reuse stops 5 minutes before expires_at") {
   CHECK(memory.size() == 0); // dropped when found expired
 }
 
+TEST_CASE("ticket store: a negative reuse_margin counts as none, and one past the clock's span reuses nothing") {
+  fake_wall_clock clock;
+  auto const expires = clock.now() + minutes(20);
+  {
+    memory_ticket_store memory({.reuse_margin = seconds(-60), .time_source = clock.source});
+    through_interface store(memory);
+    store.insert(key("v", "d", 1), make_ticket("t", expires));
+    clock.set(expires - seconds(1));
+    CHECK(store.find(key("v", "d", 1)));
+    clock.set(expires); // never reused at or past its expiry, whatever the margin
+    CHECK_FALSE(store.find(key("v", "d", 1)));
+  }
+  fake_wall_clock later;
+  memory_ticket_store memory({.reuse_margin = seconds::max(), .time_source = later.source});
+  through_interface store(memory);
+  store.insert(key("v", "d", 2), make_ticket("t", later.now() + hours(1)));
+  CHECK(memory.size() == 0);
+  CHECK_FALSE(store.find(key("v", "d", 2)));
+}
+
 TEST_CASE("ticket store: declines tickets already inside the margin and keys without viewer or device") {
   fake_wall_clock clock;
   memory_ticket_store memory({.time_source = clock.source});
