@@ -38,9 +38,11 @@ struct call_options {
   std::optional<retry_policy> policy;
   /// Turns retries off for this call (`max_retries = 0`) while keeping the effective time limits.
   bool disable_retries = false;
-  /// Total deadline of this call, waits and retries included, measured from the start of the call.
+  /// Total deadline of this call, waits and retries included, measured from the start of the call. 0 or less:
+  /// the call ends with `errc::deadline_exceeded` before any attempt.
   std::optional<std::chrono::milliseconds> total_timeout;
-  /// Limit of each attempt of this call.
+  /// Limit of each attempt of this call. 0 or less: none of its own, each attempt is bounded by what is left of the
+  /// deadline (`issue_tickets` keeps its attempts' 5 s floor, client.hpp).
   std::optional<std::chrono::milliseconds> attempt_timeout;
 };
 
@@ -48,9 +50,9 @@ struct call_options {
 struct retry_options {
   /// Default policy of every call (docs/protocol.md §3 INTERACTIVE unless changed).
   retry_policy policy = retry_policy::interactive();
-  /// Client-wide total deadline; overrides `policy.total_timeout` when set.
+  /// Client-wide total deadline; overrides `policy.total_timeout` when set. 0 or less as in `call_options`.
   std::optional<std::chrono::milliseconds> total_timeout;
-  /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set.
+  /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set. 0 or less as in `call_options`.
   std::optional<std::chrono::milliseconds> attempt_timeout;
   /// Whether writes get an automatic idempotency key. When false, a write without a caller key is never retried
   /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (docs/protocol.md §1).

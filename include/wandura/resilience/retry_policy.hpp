@@ -59,10 +59,11 @@ struct retry_policy {
   /// Largest `Retry-After` honoured; larger values are capped to it (docs/protocol.md §3 `maxRetryAfterMs`).
   /// docs/protocol.md §3 names no cap; its presets use 24 h, so in practice the deadline decides.
   std::chrono::milliseconds max_retry_after{std::chrono::hours(24)};
-  /// Limit of one attempt (connect, send, full response). docs/protocol.md §3 `timeoutMs`.
+  /// Limit of one attempt (connect, send, full response). docs/protocol.md §3 `timeoutMs`. 0 or less: none of its
+  /// own, the deadline bounds each attempt (see `call_options::attempt_timeout`).
   std::chrono::milliseconds attempt_timeout{8000};
   /// Limit of the whole logical call, waits and retries included. docs/protocol.md §3 `deadlineMs`, docs/protocol.md §3
-  /// `totalTimeoutMs`.
+  /// `totalTimeoutMs`. 0 or less: the call ends with `errc::deadline_exceeded` before any attempt.
   std::chrono::milliseconds total_timeout{15000};
 
   /// docs/protocol.md §3 INTERACTIVE: a viewer is waiting. `{3, 500 ms, cap 8 s, attempt 8 s, total 15 s}`, full

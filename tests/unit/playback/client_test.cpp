@@ -902,3 +902,30 @@ TEST_CASE("client: each invalid batch field is refused with invalid_argument bef
   REQUIRE(h.fake->attempt_count() == 1);
   CHECK(sent_episodes(h.fake->attempts()[0].request.body).size() == 3);
 }
+
+TEST_CASE("client: a total_timeout of 0 ends the call before any attempt; an attempt_timeout of 0 leaves the deadline "
+          "as the only limit") {
+  SECTION("total_timeout 0") {
+    harness h;
+    wandura::call_options options;
+    options.total_timeout = std::chrono::milliseconds(0);
+    try {
+      (void)h.run(h.api->get_config(options));
+      FAIL("get_config succeeded");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::deadline_exceeded);
+      CHECK(e.attempts() == 0);
+    }
+    CHECK(h.fake->attempt_count() == 0);
+  }
+  SECTION("attempt_timeout 0") {
+    harness h;
+    wandura::call_options options;
+    options.attempt_timeout = std::chrono::milliseconds(0);
+    options.total_timeout = std::chrono::milliseconds(20'000);
+    h.fake->push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+    CHECK_THROWS(h.run(h.api->get_config(options)));
+    REQUIRE(h.fake->attempt_count() == 1);
+    CHECK(h.fake->attempts().front().options.timeout == std::chrono::milliseconds(20'000));
+  }
+}
