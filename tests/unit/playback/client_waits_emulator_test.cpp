@@ -349,7 +349,8 @@ TEST_CASE("client and emulator: callers of one shared request cancelled from the
                          ends[i]->ended_with(e);
                        }));
   }
-  std::this_thread::sleep_for(150ms); // every call has joined the first one's request, which the server delays
+  // Every other call has joined the first one's request, which the server delays (counted as each joins).
+  REQUIRE(wait_until([&] { return api->stats().metrics.coalesced == callers - 1; }, 5000ms));
   auto const cancelled_at = steady::now();
   for (std::size_t i = 0; i < callers; i += 2) { // the first caller and every other one
     asio::post(strands[i], [&signals, i] { signals[i]->emit(asio::cancellation_type::terminal); });
