@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 namespace wandura::detail {
 
@@ -41,8 +41,9 @@ public:
   /// @param capacity the most keys held; 0 turns the replica off (never complete). A new key that finds it full
   ///        drops the expired keys first; unless that frees more than an eighth of it, the replica empties and stays
   ///        incomplete until the next resync (`begin`), so that its memory stays bounded (and a replica that is
-  ///        nearly full of live keys does not sweep at every key).
-  explicit known_keys(std::size_t capacity) : capacity_(capacity) {}
+  ///        nearly full of live keys does not sweep at every key). The table holds 16 bytes a slot and doubles when
+  ///        three quarters full: 21 to 43 bytes a key held, at most 16 x 2^ceil(log2(4/3 x capacity)) bytes.
+  explicit known_keys(std::size_t capacity);
 
   /// A new subscription is live: everything held is dropped (stores may have been missed) and keys are taken
   /// again, from its messages and the resync of `generation`. Incomplete until `resynced(generation)`.
@@ -71,7 +72,7 @@ public:
   /// A subscription is live and the resync of `generation()` has not ended.
   [[nodiscard]] bool syncing() const noexcept { return state_ == state::syncing; }
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
-  [[nodiscard]] std::size_t size() const noexcept { return keys_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// Times the replica overflowed its capacity.
   [[nodiscard]] std::uint64_t overflows() const noexcept { return overflows_; }
 
@@ -82,11 +83,35 @@ private:
     complete,   ///< live and resynced: absence is known
     lost_track, ///< live, but a store may have been missed since the resync (overflow, malformed message)
   };
+  /// An open-addressing table with linear probing: a key's slot is found in one cache line or the next, without a
+  /// node to follow (the replica holds hundreds of thousands of keys; an absent key is the common lookup). A slot
+  /// whose `until` is `empty` holds nothing; erasing shifts the slots after it back, so no tombstones build up.
+  static constexpr clock::time_point empty = clock::time_point::min();
+  struct slot {
+    ticket_key_id id = 0;
+    clock::time_point until = empty;
+  };
+
+  /// The slot where `id` is, or the empty slot where it would go. @pre the table has a slot.
+  [[nodiscard]] std::size_t find_slot(ticket_key_id id) const noexcept;
+  /// Where a probe for `id` starts: the id mixed with this replica's seed (ids come from hashes of keys users can
+  /// choose: without the seed, keys picked to share their low bits could make every probe walk a long run).
+  [[nodiscard]] std::size_t home(ticket_key_id id) const noexcept;
+  /// Empties slot `i` and moves back each later slot of its run that may now sit closer to its home.
+  void erase_slot(std::size_t i) noexcept;
+  /// Rebuilds the table with `slots` slots (a power of two, 0 for none), keeping the keys live at `now` (all of them
+  /// when `now` is `empty`).
+  void rebuild(std::size_t slots, clock::time_point now);
   /// Drops the keys past their expiry at `now`.
   void drop_expired(clock::time_point now);
+  /// Drops every key and the table's memory.
+  void clear() noexcept;
 
   std::size_t capacity_;
-  std::unordered_map<ticket_key_id, clock::time_point> keys_;
+  std::vector<slot> slots_; ///< 0 or a power of two slots, at most three quarters held
+  std::size_t size_ = 0;    ///< slots held
+  unsigned shift_ = 64;     ///< 64 - log2(slots): `home` keeps the mixed id's high bits
+  std::uint64_t seed_;      ///< mixed into every id (`home`); set once, from the clock and the address
   state state_ = state::off;
   std::uint64_t generation_ = 0;
   std::uint64_t overflows_ = 0;

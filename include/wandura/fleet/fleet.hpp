@@ -44,8 +44,8 @@ struct fleet_options {
   /// How each shared part logs and probes while it answers locally.
   fallback_options fallback{};
   /// The most ticket keys of the organisation this process keeps track of, to answer a lookup of a key no process
-  /// stored without asking Redis: `ticket_cache_options::known_keys_capacity` (about 40 bytes a key; 0: every
-  /// lookup the near cache cannot answer asks Redis).
+  /// stored without asking Redis: `ticket_cache_options::known_keys_capacity` (16-byte slots, at most three quarters
+  /// full: 8 MiB at most at the default; 0: every lookup the near cache cannot answer asks Redis).
   std::size_t known_keys_capacity = ticket_cache_options{}.known_keys_capacity;
 };
 
