@@ -108,14 +108,7 @@ void check_org(std::string_view org) {
 }
 
 std::string ticket(std::string_view org, ticket_identity const& who) {
-  auto const digest = detail::ticket_digest(who.viewer_ref, who.union_info, who.film_ref, who.episode_no, who.intent);
-  std::string key = prefix(org, "ticket", 32);
-  constexpr std::string_view hex = "0123456789abcdef";
-  for (std::size_t i = 0; i < 16; ++i) {
-    key.push_back(hex[digest[i] >> 4U]);
-    key.push_back(hex[digest[i] & 0x0FU]);
-  }
-  return key;
+  return detail::ticket_key_with_id(org, who).key;
 }
 
 std::string viewer(std::string_view org, viewer_rate rate, std::string_view viewer_ref) {
@@ -144,4 +137,22 @@ std::string pace(std::string_view org, std::string_view counter) {
 }
 
 } // namespace fleet_keys
+
+namespace detail {
+
+ticket_key_and_id ticket_key_with_id(std::string_view org, ticket_identity const& who) {
+  auto const digest = ticket_digest(who.viewer_ref, who.union_info, who.film_ref, who.episode_no, who.intent);
+  ticket_key_and_id out{fleet_keys::prefix(org, "ticket", 32), 0};
+  constexpr std::string_view hex = "0123456789abcdef";
+  for (std::size_t i = 0; i < 16; ++i) {
+    out.key.push_back(hex[digest[i] >> 4U]);
+    out.key.push_back(hex[digest[i] & 0x0FU]);
+    if (i < sizeof(ticket_key_id)) {
+      out.id = (out.id << 8U) | digest[i];
+    }
+  }
+  return out;
+}
+
+} // namespace detail
 } // namespace wandura

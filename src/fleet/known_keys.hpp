@@ -16,8 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
-#include <vector>
+
+#include "id_table.hpp"
+#include "wandura/fleet/key_layout.hpp"
 
 namespace wandura::detail {
 
@@ -32,6 +35,14 @@ using ticket_key_id = std::uint64_t;
 /// key.
 [[nodiscard]] ticket_key_id ticket_key_id_for(std::string_view viewer_ref, std::string_view union_info,
                                               std::string_view film_ref, int episode_no, std::string_view intent);
+/// A ticket key with its id.
+struct ticket_key_and_id {
+  std::string key;
+  ticket_key_id id = 0;
+};
+/// `fleet_keys::ticket(org, who)` and its id (`ticket_key_id_of` of that key) from one hash, without reading the
+/// key's hex back. @pre `org` passed `fleet_keys::check_org`.
+[[nodiscard]] ticket_key_and_id ticket_key_with_id(std::string_view org, ticket_identity const& who);
 
 /// The replica. Not thread-safe: the ticket cache holds it under its local mutex.
 class known_keys {
@@ -42,8 +53,9 @@ public:
   ///        drops the expired keys first; unless that frees more than an eighth of it, the replica empties and stays
   ///        incomplete until the next resync (`begin`), so that its memory stays bounded (and a replica that is
   ///        nearly full of live keys does not sweep at every key). The table holds 16 bytes a slot and doubles when
-  ///        three quarters full: 21 to 43 bytes a key held, at most 16 x 2^ceil(log2(4/3 x capacity)) bytes.
-  explicit known_keys(std::size_t capacity);
+  ///        three quarters full (`id_table`): 21 to 43 bytes a key held, at most 16 x 2^ceil(log2(4/3 x capacity))
+  ///        bytes.
+  explicit known_keys(std::size_t capacity) : capacity_(capacity) {}
 
   /// A new subscription is live: everything held is dropped (stores may have been missed) and keys are taken
   /// again, from its messages and the resync of `generation`. Incomplete until `resynced(generation)`.
@@ -72,7 +84,7 @@ public:
   /// A subscription is live and the resync of `generation()` has not ended.
   [[nodiscard]] bool syncing() const noexcept { return state_ == state::syncing; }
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t size() const noexcept { return keys_.size(); }
   /// Times the replica overflowed its capacity.
   [[nodiscard]] std::uint64_t overflows() const noexcept { return overflows_; }
 
@@ -83,35 +95,16 @@ private:
     complete,   ///< live and resynced: absence is known
     lost_track, ///< live, but a store may have been missed since the resync (overflow, malformed message)
   };
-  /// An open-addressing table with linear probing: a key's slot is found in one cache line or the next, without a
-  /// node to follow (the replica holds hundreds of thousands of keys; an absent key is the common lookup). A slot
-  /// whose `until` is `empty` holds nothing; erasing shifts the slots after it back, so no tombstones build up.
-  static constexpr clock::time_point empty = clock::time_point::min();
-  struct slot {
-    ticket_key_id id = 0;
-    clock::time_point until = empty;
-  };
-
-  /// The slot where `id` is, or the empty slot where it would go. @pre the table has a slot.
-  [[nodiscard]] std::size_t find_slot(ticket_key_id id) const noexcept;
-  /// Where a probe for `id` starts: the id mixed with this replica's seed (ids come from hashes of keys users can
-  /// choose: without the seed, keys picked to share their low bits could make every probe walk a long run).
-  [[nodiscard]] std::size_t home(ticket_key_id id) const noexcept;
-  /// Empties slot `i` and moves back each later slot of its run that may now sit closer to its home.
-  void erase_slot(std::size_t i) noexcept;
-  /// Rebuilds the table with `slots` slots (a power of two, 0 for none), keeping the keys live at `now` (all of them
-  /// when `now` is `empty`).
-  void rebuild(std::size_t slots, clock::time_point now);
   /// Drops the keys past their expiry at `now`.
   void drop_expired(clock::time_point now);
-  /// Drops every key and the table's memory.
-  void clear() noexcept;
+
+  /// An expiry of `time_point::min()` marks an empty slot: a key that expired that long ago is not held anyway.
+  struct expiry_traits {
+    static constexpr clock::time_point empty() noexcept { return clock::time_point::min(); }
+  };
 
   std::size_t capacity_;
-  std::vector<slot> slots_; ///< 0 or a power of two slots, at most three quarters held
-  std::size_t size_ = 0;    ///< slots held
-  unsigned shift_ = 64;     ///< 64 - log2(slots): `home` keeps the mixed id's high bits
-  std::uint64_t seed_;      ///< mixed into every id (`home`); set once, from the clock and the address
+  id_table<clock::time_point, expiry_traits> keys_; ///< each key's expiry
   state state_ = state::off;
   std::uint64_t generation_ = 0;
   std::uint64_t overflows_ = 0;

@@ -39,8 +39,8 @@ void local_ticket_cache::store(ticket_key_id key, ticket_identity who, local_tic
     }
     drop(same);
   }
-  if (auto const same_key = by_key_.find(key); same_key != by_key_.end()) {
-    drop(same_key->second);
+  if (auto const* const same_key = by_key_.find(key)) {
+    drop(*same_key);
   }
   if (entries_.size() >= capacity_) {
     drop_expired(now);
@@ -62,7 +62,7 @@ void local_ticket_cache::store(ticket_key_id key, ticket_identity who, local_tic
     // instead of a walk down the tree; among equal limits it goes last either way.
     it->second.expiry = by_expiry_.emplace_hint(by_expiry_.end(), reuse_until, id);
     try {
-      by_key_.emplace(it->second.key, id);
+      by_key_.insert(it->second.key, id);
     } catch (...) {
       by_expiry_.erase(it->second.expiry);
       throw;
@@ -80,8 +80,8 @@ void local_ticket_cache::drop(entry_map::const_iterator it) {
 }
 
 void local_ticket_cache::written(ticket_key_id key, std::uint64_t unwritten) {
-  if (auto const found = by_key_.find(key); found != by_key_.end()) {
-    auto& e = entries_.find(*found->second)->second;
+  if (auto const* const found = by_key_.find(key)) {
+    auto& e = entries_.find(**found)->second;
     if (e.unwritten == unwritten) {
       e.unwritten = 0;
     }
@@ -89,8 +89,8 @@ void local_ticket_cache::written(ticket_key_id key, std::uint64_t unwritten) {
 }
 
 void local_ticket_cache::erase(ticket_key_id key) {
-  if (auto const found = by_key_.find(key); found != by_key_.end()) {
-    drop(found->second);
+  if (auto const* const found = by_key_.find(key)) {
+    drop(*found);
   }
 }
 

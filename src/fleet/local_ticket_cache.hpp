@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "id_table.hpp"
 #include "known_keys.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/fleet/key_layout.hpp"
@@ -125,9 +126,12 @@ private:
 
   std::size_t capacity_;
   entry_map entries_; ///< node-based: the identities and keys the indexes point to stay where they are
+  struct no_identity {
+    static constexpr hashed_identity const* empty() noexcept { return nullptr; }
+  };
   /// Redis key's id -> entry, for erases heard and writes ended. Two keys sharing an id (64 of the key's 128 bits)
   /// would only make one drop the other's copy, which costs a Redis lookup, never a wrong ticket.
-  std::unordered_map<ticket_key_id, hashed_identity const*> by_key_;
+  id_table<hashed_identity const*, no_identity> by_key_;
   expiry_index by_expiry_; ///< every entry by its reuse limit: a full cache finds what to drop without a scan
 };
 

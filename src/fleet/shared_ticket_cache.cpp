@@ -386,8 +386,10 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     {
       std::lock_guard lock(local_mutex);
       for (std::size_t i = 0; i < who.size(); ++i) {
-        auto const& id = ids.emplace_back(id_of(keys.emplace_back(fleet_keys::ticket(org, who[i]))));
-        if (!(id && known_absent_locked(*id))) {
+        auto [key, id] = detail::ticket_key_with_id(org, who[i]);
+        keys.push_back(std::move(key));
+        ids.emplace_back(id);
+        if (!known_absent_locked(id)) {
           asked.push_back(i);
         }
       }
@@ -485,17 +487,13 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       if (px < 1) {
         continue; // nothing left to reuse
       }
-      auto key = fleet_keys::ticket(org, who);
-      auto const id = id_of(key);
-      if (!id) {
-        continue; // never: `fleet_keys::ticket` builds a key of this organisation
-      }
+      auto [key, id] = detail::ticket_key_with_id(org, who);
       into.keys.push_back(std::move(key));
-      into.ids.push_back(*id);
+      into.ids.push_back(id);
       into.args.push_back(detail::encode_envelope(who, ticket.cached));
       into.args.push_back(std::to_string(px));
       into.tokens.push_back(token);
-      keep_local(*id, std::move(who), std::move(ticket), now, kept_as, token); // `who` not used again
+      keep_local(id, std::move(who), std::move(ticket), now, kept_as, token); // `who` not used again
     }
   }
 

@@ -95,7 +95,8 @@ TEST_CASE("known keys: anything but the prefix and 32 lowercase hex digits is no
   CHECK_FALSE(ticket_key_id_of(prefix, prefix));
 }
 
-TEST_CASE("known keys: the id computed from an identity is the id of the key fleet_keys names for it") {
+TEST_CASE("known keys: the id computed from an identity, alone or with its key, is the id of the key fleet_keys names "
+          "for it") {
   std::vector<wandura::ticket_identity> const identities{
       {"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "device-7", "the-heiress-returns", 4, "play"},
       {"viewer:ref", "device-8", "film", 0, "prefetch"},
@@ -112,6 +113,9 @@ TEST_CASE("known keys: the id computed from an identity is the id of the key fle
       auto const from_key = id_of_key(org, who);
       REQUIRE(from_key);
       CHECK(id_for(who) == *from_key);
+      auto const [key, id] = wandura::detail::ticket_key_with_id(org, who); // the key and its id from one hash
+      CHECK(key == wandura::fleet_keys::ticket(org, who));
+      CHECK(id == *from_key);
     }
   }
 }
