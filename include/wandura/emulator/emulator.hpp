@@ -60,13 +60,13 @@ struct limits {
 struct organisation {
   std::string id = "org_demo";
   std::vector<std::string> keys = {"test-key"};
-  emulator::limits limits;
+  emulator::limits limits{};
 };
 
 /// A film of the catalogue. Episodes are numbered 1..episodes; asking past the last gets `404 not_ready`.
 struct film {
   std::string film_ref;
-  std::string title;
+  std::string title{};
   std::uint32_t episodes = 1;
   /// When false, every ticket item for this film gets `403 not_entitled`.
   bool entitled = true;
@@ -98,9 +98,9 @@ struct fault_rule {
   /// `status`: the HTTP status to answer with.
   int status = 503;
   /// `status`: the `Retry-After` header (seconds) and per-item `retry_after`; none when empty.
-  std::optional<std::uint32_t> retry_after;
+  std::optional<std::uint32_t> retry_after{};
   /// `status`: overrides the `error_code` the status implies (`503` -> `service_unavailable`, ...).
-  std::string error_code;
+  std::string error_code{};
   /// `delay`: milliseconds to wait.
   std::uint32_t ms = 0;
   /// `huge`: bytes of padding.
@@ -108,9 +108,9 @@ struct fault_rule {
   /// `slow_body`: drip rate in bytes per second (at least 1).
   std::uint64_t bytes_per_s = 1024;
   /// How many matching requests the rule hits; none = unlimited (or governed by `probability`).
-  std::optional<std::uint64_t> count;
+  std::optional<std::uint64_t> count{};
   /// Chance in [0,1] that a matching request is hit, drawn from the emulator's seeded generator.
-  std::optional<double> probability;
+  std::optional<double> probability{};
 };
 
 /// Everything the emulator serves. Every field has the default of docs/protocol.md §4.
@@ -118,13 +118,13 @@ struct config {
   /// Organisations and their keys. Default: `org_demo` with key `test-key` and the default limits.
   std::vector<organisation> orgs = {organisation{}};
   /// The catalogue. Empty = the demo catalogue (about 50 films of 1-40 episodes, `the-heiress-returns` has 12).
-  std::vector<film> films;
+  std::vector<film> films{};
   /// Lifetime of issued tickets in seconds.
   std::uint32_t ticket_ttl_s = 1800;
   /// Faults installed at start.
-  std::vector<fault_rule> faults;
+  std::vector<fault_rule> faults{};
   /// Seed of every random choice (ticket ids, request ids, fault probabilities). None = seeded from the OS.
-  std::optional<std::uint64_t> seed;
+  std::optional<std::uint64_t> seed{};
   /// When true the clock starts at the real UTC time and moves only through `server::advance_clock` or
   /// `POST /_emulator/clock`; play requests are then never held (they get 429 instead).
   bool manual_clock = false;

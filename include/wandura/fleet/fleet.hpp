@@ -1,6 +1,7 @@
 // wandura::fleet: one object that makes the clients of many processes act as one through Redis (docs/adr/0008).
 //
-//     wandura::fleet shared(io.get_executor(), {.redis = {.url = "redis://10.0.0.5:6379"}, .org = "acme"});
+//     wandura::fleet shared(io.get_executor(), {.redis = wandura::redis_options{.url = "redis://10.0.0.5:6379"},
+//                                              .org = "acme"});
 //     wandura::client_options options{.base_url = url, .api_key = key, .viewer_tickets_per_minute = 30};
 //     shared.configure(options); // ticket reuse, per-viewer limit and the playback counter's pace, fleet-wide
 //     wandura::client api(io.get_executor(), std::move(options));
@@ -35,12 +36,14 @@ namespace wandura {
 /// Options of a `fleet`.
 struct fleet_options {
   /// Where the shared state lives, and how long each Redis command may take (a few ms: then local state answers).
-  redis_options redis{};
+  // `= redis_options()`, not `{}`: with `{}`, GCC 12 at -O3 warns -Wmaybe-uninitialized (a false positive) on
+  // every designated initializer of fleet_options, and a user's -Werror build fails.
+  redis_options redis = redis_options();
   /// The organisation: the hash tag of every key (`wandura:{org}:...`), 1-64 of [A-Za-z0-9._-].
   std::string org = "default";
   /// This process's name in the tickets it stores, to count `fleet_stats::cross_process_reuse`. Empty: the host
   /// name and process id ("host:1234").
-  std::string process_id;
+  std::string process_id{};
   /// How each shared part logs and probes while it answers locally.
   fallback_options fallback{};
   /// The most ticket keys of the organisation this process keeps track of, to answer a lookup of a key no process

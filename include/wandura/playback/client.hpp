@@ -51,15 +51,15 @@ struct client_options {
   /// The organisation's API key, sent as `Authorization: Bearer <api_key>`.
   std::string api_key;
   /// Connection pool, TLS and size limits of the owned transport (ignored when the client is given a sender).
-  transport_options transport;
+  transport_options transport{};
   /// Retry policy, budget, hooks, logger, clock and random source shared by every call of the client. The default
   /// policy is docs/protocol.md §3 INTERACTIVE: a viewer is waiting.
-  retry_options retry;
+  retry_options retry{};
   /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries). A
   /// fleet of processes shares one through Redis (`wandura::fleet::configure`). Looked up once per call (every
   /// episode of the batch at once) and written once per fresh ticket, only when `reuse_tickets` is on and the
   /// batch has a `viewer_ref`.
-  std::shared_ptr<ticket_store> tickets;
+  std::shared_ptr<ticket_store> tickets{};
   /// Whether tickets are reused from `tickets` at all (docs/protocol.md §3). Needs `viewer_ref`. Off, a call never
   /// touches the store.
   bool reuse_tickets = true;
@@ -68,7 +68,7 @@ struct client_options {
   /// Per-viewer limit in tickets per minute, enforced before anything is sent (docs/protocol.md §2, trust boundary:
   /// whoever controls your ticket endpoint can spend your organisation's limit). nullopt: no limit. 0 is refused
   /// by the constructor (`errc::invalid_argument`). Counted per `viewer_ref`, or per `union_info` without one.
-  std::optional<std::uint32_t> viewer_tickets_per_minute;
+  std::optional<std::uint32_t> viewer_tickets_per_minute{};
   /// The per-viewer limit itself. Null (the default): when `viewer_tickets_per_minute` is set, the client builds a
   /// process-local token bucket per viewer at that rate (refilled continuously, a minute's allowance at once from
   /// idle, 100,000 viewers tracked). Set, it is used whatever `viewer_tickets_per_minute` says: a fleet of
@@ -76,7 +76,7 @@ struct client_options {
   /// `viewer_tickets_per_minute`). One ticket per episode about to be sent is taken, plays first; what was not
   /// freshly granted is given back when the request ends. The allowance is the request's: a call that joins an
   /// identical request in flight (`coalesce`) takes none and gets the request's answer, refusals included.
-  std::shared_ptr<wandura::viewer_limit> viewer_limit;
+  std::shared_ptr<wandura::viewer_limit> viewer_limit{};
   /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported
   /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there
   /// (docs/protocol.md §3).

@@ -139,7 +139,7 @@ struct admission_gate_options {
   /// Waits at least this long are reported to `on_long_wait`.
   std::chrono::milliseconds long_wait{1000};
   /// Called (outside any lock, on the thread that released the request) for each long wait. Must not throw.
-  std::function<void(admission_wait_event const&)> on_long_wait;
+  std::function<void(admission_wait_event const&)> on_long_wait{};
 
   /// The counters' pace and hold-offs shared with the other processes of a fleet (e.g. `redis_counter_pace`);
   /// null: this gate paces alone. When set, the gate publishes every 429's hold-off and every limit it learns,
@@ -147,7 +147,7 @@ struct admission_gate_options {
   /// the fleet releases at the counter's refill), and reads the fleet's view of a counter in use at most every
   /// `shared_pace_refresh`. The uncongested path stays one atomic load: the read is started by the first request
   /// after the interval, which does not wait for it.
-  std::shared_ptr<wandura::shared_pace> shared_pace;
+  std::shared_ptr<wandura::shared_pace> shared_pace{};
   /// How often a counter in use reads the fleet's view (a hold or a 429 another process saw congests it here too).
   std::chrono::milliseconds shared_pace_refresh{100};
   /// The longest the gate waits for a fleet-wide grant before it releases by its own pace alone.

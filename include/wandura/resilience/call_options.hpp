@@ -33,17 +33,17 @@ struct call_options {
   /// A caller-chosen idempotency key for a write (e.g. an order number), validated before sending: 1-200
   /// characters 0x21-0x7E, else the call fails with `errc::invalid_idempotency_key` (90010) and nothing is sent.
   /// Ignored for reads.
-  std::optional<std::string> idempotency_key;
+  std::optional<std::string> idempotency_key{};
   /// Replaces the client's policy for this call (its time limits included, unless set explicitly below).
-  std::optional<retry_policy> policy;
+  std::optional<retry_policy> policy{};
   /// Turns retries off for this call (`max_retries = 0`) while keeping the effective time limits.
   bool disable_retries = false;
   /// Total deadline of this call, waits and retries included, measured from the start of the call. 0 or less:
   /// the call ends with `errc::deadline_exceeded` before any attempt.
-  std::optional<std::chrono::milliseconds> total_timeout;
+  std::optional<std::chrono::milliseconds> total_timeout{};
   /// Limit of each attempt of this call. 0 or less: none of its own, each attempt is bounded by what is left of the
   /// deadline (`issue_tickets` keeps its attempts' 5 s floor, client.hpp).
-  std::optional<std::chrono::milliseconds> attempt_timeout;
+  std::optional<std::chrono::milliseconds> attempt_timeout{};
 };
 
 /// Client-level options of the retry loop.
@@ -51,29 +51,29 @@ struct retry_options {
   /// Default policy of every call (docs/protocol.md §3 INTERACTIVE unless changed).
   retry_policy policy = retry_policy::interactive();
   /// Client-wide total deadline; overrides `policy.total_timeout` when set. 0 or less as in `call_options`.
-  std::optional<std::chrono::milliseconds> total_timeout;
+  std::optional<std::chrono::milliseconds> total_timeout{};
   /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set. 0 or less as in `call_options`.
-  std::optional<std::chrono::milliseconds> attempt_timeout;
+  std::optional<std::chrono::milliseconds> attempt_timeout{};
   /// Whether writes get an automatic idempotency key. When false, a write without a caller key is never retried
   /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (docs/protocol.md §1).
   bool auto_idempotency_keys = true;
   /// The retry budget's parameters (docs/protocol.md §3: 10 %, at least 10, per 60 s).
-  retry_budget::config budget;
+  retry_budget::config budget{};
   /// Tuning of the admission gate every attempt passes (admission_gate.hpp): how it paces a counter after a 429 or
   /// a shed, and the hook for long waits (`on_long_wait`). The defaults suit the Wandura API.
-  admission_gate_options admission;
+  admission_gate_options admission{};
   /// Receives one WARN line per retry; none when empty. Called on the call's coroutine, before the backoff sleep;
   /// must be thread-safe. If it throws, the exception is caught and ignored: the retry goes ahead as if the line had
   /// been written (a throwing logger never ends, delays or loses a call), and `wandura_hook_errors_total` (the
   /// client's `metrics_text()`, `retry_engine_stats::hook_errors`) counts it.
-  logger log;
+  logger log{};
   /// Called once per retry with the structured event, before `log`; none when empty. Must be thread-safe. If it
   /// throws, as for `log`: caught, counted in `wandura_hook_errors_total`, and the retry (and `log`) goes ahead.
-  retry_hook on_retry;
+  retry_hook on_retry{};
   /// Told of every attempt's begin and end and, unless `report_call_end` is false, of the end of every call that
   /// `retry_engine::call` runs (tracing, `wandura::http_client_metrics`); none when null. Shared with every call of
   /// the client; must be thread-safe and must not throw (attempt_observer.hpp).
-  std::shared_ptr<attempt_observer> observer;
+  std::shared_ptr<attempt_observer> observer{};
   /// Whether the engine tells `observer` of the end of each call it runs (`attempt_observer::on_call_end`, exactly
   /// once per `retry_engine::call` that completes, whatever its outcome). Set it to false when the caller reports
   /// the end of its own calls instead (a call of its own may span several engine calls, or none): the observer then
@@ -82,9 +82,9 @@ struct retry_options {
   bool report_call_end = true;
   /// Uniform random numbers in [0, 1) for jitter; must be thread-safe. Empty: a per-thread `std::mt19937_64`
   /// seeded from `std::random_device`.
-  std::function<double()> random;
+  std::function<double()> random{};
   /// The time source; empty: a shared `wandura::real_clock`.
-  std::shared_ptr<wandura::clock> time_source;
+  std::shared_ptr<wandura::clock> time_source{};
 };
 
 /// The settings of one logical call after merging; made once at the call's start.

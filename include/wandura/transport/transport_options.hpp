@@ -44,7 +44,7 @@ struct transport_options {
   bool http2_prior_knowledge = false;
 
   /// Path of a PEM file with the CA certificates to trust (CURLOPT_CAINFO). Empty: the system default bundle.
-  std::string ca_bundle;
+  std::string ca_bundle{};
   /// Verify the server certificate chain (CURLOPT_SSL_VERIFYPEER). Turning it off is for tests only.
   bool verify_peer = true;
   /// Verify that the certificate names the host of the URL (CURLOPT_SSL_VERIFYHOST). For tests only.

@@ -374,3 +374,21 @@ TEST_CASE("client options: the observer hears each attempt and each client call'
   CHECK(observer->events == std::vector<std::string>{"begin issue_tickets 0", "end issue_tickets 200",
                                                      "call issue_tickets ok", "call issue_tickets ok"});
 }
+
+// README and client.hpp write options with designated initializers that name a few fields. GCC before 14 warns
+// (-Wmissing-field-initializers, in -Wextra) about every field left out that has no default member initializer,
+// so a user's -Wextra -Werror build failed on the documented code.
+TEST_CASE("client options: designated initializers naming a few fields keep every other default, warning-free") {
+  wandura::client_options const options{.base_url = "https://api.wandura.example", .api_key = "test-key"};
+  CHECK(options.transport.max_response_bytes == std::size_t{1} << 20U);
+  CHECK(options.transport.ca_bundle.empty());
+  CHECK(options.retry.policy == wandura::retry_policy::interactive());
+  CHECK_FALSE(options.tickets);
+  CHECK_FALSE(options.viewer_tickets_per_minute);
+  CHECK_FALSE(options.viewer_limit);
+  wandura::client_options const limited{.api_key = "test-key", .viewer_tickets_per_minute = 30};
+  CHECK(limited.base_url == "http://127.0.0.1:8787");
+  CHECK(limited.viewer_tickets_per_minute == 30U);
+  wandura::transport_options const transport{.ca_bundle = "/etc/ssl/staging-ca.pem"};
+  CHECK(transport.verify_peer);
+}

@@ -79,3 +79,23 @@ TEST_CASE("options: a huge total timeout saturates the deadline instead of overf
   negative.total_timeout = -5s;
   CHECK(merge_options(negative, retry_options{}, now).deadline == now);
 }
+
+// Designated initializers that name a few fields (as a user writes them) compile under -Wextra -Werror with GCC
+// 12, which warns about every field left out that has no default member initializer.
+TEST_CASE("options: designated initializers naming a few fields keep every other default, warning-free") {
+  call_options const once{.disable_retries = true};
+  CHECK_FALSE(once.idempotency_key);
+  CHECK_FALSE(once.policy);
+  CHECK_FALSE(once.total_timeout);
+  CHECK_FALSE(once.attempt_timeout);
+  retry_options const client{.auto_idempotency_keys = false};
+  CHECK(client.policy == retry_policy::interactive());
+  CHECK_FALSE(client.total_timeout);
+  CHECK(client.budget.percent == 10);
+  CHECK(client.admission.calm_period == 10s);
+  CHECK_FALSE(client.log);
+  CHECK_FALSE(client.time_source);
+  wandura::admission_gate_options const gate{.burst = 250ms};
+  CHECK_FALSE(gate.shared_pace);
+  CHECK_FALSE(gate.on_long_wait);
+}
