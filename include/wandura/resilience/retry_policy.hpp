@@ -1,14 +1,12 @@
 // How hard one logical call tries: the number of retries, which failures are worth retrying, how long to wait
 // between attempts, and the time limits. Three presets from the source documents (docs/protocol.md §3):
 //
-// | preset        | source   | retries | backoff                                   | attempt timeout | total   |
-// |---------------|----------|---------|-------------------------------------------|-----------------|---------|
-// | interactive() | docs/protocol.md §3 | 3       | full jitter, base 500 ms, cap 8 s         | 8 s             | 15 s
-// | | background()  | docs/protocol.md §3 | 5       | full jitter, base 1 s, cap 30 s           | 15 s            | 120
-// s   | | standard()    | docs/protocol.md §3 | 2       | 200 ms x2 up to 4 s, +/-30 % jitter       | 30 s (*)        |
-// 300 s   | | none()        |          | 0       | (never waits)                             | 8 s             | 15 s |
-//
-// (*) docs/protocol.md §3 names no default read timeout; 30 s is the value of its own override example.
+// | preset        | retries | backoff                               | attempt timeout | total |
+// |---------------|---------|---------------------------------------|-----------------|-------|
+// | interactive() | 3       | full jitter, base 500 ms, cap 8 s     | 8 s             | 15 s  |
+// | background()  | 5       | full jitter, base 1 s, cap 30 s       | 15 s            | 120 s |
+// | standard()    | 2       | 200 ms x2 up to 4 s, +/-30 % jitter   | 30 s            | 300 s |
+// | none()        | 0       | (never waits)                         | 8 s             | 15 s  |
 //
 // Thread safety: plain values.
 #pragma once
