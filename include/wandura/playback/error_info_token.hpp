@@ -3,8 +3,9 @@
 //
 //     wandura::error_info details;
 //     std::error_code ec;
-//     auto cfg = co_await api.async_get_config(
-//         {}, wandura::with_error_info(asio::redirect_error(asio::use_awaitable, ec), details));
+//     auto pending = api.async_get_config(
+//         wandura::with_error_info(asio::redirect_error(asio::use_awaitable, ec), details));
+//     auto cfg = co_await std::move(pending); // named first: GCC 12 may destroy a co_await's temporaries twice
 //     if (ec) log("config failed: HTTP {} request {}", details.http_status, details.request_id);
 //
 // The shape follows `asio::redirect_error(token, ec)`: the caller names an object the operation writes into before
