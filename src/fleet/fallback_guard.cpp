@@ -4,6 +4,8 @@
 
 #include <asio/error.hpp>
 
+#include "wandura/detail/printable.hpp"
+
 namespace wandura::detail {
 
 fallback_guard::fallback_guard(std::string what, std::string server, fallback_options options)
@@ -28,7 +30,8 @@ void fallback_guard::redis_answered() {
   }
 }
 
-void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now) {
+void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now,
+                                  std::string_view refusal) {
   ++fallbacks_;
   retry_at_ = now + options_.probe_interval;
   if (ec == asio::error::shut_down) {
@@ -42,7 +45,14 @@ void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock:
   degraded_ = true;
   fallbacks_at_outage_ = fallbacks_ - 1;
   if (options_.log) {
-    options_.log("WARN fleet " + what_ + ": redis " + server_ + " unavailable (" + ec.message() +
+    std::string why = ec.message();
+    if (!refusal.empty()) {
+      // Redis echoes an unknown command's first arguments: ticket envelopes, viewer keys. Not for a log line.
+      refusal = refusal.substr(0, refusal.find(", with args beginning with:"));
+      why += ": ";
+      append_printable(why, refusal);
+    }
+    options_.log("WARN fleet " + what_ + ": redis " + server_ + " unavailable (" + why +
                  "); answering from local state until it is back");
   }
 }

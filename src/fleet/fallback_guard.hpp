@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "wandura/fleet/fallback.hpp"
@@ -25,7 +26,11 @@ public:
   /// Redis failed with `ec`: counts a fallback, starts an outage (one WARN line) or prolongs it. With
   /// `asio::error::shut_down` (the fleet was shut down) the part answers locally from then on, without a line:
   /// the fleet logs the shutdown once for all its parts.
-  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now);
+  /// @param refusal the text of Redis's error reply, if it answered one (`NOAUTH ...`, `NOPERM ...`, `OOM ...`,
+  ///        `READONLY ...`): quoted in the WARN line (one bounded, printable line), which would otherwise say only
+  ///        that Redis answered an error, not which. The arguments Redis echoes after an unknown command (", with
+  ///        args beginning with: ...": envelopes, viewer keys) are left out.
+  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal = {});
 
   /// Answers that came from local state since construction.
   [[nodiscard]] std::uint64_t fallbacks() const noexcept { return fallbacks_; }

@@ -80,7 +80,8 @@ run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard
     guard.redis_answered();
     co_return std::move(reply);
   }
-  guard.redis_failed(ec ? ec : make_error_code(fleet_errc::unexpected_reply), std::chrono::steady_clock::now());
+  guard.redis_failed(ec ? ec : make_error_code(fleet_errc::unexpected_reply), std::chrono::steady_clock::now(),
+                     reply.is_error() ? std::string_view(reply.text) : std::string_view());
   co_return std::nullopt;
 }
 

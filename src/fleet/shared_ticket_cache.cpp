@@ -449,7 +449,8 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
           }
         }
       } else {
-        guard.redis_failed(ec, steady_clock::now());
+        guard.redis_failed(ec, steady_clock::now(),
+                           reply.is_error() ? std::string_view(reply.text) : std::string_view());
       }
     }
     if (!answered) {

@@ -18,7 +18,9 @@ struct fallback_options {
   /// `WARN fleet ticket_cache: redis 127.0.0.1:6379 unavailable (attempt timed out before any response byte);
   /// answering from local state until it is back`, and one when Redis answers again
   /// (`INFO fleet ticket_cache: redis 127.0.0.1:6379 is back after 42 local answers`). Never one per call; never
-  /// a password. May be empty. Called on the thread that runs the operation.
+  /// a password. When Redis answered an error reply, the line quotes it (one line, its first 200 bytes), e.g.
+  /// `unavailable (redis answered an error reply: NOAUTH Authentication required.)`: a server that refuses the
+  /// fleet's commands (no or wrong ACL permissions, `maxmemory` reached, a read-only replica) says why. May be empty. Called on the thread that runs the operation.
   std::function<void(std::string_view)> log;
   /// After a failure, how long operations answer locally before Redis is tried again.
   std::chrono::milliseconds probe_interval{500};
