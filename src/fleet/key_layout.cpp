@@ -126,9 +126,12 @@ std::string viewer(std::string_view org, viewer_rate rate, std::string_view view
   return key;
 }
 
-std::string ticket_erasures(std::string_view org) {
+std::string ticket_erasures(std::string_view org, int db) {
   auto channel = prefix(org, "ticket-erased");
   channel.pop_back(); // a channel, not a key prefix: no trailing ':'
+  if (db != 0) {
+    channel += '@' + std::to_string(db);
+  }
   return channel;
 }
 

@@ -25,6 +25,7 @@
 #include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/error.hpp"
+#include "wandura/fleet/redis_url.hpp"
 
 namespace wandura {
 namespace {
@@ -83,8 +84,10 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     }
   }
   impl(redis_client& r, std::string o, ticket_cache_options opts)
-      : redis(r), org(std::move(o)), erase_channel(fleet_keys::ticket_erasures(org)), options(std::move(opts)),
-        local(options.local_capacity), known(options.near_cache ? options.known_keys_capacity : 0),
+      : redis(r), org(std::move(o)),
+        erase_channel(fleet_keys::ticket_erasures(org, redis_url::parse(detail::options_of(r).url).db)),
+        options(std::move(opts)), local(options.local_capacity),
+        known(options.near_cache ? options.known_keys_capacity : 0),
         guard("ticket_cache", r.server_name(), options.fallback), put_script(detail::lua::ticket_put),
         erase_script(detail::lua::ticket_erase), scan_script(detail::lua::ticket_scan) {
     ticket_prefix = fleet_keys::ticket(org, ticket_identity{"v", "d", "", 0, ""});

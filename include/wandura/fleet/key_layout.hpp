@@ -51,8 +51,12 @@ void check_org(std::string_view org);
 /// `wandura:{org}:ticket:<hex>` for `who`.
 [[nodiscard]] std::string ticket(std::string_view org, ticket_identity const& who);
 /// `wandura:{org}:ticket-erased`: the Pub/Sub channel on which an erase publishes the erased ticket's key, and a
-/// store script what it stored (`+`, then a line `<key> <px>` per ticket; see `shared_ticket_cache`).
-[[nodiscard]] std::string ticket_erasures(std::string_view org);
+/// store script what it stored (`+`, then a line `<key> <px>` per ticket; see `shared_ticket_cache`), for the keys
+/// of database 0; `wandura:{org}:ticket-erased@<db>` for those of another database (`redis://host:port/<db>`).
+/// Pub/Sub channels are not per database, keys are: two fleets of one organisation in two databases of one server
+/// (staging in /1, production in /0) would otherwise hear each other's erases and stores, and drop tickets that
+/// exist in their own database, or take them for known absent.
+[[nodiscard]] std::string ticket_erasures(std::string_view org, int db = 0);
 /// `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>` for the limit `rate`, with N and B as the shortest decimal text
 /// that reads back as the same double (`30pm-b30`, `0.5pm-b2`): one bucket per viewer and limit.
 /// @throws wandura::error with `errc::invalid_argument` unless both numbers of `rate` are finite and > 0.

@@ -149,6 +149,39 @@ TEST_CASE("known keys: a key deleted behind the fleet's back is read as nil once
   CHECK(cache_a.stats().known_absent == 1);
 }
 
+TEST_CASE("known keys: a fleet in another database of the same server (same org, its own /db) neither erases this "
+          "database's tickets nor makes them known absent") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client writer_client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::redis_client reader_client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::redis_client staging_client(io.get_executor(), {.url = redis->url() + "/1", .command_timeout = 500ms});
+  wandura::shared_ticket_cache writer(writer_client, "acme", {});
+  wandura::shared_ticket_cache reader(reader_client, "acme", {});
+  wandura::shared_ticket_cache staging(staging_client, "acme", {}); // another deployment, database 1
+  auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
+  auto const who = viewer_on("device-1");
+  test_support::run(io, writer.put(who, {"tkt_db0", now + 30min}, now));
+  test_support::run(io, reader.put(viewer_on("device-2"), {"tkt_2", now + 30min}, now)); // subscribes
+  test_support::run(io, staging.put(viewer_on("device-3"), {"tkt_3", now + 30min}, now));
+  REQUIRE(keys_known(io, reader));
+  REQUIRE(keys_known(io, staging));
+  REQUIRE(test_support::run(io, reader.get(who, now)) == wandura::cached_ticket{"tkt_db0", now + 30min});
+
+  // The same viewer's device in database 1: stored there and erased there.
+  test_support::run(io, staging.put(who, {"tkt_db1", now + 30min}, now));
+  test_support::run(io, staging.erase(who));
+  REQUIRE(wait_until(io, [&] { return staging.stats().erasures_heard == 1; })); // the erase was published
+  test_support::wait(io, 50ms);
+  CHECK(raw(io, writer_client, {"EXISTS", wandura::fleet_keys::ticket("acme", who)}).integer == 1);
+  CHECK(test_support::run(io, reader.get(who, now)) == wandura::cached_ticket{"tkt_db0", now + 30min});
+  CHECK(reader.stats().erasures_heard == 0);
+  CHECK(reader.stats().known_absent == 0);
+}
+
 TEST_CASE("known keys: with the subscription lost every near miss asks Redis, and once it is back the keys are "
           "read whole again, stores missed meanwhile included") {
   auto redis = test_support::start_redis_or_skip();

@@ -18,6 +18,9 @@ TEST_CASE("key layout: every key carries the organisation as a hash tag") {
   CHECK(wandura::fleet_keys::ticket("org_demo", who()).size() == std::string("wandura:{org_demo}:ticket:").size() + 32);
   CHECK(wandura::fleet_keys::viewer("org_demo", {30, 30}, "v:1") == "wandura:{org_demo}:viewer:30pm-b30:v:1");
   CHECK(wandura::fleet_keys::pace("org_demo", "playback") == "wandura:{org_demo}:pace:playback");
+  CHECK(wandura::fleet_keys::ticket_erasures("org_demo") == "wandura:{org_demo}:ticket-erased");
+  CHECK(wandura::fleet_keys::ticket_erasures("org_demo", 0) == "wandura:{org_demo}:ticket-erased");
+  CHECK(wandura::fleet_keys::ticket_erasures("org_demo", 3) == "wandura:{org_demo}:ticket-erased@3"); // per database
 }
 
 TEST_CASE("key layout: each part of a ticket's identity changes its key") {
