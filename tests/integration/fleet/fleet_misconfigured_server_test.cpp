@@ -10,6 +10,7 @@
 #include <asio/io_context.hpp>
 
 #include "fleet_test_support.hpp"
+#include "wandura/fleet/shared_counter_pace.hpp"
 #include "wandura/playback/ticket_store.hpp"
 
 using namespace std::chrono_literals;
@@ -115,4 +116,69 @@ TEST_CASE("fleet against a misconfigured redis-server: each part's one WARN line
       shared.shutdown();
     }
   }
+}
+
+TEST_CASE("fleet with the least-privilege ACL user of the README, in database 2: nothing falls back, the near cache "
+          "and the replica of keys come up, and a flushed script cache is reloaded") {
+  // The README's ACL, for every organisation; an admin user to flush the script cache, the default user off.
+  std::vector<std::string> const fleet_user{
+      "--user",   "fleet-worker", "on",       ">acl-s3cret", "resetkeys",  "~wandura:*", "resetchannels", "&wandura:*",
+      "-@all",    "+mget",        "+evalsha", "+eval",       "+subscribe", "+select",    "+set",          "+pttl",
+      "+pexpire", "+del",         "+hmget",   "+hset",       "+publish",   "+scan"};
+  std::vector<std::string> args = fleet_user;
+  for (std::string const arg :
+       {"--user", "admin", "on", ">admin-pw", "~*", "&*", "+@all", "--user", "default", "off"}) {
+    args.push_back(arg);
+  }
+  auto redis = test_support::start_redis_or_skip(args);
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  std::vector<std::string> lines;
+  wandura::fallback_options const fallback{.log = [&](std::string_view line) { lines.emplace_back(line); },
+                                           .probe_interval = 20ms};
+  wandura::fleet_options fleet_options;
+  fleet_options.redis.url = "redis://fleet-worker:acl-s3cret" + at(*redis) + "/2";
+  fleet_options.redis.command_timeout = 500ms;
+  fleet_options.org = "acme";
+  fleet_options.fallback = fallback;
+  wandura::fleet shared(io.get_executor(), fleet_options);
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 30;
+  shared.configure(options);
+  wandura::redis_client pace_client(io.get_executor(), fleet_options.redis);
+  wandura::shared_counter_pace pace(pace_client, "acme", {.fallback = fallback});
+  wandura::redis_client admin(io.get_executor(),
+                              {.url = "redis://admin:admin-pw" + at(*redis), .command_timeout = 500ms});
+  auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
+
+  for (int i = 0; i < 4; ++i) {
+    if (i == 2) {
+      test_support::raw(io, admin, {"SCRIPT", "FLUSH"}); // NOSCRIPT: each script is sent again with EVAL
+    }
+    std::string const device = "device-" + std::to_string(i);
+    test_support::run(io, options.tickets->insert(key_on(device), ticket_for(device, now + 30min)));
+    test_support::run(io, shared.flush());
+    CHECK(test_support::run(io, options.tickets->find({key_on(device)}))[0] == ticket_for(device, now + 30min));
+    CHECK(test_support::run(io, options.viewer_limit->acquire(viewer, 1)).allowed);
+    CHECK(test_support::run(io, pace.try_acquire(1)).go);
+    test_support::run(io, pace.set_rate(600));
+    test_support::run(io, pace.hold_until(system_clock::now()));
+    (void)test_support::run(io, pace.read());
+  }
+  test_support::run(io, options.tickets->erase(key_on("device-0")));
+  CHECK_FALSE(test_support::run(io, options.tickets->find({key_on("device-0")}))[0]);
+  CHECK(test_support::wait_until(io, [&] {
+    auto const tickets = shared.stats().tickets;
+    return tickets.near_cache_live && tickets.known_keys_complete;
+  }));
+  CHECK(shared.stats().fallbacks == 0);
+  CHECK(pace.stats().fallbacks == 0);
+  CHECK(lines.empty());
+  CHECK(test_support::raw(io, admin, {"SELECT", "2"}).text == "OK");
+  CHECK(
+      test_support::raw(io, admin, {"EXISTS", wandura::fleet_keys::ticket("acme", test_support::viewer_on("device-1"))})
+          .integer == 1); // in the URL's database
+  shared.shutdown();
 }
