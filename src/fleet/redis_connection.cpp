@@ -256,6 +256,10 @@ void redis_connection::close() {
 
 void redis_connection::on_ready() {
   ready_ = true;
+  // Established only now: a connection whose AUTH or SELECT is refused (or unanswered) is a failed connect, and
+  // the reconnect waits go on doubling. Reset at TCP connect, a wrong password was retried every first wait.
+  ++stats_.connects;
+  backoff_.reset();
   for (auto& op : awaiting_ready_) {
     if (!op->done) {
       arm_timeout(op);
@@ -419,8 +423,6 @@ void redis_connection::on_connect(redisAsyncContext const* ac, int status) {
     return; // hiredis frees the context next; on_context_gone counts the failure
   }
   conn->connected_ = true;
-  ++conn->stats_.connects;
-  conn->backoff_.reset();
   if (conn->setup_pending_ == 0) {
     conn->connect_timer_.cancel();
     conn->on_ready();

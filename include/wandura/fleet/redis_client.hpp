@@ -61,7 +61,7 @@ struct redis_options {
 struct redis_client_stats {
   std::uint64_t commands = 0;         ///< commands initiated
   std::uint64_t timeouts = 0;         ///< commands that completed with `errc::attempt_timeout`
-  std::uint64_t connects = 0;         ///< connections established
+  std::uint64_t connects = 0;         ///< connections established (connected, the URL's AUTH and SELECT accepted)
   std::uint64_t connect_failures = 0; ///< connect attempts that failed (refused, timeout, AUTH/SELECT refused)
   std::uint64_t disconnects = 0;      ///< established connections that were lost
   std::size_t pending = 0;            ///< commands sent and not answered yet (timed out ones included)

@@ -505,6 +505,32 @@ TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed 
   }
 }
 
+TEST_CASE("redis client: a refused AUTH is a failed connect: it is not counted as established, and the reconnect "
+          "waits double as after a refused connect instead of starting again at the first") {
+  auto redis = test_support::start_redis_or_skip({"--requirepass", "s3cret-pw"});
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client bad(io.get_executor(), {.url = "redis://:wrong-pw@127.0.0.1:" + std::to_string(redis->port()),
+                                                .command_timeout = 500ms,
+                                                .reconnect_backoff = 50ms,
+                                                .max_reconnect_backoff = 800ms});
+  // A command every 5 ms for 1.6 s, as a fleet's parts probing: connects are tried at 0, 50, 150, 350, 750 and
+  // 1550 ms when the waits double; about every 50 ms when each refused AUTH starts them again at the first.
+  auto const start = std::chrono::steady_clock::now();
+  while (elapsed_ms(start) < 1600) {
+    auto [ec, reply] = run_command(io, bad, {"PING"});
+    REQUIRE((ec == wandura::fleet_errc::auth_failed || ec == wandura::errc::connect_failed));
+    test_support::wait(io, 5ms);
+  }
+  auto const stats = bad.stats();
+  CHECK(stats.connect_failures >= 4);
+  CHECK(stats.connect_failures <= 8);
+  CHECK(stats.connects == 0); // no connection was ever ready for a command
+  CHECK(stats.disconnects == 0);
+}
+
 TEST_CASE("redis client: behind a stalled redis, commands beyond max_pending fail at once as overloaded") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
