@@ -33,6 +33,8 @@ void fallback_guard::redis_answered() {
 void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now,
                                   std::string_view refusal) {
   ++fallbacks_;
+  ++failures_;
+  last_failure_ = ec;
   retry_at_ = now + options_.probe_interval;
   if (ec == asio::error::shut_down) {
     shut_down_ = true;

@@ -36,6 +36,10 @@ public:
   [[nodiscard]] std::uint64_t fallbacks() const noexcept { return fallbacks_; }
   /// True while the class answers locally.
   [[nodiscard]] bool degraded() const noexcept { return degraded_; }
+  /// How many times `redis_failed` was called, and with what error the latest time (none before the first): whether
+  /// an operation that fell back was sent, and how it failed.
+  [[nodiscard]] std::uint64_t failures() const noexcept { return failures_; }
+  [[nodiscard]] std::error_code last_failure() const noexcept { return last_failure_; }
 
 private:
   std::string what_;
@@ -46,6 +50,8 @@ private:
   std::chrono::steady_clock::time_point retry_at_{};
   std::uint64_t fallbacks_ = 0;
   std::uint64_t fallbacks_at_outage_ = 0;
+  std::uint64_t failures_ = 0;
+  std::error_code last_failure_;
 };
 
 } // namespace wandura::detail

@@ -518,21 +518,35 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       co_return;
     }
     subscribe(); // the local copies just kept are served near once it is live
-    // Written or not (fallen back, cancelled), the copies are served near only under their generation from now on.
+    // Written or not (fallen back, cancelled), the copies are served near only under their generation from now on;
+    // except when the script surely did not store them (not sent, or refused: an error reply such as maxmemory
+    // reached, a read-only replica, an ACL). Redis then lacks them, and the reads it still answers would find
+    // nothing: a copy kept before the subscription was live (generation 0) was never reused again, not even by this
+    // process. Those copies stay served near, as while their write was pending, until replaced, erased or past
+    // their reuse limit. A timeout or a lost connection leaves it unknown: the script may have run.
     struct ends_unwritten {
       impl& self;
       detail::prepared_stores const& stores;
+      bool refused = false;
       ends_unwritten(impl& s, detail::prepared_stores const& p) : self(s), stores(p) {}
       ends_unwritten(ends_unwritten const&) = delete;
       ends_unwritten& operator=(ends_unwritten const&) = delete;
-      ~ends_unwritten() { self.end_unwritten(stores); }
-    } const ended{*this, stores};
+      ~ends_unwritten() {
+        if (!refused) {
+          self.end_unwritten(stores);
+        }
+      }
+    } ended{*this, stores};
     std::vector<std::string_view> const key_views(stores.keys.begin(), stores.keys.end());
     std::vector<std::string_view> arg_views(stores.args.begin(), stores.args.end());
     arg_views.emplace_back(erase_channel); // where the script announces what it stored
+    auto const failures = guard.failures();
     auto const written = co_await detail::run_or_fall_back(put_script, redis, guard, key_views, arg_views, &is_integer,
                                                            "ticket cache: store");
     if (!written) {
+      auto const why = guard.last_failure(); // this store's, if it was sent: no suspension since
+      ended.refused = guard.failures() == failures || why == fleet_errc::server_error ||
+                      why == fleet_errc::auth_failed || why == fleet_errc::overloaded;
       co_return;
     }
     // Every key is in Redis now, stored by this script or by a longer-lived store: known at once, before the

@@ -182,3 +182,35 @@ TEST_CASE("fleet with the least-privilege ACL user of the README, in database 2:
           .integer == 1); // in the URL's database
   shared.shutdown();
 }
+
+TEST_CASE("fleet against a redis-server that refuses writes but answers reads (maxmemory reached, a read-only "
+          "replica): this process still reuses the tickets it issued, after every probe of Redis") {
+  auto const server_args = GENERATE(std::vector<std::string>{"--maxmemory", "1", "--maxmemory-policy", "noeviction"},
+                                    std::vector<std::string>{"--replicaof", "127.0.0.1", "1"});
+  auto redis = test_support::start_redis_or_skip(server_args);
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::fleet_options fleet_options;
+  fleet_options.redis.url = redis->url();
+  fleet_options.redis.command_timeout = 500ms;
+  fleet_options.org = "acme";
+  fleet_options.fallback = {.log = [](std::string_view) {}, .probe_interval = 10ms};
+  wandura::fleet shared(io.get_executor(), fleet_options);
+  wandura::client_options options;
+  shared.configure(options);
+  auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
+  for (int i = 0; i < 3; ++i) {
+    std::string const device = "device-" + std::to_string(i);
+    test_support::run(io, options.tickets->insert(key_on(device), ticket_for(device, now + 30min)));
+    test_support::run(io, shared.flush()); // the store was refused
+  }
+  test_support::wait(io, 50ms); // past the probe interval: lookups ask Redis, which answers them
+  for (int i = 0; i < 3; ++i) {
+    std::string const device = "device-" + std::to_string(i);
+    INFO(device);
+    CHECK(test_support::run(io, options.tickets->find({key_on(device)}))[0] == ticket_for(device, now + 30min));
+  }
+  shared.shutdown();
+}
