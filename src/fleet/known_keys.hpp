@@ -53,8 +53,8 @@ public:
   ///        drops the expired keys first; unless that frees more than an eighth of it, the replica empties and stays
   ///        incomplete until the next resync (`begin`), so that its memory stays bounded (and a replica that is
   ///        nearly full of live keys does not sweep at every key). The table holds 16 bytes a slot and doubles when
-  ///        three quarters full (`id_table`): 21 to 43 bytes a key held, at most 16 x 2^ceil(log2(4/3 x capacity))
-  ///        bytes.
+  ///        three quarters full (`id_table`): 21 to 43 bytes a key as it grows, at most 16 x 2^ceil(log2(4/3 x
+  ///        capacity)) bytes (8 MiB for 250,000).
   explicit known_keys(std::size_t capacity) : capacity_(capacity) {}
 
   /// A new subscription is live: everything held is dropped (stores may have been missed) and keys are taken
