@@ -22,8 +22,6 @@ public:
                   reinterpret_cast<std::uintptr_t>(this))) {}
 
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  /// Bytes of the table itself (16 for a slot of an 8-byte value).
-  [[nodiscard]] std::size_t bytes() const noexcept { return slots_.size() * sizeof(slot); }
 
   /// The value held for `id`, or nothing. Valid until the next insert, erase, retain or clear.
   [[nodiscard]] Value* find(std::uint64_t id) noexcept {

@@ -20,7 +20,8 @@ struct fallback_options {
   /// (`INFO fleet ticket_cache: redis 127.0.0.1:6379 is back after 42 local answers`). Never one per call; never
   /// a password. When Redis answered an error reply, the line quotes it (one line, its first 200 bytes), e.g.
   /// `unavailable (redis answered an error reply: NOAUTH Authentication required.)`: a server that refuses the
-  /// fleet's commands (no or wrong ACL permissions, `maxmemory` reached, a read-only replica) says why. May be empty. Called on the thread that runs the operation.
+  /// fleet's commands (no or wrong ACL permissions, `maxmemory` reached, a read-only replica) says why. May be
+  /// empty. Called on the thread that runs the operation.
   std::function<void(std::string_view)> log;
   /// After a failure, how long operations answer locally before Redis is tried again.
   std::chrono::milliseconds probe_interval{500};

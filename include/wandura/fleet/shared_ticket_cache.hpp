@@ -46,8 +46,9 @@ struct ticket_cache_options {
   /// script has ended). False: every lookup asks Redis, the local copy serves only as the fallback.
   bool near_cache = true;
   /// With the near cache on: the most ticket keys of the organisation this process keeps track of (see Keys known
-  /// absent), in a table of 16-byte slots at most three quarters full (8 MiB at most at the default). Past it the replica empties and lookups ask Redis until it is read again (after
-  /// a backoff). 0: not kept; every near miss asks Redis.
+  /// absent), in a table of 16-byte slots at most three quarters full (8 MiB at most at the default). Past it the
+  /// replica empties and lookups ask Redis until it is read again (after a backoff). 0: not kept; every near miss
+  /// asks Redis.
   std::size_t known_keys_capacity = 250'000;
   fallback_options fallback{};
 };
