@@ -8,11 +8,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 #include "id_table.hpp"
 #include "known_keys.hpp"
@@ -55,84 +54,113 @@ struct local_ticket {
 /// `cached` with its payload decoded when it is a ticket store's.
 [[nodiscard]] local_ticket with_decoded(cached_ticket cached);
 
+/// The local copy: at most `capacity` tickets in one array of entries, found through two `id_table`s (by the hash of
+/// the identity, by the id of the Redis key) and ordered for eviction by a binary heap of reuse limits; a store
+/// or a lookup follows no node and, once the cache is full, allocates nothing of its own (an entry's slot, and the
+/// buffer its identity is kept in, are reused). Not thread-safe.
 class local_ticket_cache {
 public:
-  explicit local_ticket_cache(std::size_t capacity) : capacity_(capacity) {}
+  /// How an identity is hashed: `ticket_identity_hash` unless a test makes identities collide.
+  using hasher = std::size_t (*)(ticket_identity_view) noexcept;
+
+  /// `capacity` above 2^32 - 2 tickets is taken as that many.
+  explicit local_ticket_cache(std::size_t capacity, hasher hash = &hash_identity);
 
   /// Keeps `value` for `who` until `reuse_until`, under the id of its Redis key `key` (`ticket_key_id_of`: what
-  /// erase notifications name, and the store's write ends under), as a
-  /// near copy of subscription `generation` (0: a fallback copy only), and with a non-zero `unwritten` token as a
-  /// copy of this process's own store whose write to Redis has not ended yet (`written`): served near whatever its
-  /// generation, as Redis would serve it once written. A later store for `who`, or for `key`, replaces it. When full,
-  /// tickets past their reuse limit at `now` make room; if none is, the ticket with the least reuse time left goes (of
+  /// erase notifications name, and the store's write ends under), as a near copy of subscription `generation` (0: a
+  /// fallback copy only), and with a non-zero `unwritten` token as a copy of this process's own store whose write to
+  /// Redis has not ended yet (`written`): served near whatever its generation, as Redis would serve it once written.
+  /// A later store for `who`, or for `key`, replaces it; so does one for another identity of the same hash (64 bits:
+  /// in practice never; it would cost the replaced identity a Redis lookup, never a wrong ticket). When full, tickets
+  /// past their reuse limit at `now` make room; if none is, the ticket with the least reuse time left goes (of
   /// several with as little, the earliest stored), or this one is not kept if it has less than all.
-  void store(ticket_key_id key, ticket_identity who, local_ticket value,
+  /// @throws std::bad_alloc (then `value` is not kept; tickets this store replaced or dropped to make room are gone).
+  void store(ticket_key_id key, ticket_identity_view who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
              std::uint64_t generation = 0, std::uint64_t unwritten = 0);
   /// The write of the store with token `unwritten` of the ticket kept under `key` has ended (written, fallen back
   /// or dropped): if the copy kept is still that store's, it is served near only under its generation from now on.
   /// A copy of a later store of the key keeps its own mark.
-  void written(ticket_key_id key, std::uint64_t unwritten);
+  void written(ticket_key_id key, std::uint64_t unwritten) noexcept;
   /// Drops the ticket kept under the Redis key `key`, if any.
-  void erase(ticket_key_id key);
+  void erase(ticket_key_id key) noexcept;
   /// Drops the ticket kept for exactly `who`, if any.
-  void erase(ticket_identity_view who);
+  void erase(ticket_identity_view who) noexcept;
   /// The ticket stored for exactly `who` if `now` is before its reuse limit. Valid until the next store or erase.
   [[nodiscard]] local_ticket const* find(ticket_identity_view who, std::chrono::system_clock::time_point now) const;
   /// As `find`, and only a copy kept under `generation` (never one of generation 0), or an unwritten one.
   [[nodiscard]] local_ticket const* find_near(ticket_identity_view who, std::chrono::system_clock::time_point now,
                                               std::uint64_t generation) const;
-  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return by_identity_.size(); }
 
 private:
-  /// The map's key: an identity with its hash, computed once (a lookup walking a bucket compares hashes first and
-  /// never hashes a stored identity again). The hash comes first: it shares the node's first cache line with the
-  /// bucket chain's link, so that a walk past another entry touches one line of it, not two.
-  struct hashed_identity {
-    std::size_t hash = 0;
-    ticket_identity who;
+  static std::size_t hash_identity(ticket_identity_view who) noexcept { return ticket_identity_hash{}(who); }
+
+  using slot_index = std::uint32_t;
+  struct no_slot {
+    static constexpr slot_index empty() noexcept { return ~slot_index{0}; }
   };
-  /// A lookup's key: the caller's strings, not copied.
-  struct hashed_view {
-    ticket_identity_view who;
-    std::size_t hash = 0;
+
+  /// An identity in one buffer (its four texts one after the other) with the lengths that split it: compared with
+  /// a lookup's strings in one or two cache lines, and rewritten in place when the slot is reused.
+  struct packed_identity {
+    std::string text; ///< viewer_ref, union_info, film_ref and intent, in that order
+    std::uint32_t viewer_size = 0;
+    std::uint32_t device_size = 0;
+    std::uint32_t film_size = 0;
+    int episode_no = 0;
+
+    void assign(ticket_identity_view who);
+    [[nodiscard]] bool operator==(ticket_identity_view who) const noexcept;
   };
-  struct key_hash {
-    using is_transparent = void;
-    std::size_t operator()(hashed_identity const& k) const noexcept { return k.hash; }
-    std::size_t operator()(hashed_view const& k) const noexcept { return k.hash; }
+
+  /// A slot of `entries_`: in use while `by_identity_` holds its `hash`, free (on `free_`) otherwise. The fields a
+  /// lookup reads come first.
+  struct entry {
+    std::size_t hash = 0;                              ///< the identity's hash: its id in `by_identity_`
+    std::chrono::system_clock::time_point reuse_until; ///< served until then
+    std::uint64_t generation = 0;                      ///< the subscription it was kept under; 0 when none was live
+    std::uint64_t unwritten = 0; ///< this process's own store's token while its write has not ended; 0 after
+    ticket_key_id key = 0;       ///< its Redis key's id: its id in `by_key_`
+    packed_identity who;
+    local_ticket value;
   };
-  struct key_equal {
-    using is_transparent = void;
-    template <class A, class B> bool operator()(A const& a, B const& b) const noexcept {
-      return a.hash == b.hash && ticket_identity_view(a.who) == ticket_identity_view(b.who);
+
+  /// An element of the eviction heap: the entry's reuse limit and store order, copied here so that the heap is
+  /// ordered without reading the entries.
+  struct expiry {
+    std::chrono::system_clock::time_point reuse_until;
+    std::uint64_t order = 0; ///< when the entry was (last) stored: of equal limits, the lowest goes first
+    slot_index slot = 0;
+
+    [[nodiscard]] bool operator<(expiry const& other) const noexcept {
+      return reuse_until < other.reuse_until || (reuse_until == other.reuse_until && order < other.order);
     }
   };
-  using expiry_index = std::multimap<std::chrono::system_clock::time_point, hashed_identity const*>;
-  struct entry {
-    ticket_key_id key = 0; ///< its Redis key's id (`by_key_`)
-    local_ticket value;
-    expiry_index::iterator expiry; ///< this entry's place in `by_expiry_` (its key is the reuse limit)
-    std::uint64_t generation = 0;  ///< the subscription it was kept under; 0 when none was live
-    std::uint64_t unwritten = 0;   ///< this process's own store's token while its write has not ended; 0 after
-  };
-  using entry_map = std::unordered_map<hashed_identity, entry, key_hash, key_equal>;
 
   [[nodiscard]] entry const* live_entry(ticket_identity_view who, std::chrono::system_clock::time_point now) const;
-  void drop(entry_map::const_iterator it);
-  void drop(hashed_identity const* who) { drop(entries_.find(*who)); }
+  /// Frees slot `at`: out of both indexes and the heap, its ticket released (its identity's buffer kept).
+  void drop(slot_index at) noexcept;
   /// Drops the tickets past their reuse limit at `now`, soonest first: one look at the earliest when none is.
-  void drop_expired(std::chrono::system_clock::time_point now);
+  void drop_expired(std::chrono::system_clock::time_point now) noexcept;
+
+  // The eviction heap (a binary min-heap on `expiry`), with each slot's place in it kept in `heap_at_`.
+  void heap_place(std::size_t at, expiry e) noexcept;
+  void heap_sift_up(std::size_t at) noexcept;
+  void heap_sift_down(std::size_t at) noexcept;
+  void heap_erase(std::size_t at) noexcept;
 
   std::size_t capacity_;
-  entry_map entries_; ///< node-based: the identities and keys the indexes point to stay where they are
-  struct no_identity {
-    static constexpr hashed_identity const* empty() noexcept { return nullptr; }
-  };
-  /// Redis key's id -> entry, for erases heard and writes ended. Two keys sharing an id (64 of the key's 128 bits)
+  hasher hash_;
+  std::vector<entry> entries_;                ///< slots, in use or free; never more than `capacity_`
+  std::vector<slot_index> free_;              ///< the free slots of `entries_`
+  std::vector<expiry> heap_;                  ///< every entry in use, soonest reuse limit first
+  std::vector<slot_index> heap_at_;           ///< slot -> its place in `heap_` (while in use)
+  std::uint64_t stores_ = 0;                  ///< stores so far: `expiry::order`
+  id_table<slot_index, no_slot> by_identity_; ///< identity hash -> slot
+  /// Redis key's id -> slot, for erases heard and writes ended. Two keys sharing an id (64 of the key's 128 bits)
   /// would only make one drop the other's copy, which costs a Redis lookup, never a wrong ticket.
-  id_table<hashed_identity const*, no_identity> by_key_;
-  expiry_index by_expiry_; ///< every entry by its reuse limit: a full cache finds what to drop without a scan
+  id_table<slot_index, no_slot> by_key_;
 };
 
 } // namespace wandura::detail

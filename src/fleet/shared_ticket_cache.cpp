@@ -163,18 +163,18 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
 
   /// Keeps `ticket` of `who` (Redis key id `id`) locally until its reuse limit, as a near copy of generation
   /// `kept_as` (0: a fallback copy only). Any thread.
-  void keep_local(detail::ticket_key_id id, ticket_identity who, detail::local_ticket ticket,
+  void keep_local(detail::ticket_key_id id, detail::ticket_identity_view who, detail::local_ticket ticket,
                   system_clock::time_point now, std::uint64_t kept_as, std::uint64_t unwritten = 0) {
     auto const reuse_until = detail::saturating_sub(ticket.cached.expires_at, options.reuse_margin);
     std::lock_guard lock(local_mutex);
-    local.store(id, std::move(who), std::move(ticket), reuse_until, now, kept_as, unwritten);
+    local.store(id, who, std::move(ticket), reuse_until, now, kept_as, unwritten);
   }
 
   /// `keep_local` under the Redis key `key`, and the erase subscription opened if it is not yet. On the executor.
-  void keep(std::string_view key, ticket_identity who, detail::local_ticket ticket, system_clock::time_point now,
-            std::uint64_t kept_as) {
+  void keep(std::string_view key, detail::ticket_identity_view who, detail::local_ticket ticket,
+            system_clock::time_point now, std::uint64_t kept_as) {
     if (auto const id = id_of(key)) { // always: every key read is built by `fleet_keys::ticket`
-      keep_local(*id, std::move(who), std::move(ticket), now, kept_as);
+      keep_local(*id, who, std::move(ticket), now, kept_as);
     }
     subscribe();
   }
@@ -497,7 +497,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       into.args.push_back(detail::encode_envelope(who, ticket.cached));
       into.args.push_back(std::to_string(px));
       into.tokens.push_back(token);
-      keep_local(id, std::move(who), std::move(ticket), now, kept_as, token); // `who` not used again
+      keep_local(id, who, std::move(ticket), now, kept_as, token);
     }
   }
 

@@ -237,6 +237,7 @@ struct reference_cache {
     std::uint64_t stored = 0; ///< when it was (last) stored: of equal reuse limits, the lowest goes first
   };
   std::size_t capacity;
+  wandura::detail::local_ticket_cache::hasher hash;
   std::vector<row> rows;
   std::uint64_t clock = 0;
 
@@ -250,7 +251,8 @@ struct reference_cache {
         return;
       }
     }
-    drop_if([&](row const& r) { return r.who == who || r.key == key; });
+    // Another identity of the same hash is replaced too (the cache indexes identities by their hash alone).
+    drop_if([&](row const& r) { return hash(r.who) == hash(who) || r.key == key; });
     if (rows.size() >= capacity) {
       drop_if([&](row const& r) { return now >= r.reuse_until; });
     }
@@ -285,61 +287,114 @@ struct reference_cache {
   }
 };
 
+/// A long random run of stores, erases and clock steps over `who`, the cache checked against `reference_cache` after
+/// every step. Keys are mostly the identity's own and sometimes one that identities share; reuse limits are drawn
+/// from a few instants, so that many are equal and many have passed.
+void agree_with_rules(std::size_t capacity, std::vector<wandura::ticket_identity> const& who, int steps,
+                      wandura::detail::local_ticket_cache::hasher hash) {
+  std::mt19937 random(static_cast<std::uint32_t>(capacity) + 1U); // fixed: a failure replays
+  wandura::detail::local_ticket_cache cache(capacity, hash);
+  reference_cache model{capacity, hash, {}};
+  auto now = t0;
+  for (int step = 0; step < steps; ++step) {
+    CAPTURE(step);
+    auto const pick = [&random](std::size_t n) { return static_cast<std::size_t>(random() % n); };
+    auto const& id = who[pick(who.size())];
+    std::size_t const id_at = static_cast<std::size_t>(&id - who.data());
+    std::string const key_name = pick(5) == 0 ? "shared" : "k" + std::to_string(id_at);
+    switch (pick(8)) {
+    case 0: now += std::chrono::minutes(pick(3)); break;
+    case 1:
+    case 2: {
+      std::string const key_named = pick(3) == 0 ? "shared" : "k" + std::to_string(pick(who.size()));
+      cache.erase(key(key_named));
+      model.erase(key_named);
+      break;
+    }
+    case 3:
+      if (pick(4) == 0) { // by identity, as a fallen-back erase does
+        cache.erase(wandura::detail::ticket_identity_view(id));
+        model.drop_if([&](reference_cache::row const& r) { return r.who == id; });
+        break;
+      }
+      [[fallthrough]];
+    default: {
+      auto const reuse_until = now + std::chrono::minutes(static_cast<int>(pick(6)) - 1);
+      std::string const payload = "tkt_" + std::to_string(step);
+      std::uint64_t const generation = pick(3);
+      cache.store(key(key_name), id, kept(payload, reuse_until + 5min), reuse_until, now, generation);
+      model.store(key_name, id, payload, reuse_until, now, generation);
+      break;
+    }
+    }
+    REQUIRE(cache.size() == model.rows.size());
+    for (auto const& w : who) {
+      auto const* const mine = cache.find(w, now);
+      auto const* const ref = model.find(w, now);
+      REQUIRE((mine != nullptr) == (ref != nullptr));
+      if (ref != nullptr) {
+        REQUIRE(mine->cached.payload == ref->payload);
+        for (std::uint64_t g : {0U, 1U, 2U}) {
+          REQUIRE((cache.find_near(w, now, g) != nullptr) == (g != 0 && ref->generation == g));
+        }
+      } else {
+        REQUIRE_FALSE(cache.find_near(w, now, 1));
+      }
+    }
+  }
+}
+
+std::size_t real_hash(wandura::detail::ticket_identity_view who) noexcept {
+  return wandura::detail::ticket_identity_hash{}(who);
+}
+
 } // namespace
 
 TEST_CASE("local ticket cache: long random runs of stores, erases and key collisions agree with its rules") {
-  // Identities that differ in one field, or only where one field ends and the next begins; keys that are mostly
-  // the identity's own and sometimes one that two identities share; reuse limits drawn from a few instants, so that
-  // many are equal and many have passed.
-  std::vector<wandura::ticket_identity> const who = {
+  // Identities that differ in one field, or only where one field ends and the next begins.
+  std::vector<wandura::ticket_identity> const few = {
       {"ab", "c", "film", 1, "play"}, {"a", "bc", "film", 1, "play"}, {"v", "d", "film", 1, "play"},
       {"v", "d", "film", 11, "play"}, {"v", "d", "film1", 1, "play"}, {"v", "d", "film", 1, "playdownload"},
       {"v", "dfilm", "", 1, "play"},  {"v", "d", "film", -1, "play"},
   };
   for (std::size_t capacity : {0U, 1U, 2U, 3U, 5U}) {
     CAPTURE(capacity);
-    std::mt19937 random(static_cast<std::uint32_t>(capacity) + 1U); // fixed: a failure replays
-    wandura::detail::local_ticket_cache cache(capacity);
-    reference_cache model{capacity, {}};
-    auto now = t0;
-    for (int step = 0; step < 4000; ++step) {
-      CAPTURE(step);
-      auto const pick = [&random](std::size_t n) { return static_cast<std::size_t>(random() % n); };
-      auto const& id = who[pick(who.size())];
-      std::size_t const id_at = static_cast<std::size_t>(&id - who.data());
-      std::string const key_name = pick(5) == 0 ? "shared" : "k" + std::to_string(id_at);
-      switch (pick(8)) {
-      case 0: now += std::chrono::minutes(pick(3)); break;
-      case 1:
-      case 2: {
-        std::string const key_named = pick(3) == 0 ? "shared" : "k" + std::to_string(pick(who.size()));
-        cache.erase(key(key_named));
-        model.erase(key_named);
-        break;
-      }
-      default: {
-        auto const reuse_until = now + std::chrono::minutes(static_cast<int>(pick(6)) - 1);
-        std::string const payload = "tkt_" + std::to_string(step);
-        std::uint64_t const generation = pick(3);
-        cache.store(key(key_name), id, kept(payload, reuse_until + 5min), reuse_until, now, generation);
-        model.store(key_name, id, payload, reuse_until, now, generation);
-        break;
-      }
-      }
-      REQUIRE(cache.size() == model.rows.size());
-      for (auto const& w : who) {
-        auto const* const mine = cache.find(w, now);
-        auto const* const ref = model.find(w, now);
-        REQUIRE((mine != nullptr) == (ref != nullptr));
-        if (ref != nullptr) {
-          REQUIRE(mine->cached.payload == ref->payload);
-          for (std::uint64_t g : {0U, 1U, 2U}) {
-            REQUIRE((cache.find_near(w, now, g) != nullptr) == (g != 0 && ref->generation == g));
-          }
-        } else {
-          REQUIRE_FALSE(cache.find_near(w, now, 1));
-        }
-      }
-    }
+    agree_with_rules(capacity, few, 4000, &real_hash);
   }
+  // Enough tickets for the eviction heap to be several levels deep, and for slots to be freed and reused in any
+  // order.
+  std::vector<wandura::ticket_identity> many;
+  for (int i = 0; i < 48; ++i) {
+    many.push_back({"viewer-" + std::to_string(i % 7), "device-" + std::to_string(i), "film", i % 3, "play"});
+  }
+  for (std::size_t capacity : {17U, 40U}) {
+    CAPTURE(capacity);
+    agree_with_rules(capacity, many, 3000, &real_hash);
+  }
+}
+
+TEST_CASE("local ticket cache: identities of one hash replace each other and are never served for each other") {
+  auto const one_hash = [](wandura::detail::ticket_identity_view) noexcept -> std::size_t { return 42; };
+  wandura::detail::local_ticket_cache cache(10, one_hash);
+  cache.store(key("k7"), viewer_on("device-7"), kept("tkt_7", t0 + 30min), t0 + 25min, t0, 1);
+  CHECK(cache.find(viewer_on("device-7"), t0)->cached.payload == "tkt_7");
+  CHECK_FALSE(cache.find(viewer_on("device-8"), t0));
+  CHECK_FALSE(cache.find_near(viewer_on("device-8"), t0, 1));
+  cache.erase(wandura::detail::ticket_identity_view(viewer_on("device-8"))); // nothing kept for it
+  CHECK(cache.size() == 1);
+  cache.store(key("k8"), viewer_on("device-8"), kept("tkt_8", t0 + 30min), t0 + 25min, t0, 1);
+  CHECK(cache.size() == 1);
+  CHECK_FALSE(cache.find(viewer_on("device-7"), t0));
+  CHECK(cache.find_near(viewer_on("device-8"), t0, 1)->cached.payload == "tkt_8");
+  cache.erase(key("k7")); // went with device-7's copy
+  CHECK(cache.find(viewer_on("device-8"), t0));
+  // A long run where hashes collide often (a handful of values for 48 identities) agrees with the rules as well.
+  std::vector<wandura::ticket_identity> many;
+  for (int i = 0; i < 48; ++i) {
+    many.push_back({"viewer-" + std::to_string(i % 7), "device-" + std::to_string(i), "film", i % 3, "play"});
+  }
+  auto const few_hashes = [](wandura::detail::ticket_identity_view who) noexcept -> std::size_t {
+    return static_cast<unsigned char>(who.union_info.back()) % 5U;
+  };
+  agree_with_rules(12, many, 3000, few_hashes);
 }
