@@ -18,8 +18,8 @@ std::size_t ticket_identity_hash::operator()(ticket_identity_view who) const noe
 }
 
 local_ticket with_decoded(cached_ticket cached) {
-  auto decoded = decode_ticket_payload(cached.payload);
-  return {std::move(cached), std::move(decoded)};
+  auto const decoded = read_ticket_payload(cached.payload);
+  return {std::move(cached), decoded};
 }
 
 namespace {

@@ -45,10 +45,16 @@ struct ticket_identity_hash {
 };
 
 /// A ticket as the local copy keeps it: the cache's value and, when its payload is one the fleet's ticket store
-/// wrote (`encode_ticket_payload`), that payload decoded once, so that serving it parses nothing.
+/// wrote (`encode_ticket_payload`), where that payload's fields lie, read once: serving it parses nothing, and the
+/// copy owns one buffer (the payload), not one per field.
 struct local_ticket {
   cached_ticket cached;
-  std::optional<stored_ticket> decoded; ///< nothing for a payload of another format (served as bytes only)
+  std::optional<ticket_payload_fields> decoded; ///< nothing for a payload of another format (served as bytes only)
+
+  /// The ticket, copied out of the payload. @pre `decoded`.
+  [[nodiscard]] wandura::ticket ticket() const { return decoded->ticket(cached.payload); }
+  /// The id of the process that stored it. @pre `decoded`.
+  [[nodiscard]] std::string_view process_id() const noexcept { return decoded->process_id.in(cached.payload); }
 };
 
 /// `cached` with its payload decoded when it is a ticket store's.

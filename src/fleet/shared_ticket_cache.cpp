@@ -756,7 +756,7 @@ std::optional<near_ticket> ticket_cache_access::find_near(shared_ticket_cache& c
     return std::nullopt;
   }
   self.near_hits.fetch_add(1, std::memory_order_relaxed);
-  return near_ticket{found->decoded->value, found->decoded->process_id != process_id};
+  return near_ticket{found->ticket(), found->process_id() != process_id};
 }
 
 bool ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ticket_identity_view const> who,
@@ -805,8 +805,8 @@ bool ticket_cache_access::find_near_all(shared_ticket_cache& cache, std::span<ti
     }
     auto const* copy = i < held ? found[i] : self.near_copy(who[i], now);
     if (copy != nullptr) {
-      out[i] = copy->decoded->value;
-      from_other_processes += copy->decoded->process_id != process_id ? 1U : 0U;
+      out[i] = copy->ticket();
+      from_other_processes += copy->process_id() != process_id ? 1U : 0U;
     }
   }
   self.near_hits.fetch_add(hits, std::memory_order_relaxed);
@@ -824,8 +824,8 @@ ticket_cache_access::get_many_past_near(shared_ticket_cache& cache, std::vector<
   auto remote = co_await std::move(lookup);
   std::vector<std::optional<stored_ticket>> found(who.size());
   for (std::size_t i = 0; i < who.size(); ++i) {
-    if (remote[i]) {
-      found[i] = std::move(remote[i]->decoded);
+    if (remote[i]) { // decoded: a value of another format is not kept by a lookup of the ticket store's
+      found[i] = stored_ticket{std::string(remote[i]->process_id()), remote[i]->ticket()};
     }
   }
   co_return found;
@@ -838,8 +838,8 @@ void ticket_cache_access::prepare(shared_ticket_cache& cache,
   entries.reserve(tickets.size());
   for (auto& [who, ticket] : tickets) {
     check_identity(who);
-    cached_ticket cached{encode_ticket_payload(ticket.process_id, ticket.value), ticket.value.expires_at};
-    entries.emplace_back(std::move(who), local_ticket{std::move(cached), std::move(ticket)});
+    entries.emplace_back(std::move(who), with_decoded({encode_ticket_payload(ticket.process_id, ticket.value),
+                                                       ticket.value.expires_at}));
   }
   cache.impl_->prepare(std::move(entries), now, into);
 }

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <limits>
 
 namespace wandura::detail {
 namespace {
@@ -109,11 +110,16 @@ std::string encode_ticket_payload(std::string_view process_id, wandura::ticket c
   return out;
 }
 
-std::optional<stored_ticket> decode_ticket_payload(std::string_view bytes) {
-  if (!bytes.starts_with(payload_magic)) {
+std::optional<ticket_payload_fields> read_ticket_payload(std::string_view bytes) noexcept {
+  if (!bytes.starts_with(payload_magic) || bytes.size() > std::numeric_limits<std::uint32_t>::max()) {
     return std::nullopt;
   }
+  std::string_view const whole = bytes;
   bytes.remove_prefix(payload_magic.size());
+  auto const where = [whole](std::string_view field) {
+    return ticket_payload_fields::field{static_cast<std::uint32_t>(field.data() - whole.data()),
+                                        static_cast<std::uint32_t>(field.size())};
+  };
   auto const process_id = take_field(bytes);
   auto const ticket_id = take_field(bytes);
   auto const manifest_url = take_field(bytes);
@@ -125,16 +131,35 @@ std::optional<stored_ticket> decode_ticket_payload(std::string_view bytes) {
       !bytes.empty()) {
     return std::nullopt;
   }
-  stored_ticket out;
-  out.process_id = std::string(*process_id);
-  out.value.ticket_id = std::string(*ticket_id);
-  out.value.manifest_url = std::string(*manifest_url);
-  out.value.license_url = std::string(*license_url);
-  out.value.expires_at = std::chrono::system_clock::time_point(
+  ticket_payload_fields out;
+  out.process_id = where(*process_id);
+  out.ticket_id = where(*ticket_id);
+  out.manifest_url = where(*manifest_url);
+  out.license_url = where(*license_url);
+  out.expires_at_text = where(*expires_at_text);
+  out.drm_payload = where(*drm_payload);
+  out.expires_at = std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(*expires_ns)));
-  out.value.expires_at_text = std::string(*expires_at_text);
-  out.value.drm_payload = std::string(*drm_payload);
   return out;
+}
+
+wandura::ticket ticket_payload_fields::ticket(std::string_view bytes) const {
+  wandura::ticket out;
+  out.ticket_id = ticket_id.in(bytes);
+  out.manifest_url = manifest_url.in(bytes);
+  out.license_url = license_url.in(bytes);
+  out.expires_at = expires_at;
+  out.expires_at_text = expires_at_text.in(bytes);
+  out.drm_payload = drm_payload.in(bytes);
+  return out;
+}
+
+std::optional<stored_ticket> decode_ticket_payload(std::string_view bytes) {
+  auto const fields = read_ticket_payload(bytes);
+  if (!fields) {
+    return std::nullopt;
+  }
+  return stored_ticket{std::string(fields->process_id.in(bytes)), fields->ticket(bytes)};
 }
 
 } // namespace wandura::detail

@@ -216,9 +216,16 @@ TEST_CASE("local ticket cache: a ticket store's payload is kept decoded, any oth
   t.drm_payload = std::string("k\0ey", 4);
   auto const ours = wandura::detail::with_decoded({wandura::detail::encode_ticket_payload("host-a:12", t), t0 + 30min});
   REQUIRE(ours.decoded);
-  CHECK(ours.decoded->process_id == "host-a:12");
-  CHECK(ours.decoded->value == t);
+  CHECK(ours.process_id() == "host-a:12");
+  CHECK(ours.ticket() == t);
   CHECK(ours.cached.payload == wandura::detail::encode_ticket_payload("host-a:12", t));
+  // Kept in a cache (the payload's bytes moved into it), the fields still read from the bytes as they are now.
+  wandura::detail::local_ticket_cache cache(4);
+  cache.store(key("k7"), viewer_on("device-7"), ours, t0 + 25min, t0, 1);
+  auto const* const kept_copy = cache.find(viewer_on("device-7"), t0);
+  REQUIRE(kept_copy);
+  CHECK(kept_copy->process_id() == "host-a:12");
+  CHECK(kept_copy->ticket() == t);
   auto const other = wandura::detail::with_decoded({"{\"ticket_id\":\"tkt_1\"}", t0 + 30min});
   CHECK_FALSE(other.decoded);
   CHECK(other.cached.payload == "{\"ticket_id\":\"tkt_1\"}");
