@@ -2,7 +2,7 @@
 // Redis. It answers every lookup while Redis is away (the fallback), and, for copies kept while the cache's erase
 // notifications were subscribed, lookups with Redis up too (the near cache). Entries are found by the ticket's
 // identity itself (a cheap hash of its fields, no SHA-256, no Redis key built) and keep the fleet ticket store's
-// payload decoded, so that a near hit is a lookup and a copy. Not public API.
+// payload with its fields located, so that a near hit is a lookup and a copy. Not public API.
 #pragma once
 
 #include <chrono>

@@ -66,8 +66,8 @@ struct ticket_cache_access {
   get_many_past_near(shared_ticket_cache& cache, std::vector<ticket_identity> who,
                      std::chrono::system_clock::time_point now);
 
-  /// The first half of `put_many`, for tickets already decoded (each payload encoded once, the local copy keeps
-  /// the decoded form): each kept locally at once and added to `into`, to be written by `write`. Any thread.
+  /// The first half of `put_many`, for tickets already decoded (each payload encoded once, and kept with its
+  /// fields located): each kept locally at once and added to `into`, to be written by `write`. Any thread.
   /// `who` must have a viewer_ref and a union_info (`invalid_argument` otherwise).
   static void prepare(shared_ticket_cache& cache, std::vector<std::pair<ticket_identity, stored_ticket>> tickets,
                       std::chrono::system_clock::time_point now, prepared_stores& into);
