@@ -58,6 +58,7 @@ bool local_ticket_cache::packed_identity::operator==(ticket_identity_view who) c
          all.substr(std::size_t{viewer_size} + device_size, film_size) == who.film_ref &&
          all.substr(std::size_t{viewer_size} + device_size + film_size) == who.intent;
 }
+
 void local_ticket_cache::store(ticket_key_id key, ticket_identity_view who, local_ticket value,
                                std::chrono::system_clock::time_point reuse_until,
                                std::chrono::system_clock::time_point now, std::uint64_t generation,

@@ -61,9 +61,9 @@ struct local_ticket {
 [[nodiscard]] local_ticket with_decoded(cached_ticket cached);
 
 /// The local copy: at most `capacity` tickets in one array of entries, found through two `id_table`s (by the hash of
-/// the identity, by the id of the Redis key) and ordered for eviction by a binary heap of reuse limits; a store
-/// or a lookup follows no node and, once the cache is full, allocates nothing of its own (an entry's slot, and the
-/// buffer its identity is kept in, are reused). Not thread-safe.
+/// the identity, by the id of the Redis key) and ordered for eviction by a binary heap of reuse limits. A lookup
+/// follows no node; a store reuses a freed slot and the buffer its identity was kept in, so that once the cache has
+/// been full it allocates only for an identity longer than the slot's last. Not thread-safe.
 class local_ticket_cache {
 public:
   /// How an identity is hashed: `ticket_identity_hash` unless a test makes identities collide.
