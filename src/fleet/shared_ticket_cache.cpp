@@ -825,7 +825,7 @@ ticket_cache_access::get_many_past_near(shared_ticket_cache& cache, std::vector<
   std::vector<std::optional<stored_ticket>> found(who.size());
   for (std::size_t i = 0; i < who.size(); ++i) {
     if (remote[i]) { // decoded: a value of another format is not kept by a lookup of the ticket store's
-      found[i] = stored_ticket{std::string(remote[i]->process_id()), remote[i]->ticket()};
+      found[i] = remote[i]->decoded->stored(remote[i]->cached.payload);
     }
   }
   co_return found;

@@ -154,12 +154,16 @@ wandura::ticket ticket_payload_fields::ticket(std::string_view bytes) const {
   return out;
 }
 
+stored_ticket ticket_payload_fields::stored(std::string_view bytes) const {
+  return stored_ticket{std::string(process_id.in(bytes)), ticket(bytes)};
+}
+
 std::optional<stored_ticket> decode_ticket_payload(std::string_view bytes) {
   auto const fields = read_ticket_payload(bytes);
   if (!fields) {
     return std::nullopt;
   }
-  return stored_ticket{std::string(fields->process_id.in(bytes)), fields->ticket(bytes)};
+  return fields->stored(bytes);
 }
 
 } // namespace wandura::detail

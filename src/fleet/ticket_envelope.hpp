@@ -50,6 +50,8 @@ struct ticket_payload_fields {
 
   /// The ticket, copied out of `bytes` (the payload these fields were read from).
   [[nodiscard]] wandura::ticket ticket(std::string_view bytes) const;
+  /// The ticket and the storing process's id, copied out of `bytes`.
+  [[nodiscard]] stored_ticket stored(std::string_view bytes) const;
 };
 
 [[nodiscard]] std::string encode_ticket_payload(std::string_view process_id, wandura::ticket const& value);
