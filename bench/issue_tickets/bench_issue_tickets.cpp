@@ -1,7 +1,7 @@
 // issue_tickets_vs_raw_curl: logical ticket calls per second of `wandura::client::issue_tickets` against the plain
 // libcurl-multi loop (curl_multi_perform + curl_multi_poll) posting the same ~250-byte batch to the same nginx on
-// loopback, which answers every request with a realistic ~2.3 KB batch (two tickets and a shed prefetch,
-// tests/support/nginx/response.json).
+// loopback, which answers every request with a realistic ~2.3 KB batch (two tickets, then a prefetch past the film's
+// last released episode: 404 not_ready; tests/support/nginx/response.json).
 //
 // The client does everything a real call does: validates and writes the body, makes an idempotency key
 // (RAND_bytes), runs the retry engine (budget, hold-off check, attempt timeout), sends through its transport and
@@ -55,18 +55,25 @@ struct client_side {
   wandura::http_request probe; ///< a request to the same endpoint, sent through the same transport after each run
 };
 
-/// One call: good when its three items were read (granted first, shed last); a failure's words go to
-/// `out.first_failure` (the first one of the run). A libcurl 7.x HTTP/2 stream error is retried by the client: it
-/// shows in the client's retry count, not here.
+/// One call: good when its three items were read as the server answered them (granted, granted, not_ready); a
+/// failure's words go to `out.first_failure` (the first one of the run). The answer moves no admission gate (no 429,
+/// no shed), so every call sends all three episodes, the raw loop's body: an item the client did not send comes back
+/// `shed` or `deferred`, never `not_ready`, and fails the call. A libcurl 7.x HTTP/2 stream error is retried by the
+/// client: it shows in the client's retry count, not here.
 asio::awaitable<outcome> call_one(wandura::client& api, wandura::ticket_batch const& batch, run_result& out) {
   std::string failure;
   try {
     auto r = co_await api.issue_tickets(batch);
     if (r.items.size() == 3 && r.items[0].outcome == wandura::item_outcome::granted &&
-        r.items[2].outcome == wandura::item_outcome::shed) {
+        r.items[1].outcome == wandura::item_outcome::granted && r.items[2].outcome == wandura::item_outcome::not_ready &&
+        r.items[2].status == 404) {
       co_return outcome::good;
     }
-    failure = "the answer was read as " + std::to_string(r.items.size()) + " items, not granted, granted, shed";
+    failure = "the answer was read as";
+    for (auto const& item : r.items) {
+      failure.append(" ").append(wandura::to_string(item.outcome)).append(" ").append(std::to_string(item.status));
+    }
+    failure += ", not granted 200, granted 200, not_ready 404";
   } catch (wandura::error const& e) {
     failure = e.what();
   }
