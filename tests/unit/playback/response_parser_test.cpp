@@ -1,9 +1,11 @@
 #include "playback/response_parser.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <simdjson.h>
 
 #include "wandura/error.hpp"
 
@@ -399,4 +401,117 @@ TEST_CASE("response parser: videos, one video and creatives") {
   CHECK(creatives[0] == wandura::creative{"c1", "https://c/1"});
   CHECK(creatives[1].creative_id == "42");
   CHECK(parser.parse_creatives(std::string_view(R"({"creatives":{}})"), creatives) == wandura::errc::invalid_response);
+}
+
+namespace {
+
+/// Everything a parse produced, as one line per field: results from two kernels are compared as text, so a
+/// difference names the field.
+std::string describe(std::error_code ec, std::string const& message, wandura::ticket_batch_result const& r) {
+  std::string out = "ec=" + std::to_string(ec.value()) + " message=" + message + "\n";
+  if (ec) {
+    return out; // a failed parse leaves `r` unspecified
+  }
+  out += "request_id=" + r.request_id + "\n";
+  for (auto const& item : r.items) {
+    out += "item " + item.film_ref + " " + std::to_string(item.episode_no) +
+           " intent=" + std::string(wandura::to_string(item.intent)) + "/" + item.intent_text +
+           " outcome=" + std::string(wandura::to_string(item.outcome)) + " status=" + std::to_string(item.status) +
+           " reused=" + std::to_string(item.reused) + " error_code=" + item.error_code + " reason=" + item.reason +
+           " retry_after=" + (item.retry_after ? std::to_string(item.retry_after->count()) : "-") +
+           " error=" + std::to_string(item.error.value()) + "\n";
+    if (item.ticket) {
+      auto const& t = *item.ticket;
+      out += "  ticket " + t.ticket_id + " " + t.manifest_url + " " + t.license_url + " " + t.expires_at_text + " " +
+             std::to_string(t.expires_at.time_since_epoch().count()) + " " + t.drm_payload + "\n";
+    }
+  }
+  return out;
+}
+
+/// Restores simdjson's active kernel when the test ends, however it ends.
+struct active_kernel_guard {
+  simdjson::implementation const* saved = simdjson::get_active_implementation();
+  active_kernel_guard() = default;
+  active_kernel_guard(active_kernel_guard const&) = delete;
+  active_kernel_guard& operator=(active_kernel_guard const&) = delete;
+  ~active_kernel_guard() { simdjson::get_active_implementation() = saved; }
+};
+
+/// Bodies whose bytes reach every kernel-specific part of simdjson's stage 1: strings and escapes across its
+/// 64-byte blocks, white space of every kind, and invalid UTF-8 of each sort (stage 1 validates UTF-8 with SIMD).
+std::vector<std::string> kernel_bodies() {
+  std::vector<std::string> out{spec_example, full_batch};
+  auto item = [](std::string const& film, std::string const& payload) {
+    return R"({"film_ref":")" + film + R"(","episode_no":3,"intent":"play","status":200,"ticket":{"ticket_id":"t",)" +
+           R"("expires_at":"2026-11-30T11:00:00.250+01:00","drm_payload":")" + payload + R"("}})";
+  };
+  // An escape at every offset of a 64-byte block, then a multi-byte character at every offset.
+  for (std::size_t pad = 0; pad < 70; ++pad) {
+    out.push_back(R"({"items":[)" +
+                  item(std::string(pad, 'f'), std::string(pad, 'p') + R"(\"\\\/\n\u00e9\ud83d\ude00)") + "]}");
+    out.push_back(R"({"items":[)" + item(std::string(pad, 'f') + "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", "x") + "]}");
+  }
+  // Invalid UTF-8 in a string, at several offsets: a lone continuation byte, an overlong form, a surrogate, past
+  // U+10FFFF, a truncated sequence, and 0xFF.
+  for (std::string const bad : {"\x80", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82", "\xFF"}) {
+    for (std::size_t const pad : {0U, 13U, 31U, 62U, 63U, 64U, 65U, 127U}) {
+      out.push_back(R"({"items":[)" + item(std::string(pad, 'f') + bad + "g", "x") + "]}");
+    }
+  }
+  // A lone surrogate escape, a control character in a string, and white space of each kind between tokens.
+  out.push_back(R"({"items":[)" + item("f", R"(\ud800)") + "]}");
+  out.push_back(R"({"items":[)" + item("f\x01", "x") + "]}");
+  out.push_back(" \t\r\n{ \t\r\n\"items\" \t\r\n: \t\r\n[ \t\r\n] \t\r\n} \t\r\n");
+  // Every truncation of the full batch.
+  for (std::size_t n = 0; n < std::string_view(full_batch).size(); n += 7) {
+    out.push_back(std::string(full_batch, n));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("response parser: every simdjson kernel this CPU runs reads every body alike") {
+  // The ticket reader's stage 1 is simdjson's, picked at run time for the CPU (icelake, haswell, westmere, the
+  // portable fallback, ...): a parser takes the active kernel when it first allocates. Each kernel the CPU supports
+  // reads each body into what the default kernel reads, byte for byte, including the errors.
+  std::vector<std::string> const bodies = kernel_bodies();
+  std::vector<std::string> expected;
+  {
+    response_parser parser;
+    for (auto const& body : bodies) {
+      wandura::ticket_batch_result result;
+      auto const ec = parser.parse_ticket_batch(std::string_view(body), result);
+      expected.push_back(describe(ec, parser.message(), result));
+    }
+  }
+  // The default kernel's reading of a few of them, so that agreement is agreement on the right answer.
+  CHECK(expected[0].find("outcome=granted") != std::string::npos);
+  CHECK(expected[2].find("\"\\/\n\xC3\xA9\xF0\x9F\x98\x80") != std::string::npos);
+  std::size_t invalid = 0;
+  for (auto const& e : expected) {
+    invalid += e.find("UTF-8") != std::string::npos ? 1U : 0U;
+  }
+  CHECK(invalid == 6 * 8);
+
+  active_kernel_guard const guard;
+  std::vector<std::string> kernels_run;
+  for (auto const* kernel : simdjson::get_available_implementations()) {
+    if (!kernel->supported_by_runtime_system()) {
+      continue;
+    }
+    simdjson::get_active_implementation() = kernel;
+    kernels_run.emplace_back(kernel->name());
+    response_parser parser; // allocates with the kernel now active
+    wandura::ticket_batch_result result;
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      auto const ec = parser.parse_ticket_batch(std::string_view(bodies[i]), result);
+      INFO("kernel " << kernel->name() << ", body " << i << ": " << bodies[i].substr(0, 160));
+      CHECK(describe(ec, parser.message(), result) == expected[i]);
+    }
+  }
+  INFO("kernels run: " << kernels_run.size());
+  CHECK(std::find(kernels_run.begin(), kernels_run.end(), guard.saved->name()) != kernels_run.end());
+  CHECK(std::find(kernels_run.begin(), kernels_run.end(), "fallback") != kernels_run.end());
 }
