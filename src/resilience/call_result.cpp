@@ -76,7 +76,8 @@ std::error_code error_code_of(call_result const& r) noexcept {
   case stop_reason::not_retryable:
   case stop_reason::retries_exhausted: return code_for_last_error(r);
   case stop_reason::budget_exhausted: return errc::budget_exhausted;
-  case stop_reason::deadline_exceeded: return errc::deadline_exceeded;
+  case stop_reason::deadline_exceeded: // held back at the admission gate until past it, nothing sent: rate_limited
+    return r.attempts == 0 && r.error == errc::rate_limited ? errc::rate_limited : errc::deadline_exceeded;
   case stop_reason::cancelled: return asio::error::operation_aborted;
   case stop_reason::invalid_request: return r.error ? r.error : std::error_code(errc::invalid_argument);
   case stop_reason::shed: return errc::rate_limited;

@@ -176,8 +176,10 @@ public:
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
   ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, and the last answer
   ///         carries no items: none arrived, or a status without them such as a proxy's 503; the message names that
-  ///         answer), `operation_aborted` (cancelled), a transport code when no response
-  ///         ever arrived, `errc::invalid_response` when the last answer's body is not the documented JSON and
+  ///         answer), `errc::rate_limited` (nothing sent: the admission gate held the request back after a 429, or
+  ///         behind the counter's pace, until past the deadline), `operation_aborted` (cancelled), a transport code
+  ///         when no response ever arrived, `errc::invalid_response` when the last answer's body is not the
+  ///         documented JSON and
   ///         retries ran out or may not be made (an unkeyed write), `errc::http_error` for a final status
   ///         without items (e.g. 400).
   /// @par Retries and idempotency

@@ -36,8 +36,9 @@ struct call_result {
   stop_reason stopped = stop_reason::success;
   /// The last real error when the last attempt produced no response: a transport code (`connect_failed`,
   /// `connection_reset`, ...). Also: `operation_aborted` when cancelled; `errc::invalid_idempotency_key` when
-  /// refused before sending; `errc::deadline_exceeded` when the deadline passed before any attempt (at the
-  /// admission gate, or a 429 hold-off that outlasts it); `errc::invalid_response`, next to the 2xx `response`,
+  /// refused before sending; `errc::deadline_exceeded` when the deadline passed before any attempt, and
+  /// `errc::rate_limited` when the admission gate held the request back until past it (queued behind the counter's
+  /// pace, or a 429 hold-off that outlasts it); `errc::invalid_response`, next to the 2xx `response`,
   /// when that response's body could not be read. Empty when `response` is the outcome.
   std::error_code error;
   /// What went wrong in the last attempt, in words: the transport's text for `error` (libcurl's error text, e.g.
@@ -81,7 +82,8 @@ struct call_result {
 };
 
 /// The exception for a failed call. Its code: `operation_aborted` (cancelled), `errc::deadline_exceeded`,
-/// `errc::budget_exhausted`, `errc::rate_limited` (final 429, or a request the admission gate shed),
+/// `errc::budget_exhausted`, `errc::rate_limited` (final 429, a request the admission gate shed, or one it held back
+/// until past the deadline, nothing sent),
 /// `errc::unauthorized` (401), `errc::http_error` (other statuses), `errc::invalid_response` (a 2xx whose body could
 /// not be read), or the transport code / the refusal code.
 /// `what()` is "<operation>: <where and why it stopped>: <last real error>[: <detail>] (<target>)", e.g. (targets
@@ -90,7 +92,7 @@ struct call_result {
 /// "issue_tickets: deadline of 15000 ms reached after 3 attempts: connection reset",
 /// "issue_tickets: not retried: write without idempotency key: connection reset",
 /// "issue_tickets: deadline of 15000 ms reached before any attempt (queued behind the playback counter's limit for
-/// 15000 ms)",
+/// 15000 ms)" (code `errc::rate_limited`),
 /// "get_config: failed after 1 attempt: TLS failure: <what the transport said> (libcurl's error text)".
 /// The server's `error_code` goes into `what()` as printable ASCII, each byte outside 0x20-0x7E as `\xHH`, and
 /// bounded (its first 200 bytes, `...` marking a cut); the detail is already so (see `call_result::detail`) and

@@ -552,6 +552,21 @@ TEST_CASE("admission: after a 429 every request to that counter waits at the gat
   CHECK(gate_waits(*h.engine, "catalog") == 0);
 }
 
+TEST_CASE("deadline: a deadline of 0 ends the call before any attempt as a timeout, not as the rate limit") {
+  harness h;
+  call_options none_left;
+  none_left.total_timeout = 0ms;
+  auto const r = h.run(post(), writes(), none_left);
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(r.attempts == 0);
+  CHECK(r.error == errc::deadline_exceeded);
+  CHECK(h.fake.attempt_count() == 0);
+  auto const e = wandura::to_error(r, "issue_tickets");
+  CHECK(e.code() == errc::deadline_exceeded);
+  CHECK(e.code() == wandura::condition::timeout);
+  CHECK_FALSE(e.code() == wandura::condition::rate_limited);
+}
+
 TEST_CASE("admission: a 429 hold-off that outlasts the deadline fails the call at once, nothing sent") {
   harness h;
   call_options no_retries;
@@ -563,11 +578,13 @@ TEST_CASE("admission: a 429 hold-off that outlasts the deadline fails the call a
   auto const r = h.run(post(), writes(), short_call);
   CHECK(r.stopped == stop_reason::deadline_exceeded);
   CHECK(r.attempts == 0);
-  CHECK(r.error == errc::deadline_exceeded);
+  CHECK(r.error == errc::rate_limited); // the rate limit held it back (error.hpp), not a slow server
   CHECK(h.fake.attempt_count() == 1);
   CHECK(h.clock->elapsed() == 0ms);
   auto const e = wandura::to_error(r, "issue_tickets");
-  CHECK(e.code() == errc::deadline_exceeded);
+  CHECK(e.code() == errc::rate_limited);
+  CHECK(e.code() == wandura::condition::rate_limited);
+  CHECK_FALSE(e.code() == wandura::condition::timeout);
   CHECK(std::string(e.what()) ==
         "issue_tickets: deadline of 5000 ms reached before any attempt (the playback "
         "counter is held back after a 429 until past the deadline) (POST /v1/playback/tickets on 127.0.0.1:1)");
