@@ -69,8 +69,8 @@ public:
   }
   batch_reader(batch_reader const&) = delete;
   batch_reader& operator=(batch_reader const&) = delete;
-  /// An operation that ends without `finish` (cancelled, or its work threw) gives back all it took.
-  ~batch_reader() override { settle_allowance(false); }
+  /// An operation that ends without `finish` (cancelled, or its work threw) settles its allowance too.
+  ~batch_reader() override { settle_allowance(); }
 
   /// The per-viewer limit (docs/protocol.md §2): takes one ticket per pending episode, plays first, all at once
   /// when they fit (one decision); otherwise one by one until refused, the rest answered `viewer_limited` with the
@@ -121,19 +121,25 @@ public:
     write_checked_ticket_batch(batch_, std::span<std::size_t const>(episodes.begin(), episodes.size()), body);
   }
 
-  /// Gives back the allowance of the episodes not freshly granted (all of it when `ok` is false: nothing was
-  /// granted to the viewer), each ticket to the account it was taken from. Once; without awaiting: it runs where
-  /// nothing can be awaited (a destructor), and the interface makes release a non-blocking start for this reason
-  /// (the local limit gives back before it returns, the fleet's hops to its strand on its own, ahead of any acquire
-  /// started later from this process).
-  void settle_allowance(bool ok) noexcept {
+  /// Gives back the allowance of the episodes whose tickets the server certainly did not issue, each ticket to the
+  /// account it was taken from: those never sent, and those the server answered without a fresh ticket (reused,
+  /// refused, shed, ...). A ticket granted fresh stays taken, and so does one the server may have issued unseen: an
+  /// episode of an attempt still in flight (the call was cancelled or left at its deadline) or of one that got no
+  /// answer for it (a timeout, a reset, a 2xx that could not be read). Otherwise a caller could spend the
+  /// organisation's limit without bound by cancelling calls once their requests are out. However the operation
+  /// ended: with a result, failed, cancelled or destroyed. Once; without awaiting: it runs where nothing
+  /// can be awaited (a destructor), and the interface makes release a non-blocking start for this reason (the local
+  /// limit gives back before it returns, the fleet's hops to its strand on its own, ahead of any acquire started
+  /// later from this process).
+  void settle_allowance() noexcept {
     if (acquired_.empty() || std::exchange(settled_, true)) {
       return;
     }
     std::uint32_t unused_primary = 0;
     std::uint32_t unused_fallback = 0;
     for (std::size_t const p : acquired_) {
-      if (!ok || !is_fresh_grant(out_.items[p])) {
+      bool const maybe_issued = unanswered_[p] || (in_flight_ && carried_.contains(p));
+      if (!maybe_issued && !is_fresh_grant(out_.items[p])) {
         ++(taken_from_[p] == viewer_limit::account::fallback ? unused_fallback : unused_primary);
       }
     }
@@ -194,7 +200,25 @@ public:
     }
   }
 
-  void on_progress(int attempts, int http_status) noexcept override { progress_.note(attempts, http_status); }
+  /// Also tracks which episodes' tickets the server may have issued without saying so to this operation: those of
+  /// an attempt in flight, and those of an attempt that ended with no response or a 2xx whose items were not read
+  /// (`unanswered_`; `read_items` clears an episode once the server's answer for it is read). Their allowance stays
+  /// taken however the operation ends (settle_allowance).
+  void on_progress(int attempts, int http_status) noexcept override {
+    progress_.note(attempts, http_status);
+    if (attempts > attempts_sent_) { // an attempt was sent, carrying the episodes still pending
+      attempts_sent_ = attempts;
+      carried_ = pending_;
+      in_flight_ = true;
+      return;
+    }
+    in_flight_ = false; // it ended
+    if (http_status == 0 || (http_status >= 200 && http_status < 300)) {
+      for (std::size_t const p : carried_) {
+        unanswered_[p] = true; // no answer, or a 2xx whose items read_items has yet to read
+      }
+    }
+  }
   /// How far the operation got: for a caller that leaves before it ends.
   [[nodiscard]] call_progress const& progress() const noexcept { return progress_; }
 
@@ -238,11 +262,11 @@ public:
   /// call's failure as `wandura::error`. Settles the allowance either way.
   sent_batch finish(call_result&& sent) {
     if (!nothing_to_send() && !read_final(sent)) {
-      settle_allowance(false);
+      settle_allowance();
       throw to_error(sent, operation_);
     }
     out_.attempts = sent.attempts;
-    settle_allowance(true);
+    settle_allowance();
     return std::move(out_);
   }
 
@@ -301,6 +325,7 @@ private:
       }
       used.push_back(match);
       item = std::move(parsed.items[match]);
+      unanswered_[i] = false; // the server said what it did for this episode
       // An item is retried by the same rule as a whole response (classify.hpp), on its own status and code.
       bool const needed = want.intent == intent::play || self_->options.retry_prefetch;
       if (needed && is_retryable_status(item.status, item.error_code, classifier_)) {
@@ -336,6 +361,11 @@ private:
   item_indexes acquired_; // positions that took one ticket of the viewer's allowance
   /// By position: the account each of `acquired_` took its ticket from.
   std::array<viewer_limit::account, ticket_batch::max_episodes> taken_from_{};
+  int attempts_sent_ = 0;  // attempts sent so far (on_progress)
+  item_indexes carried_;   // positions the last attempt sent carried
+  bool in_flight_ = false; // that attempt has not ended
+  /// By position: an attempt carrying the episode ended without the server's answer for it being read.
+  std::array<bool, ticket_batch::max_episodes> unanswered_{};
   bool settled_ = false;
 };
 
@@ -356,7 +386,7 @@ asio::awaitable<call_result> send_within_allowance(std::shared_ptr<client::impl>
     auto sending = self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
     co_return co_await std::move(sending);
   } catch (...) {
-    reader.settle_allowance(false); // at once, not when the last waiter lets go of the operation
+    reader.settle_allowance(); // at once, not when the last waiter lets go of the operation
     throw;
   }
 }

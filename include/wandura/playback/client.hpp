@@ -73,8 +73,10 @@ struct client_options {
   /// process-local token bucket per viewer at that rate (refilled continuously, a minute's allowance at once from
   /// idle, 100,000 viewers tracked). Set, it is used whatever `viewer_tickets_per_minute` says: a fleet of
   /// processes plugs one limit shared through Redis (`wandura::fleet::configure` sets it from
-  /// `viewer_tickets_per_minute`). One ticket per episode about to be sent is taken, plays first; what was not
-  /// freshly granted is given back when the request ends. The allowance is the request's: a call that joins an
+  /// `viewer_tickets_per_minute`). One ticket per episode about to be sent is taken, plays first; when the request
+  /// ends, what the server certainly did not issue is given back (never sent, or answered without a fresh ticket),
+  /// while a ticket its request may have got unseen (cancelled in flight, no answer) stays taken (viewer_limit.hpp).
+  /// The allowance is the request's: a call that joins an
   /// identical request in flight (`coalesce`) takes none and gets the request's answer, refusals included.
   std::shared_ptr<wandura::viewer_limit> viewer_limit{};
   /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported

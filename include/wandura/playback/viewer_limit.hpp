@@ -3,8 +3,12 @@
 // your side).
 //
 // A client takes one ticket of the viewer's allowance per episode it is about to send (plays first) and gives back
-// what was not freshly granted (reused, refused, shed, never sent, or the whole request failed). It takes it once
-// per request: calls that join an identical request in flight take none. The default is a
+// the tickets the server certainly did not issue: episodes never sent, and those answered without a fresh ticket
+// (reused, refused, shed). A ticket granted fresh stays taken, and so does one the server may have issued without
+// the client reading it: its request was cancelled or left at its deadline in flight, or got no answer for it (a
+// timeout, a reset, a 2xx that could not be read). Otherwise cancelling calls once their requests are out would
+// spend the organisation's limit without bound. It takes it once per request: calls that join an identical
+// request in flight take none. The default is a
 // process-local token bucket per viewer, built by the client from `client_options::viewer_tickets_per_minute`; a
 // fleet of processes plugs one limit shared through Redis (`wandura::fleet::configure`).
 #pragma once

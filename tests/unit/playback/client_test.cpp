@@ -450,14 +450,23 @@ TEST_CASE("client: attempts and retries are counted once, whether the engine or 
   CHECK(h.warn_lines.size() == 2);
 }
 
-TEST_CASE("client: a call that fails as a whole gives the viewer's allowance back") {
+TEST_CASE("client: a call that fails as a whole gives the viewer's allowance back only when nothing was issued") {
   wandura::client_options options;
   options.viewer_tickets_per_minute = 1;
   harness h(options);
-  h.fake->push(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)")); // truncated
-  CHECK_THROWS_AS(h.start(4, 4), wandura::error);
-  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
-  CHECK(h.start(4, 4).play.outcome == item_outcome::granted);
+  SECTION("a final refusal of the whole request (400): the server issued nothing") {
+    h.fake->push(fake_step::respond(400, R"({"error_code":"invalid_request"})"));
+    CHECK_THROWS_AS(h.start(4, 4), wandura::error);
+    h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+    CHECK(h.start(4, 4).play.outcome == item_outcome::granted);
+  }
+  SECTION("2xx answers that cannot be read: the server may have issued the ticket, which stays counted") {
+    h.fake->set_default(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)")); // truncated
+    CHECK_THROWS_AS(h.start(4, 4), wandura::error);
+    auto const attempts = h.fake->attempt_count();
+    CHECK(h.start(5, 5).play.outcome == item_outcome::viewer_limited);
+    CHECK(h.fake->attempt_count() == attempts); // refused before sending
+  }
 }
 
 TEST_CASE("client: whole-request and per-item retries share one count: at most max_retries + 1 attempts") {

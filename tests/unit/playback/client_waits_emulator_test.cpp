@@ -19,6 +19,7 @@
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -28,6 +29,7 @@
 #include "wandura/emulator/emulator.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/ticket_store.hpp"
+#include "wandura/playback/viewer_limit.hpp"
 #include "wandura/playback/viewer_ref.hpp"
 
 using namespace std::chrono_literals;
@@ -384,4 +386,68 @@ TEST_CASE("client and emulator: callers of one shared request cancelled from the
   CHECK(ids.size() == 1);
   CHECK(emu->stats().tickets_counted == 1);
   CHECK(emu->stats().requests.at("playback") == 1);
+}
+
+namespace {
+
+/// A per-viewer limit that outlives the client and counts what is taken and given back (any thread).
+class counting_limit final : public wandura::viewer_limit {
+public:
+  asio::awaitable<decision> acquire(std::string, std::uint32_t tickets) override {
+    taken += tickets;
+    co_return decision{true, std::chrono::milliseconds{0}, account::primary};
+  }
+  void release(std::string_view, std::uint32_t tickets, account) noexcept override { released += tickets; }
+
+  std::atomic<std::uint32_t> taken{0};
+  std::atomic<std::uint32_t> released{0};
+};
+
+} // namespace
+
+TEST_CASE("client and emulator: an io_context destroyed with a request in flight frees the call and keeps the "
+          "allowance the server went on to spend") {
+  // viewer_limit.hpp: a ticket whose request went out and was never answered stays taken. Here the coroutines are
+  // destroyed with the io_context, never resumed: the attempt never ends, and the server issues the ticket anyway.
+  wandura::emulator::config cfg;
+  cfg.seed = 7;
+  auto emu = wandura::emulator::server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":300}]})");
+  auto limit = std::make_shared<counting_limit>();
+  std::weak_ptr<wandura::client> watch_client;
+  {
+    asio::io_context io;
+    wandura::client_options options;
+    options.base_url = emu->base_url();
+    options.api_key = "test-key";
+    options.viewer_limit = limit;
+    auto api = std::make_shared<wandura::client>(io.get_executor(), std::move(options));
+    watch_client = api;
+    wandura::ticket_batch batch;
+    batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+    batch.union_info = "device-1";
+    batch.drm_kek = "kek-1";
+    batch.viewer_ref = wandura::make_viewer_ref("secret", "user-1", "install-1");
+    asio::co_spawn(
+        io,
+        [](std::shared_ptr<wandura::client> owner, wandura::ticket_batch b) -> asio::awaitable<void> {
+          auto call = owner->issue_tickets(std::move(b));
+          (void)co_await std::move(call);
+        }(api, std::move(batch)),
+        asio::detached);
+    api.reset(); // the coroutine's frame owns the client now
+    auto const received = [&] {
+      auto const s = emu->stats();
+      auto const found = s.requests.find("playback");
+      return found != s.requests.end() && found->second == 1;
+    };
+    for (auto const until = steady::now() + 5s; !received() && steady::now() < until;) {
+      io.run_for(5ms);
+    }
+    REQUIRE(received()); // the server holds the request for 300 ms
+    REQUIRE(limit->taken == 1);
+  } // ~io_context with the attempt in flight
+  CHECK(watch_client.expired());
+  CHECK(wait_until([&] { return emu->stats().tickets_counted == 1; }, 2000ms)); // the server issued it
+  CHECK(limit->released == 0);
 }
