@@ -20,9 +20,12 @@ namespace wandura {
 /// A copy of every value at one moment. Each value is read atomically, the set as a whole is not (a call that
 /// completes while the snapshot is taken may be counted in one value and not yet in another).
 struct metrics_snapshot {
-  std::uint64_t calls = 0;         ///< Logical calls started (each `issue_tickets`, `config`, ... once).
-  std::uint64_t attempts = 0;      ///< HTTP attempts sent, first attempts and retries.
-  std::uint64_t retries = 0;       ///< Attempts after the first of a call.
+  std::uint64_t calls = 0;    ///< Logical calls started (each `issue_tickets`, `config`, ... once).
+  std::uint64_t attempts = 0; ///< HTTP attempts sent, first attempts and retries.
+  /// Retries granted by the retry engine (its `on_retry` hook ran and the retry budget was spent): one per attempt
+  /// after the first of a call, and one for a call that ended while it waited to make a granted retry (cancelled,
+  /// the client shut down, or its deadline came at the admission gate).
+  std::uint64_t retries = 0;
   std::uint64_t budget_denied = 0; ///< Retries the retry budget refused.
   std::uint64_t held_off = 0;      ///< Requests sent after queuing at the admission gate behind a counter's limit.
   std::uint64_t cache_hits = 0;    ///< Items answered from the ticket store without a request.
