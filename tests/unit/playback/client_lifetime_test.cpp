@@ -24,6 +24,7 @@
 #include "wandura/testing/manual_clock.hpp"
 
 #include "client_harness.hpp"
+#include "counting_viewer_limit.hpp"
 #include "wandura/playback/ticket_store.hpp"
 
 using namespace std::chrono_literals;
@@ -100,6 +101,18 @@ void poll(harness& h) {
   h.io.poll();
 }
 
+/// Ends the calls in flight `how`: "destroyed" (the client), "shut down" (`shut_down` is set once `shutdown()`
+/// completed without an exception) or "cancelled" (through `signal`).
+void end_calls(harness& h, std::string const& how, asio::cancellation_signal& signal, bool& shut_down) {
+  if (how == "destroyed") {
+    h.api.reset();
+  } else if (how == "shut down") {
+    asio::co_spawn(h.io, h.api->shutdown(), [&shut_down](std::exception_ptr e) { shut_down = !e; });
+  } else {
+    signal.emit(asio::cancellation_type::terminal);
+  }
+}
+
 /// Runs the io_context and the clock until nothing is left to do; bounded.
 void drain(harness& h) {
   for (int i = 0; i < 1000; ++i) {
@@ -157,29 +170,12 @@ TEST_CASE("lifetime: cancelling a call mid-request throws operation_aborted, kee
   CHECK(h.fake->attempt_count() == (in_flight ? 1U : 2U)); // a viewer_limited item is not sent
 }
 
-namespace {
-
-/// A per-viewer limit that outlives the client and counts what is taken and given back.
-class counting_limit final : public wandura::viewer_limit {
-public:
-  asio::awaitable<decision> acquire(std::string, std::uint32_t tickets) override {
-    taken += tickets;
-    co_return decision{true, std::chrono::milliseconds{0}, account::primary};
-  }
-  void release(std::string_view, std::uint32_t tickets, account) noexcept override { released += tickets; }
-
-  std::uint32_t taken = 0;
-  std::uint32_t released = 0;
-};
-
-} // namespace
-
 TEST_CASE("lifetime: the allowance of a request in flight stays taken when the client is destroyed, shut down or "
           "the call cancelled; a request never sent gives it all back") {
   auto const how = GENERATE(as<std::string>{}, "destroyed", "shut down", "cancelled");
   bool const sent = GENERATE(true, false); // in flight, or held at the admission gate after a 429 (nothing sent)
   CAPTURE(how, sent);
-  auto limit = std::make_shared<counting_limit>();
+  auto limit = std::make_shared<test_support::counting_viewer_limit>();
   wandura::client_options options;
   options.viewer_limit = limit;
   harness h(options);
@@ -199,21 +195,15 @@ TEST_CASE("lifetime: the allowance of a request in flight stays taken when the c
   batch.episodes.push_back({film, 5, wandura::intent::prefetch});
   asio::cancellation_signal signal;
   call_end end;
-  auto const taken_before = limit->taken;
-  auto const released_before = limit->released;
+  auto const taken_before = limit->taken.load();
+  auto const released_before = limit->released.load();
   spawn_call(h, batch, {}, end, signal.slot());
   poll(h);
   REQUIRE_FALSE(end.done);
   REQUIRE(limit->taken - taken_before == (sent ? 2U : 1U)); // held: the prefetch is shed before the allowance
   REQUIRE(h.fake->attempt_count() == 1);                    // sent and stalled, or only the first call's 429
   bool shut_down = false;
-  if (how == "destroyed") {
-    h.api.reset();
-  } else if (how == "shut down") {
-    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
-  } else {
-    signal.emit(asio::cancellation_type::terminal);
-  }
+  end_calls(h, how, signal, shut_down);
   drain(h);
   REQUIRE(end.done);
   REQUIRE(end.error);
@@ -702,13 +692,7 @@ TEST_CASE("lifetime: a call waiting on its ticket store ends at once when the cl
   poll(h);
   REQUIRE_FALSE(end.done);
   bool shut_down = false;
-  if (how == "destroyed") {
-    h.api.reset();
-  } else if (how == "shut down") {
-    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
-  } else {
-    signal.emit(asio::cancellation_type::terminal);
-  }
+  end_calls(h, how, signal, shut_down);
   int const waits = at_lookup ? 1 : 2;
   REQUIRE(run_real_until(
       h, [&] { return end.done && store->waits_ended == waits; }, 1000ms)); // not 10 s
@@ -914,13 +898,7 @@ TEST_CASE("lifetime: a call waiting on its viewer limit ends at once when cancel
   REQUIRE_FALSE(run_real_until(
       h, [&] { return end.done; }, 50ms)); // waiting on the limit
   bool shut_down = false;
-  if (how == "destroyed") {
-    h.api.reset();
-  } else if (how == "shut down") {
-    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
-  } else {
-    signal.emit(asio::cancellation_type::terminal);
-  }
+  end_calls(h, how, signal, shut_down);
   REQUIRE(run_real_until(
       h, [&] { return end.done && limit->waits_ended == 1; }, 1000ms)); // not 10 s
   CHECK_FALSE(end.other_exception);

@@ -29,8 +29,9 @@
 #include "wandura/emulator/emulator.hpp"
 #include "wandura/error.hpp"
 #include "wandura/playback/ticket_store.hpp"
-#include "wandura/playback/viewer_limit.hpp"
 #include "wandura/playback/viewer_ref.hpp"
+
+#include "counting_viewer_limit.hpp"
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
@@ -68,6 +69,15 @@ struct call_end {
     done = true;
   }
 };
+
+/// The emulator (seed 7), every ticket request held `ms` milliseconds before it is executed.
+std::unique_ptr<wandura::emulator::server> delayed_emulator(int ms) {
+  wandura::emulator::config cfg;
+  cfg.seed = 7;
+  auto emu = wandura::emulator::server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":)" + std::to_string(ms) + "}]}");
+  return emu;
+}
 
 } // namespace
 
@@ -313,10 +323,7 @@ TEST_CASE("client and emulator: callers of one shared request cancelled from the
   // client.hpp: any thread, many coroutines at once; identical concurrent requests share one (coalesce, on by
   // default); a caller cancelled through its slot leaves at once, the first caller included, and the request goes on
   // for those still waiting. Each call runs on its own strand, where its signal is emitted, as Asio requires.
-  wandura::emulator::config cfg;
-  cfg.seed = 7;
-  auto emu = wandura::emulator::server::start(cfg);
-  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":1000}]})");
+  auto emu = delayed_emulator(1000);
   asio::io_context io;
   auto guard = asio::make_work_guard(io);
   wandura::client_options options;
@@ -388,32 +395,12 @@ TEST_CASE("client and emulator: callers of one shared request cancelled from the
   CHECK(emu->stats().requests.at("playback") == 1);
 }
 
-namespace {
-
-/// A per-viewer limit that outlives the client and counts what is taken and given back (any thread).
-class counting_limit final : public wandura::viewer_limit {
-public:
-  asio::awaitable<decision> acquire(std::string, std::uint32_t tickets) override {
-    taken += tickets;
-    co_return decision{true, std::chrono::milliseconds{0}, account::primary};
-  }
-  void release(std::string_view, std::uint32_t tickets, account) noexcept override { released += tickets; }
-
-  std::atomic<std::uint32_t> taken{0};
-  std::atomic<std::uint32_t> released{0};
-};
-
-} // namespace
-
 TEST_CASE("client and emulator: an io_context destroyed with a request in flight frees the call and keeps the "
           "allowance the server went on to spend") {
   // viewer_limit.hpp: a ticket whose request went out and was never answered stays taken. Here the coroutines are
   // destroyed with the io_context, never resumed: the attempt never ends, and the server issues the ticket anyway.
-  wandura::emulator::config cfg;
-  cfg.seed = 7;
-  auto emu = wandura::emulator::server::start(cfg);
-  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"delay","ms":300}]})");
-  auto limit = std::make_shared<counting_limit>();
+  auto emu = delayed_emulator(300);
+  auto limit = std::make_shared<test_support::counting_viewer_limit>();
   std::weak_ptr<wandura::client> watch_client;
   {
     asio::io_context io;
