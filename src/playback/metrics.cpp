@@ -44,7 +44,9 @@ std::string to_prometheus(metrics_snapshot const& s, std::string_view prefix) {
   out.reserve(4096);
   append_counter(out, prefix, "calls_total", "Logical calls started.", s.calls);
   append_counter(out, prefix, "attempts_total", "HTTP attempts sent, retries included.", s.attempts);
-  append_counter(out, prefix, "retries_total", "Retries granted: attempts after the first of a call, and retries a call ended before sending.", s.retries);
+  append_counter(out, prefix, "retries_total",
+                 "Retries granted: attempts after the first of a call, and retries a call ended before sending.",
+                 s.retries);
   append_counter(out, prefix, "budget_denied_total", "Retries refused by the retry budget.", s.budget_denied);
   append_counter(out, prefix, "held_off_total",
                  "Requests sent after queuing at the admission gate behind a counter's limit.", s.held_off);

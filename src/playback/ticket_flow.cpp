@@ -126,8 +126,8 @@ public:
   /// refused, shed, ...). A ticket granted fresh stays taken, and so does one the server may have issued unseen: an
   /// episode of an attempt still in flight (the call was cancelled or left at its deadline) or of one that got no
   /// answer for it (a timeout, a reset, a 2xx that could not be read). Otherwise a caller could spend the
-  /// organisation's limit without bound by cancelling calls once their requests are out. However the operation
-  /// ended: with a result, failed, cancelled or destroyed. Once; without awaiting: it runs where nothing
+  /// organisation's limit without bound by cancelling calls once their requests are out. The same rule however the
+  /// operation ends: with a result, failed, cancelled or destroyed. Once; without awaiting: it runs where nothing
   /// can be awaited (a destructor), and the interface makes release a non-blocking start for this reason (the local
   /// limit gives back before it returns, the fleet's hops to its strand on its own, ahead of any acquire started
   /// later from this process).

@@ -515,10 +515,10 @@ std::optional<stop_reason> retry_engine::not_admitted(call_result& result, admis
 
 void retry_engine::too_late_for_attempt(call_result& result, int attempt, admission const& waited,
                                         std::string const& counter) {
-  bool const held = waited.verdict == admission_verdict::deadline_exceeded; // the gate kept it past the deadline
-  if (attempt == 1) {                                                       // later attempts keep the last real error
-    // Held back at the admission gate (after a 429, or queued behind the counter's pace): the rate limit is what
-    // stopped the call, and the caller matches it as such (errc::rate_limited, condition::rate_limited).
+  // The admission gate kept the request until past the deadline (after a 429, or queued behind the counter's pace):
+  // the rate limit stopped the call, and a caller matches it as such (errc::rate_limited, condition::rate_limited).
+  bool const held = waited.verdict == admission_verdict::deadline_exceeded;
+  if (attempt == 1) { // later attempts keep the last real error
     result.error = held ? errc::rate_limited : errc::deadline_exceeded;
   }
   if (!held) {

@@ -76,8 +76,8 @@ struct client_options {
   /// `viewer_tickets_per_minute`). One ticket per episode about to be sent is taken, plays first; when the request
   /// ends, what the server certainly did not issue is given back (never sent, or answered without a fresh ticket),
   /// while a ticket its request may have got unseen (cancelled in flight, no answer) stays taken (viewer_limit.hpp).
-  /// The allowance is the request's: a call that joins an
-  /// identical request in flight (`coalesce`) takes none and gets the request's answer, refusals included.
+  /// The allowance is the request's: a call that joins an identical request in flight (`coalesce`) takes none and
+  /// gets the request's answer, refusals included.
   std::shared_ptr<wandura::viewer_limit> viewer_limit{};
   /// Whether refused prefetch items are retried like play items. Default false: a refused prefetch is reported
   /// (`shed`, `rate_limited`, `unavailable`) and asked for again with `play` when the viewer gets there
@@ -181,9 +181,8 @@ public:
   ///         answer), `errc::rate_limited` (nothing sent: the admission gate held the request back after a 429, or
   ///         behind the counter's pace, until past the deadline), `operation_aborted` (cancelled), a transport code
   ///         when no response ever arrived, `errc::invalid_response` when the last answer's body is not the
-  ///         documented JSON and
-  ///         retries ran out or may not be made (an unkeyed write), `errc::http_error` for a final status
-  ///         without items (e.g. 400).
+  ///         documented JSON and retries ran out or may not be made (an unkeyed write), `errc::http_error` for a
+  ///         final status without items (e.g. 400).
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
   /// first request; per-item retry requests always get fresh automatic keys. Attempt timeouts are never under 5 s

@@ -8,9 +8,9 @@
 // the client reading it: its request was cancelled or left at its deadline in flight, or got no answer for it (a
 // timeout, a reset, a 2xx that could not be read). Otherwise cancelling calls once their requests are out would
 // spend the organisation's limit without bound. It takes it once per request: calls that join an identical
-// request in flight take none. The default is a
-// process-local token bucket per viewer, built by the client from `client_options::viewer_tickets_per_minute`; a
-// fleet of processes plugs one limit shared through Redis (`wandura::fleet::configure`).
+// request in flight take none. The default is a process-local token bucket per viewer, built by the client from
+// `client_options::viewer_tickets_per_minute`; a fleet of processes plugs one limit shared through Redis
+// (`wandura::fleet::configure`).
 #pragma once
 
 #include <chrono>
