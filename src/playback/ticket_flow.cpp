@@ -138,7 +138,7 @@ public:
     std::uint32_t unused_primary = 0;
     std::uint32_t unused_fallback = 0;
     for (std::size_t const p : acquired_) {
-      bool const maybe_issued = unanswered_[p] || (in_flight_ && carried_.contains(p));
+      bool const maybe_issued = unanswered_[p] || (in_flight_ && pending_.contains(p));
       if (!maybe_issued && !is_fresh_grant(out_.items[p])) {
         ++(taken_from_[p] == viewer_limit::account::fallback ? unused_fallback : unused_primary);
       }
@@ -206,15 +206,16 @@ public:
   /// taken however the operation ends (settle_allowance).
   void on_progress(int attempts, int http_status) noexcept override {
     progress_.note(attempts, http_status);
-    if (attempts > attempts_sent_) { // an attempt was sent, carrying the episodes still pending
+    // An attempt carries the episodes pending when it is sent; `pending_` changes only after it ended
+    // (after_success), so while it is in flight and when it ends, `pending_` is what it carried.
+    if (attempts > attempts_sent_) { // an attempt was sent
       attempts_sent_ = attempts;
-      carried_ = pending_;
       in_flight_ = true;
       return;
     }
     in_flight_ = false; // it ended
     if (http_status == 0 || (http_status >= 200 && http_status < 300)) {
-      for (std::size_t const p : carried_) {
+      for (std::size_t const p : pending_) {
         unanswered_[p] = true; // no answer, or a 2xx whose items read_items has yet to read
       }
     }
@@ -362,8 +363,7 @@ private:
   /// By position: the account each of `acquired_` took its ticket from.
   std::array<viewer_limit::account, ticket_batch::max_episodes> taken_from_{};
   int attempts_sent_ = 0;  // attempts sent so far (on_progress)
-  item_indexes carried_;   // positions the last attempt sent carried
-  bool in_flight_ = false; // that attempt has not ended
+  bool in_flight_ = false; // the last one has not ended: it carries `pending_`
   /// By position: an attempt carrying the episode ended without the server's answer for it being read.
   std::array<bool, ticket_batch::max_episodes> unanswered_{};
   bool settled_ = false;
