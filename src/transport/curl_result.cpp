@@ -65,8 +65,12 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noex
   if (facts.conflicting_length) {
     return make_error_code(errc::protocol_error);
   }
+  if (facts.resend_refused) {
+    return make_error_code(errc::connection_reset); // the first copy went out on a connection that then closed
+  }
   if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_COULDNT_CONNECT) {
-    return make_error_code(errc::connect_failed);
+    // A connect that failed after the request went out is libcurl's resend: the first copy may have been read.
+    return make_error_code(facts.request_started ? errc::connection_reset : errc::connect_failed);
   }
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     if (!facts.request_started) {
@@ -98,6 +102,11 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = "response body over transport_options::max_response_bytes";
   } else if (facts.conflicting_length) {
     out = "two different Content-Length values in one response";
+  } else if (facts.resend_refused) {
+    out = "the reused connection closed before any response byte, and a request without an idempotency key is not "
+          "sent again";
+  } else if (facts.request_started && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)) {
+    out = "the reused connection closed before any response byte, and the new one for sending again failed";
   } else if (rc == CURLE_OK) {
     out = "connection closed inside the response headers";
   } else if (rc == CURLE_PARTIAL_FILE) {

@@ -23,6 +23,9 @@ struct transfer_facts {
   bool conflicting_length = false; ///< two Content-Length headers with different values (RFC 9112 §6.3: invalid).
   bool has_length = false;         ///< a Content-Length header arrived (its value in `length`)
   std::uint64_t length = 0;
+  /// libcurl set out to send the request again on a new connection (its reused one closed before any response
+  /// byte), and the transport refused: the request is not replayable (easy_setup.cpp, `on_prereq`).
+  bool resend_refused = false;
 };
 
 /// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success,

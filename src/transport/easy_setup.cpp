@@ -39,13 +39,25 @@ int on_close_socket(void* clientp, curl_socket_t fd) noexcept {
   return static_cast<socket_set*>(clientp)->close(fd);
 }
 
+/// A request the server may receive twice without harm: a GET, or one that carries an `Idempotency-Key` (the
+/// server answers a repeat with the first result).
+bool is_replayable(http_request const& request) noexcept {
+  return request.method == http_method::get ||
+         std::any_of(request.headers.begin(), request.headers.end(),
+                     [](http_header const& h) { return iequals(h.name, "Idempotency-Key"); });
+}
+
 /// Connected (TLS included), the request is about to be sent. The connection's socket is the last one this
 /// transfer opened in the address family of `local_ip`: libcurl tries the addresses of one family one after the
 /// other, and closes the other family's attempt when one wins. From now on a connection owns it and closes it
 /// through the close callback.
+///
+/// A second call in one transfer is libcurl sending the request again on a new connection, because the reused
+/// keep-alive connection it went out on closed before any byte of the response (or an HTTP/2 server refused the
+/// stream). The server may have read the first copy, so only a replayable request goes again; any other ends here,
+/// as the connection reset it is (transport.hpp, "Retries and idempotency").
 int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary_port*/, int /*local_port*/) noexcept {
   auto* t = static_cast<transfer*>(clientp);
-  t->facts.request_started = true;
   if (!t->unadopted_sockets.empty()) {
     int const family = std::strchr(local_ip, ':') != nullptr ? AF_INET6 : AF_INET;
     auto& v = t->unadopted_sockets;
@@ -54,6 +66,11 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
       v.erase(std::next(it).base());
     }
   }
+  if (t->facts.request_started && !is_replayable(*t->request)) {
+    t->facts.resend_refused = true;
+    return CURL_PREREQFUNC_ABORT;
+  }
+  t->facts.request_started = true;
   return CURL_PREREQFUNC_OK;
 }
 

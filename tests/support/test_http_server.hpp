@@ -36,6 +36,9 @@ enum class server_behaviour {
   respond,            ///< `status` (200 unless set) with `body`, keep-alive.
   reset_mid_body,     ///< Headers announcing the full body, half the body, then a TCP RST.
   close_before_reply, ///< Reads the request and closes cleanly without a byte (libcurl: "empty reply").
+  /// As `close_before_reply` for one request, then `respond` again: a keep-alive connection the server closed as
+  /// idle just as a request arrived on it.
+  close_once_before_reply,
   stall,              ///< Reads the request and never answers (the connection stays open).
   never_read,         ///< Accepts and never reads: a large request body fills the socket buffers and stalls.
   slow_body,          ///< Headers at once, then the body 10 bytes every `chunk_delay`.
@@ -194,6 +197,7 @@ private:
       socket.close(ignored);
       co_return false;
     }
+    case server_behaviour::close_once_before_reply: behaviour_.store(server_behaviour::respond); [[fallthrough]];
     case server_behaviour::close_before_reply: {
       std::error_code ignored;
       socket.shutdown(asio::socket_base::shutdown_both, ignored);

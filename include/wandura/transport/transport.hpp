@@ -53,7 +53,8 @@ struct transport_stats {
   std::uint64_t pooled_transfers = 0;
 };
 
-/// The libcurl-based `http_sender`. Sends single attempts; never retries.
+/// The libcurl-based `http_sender`. Sends single attempts; never retries (one case of a stale pooled connection
+/// aside, see `async_send`'s "Retries and idempotency").
 ///
 /// @par Thread safety
 /// All member functions may be called from any thread, concurrently. Completions are posted to the completion
@@ -128,8 +129,15 @@ public:
   /// uses it (the same when `options.timeout` passes). The removal is always posted to the strand, so a
   /// signal emitted from any thread, or from code running inside a libcurl callback, is safe.
   /// @par Retries and idempotency
-  /// None here. `connect_failed` guarantees the request was not sent (always safe to retry, docs/protocol.md §1); every
-  /// other error may follow a request the server executed.
+  /// No retries here, with one exception that HTTP clients make for pooled connections: when the reused keep-alive
+  /// connection a request went out on closes before any byte of the response (the server closed it as idle while
+  /// the request was on its way, or an HTTP/2 server refused the stream), libcurl sends the request once more on a
+  /// new connection, within the same attempt and its timeout. The transport lets it do so only for a replayable
+  /// request: a GET, or one carrying an `Idempotency-Key` header (the server answers a repeat with the first
+  /// result). Any other request then fails with `errc::connection_reset`: the server may have read it, and it is
+  /// never put on the wire twice. `connect_failed` guarantees the request was not sent (always safe to retry,
+  /// docs/protocol.md §1); a connect that fails for that second copy is `connection_reset`. Every other error may
+  /// follow a request the server executed.
   template <class CompletionToken>
   auto async_send(http_request const& request, attempt_options options, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, http_response)>(

@@ -112,3 +112,18 @@ TEST_CASE("transport errors: libcurl's text is quoted as one line of printable A
   CHECK(longer.find(std::string(CURL_ERROR_SIZE, 'x') + "...)") != std::string::npos);
   CHECK(longer.find(std::string(CURL_ERROR_SIZE + 1, 'x')) == std::string::npos);
 }
+
+TEST_CASE("transport errors: a second copy of a request that could not go out is a reset, never connect_failed") {
+  // libcurl sends a request again on a new connection when the reused one closed before any response byte. The
+  // first copy went out: a failed connect for the second (or the transport refusing it) is not "nothing was sent".
+  auto const f = make_facts();
+  CHECK(map_curl_result(CURLE_COULDNT_CONNECT, f.sent) == errc::connection_reset);
+  CHECK(map_curl_result(CURLE_COULDNT_RESOLVE_HOST, f.sent) == errc::connection_reset);
+  auto refused = f.sent;
+  refused.resend_refused = true;
+  CHECK(map_curl_result(CURLE_ABORTED_BY_CALLBACK, refused) == errc::connection_reset);
+  CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, refused, "").find("not sent again") != std::string::npos);
+  CHECK(describe_curl_result(CURLE_COULDNT_CONNECT, f.sent, "").find("the new one for sending again failed") !=
+        std::string::npos);
+  CHECK(map_curl_result(CURLE_COULDNT_CONNECT, f.none) == errc::connect_failed);
+}

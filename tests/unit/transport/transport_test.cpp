@@ -846,6 +846,51 @@ TEST_CASE("transport: a pooled connection the server closed while idle is not re
   CHECK(tr.stats().connections_opened == 5);
 }
 
+TEST_CASE("transport: a request on a reused connection closed before any response byte goes again only when it is "
+          "replayable") {
+  // transport.hpp, "Retries and idempotency": libcurl sends the request once more on a new connection; the
+  // transport lets it for a GET or a write with an Idempotency-Key, and fails any other write with connection_reset,
+  // having put it on the wire once.
+  struct row {
+    char const* name;
+    wandura::http_method method;
+    bool keyed;
+    bool replayable;
+  };
+  auto const r = GENERATE(values<row>({{"GET", wandura::http_method::get, false, true},
+                                       {"POST with a key", wandura::http_method::post, true, true},
+                                       {"POST without a key", wandura::http_method::post, false, false}}));
+  CAPTURE(r.name);
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  request.method = r.method;
+  if (r.method == wandura::http_method::get) {
+    request.body.clear();
+  }
+  if (r.keyed) {
+    request.headers.push_back({"Idempotency-Key", "order-1"});
+  }
+  REQUIRE_FALSE(run(io, tr.send_attempt(request, {})).error); // the connection is now pooled
+  server.set_behaviour(server_behaviour::close_once_before_reply);
+  auto const second = run(io, tr.send_attempt(request, {}));
+  if (r.replayable) {
+    REQUIRE_FALSE(second.error);
+    CHECK(second.response.status == 200);
+    CHECK(server.requests_read() == 3); // the first request, then the second twice
+    CHECK(server.connections_accepted() == 2);
+  } else {
+    CHECK(second.error == errc::connection_reset);
+    CHECK(second.detail.find("not sent again") != std::string::npos);
+    CHECK(server.requests_read() == 2); // the second request once
+  }
+  // The transport is unharmed.
+  auto const third = run(io, tr.send_attempt(request, {}));
+  REQUIRE_FALSE(third.error);
+  CHECK(third.response.status == 200);
+}
+
 TEST_CASE("transport: destroying it with idle pooled connections closes them") {
   test_http_server server;
   asio::io_context io;
