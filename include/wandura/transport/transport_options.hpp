@@ -14,8 +14,11 @@ namespace wandura {
 /// API host: keep-alive on, HTTP/2 over TLS when the server offers it, certificates verified.
 ///
 /// Proxies come from the environment as libcurl reads them (`http_proxy`, `https_proxy`/`HTTPS_PROXY`,
-/// `all_proxy`/`ALL_PROXY`, `no_proxy`/`NO_PROXY`), looked at once, when the transport is created: a proxy
-/// variable set later is not seen by an existing transport.
+/// `all_proxy`/`ALL_PROXY`, `no_proxy`/`NO_PROXY`). Whether any of the first five is set is looked at once, when
+/// the transport is created. If none is, the transport never uses a proxy: a variable set later is not seen. If
+/// one is, libcurl reads the variables again for each request, so a later change (set, changed or unset) takes
+/// effect at the next request. Through a proxy, an `https` request is tunnelled (CONNECT) and verified end to end;
+/// a plain `http` one, its `Authorization` header included, is readable by the proxy.
 struct transport_options {
   /// Largest response body accepted, in bytes. A larger body (by `Content-Length` or by bytes received) ends the
   /// attempt with `errc::response_too_large`. Default 1 MiB. Unlike the connection limits below, 0 is not "no
