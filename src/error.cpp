@@ -5,6 +5,13 @@
 namespace wandura {
 namespace {
 
+/// `code` is the system's `e`: in the generic category, the standard system one or Asio's ("asio.system", which
+/// maps its values to no generic condition).
+bool is_errno(std::error_code const& code, std::errc e) noexcept {
+  bool const system = code.category() == std::system_category() || code.category() == asio::system_category();
+  return code == e || (system && code.value() == static_cast<int>(e));
+}
+
 class wandura_category final : public std::error_category {
 public:
   [[nodiscard]] char const* name() const noexcept override { return "wandura"; }
@@ -24,6 +31,7 @@ public:
     case errc::invalid_idempotency_key: return "invalid idempotency key (90010)";
     case errc::http_error: return "HTTP error";
     case errc::rate_limited: return "rate limited";
+    case errc::unavailable: return "unavailable (a status worth retrying later)";
     case errc::invalid_response: return "invalid response body";
     case errc::invalid_argument: return "invalid argument";
     case errc::unauthorized: return "unauthorized";
@@ -41,7 +49,7 @@ public:
       switch (static_cast<condition>(cond.value())) {
       case condition::retryable:
         return e == errc::connect_failed || e == errc::attempt_timeout || e == errc::response_timeout ||
-               e == errc::connection_reset;
+               e == errc::connection_reset || e == errc::rate_limited || e == errc::unavailable;
       case condition::timeout:
         return e == errc::attempt_timeout || e == errc::response_timeout || e == errc::deadline_exceeded;
       case condition::rate_limited: return e == errc::rate_limited;
@@ -73,11 +81,13 @@ public:
       return code.category().equivalent(code.value(), std::error_condition(value, *this));
     }
     if (static_cast<condition>(value) == condition::timeout) {
-      return code == asio::error::timed_out || code == std::errc::timed_out;
+      return is_errno(code, std::errc::timed_out);
     }
     if (static_cast<condition>(value) == condition::retryable) {
-      return code == asio::error::connection_reset || code == asio::error::connection_refused ||
-             code == asio::error::timed_out || code == asio::error::eof;
+      return is_errno(code, std::errc::connection_reset) || is_errno(code, std::errc::connection_refused) ||
+             is_errno(code, std::errc::connection_aborted) || is_errno(code, std::errc::network_unreachable) ||
+             is_errno(code, std::errc::host_unreachable) || is_errno(code, std::errc::timed_out) ||
+             code == asio::error::eof;
     }
     return false;
   }
@@ -110,6 +120,7 @@ std::string_view to_string(errc e) noexcept {
   case errc::invalid_idempotency_key: return "invalid_idempotency_key";
   case errc::http_error: return "http_error";
   case errc::rate_limited: return "rate_limited";
+  case errc::unavailable: return "unavailable";
   case errc::invalid_response: return "invalid_response";
   case errc::invalid_argument: return "invalid_argument";
   case errc::unauthorized: return "unauthorized";

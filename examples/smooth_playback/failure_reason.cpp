@@ -37,7 +37,7 @@ std::string failure_reason(wandura::episode_start const& got, double latency_ms,
     return "rate_limited"; // held back after a 429 past the deadline: nothing more was sent
   }
   if (got.attempts > policy.max_retries) {
-    return is_429 ? "rate_limited" : "http_error"; // every retry used
+    return is_429 ? "rate_limited" : "unavailable"; // every retry used
   }
   double const next_wait_ms = item.retry_after && item.retry_after->count() > 0
                                   ? static_cast<double>(std::chrono::milliseconds(*item.retry_after).count()) + 1000.0

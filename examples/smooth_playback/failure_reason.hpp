@@ -4,7 +4,7 @@
 // client stopped retrying. The reason follows from the retry loop's rules (SPEC §3): a retryable answer (429, 503)
 // with retries left whose next retry (its Retry-After plus at most 1 s of jitter, or the policy's largest backoff)
 // still fitted the deadline was stopped by the retry budget alone (`budget_exhausted`, whatever the item's status);
-// with no retry left it is the last answer's code (`rate_limited` for a 429, `http_error` otherwise); otherwise the
+// with no retry left it is the last answer's code (`rate_limited` for a 429, `unavailable` otherwise); otherwise the
 // deadline (`deadline_exceeded`).
 #pragma once
 

@@ -52,11 +52,20 @@ enum class errc {
   budget_exhausted = 21,
   /// A caller-chosen idempotency key is not 1-200 visible ASCII characters (0x21-0x7E). docs/protocol.md §1 code 90010.
   invalid_idempotency_key = 22,
-  /// The server answered with an HTTP status that is final for this call (see `wandura::error::http_status`).
+  /// The server answered with an HTTP status that is final for this call: the call's retry policy does not retry
+  /// it (400, 404, 409 `idempotency_conflict`, 501, ...; see `wandura::error::http_status`). Sending the same
+  /// request again is not expected to help.
   http_error = 23,
   /// The server refused for rate (HTTP 429) and the call stopped, or the client held it back after a 429 longer
   /// than its deadline allowed.
   rate_limited = 24,
+  /// The server answered with a status the call's retry policy retries (500, 502, 503 and a 409
+  /// `idempotency_in_progress`; STANDARD also 408, 425, 504 and the retryable numeric codes such as 50200), and no
+  /// retry was left: the policy's retries were used (or are off), or the request was a write without an
+  /// idempotency key. The same request may succeed later; `wandura::error::http_status` says which status. (A 429
+  /// is `rate_limited`; retries stopped by the deadline or the retry budget are `deadline_exceeded` and
+  /// `budget_exhausted`.)
+  unavailable = 25,
 
   // --- playback: typed API ----------------------------------------------------------------------------------
   /// A response body is not the JSON the API documents (malformed, truncated, wrong types, numbers out of range).
@@ -71,9 +80,12 @@ enum class errc {
 
 /// Broad classes of failures that `errc` values, Asio and system codes compare equal to.
 enum class condition {
-  /// Worth retrying later: connection failures and resets, timeouts, 429, 5xx the policy retries.
+  /// Worth retrying later: `connect_failed`, `attempt_timeout`, `response_timeout`, `connection_reset`,
+  /// `rate_limited` (429) and `unavailable` (a status the policy retries, 5xx by default); and the system and Asio
+  /// codes for a connection refused, reset or aborted, an unreachable network or host, a timeout and an early end
+  /// of file (`std::errc::connection_reset`, `asio::error::connection_reset`, `asio::error::eof`, ...).
   retryable = 1,
-  /// A timeout: attempt, response or the call's deadline.
+  /// A timeout: attempt, response or the call's deadline (and `std::errc::timed_out` from the system or Asio).
   timeout = 2,
   /// The server refused for rate (HTTP 429) or the client held the call back after a 429.
   rate_limited = 3,

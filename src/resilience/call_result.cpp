@@ -63,7 +63,11 @@ std::error_code code_for_last_error(call_result const& r) {
     if (r.response.status == 401) {
       return errc::unauthorized;
     }
-    return errc::http_error;
+    // A status the policy retries ends the call only when no retry is left: all used (or retries off), or a write
+    // without a key, which carries the note saying so.
+    bool const worth_retrying_later =
+        r.stopped == stop_reason::retries_exhausted || (r.stopped == stop_reason::not_retryable && !r.note.empty());
+    return worth_retrying_later ? errc::unavailable : errc::http_error;
   }
   return r.error ? r.error : std::error_code(errc::transport_failed);
 }

@@ -68,7 +68,7 @@ TEST_CASE("failure reason: a retryable answer with retries and time left was sto
         "budget_exhausted");
   // Every retry used: the last answer's code.
   CHECK(demo::failure_reason(failed_play(wandura::item_outcome::rate_limited, 4, 1s), 3000, policy) == "rate_limited");
-  CHECK(demo::failure_reason(failed_play(wandura::item_outcome::unavailable, 4, 1s), 3000, policy) == "http_error");
+  CHECK(demo::failure_reason(failed_play(wandura::item_outcome::unavailable, 4, 1s), 3000, policy) == "unavailable");
   // The next retry (1 s + up to 1 s of jitter) would not have fitted the 15 s deadline.
   CHECK(demo::failure_reason(failed_play(wandura::item_outcome::rate_limited, 2, 1s), 13500, policy) ==
         "deadline_exceeded");

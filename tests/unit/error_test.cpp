@@ -8,8 +8,8 @@ TEST_CASE("error codes: every enumerator has a name and a message in the wandura
                  wandura::errc::connection_reset, wandura::errc::tls_failed, wandura::errc::response_too_large,
                  wandura::errc::protocol_error, wandura::errc::transport_failed, wandura::errc::deadline_exceeded,
                  wandura::errc::budget_exhausted, wandura::errc::invalid_idempotency_key, wandura::errc::http_error,
-                 wandura::errc::rate_limited, wandura::errc::invalid_response, wandura::errc::invalid_argument,
-                 wandura::errc::unauthorized}) {
+                 wandura::errc::rate_limited, wandura::errc::unavailable, wandura::errc::invalid_response,
+                 wandura::errc::invalid_argument, wandura::errc::unauthorized}) {
     std::error_code ec = e;
     CHECK(std::string(ec.category().name()) == "wandura");
     CHECK(ec.message().find("unknown") == std::string::npos);
@@ -33,6 +33,39 @@ TEST_CASE("error codes: conditions group codes a caller would treat alike") {
   CHECK(std::error_code(asio::error::timed_out) == condition::timeout);
   CHECK(std::error_code(asio::error::connection_reset) == condition::retryable);
   CHECK(std::error_code(asio::error::operation_aborted) != condition::retryable);
+}
+
+TEST_CASE("error codes: retryable is exactly the list error.hpp gives, in every category that can say it") {
+  using wandura::condition;
+  using wandura::errc;
+  // Worth retrying later, by the SDK's own codes: the transport's transient failures, a 429, a status the policy
+  // retries with no retry left.
+  for (auto e : {errc::connect_failed, errc::attempt_timeout, errc::response_timeout, errc::connection_reset,
+                 errc::rate_limited, errc::unavailable}) {
+    CAPTURE(wandura::to_string(e));
+    CHECK(std::error_code(e) == condition::retryable);
+  }
+  for (auto e : {errc::tls_failed, errc::response_too_large, errc::protocol_error, errc::transport_failed,
+                 errc::deadline_exceeded, errc::budget_exhausted, errc::invalid_idempotency_key, errc::http_error,
+                 errc::invalid_response, errc::invalid_argument, errc::unauthorized}) {
+    CAPTURE(wandura::to_string(e));
+    CHECK(std::error_code(e) != condition::retryable);
+  }
+  // The same failures from the system, whether its category is Asio's (the system one on POSIX) or the generic one.
+  for (auto e : {std::errc::connection_reset, std::errc::connection_refused, std::errc::connection_aborted,
+                 std::errc::network_unreachable, std::errc::host_unreachable, std::errc::timed_out}) {
+    auto const value = static_cast<int>(e);
+    CAPTURE(value);
+    CHECK(std::make_error_code(e) == condition::retryable);
+    CHECK(std::error_code(value, std::system_category()) == condition::retryable);
+  }
+  CHECK(std::error_code(asio::error::connection_refused) == condition::retryable);
+  CHECK(std::error_code(asio::error::eof) == condition::retryable);
+  CHECK(std::make_error_code(std::errc::timed_out) == condition::timeout);
+  CHECK(std::make_error_code(std::errc::connection_reset) != condition::timeout);
+  CHECK(std::make_error_code(std::errc::permission_denied) != condition::retryable);
+  CHECK(std::make_error_code(std::errc::invalid_argument) != condition::retryable);
+  CHECK(std::error_code(asio::error::operation_aborted) != condition::timeout);
 }
 
 TEST_CASE("error exception: carries what the server said and the attempts") {

@@ -84,7 +84,8 @@ struct call_result {
 /// The exception for a failed call. Its code: `operation_aborted` (cancelled), `errc::deadline_exceeded`,
 /// `errc::budget_exhausted`, `errc::rate_limited` (final 429, a request the admission gate shed, or one it held back
 /// until past the deadline, nothing sent),
-/// `errc::unauthorized` (401), `errc::http_error` (other statuses), `errc::invalid_response` (a 2xx whose body could
+/// `errc::unauthorized` (401), `errc::unavailable` (a status the policy retries, with no retry left: retries used,
+/// or a write without a key), `errc::http_error` (other statuses), `errc::invalid_response` (a 2xx whose body could
 /// not be read), or the transport code / the refusal code.
 /// `what()` is "<operation>: <where and why it stopped>: <last real error>[: <detail>] (<target>)", e.g. (targets
 /// left out)

@@ -338,6 +338,57 @@ TEST_CASE("client: network errors on every attempt end the call with the last re
   CHECK(h.warn_lines.size() == 3);
 }
 
+TEST_CASE("client: a call that ends on an answer worth retrying later matches condition::retryable, a final answer "
+          "does not") {
+  // error.hpp: `unavailable` is a status the call's policy retries with no retry left, `http_error` a final status;
+  // `condition::retryable` matches the first (and `rate_limited`), never the second.
+  struct row {
+    char const* name;
+    char const* call;
+    int status;
+    bool standard_policy;
+    bool keys_off;
+    wandura::errc code;
+    int attempts;
+  };
+  auto const r = GENERATE(values<row>({
+      {"503 on every attempt", "get_config", 503, false, false, wandura::errc::unavailable, 4},
+      {"503 without items to a batch", "issue_tickets", 503, false, false, wandura::errc::unavailable, 4},
+      {"503 to a write without a key", "issue_tickets", 503, false, true, wandura::errc::unavailable, 1},
+      {"429 on every attempt", "get_config", 429, false, false, wandura::errc::rate_limited, 4},
+      {"504 under STANDARD", "get_config", 504, true, false, wandura::errc::unavailable, 3},
+      {"504 under the default policy", "get_config", 504, false, false, wandura::errc::http_error, 1},
+      {"404", "get_config", 404, false, false, wandura::errc::http_error, 1},
+  }));
+  CAPTURE(r.name);
+  wandura::client_options client_options;
+  client_options.retry.auto_idempotency_keys = !r.keys_off;
+  harness h(client_options);
+  h.fake->set_default(fake_step::respond(r.status, "<html>proxy</html>"));
+  wandura::call_options options;
+  if (r.standard_policy) {
+    options.policy = wandura::retry_policy::standard();
+  }
+  try {
+    if (std::string_view(r.call) == "issue_tickets") {
+      (void)h.start(4, 4, "dev-1", options);
+    } else {
+      (void)h.run(h.api->get_config(options));
+    }
+    FAIL("expected a failed call");
+  } catch (wandura::error const& e) {
+    INFO(e.what());
+    CHECK(e.code() == r.code);
+    CHECK((e.code() == wandura::condition::retryable) == (r.code != wandura::errc::http_error));
+    CHECK(e.http_status() == r.status);
+    CHECK(e.attempts() == r.attempts);
+    if (r.keys_off) {
+      CHECK(std::string(e.what()).find("not retried: write without idempotency key: HTTP 503") != std::string::npos);
+    }
+  }
+  CHECK(h.fake->attempt_count() == static_cast<std::size_t>(r.attempts));
+}
+
 TEST_CASE("client: cancelling a call during a per-item backoff ends it with operation_aborted") {
   harness h;
   h.fake->push(fake_step::respond(

@@ -65,6 +65,20 @@ TEST_CASE("call result: final statuses map to codes a caller can match") {
         errc::unauthorized);
   CHECK(wandura::to_error(http_failure(stop_reason::not_retryable, 404, "not_found", 1), "x").code() ==
         errc::http_error);
+  CHECK(wandura::to_error(http_failure(stop_reason::not_retryable, 404, "not_found", 1), "x").code() !=
+        wandura::condition::retryable);
+  // A status the policy retries, with no retry left: the retries were used, or off, or the write had no key.
+  CHECK(wandura::to_error(http_failure(stop_reason::retries_exhausted, 503, "", 4), "x").code() == errc::unavailable);
+  CHECK(wandura::to_error(http_failure(stop_reason::retries_exhausted, 503, "", 1), "x").code() == errc::unavailable);
+  auto unkeyed = http_failure(stop_reason::not_retryable, 502, "", 1);
+  unkeyed.note = "not retried: write without idempotency key";
+  CHECK(wandura::to_error(unkeyed, "x").code() == errc::unavailable);
+  CHECK(wandura::to_error(unkeyed, "x").code() == wandura::condition::retryable);
+  CHECK(wandura::to_error(http_failure(stop_reason::retries_exhausted, 429, "rate_limited", 4), "x").code() ==
+        wandura::condition::retryable);
+  // A 503 the policy never retries (not_ready) is final.
+  CHECK(wandura::to_error(http_failure(stop_reason::not_retryable, 503, "not_ready", 1), "x").code() ==
+        errc::http_error);
   CHECK(what(http_failure(stop_reason::retries_exhausted, 503, "", 4))
             .rfind("issue_tickets: retries exhausted after 4 attempts: HTTP 503", 0) == 0);
   // One attempt and no retry: retries were off (policy none, or disable_retries), nothing was exhausted.

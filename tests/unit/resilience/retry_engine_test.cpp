@@ -985,7 +985,7 @@ TEST_CASE("observer: an engine call tells exactly one call end, after all of its
     auto const r = o.h.run(get(), config_read());
     REQUIRE(r.stopped == stop_reason::retries_exhausted);
     REQUIRE(o.observer->calls.size() == 1);
-    CHECK(o.observer->calls[0].error == errc::http_error);
+    CHECK(o.observer->calls[0].error == errc::unavailable);
     CHECK(o.observer->calls[0].error == wandura::to_error(r, "get_config").code());
     CHECK(o.observer->calls[0].duration == o.h.clock->elapsed());
     CHECK(o.observer->attempt_ends == r.attempts);
