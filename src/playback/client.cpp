@@ -313,9 +313,10 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
   detail::observed_call observed(self->http_metrics.get(), target.operation, *self->time);
   try {
     read_settlement settle(*self); // first: a call refused for its arguments is a call that failed, as everywhere
-    if (!target.segment_name.empty() && segment.empty()) {
-      throw error(errc::invalid_argument,
-                  std::string(target.operation) + ": " + std::string(target.segment_name) + " must not be empty");
+    if (!target.segment_name.empty() && (segment.empty() || segment == "." || segment == "..")) {
+      // A dot segment would be taken out of the path (RFC 3986 §5.2.4) and ask for another resource.
+      throw error(errc::invalid_argument, std::string(target.operation) + ": " + std::string(target.segment_name) +
+                                              " must not be empty, \".\" or \"..\"");
     }
     std::string url = self->base_url + std::string(target.path);
     if (!target.segment_name.empty()) {

@@ -202,12 +202,14 @@ public:
 
   /// `GET /v1/config` (counter `config`): the organisation's limits. @throws wandura::error as for any call.
   [[nodiscard]] asio::awaitable<org_config> get_config(call_options options = {});
-  /// `GET /v1/catalog/films/{film_ref}` (counter `catalog`). @throws wandura::error, `errc::http_error` with
+  /// `GET /v1/catalog/films/{film_ref}` (counter `catalog`); `film_ref` goes into the path percent-encoded (RFC
+  /// 3986 unreserved bytes as they are). @throws wandura::error, `errc::invalid_argument` (nothing sent) for an
+  /// empty `film_ref` or a dot segment (`.` or `..`, which would name another path), `errc::http_error` with
   /// status 404 for an unknown film.
   [[nodiscard]] asio::awaitable<film> get_film(std::string film_ref, call_options options = {});
   /// `GET /v1/videos` (counter `videos`): the open videos.
   [[nodiscard]] asio::awaitable<std::vector<video>> list_videos(call_options options = {});
-  /// `GET /v1/videos/{video_ref}` (counter `video`).
+  /// `GET /v1/videos/{video_ref}` (counter `video`). @throws as `get_film`, for `video_ref`.
   [[nodiscard]] asio::awaitable<video> get_video(std::string video_ref, call_options options = {});
   /// `GET /v1/creatives` (counter `creatives`).
   [[nodiscard]] asio::awaitable<std::vector<creative>> list_creatives(call_options options = {});

@@ -435,15 +435,31 @@ TEST_CASE("client: typed reads parse their bodies and percent-encode path segmen
   CHECK_THROWS_AS(h.run(h.api->get_video("nope")), wandura::error);
 }
 
-TEST_CASE("client: a typed read refused for an empty path segment is counted as a call that failed") {
+TEST_CASE("client: a typed read refused for an empty or dot path segment is counted as a call that failed") {
+  // client.hpp get_film: invalid_argument, nothing sent, for an empty ref or a dot segment, which the URL's path
+  // would lose ("films/.." is "/v1/catalog/"): another resource.
+  auto const ref = GENERATE(as<std::string>{}, "", ".", "..");
+  CAPTURE(ref);
   harness h;
   auto const before = h.api->stats().metrics;
-  CHECK_THROWS_AS(h.run(h.api->get_film("")), wandura::error);
-  CHECK_THROWS_AS(h.run(h.api->get_video("")), wandura::error);
+  for (int call = 0; call < 2; ++call) {
+    try {
+      (void)(call == 0 ? h.run(h.api->get_film(ref)).film_ref : h.run(h.api->get_video(ref)).video_ref);
+      FAIL("expected invalid_argument");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK(std::string(e.what()).find(call == 0 ? "get_film: film_ref must not be empty"
+                                                 : "get_video: video_ref must not be empty") == 0);
+    }
+  }
   auto const after = h.api->stats().metrics;
   CHECK(after.calls == before.calls + 2);
   CHECK(after.call_failures == before.call_failures + 2);
   CHECK(h.fake->attempt_count() == 0);
+  // Dots within a ref are bytes like any other.
+  h.fake->push(fake_step::respond(200, R"({"film_ref":"...","title":"T","episodes":12})"));
+  CHECK(h.run(h.api->get_film("...")).episode_count == 12);
+  CHECK(h.fake->attempts()[0].request.url == "http://127.0.0.1:1/v1/catalog/films/...");
 }
 
 TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
