@@ -86,6 +86,28 @@ TEST_CASE("faults: path matching covers sub-paths and never the admin API") {
   CHECK(c.get("/v1/videos").status == 200);
 }
 
+TEST_CASE("faults: a rule list refused by install_faults installs none of its rules and keeps the rules before it") {
+  // emulator.hpp, install_faults(json): "@throws config_error when the JSON is not a valid rule list (nothing is
+  // installed then)". Each refused list starts with a valid rule for /v1/config: were it installed, config requests
+  // would get 503. A rule installed before stays, and still hits once.
+  std::string const refused = GENERATE(
+      std::string(R"({"rules":[{"path":"/v1/config","kind":"status","status":503},{"path":"*","kind":"nonsense"}]})"),
+      std::string(R"({"rules":[{"path":"/v1/config","kind":"status","status":503},{"kind":"status","status":"x"}]})"),
+      std::string(R"([{"path":"/v1/config","kind":"status","status":503},{"kind":"delay","ms":-1}])"),
+      std::string(R"({"rules":[{"path":"/v1/config","kind":"status","status":503},)"));
+  CAPTURE(refused);
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/videos","kind":"status","status":502,"count":1}]})");
+  CHECK_THROWS_AS(emu->install_faults(refused), config_error);
+  http_test_client c(emu->port());
+  for (int i = 0; i < 3; ++i) {
+    CHECK(c.get("/v1/config").status == 200);
+  }
+  CHECK(c.get("/v1/videos").status == 502);
+  CHECK(c.get("/v1/videos").status == 200);
+  CHECK(emu->stats().faults_injected == 1);
+}
+
 TEST_CASE("faults: probability 0 never hits and probability 1 always does") {
   auto emu = start_manual();
   emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":500,"probability":0}]})");

@@ -90,6 +90,37 @@ TEST_CASE("hold: a play that would wait longer than the hold window is refused w
   CHECK(refused >= 2);
 }
 
+TEST_CASE("hold: stop drops a play held for room without a ticket") {
+  // emulator.hpp, server: "Requests in flight when `stop` is called are abandoned (their connections are closed),
+  // and a play held for room is dropped without a ticket." Two tickets a minute (one every 30 s) and a 60 s hold
+  // window: the third play is held ~30 s. Stopping meanwhile closes its connection without an answer, promptly,
+  // and issues nothing: no ticket counted, no held play granted.
+  auto emu = start_slow_refill(2, 60'000ms);
+  http_test_client c(emu->port());
+  REQUIRE(c.tickets(batch_body({{"long-saga", 1, "play"}, {"long-saga", 2, "play"}})).status == 200);
+  REQUIRE(emu->stats().tickets_counted == 2);
+  auto held = std::async(std::launch::async, [&] {
+    http_test_client other(emu->port(), 45s); // longer than the hold: a play not dropped gets its answer
+    return other.tickets(play(1));
+  });
+  // The held request was read and decided once the server counted it (decided on the spot, then held on a timer).
+  for (int i = 0; i < 500 && emu->stats().requests["playback"] < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(emu->stats().requests["playback"] == 2);
+  std::this_thread::sleep_for(200ms);
+  REQUIRE(held.wait_for(0s) == std::future_status::timeout); // still held
+  auto const stopping = std::chrono::steady_clock::now();
+  emu->stop();
+  auto const r = held.get();
+  CHECK(std::chrono::steady_clock::now() - stopping < 10s); // not answered at the end of the hold
+  CHECK(r.status == 0);
+  CHECK(r.closed_early);
+  CHECK_FALSE(r.timed_out);
+  CHECK(emu->stats().tickets_counted == 2);
+  CHECK(emu->stats().held_play == 0);
+}
+
 TEST_CASE("faults: delay makes the execution slow, after the key is registered") {
   auto emu = server::start({});
   emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"delay","ms":400,"count":1}]})");

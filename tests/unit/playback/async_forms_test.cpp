@@ -258,3 +258,53 @@ TEST_CASE("async forms: the handler runs on its associated executor, a strand or
     CHECK(details.http_status == (with_details ? 404 : 0));
   }
 }
+
+namespace {
+/// A 200 body each form (index as in `start_form`) reads as a success.
+std::string success_body(int form) {
+  switch (form) {
+  case 0:
+  case 1: return batch_body({granted_item("the-heiress-returns", 4, "play", "t4")});
+  case 2: return R"({"org_id":"org_demo","limits":{"playback":6000}})";
+  case 3: return R"({"film_ref":"nope","title":"T","episodes":12})";
+  case 4: return R"({"videos":[{"video_ref":"v1","title":"T","url":"https://v/1"}]})";
+  case 5: return R"({"video_ref":"nope","title":"T","url":"https://v/1"})";
+  default: return R"({"creatives":[{"creative_id":"c1","url":"https://c/1"}]})";
+  }
+}
+} // namespace
+
+TEST_CASE("async forms: with_error_info resets the named details to error_info{} when the call succeeds") {
+  // error_info_token.hpp, `with_error_info`: "@param details receives the details; reset to `error_info{}` when the
+  // call succeeds". The details are pre-filled as a failure before would have left them; a retried success (503
+  // then 200) is included, since its last failed attempt must not be reported either.
+  bool const retried = GENERATE(false, true);
+  CAPTURE(retried);
+  for (int form = 0; form < 7; ++form) {
+    CAPTURE(form);
+    harness h;
+    if (retried) {
+      h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable","request_id":"req_503"})"));
+    }
+    h.fake->push(fake_step::respond(200, success_body(form)));
+    wandura::error_info details{404, "not_found", "gone", "req_old", 3};
+    bool done = false;
+    std::error_code code = wandura::errc::transport_failed;
+    start_form(*h.api, form,
+               wandura::with_error_info(
+                   [&](std::error_code ec, auto&&) {
+                     code = ec;
+                     done = true;
+                   },
+                   details));
+    drive(h, done);
+    REQUIRE(done);
+    CHECK_FALSE(code);
+    CHECK(h.fake->attempt_count() == (retried ? 2U : 1U));
+    CHECK(details.http_status == 0);
+    CHECK(details.error_code.empty());
+    CHECK(details.reason.empty());
+    CHECK(details.request_id.empty());
+    CHECK(details.attempts == 0);
+  }
+}

@@ -387,3 +387,51 @@ TEST_CASE("transport over TLS: an HTTP/2 stream that times out alone on its conn
   CHECK_FALSE(next.error);
   CHECK(next.response.http_version == 20);
 }
+
+TEST_CASE("transport over TLS: max_concurrent_streams caps the HTTP/2 streams on one connection") {
+  // transport_options.hpp, max_concurrent_streams: "Most HTTP/2 streams opened on one connection
+  // (CURLMOPT_MAX_CONCURRENT_STREAMS); the server's own limit still applies" (nginx: 128). Eight slow responses at
+  // once over HTTP/2: with a cap of 4 they need more than one connection, with the default (100) they share one.
+  // The streams are cancelled once counted: each would take ~11 s.
+  long const cap = GENERATE(4L, 100L);
+  CAPTURE(cap);
+  asio::io_context io;
+  wandura::transport_options options;
+  options.ca_bundle = nginx("WANDURA_NGINX_CA");
+  options.max_concurrent_streams = cap;
+  wandura::transport tr(io.get_executor(), options);
+  wandura::http_request slow; // ~2.3 KB at 200 bytes a second
+  slow.url = "https://127.0.0.1:" + nginx("WANDURA_NGINX_HTTPS_PORT") + "/slow";
+  constexpr std::size_t streams = 8;
+  std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
+  std::size_t done = 0;
+  for (std::size_t i = 0; i < streams; ++i) {
+    signals.push_back(std::make_unique<asio::cancellation_signal>());
+    asio::co_spawn(io, tr.send_attempt(slow, {}),
+                   asio::bind_cancellation_slot(signals.back()->slot(),
+                                                [&done](std::exception_ptr, wandura::attempt_result) { ++done; }));
+  }
+  // Every stream started: headers in, bodies trickling (bounded: 5 s).
+  for (int i = 0; i < 50 && tr.stats().requests_in_flight < streams; ++i) {
+    io.restart();
+    io.run_for(100ms);
+  }
+  io.restart();
+  io.run_for(1000ms);
+  REQUIRE(done == 0);
+  // At most `cap` streams on a connection: 8 streams need at least 2 connections under a cap of 4 (libcurl 7.88
+  // opens one for each stream beyond the first connection's 4, as it does not wait for a connection in progress).
+  if (cap == 4) {
+    CHECK(tr.stats().sockets_open >= 2);
+  } else {
+    CHECK(tr.stats().sockets_open == 1);
+  }
+  for (auto& signal : signals) {
+    signal->emit(asio::cancellation_type::terminal);
+  }
+  for (int i = 0; i < 50 && done < streams; ++i) {
+    io.restart();
+    io.run_for(100ms);
+  }
+  CHECK(done == streams);
+}
