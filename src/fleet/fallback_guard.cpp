@@ -29,6 +29,11 @@ bool concerns_one_call(std::error_code ec, std::string_view reply_text) noexcept
   if (code != "ERR" && code != "WRONGTYPE") {
     return false; // raised inside the script, but about the server: OOM, READONLY, NOPERM, ...
   }
+  // Redis 7.0 refuses what the user's ACL does not allow inside a script with `ERR The user executing the script
+  // can't ...` (a command, a key pattern, a Pub/Sub channel): the server's configuration, met by every call.
+  if (reply_text.find("user executing the script") != std::string_view::npos) {
+    return false;
+  }
   // Redis 6 answers `ERR Error running script ...: @user_script:1: <what the command answered>`: a server state
   // quoted there (`-OOM ...`, `READONLY ...`) is no more about one call than it is unwrapped.
   constexpr std::array<std::string_view, 12> server_states{"OOM",        "READONLY",    "NOPERM",   "NOAUTH",

@@ -17,8 +17,9 @@ namespace wandura::detail {
 /// what one of its keys held (`WRONGTYPE`, a value a command or the Lua arithmetic refused: code `ERR` or
 /// `WRONGTYPE`, raised inside the script, which Redis marks with `@user_script:`). False for every other failure:
 /// no reply (timeout, reset, refused connection), a reply before the script ran (`LOADING`, `BUSY`, `NOSCRIPT`,
-/// `ERR unknown command`), and a server state raised inside it (`OOM`, `READONLY`, `NOPERM`, `MISCONF`, ...), which
-/// every other call would meet too. @param ec how the command completed; @param reply_text the error reply's text.
+/// `ERR unknown command`), and a server state raised inside it (`OOM`, `READONLY`, `NOPERM`, `MISCONF`, an ACL's
+/// `ERR The user executing the script can't ...`), which every other call would meet too. @param ec how the command
+/// completed; @param reply_text the error reply's text.
 [[nodiscard]] bool concerns_one_call(std::error_code ec, std::string_view reply_text) noexcept;
 
 class fallback_guard {

@@ -121,6 +121,8 @@ TEST_CASE("fallback guard: an error raised inside a script about its key concern
                                               "on @user_script:1."));
   CHECK_FALSE(concerns_one_call(server_error, "NOPERM this user has no permissions to access one of the keys used as "
                                               "arguments script: 085e, on @user_script:1."));
+  CHECK_FALSE(concerns_one_call(server_error, "ERR The user executing the script can't publish to the channel "
+                                              "mentioned in the command script: 085e, on @user_script:12."));
   CHECK_FALSE(concerns_one_call(server_error, "LOADING Redis is loading the dataset in memory"));
   CHECK_FALSE(concerns_one_call(server_error, "BUSY Redis is busy running a script."));
   CHECK_FALSE(concerns_one_call(server_error, "NOSCRIPT No matching script. Please use EVAL."));
