@@ -1,15 +1,60 @@
 #include "fallback_guard.hpp"
 
+#include <array>
 #include <utility>
 
 #include <asio/error.hpp>
 
 #include "wandura/detail/printable.hpp"
+#include "wandura/fleet/fleet_error.hpp"
 
 namespace wandura::detail {
+namespace {
 
-fallback_guard::fallback_guard(std::string what, std::string server, fallback_options options)
-    : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)) {}
+/// Appends Redis's error reply to a log line, without what names keys or values: the arguments Redis echoes after an
+/// unknown command (envelopes, viewer keys) and the script's SHA-1 and line it appends to an error raised inside one.
+void append_refusal(std::string& line, std::string_view refusal) {
+  refusal = refusal.substr(0, refusal.find(", with args beginning with:"));
+  refusal = refusal.substr(0, refusal.find(" script: "));
+  append_printable(line, refusal);
+}
+
+} // namespace
+
+bool concerns_one_call(std::error_code ec, std::string_view reply_text) noexcept {
+  if (ec != fleet_errc::server_error || reply_text.find("@user_script:") == std::string_view::npos) {
+    return false;
+  }
+  std::string_view const code = reply_text.substr(0, reply_text.find(' '));
+  if (code != "ERR" && code != "WRONGTYPE") {
+    return false; // raised inside the script, but about the server: OOM, READONLY, NOPERM, ...
+  }
+  // Redis 7.0 refuses what the user's ACL does not allow inside a script with `ERR The user executing the script
+  // can't ...` (a command, a key pattern, a Pub/Sub channel): the server's configuration, met by every call.
+  if (reply_text.find("user executing the script") != std::string_view::npos) {
+    return false;
+  }
+  // Redis 6 answers `ERR Error running script ...: @user_script:1: <what the command answered>`: a server state
+  // quoted there (`-OOM ...`, `READONLY ...`) is no more about one call than it is unwrapped.
+  constexpr std::array<std::string_view, 12> server_states{"OOM",        "READONLY",    "NOPERM",   "NOAUTH",
+                                                           "LOADING",    "BUSY",        "MISCONF",  "MASTERDOWN",
+                                                           "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN", "CROSSSLOT"};
+  for (std::string_view const state : server_states) {
+    for (std::string_view const before : {": ", ": -"}) {
+      std::string quoted(before);
+      quoted += state;
+      quoted += ' ';
+      if (reply_text.find(quoted) != std::string_view::npos) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+fallback_guard::fallback_guard(std::string what, std::string server, fallback_options options, std::string key_kind)
+    : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)), key_kind_(std::move(key_kind)) {
+}
 
 bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now) {
   if (!shut_down_ && (!degraded_ || now >= retry_at_)) {
@@ -49,14 +94,34 @@ void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock:
   if (options_.log) {
     std::string why = ec.message();
     if (!refusal.empty()) {
-      // Redis echoes an unknown command's first arguments: ticket envelopes, viewer keys. Not for a log line.
-      refusal = refusal.substr(0, refusal.find(", with args beginning with:"));
       why += ": ";
-      append_printable(why, refusal);
+      append_refusal(why, refusal);
     }
     options_.log("WARN fleet " + what_ + ": redis " + server_ + " unavailable (" + why +
                  "); answering from local state until it is back");
   }
+}
+
+void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::time_point now,
+                                 std::string_view refusal) {
+  ++fallbacks_;
+  ++failures_;
+  last_failure_ = ec;
+  ++call_failures_unlogged_;
+  if (!options_.log || (call_failure_logged_ && now - call_failure_logged_at_ < call_failure_log_interval)) {
+    return;
+  }
+  std::string line =
+      "WARN fleet " + what_ + ": redis " + server_ + " answered a call with an error about its " + key_kind_ + " key (";
+  append_refusal(line, refusal);
+  line += "); that call answered from local state, the next ones ask redis";
+  if (call_failures_unlogged_ > 1) {
+    line += " (" + std::to_string(call_failures_unlogged_ - 1) + " more such calls since the last line)";
+  }
+  call_failures_unlogged_ = 0;
+  call_failure_logged_ = true;
+  call_failure_logged_at_ = now;
+  options_.log(line);
 }
 
 } // namespace wandura::detail

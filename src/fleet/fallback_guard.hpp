@@ -1,5 +1,6 @@
 // The degrade-never-block state that every shared-state class keeps: whether Redis is worth asking now, how many
-// answers came from local state, and the one WARN line per outage. Not public API.
+// answers came from local state, the one WARN line per outage, and which failures are an outage at all (a script's
+// error about the keys of one call is not). Not public API.
 #pragma once
 
 #include <chrono>
@@ -12,10 +13,23 @@
 
 namespace wandura::detail {
 
+/// Whether an error reply to a script concerns the keys of that one call, not Redis: the script ran and stopped on
+/// what one of its keys held (`WRONGTYPE`, a value a command or the Lua arithmetic refused: code `ERR` or
+/// `WRONGTYPE`, raised inside the script, which Redis marks with `@user_script:`). False for every other failure:
+/// no reply (timeout, reset, refused connection), a reply before the script ran (`LOADING`, `BUSY`, `NOSCRIPT`,
+/// `ERR unknown command`), and a server state raised inside it (`OOM`, `READONLY`, `NOPERM`, `MISCONF`, an ACL's
+/// `ERR The user executing the script can't ...`), which every other call would meet too. @param ec how the command
+/// completed; @param reply_text the error reply's text.
+[[nodiscard]] bool concerns_one_call(std::error_code ec, std::string_view reply_text) noexcept;
+
 class fallback_guard {
 public:
+  /// The most often `call_failed` writes a line: the first of such failures, then at most one a minute.
+  static constexpr std::chrono::minutes call_failure_log_interval{1};
+
   /// @param what the class, e.g. "ticket_cache"; @param server `host:port/db`, without credentials.
-  fallback_guard(std::string what, std::string server, fallback_options options);
+  /// @param key_kind what the class's keys hold, e.g. "viewer bucket": named in `call_failed`'s line.
+  fallback_guard(std::string what, std::string server, fallback_options options, std::string key_kind);
 
   /// True when the operation should ask Redis: it answered last time, or `probe_interval` passed since it failed;
   /// never after the client was closed (`asio::error::shut_down`). False counts a fallback: the caller answers
@@ -31,13 +45,18 @@ public:
   ///        that Redis answered an error, not which. The arguments Redis echoes after an unknown command (", with
   ///        args beginning with: ...": envelopes, viewer keys) are left out.
   void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal = {});
+  /// Redis answered one call with an error about that call's keys (`concerns_one_call`): counts a fallback and a
+  /// failure for that call alone; Redis is still asked by the next call (no outage, `degraded` unchanged). Writes
+  /// a WARN line naming the keys' kind and quoting the reply (never a key: a viewer_ref stays out of the log), at
+  /// most one per `call_failure_log_interval`, saying how many such calls the previous line left unsaid.
+  void call_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal);
 
   /// Answers that came from local state since construction.
   [[nodiscard]] std::uint64_t fallbacks() const noexcept { return fallbacks_; }
   /// True while the class answers locally.
   [[nodiscard]] bool degraded() const noexcept { return degraded_; }
-  /// How many times `redis_failed` was called, and with what error the latest time (none before the first): whether
-  /// an operation that fell back was sent, and how it failed.
+  /// How many times `redis_failed` or `call_failed` was called, and with what error the latest time (none before the
+  /// first): whether an operation that fell back was sent, and how it failed.
   [[nodiscard]] std::uint64_t failures() const noexcept { return failures_; }
   [[nodiscard]] std::error_code last_failure() const noexcept { return last_failure_; }
 
@@ -45,6 +64,7 @@ private:
   std::string what_;
   std::string server_;
   fallback_options options_;
+  std::string key_kind_;
   bool degraded_ = false;
   bool shut_down_ = false;
   std::chrono::steady_clock::time_point retry_at_{};
@@ -52,6 +72,9 @@ private:
   std::uint64_t fallbacks_at_outage_ = 0;
   std::uint64_t failures_ = 0;
   std::error_code last_failure_;
+  std::uint64_t call_failures_unlogged_ = 0;
+  std::chrono::steady_clock::time_point call_failure_logged_at_{};
+  bool call_failure_logged_ = false;
 };
 
 } // namespace wandura::detail

@@ -80,8 +80,13 @@ run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard
     guard.redis_answered();
     co_return std::move(reply);
   }
-  guard.redis_failed(ec ? ec : make_error_code(fleet_errc::unexpected_reply), std::chrono::steady_clock::now(),
-                     reply.is_error() ? std::string_view(reply.text) : std::string_view());
+  auto const failure = ec ? ec : make_error_code(fleet_errc::unexpected_reply);
+  std::string_view const refusal = reply.is_error() ? std::string_view(reply.text) : std::string_view();
+  if (concerns_one_call(failure, refusal)) {
+    guard.call_failed(failure, std::chrono::steady_clock::now(), refusal); // this call only: Redis is fine
+  } else {
+    guard.redis_failed(failure, std::chrono::steady_clock::now(), refusal);
+  }
   co_return std::nullopt;
 }
 

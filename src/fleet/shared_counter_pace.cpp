@@ -4,7 +4,6 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <optional>
 
 #include "fallback_guard.hpp"
 #include "fleet_values.hpp"
@@ -27,24 +26,24 @@ bool is_integer(redis_reply const& reply) {
   return reply.type == redis_reply::kind::integer;
 }
 
-/// A number the scripts stored and `pace_read` returned as text; nothing for anything else.
-std::optional<double> read_number(redis_reply const& reply) noexcept {
-  if (reply.type != redis_reply::kind::string) {
-    return std::nullopt;
-  }
+/// A number the scripts stored and `pace_read` returned as text; 0 (absent) for text the SDK never writes, which
+/// `pace_read` passes on when Lua reads it as a number and `from_chars` does not (" 5", "0x5"): like the scripts,
+/// a value that is not the SDK's reads as absent, and is no reason to stop asking Redis.
+double read_number(redis_reply const& reply) noexcept {
   double value = 0;
   auto const* end = reply.text.data() + reply.text.size();
   auto const [at, ec] = std::from_chars(reply.text.data(), end, value);
   if (ec != std::errc{} || at != end || !std::isfinite(value) || value < 0) {
-    return std::nullopt;
+    return 0;
   }
   return value;
 }
 
+/// `{hold, press, em}` as text: the shape `pace_read` always answers.
 bool is_view(redis_reply const& reply) {
   return reply.type == redis_reply::kind::array && reply.elements.size() == 3 &&
          std::all_of(reply.elements.begin(), reply.elements.end(),
-                     [](redis_reply const& e) { return read_number(e).has_value(); });
+                     [](redis_reply const& e) { return e.type == redis_reply::kind::string; });
 }
 
 void check_rate(double limit_per_minute, double burst) {
@@ -58,7 +57,7 @@ void check_rate(double limit_per_minute, double burst) {
 struct shared_counter_pace::impl {
   impl(redis_client& r, std::string_view org, counter_pace_options opts)
       : redis(r), key(fleet_keys::pace(org, opts.counter)), local_share(opts.local_share),
-        guard("counter_pace " + opts.counter, r.server_name(), std::move(opts.fallback)),
+        guard("counter_pace " + opts.counter, r.server_name(), std::move(opts.fallback), "pace"),
         take_script(detail::lua::pace_take), hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate),
         read_script(detail::lua::pace_read) {
     set_local_rate(opts.limit_per_minute, opts.burst);
@@ -170,9 +169,9 @@ asio::awaitable<counter_pace_view> shared_counter_pace::read() {
                                 detail::from_epoch_ms(self->local_pressure_ms),
                                 self->rate_set ? 60000.0 / self->emission_ms : 0.0};
   }
-  double const hold_ms = *read_number(reply->elements[0]);
-  double const pressure_ms = *read_number(reply->elements[1]);
-  double const emission_ms = *read_number(reply->elements[2]);
+  double const hold_ms = read_number(reply->elements[0]);
+  double const pressure_ms = read_number(reply->elements[1]);
+  double const emission_ms = read_number(reply->elements[2]);
   co_return counter_pace_view{detail::from_epoch_ms(hold_ms), detail::from_epoch_ms(pressure_ms),
                               emission_ms > 0 ? 60000.0 / emission_ms : 0.0};
 }

@@ -88,7 +88,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         erase_channel(fleet_keys::ticket_erasures(org, redis_url::parse(detail::options_of(r).url).db)),
         options(std::move(opts)), local(options.local_capacity),
         known(options.near_cache ? options.known_keys_capacity : 0),
-        guard("ticket_cache", r.server_name(), options.fallback), put_script(detail::lua::ticket_put),
+        guard("ticket_cache", r.server_name(), options.fallback, "ticket"), put_script(detail::lua::ticket_put),
         erase_script(detail::lua::ticket_erase), scan_script(detail::lua::ticket_scan) {
     ticket_prefix = fleet_keys::ticket(org, ticket_identity{"v", "d", "", 0, ""});
     ticket_prefix.resize(ticket_prefix.size() - 32); // `wandura:{org}:ticket:`, without the hash's hex

@@ -40,7 +40,8 @@ struct shared_viewer_limit::impl {
   impl(redis_client& r, std::string o, viewer_limit_options opts)
       : redis(r), org(std::move(o)), rate_per_ms(opts.tickets_per_minute / 60000.0),
         capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), key_rate{opts.tickets_per_minute, capacity},
-        local_capacity(opts.local_capacity), guard("viewer_limit", r.server_name(), std::move(opts.fallback)),
+        local_capacity(opts.local_capacity),
+        guard("viewer_limit", r.server_name(), std::move(opts.fallback), "viewer bucket"),
         script(detail::lua::viewer_take) {}
 
   detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {

@@ -5,6 +5,14 @@
 // the class's local, in-process equivalent instead. After a failure the class keeps answering locally for
 // `probe_interval` (so a paused Redis costs one timeout per interval, not one per call), then asks Redis again;
 // the first answer from Redis ends the fallback by itself.
+//
+// What is a failure of Redis, and what of one call: no reply (timeout, reset, refused or failed connection), a
+// reply of the wrong shape, and every error reply about the server (`NOAUTH`, `NOPERM`, `OOM`, `READONLY`,
+// `LOADING`, `BUSY`, `MISCONF`, an unknown command, ...) start the fallback above for every operation of the
+// class. An error raised inside a script by what one of its keys held (`WRONGTYPE`, or an `ERR` from a command or
+// the Lua arithmetic: a key another program wrote) concerns that call alone: it answers locally, counted as a
+// fallback, and the next call asks Redis. (The scripts repair such keys themselves, so this is for what they do
+// not foresee; docs/adr/0008-fleet-shared-state.md.)
 #pragma once
 
 #include <chrono>
@@ -21,7 +29,11 @@ struct fallback_options {
   /// a password. When Redis answered an error reply, the line quotes it (one line, its first 200 bytes), e.g.
   /// `unavailable (redis answered an error reply: NOAUTH Authentication required.)`: a server that refuses the
   /// fleet's commands (no or wrong ACL permissions, `maxmemory` reached, a read-only replica) says why. May be
-  /// empty. Called on the thread that runs the operation.
+  /// empty. A call that failed on its own key (above) writes no such line: at most one a minute says
+  /// `WARN fleet viewer_limit: redis 127.0.0.1:6379 answered a call with an error about its viewer bucket key
+  /// (WRONGTYPE ...); that call answered from local state, the next ones ask redis`, naming the kind of key, never
+  /// the key (nor so the viewer_ref), and how many such calls the previous line left unsaid. Called on the thread
+  /// that runs the operation.
   std::function<void(std::string_view)> log;
   /// After a failure, how long operations answer locally before Redis is tried again.
   std::chrono::milliseconds probe_interval{500};

@@ -65,6 +65,12 @@ struct counter_pace_stats {
 /// When Redis is slow, down or failing, decisions come from a local GCRA at `local_share` of the rate, which also
 /// keeps every hold and rate this process set; see `fallback_options`.
 ///
+/// @par A key the SDK did not write
+/// A field of the pace key that is not what the SDK writes (not a number, NaN, ±inf, a time beyond ±2^53 ms, an
+/// `em` or `burst` that is not > 0) reads as absent, and a key of another type than a hash as missing: `read`
+/// answers without it, and the next `try_acquire`, `hold_until` or `set_rate` deletes it and gives the key its
+/// expiry, in the same script. No such value stops the fleet sharing the counter.
+///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only.
 /// @par Lifetime

@@ -62,6 +62,13 @@ struct viewer_limit_stats {
 /// process then enforces the limit for what it sees alone); see `fallback_options`. The local buckets belong to
 /// this limiter, so limits of different rates stay apart there too.
 ///
+/// @par A key the SDK did not write
+/// A viewer's key holding anything the SDK never writes (another type than a hash, a `t` that is not a number
+/// within [0, B], a `ts` that is not a finite number of ms, e.g. `nan`, `inf`, `-inf`, `1e400`, `abc`) is repaired by
+/// the script that meets it, in the same step: the bucket starts full, as a missing one does, is taken from and
+/// gets its expiry. Other viewers never notice; an error reply about one call's key that the script did not foresee
+/// falls back for that call only (`fallback_options`).
+///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only.
 /// @par Lifetime

@@ -124,7 +124,7 @@ TEST_CASE("fleet with the least-privilege ACL user of the README, in database 2:
   std::vector<std::string> const fleet_user{
       "--user",   "fleet-worker", "on",       ">acl-s3cret", "resetkeys",  "~wandura:*", "resetchannels", "&wandura:*",
       "-@all",    "+mget",        "+evalsha", "+eval",       "+subscribe", "+select",    "+set",          "+pttl",
-      "+pexpire", "+del",         "+hmget",   "+hset",       "+publish",   "+scan"};
+      "+pexpire", "+del",         "+hmget",   "+hset",       "+hdel",      "+type",      "+publish",      "+scan"};
   std::vector<std::string> args = fleet_user;
   for (std::string const arg :
        {"--user", "admin", "on", ">admin-pw", "~*", "&*", "+@all", "--user", "default", "off"}) {

@@ -16,7 +16,7 @@ TEST_CASE("fallback guard: one WARN line per outage, every local answer counted,
   std::vector<std::string> lines;
   wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); },
                                     .probe_interval = 500ms};
-  wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options);
+  wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
 
   REQUIRE(guard.ask_redis(t0));
@@ -45,7 +45,7 @@ TEST_CASE("fallback guard: one WARN line per outage, every local answer counted,
 }
 
 TEST_CASE("fallback guard: without a logger it still counts") {
-  wandura::detail::fallback_guard guard("viewer_limit", "h:1", {});
+  wandura::detail::fallback_guard guard("viewer_limit", "h:1", {}, "key");
   guard.redis_failed(wandura::errc::attempt_timeout, std::chrono::steady_clock::now());
   CHECK(guard.fallbacks() == 1);
   CHECK(guard.degraded());
@@ -55,7 +55,7 @@ TEST_CASE("fallback guard: shut_down answers locally for good, without a line") 
   std::vector<std::string> lines;
   wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); },
                                     .probe_interval = 500ms};
-  wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options);
+  wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
 
   REQUIRE(guard.ask_redis(t0));
@@ -72,7 +72,7 @@ TEST_CASE("fallback guard: the WARN line quotes Redis's error reply as one bound
   std::vector<std::string> lines;
   wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); },
                                     .probe_interval = 500ms};
-  wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options);
+  wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
 
   guard.redis_failed(wandura::fleet_errc::server_error, t0, "NOAUTH Authentication required.\r\nINFO forged line");
@@ -89,11 +89,78 @@ TEST_CASE("fallback guard: the WARN line quotes Redis's error reply as one bound
 TEST_CASE("fallback guard: the arguments Redis echoes after an unknown command stay out of the WARN line") {
   std::vector<std::string> lines;
   wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); }};
-  wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options);
+  wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options, "key");
   guard.redis_failed(wandura::fleet_errc::server_error, std::chrono::steady_clock::now(),
                      "ERR unknown command 'EVALSHA', with args beginning with: 'a008' '1' "
                      "'wandura:{acme}:viewer:30pm-b30:viewer-x' ");
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "WARN fleet viewer_limit: redis 127.0.0.1:6379 unavailable (redis answered an error reply: ERR "
                     "unknown command 'EVALSHA'); answering from local state until it is back");
+}
+
+TEST_CASE("fallback guard: an error raised inside a script about its key concerns that call; a server state, a "
+          "reply before the script ran or no reply concerns Redis") {
+  using wandura::detail::concerns_one_call;
+  auto const server_error = make_error_code(wandura::fleet_errc::server_error);
+  // Redis 7's texts, as redis-server 7.0 answers them.
+  CHECK(concerns_one_call(server_error, "WRONGTYPE Operation against a key holding the wrong kind of value script: "
+                                        "085ed46c93fa4970fb6709a3783f5a32f80f7384, on @user_script:1."));
+  CHECK(concerns_one_call(server_error, "ERR value is not an integer or out of range script: "
+                                        "03f22c7bc341f1f9746d24807b9fe6e0be910158, on @user_script:1."));
+  CHECK(concerns_one_call(server_error, "ERR user_script:1: attempt to perform arithmetic on a nil value script: "
+                                        "e8f647a6e338d050a115f7d097171925636246d4, on @user_script:1."));
+  // Redis 6 wraps what the command answered.
+  CHECK(concerns_one_call(server_error, "ERR Error running script (call to f_085e): @user_script:1: WRONGTYPE "
+                                        "Operation against a key holding the wrong kind of value"));
+  CHECK_FALSE(concerns_one_call(server_error, "ERR Error running script (call to f_085e): @user_script:1: "
+                                              "@user_script: 1: -OOM command not allowed when used memory > "
+                                              "'maxmemory'."));
+  CHECK_FALSE(concerns_one_call(server_error, "OOM command not allowed when used memory > 'maxmemory'. script: "
+                                              "085e, on @user_script:1."));
+  CHECK_FALSE(concerns_one_call(server_error, "READONLY You can't write against a read only replica. script: 085e, "
+                                              "on @user_script:1."));
+  CHECK_FALSE(concerns_one_call(server_error, "NOPERM this user has no permissions to access one of the keys used as "
+                                              "arguments script: 085e, on @user_script:1."));
+  CHECK_FALSE(concerns_one_call(server_error, "ERR The user executing the script can't publish to the channel "
+                                              "mentioned in the command script: 085e, on @user_script:12."));
+  CHECK_FALSE(concerns_one_call(server_error, "LOADING Redis is loading the dataset in memory"));
+  CHECK_FALSE(concerns_one_call(server_error, "BUSY Redis is busy running a script."));
+  CHECK_FALSE(concerns_one_call(server_error, "NOSCRIPT No matching script. Please use EVAL."));
+  CHECK_FALSE(concerns_one_call(server_error, "ERR unknown command 'EVALSHA', with args beginning with: "));
+  CHECK_FALSE(concerns_one_call(wandura::errc::attempt_timeout, ""));
+  CHECK_FALSE(concerns_one_call(wandura::fleet_errc::unexpected_reply, ""));
+}
+
+TEST_CASE("fallback guard: a failure of one call counts a fallback, keeps asking Redis, and logs at most once a "
+          "minute with the count of calls left unsaid") {
+  std::vector<std::string> lines;
+  wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); },
+                                    .probe_interval = 500ms};
+  wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options, "viewer bucket");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+  auto const server_error = make_error_code(wandura::fleet_errc::server_error);
+  std::string_view const wrongtype =
+      "WRONGTYPE Operation against a key holding the wrong kind of value script: 085e, on @user_script:1.";
+
+  REQUIRE(guard.ask_redis(t0));
+  guard.call_failed(server_error, t0, wrongtype);
+  CHECK_FALSE(guard.degraded());
+  CHECK(guard.ask_redis(t0 + 1ms)); // no probe interval: the next call asks Redis
+  CHECK(guard.fallbacks() == 1);
+  CHECK(guard.failures() == 1);
+  CHECK(guard.last_failure() == server_error);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "WARN fleet viewer_limit: redis 127.0.0.1:6379 answered a call with an error about its viewer "
+                    "bucket key (WRONGTYPE Operation against a key holding the wrong kind of value); that call "
+                    "answered from local state, the next ones ask redis");
+  for (int i = 1; i <= 3; ++i) {
+    guard.call_failed(server_error, t0 + i * 10s, wrongtype); // within the minute: counted, not logged
+  }
+  CHECK(lines.size() == 1);
+  guard.call_failed(server_error, t0 + 1min, wrongtype);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].ends_with("the next ones ask redis (3 more such calls since the last line)"));
+  CHECK(guard.fallbacks() == 5);
+  guard.redis_answered(); // no outage began: no INFO line
+  CHECK(lines.size() == 2);
 }
