@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "transport/content_length.hpp"
 #include "transport/header_check.hpp"
 #include "wandura/detail/header_value.hpp"
 #include "wandura/error.hpp"
@@ -57,28 +58,21 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
   return CURL_PREREQFUNC_OK;
 }
 
-/// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the response
-/// already gave a different length, or when memory runs out. Whether the length is over the cap is decided at the
-/// end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it. A value
-/// that is not a number is left to libcurl.
+/// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the value is not one
+/// valid length (`parse_content_length`: RFC 9110 section 8.6), or differs from one the response already gave, or
+/// when memory runs out. Nothing is left to libcurl, which reads the digits a value starts with (`5, 500` as 5,
+/// `+96` as 96) and keeps the last of several. Whether the length is over the cap is decided at the end of the header
+/// block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it.
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
-  std::uint64_t length = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-  if (end != value.data() + value.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    return true;
-  }
-  if (ec == std::errc::result_out_of_range) {
-    t.facts.body_too_large = true; // digits only, past 2^64 - 1: no body that long fits, decoded or not
-    return false;                  // refuse before reading the body
-  }
-  if (t.facts.has_length && t.facts.length != length) {
-    t.facts.conflicting_length = true; // which one frames the body is unknowable: refuse the response
+  auto const length = parse_content_length(value);
+  if (!length || (t.facts.has_length && t.facts.length != *length)) {
+    t.facts.conflicting_length = true; // which length frames the body is unknowable: refuse the response
     return false;
   }
   t.facts.has_length = true;
-  t.facts.length = length;
+  t.facts.length = *length;
   try {
-    t.response.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, max_bytes)));
+    t.response.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*length, max_bytes)));
   } catch (...) {
     return false;
   }
@@ -91,6 +85,18 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
 /// decoded. Refused here, a response is refused before its body is read.
 [[nodiscard]] bool length_over_cap(transfer const& t) noexcept {
   return t.facts.has_length && t.facts.length > t.max_body_bytes && !(t.decodes_body && t.content_encoded);
+}
+
+/// The status code of a status line ("HTTP/1.1 103 Early Hints", "HTTP/2 200 "), 0 when it holds none.
+[[nodiscard]] int status_code_of(std::string_view status_line) noexcept {
+  auto const space = status_line.find(' ');
+  if (space == std::string_view::npos || status_line.size() < space + 4) {
+    return 0;
+  }
+  char const* digits = status_line.data() + space + 1;
+  int code = 0;
+  auto const [end, ec] = std::from_chars(digits, digits + 3, code);
+  return ec == std::errc() && end == digits + 3 ? code : 0;
 }
 
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
@@ -107,6 +113,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   if (line.starts_with("HTTP/")) {
     t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
     t->header_bytes = 0;
+    int const status = status_code_of(line);
+    t->bodyless = (status >= 100 && status < 200) || status == 204 || status == 304;
     t->facts.has_length = false;
     t->facts.response_started = true;
     t->facts.headers_complete = false;
@@ -134,7 +142,9 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   }
   auto const name = line.substr(0, colon);
   auto const value = trim_ows(line.substr(colon + 1));
-  if (iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
+  // A 1xx, 204 or 304 response ends with its header block, whatever its Content-Length says (RFC 9112 §6.3;
+  // libcurl ignores the field there too): it frames nothing, so it is neither checked nor held against the cap.
+  if (!t->bodyless && iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
     return 0;
   }
   if (iequals(name, "content-encoding") && !value.empty() && !iequals(value, "identity")) {

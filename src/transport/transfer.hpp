@@ -66,6 +66,9 @@ struct transfer {
   bool decodes_body = false;      ///< transport_options::accept_compressed: libcurl decodes encoded bodies
   bool content_encoded = false;   ///< the response names a Content-Encoding (not identity): its length is wire bytes
   std::size_t header_bytes = 0;   ///< of the response's header block so far
+  /// The response being read ends with its header block (1xx, 204, 304: RFC 9112 §6.3), so its Content-Length
+  /// frames nothing.
+  bool bodyless = false;
   http_response response;
   std::array<char, CURL_ERROR_SIZE> error_text{}; ///< CURLOPT_ERRORBUFFER
 

@@ -43,6 +43,34 @@ std::string send_message(asio::io_context& io, wandura::transport& tr, wandura::
   return {};
 }
 
+/// 96 bytes: the body the crafted responses carry.
+std::string const body96 =
+    R"({"org_id":"o","limits":{"playback":1,"catalog":1,"creatives":1,"videos":1,"video":1,"config":1}})";
+
+/// A 200 response carrying `body96`, with one Content-Length line per element of `lengths`, sent as given.
+std::string with_lengths(std::vector<std::string> const& lengths) {
+  std::string out = "HTTP/1.1 200 OK\r\n";
+  for (auto const& l : lengths) {
+    out += "Content-Length:" + l + "\r\n";
+  }
+  return out + "\r\n" + body96;
+}
+
+/// One GET of a fresh transport, answered with `reply` verbatim (then a close); `message` gets send()'s message.
+wandura::attempt_result answered_with(std::string const& reply, std::string* message = nullptr) {
+  test_http_server server(server_behaviour::raw);
+  server.set_body(reply);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::http_request request;
+  request.url = server.url("/v1/config");
+  auto result = run(io, tr.send_attempt(request, {}));
+  if (message != nullptr) {
+    *message = send_message(io, tr, request);
+  }
+  return result;
+}
+
 std::vector<std::string> const injected_values = {
     "Bearer k\r\nX-Injected: yes", "Bearer k\nX-Injected: yes",
     "Bearer k\rX-Injected: yes",   std::string("Bearer k\0X-Injected: yes", 24),
@@ -120,6 +148,68 @@ TEST_CASE("transport: a 470 KB response header block is a final response_too_lar
   CHECK_FALSE(fits.error);
   CHECK(fits.response.status == 200);
   CHECK(fits.response.headers.find_all("x-filler").size() == 200);
+}
+
+TEST_CASE("transport: a Content-Length that is not one decimal length is a protocol_error, not a cut body") {
+  // RFC 9110 section 8.6. libcurl alone reads the digits a value starts with and keeps the last line's: `5, 500`
+  // and `5 500` framed a 5-byte body, and `+96` or a second line replaced the first.
+  REQUIRE(body96.size() == 96);
+  for (std::vector<std::string> const& lengths : std::vector<std::vector<std::string>>{{" 5, 500"},
+                                                                                       {" 5 500"},
+                                                                                       {" +96"},
+                                                                                       {" -1"},
+                                                                                       {""},
+                                                                                       {" "},
+                                                                                       {" 96,"},
+                                                                                       {" ,96"},
+                                                                                       {" 96,,96"},
+                                                                                       {" 0x60"},
+                                                                                       {" 96", " 5, 7"},
+                                                                                       {" 5", " +96"},
+                                                                                       {" +96", " 5"},
+                                                                                       {" 96", " 96, 5"},
+                                                                                       {" 96", " 5"},
+                                                                                       {" 9223372036854775808"}}) {
+    std::string lines;
+    for (auto const& l : lengths) {
+      lines += "[" + l + "]";
+    }
+    INFO("Content-Length lines " << lines);
+    std::string message;
+    auto const result = answered_with(with_lengths(lengths), &message);
+    CHECK(result.error == errc::protocol_error);
+    CHECK_FALSE(result.error == wandura::condition::retryable);
+    INFO(message);
+    CHECK(message.find("Content-Length") != std::string::npos); // libcurl itself refuses some ("-1", "")
+  }
+  // 2^63 - 1 is a length (over any cap); one more is not.
+  CHECK(answered_with(with_lengths({" 9223372036854775807"})).error == errc::response_too_large);
+  // One number, as a list of itself, on several lines, between white space: the body is read whole.
+  for (std::vector<std::string> const& lengths : std::vector<std::vector<std::string>>{
+           {"96"}, {" \t96 \t"}, {" 96, 96"}, {" 96,096"}, {" 96", " 96"}, {" 96", " 96, 96"}}) {
+    auto const result = answered_with(with_lengths(lengths));
+    REQUIRE_FALSE(result.error);
+    CHECK(result.response.body.view() == body96);
+  }
+}
+
+TEST_CASE("transport: the Content-Length of a 1xx, 204 or 304 response frames nothing and is not checked") {
+  // RFC 9112 section 6.3: such a response ends with its header block, whatever its Content-Length says.
+  auto const hinted = answered_with("HTTP/1.1 100 Continue\r\nContent-Length: 5, 7\r\n\r\n"
+                                    "HTTP/1.1 103 Early Hints\r\nContent-Length: +1\r\n\r\n" +
+                                    with_lengths({" 96"}));
+  REQUIRE_FALSE(hinted.error);
+  CHECK(hinted.response.status == 200);
+  CHECK(hinted.response.body.view() == body96);
+  CHECK(hinted.response.headers.find_all("content-length").size() == 1);
+  // A 304 names the length of the representation it stands for: not a body over the cap, nor a body at all.
+  auto const not_modified = answered_with("HTTP/1.1 304 Not Modified\r\nContent-Length: 1000000000000\r\n\r\n");
+  REQUIRE_FALSE(not_modified.error);
+  CHECK(not_modified.response.status == 304);
+  CHECK(not_modified.response.body.view().empty());
+  auto const no_content = answered_with("HTTP/1.1 204 No Content\r\nContent-Length: 5, 7\r\n\r\n");
+  REQUIRE_FALSE(no_content.error);
+  CHECK(no_content.response.status == 204);
 }
 
 TEST_CASE("transport: a status line and then a close is a retryable connection_reset, not an empty 200") {
