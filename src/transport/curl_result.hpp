@@ -9,8 +9,10 @@
 
 namespace wandura::detail {
 
-/// Largest response header block accepted (status line and every header line, final response only), in bytes.
-/// Below the 300 KiB libcurl 8 enforces, so that the outcome does not depend on the libcurl version.
+/// Most response header bytes accepted for one request, in bytes: every status and header line of every response,
+/// interim (1xx) responses included. Below the 300 KiB libcurl 8 (and Debian's 7.88) enforces over the same lines,
+/// which fails as a receive error: the SDK's cap fires first, so that the outcome is a final response_too_large and
+/// does not depend on the libcurl version.
 inline constexpr std::size_t max_response_header_bytes = std::size_t{256} << 10U;
 
 /// What the transport saw of a transfer, which decides how libcurl's result maps to an error code.

@@ -112,7 +112,6 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   }
   if (line.starts_with("HTTP/")) {
     t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
-    t->header_bytes = 0;
     int const status = status_code_of(line);
     t->bodyless = (status >= 100 && status < 200) || status == 204 || status == 304;
     t->facts.has_length = false;
@@ -120,7 +119,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     t->facts.headers_complete = false;
     t->content_encoded = false;
   }
-  t->header_bytes += n;
+  t->header_bytes += n; // every response's: endless 1xx responses must not reach libcurl's own limit first
   if (t->header_bytes > max_response_header_bytes) {
     t->facts.headers_too_large = true;
     return 0;

@@ -102,7 +102,8 @@ public:
   ///   safe to resend. Before the request went out, the same failures are `connect_failed`.
   /// - `errc::tls_failed`: handshake or certificate verification failed.
   /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`, or the response's
-  ///   header block exceeded 256 KiB (one header line: libcurl's 100 KiB). Final: the same answer would come back.
+  ///   header lines exceeded 256 KiB, counted over every header block, interim (1xx) responses' included (one
+  ///   header line: libcurl's 100 KiB). Final: the same answer would come back.
   /// - `errc::protocol_error`: the server's reply is not valid HTTP, including a `Content-Length` that is not one
   ///   length (RFC 9110 §8.6): its value must be `1*DIGIT` between optional white space, or a comma-separated list
   ///   of that one number (`96, 96`); a sign, white space inside a number, an empty value or list element, different

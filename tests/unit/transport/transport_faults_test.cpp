@@ -212,6 +212,38 @@ TEST_CASE("transport: the Content-Length of a 1xx, 204 or 304 response frames no
   CHECK(no_content.response.status == 204);
 }
 
+TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256 KiB cap: response_too_large") {
+  std::string const pad = "X-Pad: " + std::string(991, 'h') + "\r\n"; // 1,000 bytes
+  auto lines = [&](int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) {
+      out += pad;
+    }
+    return out;
+  };
+  // Endless 103s (bounded here at 400 KiB), each small: libcurl's own 300 KiB limit used to end it as a receive
+  // error, a retryable connection_reset.
+  std::string hints;
+  while (hints.size() < 400 * 1024) {
+    hints += "HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n";
+  }
+  // 150 KB of 103 then 120 KB of 200: each block under the cap, both over it.
+  std::string const split = "HTTP/1.1 103 Early Hints\r\n" + lines(150) + "\r\nHTTP/1.1 200 OK\r\n" + lines(120) +
+                            "Content-Length: 2\r\n\r\n{}";
+  for (auto const& reply : {hints + with_lengths({" 96"}), split}) {
+    std::string message;
+    auto const result = answered_with(reply, &message);
+    CHECK(result.error == errc::response_too_large);
+    CHECK_FALSE(result.error == wandura::condition::retryable);
+    CHECK(message.find("response headers over 256 KiB") != std::string::npos);
+  }
+  // Under the cap in all: a response.
+  auto const fits = answered_with("HTTP/1.1 103 Early Hints\r\n" + lines(100) + "\r\nHTTP/1.1 200 OK\r\n" + lines(100) +
+                                  "Content-Length: 2\r\n\r\n{}");
+  REQUIRE_FALSE(fits.error);
+  CHECK(fits.response.headers.find_all("x-pad").size() == 100); // the final response's only
+}
+
 TEST_CASE("transport: a status line and then a close is a retryable connection_reset, not an empty 200") {
   test_http_server server(server_behaviour::status_line_only);
   asio::io_context io;
