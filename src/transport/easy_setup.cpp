@@ -99,6 +99,19 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
   return ec == std::errc() && end == digits + 3 ? code : 0;
 }
 
+/// A status line: a new response begins (an interim 1xx one, or the final one after it). Only the final response's
+/// headers are the response's.
+void start_response(transfer& t, std::string_view status_line) noexcept {
+  t.response.headers.clear();
+  int const status = status_code_of(status_line);
+  t.interim_response = status >= 100 && status < 200;
+  t.bodyless = t.interim_response || status == 204 || status == 304;
+  t.facts.has_length = false;
+  t.facts.response_started = true;
+  t.facts.headers_complete = false;
+  t.content_encoded = false;
+}
+
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
   auto* t = static_cast<transfer*>(userp);
   std::size_t const n = size * count;
@@ -110,19 +123,18 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
       return 0; // never let an exception cross into libcurl: abort this transfer instead
     }
   }
-  if (line.starts_with("HTTP/")) {
-    t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
-    int const status = status_code_of(line);
-    t->bodyless = (status >= 100 && status < 200) || status == 204 || status == 304;
-    t->facts.has_length = false;
-    t->facts.response_started = true;
-    t->facts.headers_complete = false;
-    t->content_encoded = false;
-  }
   t->header_bytes += n; // every response's: endless 1xx responses must not reach libcurl's own limit first
   if (t->header_bytes > max_response_header_bytes) {
     t->facts.headers_too_large = true;
     return 0;
+  }
+  if (t->facts.headers_complete && !t->interim_response) {
+    // After the final response's header block: a trailer section (chunked, or HTTP/2), which must not be merged
+    // into the header section (RFC 9110 §6.5.1). Nothing reads trailers: they are dropped (counted above).
+    return n;
+  }
+  if (line.starts_with("HTTP/")) {
+    start_response(*t, line);
   }
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
     line.remove_suffix(1);
@@ -350,6 +362,9 @@ void easy_setup::set_constant_options(transfer& t) const {
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+  // A proxy's answer to CONNECT is not a response to the request: kept from the header callback, which takes every
+  // line after a final (non-1xx) header block for a trailer.
+  curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &on_prereq);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, &t);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &on_open_socket);

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -242,6 +244,31 @@ TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256
                                   "Content-Length: 2\r\n\r\n{}");
   REQUIRE_FALSE(fits.error);
   CHECK(fits.response.headers.find_all("x-pad").size() == 100); // the final response's only
+}
+
+TEST_CASE("transport: chunked trailers are not merged into the response headers") {
+  // RFC 9110 section 6.5.1. A trailer-only Retry-After: 3600 made the client give up on a 503.
+  std::string const body = R"({"error_code":"service_unavailable"})";
+  auto const chunked = [&](std::string const& head) {
+    return "HTTP/1.1 503 Service Unavailable\r\n" + head + "Transfer-Encoding: chunked\r\n\r\n" + "24\r\n" + body +
+           "\r\n0\r\nRetry-After: 3600\r\nContent-Length: 99999999\r\nX-Trailer: yes\r\n\r\n";
+  };
+  REQUIRE(body.size() == 0x24);
+  std::string message;
+  auto const trailer_only = answered_with(chunked(""), &message);
+  INFO(message);
+  REQUIRE_FALSE(trailer_only.error);
+  CHECK(trailer_only.response.status == 503);
+  CHECK(trailer_only.response.body.view() == body);
+  CHECK_FALSE(trailer_only.response.retry_after().has_value());
+  CHECK(trailer_only.response.headers.find_all("content-length").empty());
+  CHECK(trailer_only.response.headers.find_all("x-trailer").empty());
+  CHECK(trailer_only.response.headers.find_all("transfer-encoding").size() == 1); // the header section is whole
+
+  auto const both = answered_with(chunked("Retry-After: 1\r\n"));
+  REQUIRE_FALSE(both.error);
+  CHECK(both.response.headers.find_all("retry-after").size() == 1);
+  CHECK(both.response.retry_after() == std::optional<std::string_view>("1"));
 }
 
 TEST_CASE("transport: a status line and then a close is a retryable connection_reset, not an empty 200") {
