@@ -112,8 +112,9 @@ public:
   /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds a byte RFC 9110 does
   ///   not allow in a field value: a control byte other than HTAB (0x00-0x08, 0x0A-0x1F; CR and LF would end the
   ///   header line and let the value add headers of its own) or DEL (0x7F). Visible ASCII, SP, HTAB and bytes
-  ///   0x80-0xFF pass. The message names the header, the byte (`\xHH`) and its offset, never the value; nothing was
-  ///   sent.
+  ///   0x80-0xFF pass. Or the request has a `Content-Length` or `Transfer-Encoding` header (any case): the transport
+  ///   frames the body itself (RFC 9112 §6). The message names the header, the byte (`\xHH`) and its offset, never
+  ///   the value; nothing was sent.
   /// - `errc::transport_failed`: anything else (a URL libcurl refuses or whose scheme is not `http` or `https`,
   ///   out of memory); `send()`'s message names the cause.
   /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.

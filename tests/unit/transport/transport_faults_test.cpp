@@ -104,6 +104,28 @@ TEST_CASE("transport: a header value with a control byte is refused before anyth
   CHECK(server.last_request_head().find("X-Injected") == std::string::npos);
 }
 
+TEST_CASE("transport: a caller's Content-Length or Transfer-Encoding is refused before anything is sent") {
+  // A Content-Length: 0 with a body would make the body a second request on the connection (request smuggling).
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  for (auto const& header : std::vector<wandura::http_header>{{"Content-Length", "0"},
+                                                              {"content-length", "38"},
+                                                              {"Transfer-Encoding", "chunked"},
+                                                              {"TRANSFER-ENCODING", "identity"}}) {
+    INFO(header.name);
+    auto request = post(server.url());
+    request.body = "GET /v1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    request.headers.push_back(header);
+    auto const result = run(io, tr.send_attempt(request, {}));
+    CHECK(result.error == errc::invalid_argument);
+    CHECK(send_message(io, tr, request).find("request header " + header.name + ": message framing") !=
+          std::string::npos);
+  }
+  CHECK(server.connections_accepted() == 0);
+  CHECK(server.requests_read() == 0);
+}
+
 TEST_CASE("transport: a user_agent with a control byte is refused at construction") {
   asio::io_context io;
   for (auto const& value : injected_values) {
