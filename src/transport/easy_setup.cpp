@@ -280,7 +280,7 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
       t.options.connect_timeout.count() > 0 ? t.options.connect_timeout : options_.default_connect_timeout;
   curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(t.easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
-  if (t.request->url != t.url) { // else libcurl still holds this handle's last URL, the same
+  if (t.url.empty() || t.request->url != t.url) { // else libcurl still holds this handle's last URL, the same
     if (auto ec = configure_url(t, why)) {
       return ec;
     }
@@ -290,26 +290,24 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
 
 std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
   // Parsed once here and handed over as a CURLU: with CURLOPT_URL libcurl would parse the string again for
-  // every request (about 5 % of its work per request on a small POST). Same flags as libcurl uses for
-  // CURLOPT_URL, so the same URLs are accepted.
+  // every request (about 5 % of its work per request on a small POST).
   std::string const& url = t.request->url;
   t.url.clear(); // until libcurl accepted the new one
   if (t.parsed_url == nullptr && (t.parsed_url = curl_url()) == nullptr) {
     why = "curl_url failed";
     return make_error_code(errc::transport_failed);
   }
-  if (auto rc = curl_url_set(t.parsed_url, CURLUPART_URL, url.c_str(), CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
-      rc != CURLUE_OK) {
-    why = std::string("URL refused: ") + curl_url_strerror(rc);
-    return make_error_code(errc::transport_failed);
-  }
-  // Only HTTP(S): libcurl would also read file:// URLs from the local disk or speak FTP, SCP and others.
-  char* scheme = nullptr;
-  bool const http_scheme = curl_url_get(t.parsed_url, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-                           (iequals(scheme, "http") || iequals(scheme, "https"));
-  curl_free(scheme);
-  if (!http_scheme) {
+  // Only HTTP(S), named: libcurl would also read file:// URLs from the local disk or speak FTP, SCP and others, and
+  // would guess a scheme for a URL without one ("127.0.0.1:8080/v1" as plain http).
+  auto const has_scheme = [&url](std::string_view scheme) {
+    return url.size() >= scheme.size() && iequals(std::string_view(url).substr(0, scheme.size()), scheme);
+  };
+  if (!has_scheme("http://") && !has_scheme("https://")) {
     why = "URL refused: only http:// and https:// are sent";
+    return make_error_code(errc::invalid_argument);
+  }
+  if (auto rc = curl_url_set(t.parsed_url, CURLUPART_URL, url.c_str(), 0); rc != CURLUE_OK) {
+    why = std::string("URL refused: ") + curl_url_strerror(rc);
     return make_error_code(errc::transport_failed);
   }
   if (curl_easy_setopt(t.easy, CURLOPT_CURLU, t.parsed_url) != CURLE_OK) {
@@ -317,7 +315,7 @@ std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
     return make_error_code(errc::transport_failed);
   }
   t.url.assign(url);
-  bool const is_http = url.size() >= 7 && iequals(std::string_view(url).substr(0, 7), "http://");
+  bool const is_http = has_scheme("http://");
   bool const prior_knowledge = is_http && options_.http2_prior_knowledge;
   curl_easy_setopt(t.easy, CURLOPT_HTTP_VERSION,
                    prior_knowledge ? static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)

@@ -21,8 +21,10 @@ struct http_header {
 /// unchanged until the awaited `send` completes.
 struct http_request {
   http_method method = http_method::get;
-  /// Absolute URL, `http://` or `https://`, e.g. "https://api.example/v1/config"; any other scheme fails with
-  /// `errc::transport_failed` and nothing is sent.
+  /// Absolute URL starting with `http://` or `https://` (in any case), e.g. "https://api.example/v1/config". Any
+  /// other scheme, and a URL without one ("127.0.0.1:8080/v1/config", which libcurl would guess to be plain http),
+  /// fails with `errc::invalid_argument` and nothing is sent; a URL libcurl cannot parse, with
+  /// `errc::transport_failed`.
   std::string url;
   /// Extra headers (Authorization, Content-Type, Idempotency-Key, ...). The transport adds only
   /// `transport_options::user_agent` (unless a `User-Agent` is here) and what HTTP needs (Host, Content-Length,

@@ -114,9 +114,10 @@ public:
   ///   header line and let the value add headers of its own) or DEL (0x7F). Visible ASCII, SP, HTAB and bytes
   ///   0x80-0xFF pass. Or the request has a `Content-Length` or `Transfer-Encoding` header (any case): the transport
   ///   frames the body itself (RFC 9112 §6). The message names the header, the byte (`\xHH`) and its offset, never
-  ///   the value; nothing was sent.
-  /// - `errc::transport_failed`: anything else (a URL libcurl refuses or whose scheme is not `http` or `https`,
-  ///   out of memory); `send()`'s message names the cause.
+  ///   the value; nothing was sent. Or `request.url` does not start with `http://` or `https://` (another scheme,
+  ///   or none): nothing was sent.
+  /// - `errc::transport_failed`: anything else (a URL libcurl cannot parse, out of memory); `send()`'s message names
+  ///   the cause.
   /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.
   ///
   /// @param request must stay alive and unchanged until the operation completes (the body is sent from it).

@@ -278,8 +278,9 @@ TEST_CASE("transport: send's message names the URL without its query or fragment
   }
 }
 
-TEST_CASE("transport: a URL whose scheme is not http or https is refused, and nothing is read or sent") {
-  // libcurl knows file://, ftp://, scp:// and more: the transport sends HTTP only.
+TEST_CASE("transport: a URL whose scheme is not http or https, or that has none, is refused; nothing is read or sent") {
+  // libcurl knows file://, ftp://, scp:// and more: the transport sends HTTP only. Without a scheme, libcurl would
+  // guess one (plain http for "127.0.0.1:port/x", whatever the caller meant).
   auto const file = std::filesystem::temp_directory_path() / ("wandura-transport-" + std::to_string(::getpid()));
   {
     std::FILE* f = std::fopen(file.c_str(), "w");
@@ -293,12 +294,15 @@ TEST_CASE("transport: a URL whose scheme is not http or https is refused, and no
   auto const hostport = "127.0.0.1:" + std::to_string(server.port());
   for (std::string const& url :
        {"file://" + file.string(), "FILE://" + file.string(), "ftp://" + hostport + "/", "dict://" + hostport + "/",
-        "gopher://" + hostport + "/", "scp://" + hostport + "/x", "telnet://" + hostport + "/"}) {
+        "gopher://" + hostport + "/", "scp://" + hostport + "/x", "telnet://" + hostport + "/", hostport + "/v1/x",
+        "localhost:" + std::to_string(server.port()) + "/v1/x", "//" + hostport + "/v1/x", "http:/" + hostport + "/",
+        "http:" + hostport + "/", "https:" + hostport + "/", " http://" + hostport + "/", std::string(),
+        std::string("http"), std::string("https:/")}) {
     INFO(url);
     wandura::http_request request;
     request.url = url;
     auto r = run(io, tr.send_attempt(request, {}));
-    CHECK(r.error == errc::transport_failed);
+    CHECK(r.error == errc::invalid_argument);
     CHECK(r.response.body.empty());
     try {
       run(io, tr.send(request, {}));
@@ -315,6 +319,21 @@ TEST_CASE("transport: a URL whose scheme is not http or https is refused, and no
   CHECK_FALSE(r.error);
   CHECK(r.response.status == 200);
   std::filesystem::remove(file);
+}
+
+TEST_CASE("transport: an empty URL is refused, also on a transfer whose last request ended early") {
+  // An attempt that times out leaves its URL in libcurl's handle: an empty URL must not reuse it.
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::attempt_options brief;
+  brief.timeout = 100ms;
+  REQUIRE(run(io, tr.send_attempt(post(server.url()), brief)).error == errc::attempt_timeout);
+  REQUIRE(server.requests_read() == 1);
+  auto const empty = run(io, tr.send_attempt(post(""), brief));
+  CHECK(empty.error == errc::invalid_argument);
+  CHECK(server.requests_read() == 1);
+  CHECK(tr.stats().pooled_transfers == 1); // the same transfer served both
 }
 
 TEST_CASE("transport: a timeout shorter than libcurl's next deadline still ends the attempt on time") {
