@@ -38,8 +38,9 @@ struct transport_access; // the transport's own tests reach its internals throug
 /// the transport's strand-only state on its strand whenever it changes, before a completion is handed out;
 /// `pooled_transfers` is read under the pool's lock.
 struct transport_stats {
-  /// Connections libcurl opened (sum of CURLINFO_NUM_CONNECTS over finished transfers). With keep-alive working,
-  /// far below `requests_completed`.
+  /// Connections libcurl opened (sum of CURLINFO_NUM_CONNECTS over the requests handed to libcurl), counted once
+  /// per request when it leaves libcurl, however it ends: a response, an error, its attempt timeout, a
+  /// cancellation or the transport's destruction. With keep-alive working, far below `requests_completed`.
   std::uint64_t connections_opened = 0;
   /// Sockets currently open (connected, connecting or idle in the pool).
   std::uint64_t sockets_open = 0;

@@ -231,6 +231,31 @@ TEST_CASE("transport: sequential requests reuse one keep-alive connection") {
   CHECK(tr.stats().pooled_transfers == 1);
 }
 
+TEST_CASE("transport: connections_opened counts the connection of an attempt that timed out or was cancelled, once") {
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  wandura::attempt_options brief;
+  brief.timeout = 100ms;
+  CHECK(run(io, tr.send_attempt(request, brief)).error == errc::attempt_timeout);
+  CHECK(tr.stats().connections_opened == 1);
+  // A connection an attempt ended early is closed: the next one opens another.
+  CHECK(run(io, tr.send_attempt(request, brief)).error == errc::attempt_timeout);
+  CHECK(tr.stats().connections_opened == 2);
+  auto const cancelled = send_and_cancel(io, tr, request, 100ms);
+  CHECK(cancelled.result.error == asio::error::operation_aborted);
+  CHECK(tr.stats().connections_opened == 3);
+  CHECK(server.connections_accepted() == 3);
+  // Answered on one keep-alive connection: one more, counted once over the requests.
+  server.set_behaviour(server_behaviour::respond);
+  for (int i = 0; i < 3; ++i) {
+    CHECK_FALSE(run(io, tr.send_attempt(request, {})).error);
+  }
+  CHECK(tr.stats().connections_opened == 4);
+  CHECK(server.connections_accepted() == 4);
+}
+
 TEST_CASE("transport: a refused connection is connect_failed and the request was never sent") {
   unsigned short port = 0;
   {
