@@ -58,11 +58,11 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
   return CURL_PREREQFUNC_OK;
 }
 
-/// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the value is not one
-/// valid length (`parse_content_length`: RFC 9110 section 8.6), or differs from one the response already gave, or
-/// when memory runs out. Nothing is left to libcurl, which reads the digits a value starts with (`5, 500` as 5,
-/// `+96` as 96) and keeps the last of several. Whether the length is over the cap is decided at the end of the header
-/// block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it.
+/// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the response
+/// gave a value that is not one valid length (`parse_content_length`: RFC 9110 section 8.6) or already gave a
+/// different length, or when memory runs out. Nothing is left to libcurl, which reads the digits a value starts
+/// with (`5, 500` as 5, `+96` as 96) and keeps the last of several. Whether the length is over the cap is decided
+/// at the end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it.
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
   auto const length = parse_content_length(value);
   if (!length || (t.facts.has_length && t.facts.length != *length)) {
@@ -360,9 +360,6 @@ void easy_setup::set_constant_options(transfer& t) const {
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
-  // A proxy's answer to CONNECT is not a response to the request: kept from the header callback, which takes every
-  // line after a final (non-1xx) header block for a trailer.
-  curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &on_prereq);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, &t);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &on_open_socket);
@@ -386,6 +383,9 @@ void easy_setup::set_constant_options(transfer& t) const {
   if (options_.accept_compressed) {
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
   }
+  // A proxy's answer to CONNECT is not a response to the request: kept from the header callback, which takes every
+  // line after a final (non-1xx) header block for a trailer.
+  curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   if (no_proxy_in_environment_) {
     // No proxy: say so, with an empty exception list, which spares libcurl reading the environment per request.
     curl_easy_setopt(e, CURLOPT_PROXY, "");
