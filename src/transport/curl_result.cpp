@@ -97,7 +97,7 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
   } else if (facts.body_too_large) {
     out = "response body over transport_options::max_response_bytes";
   } else if (facts.conflicting_length) {
-    out = "Content-Length is not one valid length (two different values, a sign, white space inside, or past 2^63 - 1)";
+    out = "two different Content-Length values in one response";
   } else if (rc == CURLE_OK) {
     out = "connection closed inside the response headers";
   } else if (rc == CURLE_PARTIAL_FILE) {
