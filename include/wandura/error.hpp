@@ -38,7 +38,8 @@ enum class errc {
   /// TLS handshake or certificate verification failed (untrusted certificate, wrong host name, protocol error).
   tls_failed = 5,
   /// The response body exceeded the configured cap (`transport_options::max_response_bytes`, default 1 MiB), or
-  /// its header block exceeded 256 KiB (one header line: 100 KiB). The same answer would come back: final.
+  /// its header lines exceeded 256 KiB, interim 1xx responses' included (one header line: 100 KiB). The same answer
+  /// would come back: final.
   response_too_large = 6,
   /// The peer sent something that is not valid HTTP (from Redis, in the fleet layer: not valid RESP, or a reply no
   /// command waits for).

@@ -9,19 +9,24 @@
 
 namespace wandura::detail {
 
-/// Largest response header block accepted (status line and every header line, final response only), in bytes.
-/// Below the 300 KiB libcurl 8 enforces, so that the outcome does not depend on the libcurl version.
+/// Most response header bytes accepted for one request, in bytes: every status and header line of every response,
+/// interim (1xx) responses included. Below the 300 KiB libcurl 8 (and Debian's 7.88) enforces over the same lines,
+/// which fails as a receive error: the SDK's cap fires first, so that the outcome is a final response_too_large and
+/// does not depend on the libcurl version.
 inline constexpr std::size_t max_response_header_bytes = std::size_t{256} << 10U;
 
 /// What the transport saw of a transfer, which decides how libcurl's result maps to an error code.
 struct transfer_facts {
-  bool request_started = false;    ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
-  bool response_started = false;   ///< the status line of a response arrived.
-  bool headers_complete = false;   ///< ...and the empty line that ends its header block.
-  bool headers_too_large = false;  ///< the header callback refused headers over max_response_header_bytes.
-  bool body_too_large = false;     ///< the header or write callback refused the body for the size cap.
-  bool conflicting_length = false; ///< two Content-Length headers with different values (RFC 9112 §6.3: invalid).
-  bool has_length = false;         ///< a Content-Length header arrived (its value in `length`)
+  bool request_started = false;   ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
+  bool response_started = false;  ///< the status line of a response arrived.
+  bool headers_complete = false;  ///< ...and the empty line that ends its header block.
+  bool headers_too_large = false; ///< the header callback refused headers over max_response_header_bytes.
+  bool body_too_large = false;    ///< the header or write callback refused the body for the size cap.
+  /// The Content-Length is not one valid length (RFC 9110 §8.6): two different values, or a value that is not
+  /// `1*DIGIT` (a sign, inner white space, an empty element, a list of different numbers, past 2^63 - 1). The
+  /// message (curl_result.cpp) still names the first case only.
+  bool conflicting_length = false;
+  bool has_length = false; ///< a Content-Length header arrived (its value in `length`)
   std::uint64_t length = 0;
   /// libcurl set out to send the request again on a new connection (its reused one closed before any response
   /// byte), and the transport refused: the request is not replayable (easy_setup.cpp, `on_prereq`).

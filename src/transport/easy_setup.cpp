@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "transport/content_length.hpp"
 #include "transport/header_check.hpp"
 #include "wandura/detail/header_value.hpp"
 #include "wandura/error.hpp"
@@ -75,27 +76,20 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
 }
 
 /// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the response
-/// already gave a different length, or when memory runs out. Whether the length is over the cap is decided at the
-/// end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it. A value
-/// that is not a number is left to libcurl.
+/// gave a value that is not one valid length (`parse_content_length`: RFC 9110 section 8.6) or already gave a
+/// different length, or when memory runs out. Nothing is left to libcurl, which reads the digits a value starts
+/// with (`5, 500` as 5, `+96` as 96) and keeps the last of several. Whether the length is over the cap is decided
+/// at the end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it.
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
-  std::uint64_t length = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-  if (end != value.data() + value.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    return true;
-  }
-  if (ec == std::errc::result_out_of_range) {
-    t.facts.body_too_large = true; // digits only, past 2^64 - 1: no body that long fits, decoded or not
-    return false;                  // refuse before reading the body
-  }
-  if (t.facts.has_length && t.facts.length != length) {
-    t.facts.conflicting_length = true; // which one frames the body is unknowable: refuse the response
+  auto const length = parse_content_length(value);
+  if (!length || (t.facts.has_length && t.facts.length != *length)) {
+    t.facts.conflicting_length = true; // which length frames the body is unknowable: refuse the response
     return false;
   }
   t.facts.has_length = true;
-  t.facts.length = length;
+  t.facts.length = *length;
   try {
-    t.response.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, max_bytes)));
+    t.response.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*length, max_bytes)));
   } catch (...) {
     return false;
   }
@@ -110,6 +104,31 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
   return t.facts.has_length && t.facts.length > t.max_body_bytes && !(t.decodes_body && t.content_encoded);
 }
 
+/// The status code of a status line ("HTTP/1.1 103 Early Hints", "HTTP/2 200 "), 0 when it holds none.
+[[nodiscard]] int status_code_of(std::string_view status_line) noexcept {
+  auto const space = status_line.find(' ');
+  if (space == std::string_view::npos || status_line.size() < space + 4) {
+    return 0;
+  }
+  char const* digits = status_line.data() + space + 1;
+  int code = 0;
+  auto const [end, ec] = std::from_chars(digits, digits + 3, code);
+  return ec == std::errc() && end == digits + 3 ? code : 0;
+}
+
+/// A status line: a new response begins (an interim 1xx one, or the final one after it). Only the final response's
+/// headers are the response's.
+void start_response(transfer& t, std::string_view status_line) noexcept {
+  t.response.headers.clear();
+  int const status = status_code_of(status_line);
+  t.interim_response = status >= 100 && status < 200;
+  t.bodyless = t.interim_response || status == 204 || status == 304;
+  t.facts.has_length = false;
+  t.facts.response_started = true;
+  t.facts.headers_complete = false;
+  t.content_encoded = false;
+}
+
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* userp) noexcept {
   auto* t = static_cast<transfer*>(userp);
   std::size_t const n = size * count;
@@ -121,18 +140,18 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
       return 0; // never let an exception cross into libcurl: abort this transfer instead
     }
   }
-  if (line.starts_with("HTTP/")) {
-    t->response.headers.clear(); // a new response (after 1xx): only the final one's headers count
-    t->header_bytes = 0;
-    t->facts.has_length = false;
-    t->facts.response_started = true;
-    t->facts.headers_complete = false;
-    t->content_encoded = false;
-  }
-  t->header_bytes += n;
+  t->header_bytes += n; // every response's: endless 1xx responses must not reach libcurl's own limit first
   if (t->header_bytes > max_response_header_bytes) {
     t->facts.headers_too_large = true;
     return 0;
+  }
+  if (t->facts.headers_complete && !t->interim_response) {
+    // After the final response's header block: a trailer section (chunked, or HTTP/2), which must not be merged
+    // into the header section (RFC 9110 §6.5.1). Nothing reads trailers: they are dropped (counted above).
+    return n;
+  }
+  if (line.starts_with("HTTP/")) {
+    start_response(*t, line);
   }
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
     line.remove_suffix(1);
@@ -151,7 +170,9 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   }
   auto const name = line.substr(0, colon);
   auto const value = trim_ows(line.substr(colon + 1));
-  if (iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
+  // A 1xx, 204 or 304 response ends with its header block, whatever its Content-Length says (RFC 9112 §6.3;
+  // libcurl ignores the field there too): it frames nothing, so it is neither checked nor held against the cap.
+  if (!t->bodyless && iequals(name, "content-length") && !take_content_length(*t, value, t->max_body_bytes)) {
     return 0;
   }
   if (iequals(name, "content-encoding") && !value.empty() && !iequals(value, "identity")) {
@@ -276,7 +297,7 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
       t.options.connect_timeout.count() > 0 ? t.options.connect_timeout : options_.default_connect_timeout;
   curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(t.easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
-  if (t.request->url != t.url) { // else libcurl still holds this handle's last URL, the same
+  if (t.url.empty() || t.request->url != t.url) { // else libcurl still holds this handle's last URL, the same
     if (auto ec = configure_url(t, why)) {
       return ec;
     }
@@ -286,26 +307,24 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
 
 std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
   // Parsed once here and handed over as a CURLU: with CURLOPT_URL libcurl would parse the string again for
-  // every request (about 5 % of its work per request on a small POST). Same flags as libcurl uses for
-  // CURLOPT_URL, so the same URLs are accepted.
+  // every request (about 5 % of its work per request on a small POST).
   std::string const& url = t.request->url;
   t.url.clear(); // until libcurl accepted the new one
   if (t.parsed_url == nullptr && (t.parsed_url = curl_url()) == nullptr) {
     why = "curl_url failed";
     return make_error_code(errc::transport_failed);
   }
-  if (auto rc = curl_url_set(t.parsed_url, CURLUPART_URL, url.c_str(), CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME);
-      rc != CURLUE_OK) {
-    why = std::string("URL refused: ") + curl_url_strerror(rc);
-    return make_error_code(errc::transport_failed);
-  }
-  // Only HTTP(S): libcurl would also read file:// URLs from the local disk or speak FTP, SCP and others.
-  char* scheme = nullptr;
-  bool const http_scheme = curl_url_get(t.parsed_url, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-                           (iequals(scheme, "http") || iequals(scheme, "https"));
-  curl_free(scheme);
-  if (!http_scheme) {
+  // Only HTTP(S), named: libcurl would also read file:// URLs from the local disk or speak FTP, SCP and others, and
+  // would guess a scheme for a URL without one ("127.0.0.1:8080/v1" as plain http).
+  auto const has_scheme = [&url](std::string_view scheme) {
+    return url.size() >= scheme.size() && iequals(std::string_view(url).substr(0, scheme.size()), scheme);
+  };
+  if (!has_scheme("http://") && !has_scheme("https://")) {
     why = "URL refused: only http:// and https:// are sent";
+    return make_error_code(errc::invalid_argument);
+  }
+  if (auto rc = curl_url_set(t.parsed_url, CURLUPART_URL, url.c_str(), 0); rc != CURLUE_OK) {
+    why = std::string("URL refused: ") + curl_url_strerror(rc);
     return make_error_code(errc::transport_failed);
   }
   if (curl_easy_setopt(t.easy, CURLOPT_CURLU, t.parsed_url) != CURLE_OK) {
@@ -313,7 +332,7 @@ std::error_code easy_setup::configure_url(transfer& t, std::string& why) const {
     return make_error_code(errc::transport_failed);
   }
   t.url.assign(url);
-  bool const is_http = url.size() >= 7 && iequals(std::string_view(url).substr(0, 7), "http://");
+  bool const is_http = has_scheme("http://");
   bool const prior_knowledge = is_http && options_.http2_prior_knowledge;
   curl_easy_setopt(t.easy, CURLOPT_HTTP_VERSION,
                    prior_knowledge ? static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
@@ -381,6 +400,9 @@ void easy_setup::set_constant_options(transfer& t) const {
   if (options_.accept_compressed) {
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
   }
+  // A proxy's answer to CONNECT is not a response to the request: kept from the header callback, which takes every
+  // line after a final (non-1xx) header block for a trailer.
+  curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   if (no_proxy_in_environment_) {
     // No proxy: say so, with an empty exception list, which spares libcurl reading the environment per request.
     curl_easy_setopt(e, CURLOPT_PROXY, "");

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "wandura/detail/header_value.hpp"
+#include "wandura/transport/http_response.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -62,6 +63,11 @@ std::string check_headers(std::vector<http_header> const& headers) {
     if (!is_header_name(h.name)) {
       // A name that is not a token is not echoed whole either: it may be a line the caller meant as a value.
       return "request header " + std::to_string(&h - headers.data()) + ": name is not an HTTP token";
+    }
+    if (iequals(h.name, "content-length") || iequals(h.name, "transfer-encoding")) {
+      // Framing is the transport's, from the body: a caller's own would disagree with it (a `Content-Length: 0`
+      // with a body makes the body a second request to the server: request smuggling).
+      return "request header " + h.name + ": message framing is set by the transport from the body";
     }
     if (!is_header_value(h.value)) {
       return "request " + header_value_refusal(h.name, h.value); // names the byte, never the value

@@ -1,6 +1,7 @@
 // Internal: what the transport refuses to put in a request header (RFC 9110 section 5): a name that is not a token,
 // a value holding a control byte other than HTAB, or DEL (CR and LF would end or split the line and let a value
-// inject headers of its own; the others draw a 400).
+// inject headers of its own; the others draw a 400), and the framing headers `Content-Length` and
+// `Transfer-Encoding` (RFC 9112 section 6), which the transport sets from the body.
 #pragma once
 
 #include <string>

@@ -14,6 +14,8 @@ void transfer::reset_request() noexcept {
   facts = {};
   content_encoded = false;
   header_bytes = 0;
+  interim_response = false;
+  bodyless = false;
   error_text[0] = '\0';
   unadopted_sockets.clear();
 }

@@ -65,7 +65,11 @@ struct transfer {
   std::size_t max_body_bytes = 0; ///< transport_options::max_response_bytes
   bool decodes_body = false;      ///< transport_options::accept_compressed: libcurl decodes encoded bodies
   bool content_encoded = false;   ///< the response names a Content-Encoding (not identity): its length is wire bytes
-  std::size_t header_bytes = 0;   ///< of the response's header block so far
+  std::size_t header_bytes = 0;   ///< of every header block so far, interim (1xx) responses' included
+  bool interim_response = false;  ///< the response being read is an interim (1xx) one: another follows it
+  /// The response being read ends with its header block (1xx, 204, 304: RFC 9112 §6.3), so its Content-Length
+  /// frames nothing.
+  bool bodyless = false;
   http_response response;
   std::array<char, CURL_ERROR_SIZE> error_text{}; ///< CURLOPT_ERRORBUFFER
 

@@ -246,10 +246,6 @@ void transport_impl::cancel(transfer* t, std::uint64_t generation) {
 }
 
 void transport_impl::finish(transfer* t, CURLcode rc) {
-  long connects = 0;
-  if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {
-    connections_opened_.fetch_add(static_cast<std::uint64_t>(connects), std::memory_order_relaxed);
-  }
   auto const ec = map_curl_result(static_cast<int>(rc), t->facts);
   if (!ec) {
     long status = 0;
@@ -311,8 +307,14 @@ bool transport_impl::expire_attempts() {
 }
 
 /// Takes an active transfer's easy handle out of libcurl. Sockets it opened that no connection adopted are gone
-/// then: libcurl closed them with a plain close() (docs/adr/0002, "Sockets"), so their records are dropped.
+/// then: libcurl closed them with a plain close() (docs/adr/0002, "Sockets"), so their records are dropped. Every
+/// active request ends here once, however it ends (finished, timed out, cancelled, transport destroyed): the
+/// connections it opened are counted here.
 void transport_impl::remove_active(transfer* t) noexcept {
+  long connects = 0; // of this request only: libcurl resets the count when a transfer starts
+  if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {
+    connections_opened_.fetch_add(static_cast<std::uint64_t>(connects), std::memory_order_relaxed);
+  }
   curl_multi_remove_handle(multi_, t->easy);
   queue_.deactivated();
   if (queue_.in_flight() == 0 && earliest_deadline_ != clock::time_point::max()) {

@@ -49,6 +49,7 @@ enum class server_behaviour {
   missing_last_chunk, ///< A chunked body whose terminating zero-size chunk never comes: a clean close instead.
   long_header_line,   ///< One header line of `oversized_bytes` bytes, then an ordinary response.
   large_header_block, ///< Header lines of 1,000 bytes each, `oversized_bytes` in all, then an ordinary response.
+  raw,                ///< The bytes of `set_body` as the whole reply, verbatim (a crafted response), then a close.
 };
 
 class test_http_server {
@@ -244,6 +245,14 @@ private:
       }
       head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
       co_return co_await write_and_close(socket, head);
+    }
+    case server_behaviour::raw: {
+      std::string bytes;
+      {
+        std::lock_guard lock(mutex_);
+        bytes = body_;
+      }
+      co_return co_await write_and_close(socket, bytes);
     }
     case server_behaviour::oversized: {
       head += "Transfer-Encoding: chunked\r\n\r\n";

@@ -21,13 +21,19 @@ struct http_header {
 /// unchanged until the awaited `send` completes.
 struct http_request {
   http_method method = http_method::get;
-  /// Absolute URL, `http://` or `https://`, e.g. "https://api.example/v1/config"; any other scheme fails with
-  /// `errc::transport_failed` and nothing is sent.
+  /// Absolute URL starting with `http://` or `https://` (in any case), e.g. "https://api.example/v1/config". Any
+  /// other scheme, and a URL without one ("127.0.0.1:8080/v1/config", which libcurl would guess to be plain http),
+  /// fails with `errc::invalid_argument` and nothing is sent; a URL libcurl cannot parse, with
+  /// `errc::transport_failed`.
   std::string url;
   /// Extra headers (Authorization, Content-Type, Idempotency-Key, ...). The transport adds only
   /// `transport_options::user_agent` (unless a `User-Agent` is here) and what HTTP needs (Host, Content-Length,
   /// Accept-Encoding when compression is on); libcurl's own defaults (`Accept: */*`, a form `Content-Type` on a
-  /// POST body, `Expect: 100-continue`) are not sent.
+  /// POST body, `Expect: 100-continue`) are not sent. `Content-Length` and `Transfer-Encoding` (in any case) are
+  /// refused: the transport frames the message from `body` (RFC 9112 §6), and a length of the caller's that
+  /// disagrees with it would make the rest of the body a second request. A refused header fails the attempt with
+  /// `errc::invalid_argument` and nothing is sent, as does a name that is not an HTTP token or a value with a
+  /// control byte (see `transport::async_send`).
   std::vector<http_header> headers;
   /// Request body; sent byte-identical on every attempt. Empty for GET.
   std::string body;

@@ -252,6 +252,9 @@ struct http_response {
   int status = 0;
   /// 11 for HTTP/1.1, 20 for HTTP/2.
   int http_version = 0;
+  /// The final response's header section only: not those of interim (1xx) responses before it, and not trailer
+  /// fields sent after the body (chunked or HTTP/2 trailers), which the transport drops (RFC 9110 §6.5.1: trailers
+  /// must not be merged into the header section; a trailer `Retry-After` or `Content-Length` means nothing here).
   http_headers headers;
   response_body body;
 

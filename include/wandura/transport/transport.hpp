@@ -38,8 +38,9 @@ struct transport_access; // the transport's own tests reach its internals throug
 /// the transport's strand-only state on its strand whenever it changes, before a completion is handed out;
 /// `pooled_transfers` is read under the pool's lock.
 struct transport_stats {
-  /// Connections libcurl opened (sum of CURLINFO_NUM_CONNECTS over finished transfers). With keep-alive working,
-  /// far below `requests_completed`.
+  /// Connections libcurl opened (sum of CURLINFO_NUM_CONNECTS over the requests handed to libcurl), counted once
+  /// per request when it leaves libcurl, however it ends: a response, an error, its attempt timeout, a
+  /// cancellation or the transport's destruction. With keep-alive working, far below `requests_completed`.
   std::uint64_t connections_opened = 0;
   /// Sockets currently open (connected, connecting or idle in the pool).
   std::uint64_t sockets_open = 0;
@@ -103,16 +104,22 @@ public:
   ///   safe to resend. Before the request went out, the same failures are `connect_failed`.
   /// - `errc::tls_failed`: handshake or certificate verification failed.
   /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`, or the response's
-  ///   header block exceeded 256 KiB (one header line: libcurl's 100 KiB). Final: the same answer would come back.
-  /// - `errc::protocol_error`: the server's reply is not valid HTTP (two different `Content-Length` values
-  ///   included).
+  ///   header lines exceeded 256 KiB, counted over every header block, interim (1xx) responses' included (one
+  ///   header line: libcurl's 100 KiB). Final: the same answer would come back.
+  /// - `errc::protocol_error`: the server's reply is not valid HTTP, including a `Content-Length` that is not one
+  ///   length (RFC 9110 §8.6): its value must be `1*DIGIT` between optional white space, or a comma-separated list
+  ///   of that one number (`96, 96`); a sign, white space inside a number, an empty value or list element, different
+  ///   numbers in a list or on two header lines, or a number past 2^63 - 1 is refused before the body is read. The
+  ///   `Content-Length` of a 1xx, 204 or 304 response frames nothing (RFC 9112 §6.3) and is not checked.
   /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds a byte RFC 9110 does
   ///   not allow in a field value: a control byte other than HTAB (0x00-0x08, 0x0A-0x1F; CR and LF would end the
   ///   header line and let the value add headers of its own) or DEL (0x7F). Visible ASCII, SP, HTAB and bytes
-  ///   0x80-0xFF pass. The message names the header, the byte (`\xHH`) and its offset, never the value; nothing was
-  ///   sent.
-  /// - `errc::transport_failed`: anything else (a URL libcurl refuses or whose scheme is not `http` or `https`,
-  ///   out of memory); `send()`'s message names the cause.
+  ///   0x80-0xFF pass. Or the request has a `Content-Length` or `Transfer-Encoding` header (any case): the transport
+  ///   frames the body itself (RFC 9112 §6). The message names the header, the byte (`\xHH`) and its offset, never
+  ///   the value; nothing was sent. Or `request.url` does not start with `http://` or `https://` (another scheme,
+  ///   or none): nothing was sent.
+  /// - `errc::transport_failed`: anything else (a URL libcurl cannot parse, out of memory); `send()`'s message names
+  ///   the cause.
   /// - `asio::error::operation_aborted`: cancelled, or the transport was destroyed.
   ///
   /// @param request must stay alive and unchanged until the operation completes (the body is sent from it).

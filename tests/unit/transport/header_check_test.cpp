@@ -54,3 +54,14 @@ TEST_CASE("header check: the message names the header and never echoes its value
   CHECK(check_headers({{"X-Viewer", "v\x7f"}}) ==
         "request header X-Viewer: value holds a control byte (\\x7f) at byte 1");
 }
+
+TEST_CASE("header check: Content-Length and Transfer-Encoding, in any case, are the transport's own") {
+  for (auto name : {"Content-Length", "content-length", "CONTENT-LENGTH", "Transfer-Encoding", "transfer-encoding",
+                    "TrAnSfEr-EnCoDiNg"}) {
+    INFO(name);
+    auto const why = check_headers({{"Accept", "a"}, {name, "0"}});
+    CHECK(why == std::string("request header ") + name + ": message framing is set by the transport from the body");
+  }
+  CHECK(
+      check_headers({{"Content-Type", "application/json"}, {"Content-Length-Hint", "5"}, {"TE", "trailers"}}).empty());
+}

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -43,6 +45,34 @@ std::string send_message(asio::io_context& io, wandura::transport& tr, wandura::
   return {};
 }
 
+/// 96 bytes: the body the crafted responses carry.
+std::string const body96 =
+    R"({"org_id":"o","limits":{"playback":1,"catalog":1,"creatives":1,"videos":1,"video":1,"config":1}})";
+
+/// A 200 response carrying `body96`, with one Content-Length line per element of `lengths`, sent as given.
+std::string with_lengths(std::vector<std::string> const& lengths) {
+  std::string out = "HTTP/1.1 200 OK\r\n";
+  for (auto const& l : lengths) {
+    out += "Content-Length:" + l + "\r\n";
+  }
+  return out + "\r\n" + body96;
+}
+
+/// One GET of a fresh transport, answered with `reply` verbatim (then a close); `message` gets send()'s message.
+wandura::attempt_result answered_with(std::string const& reply, std::string* message = nullptr) {
+  test_http_server server(server_behaviour::raw);
+  server.set_body(reply);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::http_request request;
+  request.url = server.url("/v1/config");
+  auto result = run(io, tr.send_attempt(request, {}));
+  if (message != nullptr) {
+    *message = send_message(io, tr, request);
+  }
+  return result;
+}
+
 std::vector<std::string> const injected_values = {
     "Bearer k\r\nX-Injected: yes", "Bearer k\nX-Injected: yes",
     "Bearer k\rX-Injected: yes",   std::string("Bearer k\0X-Injected: yes", 24),
@@ -72,6 +102,28 @@ TEST_CASE("transport: a header value with a control byte is refused before anyth
   auto const clean = run(io, tr.send_attempt(post(server.url()), {}));
   CHECK_FALSE(clean.error);
   CHECK(server.last_request_head().find("X-Injected") == std::string::npos);
+}
+
+TEST_CASE("transport: a caller's Content-Length or Transfer-Encoding is refused before anything is sent") {
+  // A Content-Length: 0 with a body would make the body a second request on the connection (request smuggling).
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  for (auto const& header : std::vector<wandura::http_header>{{"Content-Length", "0"},
+                                                              {"content-length", "38"},
+                                                              {"Transfer-Encoding", "chunked"},
+                                                              {"TRANSFER-ENCODING", "identity"}}) {
+    INFO(header.name);
+    auto request = post(server.url());
+    request.body = "GET /v1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    request.headers.push_back(header);
+    auto const result = run(io, tr.send_attempt(request, {}));
+    CHECK(result.error == errc::invalid_argument);
+    CHECK(send_message(io, tr, request).find("request header " + header.name + ": message framing") !=
+          std::string::npos);
+  }
+  CHECK(server.connections_accepted() == 0);
+  CHECK(server.requests_read() == 0);
 }
 
 TEST_CASE("transport: a user_agent with a control byte is refused at construction") {
@@ -120,6 +172,125 @@ TEST_CASE("transport: a 470 KB response header block is a final response_too_lar
   CHECK_FALSE(fits.error);
   CHECK(fits.response.status == 200);
   CHECK(fits.response.headers.find_all("x-filler").size() == 200);
+}
+
+TEST_CASE("transport: a Content-Length that is not one decimal length is a protocol_error, not a cut body") {
+  // RFC 9110 section 8.6. libcurl alone reads the digits a value starts with and keeps the last line's: `5, 500`
+  // and `5 500` framed a 5-byte body, and `+96` or a second line replaced the first.
+  REQUIRE(body96.size() == 96);
+  for (std::vector<std::string> const& lengths : std::vector<std::vector<std::string>>{{" 5, 500"},
+                                                                                       {" 5 500"},
+                                                                                       {" +96"},
+                                                                                       {" -1"},
+                                                                                       {""},
+                                                                                       {" "},
+                                                                                       {" 96,"},
+                                                                                       {" ,96"},
+                                                                                       {" 96,,96"},
+                                                                                       {" 0x60"},
+                                                                                       {" 96", " 5, 7"},
+                                                                                       {" 5", " +96"},
+                                                                                       {" +96", " 5"},
+                                                                                       {" 96", " 96, 5"},
+                                                                                       {" 96", " 5"},
+                                                                                       {" 9223372036854775808"}}) {
+    std::string lines;
+    for (auto const& l : lengths) {
+      lines += "[" + l + "]";
+    }
+    INFO("Content-Length lines " << lines);
+    std::string message;
+    auto const result = answered_with(with_lengths(lengths), &message);
+    CHECK(result.error == errc::protocol_error);
+    CHECK_FALSE(result.error == wandura::condition::retryable);
+    INFO(message);
+    CHECK(message.find("Content-Length") != std::string::npos); // libcurl itself refuses some ("-1", "")
+  }
+  // 2^63 - 1 is a length (over any cap); one more is not.
+  CHECK(answered_with(with_lengths({" 9223372036854775807"})).error == errc::response_too_large);
+  // One number, as a list of itself, on several lines, between white space: the body is read whole.
+  for (std::vector<std::string> const& lengths : std::vector<std::vector<std::string>>{
+           {"96"}, {" \t96 \t"}, {" 96, 96"}, {" 96,096"}, {" 96", " 96"}, {" 96", " 96, 96"}}) {
+    auto const result = answered_with(with_lengths(lengths));
+    REQUIRE_FALSE(result.error);
+    CHECK(result.response.body.view() == body96);
+  }
+}
+
+TEST_CASE("transport: the Content-Length of a 1xx, 204 or 304 response frames nothing and is not checked") {
+  // RFC 9112 section 6.3: such a response ends with its header block, whatever its Content-Length says.
+  auto const hinted = answered_with("HTTP/1.1 100 Continue\r\nContent-Length: 5, 7\r\n\r\n"
+                                    "HTTP/1.1 103 Early Hints\r\nContent-Length: +1\r\n\r\n" +
+                                    with_lengths({" 96"}));
+  REQUIRE_FALSE(hinted.error);
+  CHECK(hinted.response.status == 200);
+  CHECK(hinted.response.body.view() == body96);
+  CHECK(hinted.response.headers.find_all("content-length").size() == 1);
+  // A 304 names the length of the representation it stands for: not a body over the cap, nor a body at all.
+  auto const not_modified = answered_with("HTTP/1.1 304 Not Modified\r\nContent-Length: 1000000000000\r\n\r\n");
+  REQUIRE_FALSE(not_modified.error);
+  CHECK(not_modified.response.status == 304);
+  CHECK(not_modified.response.body.view().empty());
+  auto const no_content = answered_with("HTTP/1.1 204 No Content\r\nContent-Length: 5, 7\r\n\r\n");
+  REQUIRE_FALSE(no_content.error);
+  CHECK(no_content.response.status == 204);
+}
+
+TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256 KiB cap: response_too_large") {
+  std::string const pad = "X-Pad: " + std::string(991, 'h') + "\r\n"; // 1,000 bytes
+  auto lines = [&](int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) {
+      out += pad;
+    }
+    return out;
+  };
+  // Endless 103s (bounded here at 400 KiB), each small: libcurl's own 300 KiB limit used to end it as a receive
+  // error, a retryable connection_reset.
+  std::string hints;
+  while (hints.size() < 400 * 1024) {
+    hints += "HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n";
+  }
+  // 150 KB of 103 then 120 KB of 200: each block under the cap, both over it.
+  std::string const split = "HTTP/1.1 103 Early Hints\r\n" + lines(150) + "\r\nHTTP/1.1 200 OK\r\n" + lines(120) +
+                            "Content-Length: 2\r\n\r\n{}";
+  for (auto const& reply : {hints + with_lengths({" 96"}), split}) {
+    std::string message;
+    auto const result = answered_with(reply, &message);
+    CHECK(result.error == errc::response_too_large);
+    CHECK_FALSE(result.error == wandura::condition::retryable);
+    CHECK(message.find("response headers over 256 KiB") != std::string::npos);
+  }
+  // Under the cap in all: a response.
+  auto const fits = answered_with("HTTP/1.1 103 Early Hints\r\n" + lines(100) + "\r\nHTTP/1.1 200 OK\r\n" + lines(100) +
+                                  "Content-Length: 2\r\n\r\n{}");
+  REQUIRE_FALSE(fits.error);
+  CHECK(fits.response.headers.find_all("x-pad").size() == 100); // the final response's only
+}
+
+TEST_CASE("transport: chunked trailers are not merged into the response headers") {
+  // RFC 9110 section 6.5.1. A trailer-only Retry-After: 3600 made the client give up on a 503.
+  std::string const body = R"({"error_code":"service_unavailable"})";
+  auto const chunked = [&](std::string const& head) {
+    return "HTTP/1.1 503 Service Unavailable\r\n" + head + "Transfer-Encoding: chunked\r\n\r\n" + "24\r\n" + body +
+           "\r\n0\r\nRetry-After: 3600\r\nContent-Length: 99999999\r\nX-Trailer: yes\r\n\r\n";
+  };
+  REQUIRE(body.size() == 0x24);
+  std::string message;
+  auto const trailer_only = answered_with(chunked(""), &message);
+  INFO(message);
+  REQUIRE_FALSE(trailer_only.error);
+  CHECK(trailer_only.response.status == 503);
+  CHECK(trailer_only.response.body.view() == body);
+  CHECK_FALSE(trailer_only.response.retry_after().has_value());
+  CHECK(trailer_only.response.headers.find_all("content-length").empty());
+  CHECK(trailer_only.response.headers.find_all("x-trailer").empty());
+  CHECK(trailer_only.response.headers.find_all("transfer-encoding").size() == 1); // the header section is whole
+
+  auto const both = answered_with(chunked("Retry-After: 1\r\n"));
+  REQUIRE_FALSE(both.error);
+  CHECK(both.response.headers.find_all("retry-after").size() == 1);
+  CHECK(both.response.retry_after() == std::optional<std::string_view>("1"));
 }
 
 TEST_CASE("transport: a status line and then a close is a retryable connection_reset, not an empty 200") {

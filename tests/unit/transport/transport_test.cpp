@@ -231,6 +231,31 @@ TEST_CASE("transport: sequential requests reuse one keep-alive connection") {
   CHECK(tr.stats().pooled_transfers == 1);
 }
 
+TEST_CASE("transport: connections_opened counts the connection of an attempt that timed out or was cancelled, once") {
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  wandura::attempt_options brief;
+  brief.timeout = 100ms;
+  CHECK(run(io, tr.send_attempt(request, brief)).error == errc::attempt_timeout);
+  CHECK(tr.stats().connections_opened == 1);
+  // A connection an attempt ended early is closed: the next one opens another.
+  CHECK(run(io, tr.send_attempt(request, brief)).error == errc::attempt_timeout);
+  CHECK(tr.stats().connections_opened == 2);
+  auto const cancelled = send_and_cancel(io, tr, request, 100ms);
+  CHECK(cancelled.result.error == asio::error::operation_aborted);
+  CHECK(tr.stats().connections_opened == 3);
+  CHECK(server.connections_accepted() == 3);
+  // Answered on one keep-alive connection: one more, counted once over the requests.
+  server.set_behaviour(server_behaviour::respond);
+  for (int i = 0; i < 3; ++i) {
+    CHECK_FALSE(run(io, tr.send_attempt(request, {})).error);
+  }
+  CHECK(tr.stats().connections_opened == 4);
+  CHECK(server.connections_accepted() == 4);
+}
+
 TEST_CASE("transport: a refused connection is connect_failed and the request was never sent") {
   unsigned short port = 0;
   {
@@ -278,8 +303,9 @@ TEST_CASE("transport: send's message names the URL without its query or fragment
   }
 }
 
-TEST_CASE("transport: a URL whose scheme is not http or https is refused, and nothing is read or sent") {
-  // libcurl knows file://, ftp://, scp:// and more: the transport sends HTTP only.
+TEST_CASE("transport: a URL whose scheme is not http or https, or that has none, is refused; nothing is read or sent") {
+  // libcurl knows file://, ftp://, scp:// and more: the transport sends HTTP only. Without a scheme, libcurl would
+  // guess one (plain http for "127.0.0.1:port/x", whatever the caller meant).
   auto const file = std::filesystem::temp_directory_path() / ("wandura-transport-" + std::to_string(::getpid()));
   {
     std::FILE* f = std::fopen(file.c_str(), "w");
@@ -293,12 +319,15 @@ TEST_CASE("transport: a URL whose scheme is not http or https is refused, and no
   auto const hostport = "127.0.0.1:" + std::to_string(server.port());
   for (std::string const& url :
        {"file://" + file.string(), "FILE://" + file.string(), "ftp://" + hostport + "/", "dict://" + hostport + "/",
-        "gopher://" + hostport + "/", "scp://" + hostport + "/x", "telnet://" + hostport + "/"}) {
+        "gopher://" + hostport + "/", "scp://" + hostport + "/x", "telnet://" + hostport + "/", hostport + "/v1/x",
+        "localhost:" + std::to_string(server.port()) + "/v1/x", "//" + hostport + "/v1/x", "http:/" + hostport + "/",
+        "http:" + hostport + "/", "https:" + hostport + "/", " http://" + hostport + "/", std::string(),
+        std::string("http"), std::string("https:/")}) {
     INFO(url);
     wandura::http_request request;
     request.url = url;
     auto r = run(io, tr.send_attempt(request, {}));
-    CHECK(r.error == errc::transport_failed);
+    CHECK(r.error == errc::invalid_argument);
     CHECK(r.response.body.empty());
     try {
       run(io, tr.send(request, {}));
@@ -315,6 +344,21 @@ TEST_CASE("transport: a URL whose scheme is not http or https is refused, and no
   CHECK_FALSE(r.error);
   CHECK(r.response.status == 200);
   std::filesystem::remove(file);
+}
+
+TEST_CASE("transport: an empty URL is refused, also on a transfer whose last request ended early") {
+  // An attempt that times out leaves its URL in libcurl's handle: an empty URL must not reuse it.
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::attempt_options brief;
+  brief.timeout = 100ms;
+  REQUIRE(run(io, tr.send_attempt(post(server.url()), brief)).error == errc::attempt_timeout);
+  REQUIRE(server.requests_read() == 1);
+  auto const empty = run(io, tr.send_attempt(post(""), brief));
+  CHECK(empty.error == errc::invalid_argument);
+  CHECK(server.requests_read() == 1);
+  CHECK(tr.stats().pooled_transfers == 1); // the same transfer served both
 }
 
 TEST_CASE("transport: a timeout shorter than libcurl's next deadline still ends the attempt on time") {
@@ -386,15 +430,15 @@ TEST_CASE("transport: an attempt timeout past the clock's range means no deadlin
   }
 }
 
-TEST_CASE("transport: a Content-Length past 2^64 is response_too_large, two different ones are protocol_error") {
+TEST_CASE("transport: a Content-Length past 2^63 - 1 or two different ones are protocol_error") {
   asio::io_context io;
   wandura::transport tr(io.get_executor());
-  SECTION("past what 64 bits hold: libcurl would read the body to the close and call it complete") {
-    for (std::string_view const value : {"18446744073709551616", "99999999999999999999999999"}) {
+  SECTION("past what libcurl's curl_off_t holds: libcurl would read the body to the close and call it complete") {
+    for (std::string_view const value : {"9223372036854775808", "18446744073709551616", "99999999999999999999999999"}) {
       test_http_server server;
       server.set_extra_headers({"Content-Length: " + std::string(value)});
       auto request = post(server.url());
-      CHECK(run(io, tr.send_attempt(request, {})).error == errc::response_too_large);
+      CHECK(run(io, tr.send_attempt(request, {})).error == errc::protocol_error);
     }
   }
   SECTION("two different values: which one frames the body is unknowable") {
