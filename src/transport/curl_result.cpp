@@ -62,7 +62,7 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noex
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
   }
-  if (facts.conflicting_length) {
+  if (facts.invalid_length) {
     return make_error_code(errc::protocol_error);
   }
   if (facts.resend_refused) {
@@ -100,8 +100,8 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = "a response header line over libcurl's " + std::to_string(CURL_MAX_HTTP_HEADER / 1024) + " KiB limit";
   } else if (facts.body_too_large) {
     out = "response body over transport_options::max_response_bytes";
-  } else if (facts.conflicting_length) {
-    out = "two different Content-Length values in one response";
+  } else if (facts.invalid_length) {
+    out = "a Content-Length that is not one length (two different values, or not a decimal number)";
   } else if (facts.resend_refused) {
     out = "the reused connection closed before any response byte, and a request without an idempotency key is not "
           "sent again";

@@ -23,9 +23,8 @@ struct transfer_facts {
   bool headers_too_large = false; ///< the header callback refused headers over max_response_header_bytes.
   bool body_too_large = false;    ///< the header or write callback refused the body for the size cap.
   /// The Content-Length is not one valid length (RFC 9110 §8.6): two different values, or a value that is not
-  /// `1*DIGIT` (a sign, inner white space, an empty element, a list of different numbers, past 2^63 - 1). The
-  /// message (curl_result.cpp) still names the first case only.
-  bool conflicting_length = false;
+  /// `1*DIGIT` (a sign, inner white space, an empty element, a list of different numbers, past 2^63 - 1).
+  bool invalid_length = false;
   bool has_length = false; ///< a Content-Length header arrived (its value in `length`)
   std::uint64_t length = 0;
   /// libcurl set out to send the request again on a new connection (its reused one closed before any response

@@ -83,7 +83,7 @@ int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
   auto const length = parse_content_length(value);
   if (!length || (t.facts.has_length && t.facts.length != *length)) {
-    t.facts.conflicting_length = true; // which length frames the body is unknowable: refuse the response
+    t.facts.invalid_length = true; // which length frames the body is unknowable: refuse the response
     return false;
   }
   t.facts.has_length = true;
