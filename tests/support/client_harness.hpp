@@ -20,6 +20,15 @@ namespace client_harness {
 
 using wandura::testing::fake_step;
 
+/// A batch of one episode as play: the-heiress-returns episode 4, device "dev-1", no viewer_ref.
+inline wandura::ticket_batch single_play_batch() {
+  wandura::ticket_batch batch;
+  batch.union_info = "dev-1";
+  batch.drm_kek = "kek";
+  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+  return batch;
+}
+
 inline std::string granted_item(std::string_view film, int episode, std::string_view intent, std::string_view id,
                                 bool reused = false, std::string_view expires_at = "2099-01-01T00:00:00Z") {
   return std::string(R"({"film_ref":")") + std::string(film) + R"(","episode_no":)" + std::to_string(episode) +

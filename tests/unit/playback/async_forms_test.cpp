@@ -50,18 +50,10 @@ void drive(harness& h, bool const& done) {
   }
 }
 
-wandura::ticket_batch play_batch() {
-  wandura::ticket_batch b;
-  b.union_info = "dev-1";
-  b.drm_kek = "kek";
-  b.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
-  return b;
-}
-
 /// Starts one `async_` form of `api` with `token`, for each form in turn (index 0 to 6).
 template <typename Token> void start_form(wandura::client& api, int form, Token token) {
   switch (form) {
-  case 0: api.async_issue_tickets(play_batch(), std::move(token)); break;
+  case 0: api.async_issue_tickets(single_play_batch(), std::move(token)); break;
   case 1: api.async_start_episode({"", "dev-1", "kek"}, "the-heiress-returns", 4, 4, std::move(token)); break;
   case 2: api.async_get_config(std::move(token)); break;
   case 3: api.async_get_film("nope", std::move(token)); break;
@@ -189,7 +181,7 @@ TEST_CASE("async forms: cancellation through a bound slot completes with operati
   bool done = false;
   std::error_code code;
   wandura::ticket_batch_result result;
-  h.api->async_issue_tickets(play_batch(), wandura::call_options{},
+  h.api->async_issue_tickets(single_play_batch(), wandura::call_options{},
                              asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, auto r) {
                                code = ec;
                                result = std::move(r);

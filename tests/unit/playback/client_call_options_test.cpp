@@ -82,14 +82,6 @@ struct hooked_client {
   }
 };
 
-wandura::ticket_batch play_batch() {
-  wandura::ticket_batch batch;
-  batch.union_info = "dev-1";
-  batch.drm_kek = "kek";
-  batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
-  return batch;
-}
-
 constexpr char const* unavailable = R"({"error_code":"service_unavailable"})";
 
 /// Checks that `calls` holds, for each of `retries` retries, `on_retry` then `log`, both run before the backoff
@@ -129,7 +121,7 @@ TEST_CASE("client call options: on_retry runs before log, and both before the ba
     c.fake->push(fake_step::respond(
         200, client_harness::batch_body({client_harness::granted_item("the-heiress-returns", 4, "play", "t4")})));
     std::vector<asio::awaitable<wandura::ticket_batch_result>> ops;
-    ops.push_back(c.api->issue_tickets(play_batch()));
+    ops.push_back(c.api->issue_tickets(client_harness::single_play_batch()));
     CHECK(c.run_together(std::move(ops)) == 0);
   } else {
     c.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
@@ -152,8 +144,8 @@ TEST_CASE("client call options: a call that joins a retried request does not cal
   c.fake->push(fake_step::respond(
       200, client_harness::batch_body({client_harness::granted_item("the-heiress-returns", 4, "play", "t4")})));
   std::vector<asio::awaitable<wandura::ticket_batch_result>> ops;
-  ops.push_back(c.api->issue_tickets(play_batch()));
-  ops.push_back(c.api->issue_tickets(play_batch()));
+  ops.push_back(c.api->issue_tickets(client_harness::single_play_batch()));
+  ops.push_back(c.api->issue_tickets(client_harness::single_play_batch()));
   CHECK(c.run_together(std::move(ops)) == 0);
   REQUIRE(c.api->stats().metrics.coalesced == 1);
   CHECK(c.fake->attempt_count() == 2);
@@ -193,7 +185,7 @@ TEST_CASE("client call options: a total_timeout of 0 or less ends a ticket call 
   options.total_timeout = timeout;
   auto const e = start ? failure_of(h, h.api->start_episode(client_harness::harness::viewer_on(), "the-heiress-returns",
                                                             4, 6, options))
-                       : failure_of(h, h.api->issue_tickets(play_batch(), options));
+                       : failure_of(h, h.api->issue_tickets(client_harness::single_play_batch(), options));
   CHECK(e.code() == wandura::errc::deadline_exceeded);
   CHECK(e.attempts() == 0);
   CHECK(h.fake->attempt_count() == 0);
@@ -224,13 +216,14 @@ TEST_CASE("client call options: a call that would join a request in flight ends 
   std::exception_ptr joiner_failure;
   bool joiner_done = false;
   wandura::clock::duration joiner_ended{};
-  asio::co_spawn(h.io, h.api->issue_tickets(play_batch()), [&](std::exception_ptr e, wandura::ticket_batch_result r) {
-    REQUIRE_FALSE(e);
-    first = std::move(r);
-  });
+  asio::co_spawn(h.io, h.api->issue_tickets(client_harness::single_play_batch()),
+                 [&](std::exception_ptr e, wandura::ticket_batch_result r) {
+                   REQUIRE_FALSE(e);
+                   first = std::move(r);
+                 });
   wandura::call_options options;
   options.total_timeout = 0ms;
-  asio::co_spawn(h.io, h.api->issue_tickets(play_batch(), options),
+  asio::co_spawn(h.io, h.api->issue_tickets(client_harness::single_play_batch(), options),
                  [&](std::exception_ptr e, wandura::ticket_batch_result) {
                    joiner_failure = e;
                    joiner_done = true;
