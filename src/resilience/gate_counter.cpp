@@ -93,7 +93,10 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
   }
   // One cut per hold-off: the 429s of requests released together tell the same thing once.
   if (was_pacing && now - last_decrease_ >= std::max<clock::duration>(hold, std::chrono::seconds(1))) {
-    double const floor = std::max(refill_per_s(), rate_) * options_->min_rate_fraction;
+    // Of the refill, or while the limit is unknown of the rate assumed for it: a fixed floor either way (one
+    // relative to the current rate would let a run of 429s cut the rate towards zero).
+    double const refill = refill_per_s();
+    double const floor = (refill > 0 ? refill : options_->unknown_limit_rate) * options_->min_rate_fraction;
     rate_ = std::max(rate_ * options_->decrease, floor);
     last_decrease_ = now;
     ++decreases_;

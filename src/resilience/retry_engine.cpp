@@ -554,6 +554,12 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
       out.stop = stop_reason::success;
       return out;
     }
+    if (facts.safety == request_safety::unkeyed_write) {
+      // A follow-up is a retry of the same write: never made without an idempotency key. The call keeps its 2xx.
+      out.follow = {};
+      out.stop = stop_reason::success;
+      return out;
+    }
     retry_after = out.follow.retry_after;
     break;
   case attempt_verdict::cancelled: out.stop = stop_reason::cancelled; return out;
@@ -575,9 +581,10 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
     retry_after.reset();
   }
   int const refused_status = follow ? out.follow.http_status : result.response.status;
-  // The gate owns the wait after a 429 that named one (Retry-After, or the item's retry_after): it holds the
-  // counter that long and then paces. A 429 without one keeps the policy's backoff.
-  bool const gate_paces = refused_status == 429 && retry_after && gate_.congested(traits.counter);
+  // The gate owns the wait after a 429 that named one (Retry-After, or the item's retry_after) when it holds the
+  // counter for it: it holds the counter that long and then paces. A 429 without one, or one the gate did not hold
+  // the counter for (a shed prefetch: the counter still grants plays), keeps the policy's backoff.
+  bool const gate_paces = refused_status == 429 && retry_after && gate_.held_until(traits.counter) > now;
   auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, gate_paces, now);
   if (step.stop) {
     if (!follow) {

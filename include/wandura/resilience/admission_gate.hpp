@@ -132,7 +132,8 @@ struct admission_gate_options {
   /// Growth of the pacing rate with grants: one second of grants at the current rate adds this fraction of the
   /// counter's refill (additive increase). Finite, >= 0 (0: the rate grows back only when the counter is calm).
   double increase = 0.05;
-  /// The pacing rate never drops below this fraction of the refill. 0 <= min_rate_fraction <= 1.
+  /// The pacing rate never drops below this fraction of the refill (of `unknown_limit_rate` while the counter's
+  /// limit is unknown). 0 <= min_rate_fraction <= 1.
   double min_rate_fraction = 0.05;
   /// Pacing rate (units/s) of a counter whose limit is unknown when it is first congested. Finite, > 0.
   double unknown_limit_rate = 1.0;

@@ -22,9 +22,12 @@ using logger = std::function<void(log_level level, std::string_view message)>;
 /// One retry about to happen (emitted after the budget granted it, before the wait).
 /// The views are valid only during the hook call.
 struct retry_event {
-  int retry = 0;                      ///< 1-based number of this retry.
-  int max_retries = 0;                ///< The policy's `max_retries`.
-  std::chrono::milliseconds delay{0}; ///< The wait before the next attempt, rounded to the nearest ms.
+  int retry = 0;       ///< 1-based number of this retry.
+  int max_retries = 0; ///< The policy's `max_retries`.
+  /// The wait before the next attempt may start, rounded to the nearest ms: the backoff, or the counter's hold-off
+  /// after a 429 when longer. A counter the admission gate paces may release the attempt later still, in its turn
+  /// (its queue and rate are in `admission_gate::stats`).
+  std::chrono::milliseconds delay{0};
   delay_source source = delay_source::backoff;
   int http_status = 0;              ///< Status of the failed attempt; 0 for a network error.
   std::error_code error;            ///< The network error; empty when a response arrived.

@@ -39,6 +39,13 @@ enum class retry_classifier {
 };
 
 /// One retry policy. Every field has a unit in its name or its comment; fields are independent.
+///
+/// The retry engine applies the wait below (`compute_backoff`) to every retry but one kind: after a 429 with a
+/// `Retry-After` (or an item's `retry_after`) for which the admission gate holds the counter, every request to that
+/// counter, this retry included, waits out the server's whole value (up to `wandura::max_holdoff`,
+/// one hour; `respect_retry_after` and `max_retry_after` do not shorten it), and is then released in its turn at
+/// the counter's pace, plays first, which spreads the retries in place of jitter (docs/adr/0006-admission-gate.md).
+/// A 429 without a wait named, a 503 and network errors keep this policy's backoff.
 struct retry_policy {
   /// Retries after the first attempt (so `max_retries + 1` attempts at most). 0 turns retries off.
   int max_retries = 3;

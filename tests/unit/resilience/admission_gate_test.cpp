@@ -800,3 +800,22 @@ TEST_CASE("admission gate: only counter names are tracked, 1-64 characters of [A
   h.settle();
   CHECK(admitted);
 }
+
+TEST_CASE("admission gate: with the limit unknown, a run of 429s cuts the pacing rate no lower than its floor") {
+  wandura::admission_gate_options options;
+  options.unknown_limit_rate = 2.0;
+  options.min_rate_fraction = 0.1;
+  gate_harness h(options);
+  counter_feedback bare; // a 429 from a proxy: a Retry-After, no rate-limit headers
+  bare.status = 429;
+  bare.refused = 1;
+  bare.retry_after = 1s;
+  h.gate.observe("playback", bare);
+  CHECK(h.playback().pacing_rate == Approx(2.0));
+  for (int i = 0; i < 40; ++i) { // 0.7^40 of the rate would be 1e-6 of it
+    h.advance(1500ms);
+    h.gate.observe("playback", bare);
+  }
+  CHECK(h.playback().decreases == 40);
+  CHECK(h.playback().pacing_rate == Approx(0.2)); // 10 % of the 2/s assumed for the unknown limit
+}
