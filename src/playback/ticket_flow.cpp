@@ -48,6 +48,18 @@ void shed_item(ticket_item_result& item) {
   item.reason = "prefetch_shed";
 }
 
+/// An item the client did not send, of a request of prefetches only for a batch whose play was already answered:
+/// left unsent while the playback counter is congested, or held back by the admission gate past the deadline. It
+/// carries no HTTP status and no server fields.
+void defer_item(ticket_item_result& item) {
+  item.outcome = item_outcome::deferred;
+  item.status = 0;
+  item.error_code.clear();
+  item.reason.clear();
+  item.retry_after.reset();
+  item.error = {};
+}
+
 bool same_episode(ticket_item_result const& item, episode_request const& want) noexcept {
   return item.film_ref == want.film_ref && item.episode_no == want.episode_no && item.intent == want.intent;
 }
@@ -516,15 +528,22 @@ void plan(client::impl& self, ticket_call& call, clock::time_point now) {
   }
   // While the admission gate knows the playback counter is under its reserve, where the server refuses
   // prefetches (told by a shed, or held empty after a 429), they are not sent at all: they come back `shed`, as the
-  // server would have answered. Plays wait for their turn at the gate inside the engine.
+  // server would have answered. And while it is congested (requests queue at its pace), a request of prefetches
+  // only for a batch whose plays are already answered (from the store) is not sent either: the viewer has the play
+  // and would otherwise wait for the prefetches' turn; they come back `deferred`. Plays wait for their turn at the
+  // gate inside the engine.
   auto& gate = self.engine.gate();
-  if (gate.under_reserve(playback_counter, now) || gate.held_until(playback_counter) > now) {
+  auto const is_prefetch = [&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; };
+  bool const only_prefetches_left =
+      !call.result.items.empty() && std::all_of(call.pending.begin(), call.pending.end(), is_prefetch);
+  bool const shed = gate.under_reserve(playback_counter, now) || gate.held_until(playback_counter) > now;
+  if (shed || (only_prefetches_left && gate.congested(playback_counter))) {
     for (std::size_t const i : call.pending) {
-      if (batch.episodes[i].intent == intent::prefetch) {
-        shed_item(item_at(call, i));
+      if (is_prefetch(i)) {
+        shed ? shed_item(item_at(call, i)) : defer_item(item_at(call, i));
       }
     }
-    call.pending.erase_if([&](std::size_t i) { return batch.episodes[i].intent == intent::prefetch; });
+    call.pending.erase_if(is_prefetch);
   }
   call.limited = self.limit && !call.pending.empty();
 }
@@ -570,7 +589,44 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
   return sending{std::move(op), joined};
 }
 
-void merge(ticket_call& call, sending& sent, std::error_code waited) {
+namespace {
+
+/// True when the request carried prefetches only and the batch already has answers (its play from the store): then
+/// the request's failure is those prefetches' failure, not the whole call's (one item's failure never affects
+/// another's).
+bool fails_items_only(ticket_call const& call) {
+  return !call.result.items.empty() && std::none_of(call.pending.begin(), call.pending.end(), [&](std::size_t i) {
+    return call.batch.episodes[i].intent == intent::play;
+  });
+}
+
+/// Gives every sent item the outcome of the request's failure `e`: what its status means for the item when an
+/// answer arrived (a 503 is `unavailable`, a 429 `shed`, a 400 `failed`), `deferred` when nothing was sent (the
+/// gate held it back), else `failed` with the failure's code.
+void fail_pending(ticket_call& call, error const& e) {
+  for (std::size_t const i : call.pending) {
+    auto& item = item_at(call, i);
+    if (e.http_status() != 0) {
+      auto const c = classify_item(e.http_status(), e.server_error_code(), e.reason(), call.batch.episodes[i].intent);
+      item.outcome = c.outcome;
+      item.error = c.error;
+      item.status = e.http_status();
+      item.error_code = e.server_error_code();
+      item.reason = e.reason();
+    } else if (e.attempts() == 0) {
+      defer_item(item);
+    } else {
+      item.outcome = item_outcome::failed;
+      item.error = e.code();
+    }
+  }
+  call.result.attempts = e.attempts();
+  call.result.http_status = e.http_status();
+  call.result.request_id = e.request_id();
+}
+
+/// The caller's part of what the operation produced, or the call's failure as `wandura::error`.
+void merge_or_throw(ticket_call& call, sending& sent, std::error_code waited) {
   auto const* progress = sent.op->progress();
   if (waited && !sent.coalesced && progress != nullptr) { // left its own request: what it had done so far
     throw progress->left_early(call.operation,
@@ -606,6 +662,19 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
   call.result.http_status = batch.http_status;
   call.result.request_id = std::move(batch.request_id);
   call.result.replayed = batch.replayed;
+}
+
+} // namespace
+
+void merge(ticket_call& call, sending& sent, std::error_code waited) {
+  try {
+    merge_or_throw(call, sent, waited);
+  } catch (error const& e) {
+    if (e.code() == asio::error::operation_aborted || !fails_items_only(call)) {
+      throw;
+    }
+    fail_pending(call, e);
+  }
 }
 
 bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {

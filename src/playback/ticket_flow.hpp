@@ -4,7 +4,9 @@
 // - `prepare` validates the batch;
 // - `reuse_stored` (awaited only when the call reuses tickets) answers what it can from the ticket store, every
 //   episode in one lookup;
-// - `plan` leaves pending what must be sent, dropping prefetches while the playback counter is under its reserve;
+// - `plan` leaves pending what must be sent, dropping prefetches while the playback counter is under its reserve
+//   or held off (`shed`), and a request of prefetches only while it is congested when the batch's play is already
+//   answered (`deferred`);
 // - `send` writes the JSON of the rest, once, and starts (or joins) the operation that sends it through the retry
 //   engine; the operation shares the caller's batch, and its `batch_reader` takes the viewer's allowance first
 //   (with a viewer limit), reads every response's items and narrows the request to the items still needed, which
@@ -119,9 +121,10 @@ void prepare(client::impl& self, ticket_call& call);
 /// only when `call.reuses`. @throws what the store throws (`operation_aborted` when cancelled).
 [[nodiscard]] asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call);
 
-/// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches shed while the playback
-/// counter is under its reserve, judged at `now` (the client's clock, read after anything the call awaited); sets
-/// `call.limited`.
+/// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches the playback counter has
+/// no room for, judged at `now` (the client's clock, read after anything the call awaited): `shed` while it is under
+/// its reserve or held off after a 429, and `deferred` while it is congested when nothing but prefetches is left
+/// (the plays were answered from the store). Sets `call.limited`.
 void plan(client::impl& self, ticket_call& call, clock::time_point now);
 
 /// A batch on its way: the operation sending it and whether this call joined one in flight.
@@ -142,13 +145,16 @@ struct sending {
 [[nodiscard]] sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_call> const& shared_call,
                            asio::any_io_executor const& executor);
 
-/// Puts what the operation produced into `call.result`. `waited` is how this caller's wait ended.
+/// Puts what the operation produced into `call.result`. `waited` is how this caller's wait ended. When the request
+/// carried prefetches only and the batch already has answers (its play from the store), a failure of the request is
+/// its items' outcome instead (`deferred` when nothing was sent, else what the failure's status means for an item,
+/// else `failed` with its code), and nothing is thrown but cancellation.
 /// @throws wandura::error the operation's failure, `operation_aborted` when this caller was cancelled,
 ///         `deadline_exceeded` when its own deadline passed first.
 void merge(ticket_call& call, sending& sent, std::error_code waited);
 
-/// Whether `store_fresh` has anything to store: the call reuses tickets and owns the request's result (`sending::owner`),
-/// which granted at least one fresh ticket.
+/// Whether `store_fresh` has anything to store: the call reuses tickets and owns the request's result
+/// (`sending::owner`), which granted at least one fresh ticket.
 [[nodiscard]] bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept;
 
 /// Stores every fresh ticket of `call.result` in the ticket store, for reuse by later calls (of any process sharing

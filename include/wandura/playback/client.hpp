@@ -165,15 +165,23 @@ public:
   /// are needed (play, and prefetch when `retry_prefetch`) and retryable by the policy's rule applied to the item's
   /// own status and code (classify.hpp: 429, 500, 502, 503 except `not_ready`, ...) are retried alone, in a new
   /// request with a new idempotency key, after their own `retry_after` plus jitter, within the same deadline and
-  /// budget: the retry engine makes that request as one of its retries. Whole-request and per-item retries share the
-  /// policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are stored for
-  /// reuse.
+  /// budget: the retry engine makes that request as one of its retries (never for a write without a key: with
+  /// `auto_idempotency_keys` off and no caller key, the items stay as answered). Whole-request and per-item retries
+  /// share the policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are
+  /// stored for reuse.
+  ///
+  /// When every play of the batch was answered before sending (from the ticket store), what is left is prefetches,
+  /// and their request's failure is theirs alone: it is not sent while the playback counter is congested (the
+  /// prefetches come back `deferred`), and a failure of it as a whole gives each prefetch an outcome instead of
+  /// failing the call: what the failure's status means for an item (`unavailable` for a 503), `deferred` when
+  /// nothing was sent, else `failed` with the failure's code in `error`. Only cancellation still throws.
   ///
   /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
   ///          error; one item's failure never affects another's. A final answer that carries items is read item by
   ///          item whatever stopped the retries: a whole-batch 429 or 503 whose `Retry-After` outlasts the deadline
   ///          gives each item its outcome and `retry_after`, at once, not `errc::deadline_exceeded`.
-  /// @throws wandura::error for whole-call failures only: `errc::invalid_argument` (nothing sent: more than 3
+  /// @throws wandura::error for whole-call failures only (not when only prefetches were sent, above):
+  ///         `errc::invalid_argument` (nothing sent: more than 3
   ///         episodes, empty `union_info`/`drm_kek`/`film_ref`, `episode_no < 1`, invalid UTF-8),
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
   ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, and the last answer

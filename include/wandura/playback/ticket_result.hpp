@@ -27,7 +27,9 @@ enum class item_outcome : std::uint8_t {
   granted = 0,
   /// A prefetch was refused because the organisation is close to its playback limit (429 with reason
   /// `prefetch_shed`, or any 429 on a prefetch). Not an error: ask again with `intent::play` when the viewer gets
-  /// there (docs/protocol.md §2).
+  /// there (docs/protocol.md §2). The client also answers a prefetch `shed` without sending it, as the server would
+  /// have, while the playback counter is known to be under its reserve or held off after a 429: `status` 0,
+  /// `error_code` "rate_limited", `reason` "prefetch_shed".
   shed = 1,
   /// The episode is past the film's last released one (`not_ready`, usually 404). Never retryable (docs/protocol.md
   /// §3).
@@ -43,8 +45,9 @@ enum class item_outcome : std::uint8_t {
   failed = 6,
   /// Never from the server: the client's per-viewer ticket limit refused this item before sending.
   viewer_limited = 7,
-  /// Never from the server: the client did not send this item (for example a prefetch while the playback counter
-  /// is held off after a 429, or a later retry round that no longer needed it). Ask again later.
+  /// Never from the server: the client did not send this item. A prefetch of a batch whose play was answered from
+  /// the ticket store, while the playback counter is congested, or whose request the admission gate held back past
+  /// the deadline (`client::issue_tickets`). Ask again later.
   deferred = 8,
 };
 
@@ -90,7 +93,7 @@ struct ticket_item_result {
   wandura::intent intent = wandura::intent::play;
   std::string intent_text; ///< The raw `intent` text when `intent == intent::other`, else empty.
   item_outcome outcome = item_outcome::failed;
-  int status = 0;                        ///< The item's own status; 0 when never sent (viewer_limited, deferred).
+  int status = 0; ///< The item's own status; 0 when never sent (viewer_limited, deferred).
   /// The server (or the SDK's cache) returned an earlier ticket, or this call joined an identical request in flight
   /// and another of its callers reports the ticket as fresh (each fresh ticket is reported fresh once).
   bool reused = false;

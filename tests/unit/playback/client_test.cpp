@@ -1005,3 +1005,100 @@ TEST_CASE("client: a total_timeout of 0 ends the call before any attempt; an att
     CHECK(h.fake->attempts().front().options.timeout == std::chrono::milliseconds(20'000));
   }
 }
+
+TEST_CASE("client: when the play came from the store, a failed request of prefetches fails the prefetches only") {
+  harness h; // the default options: coalescing and ticket reuse on
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  REQUIRE(h.start(4, 4).play.outcome == item_outcome::granted);
+
+  SECTION("a 503 without items (a proxy's): each prefetch is what a 503 means for an item") {
+    h.fake->push(fake_step::respond(503, "<html>Service Unavailable</html>"));
+    auto const s = h.start(4, 6);
+    REQUIRE(h.fake->attempt_count() == 2);
+    CHECK(sent_episodes(h.fake->attempts()[1].request.body) ==
+          std::vector<std::string>{"the-heiress-returns/5/prefetch", "the-heiress-returns/6/prefetch"});
+    CHECK(s.play.outcome == item_outcome::granted);
+    CHECK(s.play.reused);
+    REQUIRE(s.play.ticket);
+    CHECK(s.play.ticket->ticket_id == "t4");
+    REQUIRE(s.prefetch.size() == 2);
+    for (auto const& item : s.prefetch) {
+      CHECK(item.outcome == item_outcome::unavailable);
+      CHECK(item.status == 503);
+      CHECK(item.episode_no >= 5);
+    }
+  }
+  SECTION("no response at all: each prefetch is failed with the transport's code") {
+    h.fake->push(fake_step::fail(wandura::errc::connection_reset));
+    auto const s = h.start(4, 5);
+    CHECK(s.play.outcome == item_outcome::granted);
+    REQUIRE(s.prefetch.size() == 1);
+    CHECK(s.prefetch[0].outcome == item_outcome::failed);
+    CHECK(s.prefetch[0].error == wandura::errc::connection_reset);
+    CHECK(s.prefetch[0].status == 0);
+  }
+  SECTION("the same failure throws when the request carries the play") {
+    h.fake->push(fake_step::respond(503, "<html>Service Unavailable</html>"));
+    wandura::call_options no_retries;
+    no_retries.disable_retries = true;
+    CHECK_THROWS_AS(h.start(7, 9, "dev-1", no_retries), wandura::error);
+  }
+}
+
+TEST_CASE("client: while the playback counter is congested, prefetches left after a stored play are not sent") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  REQUIRE(h.start(4, 4).play.outcome == item_outcome::granted);
+  // Another play refused for rate, not retried: the counter is held for 1 s, then congested (paced) until calm.
+  wandura::call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake->push(
+      fake_step::respond(429, batch_body({refused_item("the-heiress-returns", 9, "play", 429, "rate_limited", {}, 1)}),
+                         {{"Retry-After", "1"}}));
+  REQUIRE(h.start(9, 9, "dev-1", no_retries).play.outcome == item_outcome::rate_limited);
+  h.clock->advance(2s); // past the hold-off, within the calm period
+  REQUIRE(h.api->metrics_text().find("wandura_gate_congested{counter=\"playback\"} 1") != std::string::npos);
+
+  auto const s = h.start(4, 6);
+  CHECK(h.fake->attempt_count() == 2); // nothing sent for the prefetches
+  CHECK(s.play.outcome == item_outcome::granted);
+  CHECK(s.play.reused);
+  REQUIRE(s.prefetch.size() == 2);
+  for (auto const& item : s.prefetch) {
+    CHECK(item.outcome == item_outcome::deferred);
+    CHECK(item.status == 0);
+    CHECK(item.error_code.empty());
+  }
+}
+
+TEST_CASE("client: a 429 the gate reads as prefetches shed does not make a play's retry skip its Retry-After") {
+  harness h;
+  // A play-only request refused as a whole with reason prefetch_shed (no items): the counter still grants plays,
+  // so the gate holds nothing; the retry waits the Retry-After itself.
+  h.fake->push(fake_step::respond(429,
+                                  R"({"error":"shed","error_code":"rate_limited","reason":"prefetch_shed","items":[]})",
+                                  {{"Retry-After", "2"}}));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto const before = h.clock->now();
+  auto const s = h.start(4, 4);
+  REQUIRE(h.fake->attempt_count() == 2);
+  CHECK(h.clock->now() - before >= 2000ms);
+  CHECK(s.play.outcome == item_outcome::granted);
+}
+
+TEST_CASE("client: with automatic keys off, items that failed in a 2xx are not asked for again") {
+  wandura::client_options options;
+  options.retry.auto_idempotency_keys = false;
+  harness h(options);
+  h.fake->push(fake_step::respond(
+      200, batch_body({refused_item("the-heiress-returns", 4, "play", 503, "service_unavailable", {}, 1),
+                       granted_item("the-heiress-returns", 5, "prefetch", "t5")})));
+  auto const s = h.start(4, 5);
+  CHECK(h.fake->attempt_count() == 1); // the write has no key: no second request
+  CHECK(h.fake->attempts()[0].header("Idempotency-Key").empty());
+  CHECK(s.play.outcome == item_outcome::unavailable);
+  REQUIRE(s.prefetch.size() == 1);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(s.attempts == 1);
+  CHECK(h.api->stats().engine.retries == 0);
+}
