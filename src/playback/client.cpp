@@ -361,10 +361,7 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
 
 template <class T> using parse_fn = std::error_code (detail::response_parser::*)(response_body const&, T&);
 
-} // namespace
-
-asio::awaitable<org_config> client::get_config(call_options options) {
-  auto self = impl_;
+asio::awaitable<org_config> config_and_limits(std::shared_ptr<client::impl> self, call_options options) {
   org_config config =
       co_await get_typed<org_config>(self, {"/v1/config", "config", "get_config", {}}, {}, std::move(options),
                                      static_cast<parse_fn<org_config>>(&detail::response_parser::parse_org_config));
@@ -376,6 +373,14 @@ asio::awaitable<org_config> client::get_config(call_options options) {
     }
   }
   co_return config;
+}
+
+} // namespace
+
+// Not a coroutine: the call takes its share of the client's internals here, when it is made, as every call does (a
+// coroutine would read `impl_` only when first resumed, possibly after `~client()`).
+asio::awaitable<org_config> client::get_config(call_options options) {
+  return config_and_limits(impl_, std::move(options));
 }
 
 asio::awaitable<film> client::get_film(std::string film_ref, call_options options) {

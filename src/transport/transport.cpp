@@ -48,7 +48,7 @@ transport::~transport() {
 // send() and send_attempt() are not coroutines themselves: they copy the options into the coroutine they return,
 // so that `co_spawn(ex, tr.send_attempt(request, {}), ...)` does not leave the coroutine a dangling reference.
 asio::awaitable<http_response> transport::send(http_request const& request, attempt_options const& options) {
-  return do_send(request, options);
+  return do_send(impl_, request, options);
 }
 
 // Not a coroutine either: the operation completes the awaiting coroutine with the whole attempt_result, so an
@@ -56,7 +56,7 @@ asio::awaitable<http_response> transport::send(http_request const& request, atte
 // request's address and of the options).
 asio::awaitable<attempt_result> transport::send_attempt(http_request const& request, attempt_options const& options) {
   return asio::async_initiate<asio::use_awaitable_t<> const, void(attempt_result)>(
-      [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
+      [impl = impl_](auto handler, http_request const* req, attempt_options const& opts) {
         using handler_type = std::decay_t<decltype(handler)>;
         auto slot = asio::get_associated_cancellation_slot(handler);
         auto* op = detail::send_op<handler_type, detail::send_shape::attempt>::create(
@@ -66,10 +66,11 @@ asio::awaitable<attempt_result> transport::send_attempt(http_request const& requ
       asio::use_awaitable, &request, options);
 }
 
-asio::awaitable<http_response> transport::do_send(http_request const& request, attempt_options options) {
+asio::awaitable<http_response> transport::do_send(std::shared_ptr<detail::transport_impl> impl,
+                                                  http_request const& request, attempt_options options) {
   std::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
-  auto [response, detail] = co_await async_send_with_detail(request, options, token);
+  auto [response, detail] = co_await async_send_with_detail(std::move(impl), request, options, token);
   if (ec) {
     // The URL without its query or fragment, which may carry credentials (as call_result::target does).
     std::string_view const url = std::string_view(request.url).substr(0, request.url.find_first_of("?#"));

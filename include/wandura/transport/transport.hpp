@@ -148,7 +148,7 @@ public:
   template <class CompletionToken>
   auto async_send(http_request const& request, attempt_options options, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, http_response)>(
-        [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
+        [impl = impl_](auto handler, http_request const* req, attempt_options const& opts) {
           using handler_type = std::decay_t<decltype(handler)>;
           auto slot = asio::get_associated_cancellation_slot(handler);
           auto* op = detail::send_op<handler_type>::create(std::move(handler), detail::transport_executor(*impl));
@@ -180,11 +180,12 @@ public:
 
 private:
   /// `async_send` completing with `(error_code, http_response, std::string detail)`: what `send()` puts in its
-  /// message.
+  /// message. On `impl`, shared: `send()`'s coroutine may start after the transport is gone.
   template <class CompletionToken>
-  auto async_send_with_detail(http_request const& request, attempt_options options, CompletionToken&& token) {
+  static auto async_send_with_detail(std::shared_ptr<detail::transport_impl> impl, http_request const& request,
+                                     attempt_options options, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, http_response, std::string)>(
-        [impl = impl_.get()](auto handler, http_request const* req, attempt_options const& opts) {
+        [impl = std::move(impl)](auto handler, http_request const* req, attempt_options const& opts) {
           using handler_type = std::decay_t<decltype(handler)>;
           auto slot = asio::get_associated_cancellation_slot(handler);
           auto* op = detail::send_op<handler_type, detail::send_shape::with_detail>::create(
@@ -193,7 +194,8 @@ private:
         },
         token, &request, options);
   }
-  asio::awaitable<http_response> do_send(http_request const& request, attempt_options options);
+  static asio::awaitable<http_response> do_send(std::shared_ptr<detail::transport_impl> impl,
+                                                http_request const& request, attempt_options options);
 
   std::shared_ptr<detail::transport_impl> impl_;
 

@@ -990,6 +990,40 @@ TEST_CASE("transport: destroying it aborts the requests in flight") {
   CHECK(out->error == asio::error::operation_aborted);
 }
 
+TEST_CASE("transport: a send made, then the transport destroyed before the send starts, ends operation_aborted") {
+  // send() and send_attempt() return awaitables that start when awaited: they take their share of the transport
+  // when they are made, so one started after `~transport()` completes aborted instead of reading freed memory.
+  test_http_server server;
+  asio::io_context io;
+  auto tr = std::make_unique<wandura::transport>(io.get_executor());
+  auto request = post(server.url());
+  auto attempt = tr->send_attempt(request, {});
+  auto send = tr->send(request, {});
+  tr.reset();
+  std::optional<wandura::attempt_result> attempted;
+  std::optional<std::error_code> sent;
+  asio::co_spawn(io, std::move(attempt), [&](std::exception_ptr e, wandura::attempt_result r) {
+    REQUIRE_FALSE(e);
+    attempted = std::move(r);
+  });
+  asio::co_spawn(io, std::move(send), [&](std::exception_ptr e, wandura::http_response) {
+    try {
+      if (e) {
+        std::rethrow_exception(e);
+      }
+      sent = std::error_code{};
+    } catch (wandura::error const& x) {
+      sent = x.code();
+    }
+  });
+  io.run();
+  REQUIRE(attempted);
+  CHECK(attempted->error == asio::error::operation_aborted);
+  REQUIRE(sent);
+  CHECK(*sent == asio::error::operation_aborted);
+  CHECK(server.requests_read() == 0);
+}
+
 TEST_CASE("transport: 10,000 sequential and 1,000 concurrent requests with the io_context run by 2 threads") {
   test_http_server server;
   asio::io_context io;
