@@ -57,7 +57,9 @@ void call_registry::cancel_operation(std::shared_ptr<operation_base> const& op) 
   asio::post(op->executor, [op] { op->signal.emit(asio::cancellation_type::terminal); });
 }
 
-void call_registry::leave(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op, std::uint64_t id,
+// `weak` and `op` are taken by value: the caller's copies may live in the waiter's cancellation handler, which
+// `release` lets go of (another thread may resume the waiter and clear its slot before `release` returns).
+void call_registry::leave(std::weak_ptr<state> weak, std::shared_ptr<operation_base> op, std::uint64_t id,
                           std::error_code why) {
   auto s = weak.lock();
   if (!s) {

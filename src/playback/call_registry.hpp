@@ -357,7 +357,7 @@ private:
   void start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id,
                    std::shared_ptr<asio::cancellation_signal> timer, std::shared_ptr<wandura::clock> time,
                    clock::time_point deadline);
-  static void leave(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op, std::uint64_t id,
+  static void leave(std::weak_ptr<state> weak, std::shared_ptr<operation_base> op, std::uint64_t id,
                     std::error_code why);
   static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
   /// Completes `w` with `ec` and stops its timer; `may_run_here`: see `pending_completion::complete_here`.

@@ -2,6 +2,7 @@
 // §3 (SDK behaviour) observed end to end, and nothing counted twice when attempts are lost.
 #include "wandura/playback/client.hpp"
 
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <set>
@@ -11,7 +12,11 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/executor_work_guard.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <catch2/catch.hpp>
 
@@ -334,4 +339,45 @@ TEST_CASE("client and emulator: concurrent identical starts from one device shar
   CHECK(ids.size() == 1);
   CHECK(fresh == 1);
   CHECK(t.emu->stats().tickets_counted == 1);
+}
+
+TEST_CASE("client and emulator: `call || timeout` from coroutines on two threads cancels every call cleanly") {
+  // The usual timeout pattern, on an io_context run by two threads (client.hpp: any thread, many calls at once):
+  // each call is cancelled by its timer while the emulator holds the request, so each caller leaves as the last
+  // waiter of its request, on whichever thread, while another thread may resume it.
+  wandura::emulator::config cfg;
+  cfg.seed = 7;
+  live t(cfg);
+  t.emu->install_faults(R"({"rules":[{"path":"","kind":"delay","ms":1000}]})");
+  using namespace asio::experimental::awaitable_operators;
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<int> done{0};
+    std::atomic<int> timed_out{0};
+    std::atomic<int> threw{0};
+    int const calls = 300;
+    for (int i = 0; i < calls; ++i) {
+      asio::co_spawn(
+          t.io,
+          [&, round, i]() -> asio::awaitable<void> {
+            asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(20 + i % 50));
+            wandura::ticket_batch batch;
+            batch.union_info = "device-" + std::to_string(round) + "-" + std::to_string(i);
+            batch.drm_kek = "kek";
+            batch.episodes.push_back({"the-heiress-returns", 1, wandura::intent::play});
+            auto const which =
+                co_await (t.api->issue_tickets(std::move(batch)) || timer.async_wait(asio::use_awaitable));
+            timed_out += which.index() == 1 ? 1 : 0;
+          },
+          [&](std::exception_ptr e) {
+            threw += e ? 1 : 0;
+            ++done;
+          });
+    }
+    for (int wait = 0; wait < 3000 && done < calls; ++wait) {
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(done == calls);
+    CHECK(timed_out == calls);
+    CHECK(threw == 0);
+  }
 }
