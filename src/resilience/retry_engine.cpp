@@ -7,7 +7,9 @@
 #include <utility>
 
 #include <asio/error.hpp>
+#include <asio/post.hpp>
 #include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 
 #include "wandura/detail/printable.hpp"
 #include "wandura/resilience/classify.hpp"
@@ -59,6 +61,18 @@ asio::awaitable<std::error_code> sleep_on(wandura::clock& clk, clock::time_point
   } catch (std::system_error const& e) {
     co_return e.code();
   }
+}
+
+/// Lets everything already queued on the executor run first: true when that cancelled this coroutine. After a sleep,
+/// before the next attempt: the cancellation of a call whose last caller left as its retry fell due is posted behind
+/// the sleep's completion, and must be seen before anything more is sent.
+asio::awaitable<bool> yield_turn() {
+  try {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  } catch (std::system_error const&) {
+    co_return true; // cancelled before the turn began: Asio's throw_if_cancelled
+  }
+  co_return is_cancelled(co_await asio::this_coro::cancellation_state);
 }
 
 /// Whether a wait of `delay` from `now` ends before `deadline`: one ending exactly at it leaves no time to send.
@@ -362,7 +376,7 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
     if (end.stop) {
       co_return finish(s, *end.stop);
     }
-    if (co_await sleep_on(*clock_, end.wake_at)) {
+    if (co_await sleep_on(*clock_, end.wake_at) || co_await yield_turn()) {
       co_return finish(s, stop_reason::cancelled);
     }
     if (auto stop = start_follow_up(s)) {

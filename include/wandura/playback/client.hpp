@@ -135,7 +135,10 @@ struct client_stats {
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
 /// `wandura::error`, whether it is sending, waiting to retry, waiting for a 429 hold-off or waiting for an identical
-/// request in flight. A request that no caller waits for any more is cancelled too: it sends nothing more.
+/// request in flight. Partial and total cancellation, when the awaiting coroutine lets them through
+/// (`asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation())`), end it the same way: a call
+/// cannot promise that nothing observable happened. A request that no caller waits for any more is cancelled too:
+/// it sends nothing more (an attempt already on the wire is aborted).
 class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may

@@ -961,3 +961,110 @@ TEST_CASE("lifetime: shutdown awaited twice at once and once more later complete
   CHECK(h.fake->attempt_count() == 1);
   CHECK(h.clock->elapsed() == 0ms);
 }
+
+TEST_CASE("lifetime: a call made, then its client destroyed before the call starts, ends operation_aborted") {
+  // Every call takes its share of the client when it is made: an awaitable started only after `~client()` (a
+  // deferred co_spawn, a coroutine that awaits it later) must not read the destroyed client.
+  harness h;
+  h.fake->set_default(fake_step::respond(200, "{}"));
+  auto config = h.api->get_config();
+  auto one_film = h.api->get_film("the-heiress-returns");
+  auto videos = h.api->list_videos();
+  auto one_video = h.api->get_video("v1");
+  auto creatives = h.api->list_creatives();
+  auto tickets = h.api->issue_tickets(play_batch(4));
+  auto episode = h.api->start_episode(harness::viewer_on(), film, 4, 6);
+  h.api.reset();
+
+  std::vector<std::pair<std::string, call_end>> ends(7);
+  std::size_t next = 0;
+  auto spawn = [&](std::string name, auto op) {
+    auto& [label, end] = ends[next++];
+    label = std::move(name);
+    asio::co_spawn(h.io, std::move(op), [&end](std::exception_ptr e, auto) {
+      end.done = true;
+      if (e) {
+        end.ended_with(e);
+      }
+    });
+  };
+  spawn("get_config", std::move(config));
+  spawn("get_film", std::move(one_film));
+  spawn("list_videos", std::move(videos));
+  spawn("get_video", std::move(one_video));
+  spawn("list_creatives", std::move(creatives));
+  spawn("issue_tickets", std::move(tickets));
+  spawn("start_episode", std::move(episode));
+  drain(h);
+  for (auto const& [name, end] : ends) {
+    INFO(name);
+    REQUIRE(end.done);
+    REQUIRE(end.error);
+    CHECK(*end.error == asio::error::operation_aborted);
+  }
+  CHECK(h.fake->attempt_count() == 0);
+}
+
+TEST_CASE("lifetime: partial and total cancellation let through by the caller end the call as terminal does") {
+  // A coroutine passes only terminal cancellation on by default. One that lets partial or total through gets the
+  // call ended at once as for terminal (client.hpp, "Cancellation"): the call cannot promise that nothing happened,
+  // and the awaiting coroutine would throw at its next suspension anyway, its cancellation state being set.
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 2s;
+  std::string device = "dev-a";
+  for (auto const type :
+       {asio::cancellation_type::partial, asio::cancellation_type::total, asio::cancellation_type::terminal}) {
+    INFO(static_cast<int>(type));
+    h.fake->push(slow);
+    device.back() = static_cast<char>(device.back() + 1); // each on its own device: nothing reused from the store
+    asio::cancellation_signal signal;
+    call_end end;
+    auto call = [](wandura::client& api, wandura::ticket_batch batch) -> asio::awaitable<wandura::ticket_batch_result> {
+      co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+      co_return co_await api.issue_tickets(std::move(batch));
+    };
+    auto const before = h.clock->now();
+    asio::co_spawn(
+        h.io, call(*h.api, play_batch(4, device)),
+        asio::bind_cancellation_slot(
+            signal.slot(), [&end](std::exception_ptr e, wandura::ticket_batch_result) { end.ended_with(e); }));
+    poll(h);
+    REQUIRE_FALSE(end.done);
+    signal.emit(type);
+    poll(h);
+    REQUIRE(end.done); // at once, not after the 2 s answer
+    CHECK(h.clock->now() == before);
+    REQUIRE(end.error);
+    CHECK(*end.error == asio::error::operation_aborted);
+    drain(h);
+  }
+}
+
+TEST_CASE("lifetime: a call cancelled in the instant its retry falls due sends nothing more") {
+  // The sleep before the retry completes (posted), then the last caller leaves before the call runs again: the
+  // request's cancellation is posted behind the sleep's completion, and must still stop the retry.
+  for (bool const destroy : {false, true}) {
+    INFO((destroy ? "the client destroyed" : "cancelled through the slot"));
+    harness h;
+    h.fake->push(fake_step::respond(503, "{}"));
+    h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+    asio::cancellation_signal signal;
+    call_end end;
+    spawn_call(h, play_batch(4), {}, end, signal.slot());
+    poll(h);
+    REQUIRE(h.fake->attempt_count() == 1);
+    REQUIRE(h.clock->pending_sleeps() == 1);
+    REQUIRE(h.clock->advance_to_next_wakeup()); // the sleep's completion is now queued, not yet run
+    if (destroy) {
+      h.api.reset();
+    } else {
+      signal.emit(asio::cancellation_type::terminal);
+    }
+    drain(h);
+    REQUIRE(end.done);
+    REQUIRE(end.error);
+    CHECK(*end.error == asio::error::operation_aborted);
+    CHECK(h.fake->attempt_count() == 1); // no retry went out
+  }
+}
