@@ -40,6 +40,9 @@ install(FILES ${PROJECT_BINARY_DIR}/wandura-config.cmake ${PROJECT_BINARY_DIR}/w
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
 if(WANDURA_BUILD_EMULATOR) # wandura-config.cmake finds the emulator's libhttp-parser with it
   install(FILES cmake/Findhttp_parser.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
+  # libhttp-parser has no pkg-config file of its own: the emulator's links it by name.
+  configure_file(cmake/wandura-emulator.pc.in ${PROJECT_BINARY_DIR}/wandura-emulator.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/wandura-emulator.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endif()
 
 configure_file(cmake/wandura.pc.in ${PROJECT_BINARY_DIR}/wandura.pc @ONLY)

@@ -22,8 +22,15 @@ if(PKG_CONFIG)
       message(FATAL_ERROR "wandura-${component}.pc does not link its library before wandura's: ${libs}")
     endif()
   endforeach()
-  # A program of the fleet component builds and runs with nothing but pkg-config's flags (the other consumer
-  # programs use the emulator, which has no pkg-config file).
+  # The consumer's main program, which uses the in-process emulator, builds and runs with nothing but
+  # pkg-config's flags; and so does the fleet component's.
+  if(EXISTS ${WORK_DIR}/prefix/lib/pkgconfig/wandura-emulator.pc)
+    execute_process(COMMAND ${PKG_CONFIG} --cflags --libs wandura-emulator OUTPUT_VARIABLE flags
+                    COMMAND_ERROR_IS_FATAL ANY)
+    separate_arguments(flags UNIX_COMMAND "${flags}")
+    run(${CXX_COMPILER} ${SOURCE_DIR}/examples/consumer/main.cpp ${flags} -o ${WORK_DIR}/main_by_pkg_config)
+    run(${WORK_DIR}/main_by_pkg_config)
+  endif()
   if("fleet" IN_LIST components)
     execute_process(COMMAND ${PKG_CONFIG} --cflags --libs wandura-fleet OUTPUT_VARIABLE flags
                     COMMAND_ERROR_IS_FATAL ANY)
