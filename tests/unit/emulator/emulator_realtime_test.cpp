@@ -334,6 +334,24 @@ TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   CHECK(bad_port.wait_exit() == 2);
 }
 
+TEST_CASE("command line: a number out of its option's range exits with status 2, naming the range") {
+  for (auto const* seed : {"18446744073709551616", "99999999999999999999999"}) {
+    CAPTURE(seed);
+    emulator_process p({"--port", "0", "--seed", seed});
+    CHECK_THAT(p.first_line(), Catch::Contains("--seed: expected a whole number from 0 to 18446744073709551615"));
+    if (p.first_line().rfind("listening", 0) == 0) { // accepted: stop it, and the status check below fails
+      p.terminate();
+    }
+    CHECK(p.wait_exit() == 2);
+  }
+  emulator_process threads({"--port", "0", "--threads", "4294967297"});
+  CHECK_THAT(threads.first_line(), Catch::Contains("--threads: expected a whole number from 1 to 256"));
+  if (threads.first_line().rfind("listening", 0) == 0) {
+    threads.terminate();
+  }
+  CHECK(threads.wait_exit() == 2);
+}
+
 TEST_CASE("server: a connection idle longer than idle_timeout is closed, others are unaffected") {
   config cfg;
   cfg.idle_timeout = 300ms;
