@@ -323,6 +323,12 @@ TEST_CASE("command line: --config and --manual-clock are applied") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("command line: --version prints the project's version and exits 0") {
+  emulator_process p({"--version"});
+  CHECK(p.first_line() == std::string("wandura ") + WANDURA_VERSION + "\n");
+  CHECK(p.wait_exit() == 0);
+}
+
 TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   emulator_process missing_port({"--seed", "1"});
   CHECK_THAT(missing_port.first_line(), Catch::Contains("--port"));
