@@ -53,7 +53,9 @@ std::string const& connection::date_header() {
 void connection::head(std::string& out, http_reply const& r, std::size_t content_length, bool keep_alive) {
   out.append("HTTP/1.1 ").append(std::to_string(r.status)).push_back(' ');
   out.append(reason_phrase(r.status)).append("\r\nDate: ").append(date_header());
-  out.append("\r\nContent-Type: application/json\r\nContent-Length: ").append(std::to_string(content_length));
+  if (!has_no_content(r.status)) {
+    out.append("\r\nContent-Type: application/json\r\nContent-Length: ").append(std::to_string(content_length));
+  }
   out.append(keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n");
   out.append(r.headers).append("\r\n");
 }
@@ -69,7 +71,9 @@ asio::awaitable<bool> connection::write(std::string_view bytes) {
 asio::awaitable<connection::outcome> connection::send(http_reply const& r, bool keep_alive) {
   out_.clear();
   head(out_, r, r.body.size(), keep_alive);
-  out_.append(r.body);
+  if (!has_no_content(r.status)) {
+    out_.append(r.body);
+  }
   if (bool const ok = co_await write(out_); !ok) {
     co_return outcome::close;
   }

@@ -36,7 +36,9 @@ private:
   void close();
   void reset_connection();
   std::string const& date_header();
-  /// Status line and headers for a body of `content_length` bytes.
+  /// 204 and 304 end at their headers (RFC 9110 §6.4.1): no Content-Length, no body.
+  static bool has_no_content(int status) { return status == 204 || status == 304; }
+  /// Status line and headers for a body of `content_length` bytes (none for a 204 or 304).
   void head(std::string& out, http_reply const& r, std::size_t content_length, bool keep_alive);
 
   asio::awaitable<bool> write(std::string_view bytes);

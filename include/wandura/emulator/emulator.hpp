@@ -95,7 +95,8 @@ enum class fault_kind {
 struct fault_rule {
   std::string path;
   fault_kind kind = fault_kind::status;
-  /// `status`: the HTTP status to answer with.
+  /// `status`: the HTTP status to answer with, 200-599 (a 1xx is not an answer and is refused). A 204 or 304 is
+  /// sent without a body or `Content-Length` (RFC 9110 §6.4.1).
   int status = 503;
   /// `status`: the `Retry-After` header (seconds) and per-item `retry_after`; none when empty.
   std::optional<std::uint32_t> retry_after{};

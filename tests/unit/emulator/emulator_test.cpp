@@ -92,6 +92,20 @@ TEST_CASE("emulator config: bad input is a config_error naming the field") {
   CHECK_THAT(message(R"({"overshoot":2})"), Catch::Contains("overshoot"));
 }
 
+TEST_CASE("emulator config: a fault status is a final one, 200-599; a 1xx is refused with the range") {
+  for (int const status : {100, 101, 199}) {
+    CAPTURE(status);
+    try {
+      (void)parse_fault_rules(R"({"rules":[{"kind":"status","status":)" + std::to_string(status) + "}]}");
+      FAIL("accepted");
+    } catch (config_error const& e) {
+      CHECK_THAT(e.what(), Catch::Contains("rules[0].status") && Catch::Contains("200-599"));
+    }
+  }
+  CHECK(parse_fault_rules(R"({"rules":[{"kind":"status","status":200}]})").front().status == 200);
+  CHECK(parse_fault_rules(R"({"rules":[{"kind":"status","status":599}]})").front().status == 599);
+}
+
 TEST_CASE("emulator config: every fault kind of SPEC section 4 parses with its parameters") {
   auto rules = parse_fault_rules(R"({"rules":[
     {"kind":"status","status":503,"retry_after":1,"count":2},
