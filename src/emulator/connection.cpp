@@ -212,7 +212,10 @@ http_reply connection::handle_clock() {
         ms < 0) {
       return svc_.error_reply(400, "invalid_request", "Expected {\"advance_ms\": N} with N >= 0.");
     }
-    clock_.advance(std::chrono::milliseconds(ms));
+    if (!clock_.advance(std::chrono::milliseconds(ms))) {
+      return svc_.error_reply(400, "invalid_request",
+                              "advance_ms would move the clock past 2200-01-01T00:00:00Z, the last time it reaches.");
+    }
   }
   auto now = clock_.now();
   http_reply r;

@@ -264,6 +264,34 @@ TEST_CASE("emulator admin: the clock moves only when told, and only in manual mo
   CHECK_THROWS_AS(real->advance_clock(std::chrono::milliseconds(1)), std::logic_error);
 }
 
+TEST_CASE("emulator admin: an advance past what the clock can represent is refused, and it never runs backwards") {
+  config cfg;
+  cfg.manual_clock = true;
+  auto emu = server::start(cfg);
+  http_test_client client(emu->port());
+  auto t0 = emu->now();
+  for (auto const* body : {R"({"advance_ms":100000000000000})", R"({"advance_ms":9223372036854775807})"}) {
+    CAPTURE(body);
+    auto r = client.request("POST", "/_emulator/clock", body);
+    CHECK(r.status == 400);
+    CHECK_THAT(r.json()["error"].get<std::string>(), Catch::Contains("past"));
+    CHECK(emu->now() == t0);
+  }
+  try {
+    emu->advance_clock(std::chrono::milliseconds::max());
+    FAIL("accepted");
+  } catch (std::system_error const& e) {
+    CHECK(e.code() == std::errc::invalid_argument);
+  }
+  CHECK(emu->now() == t0);
+  // Up to the last representable time is fine: a year is.
+  auto const year = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365));
+  emu->advance_clock(year);
+  CHECK(emu->now() - t0 == year);
+  CHECK(client.request("GET", "/_emulator/clock").json()["now_ms"] ==
+        std::chrono::duration_cast<std::chrono::milliseconds>(emu->now().time_since_epoch()).count());
+}
+
 TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, and cleared") {
   auto emu = server::start({});
   http_test_client client(emu->port());
