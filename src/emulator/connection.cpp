@@ -88,7 +88,8 @@ asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
     if (done_) {
       break;
     }
-    if (!ec && std::chrono::steady_clock::now() - last_activity_ >= idle) {
+    // A request being answered (a delay fault, a held play) is not idleness: its reply is still to come.
+    if (!ec && !answering_ && std::chrono::steady_clock::now() - last_activity_ >= idle) {
       close();
       break;
     }
@@ -115,7 +116,11 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       http_request& req = reader_.request();
       req.peer_is_loopback = peer_is_loopback_;
       req.json = &json_;
-      if (co_await handle_request() == outcome::close) {
+      answering_ = true;
+      auto const next = co_await handle_request();
+      answering_ = false;
+      touch();
+      if (next == outcome::close) {
         break;
       }
       continue;

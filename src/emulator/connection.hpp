@@ -1,6 +1,7 @@
 // One keep-alive connection of the emulator: reads requests (request_reader), answers them one at a time (pipelined
 // requests in order), serves the admin API of docs/protocol.md §4, and delivers replies intact or damaged as a fault
-// rule says. Closes on error, on `Connection: close` or after `idle_timeout` without traffic.
+// rule says. Closes on error, on `Connection: close` or after `idle_timeout` without traffic while no request is
+// being answered.
 #pragma once
 
 #include "emulator/clock.hpp"
@@ -60,6 +61,8 @@ private:
   std::chrono::steady_clock::time_point last_activity_;
   bool peer_is_loopback_ = false;
   bool done_ = false;
+  /// A request has been read and its reply is not written yet: the watchdog leaves the connection open.
+  bool answering_ = false;
 
   request_reader reader_;
   simdjson::dom::parser json_;

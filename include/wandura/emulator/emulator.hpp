@@ -140,7 +140,8 @@ struct config {
   double overshoot = 0.025;
   /// Longest time a play item is held waiting for room before it is refused (docs/protocol.md §2: about 0.5 s).
   std::chrono::milliseconds hold_window{500};
-  /// Connections idle this long (no byte read or written) are closed.
+  /// Connections idle this long (no byte read or written, and no request being answered) are closed. A request
+  /// worked on for longer (a `delay` fault, a held play) still gets its answer.
   std::chrono::milliseconds idle_timeout{60000};
 };
 

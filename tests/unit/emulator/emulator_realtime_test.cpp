@@ -376,3 +376,20 @@ TEST_CASE("server: a connection idle longer than idle_timeout is closed, others 
   http_test_client fresh(emu->port());
   CHECK(fresh.get("/v1/config").status == 200);
 }
+
+TEST_CASE("server: a request worked on for longer than idle_timeout (a delay fault) is answered, not dropped") {
+  config cfg;
+  cfg.idle_timeout = 300ms;
+  auto emu = server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"delay","ms":1200}]})");
+  http_test_client c(emu->port());
+  auto r = c.get("/v1/config");
+  CHECK(r.status == 200);
+  CHECK(r.complete);
+  CHECK(r.elapsed >= 1000ms);
+  CHECK(emu->stats().responses[200] == 1);
+  // Idle again once answered: closed after the timeout as before.
+  auto closed = c.read_response();
+  CHECK(closed.status == 0);
+  CHECK(closed.closed_early);
+}
