@@ -15,13 +15,21 @@ namespace {
 using asio::ip::tcp;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
+/// 127.0.0.0/8 and ::1, and an IPv4 loopback peer as a dual-stack socket bound to `::` sees it (::ffff:127.0.0.1).
+bool is_loopback(asio::ip::address const& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  }
+  return a.is_loopback();
+}
+
 } // namespace
 
 connection::connection(tcp::socket socket, service& svc, emulator_clock& clock)
     : socket_(std::move(socket)), svc_(svc), clock_(clock), watchdog_(socket_.get_executor()) {
   std::error_code ec;
   auto peer = socket_.remote_endpoint(ec);
-  peer_is_loopback_ = !ec && peer.address().is_loopback();
+  peer_is_loopback_ = !ec && is_loopback(peer.address());
   socket_.set_option(tcp::no_delay(true), ec);
   touch();
 }

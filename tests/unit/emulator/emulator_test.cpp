@@ -292,6 +292,22 @@ TEST_CASE("emulator admin: an advance past what the clock can represent is refus
         std::chrono::duration_cast<std::chrono::milliseconds>(emu->now().time_since_epoch()).count());
 }
 
+TEST_CASE("emulator admin: bound to ::, an IPv4 loopback client (seen as ::ffff:127.0.0.1) is a loopback client") {
+  config cfg;
+  cfg.host = "::";
+  std::unique_ptr<server> emu;
+  try {
+    emu = server::start(cfg);
+  } catch (std::system_error const& e) {
+    WARN("skipped: this machine cannot listen on :: (no IPv6): " << e.what());
+    return;
+  }
+  http_test_client v4(emu->port()); // connects to 127.0.0.1
+  auto r = v4.get("/_emulator/stats", "");
+  CHECK(r.status == 200);
+  CHECK(r.json().contains("responses"));
+}
+
 TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, and cleared") {
   auto emu = server::start({});
   http_test_client client(emu->port());
