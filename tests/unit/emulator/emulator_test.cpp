@@ -308,6 +308,29 @@ TEST_CASE("emulator admin: bound to ::, an IPv4 loopback client (seen as ::ffff:
   CHECK(r.json().contains("responses"));
 }
 
+TEST_CASE("emulator paths: film and video refs are percent-decoded per segment; a bad escape is a 400") {
+  config cfg;
+  cfg.films = {film{"the-heiress-returns", "The Heiress Returns", 12, true}, film{"x:y", "X Y", 2, true},
+               film{"a/b", "A B", 3, true}, film{"caf\xc3\xa9", "Cafe", 4, true}};
+  auto emu = server::start(cfg);
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/catalog/films/x:y").json()["episodes"] == 2);
+  CHECK(c.get("/v1/catalog/films/x%3Ay").json()["episodes"] == 2);
+  CHECK(c.get("/v1/catalog/films/x%3ay").json()["episodes"] == 2);
+  CHECK(c.get("/v1/catalog/films/the%2Dheiress%2Dreturns").json()["episodes"] == 12);
+  CHECK(c.get("/v1/catalog/films/caf%C3%A9").json()["episodes"] == 4);
+  // An encoded '/' stays inside the ref; a plain one splits the path.
+  CHECK(c.get("/v1/catalog/films/a%2Fb").json()["episodes"] == 3);
+  CHECK(c.get("/v1/catalog/films/a/b").status == 404);
+  CHECK(c.get("/v1/videos/trailer%2Dheiress").json()["video_ref"] == "trailer-heiress");
+  for (auto const* bad : {"/v1/catalog/films/%G1", "/v1/catalog/films/x%4", "/v1/catalog/films/x%", "/v1/videos/%zz"}) {
+    CAPTURE(bad);
+    auto r = c.get(bad);
+    CHECK(r.status == 400);
+    CHECK(r.json()["error_code"] == "invalid_request");
+  }
+}
+
 TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, and cleared") {
   auto emu = server::start({});
   http_test_client client(emu->port());
