@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 
@@ -76,9 +78,10 @@ inline CLI::App* add_command(CLI::App& parent, std::string name, std::string des
 
 /// A validator for a number written in plain decimal digits (a `.` too when `T` is floating point) from `lo` to
 /// `hi`. Unlike CLI11's own conversion it reads "010" as ten (not octal eight) and refuses "0x10", "+4", "nan",
-/// "inf" and blanks; its message names the range: `--episode: expected a whole number from 1 to 2147483647, got
-/// "0"`. Give it to `Option::transform`, not `check`: it drops the leading zeros of a whole number before CLI11
-/// converts the text, and only a transform may rewrite it.
+/// "inf" and blanks, and a whole number past what `T` holds (CLI11's strtoull would clamp it to the maximum); its
+/// message names the range: `--episode: expected a whole number from 1 to 2147483647, got "0"`. Give it to
+/// `Option::transform`, not `check`: it drops the leading zeros of a whole number before CLI11 converts the text, and
+/// only a transform may rewrite it.
 template <typename T> CLI::Validator number_in(T lo, T hi) {
   auto const range_text = [](T v) {
     std::string s = std::to_string(v);
@@ -107,7 +110,14 @@ template <typename T> CLI::Validator number_in(T lo, T hi) {
           }
         }
         T v{};
-        if (!plain || dots > 1 || text == "." || !CLI::detail::lexical_cast(text, v) || v < lo || v > hi) {
+        bool read = plain && dots <= 1 && text != ".";
+        if constexpr (std::is_floating_point_v<T>) {
+          read = read && CLI::detail::lexical_cast(text, v);
+        } else if (read) { // from_chars, not strtoull: a value past what T holds is an error, never T's maximum
+          auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+          read = ec == std::errc() && end == text.data() + text.size();
+        }
+        if (!read || v < lo || v > hi) {
           return expected + ", got \"" + given + "\"";
         }
         return {};

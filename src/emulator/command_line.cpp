@@ -13,6 +13,10 @@
 #include "cli/style.hpp"
 #include "wandura/emulator/emulator.hpp"
 
+#ifndef WANDURA_VERSION
+#error "WANDURA_VERSION (the project's version) is set by src/emulator/CMakeLists.txt"
+#endif
+
 namespace wandura::emulator {
 namespace {
 
@@ -49,6 +53,8 @@ std::unique_ptr<CLI::App> make_app(std::string_view program, flags& f) {
   app->add_option("--threads", f.threads, "io threads (default 1)")
       ->type_name("N")
       ->transform(cli::number_in<unsigned>(1, 256));
+  // The line `wandura --version` starts with: the emulator is built with the client, from the same version.
+  app->set_version_flag("--version", std::string("wandura ") + WANDURA_VERSION, "print the version and exit");
   return app;
 }
 

@@ -139,8 +139,8 @@ fault_rule parse_rule(element e, std::string const& where) {
       has_kind = true;
     } else if (k == "status") {
       r.status = static_cast<int>(get_unsigned(v, at, 599));
-      if (r.status < 100) {
-        fail(at, "expected an HTTP status (100-599)");
+      if (r.status < 200) { // a 1xx is interim, never the answer to a request
+        fail(at, "expected a final HTTP status (200-599)");
       }
     } else if (k == "retry_after") {
       r.retry_after = static_cast<std::uint32_t>(get_unsigned(v, at, 86400));

@@ -15,13 +15,21 @@ namespace {
 using asio::ip::tcp;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
+/// 127.0.0.0/8 and ::1, and an IPv4 loopback peer as a dual-stack socket bound to `::` sees it (::ffff:127.0.0.1).
+bool is_loopback(asio::ip::address const& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  }
+  return a.is_loopback();
+}
+
 } // namespace
 
 connection::connection(tcp::socket socket, service& svc, emulator_clock& clock)
     : socket_(std::move(socket)), svc_(svc), clock_(clock), watchdog_(socket_.get_executor()) {
   std::error_code ec;
   auto peer = socket_.remote_endpoint(ec);
-  peer_is_loopback_ = !ec && peer.address().is_loopback();
+  peer_is_loopback_ = !ec && is_loopback(peer.address());
   socket_.set_option(tcp::no_delay(true), ec);
   touch();
 }
@@ -53,7 +61,9 @@ std::string const& connection::date_header() {
 void connection::head(std::string& out, http_reply const& r, std::size_t content_length, bool keep_alive) {
   out.append("HTTP/1.1 ").append(std::to_string(r.status)).push_back(' ');
   out.append(reason_phrase(r.status)).append("\r\nDate: ").append(date_header());
-  out.append("\r\nContent-Type: application/json\r\nContent-Length: ").append(std::to_string(content_length));
+  if (!has_no_content(r.status)) {
+    out.append("\r\nContent-Type: application/json\r\nContent-Length: ").append(std::to_string(content_length));
+  }
   out.append(keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n");
   out.append(r.headers).append("\r\n");
 }
@@ -69,7 +79,9 @@ asio::awaitable<bool> connection::write(std::string_view bytes) {
 asio::awaitable<connection::outcome> connection::send(http_reply const& r, bool keep_alive) {
   out_.clear();
   head(out_, r, r.body.size(), keep_alive);
-  out_.append(r.body);
+  if (!has_no_content(r.status)) {
+    out_.append(r.body);
+  }
   if (bool const ok = co_await write(out_); !ok) {
     co_return outcome::close;
   }
@@ -84,7 +96,8 @@ asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
     if (done_) {
       break;
     }
-    if (!ec && std::chrono::steady_clock::now() - last_activity_ >= idle) {
+    // A request being answered (a delay fault, a held play) is not idleness: its reply is still to come.
+    if (!ec && !answering_ && std::chrono::steady_clock::now() - last_activity_ >= idle) {
       close();
       break;
     }
@@ -111,7 +124,11 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       http_request& req = reader_.request();
       req.peer_is_loopback = peer_is_loopback_;
       req.json = &json_;
-      if (co_await handle_request() == outcome::close) {
+      answering_ = true;
+      auto const next = co_await handle_request();
+      answering_ = false;
+      touch();
+      if (next == outcome::close) {
         break;
       }
       continue;
@@ -208,7 +225,10 @@ http_reply connection::handle_clock() {
         ms < 0) {
       return svc_.error_reply(400, "invalid_request", "Expected {\"advance_ms\": N} with N >= 0.");
     }
-    clock_.advance(std::chrono::milliseconds(ms));
+    if (!clock_.advance(std::chrono::milliseconds(ms))) {
+      return svc_.error_reply(400, "invalid_request",
+                              "advance_ms would move the clock past 2200-01-01T00:00:00Z, the last time it reaches.");
+    }
   }
   auto now = clock_.now();
   http_reply r;

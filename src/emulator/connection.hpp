@@ -1,6 +1,7 @@
 // One keep-alive connection of the emulator: reads requests (request_reader), answers them one at a time (pipelined
 // requests in order), serves the admin API of docs/protocol.md §4, and delivers replies intact or damaged as a fault
-// rule says. Closes on error, on `Connection: close` or after `idle_timeout` without traffic.
+// rule says. Closes on error, on `Connection: close` or after `idle_timeout` without traffic while no request is
+// being answered.
 #pragma once
 
 #include "emulator/clock.hpp"
@@ -36,7 +37,9 @@ private:
   void close();
   void reset_connection();
   std::string const& date_header();
-  /// Status line and headers for a body of `content_length` bytes.
+  /// 204 and 304 end at their headers (RFC 9110 §6.4.1): no Content-Length, no body.
+  static bool has_no_content(int status) { return status == 204 || status == 304; }
+  /// Status line and headers for a body of `content_length` bytes (none for a 204 or 304).
   void head(std::string& out, http_reply const& r, std::size_t content_length, bool keep_alive);
 
   asio::awaitable<bool> write(std::string_view bytes);
@@ -58,6 +61,8 @@ private:
   std::chrono::steady_clock::time_point last_activity_;
   bool peer_is_loopback_ = false;
   bool done_ = false;
+  /// A request has been read and its reply is not written yet: the watchdog leaves the connection open.
+  bool answering_ = false;
 
   request_reader reader_;
   simdjson::dom::parser json_;

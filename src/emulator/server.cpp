@@ -18,6 +18,7 @@
 #include <asio/write.hpp>
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 
 namespace wandura::emulator {
@@ -135,7 +136,10 @@ void server::advance_clock(std::chrono::milliseconds by) {
   if (!impl_->clock.manual()) {
     throw std::logic_error("advance_clock: the emulator was not started with manual_clock");
   }
-  impl_->clock.advance(by);
+  if (!impl_->clock.advance(by)) {
+    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+                            "advance_clock: the clock cannot move past 2200-01-01T00:00:00Z");
+  }
 }
 
 std::chrono::system_clock::time_point server::now() const {

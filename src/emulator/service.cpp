@@ -166,6 +166,11 @@ asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_
   if (!c || rest.find('/') != std::string_view::npos) {
     co_return error_reply(404, "not_found", "No such endpoint.");
   }
+  // The ref is one path segment, percent-encoded as clients write it (a `%2F` stays inside the ref).
+  std::optional<std::string> const ref = percent_decode(rest);
+  if (!ref) {
+    co_return error_reply(400, "invalid_request", "Malformed percent-encoding in the request path.");
+  }
   if ((is_post && req.method != "POST") || (!is_post && req.method != "GET")) {
     std::string allow = is_post ? "Allow: POST\r\n" : "Allow: GET\r\n";
     co_return error_reply(405, "invalid_request", "Method not allowed on this endpoint.", {}, allow);
@@ -182,7 +187,7 @@ asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_
     co_return co_await handle_tickets(req, *org, stale_db, delay);
   }
   co_await sleep_for(delay);
-  co_return handle_get(*c, rest, *org, stale_db);
+  co_return handle_get(*c, *ref, *org, stale_db);
 }
 
 http_reply service::rate_limited_reply(counter c, org_state& org, std::uint32_t retry_after) {

@@ -159,6 +159,37 @@ std::string url_encode(std::string_view s) {
   return out;
 }
 
+std::optional<std::string> percent_decode(std::string_view segment) {
+  auto const hex_value = [](char c) -> int {
+    if (c >= '0' && c <= '9') {
+      return c - '0';
+    }
+    if (c >= 'A' && c <= 'F') {
+      return c - 'A' + 10;
+    }
+    if (c >= 'a' && c <= 'f') {
+      return c - 'a' + 10;
+    }
+    return -1;
+  };
+  std::string out;
+  out.reserve(segment.size());
+  for (std::size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] != '%') {
+      out.push_back(segment[i]);
+      continue;
+    }
+    int const high = i + 2 < segment.size() ? hex_value(segment[i + 1]) : -1;
+    int const low = high < 0 ? -1 : hex_value(segment[i + 2]);
+    if (low < 0) {
+      return std::nullopt;
+    }
+    out.push_back(static_cast<char>(high * 16 + low));
+    i += 2;
+  }
+  return out;
+}
+
 bool visible_ascii(std::string_view s) noexcept {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x21 && c <= 0x7E; });
 }

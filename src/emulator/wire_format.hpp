@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,9 @@ std::array<unsigned char, 32> sha256(std::string_view data);
 std::string base64(unsigned char const* data, std::size_t n);
 /// Percent-encodes everything but RFC 3986 unreserved characters, for film refs placed in URLs.
 std::string url_encode(std::string_view s);
+/// One path segment with its `%XX` escapes decoded (RFC 3986 §2.1, either case of hex digit); an encoded `/` is a
+/// byte of the segment like any other. Nothing when a `%` is not followed by two hex digits.
+std::optional<std::string> percent_decode(std::string_view segment);
 /// Whether every byte is visible ASCII (0x21-0x7E).
 bool visible_ascii(std::string_view s) noexcept;
 

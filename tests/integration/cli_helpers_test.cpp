@@ -52,6 +52,17 @@ TEST_CASE("cli numbers: anything else is a usage error, exit status 2") {
   }
 }
 
+TEST_CASE("cli numbers: a value past what the type holds is a usage error, never clamped to its maximum") {
+  for (auto const* bad : {"18446744073709551616", "99999999999999999999999", "184467440737095516150"}) {
+    CAPTURE(bad);
+    CHECK(parse_number<std::uint64_t>(bad, 0, UINT64_MAX).first == wandura::cli::exit_usage);
+  }
+  CHECK(parse_number<std::int32_t>("2147483648", 1, 2147483647).first == wandura::cli::exit_usage);
+  CHECK(parse_number<unsigned>("4294967297", 1, 256).first == wandura::cli::exit_usage);
+  CHECK(parse_number<std::uint16_t>("65536", 0, 65535).first == wandura::cli::exit_usage);
+  CHECK(parse_number<std::uint64_t>("00018446744073709551615", 0, UINT64_MAX).second == UINT64_MAX);
+}
+
 TEST_CASE("cli parsing: values after a space or '=', the last of a repeated option counts, --help exits 0") {
   CLI::App app("test", "test");
   wandura::cli::apply_style(app, "");

@@ -218,6 +218,10 @@ expect_rc 0 "--version"
 expect_out "^wandura $version\$"
 expect_out "^libcurl [0-9]"
 expect_out "^OpenSSL [0-9]"
+# `wandura emulator --version` is the emulator's own command line: the same version line, exit 0.
+run emulator --version
+expect_rc 0 "emulator --version"
+expect_out "^wandura $version\$"
 
 # Two scripted 503s (faults in the emulator's config file): two WARN lines on stderr, three attempts, exit 0.
 cat >faults.json <<'JSON'

@@ -292,6 +292,28 @@ TEST_CASE("client and emulator: typed reads of config, catalog, videos and creat
   }
 }
 
+TEST_CASE("client and emulator: get_film reads films whose refs the client percent-encodes") {
+  wandura::emulator::config cfg;
+  cfg.films = {{"x:y", "X Y", 2, true},
+               {"a b", "A B", 3, true},
+               {"caf\xc3\xa9", "Cafe", 4, true},
+               {"a/b", "A slash B", 5, true}};
+  live t(std::move(cfg));
+  CHECK(t.wait(t.api->get_film("x:y")).episode_count == 2);
+  CHECK(t.wait(t.api->get_film("a b")).episode_count == 3);
+  CHECK(t.wait(t.api->get_film("caf\xc3\xa9")).episode_count == 4);
+  CHECK(t.wait(t.api->get_film("a/b")).episode_count == 5);
+  // The open videos are the demo's own, none needing an escape: a ref that does is looked up decoded (404, not a
+  // malformed path), and a plain one is found.
+  CHECK(t.wait(t.api->get_video("trailer-heiress")).video_ref == "trailer-heiress");
+  try {
+    (void)t.wait(t.api->get_video("x:y %"));
+    FAIL("expected 404");
+  } catch (wandura::error const& e) {
+    CHECK(e.http_status() == 404);
+  }
+}
+
 TEST_CASE(
     "client and emulator: after a 429 the counter is held, and a call that could not be sent in time fails at once") {
   // 3 tickets a minute, exact counters, manual clock (plays are refused, not held): the first start takes all 3.

@@ -1,6 +1,7 @@
 // The emulator as a command (docs/protocol.md §4), shared by the `wandura-emulator` binary and `wandura emulator`:
 //
 //   PROGRAM --port 8787 [--host 127.0.0.1] [--config FILE.json] [--seed N] [--manual-clock] [--threads N]
+//   PROGRAM --help | --version
 #pragma once
 
 #include <span>
@@ -17,8 +18,9 @@ namespace wandura::emulator {
 /// Flags win over the configuration file. Blocks SIGINT and SIGTERM in the calling thread (and so in the server's
 /// threads) and ignores SIGPIPE.
 ///
-/// @returns 0 after a stop signal or `--help`, 1 when the server cannot start (address in use, ...), 2 for a usage
-///          or configuration error (reported on stderr, followed by the usage text).
+/// @returns 0 after a stop signal, `--help` or `--version` (the line `wandura --version` starts with), 1 when the
+///          server cannot start (address in use, ...), 2 for a usage or configuration error (reported on stderr,
+///          followed by the usage text).
 /// @par Thread safety
 /// Call from the main thread before other threads are started: it changes the process's signal handling.
 int run_command_line(std::span<char* const> args, std::string_view program);

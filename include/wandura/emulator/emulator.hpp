@@ -95,7 +95,8 @@ enum class fault_kind {
 struct fault_rule {
   std::string path;
   fault_kind kind = fault_kind::status;
-  /// `status`: the HTTP status to answer with.
+  /// `status`: the HTTP status to answer with, 200-599 (a 1xx is not an answer and is refused). A 204 or 304 is
+  /// sent without a body or `Content-Length` (RFC 9110 §6.4.1).
   int status = 503;
   /// `status`: the `Retry-After` header (seconds) and per-item `retry_after`; none when empty.
   std::optional<std::uint32_t> retry_after{};
@@ -128,7 +129,8 @@ struct config {
   /// When true the clock starts at the real UTC time and moves only through `server::advance_clock` or
   /// `POST /_emulator/clock`; play requests are then never held (they get 429 instead).
   bool manual_clock = false;
-  /// Address to listen on. The admin API answers loopback peers only.
+  /// Address to listen on. The admin API answers loopback peers only: 127.0.0.0/8 and ::1, and an IPv4 loopback
+  /// peer of a dual-stack `::` socket (::ffff:127.0.0.1).
   std::string host = "127.0.0.1";
   /// Port to listen on; 0 picks a free one (read it back with `server::port`).
   std::uint16_t port = 0;
@@ -139,7 +141,8 @@ struct config {
   double overshoot = 0.025;
   /// Longest time a play item is held waiting for room before it is refused (docs/protocol.md §2: about 0.5 s).
   std::chrono::milliseconds hold_window{500};
-  /// Connections idle this long (no byte read or written) are closed.
+  /// Connections idle this long (no byte read or written, and no request being answered) are closed. A request
+  /// worked on for longer (a `delay` fault, a held play) still gets its answer.
   std::chrono::milliseconds idle_timeout{60000};
 };
 
@@ -228,8 +231,10 @@ public:
   void clear_faults();
 
   /// Moves the manual clock forward, as `POST /_emulator/clock` does. Refill, fixed windows, ticket expiry and the
-  /// idempotency memory all follow it.
+  /// idempotency memory all follow it. A negative `by` is ignored: the clock never runs backwards.
   /// @throws std::logic_error when the server was not started with `manual_clock`.
+  /// @throws std::system_error with `std::errc::invalid_argument` when `by` would move the clock past
+  ///         2200-01-01T00:00:00Z (`milliseconds::max()` does); the clock is then left where it was.
   void advance_clock(std::chrono::milliseconds by);
   /// The emulator's current UTC time.
   [[nodiscard]] std::chrono::system_clock::time_point now() const;

@@ -59,6 +59,24 @@ TEST_CASE("faults: status answers before authentication, with Retry-After and th
   CHECK(s.requests["playback"] == 1); // faulted requests were answered before authentication
 }
 
+TEST_CASE("faults: status 204 and 304 carry no body and no Content-Length, and the next response is intact") {
+  // RFC 9110 §6.4.1: a 204 or 304 ends at its headers; a body after them would be read as the next response.
+  for (int const status : {204, 304}) {
+    CAPTURE(status);
+    auto emu = start_manual();
+    emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":)" + std::to_string(status) +
+                        R"(,"count":1}]})");
+    http_test_client c(emu->port());
+    auto faulted = c.get("/v1/config");
+    CHECK(faulted.status == status);
+    CHECK_FALSE(faulted.has_header("content-length"));
+    CHECK(faulted.body.empty());
+    auto next = c.get("/v1/config"); // same connection
+    CHECK(next.status == 200);
+    CHECK(next.json()["org_id"] == "org_demo");
+  }
+}
+
 TEST_CASE("faults: status 429 carries the rate-limit headers and a custom error_code is kept") {
   auto emu = start_manual();
   emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":429,"retry_after":7,"count":1},

@@ -323,6 +323,12 @@ TEST_CASE("command line: --config and --manual-clock are applied") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("command line: --version prints the project's version and exits 0") {
+  emulator_process p({"--version"});
+  CHECK(p.first_line() == std::string("wandura ") + WANDURA_VERSION + "\n");
+  CHECK(p.wait_exit() == 0);
+}
+
 TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   emulator_process missing_port({"--seed", "1"});
   CHECK_THAT(missing_port.first_line(), Catch::Contains("--port"));
@@ -332,6 +338,24 @@ TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   CHECK(bad_config.wait_exit() == 2);
   emulator_process bad_port({"--port", "70000"});
   CHECK(bad_port.wait_exit() == 2);
+}
+
+TEST_CASE("command line: a number out of its option's range exits with status 2, naming the range") {
+  for (auto const* seed : {"18446744073709551616", "99999999999999999999999"}) {
+    CAPTURE(seed);
+    emulator_process p({"--port", "0", "--seed", seed});
+    CHECK_THAT(p.first_line(), Catch::Contains("--seed: expected a whole number from 0 to 18446744073709551615"));
+    if (p.first_line().rfind("listening", 0) == 0) { // accepted: stop it, and the status check below fails
+      p.terminate();
+    }
+    CHECK(p.wait_exit() == 2);
+  }
+  emulator_process threads({"--port", "0", "--threads", "4294967297"});
+  CHECK_THAT(threads.first_line(), Catch::Contains("--threads: expected a whole number from 1 to 256"));
+  if (threads.first_line().rfind("listening", 0) == 0) {
+    threads.terminate();
+  }
+  CHECK(threads.wait_exit() == 2);
 }
 
 TEST_CASE("server: a connection idle longer than idle_timeout is closed, others are unaffected") {
@@ -351,4 +375,21 @@ TEST_CASE("server: a connection idle longer than idle_timeout is closed, others 
   CHECK(waited < 5s);
   http_test_client fresh(emu->port());
   CHECK(fresh.get("/v1/config").status == 200);
+}
+
+TEST_CASE("server: a request worked on for longer than idle_timeout (a delay fault) is answered, not dropped") {
+  config cfg;
+  cfg.idle_timeout = 300ms;
+  auto emu = server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"delay","ms":1200}]})");
+  http_test_client c(emu->port());
+  auto r = c.get("/v1/config");
+  CHECK(r.status == 200);
+  CHECK(r.complete);
+  CHECK(r.elapsed >= 1000ms);
+  CHECK(emu->stats().responses[200] == 1);
+  // Idle again once answered: closed after the timeout as before.
+  auto closed = c.read_response();
+  CHECK(closed.status == 0);
+  CHECK(closed.closed_early);
 }

@@ -92,6 +92,20 @@ TEST_CASE("emulator config: bad input is a config_error naming the field") {
   CHECK_THAT(message(R"({"overshoot":2})"), Catch::Contains("overshoot"));
 }
 
+TEST_CASE("emulator config: a fault status is a final one, 200-599; a 1xx is refused with the range") {
+  for (int const status : {100, 101, 199}) {
+    CAPTURE(status);
+    try {
+      (void)parse_fault_rules(R"({"rules":[{"kind":"status","status":)" + std::to_string(status) + "}]}");
+      FAIL("accepted");
+    } catch (config_error const& e) {
+      CHECK_THAT(e.what(), Catch::Contains("rules[0].status") && Catch::Contains("200-599"));
+    }
+  }
+  CHECK(parse_fault_rules(R"({"rules":[{"kind":"status","status":200}]})").front().status == 200);
+  CHECK(parse_fault_rules(R"({"rules":[{"kind":"status","status":599}]})").front().status == 599);
+}
+
 TEST_CASE("emulator config: every fault kind of SPEC section 4 parses with its parameters") {
   auto rules = parse_fault_rules(R"({"rules":[
     {"kind":"status","status":503,"retry_after":1,"count":2},
@@ -248,6 +262,73 @@ TEST_CASE("emulator admin: the clock moves only when told, and only in manual mo
   http_test_client rc(real->port());
   CHECK(rc.request("POST", "/_emulator/clock", R"({"advance_ms":1})").status == 409);
   CHECK_THROWS_AS(real->advance_clock(std::chrono::milliseconds(1)), std::logic_error);
+}
+
+TEST_CASE("emulator admin: an advance past what the clock can represent is refused, and it never runs backwards") {
+  config cfg;
+  cfg.manual_clock = true;
+  auto emu = server::start(cfg);
+  http_test_client client(emu->port());
+  auto t0 = emu->now();
+  for (auto const* body : {R"({"advance_ms":100000000000000})", R"({"advance_ms":9223372036854775807})"}) {
+    CAPTURE(body);
+    auto r = client.request("POST", "/_emulator/clock", body);
+    CHECK(r.status == 400);
+    CHECK_THAT(r.json()["error"].get<std::string>(), Catch::Contains("past"));
+    CHECK(emu->now() == t0);
+  }
+  try {
+    emu->advance_clock(std::chrono::milliseconds::max());
+    FAIL("accepted");
+  } catch (std::system_error const& e) {
+    CHECK(e.code() == std::errc::invalid_argument);
+  }
+  CHECK(emu->now() == t0);
+  // Up to the last representable time is fine: a year is.
+  auto const year = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365));
+  emu->advance_clock(year);
+  CHECK(emu->now() - t0 == year);
+  CHECK(client.request("GET", "/_emulator/clock").json()["now_ms"] ==
+        std::chrono::duration_cast<std::chrono::milliseconds>(emu->now().time_since_epoch()).count());
+}
+
+TEST_CASE("emulator admin: bound to ::, an IPv4 loopback client (seen as ::ffff:127.0.0.1) is a loopback client") {
+  config cfg;
+  cfg.host = "::";
+  std::unique_ptr<server> emu;
+  try {
+    emu = server::start(cfg);
+  } catch (std::system_error const& e) {
+    WARN("skipped: this machine cannot listen on :: (no IPv6): " << e.what());
+    return;
+  }
+  http_test_client v4(emu->port()); // connects to 127.0.0.1
+  auto r = v4.get("/_emulator/stats", "");
+  CHECK(r.status == 200);
+  CHECK(r.json().contains("responses"));
+}
+
+TEST_CASE("emulator paths: film and video refs are percent-decoded per segment; a bad escape is a 400") {
+  config cfg;
+  cfg.films = {film{"the-heiress-returns", "The Heiress Returns", 12, true}, film{"x:y", "X Y", 2, true},
+               film{"a/b", "A B", 3, true}, film{"caf\xc3\xa9", "Cafe", 4, true}};
+  auto emu = server::start(cfg);
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/catalog/films/x:y").json()["episodes"] == 2);
+  CHECK(c.get("/v1/catalog/films/x%3Ay").json()["episodes"] == 2);
+  CHECK(c.get("/v1/catalog/films/x%3ay").json()["episodes"] == 2);
+  CHECK(c.get("/v1/catalog/films/the%2Dheiress%2Dreturns").json()["episodes"] == 12);
+  CHECK(c.get("/v1/catalog/films/caf%C3%A9").json()["episodes"] == 4);
+  // An encoded '/' stays inside the ref; a plain one splits the path.
+  CHECK(c.get("/v1/catalog/films/a%2Fb").json()["episodes"] == 3);
+  CHECK(c.get("/v1/catalog/films/a/b").status == 404);
+  CHECK(c.get("/v1/videos/trailer%2Dheiress").json()["video_ref"] == "trailer-heiress");
+  for (auto const* bad : {"/v1/catalog/films/%G1", "/v1/catalog/films/x%4", "/v1/catalog/films/x%", "/v1/videos/%zz"}) {
+    CAPTURE(bad);
+    auto r = c.get(bad);
+    CHECK(r.status == 400);
+    CHECK(r.json()["error_code"] == "invalid_request");
+  }
 }
 
 TEST_CASE("emulator admin: faults are installed, listed in stats when they hit, and cleared") {
