@@ -24,19 +24,17 @@ if(PKG_CONFIG)
   endforeach()
   # The consumer's main program, which uses the in-process emulator, builds and runs with nothing but
   # pkg-config's flags; and so does the fleet component's.
-  if(EXISTS ${WORK_DIR}/prefix/lib/pkgconfig/wandura-emulator.pc)
-    execute_process(COMMAND ${PKG_CONFIG} --cflags --libs wandura-emulator OUTPUT_VARIABLE flags
-                    COMMAND_ERROR_IS_FATAL ANY)
+  function(build_and_run_by_pkg_config module program)
+    execute_process(COMMAND ${PKG_CONFIG} --cflags --libs ${module} OUTPUT_VARIABLE flags COMMAND_ERROR_IS_FATAL ANY)
     separate_arguments(flags UNIX_COMMAND "${flags}")
-    run(${CXX_COMPILER} ${SOURCE_DIR}/examples/consumer/main.cpp ${flags} -o ${WORK_DIR}/main_by_pkg_config)
-    run(${WORK_DIR}/main_by_pkg_config)
+    run(${CXX_COMPILER} ${SOURCE_DIR}/examples/consumer/${program}.cpp ${flags} -o ${WORK_DIR}/${program}_by_pkg_config)
+    run(${WORK_DIR}/${program}_by_pkg_config)
+  endfunction()
+  if(EXISTS ${WORK_DIR}/prefix/lib/pkgconfig/wandura-emulator.pc)
+    build_and_run_by_pkg_config(wandura-emulator main)
   endif()
   if("fleet" IN_LIST components)
-    execute_process(COMMAND ${PKG_CONFIG} --cflags --libs wandura-fleet OUTPUT_VARIABLE flags
-                    COMMAND_ERROR_IS_FATAL ANY)
-    separate_arguments(flags UNIX_COMMAND "${flags}")
-    run(${CXX_COMPILER} ${SOURCE_DIR}/examples/consumer/fleet.cpp ${flags} -o ${WORK_DIR}/fleet_by_pkg_config)
-    run(${WORK_DIR}/fleet_by_pkg_config)
+    build_and_run_by_pkg_config(wandura-fleet fleet)
   endif()
 endif()
 
