@@ -1,5 +1,6 @@
 #include "fallback_guard.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -56,17 +57,17 @@ fallback_guard::fallback_guard(std::string what, std::string server, fallback_op
     : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)), key_kind_(std::move(key_kind)) {
 }
 
-bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now) {
-  if (!shut_down_ && (!degraded_ || now >= retry_at_)) {
+bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now, redis_access access) {
+  if (!shut_down_ && (!degraded_ || (now >= retry_at_ && access >= outage_access_))) {
     return true;
   }
   ++fallbacks_;
   return false;
 }
 
-void fallback_guard::redis_answered() {
-  if (!degraded_) {
-    return;
+void fallback_guard::redis_answered(redis_access access) {
+  if (!degraded_ || access < outage_access_) {
+    return; // a read answered says nothing of the writes Redis refused
   }
   degraded_ = false;
   if (options_.log) {
@@ -75,7 +76,7 @@ void fallback_guard::redis_answered() {
   }
 }
 
-void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now,
+void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, redis_access access,
                                   std::string_view refusal) {
   ++fallbacks_;
   ++failures_;
@@ -87,9 +88,11 @@ void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock:
     return;
   }
   if (degraded_) {
+    outage_access_ = std::max(outage_access_, access); // a write refused too: only a write answered ends it
     return;
   }
   degraded_ = true;
+  outage_access_ = access;
   fallbacks_at_outage_ = fallbacks_ - 1;
   if (options_.log) {
     std::string why = ec.message();
