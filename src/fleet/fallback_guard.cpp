@@ -58,7 +58,13 @@ fallback_guard::fallback_guard(std::string what, std::string server, fallback_op
 }
 
 bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now, redis_access access) {
-  if (!shut_down_ && (!degraded_ || (now >= retry_at_ && access >= outage_access_))) {
+  if (!shut_down_ && !degraded_) {
+    return true;
+  }
+  // One probe at a time: the operations started while it is in flight answer locally, so that a paused Redis
+  // costs one timeout per interval, not one per operation started during it.
+  if (!shut_down_ && !probing_ && now >= retry_at_ && access >= outage_access_) {
+    probing_ = true;
     return true;
   }
   ++fallbacks_;
@@ -69,6 +75,7 @@ void fallback_guard::redis_answered(redis_access access) {
   if (!degraded_ || access < outage_access_) {
     return; // a read answered says nothing of the writes Redis refused
   }
+  probing_ = false;
   degraded_ = false;
   if (options_.log) {
     options_.log("INFO fleet " + what_ + ": redis " + server_ + " is back after " +
@@ -82,6 +89,7 @@ void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock:
   ++failures_;
   last_failure_ = ec;
   retry_at_ = now + options_.probe_interval;
+  probing_ = false;
   if (ec == asio::error::shut_down) {
     shut_down_ = true;
     degraded_ = true; // answers locally for good; no WARN: this is no outage
@@ -110,6 +118,7 @@ void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::
   ++fallbacks_;
   ++failures_;
   last_failure_ = ec;
+  probing_ = false; // a probe that met a bad key: the next operation probes again
   ++call_failures_unlogged_;
   if (!options_.log || (call_failure_logged_ && now - call_failure_logged_at_ < call_failure_log_interval)) {
     return;

@@ -38,13 +38,18 @@ public:
   /// @param key_kind what the class's keys hold, e.g. "viewer bucket": named in `call_failed`'s line.
   fallback_guard(std::string what, std::string server, fallback_options options, std::string key_kind);
 
-  /// True when the operation should ask Redis: no outage, or `probe_interval` passed since Redis failed and the
-  /// operation could end the outage (`access` at least that of the failure that opened it); never after the client
-  /// was closed (`asio::error::shut_down`). False counts a fallback: the caller answers locally.
+  /// True when the operation should ask Redis: no outage, or this operation is the outage's probe: the first
+  /// operation that could end it (`access` at least that of the failure that opened it) once `probe_interval`
+  /// passed since the last failure, while no other probe is in flight. Never after the client was closed
+  /// (`asio::error::shut_down`). False counts a fallback: the caller answers locally. True obliges the caller to
+  /// report the outcome: `redis_answered`, `redis_failed`, `call_failed` or `redis_not_asked`.
   [[nodiscard]] bool ask_redis(std::chrono::steady_clock::time_point now, redis_access access);
   /// Redis answered an operation of kind `access`: ends an outage that an operation of that kind or a lesser one
   /// opened (one INFO line); a read answered leaves an outage that a refused write opened as it is.
   void redis_answered(redis_access access);
+  /// The operation that `ask_redis` let through ended without an outcome (it was cancelled): a probe in flight is
+  /// released, and the next operation may probe.
+  void redis_not_asked() noexcept { probing_ = false; }
   /// Redis failed an operation of kind `access` with `ec`: counts a fallback, starts an outage (one WARN line) or
   /// prolongs it (a write failed in an outage a read opened makes it a write's). With `asio::error::shut_down` (the
   /// fleet was shut down) the part answers locally from then on, without a line: the fleet logs the shutdown once
@@ -78,6 +83,7 @@ private:
   bool degraded_ = false;
   bool shut_down_ = false;
   redis_access outage_access_ = redis_access::read; ///< of the failure that opened the outage
+  bool probing_ = false;                            ///< a probe of the outage is in flight
   std::chrono::steady_clock::time_point retry_at_{};
   std::uint64_t fallbacks_ = 0;
   std::uint64_t fallbacks_at_outage_ = 0;

@@ -74,6 +74,7 @@ run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard
   }
   auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
   if (ec == asio::error::operation_aborted) {
+    guard.redis_not_asked();
     throw error(ec, std::string(what) + ": cancelled");
   }
   if (!ec && valid(reply)) {

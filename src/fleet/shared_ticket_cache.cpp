@@ -417,6 +417,9 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       auto const erasures = erasures_heard.load(std::memory_order_relaxed);
       auto const stores = stores_heard.load(std::memory_order_relaxed);
       auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
+      if (ec == asio::error::operation_aborted) {
+        guard.redis_not_asked();
+      }
       throw_if_cancelled(ec, "lookup");
       if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != asked.size())) {
         ec = fleet_errc::unexpected_reply; // not one value per key

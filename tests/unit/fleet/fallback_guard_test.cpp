@@ -207,3 +207,29 @@ TEST_CASE("fallback guard: an outage a read opened is ended by a read or a write
   guard.redis_answered(redis_access::read);
   CHECK(guard.degraded()); // only a write answered ends it now
 }
+
+TEST_CASE("fallback guard: one probe in flight; the operations started meanwhile answer locally") {
+  // Every operation started after the interval while the probe waited went to the paused Redis: 32 calls in flight
+  // timed out 775 commands in 6 s and filled max_pending.
+  wandura::detail::fallback_guard guard("viewer_limit", "h:1", {.log = {}, .probe_interval = 500ms}, "key");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+  guard.redis_failed(wandura::errc::attempt_timeout, t0, redis_access::write);
+  for (int interval = 1; interval <= 4; ++interval) {
+    auto const at = t0 + interval * 510ms;
+    REQUIRE(guard.ask_redis(at, redis_access::write)); // the probe
+    for (int i = 1; i <= 32; ++i) {
+      CHECK_FALSE(guard.ask_redis(at + i * 100us, redis_access::write)); // while it waits: local
+    }
+    guard.redis_failed(wandura::errc::attempt_timeout, at + 5ms, redis_access::write);
+    CHECK_FALSE(guard.ask_redis(at + 6ms, redis_access::write)); // the next interval began at the failure
+  }
+  // A cancelled probe releases its place; an answered one ends the outage.
+  REQUIRE(guard.ask_redis(t0 + 3s, redis_access::write));
+  guard.redis_not_asked();
+  REQUIRE(guard.ask_redis(t0 + 3s, redis_access::write));
+  CHECK_FALSE(guard.ask_redis(t0 + 3s, redis_access::write));
+  guard.redis_answered(redis_access::write);
+  CHECK_FALSE(guard.degraded());
+  CHECK(guard.ask_redis(t0 + 3s, redis_access::write)); // no outage: every operation asks
+  CHECK(guard.ask_redis(t0 + 3s, redis_access::write));
+}
