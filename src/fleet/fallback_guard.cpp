@@ -1,5 +1,6 @@
 #include "fallback_guard.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -56,18 +57,25 @@ fallback_guard::fallback_guard(std::string what, std::string server, fallback_op
     : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)), key_kind_(std::move(key_kind)) {
 }
 
-bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now) {
-  if (!shut_down_ && (!degraded_ || now >= retry_at_)) {
+bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now, redis_access access) {
+  if (!shut_down_ && !degraded_) {
+    return true;
+  }
+  // One probe at a time: the operations started while it is in flight answer locally, so that a paused Redis
+  // costs one timeout per interval, not one per operation started during it.
+  if (!shut_down_ && !probing_ && now >= retry_at_ && access >= outage_access_) {
+    probing_ = true;
     return true;
   }
   ++fallbacks_;
   return false;
 }
 
-void fallback_guard::redis_answered() {
-  if (!degraded_) {
-    return;
+void fallback_guard::redis_answered(redis_access access) {
+  if (!degraded_ || access < outage_access_) {
+    return; // a read answered says nothing of the writes Redis refused
   }
+  probing_ = false;
   degraded_ = false;
   if (options_.log) {
     options_.log("INFO fleet " + what_ + ": redis " + server_ + " is back after " +
@@ -75,21 +83,24 @@ void fallback_guard::redis_answered() {
   }
 }
 
-void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now,
+void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, redis_access access,
                                   std::string_view refusal) {
   ++fallbacks_;
   ++failures_;
   last_failure_ = ec;
   retry_at_ = now + options_.probe_interval;
+  probing_ = false;
   if (ec == asio::error::shut_down) {
     shut_down_ = true;
     degraded_ = true; // answers locally for good; no WARN: this is no outage
     return;
   }
   if (degraded_) {
+    outage_access_ = std::max(outage_access_, access); // a write refused too: only a write answered ends it
     return;
   }
   degraded_ = true;
+  outage_access_ = access;
   fallbacks_at_outage_ = fallbacks_ - 1;
   if (options_.log) {
     std::string why = ec.message();
@@ -107,6 +118,7 @@ void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::
   ++fallbacks_;
   ++failures_;
   last_failure_ = ec;
+  probing_ = false; // a probe that met a bad key: the next operation probes again
   ++call_failures_unlogged_;
   if (!options_.log || (call_failure_logged_ && now - call_failure_logged_at_ < call_failure_log_interval)) {
     return;

@@ -22,6 +22,13 @@ namespace wandura::detail {
 /// completed; @param reply_text the error reply's text.
 [[nodiscard]] bool concerns_one_call(std::error_code ec, std::string_view reply_text) noexcept;
 
+/// What an operation does in Redis. A Redis may answer reads and refuse writes (a read-only replica, `OOM` under
+/// `noeviction`, an ACL): an outage that a refused write opened is ended by a write answered, never by a read.
+enum class redis_access {
+  read, ///< reads only (`MGET`, a read-only script): an answer ends an outage that a read opened
+  write ///< writes (a script that stores, takes or erases): an answer ends every outage
+};
+
 class fallback_guard {
 public:
   /// The most often `call_failed` writes a line: the first of such failures, then at most one a minute.
@@ -31,20 +38,28 @@ public:
   /// @param key_kind what the class's keys hold, e.g. "viewer bucket": named in `call_failed`'s line.
   fallback_guard(std::string what, std::string server, fallback_options options, std::string key_kind);
 
-  /// True when the operation should ask Redis: it answered last time, or `probe_interval` passed since it failed;
-  /// never after the client was closed (`asio::error::shut_down`). False counts a fallback: the caller answers
-  /// locally.
-  [[nodiscard]] bool ask_redis(std::chrono::steady_clock::time_point now);
-  /// Redis answered: ends an outage (one INFO line).
-  void redis_answered();
-  /// Redis failed with `ec`: counts a fallback, starts an outage (one WARN line) or prolongs it. With
-  /// `asio::error::shut_down` (the fleet was shut down) the part answers locally from then on, without a line:
-  /// the fleet logs the shutdown once for all its parts.
+  /// True when the operation should ask Redis: no outage, or this operation is the outage's probe: the first
+  /// operation that could end it (`access` at least that of the failure that opened it) once `probe_interval`
+  /// passed since the last failure, while no other probe is in flight. Never after the client was closed
+  /// (`asio::error::shut_down`). False counts a fallback: the caller answers locally. True obliges the caller to
+  /// report the outcome: `redis_answered`, `redis_failed`, `call_failed` or `redis_not_asked`.
+  [[nodiscard]] bool ask_redis(std::chrono::steady_clock::time_point now, redis_access access);
+  /// Redis answered an operation of kind `access`: ends an outage that an operation of that kind or a lesser one
+  /// opened (one INFO line); a read answered leaves an outage that a refused write opened as it is.
+  void redis_answered(redis_access access);
+  /// The operation that `ask_redis` let through ended without an outcome (it was cancelled): a probe in flight is
+  /// released, and the next operation may probe.
+  void redis_not_asked() noexcept { probing_ = false; }
+  /// Redis failed an operation of kind `access` with `ec`: counts a fallback, starts an outage (one WARN line) or
+  /// prolongs it (a write failed in an outage a read opened makes it a write's). With `asio::error::shut_down` (the
+  /// fleet was shut down) the part answers locally from then on, without a line: the fleet logs the shutdown once
+  /// for all its parts.
   /// @param refusal the text of Redis's error reply, if it answered one (`NOAUTH ...`, `NOPERM ...`, `OOM ...`,
   ///        `READONLY ...`): quoted in the WARN line (one bounded, printable line), which would otherwise say only
   ///        that Redis answered an error, not which. The arguments Redis echoes after an unknown command (", with
   ///        args beginning with: ...": envelopes, viewer keys) are left out.
-  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal = {});
+  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, redis_access access,
+                    std::string_view refusal = {});
   /// Redis answered one call with an error about that call's keys (`concerns_one_call`): counts a fallback and a
   /// failure for that call alone; Redis is still asked by the next call (no outage, `degraded` unchanged). Writes
   /// a WARN line naming the keys' kind and quoting the reply (never a key: a viewer_ref stays out of the log), at
@@ -67,6 +82,8 @@ private:
   std::string key_kind_;
   bool degraded_ = false;
   bool shut_down_ = false;
+  redis_access outage_access_ = redis_access::read; ///< of the failure that opened the outage
+  bool probing_ = false;                            ///< a probe of the outage is in flight
   std::chrono::steady_clock::time_point retry_at_{};
   std::uint64_t fallbacks_ = 0;
   std::uint64_t fallbacks_at_outage_ = 0;

@@ -8,9 +8,11 @@
 
 namespace wandura::detail {
 
-std::shared_ptr<hiredis_asio_adapter>
-hiredis_asio_adapter::attach(redisAsyncContext* ac, asio::any_io_executor const& ex, std::function<void()> on_cleanup) {
-  auto adapter = std::make_shared<hiredis_asio_adapter>(ac, ex, std::move(on_cleanup));
+std::shared_ptr<hiredis_asio_adapter> hiredis_asio_adapter::attach(redisAsyncContext* ac,
+                                                                   asio::any_io_executor const& ex,
+                                                                   std::function<void()> on_cleanup,
+                                                                   std::function<void()> after_read) {
+  auto adapter = std::make_shared<hiredis_asio_adapter>(ac, ex, std::move(on_cleanup), std::move(after_read));
   ac->ev.data = adapter.get();
   ac->ev.addRead = &add_read;
   ac->ev.delRead = &del_read;
@@ -23,8 +25,8 @@ hiredis_asio_adapter::attach(redisAsyncContext* ac, asio::any_io_executor const&
 }
 
 hiredis_asio_adapter::hiredis_asio_adapter(redisAsyncContext* ac, asio::any_io_executor const& ex,
-                                           std::function<void()> on_cleanup)
-    : ac_(ac), descriptor_(ex, ac->c.fd), on_cleanup_(std::move(on_cleanup)) {}
+                                           std::function<void()> on_cleanup, std::function<void()> after_read)
+    : ac_(ac), descriptor_(ex, ac->c.fd), on_cleanup_(std::move(on_cleanup)), after_read_(std::move(after_read)) {}
 
 void hiredis_asio_adapter::add(interest& which, asio::posix::stream_descriptor::wait_type type) {
   which.wanted = true;
@@ -43,6 +45,9 @@ void hiredis_asio_adapter::add(interest& which, asio::posix::stream_descriptor::
     // The context may be freed inside this call (a failed read); cleanup() then clears ac_.
     if (reading) {
       redisAsyncHandleRead(self->ac_);
+      if (self->ac_ != nullptr && self->after_read_) {
+        self->after_read_();
+      }
     } else {
       redisAsyncHandleWrite(self->ac_);
     }

@@ -27,11 +27,15 @@ class hiredis_asio_adapter : public std::enable_shared_from_this<hiredis_asio_ad
 public:
   /// Installs the hooks on `ac` and asks for read and write interest (write readiness completes the
   /// non-blocking connect). `on_cleanup` runs once, inside hiredis, when the context goes away; after it the
-  /// adapter never touches the context again. The adapter must outlive the context: keep the returned pointer.
+  /// adapter never touches the context again. `after_read` runs after each `redisAsyncHandleRead` that left the
+  /// context alive, outside hiredis's callbacks (it may free the context). The adapter must outlive the context:
+  /// keep the returned pointer.
   static std::shared_ptr<hiredis_asio_adapter> attach(redisAsyncContext* ac, asio::any_io_executor const& ex,
-                                                      std::function<void()> on_cleanup);
+                                                      std::function<void()> on_cleanup,
+                                                      std::function<void()> after_read);
 
-  hiredis_asio_adapter(redisAsyncContext* ac, asio::any_io_executor const& ex, std::function<void()> on_cleanup);
+  hiredis_asio_adapter(redisAsyncContext* ac, asio::any_io_executor const& ex, std::function<void()> on_cleanup,
+                       std::function<void()> after_read);
 
 private:
   struct interest {
@@ -52,6 +56,7 @@ private:
   redisAsyncContext* ac_;
   asio::posix::stream_descriptor descriptor_;
   std::function<void()> on_cleanup_;
+  std::function<void()> after_read_;
   interest read_;
   interest write_;
   bool write_posted_ = false;    ///< a posted write attempt is pending

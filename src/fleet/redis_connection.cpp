@@ -13,6 +13,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "reply_size.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura::detail {
@@ -345,7 +346,8 @@ bool redis_connection::open_context(std::error_code& ec) {
   ready_ = false;
   setup_pending_ = 0;
   down_reason_.clear();
-  adapter_ = hiredis_asio_adapter::attach(ac, executor_, [this] { on_context_gone(); });
+  adapter_ = hiredis_asio_adapter::attach(
+      ac, executor_, [this] { on_context_gone(); }, [this] { bound_unfinished_reply(); });
   redisAsyncSetConnectCallback(ac, &on_connect);
   expire_after(connect_timer_, options_.connect_timeout);
   connect_timer_.async_wait([self = weak_from_this()](std::error_code wait_ec) {
@@ -404,6 +406,14 @@ void redis_connection::on_context_gone() {
     note_connect_failure();
   }
   connected_ = false;
+}
+
+void redis_connection::bound_unfinished_reply() {
+  // A timed-out command keeps the connection for its late reply: only while that reply stays within the bound.
+  if (ac_ != nullptr && reply_too_large(*ac_->c.reader, options_.max_reply_bytes)) {
+    down_reason_ = errc::protocol_error;
+    redisAsyncFree(ac_); // outside hiredis's callbacks: every command on it completes now; on_context_gone follows
+  }
 }
 
 std::error_code redis_connection::failure_code(redisAsyncContext const* ac) const noexcept {

@@ -66,6 +66,9 @@ private:
   /// Empties `compensate`, destroying its target from the executor, never inside a hiredis callback.
   void retire(redis_compensation& compensate) noexcept;
   void on_context_gone();
+  /// After each read: drops the connection as a protocol error when the reply being read passed
+  /// `redis_options::max_reply_bytes` (`reply_too_large`).
+  void bound_unfinished_reply();
   [[nodiscard]] std::error_code failure_code(redisAsyncContext const* ac) const noexcept;
 
   static void on_connect(redisAsyncContext const* ac, int status);

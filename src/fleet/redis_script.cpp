@@ -12,7 +12,7 @@
 
 namespace wandura::detail {
 
-redis_script::redis_script(std::string_view source) : source_(source) {
+redis_script::redis_script(std::string_view source, redis_access access) : source_(source), access_(access) {
   std::array<unsigned char, SHA_DIGEST_LENGTH> digest{};
   SHA1(reinterpret_cast<unsigned char const*>(source.data()), source.size(), digest.data());
   constexpr std::string_view hex = "0123456789abcdef";
@@ -69,15 +69,16 @@ asio::awaitable<std::optional<redis_reply>>
 run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
                  std::span<std::string_view const> keys, std::span<std::string_view const> args,
                  bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate) {
-  if (!guard.ask_redis(std::chrono::steady_clock::now())) {
+  if (!guard.ask_redis(std::chrono::steady_clock::now(), script.access())) {
     co_return std::nullopt;
   }
   auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
   if (ec == asio::error::operation_aborted) {
+    guard.redis_not_asked();
     throw error(ec, std::string(what) + ": cancelled");
   }
   if (!ec && valid(reply)) {
-    guard.redis_answered();
+    guard.redis_answered(script.access());
     co_return std::move(reply);
   }
   auto const failure = ec ? ec : make_error_code(fleet_errc::unexpected_reply);
@@ -85,7 +86,7 @@ run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard
   if (concerns_one_call(failure, refusal)) {
     guard.call_failed(failure, std::chrono::steady_clock::now(), refusal); // this call only: Redis is fine
   } else {
-    guard.redis_failed(failure, std::chrono::steady_clock::now(), refusal);
+    guard.redis_failed(failure, std::chrono::steady_clock::now(), script.access(), refusal);
   }
   co_return std::nullopt;
 }

@@ -19,7 +19,8 @@ namespace wandura::detail {
 
 class redis_script {
 public:
-  explicit redis_script(std::string_view source);
+  /// @param access whether the script writes: what `run_or_fall_back` tells the guard (`redis_access`).
+  redis_script(std::string_view source, redis_access access);
 
   /// Runs the script with `keys` and `args`: one round trip (two after NOSCRIPT), each within the client's
   /// command timeout. Completes as `redis_client::async_command` does, never throws. `compensate`, if set, goes
@@ -35,10 +36,12 @@ public:
                                                       std::span<std::string const> args) const;
 
   [[nodiscard]] std::string const& sha1() const noexcept { return sha1_; }
+  [[nodiscard]] redis_access access() const noexcept { return access_; }
 
 private:
   std::string_view source_;
   std::string sha1_;
+  redis_access access_;
 };
 
 /// Runs `script` unless `guard` says to answer locally. The reply when Redis answered with a reply `valid`

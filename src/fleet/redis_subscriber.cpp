@@ -16,6 +16,8 @@
 #include <asio/write.hpp>
 #include <hiredis/hiredis.h>
 
+#include "reply_size.hpp"
+
 namespace wandura::detail {
 namespace {
 
@@ -57,7 +59,8 @@ std::pair<std::string_view, std::string_view> push_of(redisReply const& r) {
 redis_subscriber::redis_subscriber(asio::any_io_executor ex, redis_options const& options, std::string channel,
                                    handlers h)
     : executor_(std::move(ex)), url_(redis_url::parse(options.url)), connect_timeout_(options.connect_timeout),
-      backoff_(options), channel_(std::move(channel)), handlers_(std::move(h)), socket_(executor_), timer_(executor_) {}
+      max_reply_bytes_(options.max_reply_bytes), backoff_(options), channel_(std::move(channel)),
+      handlers_(std::move(h)), socket_(executor_), timer_(executor_) {}
 
 void redis_subscriber::start() {
   asio::co_spawn(
@@ -174,6 +177,9 @@ asio::awaitable<void> redis_subscriber::serve_one_connection() {
       } else if (kind == "message" && live_ && !stopped_) {
         handlers_.on_message(payload);
       }
+    }
+    if (reply_too_large(*reader, max_reply_bytes_)) {
+      break; // a huge or never-ending push: not the Redis the subscription is for
     }
   }
   timer_.cancel();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -59,6 +60,7 @@ private:
   asio::any_io_executor executor_;
   redis_url url_;
   std::chrono::milliseconds connect_timeout_;
+  std::size_t max_reply_bytes_; ///< `redis_options::max_reply_bytes`: past it the connection is dropped
   reconnect_backoff backoff_;
   std::string channel_;
   handlers handlers_;

@@ -58,8 +58,10 @@ struct shared_counter_pace::impl {
   impl(redis_client& r, std::string_view org, counter_pace_options opts)
       : redis(r), key(fleet_keys::pace(org, opts.counter)), local_share(opts.local_share),
         guard("counter_pace " + opts.counter, r.server_name(), std::move(opts.fallback), "pace"),
-        take_script(detail::lua::pace_take), hold_script(detail::lua::pace_hold), rate_script(detail::lua::pace_rate),
-        read_script(detail::lua::pace_read) {
+        take_script(detail::lua::pace_take, detail::redis_access::write),
+        hold_script(detail::lua::pace_hold, detail::redis_access::write),
+        rate_script(detail::lua::pace_rate, detail::redis_access::write),
+        read_script(detail::lua::pace_read, detail::redis_access::read) {
     set_local_rate(opts.limit_per_minute, opts.burst);
   }
 

@@ -88,8 +88,10 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         erase_channel(fleet_keys::ticket_erasures(org, redis_url::parse(detail::options_of(r).url).db)),
         options(std::move(opts)), local(options.local_capacity),
         known(options.near_cache ? options.known_keys_capacity : 0),
-        guard("ticket_cache", r.server_name(), options.fallback, "ticket"), put_script(detail::lua::ticket_put),
-        erase_script(detail::lua::ticket_erase), scan_script(detail::lua::ticket_scan) {
+        guard("ticket_cache", r.server_name(), options.fallback, "ticket"),
+        put_script(detail::lua::ticket_put, detail::redis_access::write),
+        erase_script(detail::lua::ticket_erase, detail::redis_access::write),
+        scan_script(detail::lua::ticket_scan, detail::redis_access::read) {
     ticket_prefix = fleet_keys::ticket(org, ticket_identity{"v", "d", "", 0, ""});
     ticket_prefix.resize(ticket_prefix.size() - 32); // `wandura:{org}:ticket:`, without the hash's hex
     scan_pattern = ticket_prefix + '*';
@@ -410,17 +412,20 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       command.emplace_back(keys[i]);
     }
     bool answered = false;
-    if (guard.ask_redis(steady_clock::now())) {
+    if (guard.ask_redis(steady_clock::now(), detail::redis_access::read)) {
       auto const generation_asked = near_generation();
       auto const erasures = erasures_heard.load(std::memory_order_relaxed);
       auto const stores = stores_heard.load(std::memory_order_relaxed);
       auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
+      if (ec == asio::error::operation_aborted) {
+        guard.redis_not_asked();
+      }
       throw_if_cancelled(ec, "lookup");
       if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != asked.size())) {
         ec = fleet_errc::unexpected_reply; // not one value per key
       }
       if (!ec) {
-        guard.redis_answered();
+        guard.redis_answered(detail::redis_access::read);
         answered = true;
         // An erase heard meanwhile may have overtaken this reply (its notice comes on the other connection): what
         // was read is answered but not kept, not even for the fallback, which would serve it with Redis away. A
@@ -452,7 +457,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
           }
         }
       } else {
-        guard.redis_failed(ec, steady_clock::now(),
+        guard.redis_failed(ec, steady_clock::now(), detail::redis_access::read,
                            reply.is_error() ? std::string_view(reply.text) : std::string_view());
       }
     }

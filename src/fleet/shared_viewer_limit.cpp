@@ -42,7 +42,7 @@ struct shared_viewer_limit::impl {
         capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), key_rate{opts.tickets_per_minute, capacity},
         local_capacity(opts.local_capacity),
         guard("viewer_limit", r.server_name(), std::move(opts.fallback), "viewer bucket"),
-        script(detail::lua::viewer_take) {}
+        script(detail::lua::viewer_take, detail::redis_access::write) {}
 
   detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
     auto it = buckets.find(viewer_ref);

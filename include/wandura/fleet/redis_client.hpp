@@ -55,6 +55,18 @@ struct redis_options {
   /// included). Beyond it a command fails at once with `fleet_errc::overloaded` instead of queueing behind a
   /// stalled server.
   std::size_t max_pending = 1024;
+  /// The most bytes the connection holds unread for a reply not received whole yet: the bulk string or line being
+  /// read (a line, i.e. a status or error, or the header of a bulk string or an array, at most 1 MiB whatever this
+  /// says; the elements of an array already read are not counted). A peer that sends more is not a Redis answering
+  /// the fleet's commands: the connection is dropped as `errc::protocol_error` as soon as the bytes read pass the
+  /// bound, so that a huge or never-ending reply costs neither memory nor the event loop (the reader searches an
+  /// unfinished line again at every read). The fleet's largest replies are an `MGET` of one
+  /// batch (`ticket_batch::max_episodes` tickets, whose bodies came in HTTP responses of at most
+  /// `transport_options::max_response_bytes`, 1 MiB by default), a resync page (200 keys with their `PTTL`) and a
+  /// store's message on the erase channel (128 keys and expiries): 8 MiB leaves more than twice the room of the
+  /// largest at the defaults; raise it with `max_response_bytes`. The erase subscription's connection applies the
+  /// same bound.
+  std::size_t max_reply_bytes = std::size_t{8} << 20U;
 };
 
 /// Counters of one client. A snapshot.
@@ -116,14 +128,17 @@ public:
   /// Completes with `(error_code{}, reply)` for every non-error reply (`nil` included), or with:
   /// - `fleet_errc::server_error` and the error reply (its text says which: `NOSCRIPT`, `WRONGTYPE`, ...);
   /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
-  ///   is dropped, or given to the compensation of the overload below; the connection stays);
+  ///   is dropped, or given to the compensation of the overload below; the connection stays while the late reply
+  ///   stays within `redis_options::max_reply_bytes`);
   /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff); not sent,
   ///   or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run it);
   /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused; not executed;
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
   /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
-  /// - `errc::protocol_error`: the server sent bytes that are not RESP2, or a reply no command waits for (the
-  ///   connection is dropped; commands it carried fail so, later ones connect again);
+  /// - `errc::protocol_error`: the server sent bytes that are not RESP2, a reply no command waits for, or a reply
+  ///   longer than `redis_options::max_reply_bytes` (even one to a command that timed out already: a timeout keeps
+  ///   the connection only while the late reply stays within the bound). The connection is dropped; commands it
+  ///   carried fail so, later ones connect again;
   /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command
   ///   was initiated; not sent in the latter case;
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;

@@ -239,7 +239,8 @@ TEST_CASE("poisoned keys: an error reply about one call's key falls back for tha
   wandura::detail::fallback_guard guard("viewer_limit", fleet.a.server_name(), log.options(), "viewer bucket");
   // A script that stops on a key of another type, as a script without the repairs did (Redis 7:
   // "WRONGTYPE ... script: <sha>, on @user_script:1.").
-  wandura::detail::redis_script const script("return redis.call('HINCRBY', KEYS[1], 'n', 1)");
+  wandura::detail::redis_script const script("return redis.call('HINCRBY', KEYS[1], 'n', 1)",
+                                             wandura::detail::redis_access::write);
   std::string const bad = wandura::fleet_keys::viewer("org_demo", {3, 3}, "secret-viewer-ref");
   std::string const good = wandura::fleet_keys::viewer("org_demo", {3, 3}, "good");
   raw(fleet.io, fleet.a, {"SET", bad, "x"});
@@ -272,7 +273,8 @@ TEST_CASE("poisoned keys: an error reply about the server inside a script (OOM) 
   two_processes fleet(redis->url());
   log_lines log;
   wandura::detail::fallback_guard guard("viewer_limit", fleet.a.server_name(), log.options(), "viewer bucket");
-  wandura::detail::redis_script const script("return redis.call('HINCRBY', KEYS[1], 'n', 1)");
+  wandura::detail::redis_script const script("return redis.call('HINCRBY', KEYS[1], 'n', 1)",
+                                             wandura::detail::redis_access::write);
   std::string const key = wandura::fleet_keys::viewer("org_demo", {3, 3}, "good");
   std::array<std::string_view, 1> const keys{key};
   auto const is_integer = [](wandura::redis_reply const& r) { return r.type == wandura::redis_reply::kind::integer; };

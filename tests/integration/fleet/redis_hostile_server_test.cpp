@@ -1,9 +1,14 @@
 // The redis client against a fake server on loopback that answers garbage or closes mid-reply.
 #include "wandura/fleet/redis_client.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -185,4 +190,151 @@ TEST_CASE("shared ticket cache: a server whose pushes are well-formed but wrong 
   REQUIRE(found); // from the fallback copy: the store's reply was not the integer it must be
   CHECK(found->payload == "tkt_7");
   CHECK(cache.stats().near_hits == 0);
+}
+
+namespace {
+
+// A peer on its own thread (it writes while the client's event loop runs, as a process would): answers the first
+// read of every connection with `header`, then streams filler bytes until the client drops the connection or
+// `most` bytes went. Records how many bytes each connection took before it was dropped.
+class streaming_peer {
+public:
+  streaming_peer(std::string header, std::size_t most) : header_(std::move(header)), most_(most) {
+    asio::co_spawn(io_, accept_all(), asio::detached);
+    thread_ = std::thread([this] { io_.run_for(30s); });
+  }
+  ~streaming_peer() {
+    io_.stop();
+    thread_.join();
+  }
+  streaming_peer(streaming_peer const&) = delete;
+  streaming_peer& operator=(streaming_peer const&) = delete;
+
+  [[nodiscard]] std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  /// Bytes each connection took, in accept order; a connection still streaming is not listed.
+  [[nodiscard]] std::vector<std::size_t> taken() const {
+    std::lock_guard lock(mutex_);
+    return taken_;
+  }
+
+private:
+  asio::awaitable<void> accept_all() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+      if (ec) {
+        co_return;
+      }
+      asio::co_spawn(io_, stream(std::move(socket)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> stream(asio::ip::tcp::socket socket) {
+    constexpr auto token = asio::experimental::as_tuple(asio::use_awaitable);
+    std::array<char, 512> command{};
+    auto [read_ec, n] = co_await socket.async_read_some(asio::buffer(command), token);
+    (void)n;
+    std::size_t sent = 0;
+    if (!read_ec) {
+      auto [ec, written] = co_await asio::async_write(socket, asio::buffer(header_), token);
+      sent += written;
+      std::string const filler(64 * 1024, 'a');
+      while (!ec && sent < most_) {
+        std::tie(ec, written) = co_await asio::async_write(socket, asio::buffer(filler), token);
+        sent += written;
+      }
+    }
+    std::lock_guard lock(mutex_);
+    taken_.push_back(sent);
+  }
+
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_{io_, {asio::ip::make_address("127.0.0.1"), 0}};
+  std::uint16_t const port_ = acceptor_.local_endpoint().port();
+  std::string const header_;
+  std::size_t const most_;
+  mutable std::mutex mutex_;
+  std::vector<std::size_t> taken_;
+  std::thread thread_;
+};
+
+/// 32 MiB: four times the default `max_reply_bytes`, and past it by more than the loopback socket buffers can hold
+/// (a few MiB each side).
+constexpr std::size_t streamed = std::size_t{32} << 20U;
+/// What a client that stops at the default bound may still have taken: the bound, plus the socket buffers.
+constexpr std::size_t bounded = wandura::redis_options{}.max_reply_bytes + (std::size_t{12} << 20U);
+
+// The longest gap between the ticks of a 10 ms timer on `io`, while `io` runs for `how_long`.
+long long longest_gap(asio::io_context& io, std::chrono::milliseconds how_long) {
+  long long longest = 0;
+  test_support::run(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer tick(co_await asio::this_coro::executor);
+    auto const start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - start < how_long) {
+      auto const before = std::chrono::steady_clock::now();
+      tick.expires_after(10ms);
+      co_await tick.async_wait(asio::use_awaitable);
+      longest = std::max(longest, test_support::elapsed_ms(before));
+    }
+  }());
+  return longest;
+}
+
+} // namespace
+
+TEST_CASE("redis client: a reply longer than max_reply_bytes is a protocol_error, and the loop keeps ticking") {
+  // A peer announcing a 512 MB bulk string, or a status line that never ends: a client that buffered it whole took
+  // 1 GB and stalled its event loop for seconds (the unfinished line searched again at every read).
+  for (std::string const header : {"$536870000\r\n", "+"}) {
+    CAPTURE(header);
+    streaming_peer peer(header, streamed);
+    asio::io_context io;
+    wandura::redis_client client(io.get_executor(), {.url = peer.url(), .command_timeout = 5s});
+    std::error_code ec;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          std::array<std::string_view, 2> const args{"GET", "k"};
+          std::tie(ec, std::ignore) =
+              co_await client.async_command(args, asio::experimental::as_tuple(asio::use_awaitable));
+        },
+        asio::detached);
+    CHECK(longest_gap(io, 1500ms) < 200);
+    CHECK(ec == wandura::errc::protocol_error);
+    REQUIRE(test_support::wait_until([&] { return !peer.taken().empty(); }));
+    CHECK(peer.taken().front() < bounded);
+    CHECK(client.stats().disconnects == 1);
+  }
+}
+
+TEST_CASE("redis client: a late reply that grows past max_reply_bytes drops the connection the timeout kept") {
+  streaming_peer peer("$536870000\r\n", streamed);
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = peer.url(), .command_timeout = 5ms});
+  auto const [ec, reply] = send_command(io, client, {"GET", "k"});
+  CHECK(ec == wandura::errc::attempt_timeout);
+  CHECK(longest_gap(io, 1500ms) < 200);
+  REQUIRE(test_support::wait_until([&] { return !peer.taken().empty(); }));
+  CHECK(peer.taken().front() < bounded);
+  CHECK(client.stats().disconnects == 1);
+  CHECK(client.stats().pending == 0);
+}
+
+TEST_CASE("shared ticket cache: a never-ending push on the erase subscription drops it, and the loop keeps ticking") {
+  // The subscription reads with its own hiredis reader, bounded the same way.
+  streaming_peer peer("+", streamed);
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = peer.url()});
+  wandura::ticket_cache_options options;
+  options.fallback.log = [](std::string_view) {};
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = std::chrono::system_clock::now();
+  // The store's command times out (5 ms) and opens the subscription; the peer streams to both connections.
+  test_support::run(io, cache.put(test_support::viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  CHECK(longest_gap(io, 1500ms) < 200);
+  auto const taken = peer.taken();
+  REQUIRE(taken.size() >= 2); // the command connection's and at least one of the subscription's
+  for (auto const bytes : taken) {
+    CHECK(bytes < bounded);
+  }
+  CHECK_FALSE(cache.stats().near_cache_live);
 }

@@ -1072,3 +1072,44 @@ TEST_CASE("shared ticket cache: reuse_margin sets when a ticket stops being reus
   CHECK(cache_a.find_near(viewer_on("device-7"), expires_at - 2min));
   CHECK_FALSE(cache_a.find_near(viewer_on("device-7"), expires_at - 1min));
 }
+
+TEST_CASE("shared ticket cache: a Redis that answers reads and refuses writes logs one WARN until a write succeeds, "
+          "then one INFO") {
+  // A read-only replica (as OOM under noeviction, or an ACL): an MGET answered after each probe interval ended the
+  // outage its refused store had opened, and the log flipped WARN, INFO, WARN for as long as the refusal lasted.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  wandura::redis_client admin(io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
+  std::vector<std::string> lines;
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [&](std::string_view line) { lines.emplace_back(line); }, .probe_interval = 50ms};
+  options.near_cache = false;
+  options.known_keys_capacity = 0; // every lookup reads Redis
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = system_clock::now();
+  auto store = [&](int i) {
+    auto const who = viewer_on("device-" + std::to_string(i));
+    test_support::run(io, cache.put(who, {"tkt_" + std::to_string(i), now + 30min}, now));
+  };
+  store(0);
+  raw(io, admin, {"REPLICAOF", "127.0.0.1", "1"}); // a replica of nothing: reads answered, writes READONLY
+  for (int i = 1; i <= 8; ++i) { // after each probe interval a lookup first (Redis answers it), then a store
+    wait(io, 60ms);
+    CHECK(test_support::run(io, cache.get(viewer_on("device-0"), now)));
+    store(i);
+  }
+  CHECK(count_starting(lines, "WARN fleet ticket_cache") == 1);
+  CHECK(count_starting(lines, "INFO fleet ticket_cache") == 0);
+  CHECK(cache.stats().degraded);
+  raw(io, admin, {"REPLICAOF", "NO", "ONE"});
+  wait(io, 60ms);
+  store(9); // the probe: a write, answered
+  CHECK_FALSE(cache.stats().degraded);
+  CHECK(count_starting(lines, "WARN fleet ticket_cache") == 1);
+  REQUIRE(count_starting(lines, "INFO fleet ticket_cache") == 1);
+  CHECK(lines.back().find("is back after") != std::string::npos);
+}

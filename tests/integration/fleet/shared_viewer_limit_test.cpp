@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -447,4 +448,57 @@ TEST_CASE("shared viewer limit: with Redis down, beyond local_capacity viewers a
   CHECK(take("d", 2).granted);       // a's full bucket made room for d
   CHECK_FALSE(take("d", 1).granted); // and d is tracked
   CHECK_FALSE(take("b", 1).granted); // b still is
+}
+
+TEST_CASE("shared viewer limit: a paused Redis costs one command per probe interval, however many calls are in "
+          "flight, and the limit recovers when it resumes") {
+  // Every call started while the probe waited went to the paused Redis too: 32 calls in flight timed out 775
+  // commands in 6 s and filled max_pending, after which even give-backs were refused.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 20ms});
+  wandura::viewer_limit_options options{.tickets_per_minute = 1e6};
+  options.fallback.probe_interval = 100ms;
+  wandura::shared_viewer_limit limit(client, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  REQUIRE(test_support::run(io, limit.try_acquire("viewer:0", 1, t0)).taken_from ==
+          wandura::viewer_limit::account::primary);
+  redis->pause();
+  auto const sent_before = client.stats().commands;
+  constexpr int in_flight = 32;
+  constexpr auto lasting = 1s; // ten probe intervals
+  int running = 0;
+  int calls = 0;
+  auto const start = std::chrono::steady_clock::now();
+  std::function<void(int)> launch = [&](int i) {
+    ++running;
+    asio::co_spawn(io, limit.try_acquire("viewer:" + std::to_string(i % 97), 1, t0),
+                   [&, i](std::exception_ptr, wandura::viewer_limit_decision) {
+                     --running;
+                     ++calls;
+                     if (std::chrono::steady_clock::now() - start < lasting) {
+                       launch(i + in_flight);
+                     }
+                   });
+  };
+  for (int i = 0; i < in_flight; ++i) {
+    launch(i);
+  }
+  auto const settled = [&] { return running == 0; };
+  REQUIRE(test_support::run_until(io, settled, 5s));
+  auto const sent = client.stats().commands - sent_before;
+  INFO("calls " << calls << ", commands " << sent);
+  CHECK(calls > 10 * in_flight);
+  // The 32 in flight when it paused, then one probe per interval (eleven at most in one second).
+  CHECK(sent <= in_flight + 11);
+  CHECK(client.stats().pending <= in_flight + 11);
+  redis->resume();
+  auto back = [&] {
+    (void)test_support::run(io, limit.try_acquire("viewer:1", 1, t0));
+    return !limit.stats().degraded;
+  };
+  CHECK(test_support::wait_until(io, back, 2s));
 }

@@ -11,6 +11,7 @@
 #include "wandura/fleet/fleet_error.hpp"
 
 using namespace std::chrono_literals;
+using wandura::detail::redis_access;
 
 TEST_CASE("fallback guard: one WARN line per outage, every local answer counted, Redis probed after the interval") {
   std::vector<std::string> lines;
@@ -19,34 +20,34 @@ TEST_CASE("fallback guard: one WARN line per outage, every local answer counted,
   wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
 
-  REQUIRE(guard.ask_redis(t0));
-  guard.redis_failed(wandura::errc::attempt_timeout, t0);
+  REQUIRE(guard.ask_redis(t0, redis_access::write));
+  guard.redis_failed(wandura::errc::attempt_timeout, t0, redis_access::write);
   CHECK(guard.degraded());
   for (int i = 1; i <= 9; ++i) {
-    CHECK_FALSE(guard.ask_redis(t0 + i * 10ms)); // within the probe interval: local, counted
+    CHECK_FALSE(guard.ask_redis(t0 + i * 10ms, redis_access::write)); // within the probe interval: local, counted
   }
   CHECK(guard.fallbacks() == 10);
-  REQUIRE(guard.ask_redis(t0 + 500ms)); // probe
-  guard.redis_failed(wandura::errc::connect_failed, t0 + 500ms);
+  REQUIRE(guard.ask_redis(t0 + 500ms, redis_access::write)); // probe
+  guard.redis_failed(wandura::errc::connect_failed, t0 + 500ms, redis_access::write);
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].starts_with("WARN fleet ticket_cache: redis 127.0.0.1:6379 unavailable ("));
 
-  REQUIRE(guard.ask_redis(t0 + 1000ms));
-  guard.redis_answered();
+  REQUIRE(guard.ask_redis(t0 + 1000ms, redis_access::write));
+  guard.redis_answered(redis_access::write);
   CHECK_FALSE(guard.degraded());
   REQUIRE(lines.size() == 2);
   CHECK(lines[1] == "INFO fleet ticket_cache: redis 127.0.0.1:6379 is back after 11 local answers");
-  guard.redis_answered();
+  guard.redis_answered(redis_access::write);
   CHECK(lines.size() == 2);
 
-  guard.redis_failed(wandura::errc::connection_reset, t0 + 2s); // a new outage: a new WARN line
+  guard.redis_failed(wandura::errc::connection_reset, t0 + 2s, redis_access::write); // a new outage: a new WARN line
   CHECK(lines.size() == 3);
   CHECK(guard.fallbacks() == 12);
 }
 
 TEST_CASE("fallback guard: without a logger it still counts") {
   wandura::detail::fallback_guard guard("viewer_limit", "h:1", {}, "key");
-  guard.redis_failed(wandura::errc::attempt_timeout, std::chrono::steady_clock::now());
+  guard.redis_failed(wandura::errc::attempt_timeout, std::chrono::steady_clock::now(), redis_access::write);
   CHECK(guard.fallbacks() == 1);
   CHECK(guard.degraded());
 }
@@ -58,12 +59,13 @@ TEST_CASE("fallback guard: shut_down answers locally for good, without a line") 
   wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
 
-  REQUIRE(guard.ask_redis(t0));
-  guard.redis_failed(asio::error::shut_down, t0); // the fleet was shut down: no outage, no WARN line
+  REQUIRE(guard.ask_redis(t0, redis_access::write));
+  guard.redis_failed(asio::error::shut_down, t0,
+                     redis_access::write); // the fleet was shut down: no outage, no WARN line
   CHECK(guard.degraded());
   CHECK(guard.fallbacks() == 1);
-  CHECK_FALSE(guard.ask_redis(t0 + 10ms));
-  CHECK_FALSE(guard.ask_redis(t0 + 1h)); // never probed again, whatever the interval
+  CHECK_FALSE(guard.ask_redis(t0 + 10ms, redis_access::write));
+  CHECK_FALSE(guard.ask_redis(t0 + 1h, redis_access::write)); // never probed again, whatever the interval
   CHECK(guard.fallbacks() == 3);
   CHECK(lines.empty());
 }
@@ -75,12 +77,13 @@ TEST_CASE("fallback guard: the WARN line quotes Redis's error reply as one bound
   wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
 
-  guard.redis_failed(wandura::fleet_errc::server_error, t0, "NOAUTH Authentication required.\r\nINFO forged line");
+  guard.redis_failed(wandura::fleet_errc::server_error, t0, redis_access::write,
+                     "NOAUTH Authentication required.\r\nINFO forged line");
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "WARN fleet ticket_cache: redis 127.0.0.1:6379 unavailable (redis answered an error reply: NOAUTH "
                     "Authentication required.\\x0d\\x0aINFO forged line); answering from local state until it is back");
-  guard.redis_answered();
-  guard.redis_failed(wandura::fleet_errc::server_error, t0 + 1s, std::string(1000, 'E'));
+  guard.redis_answered(redis_access::write);
+  guard.redis_failed(wandura::fleet_errc::server_error, t0 + 1s, redis_access::write, std::string(1000, 'E'));
   REQUIRE(lines.size() == 3);
   CHECK(lines[2].size() < 400); // the first 200 bytes and "..."
   CHECK(lines[2].find(std::string(200, 'E') + "...)") != std::string::npos);
@@ -90,7 +93,7 @@ TEST_CASE("fallback guard: the arguments Redis echoes after an unknown command s
   std::vector<std::string> lines;
   wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); }};
   wandura::detail::fallback_guard guard("viewer_limit", "127.0.0.1:6379", options, "key");
-  guard.redis_failed(wandura::fleet_errc::server_error, std::chrono::steady_clock::now(),
+  guard.redis_failed(wandura::fleet_errc::server_error, std::chrono::steady_clock::now(), redis_access::write,
                      "ERR unknown command 'EVALSHA', with args beginning with: 'a008' '1' "
                      "'wandura:{acme}:viewer:30pm-b30:viewer-x' ");
   REQUIRE(lines.size() == 1);
@@ -142,10 +145,10 @@ TEST_CASE("fallback guard: a failure of one call counts a fallback, keeps asking
   std::string_view const wrongtype =
       "WRONGTYPE Operation against a key holding the wrong kind of value script: 085e, on @user_script:1.";
 
-  REQUIRE(guard.ask_redis(t0));
+  REQUIRE(guard.ask_redis(t0, redis_access::write));
   guard.call_failed(server_error, t0, wrongtype);
   CHECK_FALSE(guard.degraded());
-  CHECK(guard.ask_redis(t0 + 1ms)); // no probe interval: the next call asks Redis
+  CHECK(guard.ask_redis(t0 + 1ms, redis_access::write)); // no probe interval: the next call asks Redis
   CHECK(guard.fallbacks() == 1);
   CHECK(guard.failures() == 1);
   CHECK(guard.last_failure() == server_error);
@@ -161,6 +164,72 @@ TEST_CASE("fallback guard: a failure of one call counts a fallback, keeps asking
   REQUIRE(lines.size() == 2);
   CHECK(lines[1].ends_with("the next ones ask redis (3 more such calls since the last line)"));
   CHECK(guard.fallbacks() == 5);
-  guard.redis_answered(); // no outage began: no INFO line
+  guard.redis_answered(redis_access::write); // no outage began: no INFO line
   CHECK(lines.size() == 2);
+}
+
+TEST_CASE("fallback guard: a refused write is not ended by a read Redis answers, only by a write answered") {
+  // A read-only replica, OOM under noeviction, an ACL: reads answered, writes refused. The log flipped WARN, INFO,
+  // WARN at every probe interval while it lasted.
+  std::vector<std::string> lines;
+  wandura::fallback_options options{.log = [&](std::string_view line) { lines.emplace_back(line); },
+                                    .probe_interval = 500ms};
+  wandura::detail::fallback_guard guard("ticket_cache", "127.0.0.1:6379", options, "key");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+
+  REQUIRE(guard.ask_redis(t0, redis_access::write));
+  guard.redis_failed(wandura::fleet_errc::server_error, t0, redis_access::write, "READONLY You can't write");
+  for (int i = 1; i <= 8; ++i) { // eight probe intervals of alternating reads and writes
+    auto const at = t0 + i * 500ms;
+    guard.redis_answered(redis_access::read);             // a read sent before, answered late: nothing ends
+    CHECK_FALSE(guard.ask_redis(at, redis_access::read)); // a read cannot end it: it does not probe
+    REQUIRE(guard.ask_redis(at, redis_access::write));    // the write probes
+    guard.redis_failed(wandura::fleet_errc::server_error, at, redis_access::write, "READONLY You can't write");
+    CHECK(guard.degraded());
+  }
+  CHECK(lines.size() == 1); // one WARN, no INFO
+  REQUIRE(guard.ask_redis(t0 + 5s, redis_access::write));
+  guard.redis_answered(redis_access::write);
+  CHECK_FALSE(guard.degraded());
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].starts_with("INFO fleet ticket_cache: redis 127.0.0.1:6379 is back after "));
+}
+
+TEST_CASE("fallback guard: an outage a read opened is ended by a read or a write answered") {
+  wandura::detail::fallback_guard guard("ticket_cache", "h:1", {.log = {}, .probe_interval = 500ms}, "key");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+  guard.redis_failed(wandura::errc::attempt_timeout, t0, redis_access::read);
+  REQUIRE(guard.ask_redis(t0 + 500ms, redis_access::write)); // a write may probe it
+  guard.redis_answered(redis_access::write);
+  CHECK_FALSE(guard.degraded());
+  guard.redis_failed(wandura::errc::attempt_timeout, t0 + 1s, redis_access::read);
+  guard.redis_failed(wandura::fleet_errc::server_error, t0 + 1s, redis_access::write, "OOM"); // a write refused too
+  guard.redis_answered(redis_access::read);
+  CHECK(guard.degraded()); // only a write answered ends it now
+}
+
+TEST_CASE("fallback guard: one probe in flight; the operations started meanwhile answer locally") {
+  // Every operation started after the interval while the probe waited went to the paused Redis: 32 calls in flight
+  // timed out 775 commands in 6 s and filled max_pending.
+  wandura::detail::fallback_guard guard("viewer_limit", "h:1", {.log = {}, .probe_interval = 500ms}, "key");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+  guard.redis_failed(wandura::errc::attempt_timeout, t0, redis_access::write);
+  for (int interval = 1; interval <= 4; ++interval) {
+    auto const at = t0 + interval * 510ms;
+    REQUIRE(guard.ask_redis(at, redis_access::write)); // the probe
+    for (int i = 1; i <= 32; ++i) {
+      CHECK_FALSE(guard.ask_redis(at + i * 100us, redis_access::write)); // while it waits: local
+    }
+    guard.redis_failed(wandura::errc::attempt_timeout, at + 5ms, redis_access::write);
+    CHECK_FALSE(guard.ask_redis(at + 6ms, redis_access::write)); // the next interval began at the failure
+  }
+  // A cancelled probe releases its place; an answered one ends the outage.
+  REQUIRE(guard.ask_redis(t0 + 3s, redis_access::write));
+  guard.redis_not_asked();
+  REQUIRE(guard.ask_redis(t0 + 3s, redis_access::write));
+  CHECK_FALSE(guard.ask_redis(t0 + 3s, redis_access::write));
+  guard.redis_answered(redis_access::write);
+  CHECK_FALSE(guard.degraded());
+  CHECK(guard.ask_redis(t0 + 3s, redis_access::write)); // no outage: every operation asks
+  CHECK(guard.ask_redis(t0 + 3s, redis_access::write));
 }
