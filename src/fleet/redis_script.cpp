@@ -1,6 +1,7 @@
 #include "redis_script.hpp"
 
 #include <array>
+#include <tuple>
 #include <vector>
 
 #include <asio/error.hpp>
@@ -72,7 +73,14 @@ run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard
   if (!guard.ask_redis(std::chrono::steady_clock::now(), script.access())) {
     co_return std::nullopt;
   }
-  auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
+  std::tuple<std::error_code, redis_reply> ran;
+  try {
+    ran = co_await script.run(redis, keys, args, std::move(compensate));
+  } catch (...) { // cancelled before it was sent (Asio's throw_if_cancelled), or out of memory: no outcome
+    guard.redis_not_asked();
+    throw;
+  }
+  auto& [ec, reply] = ran;
   if (ec == asio::error::operation_aborted) {
     guard.redis_not_asked();
     throw error(ec, std::string(what) + ": cancelled");

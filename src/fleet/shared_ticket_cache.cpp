@@ -5,6 +5,7 @@
 #include <charconv>
 #include <mutex>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -416,7 +417,14 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       auto const generation_asked = near_generation();
       auto const erasures = erasures_heard.load(std::memory_order_relaxed);
       auto const stores = stores_heard.load(std::memory_order_relaxed);
-      auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
+      std::tuple<std::error_code, redis_reply> asked_redis;
+      try {
+        asked_redis = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
+      } catch (...) { // cancelled before it was sent (Asio's throw_if_cancelled), or out of memory: no outcome
+        guard.redis_not_asked();
+        throw;
+      }
+      auto& [ec, reply] = asked_redis;
       if (ec == asio::error::operation_aborted) {
         guard.redis_not_asked();
       }
