@@ -130,7 +130,7 @@ struct config {
   /// `POST /_emulator/clock`; play requests are then never held (they get 429 instead).
   bool manual_clock = false;
   /// Address to listen on. The admin API answers loopback peers only: 127.0.0.0/8 and ::1, and an IPv4 loopback
-  /// peer of a dual-stack `::` socket (::ffff:127.0.0.1).
+  /// peer of a dual-stack `::` socket (which appears as 127.0.0.1 mapped into IPv6).
   std::string host = "127.0.0.1";
   /// Port to listen on; 0 picks a free one (read it back with `server::port`).
   std::uint16_t port = 0;
