@@ -124,10 +124,7 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       http_request& req = reader_.request();
       req.peer_is_loopback = peer_is_loopback_;
       req.json = &json_;
-      answering_ = true;
       auto const next = co_await handle_request();
-      answering_ = false;
-      touch();
       if (next == outcome::close) {
         break;
       }
@@ -267,11 +264,16 @@ asio::awaitable<connection::outcome> connection::handle_request() {
     }
   }
   http_reply r;
+  // While the service works on the request (a delay fault, a play held for room) the connection is not idle; its
+  // writes are not covered: a peer that stops reading is idle, and the watchdog closes it.
+  answering_ = true;
   try {
     r = co_await svc.handle(reader_.request(), stale_db, delay);
   } catch (std::exception const& e) {
     r = svc.error_reply(500, "internal", e.what());
   }
+  answering_ = false;
+  touch();
   svc.note_response(r.status);
   co_return co_await deliver(std::move(r), fault, keep_alive);
 }

@@ -61,7 +61,8 @@ private:
   std::chrono::steady_clock::time_point last_activity_;
   bool peer_is_loopback_ = false;
   bool done_ = false;
-  /// A request has been read and its reply is not written yet: the watchdog leaves the connection open.
+  /// The service is working on a request (a delay fault, a play held for room): the watchdog leaves the connection
+  /// open. Not while its reply is written: a peer that stops reading is idle.
   bool answering_ = false;
 
   request_reader reader_;

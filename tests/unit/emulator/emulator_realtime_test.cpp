@@ -4,8 +4,13 @@
 
 #include "http_test_client.hpp"
 
+#include <asio/connect.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -375,6 +380,30 @@ TEST_CASE("server: a connection idle longer than idle_timeout is closed, others 
   CHECK(waited < 5s);
   http_test_client fresh(emu->port());
   CHECK(fresh.get("/v1/config").status == 200);
+}
+
+TEST_CASE("server: a peer that stops reading its reply is idle, and closed after idle_timeout") {
+  // Only the service's work on a request keeps a connection open past the idle timeout; writing its reply does
+  // not: a 512 MiB reply to a peer that reads nothing ends at the timeout, not when the peer goes away.
+  config cfg;
+  cfg.idle_timeout = 300ms;
+  auto emu = server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"huge","bytes":536870912}]})");
+  asio::io_context io;
+  asio::ip::tcp::socket peer(io);
+  peer.connect({asio::ip::make_address("127.0.0.1"), emu->port()});
+  std::string const request = "GET /v1/config HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-key\r\n\r\n";
+  asio::write(peer, asio::buffer(request));
+  std::this_thread::sleep_for(1500ms); // reads nothing: the server's writes stall once the socket buffers are full
+  std::size_t received = 0;
+  std::array<char, 65536> buffer{};
+  std::error_code ec;
+  auto const until = std::chrono::steady_clock::now() + 20s;
+  while (!ec && std::chrono::steady_clock::now() < until) {
+    received += peer.read_some(asio::buffer(buffer), ec);
+  }
+  CHECK(ec == asio::error::eof);                   // the server closed it
+  CHECK(received < std::size_t{64} * 1024 * 1024); // long before the whole reply
 }
 
 TEST_CASE("server: a request worked on for longer than idle_timeout (a delay fault) is answered, not dropped") {
