@@ -227,8 +227,10 @@ void build_header_list(transfer& t) {
     has_content_type = has_content_type || iequals(name, "content-type");
     auto& line = t.header_lines[i];
     line.assign(name);
-    // "Name;" is libcurl's way to send a header with an empty value ("Name:" would remove it).
-    if (headers[i].value.empty()) {
+    // "Name;" is libcurl's way to send a header with an empty value: "Name:" followed by nothing but spaces and
+    // tabs would remove it. Such a value is an empty one in HTTP (whitespace around a value is not part of it,
+    // RFC 9110 §5.5), and is sent as one.
+    if (headers[i].value.find_first_not_of(" \t") == std::string::npos) {
       line.push_back(';');
     } else {
       line.append(": ").append(headers[i].value);

@@ -11,7 +11,8 @@ namespace wandura {
 
 enum class http_method { get, post };
 
-/// A request header. Names are sent as given; HTTP treats them case-insensitively.
+/// A request header. Names are sent as given; HTTP treats them case-insensitively. A value of spaces and tabs only
+/// is sent as an empty value (HTTP does not count whitespace around a value as part of it).
 struct http_header {
   std::string name;
   std::string value;

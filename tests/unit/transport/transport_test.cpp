@@ -505,6 +505,17 @@ TEST_CASE("transport: a request carries its own headers, not libcurl's Accept or
     CHECK(head.find("urlencoded") == std::string::npos);
     CHECK(head.find("wandura-cpp/") == std::string::npos);
   }
+  SECTION("a header whose value is empty, or spaces and tabs only, is sent with an empty value, not dropped") {
+    wandura::http_request request;
+    request.url = server.url("/blank");
+    request.headers = {{"X-Empty", ""}, {"X-Spaces", "   "}, {"X-Tab", "\t"}, {"X-Padded", " kept "}};
+    REQUIRE_FALSE(run(io, tr.send_attempt(request, {})).error);
+    auto const head = server.last_request_head();
+    CHECK(head.find("X-Empty:") != std::string::npos);
+    CHECK(head.find("X-Spaces:") != std::string::npos);
+    CHECK(head.find("X-Tab:") != std::string::npos);
+    CHECK(head.find("X-Padded:  kept ") != std::string::npos);
+  }
 }
 
 TEST_CASE("transport: 1,000 responses reset mid-body each end in connection_reset and leak no socket") {
