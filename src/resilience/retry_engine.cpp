@@ -84,12 +84,16 @@ bool fits_deadline(clock::time_point deadline, clock::time_point now, clock::dur
 /// automatic keys are off. `fresh` drops a key already on the request: a follow-up request has another body.
 std::error_code attach_key(http_request& request, call_settings const& settings, bool fresh, std::string& key,
                            request_safety& safety) {
-  auto const existing = std::find_if(request.headers.begin(), request.headers.end(),
-                                     [](http_header const& h) { return iequals(h.name, idempotency_key_header); });
-  if (fresh && existing != request.headers.end()) {
-    request.headers.erase(existing);
+  auto const is_key = [](http_header const& h) { return iequals(h.name, idempotency_key_header); };
+  if (fresh) {
+    std::erase_if(request.headers, is_key);
   }
-  bool const has_header = !fresh && existing != request.headers.end();
+  auto const existing = std::find_if(request.headers.begin(), request.headers.end(), is_key);
+  bool const has_header = existing != request.headers.end();
+  if (has_header && std::find_if(std::next(existing), request.headers.end(), is_key) != request.headers.end()) {
+    key.clear();
+    return errc::invalid_idempotency_key; // two keys: which one names the logical call?
+  }
   bool const caller_key = has_header || (!fresh && settings.idempotency_key.has_value());
   key.clear();
   if (has_header) {

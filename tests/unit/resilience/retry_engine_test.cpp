@@ -285,6 +285,17 @@ TEST_CASE("retry loop: a caller key is validated and sent, an invalid one fails 
   auto const p = preset.run(std::move(req), writes());
   CHECK(p.idempotency_key == "from-header");
   CHECK(preset.fake.attempts()[0].request.headers.size() == 2); // not added a second time
+
+  // Two keys on one request, in any case, whichever is valid: which one names the logical call? Refused, unsent.
+  harness two;
+  auto twice = post();
+  twice.headers.push_back({"Idempotency-Key", "first-key"});
+  twice.headers.push_back({"IDEMPOTENCY-KEY", "second-key"});
+  auto const t = two.run(std::move(twice), writes());
+  CHECK(t.stopped == stop_reason::invalid_request);
+  CHECK(t.error == errc::invalid_idempotency_key);
+  CHECK(t.idempotency_key.empty());
+  CHECK(two.fake.attempt_count() == 0);
 }
 
 TEST_CASE("retry loop: with automatic keys off, writes without a key are not retried but reads are") {
@@ -709,6 +720,25 @@ TEST_CASE("follow-up: a write with a caller's key keeps it on whole retries and 
   CHECK(attempts[0].header("Idempotency-Key") == "order-42");
   CHECK(attempts[1].header("Idempotency-Key") == "order-42");
   CHECK(attempts[2].header("Idempotency-Key").size() == 32);
+}
+
+TEST_CASE("follow-up: a write whose request carried its key as a header sends the follow-up with one fresh key") {
+  harness h;
+  scripted_reader reader;
+  reader.follow_ups = 1;
+  auto req = post();
+  req.headers.push_back({"Idempotency-Key", "order-43"});
+  auto const r = h.run(std::move(req), writes(), {}, &reader);
+  CHECK(r.ok());
+  auto const attempts = h.fake.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].header("Idempotency-Key") == "order-43");
+  auto const& headers = attempts[1].request.headers;
+  auto const keys = std::count_if(headers.begin(), headers.end(), [](wandura::http_header const& header) {
+    return wandura::iequals(header.name, "Idempotency-Key");
+  });
+  CHECK(keys == 1);
+  CHECK(attempts[1].header("Idempotency-Key").size() == 32);
 }
 
 TEST_CASE("decision table end to end: each failure once, through the engine, for each policy and request kind") {
