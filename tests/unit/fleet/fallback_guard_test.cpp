@@ -114,7 +114,7 @@ TEST_CASE("fallback guard: the arguments Redis echoes after an unknown command s
                     "unknown command 'EVALSHA'); answering from local state until it is back");
 }
 
-TEST_CASE("fallback guard: an error raised inside a script about its key concerns that call; a server state, a "
+TEST_CASE("fallback guard: an error raised inside a script about its key concerns that call, while a server state, a "
           "reply before the script ran or no reply concerns Redis") {
   using wandura::detail::concerns_one_call;
   auto const server_error = make_error_code(wandura::fleet_errc::server_error);
@@ -224,7 +224,7 @@ TEST_CASE("fallback guard: an outage a read opened is ended by a read or a write
   CHECK(guard.degraded()); // only a write answered ends it now
 }
 
-TEST_CASE("fallback guard: one probe in flight; the operations started meanwhile answer locally") {
+TEST_CASE("fallback guard: one probe in flight, and the operations started meanwhile answer locally") {
   // Every operation started after the interval while the probe waited went to the paused Redis: 32 calls in flight
   // timed out 775 commands in 6 s and filled max_pending.
   wandura::detail::fallback_guard guard("viewer_limit", "h:1", {.log = {}, .probe_interval = 500ms}, "key");
