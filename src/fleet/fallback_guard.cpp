@@ -57,18 +57,18 @@ fallback_guard::fallback_guard(std::string what, std::string server, fallback_op
     : what_(std::move(what)), server_(std::move(server)), options_(std::move(options)), key_kind_(std::move(key_kind)) {
 }
 
-bool fallback_guard::ask_redis(std::chrono::steady_clock::time_point now, redis_access access) {
+redis_turn fallback_guard::ask_redis(std::chrono::steady_clock::time_point now, redis_access access) {
   if (!shut_down_ && !degraded_) {
-    return true;
+    return {this, access};
   }
   // One probe at a time: the operations started while it is in flight answer locally, so that a paused Redis
   // costs one timeout per interval, not one per operation started during it.
   if (!shut_down_ && !probing_ && now >= retry_at_ && access >= outage_access_) {
     probing_ = true;
-    return true;
+    return {this, access};
   }
   ++fallbacks_;
-  return false;
+  return {nullptr, access};
 }
 
 void fallback_guard::redis_answered(redis_access access) {
@@ -134,6 +134,43 @@ void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::
   call_failure_logged_ = true;
   call_failure_logged_at_ = now;
   options_.log(line);
+}
+
+redis_turn& redis_turn::operator=(redis_turn&& other) noexcept {
+  if (this != &other) {
+    if (guard_ != nullptr) {
+      guard_->redis_not_asked();
+    }
+    guard_ = std::exchange(other.guard_, nullptr);
+    access_ = other.access_;
+  }
+  return *this;
+}
+
+redis_turn::~redis_turn() {
+  if (guard_ != nullptr) {
+    guard_->redis_not_asked();
+  }
+}
+
+// The turn ends before the guard hears the outcome: were the guard to throw on the way (out of memory writing its
+// line), the turn's end releases nothing more.
+void redis_turn::answered() {
+  if (auto* const guard = std::exchange(guard_, nullptr)) {
+    guard->redis_answered(access_);
+  }
+}
+
+void redis_turn::failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal) {
+  if (auto* const guard = std::exchange(guard_, nullptr)) {
+    guard->redis_failed(ec, now, access_, refusal);
+  }
+}
+
+void redis_turn::call_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal) {
+  if (auto* const guard = std::exchange(guard_, nullptr)) {
+    guard->call_failed(ec, now, refusal);
+  }
 }
 
 } // namespace wandura::detail

@@ -72,18 +72,8 @@ void format_command(std::span<std::string_view const> args, std::string& out) {
 // on the port that sends one reply too many would end every process of the fleet. The reader's object functions see
 // each reply begin: a top-level one with no callback queued is refused there (the reader then fails as out of
 // memory, hiredis drops the connection, and the connection reports a protocol error). An unexpected error reply is
-// left to hiredis, which drops the connection with the server's text.
-/// hiredis's own object functions: one table, the one every reader starts with.
-redisReplyObjectFunctions const& hiredis_functions() {
-  static redisReplyObjectFunctions const* const own = [] {
-    redisReader* reader = redisReaderCreate();
-    redisReplyObjectFunctions const* fn = reader != nullptr ? reader->fn : nullptr;
-    redisReaderFree(reader);
-    return fn;
-  }();
-  return *own;
-}
-
+// left to hiredis, which drops the connection with the server's text. An array that declares more elements than
+// `max_reply_bytes` could carry is refused there the same way, before hiredis allocates for it (`declared_elements`).
 bool unexpected_reply(redisReadTask const* task) noexcept {
   if (task->parent != nullptr || task->type == REDIS_REPLY_ERROR) {
     return false;
@@ -96,20 +86,27 @@ bool unexpected_reply(redisReadTask const* task) noexcept {
   return true;
 }
 
+bool array_refused(redisReadTask const* task, int elements) noexcept {
+  auto* ac = static_cast<redisAsyncContext*>(task->privdata);
+  return ac != nullptr && !static_cast<redis_connection*>(ac->data)->admit_array(*task, elements);
+}
+
 void* create_string(redisReadTask const* task, char* text, std::size_t size) {
-  return unexpected_reply(task) ? nullptr : hiredis_functions().createString(task, text, size);
+  return unexpected_reply(task) ? nullptr : hiredis_reply_functions().createString(task, text, size);
 }
 void* create_array(redisReadTask const* task, int elements) {
-  return unexpected_reply(task) ? nullptr : hiredis_functions().createArray(task, elements);
+  return unexpected_reply(task) || array_refused(task, elements)
+             ? nullptr
+             : hiredis_reply_functions().createArray(task, elements);
 }
 void* create_integer(redisReadTask const* task, long long value) { // NOLINT(google-runtime-int): hiredis's type
-  return unexpected_reply(task) ? nullptr : hiredis_functions().createInteger(task, value);
+  return unexpected_reply(task) ? nullptr : hiredis_reply_functions().createInteger(task, value);
 }
 void* create_nil(redisReadTask const* task) {
-  return unexpected_reply(task) ? nullptr : hiredis_functions().createNil(task);
+  return unexpected_reply(task) ? nullptr : hiredis_reply_functions().createNil(task);
 }
 void free_object(void* reply) {
-  hiredis_functions().freeObject(reply);
+  hiredis_reply_functions().freeObject(reply);
 }
 
 redisReplyObjectFunctions guarded_reply_functions{&create_string, &create_array, &create_integer, &create_nil,
@@ -117,7 +114,7 @@ redisReplyObjectFunctions guarded_reply_functions{&create_string, &create_array,
 
 /// Puts the guard above in `ac`'s reader.
 void guard_replies(redisAsyncContext* ac) {
-  (void)hiredis_functions(); // looked up once, before the reader can need it
+  (void)hiredis_reply_functions(); // looked up once, before the reader can need it
   ac->c.reader->fn = &guarded_reply_functions;
   ac->c.reader->privdata = ac;
 }
@@ -150,7 +147,8 @@ void drop(redis_command_op& op) noexcept {
 
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
     : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
-      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_) {}
+      connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_),
+      declared_elements_(options_.max_reply_bytes) {}
 
 redis_connection::~redis_connection() {
   if (ac_ != nullptr) {
@@ -406,6 +404,14 @@ void redis_connection::on_context_gone() {
     note_connect_failure();
   }
   connected_ = false;
+}
+
+bool redis_connection::admit_array(redisReadTask const& task, int count) noexcept {
+  if (declared_elements_.admit(task, count)) {
+    return true;
+  }
+  down_reason_ = errc::protocol_error; // the reader fails now, and hiredis drops the connection
+  return false;
 }
 
 void redis_connection::bound_unfinished_reply() {

@@ -17,12 +17,14 @@
 #include "context_shutdown.hpp"
 #include "hiredis_asio.hpp"
 #include "reconnect_backoff.hpp"
+#include "reply_size.hpp"
 #include "wandura/error.hpp"
 #include "wandura/fleet/detail/redis_command_op.hpp"
 #include "wandura/fleet/redis_client.hpp"
 #include "wandura/fleet/redis_url.hpp"
 
 struct redisAsyncContext;
+struct redisReadTask;
 struct redisReply;
 
 namespace wandura::detail {
@@ -51,6 +53,10 @@ public:
   [[nodiscard]] redis_client_stats stats() const noexcept;
   /// A reply came that no command waits for: the connection is dropped as a protocol error (from the reader).
   void refuse_unexpected_reply() noexcept { down_reason_ = errc::protocol_error; }
+  /// An array of `count` elements begins at `task` in the reply being read (from the reader): false, and the
+  /// connection is dropped as a protocol error, when the arrays of that reply would declare more elements than
+  /// `redis_options::max_reply_bytes` could carry (`declared_elements`).
+  [[nodiscard]] bool admit_array(redisReadTask const& task, int count) noexcept;
 
 private:
   bool ensure_context(std::error_code& ec);
@@ -97,7 +103,8 @@ private:
   std::chrono::steady_clock::time_point next_connect_at_{};
   reconnect_backoff backoff_;
   redis_client_stats stats_;
-  std::string command_buffer_; ///< the command being sent, in RESP: reused, hiredis copies it out
+  declared_elements declared_elements_; ///< of the reply being read
+  std::string command_buffer_;          ///< the command being sent, in RESP: reused, hiredis copies it out
 };
 
 } // namespace wandura::detail

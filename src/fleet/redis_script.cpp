@@ -1,7 +1,6 @@
 #include "redis_script.hpp"
 
 #include <array>
-#include <tuple>
 #include <vector>
 
 #include <asio/error.hpp>
@@ -70,31 +69,26 @@ asio::awaitable<std::optional<redis_reply>>
 run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
                  std::span<std::string_view const> keys, std::span<std::string_view const> args,
                  bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate) {
-  if (!guard.ask_redis(std::chrono::steady_clock::now(), script.access())) {
+  // Cancelled (with the reply, or by Asio at the co_await when already cancelled) or out of memory, the operation
+  // ends without an outcome, and `turn` releases its probe as it goes.
+  auto turn = guard.ask_redis(std::chrono::steady_clock::now(), script.access());
+  if (!turn) {
     co_return std::nullopt;
   }
-  std::tuple<std::error_code, redis_reply> ran;
-  try {
-    ran = co_await script.run(redis, keys, args, std::move(compensate));
-  } catch (...) { // cancelled before it was sent (Asio's throw_if_cancelled), or out of memory: no outcome
-    guard.redis_not_asked();
-    throw;
-  }
-  auto& [ec, reply] = ran;
+  auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
   if (ec == asio::error::operation_aborted) {
-    guard.redis_not_asked();
     throw error(ec, std::string(what) + ": cancelled");
   }
   if (!ec && valid(reply)) {
-    guard.redis_answered(script.access());
+    turn.answered();
     co_return std::move(reply);
   }
   auto const failure = ec ? ec : make_error_code(fleet_errc::unexpected_reply);
   std::string_view const refusal = reply.is_error() ? std::string_view(reply.text) : std::string_view();
   if (concerns_one_call(failure, refusal)) {
-    guard.call_failed(failure, std::chrono::steady_clock::now(), refusal); // this call only: Redis is fine
+    turn.call_failed(failure, std::chrono::steady_clock::now(), refusal); // this call only: Redis is fine
   } else {
-    guard.redis_failed(failure, std::chrono::steady_clock::now(), script.access(), refusal);
+    turn.failed(failure, std::chrono::steady_clock::now(), refusal);
   }
   co_return std::nullopt;
 }

@@ -46,8 +46,8 @@ private:
 
 /// Runs `script` unless `guard` says to answer locally. The reply when Redis answered with a reply `valid`
 /// accepts; nothing otherwise: a fallback counted by `guard`. An error reply about this call's keys
-/// (`concerns_one_call`) falls back for this call alone (`fallback_guard::call_failed`); any other failure starts
-/// or prolongs an outage (`fallback_guard::redis_failed`, one WARN line per outage). `compensate` undoes what
+/// (`concerns_one_call`) falls back for this call alone (`redis_turn::call_failed`); any other failure starts
+/// or prolongs an outage (`redis_turn::failed`, one WARN line per outage). `compensate` undoes what
 /// the script did when Redis runs it after all, once the caller answered locally or was cancelled.
 /// @throws wandura::error with `operation_aborted` when cancelled; `what` names the operation in its message.
 [[nodiscard]] asio::awaitable<std::optional<redis_reply>>

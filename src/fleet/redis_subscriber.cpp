@@ -146,7 +146,13 @@ asio::awaitable<void> redis_subscriber::serve_one_connection() {
     timer_.cancel();
     co_return;
   }
+  declared_elements elements(max_reply_bytes_); // outlives the reader, which points to it
   reader_ptr reader(redisReaderCreate(), &redisReaderFree);
+  if (!reader) {
+    timer_.cancel();
+    co_return; // out of memory
+  }
+  bound_arrays(*reader, elements);
   bool awaiting_auth = auth;
   std::array<char, 4096> buffer{};
   while (!stopped_) {
@@ -157,7 +163,7 @@ asio::awaitable<void> redis_subscriber::serve_one_connection() {
     for (;;) {
       void* raw = nullptr;
       if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) {
-        co_return; // not RESP2: drop the connection
+        co_return; // not RESP2, or an array longer than the bound (`declared_elements`): drop the connection
       }
       if (raw == nullptr) {
         break; // wait for more bytes

@@ -1,10 +1,22 @@
 #include "reply_size.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <hiredis/hiredis.h>
 
 namespace wandura::detail {
+namespace {
+
+/// hiredis's own `createArray`, for a count that the reader's `declared_elements` (its privdata) admits.
+void* create_bounded_array(redisReadTask const* task, int count) {
+  if (!static_cast<declared_elements*>(task->privdata)->admit(*task, count)) {
+    return nullptr; // taken as out of memory: the reader fails
+  }
+  return hiredis_reply_functions().createArray(task, count);
+}
+
+} // namespace
 
 bool reply_too_large(redisReader const& reader, std::size_t max_reply_bytes) noexcept {
   std::size_t const unread = reader.len - reader.pos;
@@ -24,6 +36,38 @@ bool reply_too_large(redisReader const& reader, std::size_t max_reply_bytes) noe
     return std::memchr(reader.buf + reader.pos, '\r', max_reply_line_bytes) == nullptr;
   default: return false;
   }
+}
+
+bool declared_elements::admit(redisReadTask const& task, int count) noexcept {
+  if (task.parent == nullptr) {
+    declared_ = 0; // a reply begins
+  }
+  auto const added = static_cast<std::size_t>(std::max(count, 0));
+  if (added > most_ - declared_) {
+    return false;
+  }
+  declared_ += added;
+  return true;
+}
+
+redisReplyObjectFunctions const& hiredis_reply_functions() {
+  static redisReplyObjectFunctions const* const own = [] {
+    redisReader* reader = redisReaderCreate();
+    redisReplyObjectFunctions const* fn = reader != nullptr ? reader->fn : nullptr;
+    redisReaderFree(reader);
+    return fn;
+  }();
+  return *own;
+}
+
+void bound_arrays(redisReader& reader, declared_elements& elements) {
+  static redisReplyObjectFunctions bounded = [] {
+    redisReplyObjectFunctions functions = hiredis_reply_functions();
+    functions.createArray = &create_bounded_array;
+    return functions;
+  }();
+  reader.fn = &bounded;
+  reader.privdata = &elements;
 }
 
 } // namespace wandura::detail

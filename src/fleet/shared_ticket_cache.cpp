@@ -5,7 +5,6 @@
 #include <charconv>
 #include <mutex>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -413,27 +412,19 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       command.emplace_back(keys[i]);
     }
     bool answered = false;
-    if (guard.ask_redis(steady_clock::now(), detail::redis_access::read)) {
+    // Cancelled (with the reply, or by Asio at the co_await when already cancelled) or out of memory, the lookup
+    // ends without an outcome, and `turn` releases its probe as it goes.
+    if (auto turn = guard.ask_redis(steady_clock::now(), detail::redis_access::read)) {
       auto const generation_asked = near_generation();
       auto const erasures = erasures_heard.load(std::memory_order_relaxed);
       auto const stores = stores_heard.load(std::memory_order_relaxed);
-      std::tuple<std::error_code, redis_reply> asked_redis;
-      try {
-        asked_redis = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
-      } catch (...) { // cancelled before it was sent (Asio's throw_if_cancelled), or out of memory: no outcome
-        guard.redis_not_asked();
-        throw;
-      }
-      auto& [ec, reply] = asked_redis;
-      if (ec == asio::error::operation_aborted) {
-        guard.redis_not_asked();
-      }
+      auto [ec, reply] = co_await redis.async_command(command, asio::experimental::as_tuple(asio::use_awaitable));
       throw_if_cancelled(ec, "lookup");
       if (!ec && (reply.type != redis_reply::kind::array || reply.elements.size() != asked.size())) {
         ec = fleet_errc::unexpected_reply; // not one value per key
       }
       if (!ec) {
-        guard.redis_answered(detail::redis_access::read);
+        turn.answered();
         answered = true;
         // An erase heard meanwhile may have overtaken this reply (its notice comes on the other connection): what
         // was read is answered but not kept, not even for the fallback, which would serve it with Redis away. A
@@ -465,8 +456,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
           }
         }
       } else {
-        guard.redis_failed(ec, steady_clock::now(), detail::redis_access::read,
-                           reply.is_error() ? std::string_view(reply.text) : std::string_view());
+        turn.failed(ec, steady_clock::now(), reply.is_error() ? std::string_view(reply.text) : std::string_view());
       }
     }
     if (!answered) {

@@ -60,12 +60,15 @@ struct redis_options {
   /// says; the elements of an array already read are not counted). A peer that sends more is not a Redis answering
   /// the fleet's commands: the connection is dropped as `errc::protocol_error` as soon as the bytes read pass the
   /// bound, so that a huge or never-ending reply costs neither memory nor the event loop (the reader searches an
-  /// unfinished line again at every read). The fleet's largest replies are an `MGET` of one
-  /// batch (`ticket_batch::max_episodes` tickets, whose bodies came in HTTP responses of at most
+  /// unfinished line again at every read). The arrays of one reply, nested ones included, may declare at most
+  /// `max_reply_bytes / 3` elements in all: the shortest element takes three bytes (an empty status, `+` and CR LF),
+  /// so more could not fit in the bound. A header that declares more drops the connection the same way as it is
+  /// read, before anything is allocated for its elements. The fleet's largest replies are an `MGET` of one batch
+  /// (`ticket_batch::max_episodes` tickets, whose bodies came in HTTP responses of at most
   /// `transport_options::max_response_bytes`, 1 MiB by default), a resync page (200 keys with their `PTTL`) and a
   /// store's message on the erase channel (128 keys and expiries): 8 MiB leaves more than twice the room of the
   /// largest at the defaults; raise it with `max_response_bytes`. The erase subscription's connection applies the
-  /// same bound.
+  /// same bounds.
   std::size_t max_reply_bytes = std::size_t{8} << 20U;
 };
 
@@ -136,9 +139,9 @@ public:
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
   /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
   /// - `errc::protocol_error`: the server sent bytes that are not RESP2, a reply no command waits for, or a reply
-  ///   longer than `redis_options::max_reply_bytes` (even one to a command that timed out already: a timeout keeps
-  ///   the connection only while the late reply stays within the bound). The connection is dropped; commands it
-  ///   carried fail so, later ones connect again;
+  ///   longer than `redis_options::max_reply_bytes` or whose arrays declare more elements than it could carry
+  ///   (even one to a command that timed out already: a timeout keeps the connection only while the late reply
+  ///   stays within the bound). The connection is dropped; commands it carried fail so, later ones connect again;
   /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command
   ///   was initiated; not sent in the latter case;
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;

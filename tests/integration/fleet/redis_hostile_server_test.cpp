@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -46,14 +47,17 @@ outcome send_command(asio::io_context& io, wandura::redis_client& client, std::v
 
 // A fake server that answers its first connection's first command with `answer`, and a client of it.
 struct fake_server {
-  explicit fake_server(std::string answer) {
+  explicit fake_server(std::string answer, std::size_t bound = wandura::redis_options{}.max_reply_bytes)
+      : max_reply_bytes(bound) {
     asio::co_spawn(io, answer_once(acceptor, std::move(answer)), asio::detached);
   }
+  std::size_t max_reply_bytes;
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
-  wandura::redis_client client{
-      io.get_executor(),
-      {.url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), .command_timeout = 2s}};
+  wandura::redis_client client{io.get_executor(),
+                               {.url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()),
+                                .command_timeout = 2s,
+                                .max_reply_bytes = max_reply_bytes}};
 };
 
 outcome ask_fake_server(std::string answer) {
@@ -336,5 +340,131 @@ TEST_CASE("shared ticket cache: a never-ending push on the erase subscription dr
   for (auto const bytes : taken) {
     CHECK(bytes < bounded);
   }
+  CHECK_FALSE(cache.stats().near_cache_live);
+}
+
+namespace {
+
+/// The most elements the arrays of one reply may declare at the default `max_reply_bytes`: 3 bytes each, the
+/// shortest element (`+\r\n`, an empty status).
+constexpr std::size_t most_elements = wandura::redis_options{}.max_reply_bytes / 3;
+
+// A fake server on the client's own io_context: answers the first command of every connection with `answer`, then
+// keeps the connection open until the client drops it. Counts the connections the client dropped, and those of
+// them whose first command was a SUBSCRIBE.
+class holding_server {
+public:
+  holding_server(asio::io_context& io, std::string answer) : acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
+    asio::co_spawn(io, accept_all(std::move(answer)), asio::detached);
+  }
+  [[nodiscard]] std::string url() const {
+    return "redis://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  [[nodiscard]] int dropped() const noexcept { return dropped_; }
+  [[nodiscard]] int subscriptions_dropped() const noexcept { return subscriptions_dropped_; }
+
+private:
+  asio::awaitable<void> accept_all(std::string answer) {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+      if (ec) {
+        co_return;
+      }
+      asio::co_spawn(acceptor_.get_executor(), hold(std::move(socket), answer), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> hold(asio::ip::tcp::socket socket, std::string answer) {
+    constexpr auto token = asio::experimental::as_tuple(asio::use_awaitable);
+    std::array<char, 512> buf{};
+    auto [ec, n] = co_await socket.async_read_some(asio::buffer(buf), token);
+    bool const subscription = std::string_view(buf.data(), n).find("SUBSCRIBE") != std::string_view::npos;
+    if (!ec) {
+      std::tie(ec, std::ignore) = co_await asio::async_write(socket, asio::buffer(answer), token);
+    }
+    while (!ec) { // whatever else comes goes unanswered
+      std::tie(ec, n) = co_await socket.async_read_some(asio::buffer(buf), token);
+    }
+    ++dropped_;
+    subscriptions_dropped_ += subscription ? 1 : 0;
+  }
+
+  asio::ip::tcp::acceptor acceptor_;
+  int dropped_ = 0;
+  int subscriptions_dropped_ = 0;
+};
+
+std::string repeated(std::string_view text, std::size_t times) {
+  std::string out;
+  for (std::size_t i = 0; i < times; ++i) {
+    out += text;
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("redis client: an array declaring more elements than max_reply_bytes could carry is a protocol_error at "
+          "once, and so are nested ones") {
+  // hiredis 0.14 allocates a pointer per declared element as the header is read (`*2000000000`: 16 GB), then an
+  // object per element as each arrives; the byte bound sees none of it, an element read being no longer unread.
+  // Kept open, a connection would wait for the elements until the command timed out, and keep the allocation.
+  std::string const one_past = "*" + std::to_string(most_elements + 1) + "\r\n";
+  // An array whose first element is an array: each within the bound, together one past it.
+  std::size_t const outer = most_elements / 2 + 1;
+  std::size_t const inner = most_elements + 1 - outer;
+  std::string const together_past = "*" + std::to_string(outer) + "\r\n*" + std::to_string(inner) + "\r\n";
+  for (std::string const& header :
+       {std::string("*2000000000\r\n"), one_past, std::string("*1\r\n*1\r\n*2000000000\r\n"), together_past}) {
+    CAPTURE(header);
+    asio::io_context io;
+    holding_server server(io, header);
+    wandura::redis_client client(io.get_executor(), {.url = server.url(), .command_timeout = 5s});
+    auto const start = std::chrono::steady_clock::now();
+    auto const [ec, reply] = send_command(io, client, {"GET", "k"});
+    CHECK(ec == wandura::errc::protocol_error);
+    CHECK(test_support::elapsed_ms(start) < 1000); // dropped as the header came, not at the command's timeout
+    CHECK(client.stats().disconnects == 1);
+    CHECK(test_support::wait_until(io, [&] { return server.dropped() == 1; }));
+  }
+}
+
+TEST_CASE("redis client: arrays declaring as many elements as max_reply_bytes could carry are read") {
+  // 30 bytes carry 10 elements: an array of two, one of them an array of eight, declares ten.
+  {
+    fake_server server("*2\r\n*8\r\n" + repeated("+\r\n", 8) + ":7\r\n", 30);
+    auto const [ec, reply] = send_command(server.io, server.client, {"GET", "k"});
+    REQUIRE_FALSE(ec);
+    REQUIRE(reply.elements.size() == 2);
+    CHECK(reply.elements[0].elements.size() == 8);
+    CHECK(reply.elements[1].integer == 7);
+  }
+  {
+    fake_server server("*2\r\n*9\r\n" + repeated("+\r\n", 9) + ":7\r\n", 30); // eleven
+    CHECK(std::get<0>(send_command(server.io, server.client, {"GET", "k"})) == wandura::errc::protocol_error);
+  }
+  // At the default bound: as many as it could carry are waited for.
+  asio::io_context io;
+  holding_server server(io, "*" + std::to_string(most_elements) + "\r\n");
+  wandura::redis_client client(io.get_executor(), {.url = server.url(), .command_timeout = 200ms});
+  CHECK(std::get<0>(send_command(io, client, {"GET", "k"})) == wandura::errc::attempt_timeout);
+  CHECK(client.stats().disconnects == 0);
+  CHECK(server.dropped() == 0);
+}
+
+TEST_CASE("shared ticket cache: a push declaring more elements than max_reply_bytes could carry drops the erase "
+          "subscription at once") {
+  // The subscription reads with its own hiredis reader, bounded the same way. Unbounded, it waited for SUBSCRIBE's
+  // confirmation until its setup deadline (the longest reconnect backoff, 2 s), holding the allocation.
+  asio::io_context io;
+  holding_server server(io, "*" + std::to_string(most_elements + 1) + "\r\n");
+  wandura::redis_client client(io.get_executor(), {.url = server.url()});
+  wandura::ticket_cache_options options;
+  options.fallback.log = [](std::string_view) {};
+  wandura::shared_ticket_cache cache(client, "org_demo", options);
+  auto const now = std::chrono::system_clock::now();
+  test_support::run(io, cache.put(test_support::viewer_on("device-7"), {"tkt_7", now + 30min}, now));
+  auto const subscription_dropped = [&] { return server.subscriptions_dropped() >= 1; };
+  CHECK(test_support::wait_until(io, subscription_dropped, 1000ms));
   CHECK_FALSE(cache.stats().near_cache_live);
 }
