@@ -1,10 +1,10 @@
 #include "wandura/playback/http_client_metrics.hpp"
 
-#include <cstdio>
 #include <new>
 
 #include <asio/error.hpp>
 
+#include "metric_text.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura {
@@ -62,12 +62,6 @@ std::string error_index_name(std::size_t index) {
   return std::string(to_string(static_cast<errc>(index)));
 }
 
-std::string number_text(double value) {
-  char buf[40];
-  int const n = std::snprintf(buf, sizeof buf, "%.9g", value);
-  return std::string(buf, static_cast<std::size_t>(n > 0 ? n : 0));
-}
-
 metric_series histogram_series(http_client_metrics::row const& r,
                                std::vector<std::pair<std::string, std::string>> labels) {
   metric_series s;
@@ -94,21 +88,22 @@ std::string label_text(std::vector<std::pair<std::string, std::string>> const& l
 }
 
 void append_family(std::string& out, metric_family const& f) {
+  using detail::sample_value;
   out.append("# HELP ").append(f.name).append(" ").append(f.help).append("\n");
   out.append("# TYPE ").append(f.name).append(f.histogram ? " histogram\n" : " counter\n");
   for (auto const& s : f.series) {
     if (!f.histogram) {
-      out.append(f.name).append(label_text(s.labels)).append(" ").append(number_text(s.value)).append("\n");
+      out.append(f.name).append(label_text(s.labels)).append(" ").append(sample_value(s.value)).append("\n");
       continue;
     }
     for (std::size_t i = 0; i < s.bucket_counts.size(); ++i) {
-      auto const le = i < http_duration_buckets.size() ? number_text(http_duration_buckets[i]) : "+Inf";
+      auto const le = i < http_duration_buckets.size() ? sample_value(http_duration_buckets[i]) : "+Inf";
       out.append(f.name).append("_bucket").append(label_text(s.labels, le)).append(" ");
-      out.append(std::to_string(s.bucket_counts[i])).append("\n");
+      out.append(sample_value(s.bucket_counts[i])).append("\n");
     }
-    out.append(f.name).append("_sum").append(label_text(s.labels)).append(" ").append(number_text(s.sum));
+    out.append(f.name).append("_sum").append(label_text(s.labels)).append(" ").append(sample_value(s.sum));
     out.append("\n").append(f.name).append("_count").append(label_text(s.labels)).append(" ");
-    out.append(std::to_string(s.count)).append("\n");
+    out.append(sample_value(s.count)).append("\n");
   }
 }
 
@@ -244,8 +239,12 @@ std::vector<metric_family> http_client_metrics::collect() const {
 }
 
 std::string http_client_metrics::to_prometheus() const {
+  return wandura::to_prometheus(collect());
+}
+
+std::string to_prometheus(std::vector<metric_family> const& families) {
   std::string out;
-  for (auto const& family : collect()) {
+  for (auto const& family : families) {
     append_family(out, family);
   }
   return out;

@@ -1,15 +1,15 @@
 #include "wandura/playback/metrics.hpp"
 
 #include <bit>
-#include <cstdio>
 
+#include "metric_text.hpp"
 #include "playback/metrics_recorder.hpp"
 
 namespace wandura {
 namespace {
 
 void append_uint(std::string& out, std::uint64_t v) {
-  out.append(std::to_string(v));
+  out.append(detail::sample_value(v));
 }
 
 void append_counter(std::string& out, std::string_view prefix, std::string_view name, std::string_view help,

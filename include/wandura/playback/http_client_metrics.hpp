@@ -68,7 +68,7 @@ public:
 
   /// Every family with its series as read now; series never observed are left out.
   [[nodiscard]] std::vector<metric_family> collect() const;
-  /// `collect()` in the Prometheus text exposition format 0.0.4.
+  /// `collect()` in the Prometheus text exposition format 0.0.4: `wandura::to_prometheus(collect())`.
   [[nodiscard]] std::string to_prometheus() const;
 
   /// The labels known to the recorder: the client's operations; anything else is counted as "other".
@@ -100,5 +100,12 @@ private:
   std::array<std::array<std::atomic<std::uint64_t>, resend_slots>, operations.size()> resends_{};
   std::array<std::atomic<std::uint8_t>, operations.size()> methods_{}; // 0 unknown, 1 GET, 2 POST
 };
+
+/// `families` (from `http_client_metrics::collect()`, all or some of them) in the Prometheus text exposition format
+/// 0.0.4: for each family a `# HELP` and a `# TYPE` line, then its samples; a histogram's buckets are bounded by
+/// `http_duration_buckets`, then `+Inf`. Values are written exactly, so that a scrape reads what `collect()` read:
+/// counts in decimal digits (1000000007, not `1.00000001e+09`), sums as the shortest text that reads back as the same
+/// double (up to 17 significant digits).
+[[nodiscard]] std::string to_prometheus(std::vector<metric_family> const& families);
 
 } // namespace wandura

@@ -7,8 +7,12 @@
 //     auto collector = std::make_shared<wandura::prometheus_collector>(metrics);
 //     exposer.RegisterCollectable(collector);                         // next to the program's own registry
 //
-// A scrape reads the live counters: the series are the same, by name, labels and value, as
-// `http_client_metrics::to_prometheus()` (the same snapshot rendered by prometheus-cpp's serializer).
+// A scrape reads the live counters: the series are those of `http_client_metrics::collect()`, by name, labels and
+// value, each value handed to prometheus-cpp as read, and so the same as `http_client_metrics::to_prometheus()`
+// writes. Its text is exact: counts in every digit, a double as the shortest text that reads back as the same
+// double. prometheus-cpp 1.0's serializer writes a double with 16 significant digits: a value that needs 17 (a sum
+// of seconds with nanoseconds in it, such as 474855926.29044837) reads back from its text as a nearby double rather
+// than the one collected; a value that 16 digits hold reads back the same from both.
 //
 // Thread safety: `Collect` may run on the exposer's threads while the client records; it reads atomics only.
 #pragma once

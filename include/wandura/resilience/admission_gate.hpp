@@ -287,7 +287,8 @@ public:
   [[nodiscard]] std::vector<admission_counter_stats> stats() const;
 
   /// The statistics as Prometheus text lines (`wandura_gate_*` with a `counter` label), to append to a client's
-  /// `metrics_text()`.
+  /// `metrics_text()`. Every value reads back as `stats()` read it: counts in every digit, the pacing rate and the
+  /// wait sum as the shortest text that reads back as the same double.
   [[nodiscard]] std::string metrics_text() const;
 
 private:

@@ -106,3 +106,45 @@ TEST_CASE("http client metrics: unknown operations count as other, the tenth ret
   CHECK(resends.series.back().labels[1].second == "10");
   CHECK(resends.series.back().value == 3);
 }
+
+TEST_CASE("http client metrics: a sum that needs 17 significant digits is written exactly") {
+  wandura::http_client_metrics m;
+  m.on_call_end({"get_film", {}, std::chrono::nanoseconds{474'855'926'290'448'384}}); // about 15 years
+  auto const families = m.collect();
+  REQUIRE(families[2].series.at(0).sum == 474855926.29044837);
+  auto const text = m.to_prometheus();
+  CAPTURE(text);
+  CHECK(has_line(text, R"(wandura_call_duration_seconds_sum{operation="get_film",outcome="success"} )"
+                       R"(474855926.29044837)"));
+}
+
+TEST_CASE("http client metrics: counts past a billion are written in every digit") {
+  // A billion observations take too long to record: the families are written as collect() would return them.
+  wandura::metric_family attempts{"wandura_http_client_attempts_total", "Attempts.", false, {}};
+  wandura::metric_series resent;
+  resent.labels = {{"wandura_operation", "get_film"}, {"http_request_resend_count", "0"}};
+  resent.value = 1'000'000'007;
+  attempts.series.push_back(resent);
+  wandura::metric_family calls{"wandura_call_duration_seconds", "Calls.", true, {}};
+  wandura::metric_series row;
+  row.labels = {{"operation", "get_film"}, {"outcome", "success"}};
+  row.bucket_counts.assign(wandura::http_duration_buckets.size(), 0);
+  row.bucket_counts.back() = 999'999'999; // le="10"
+  row.bucket_counts.push_back(1'000'000'007);
+  row.count = 1'000'000'007;
+  row.sum = 0.1 + 0.2;
+  calls.series.push_back(row);
+
+  auto const text = wandura::to_prometheus({attempts, calls});
+  CAPTURE(text);
+  CHECK(has_line(text, "# TYPE wandura_http_client_attempts_total counter"));
+  CHECK(has_line(text, R"(wandura_http_client_attempts_total{wandura_operation="get_film",)"
+                       R"(http_request_resend_count="0"} 1000000007)"));
+  CHECK(has_line(text, R"(wandura_call_duration_seconds_bucket{operation="get_film",outcome="success",le="10"} )"
+                       R"(999999999)"));
+  CHECK(has_line(text, R"(wandura_call_duration_seconds_bucket{operation="get_film",outcome="success",le="+Inf"} )"
+                       R"(1000000007)"));
+  CHECK(has_line(text, R"(wandura_call_duration_seconds_count{operation="get_film",outcome="success"} 1000000007)"));
+  CHECK(has_line(text, R"(wandura_call_duration_seconds_sum{operation="get_film",outcome="success"} )"
+                       R"(0.30000000000000004)"));
+}

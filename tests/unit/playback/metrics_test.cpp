@@ -87,6 +87,15 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE and labelled outcom
   CHECK(samples == 9 + 9); // nine counters, nine item outcomes
 }
 
+TEST_CASE("metrics: counts past a billion are written in every digit") {
+  wandura::metrics_snapshot s;
+  s.calls = 1'000'000'007;
+  s.outcomes[static_cast<std::size_t>(item_outcome::granted)] = 18'446'744'073'709'551'615u; // 2^64 - 1
+  auto const text = wandura::to_prometheus(s);
+  CHECK(contains_line(text, "wandura_calls_total 1000000007"));
+  CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"granted\"} 18446744073709551615"));
+}
+
 TEST_CASE("metrics: a custom prefix names every metric") {
   playback_metrics m;
   auto const text = m.to_prometheus("svc_wandura");

@@ -62,6 +62,7 @@ TEST_CASE("prometheus: a scrape through prometheus-cpp's serializer matches metr
   attempt(*metrics, "get_film", 1, 404, wandura::errc::http_error, 9ms);
   metrics->on_call_end({"get_film", wandura::errc::http_error, 400ms});
   metrics->on_call_end({"get_config", asio::error::operation_aborted, 12s});
+  metrics->on_call_end({"list_videos", {}, std::chrono::nanoseconds{474'855'926'290'448'000}}); // 474855926.290448 s
 
   auto collector = std::make_shared<wandura::prometheus_collector>(metrics);
   prometheus::TextSerializer serializer;
@@ -82,4 +83,43 @@ TEST_CASE("prometheus: a scrape through prometheus-cpp's serializer matches metr
   auto ours_families = collector->Collect();
   families.insert(families.end(), ours_families.begin(), ours_families.end());
   CHECK(samples(serializer.Serialize(families)) == b);
+}
+
+TEST_CASE("prometheus: counts past a billion and long sums are the same in a scrape and in metrics text") {
+  // A billion observations take too long to record: the families are written as collect() would return them.
+  wandura::metric_family attempts{"wandura_http_client_attempts_total", "Attempts.", false, {}};
+  wandura::metric_series resent;
+  resent.labels = {{"wandura_operation", "get_film"}, {"http_request_resend_count", "0"}};
+  resent.value = 1'000'000'007;
+  attempts.series.push_back(resent);
+  wandura::metric_family calls{"wandura_call_duration_seconds", "Calls.", true, {}};
+  wandura::metric_series row;
+  row.labels = {{"operation", "get_film"}, {"outcome", "success"}};
+  row.bucket_counts.assign(wandura::http_duration_buckets.size(), 999'999'999);
+  row.bucket_counts.push_back(1'000'000'007);
+  row.count = 1'000'000'007;
+  row.sum = 474855926.290448;
+  calls.series.push_back(row);
+  row.labels = {{"operation", "get_film"}, {"outcome", "http_error"}};
+  row.sum = 474855926.29044837; // 17 significant digits
+  calls.series.push_back(row);
+
+  auto const families = wandura::to_prometheus_families({attempts, calls});
+  auto const ours = wandura::to_prometheus({attempts, calls});
+  auto const scraped = prometheus::TextSerializer().Serialize(families);
+  CAPTURE(scraped, ours);
+  auto b = samples(ours);
+  CHECK(b.at(R"(wandura_http_client_attempts_total{wandura_operation="get_film",http_request_resend_count="0"})") ==
+        1'000'000'007);
+  CHECK(b.at(R"(wandura_call_duration_seconds_count{operation="get_film",outcome="success"})") == 1'000'000'007);
+  CHECK(b.at(R"(wandura_call_duration_seconds_sum{operation="get_film",outcome="success"})") == 474855926.290448);
+
+  // The values handed to prometheus-cpp are collect()'s, each read back from the text to the last bit. Its
+  // serializer (1.0.1) writes 16 significant digits, so it is compared where 16 are enough.
+  CHECK(families.at(1).metric.at(1).histogram.sample_sum ==
+        b.at(R"(wandura_call_duration_seconds_sum{operation="get_film",outcome="http_error"})"));
+  auto a = samples(scraped);
+  a.erase(R"(wandura_call_duration_seconds_sum{operation="get_film",outcome="http_error"})");
+  b.erase(R"(wandura_call_duration_seconds_sum{operation="get_film",outcome="http_error"})");
+  CHECK(a == b);
 }

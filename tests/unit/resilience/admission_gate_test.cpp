@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
+#include "resilience/admission_gate_metrics.hpp"
 #include "wandura/error.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
@@ -452,6 +454,49 @@ TEST_CASE("admission gate: metrics text has queue length, wait histogram and rel
   CHECK(text.find("wandura_gate_wait_seconds_bucket{counter=\"playback\",le=\"+Inf\"} ") != std::string::npos);
   CHECK(text.find("wandura_gate_congested{counter=\"catalog\"} 0\n") != std::string::npos);
   CHECK(s.wait_buckets.back() == s.wait_count); // every wait was under 30 s
+}
+
+TEST_CASE("admission gate: metrics text reads back as the statistics, the pacing rate and wait sum to the last digit") {
+  gate_harness h;
+  h.gate.observe("playback", refused(4000, 1s)); // 66.666... a second after the hold
+  for (int i = 0; i < 30; ++i) {
+    h.spawn(i);
+  }
+  h.run_for(1500ms, 7ms);
+  auto const s = h.playback();
+  auto const text = h.gate.metrics_text();
+  INFO(text);
+  auto const value_of = [&text](std::string const& series) {
+    auto const at = text.find("\n" + series + " ");
+    REQUIRE(at != std::string::npos);
+    return std::strtod(text.c_str() + at + series.size() + 2, nullptr);
+  };
+  REQUIRE(s.pacing_rate == 4000.0 / 60);
+  REQUIRE(s.wait_count > 0);
+  CHECK(value_of(R"(wandura_gate_pacing_rate{counter="playback"})") == s.pacing_rate);
+  CHECK(value_of(R"(wandura_gate_wait_seconds_sum{counter="playback"})") == s.wait_sum_s);
+}
+
+TEST_CASE("admission gate: metrics text writes counts past a billion in every digit and a 17-digit sum exactly") {
+  wandura::admission_counter_stats s;
+  s.counter = "playback";
+  s.congested = true;
+  s.pacing_rate = 0.1 + 0.2;
+  s.released = 1'000'000'007;
+  s.wait_buckets.fill(999'999'999);
+  s.wait_buckets.back() = 1'000'000'007;
+  s.wait_count = 1'000'000'007;
+  s.wait_sum_s = 1097448.8000000003;
+  auto const text = wandura::detail::admission_gate_metrics_text({s});
+  INFO(text);
+  auto const has = [&text](std::string const& line) { return text.find("\n" + line + "\n") != std::string::npos; };
+  CHECK(has(R"(wandura_gate_pacing_rate{counter="playback"} 0.30000000000000004)"));
+  CHECK(has(R"(wandura_gate_outcomes_total{counter="playback",outcome="admitted"} 1000000007)"));
+  CHECK(has(R"(wandura_gate_wait_seconds_bucket{counter="playback",le="10"} 999999999)"));
+  CHECK(has(R"(wandura_gate_wait_seconds_bucket{counter="playback",le="30"} 1000000007)"));
+  CHECK(has(R"(wandura_gate_wait_seconds_bucket{counter="playback",le="+Inf"} 1000000007)"));
+  CHECK(has(R"(wandura_gate_wait_seconds_sum{counter="playback"} 1097448.8000000003)"));
+  CHECK(has(R"(wandura_gate_wait_seconds_count{counter="playback"} 1000000007)"));
 }
 
 TEST_CASE("admission gate: the rate-limit headers are read when well formed, ignored otherwise") {
