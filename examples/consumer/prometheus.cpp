@@ -36,7 +36,7 @@ int main() {
   prometheus::TextSerializer serializer;
   auto const scraped = serializer.Serialize(collector->Collect());
   auto const series =
-      std::string(R"(wandura_call_duration_seconds_count{operation="issue_tickets",outcome="success"} 1)");
+      std::string(R"(wandura_call_duration_seconds_count{operation="start_episode",outcome="success"} 1)");
   if (scraped.find(series) == std::string::npos) {
     std::printf("the scrape lacks %s:\n%s", series.c_str(), scraped.c_str());
     return 1;

@@ -179,7 +179,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets(ticket_batch batch, c
 asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<impl> self,
                                                                 std::shared_ptr<detail::ticket_call> shared_call,
                                                                 call_options options) {
-  detail::observed_call observed(self->http_metrics.get(), "issue_tickets", *self->time);
+  detail::observed_call observed(self->http_metrics.get(), shared_call->operation, *self->time);
   try {
     detail::ticket_call& call = *shared_call;
     detail::ticket_settlement settle(*self);

@@ -574,7 +574,7 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
                         settings.policy.classifier, call.operation);
   };
   auto make = [&](batch_reader& reader) {
-    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, "issue_tickets"};
+    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, call.operation};
     if (call.limited) {
       return send_within_allowance(self, reader, std::string(call.who()), std::move(body), std::move(traits),
                                    std::move(settings));

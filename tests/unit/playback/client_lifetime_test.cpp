@@ -419,7 +419,7 @@ TEST_CASE("metrics: failed calls are observed in the call duration histogram too
   CHECK(m.calls == 2);
   CHECK(m.call_failures == 2);
   auto const text = h.api->metrics_text();
-  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"issue_tickets\",outcome=\"unauthorized\"} 1\n") !=
+  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"start_episode\",outcome=\"unauthorized\"} 1\n") !=
         std::string::npos);
   CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_film\",outcome=\"http_error\"} 1\n") !=
         std::string::npos);
@@ -597,7 +597,7 @@ TEST_CASE("fail at step N: every step of a batch with per-item retries ends comp
       CHECK(e.code() == injected);
       CHECK(h.api->stats().metrics.call_failures == 1);
     }
-    CHECK(calls_observed(h.api->metrics_text(), "issue_tickets") == 1);
+    CHECK(calls_observed(h.api->metrics_text(), "start_episode") == 1);
     CHECK(h.fake->attempt_count() <= 4); // INTERACTIVE: at most 3 retries, follow-ups included
 
     // What stays taken of the viewer's 3 tickets: those granted fresh, and those of an attempt whose answer was

@@ -373,6 +373,15 @@ TEST_CASE("client options: the observer hears each attempt and each client call'
   (void)h.run_together(std::move(calls));
   CHECK(observer->events == std::vector<std::string>{"begin issue_tickets 0", "end issue_tickets 200",
                                                      "call issue_tickets ok", "call issue_tickets ok"});
+
+  // start_episode is its own operation, for its attempts and its end (http_client_metrics labels it so).
+  observer->events.clear();
+  h.fake->push(
+      fake_step::respond(200, client_harness::batch_body({client_harness::granted_item("f", 6, "play", "t6")})));
+  wandura::viewer const who{"viewer-1", "dev-1", "kek"};
+  CHECK(h.run(h.api->start_episode(who, "f", 6, 6)).play.outcome == wandura::item_outcome::granted);
+  CHECK(observer->events ==
+        std::vector<std::string>{"begin start_episode 0", "end start_episode 200", "call start_episode ok"});
 }
 
 // README and client.hpp write options with designated initializers that name a few fields. GCC before 14 warns
