@@ -40,7 +40,9 @@ namespace wandura {
 
 /// What is known when an attempt starts. Names in comments are the OpenTelemetry attribute names.
 struct attempt_begin {
-  std::string_view operation;      ///< The logical call, e.g. "issue_tickets", "get_config" (`wandura.operation`).
+  std::string_view operation;      ///< The logical call, e.g. "issue_tickets", "start_episode", "get_config"
+                                   ///< (`wandura.operation`); for a request shared by calls joined to it (the
+                                   ///< client's coalescing), the operation of the call that started it.
   std::string_view method;         ///< "GET" or "POST" (`http.request.method`).
   std::string_view url_full;       ///< The URL without its query and fragment (`url.full`); never holds the key;
                                    ///< empty when the URL holds user information.
@@ -83,6 +85,10 @@ public:
   virtual void on_attempt_end(void* context, attempt_begin const& attempt, attempt_end const& end) noexcept = 0;
   /// A logical call has ended, after the end of its last attempt. Called once per call, on the thread that ran
   /// it. Does nothing unless overridden.
+  ///
+  /// A client call that stops waiting early (cancelled, or its deadline passed while its request was in flight)
+  /// ends at once: the attempt it waited for ends after it, as it is aborted, or when it completes for the other
+  /// calls joined to the same request. Such an attempt's `on_attempt_end` then follows this call's `on_call_end`.
   virtual void on_call_end(call_end const& call) noexcept { (void)call; }
 };
 
