@@ -59,16 +59,16 @@ fallback_guard::fallback_guard(std::string what, std::string server, fallback_op
 
 redis_turn fallback_guard::ask_redis(std::chrono::steady_clock::time_point now, redis_access access) {
   if (!shut_down_ && !degraded_) {
-    return {this, access};
+    return {this, access, false};
   }
   // One probe at a time: the operations started while it is in flight answer locally, so that a paused Redis
   // costs one timeout per interval, not one per operation started during it.
   if (!shut_down_ && !probing_ && now >= retry_at_ && access >= outage_access_) {
     probing_ = true;
-    return {this, access};
+    return {this, access, true};
   }
   ++fallbacks_;
-  return {nullptr, access};
+  return {nullptr, access, false};
 }
 
 void fallback_guard::redis_answered(redis_access access) {
@@ -84,12 +84,12 @@ void fallback_guard::redis_answered(redis_access access) {
 }
 
 void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, redis_access access,
-                                  std::string_view refusal) {
+                                  bool probe, std::string_view refusal) {
   ++fallbacks_;
   ++failures_;
   last_failure_ = ec;
   retry_at_ = now + options_.probe_interval;
-  probing_ = false;
+  redis_not_asked(probe);
   if (ec == asio::error::shut_down) {
     shut_down_ = true;
     degraded_ = true; // answers locally for good; no WARN: this is no outage
@@ -113,12 +113,12 @@ void fallback_guard::redis_failed(std::error_code ec, std::chrono::steady_clock:
   }
 }
 
-void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::time_point now,
+void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::time_point now, bool probe,
                                  std::string_view refusal) {
   ++fallbacks_;
   ++failures_;
   last_failure_ = ec;
-  probing_ = false; // a probe that met a bad key: the next operation probes again
+  redis_not_asked(probe); // a probe that met a bad key: the next operation probes again
   ++call_failures_unlogged_;
   if (!options_.log || (call_failure_logged_ && now - call_failure_logged_at_ < call_failure_log_interval)) {
     return;
@@ -139,17 +139,18 @@ void fallback_guard::call_failed(std::error_code ec, std::chrono::steady_clock::
 redis_turn& redis_turn::operator=(redis_turn&& other) noexcept {
   if (this != &other) {
     if (guard_ != nullptr) {
-      guard_->redis_not_asked();
+      guard_->redis_not_asked(probe_);
     }
     guard_ = std::exchange(other.guard_, nullptr);
     access_ = other.access_;
+    probe_ = other.probe_;
   }
   return *this;
 }
 
 redis_turn::~redis_turn() {
   if (guard_ != nullptr) {
-    guard_->redis_not_asked();
+    guard_->redis_not_asked(probe_);
   }
 }
 
@@ -163,13 +164,13 @@ void redis_turn::answered() {
 
 void redis_turn::failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal) {
   if (auto* const guard = std::exchange(guard_, nullptr)) {
-    guard->redis_failed(ec, now, access_, refusal);
+    guard->redis_failed(ec, now, access_, probe_, refusal);
   }
 }
 
 void redis_turn::call_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal) {
   if (auto* const guard = std::exchange(guard_, nullptr)) {
-    guard->call_failed(ec, now, refusal);
+    guard->call_failed(ec, now, probe_, refusal);
   }
 }
 

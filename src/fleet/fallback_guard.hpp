@@ -63,12 +63,14 @@ public:
 private:
   friend class redis_turn;
 
-  // What a turn reports (`redis_turn`), and its end without an outcome: a probe in flight is released.
+  // What a turn reports (`redis_turn`), and its end without an outcome. `probe`: the turn is the outage's probe;
+  // only the probe's end (with an outcome or without) frees the place of the probe in flight. An operation let
+  // through before the outage began that ends meanwhile leaves the probe's place alone.
   void redis_answered(redis_access access);
-  void redis_not_asked() noexcept { probing_ = false; }
-  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, redis_access access,
+  void redis_not_asked(bool probe) noexcept { probing_ = probing_ && !probe; }
+  void redis_failed(std::error_code ec, std::chrono::steady_clock::time_point now, redis_access access, bool probe,
                     std::string_view refusal);
-  void call_failed(std::error_code ec, std::chrono::steady_clock::time_point now, std::string_view refusal);
+  void call_failed(std::error_code ec, std::chrono::steady_clock::time_point now, bool probe, std::string_view refusal);
 
   std::string what_;
   std::string server_;
@@ -91,9 +93,9 @@ private:
 /// An operation's turn to ask Redis, handed out by `fallback_guard::ask_redis`: true when the operation asks Redis,
 /// false when it answers locally (a fallback, counted already). A true turn obliges the caller to report how Redis
 /// answered, once: `answered`, `failed` or `call_failed`. A turn that ends without an outcome (the operation was
-/// cancelled, or it threw: a cancellation Asio throws at the `co_await`, out of memory) releases the probe in flight,
-/// so that the next operation may probe: a probe that never reported would leave its part answering locally for
-/// good. One that reported leaves the guard alone when it ends.
+/// cancelled, or it threw: a cancellation Asio throws at the `co_await`, out of memory) releases the probe in flight
+/// if it is the probe, so that the next operation may probe: a probe that never reported would leave its part
+/// answering locally for good. One that reported leaves the guard alone when it ends.
 ///
 /// @par Thread safety
 /// As its guard's: used where the guard is, on the part's Redis client executor.
@@ -102,11 +104,12 @@ private:
 /// is false and owes nothing.
 class [[nodiscard]] redis_turn {
 public:
-  redis_turn(redis_turn&& other) noexcept : guard_(std::exchange(other.guard_, nullptr)), access_(other.access_) {}
+  redis_turn(redis_turn&& other) noexcept
+      : guard_(std::exchange(other.guard_, nullptr)), access_(other.access_), probe_(other.probe_) {}
   redis_turn& operator=(redis_turn&& other) noexcept;
   redis_turn(redis_turn const&) = delete;
   redis_turn& operator=(redis_turn const&) = delete;
-  /// Without an outcome reported: releases the probe in flight, if any.
+  /// Without an outcome reported: releases the probe in flight, when this turn is it.
   ~redis_turn();
 
   /// True while the operation asks Redis and has not reported the outcome yet.
@@ -137,10 +140,12 @@ public:
 
 private:
   friend class fallback_guard;
-  redis_turn(fallback_guard* guard, redis_access access) noexcept : guard_(guard), access_(access) {}
+  redis_turn(fallback_guard* guard, redis_access access, bool probe) noexcept
+      : guard_(guard), access_(access), probe_(probe) {}
 
   fallback_guard* guard_; ///< null when the operation answers locally, or once the outcome is reported
   redis_access access_;
+  bool probe_; ///< the outage's probe: its end frees the probe's place
 };
 
 } // namespace wandura::detail

@@ -292,3 +292,26 @@ TEST_CASE("fallback guard: a turn moved owes the outcome from its new owner, and
   owner.answered();
   CHECK_FALSE(guard.degraded());
 }
+
+TEST_CASE("fallback guard: an operation let through before the outage that ends during the probe leaves its place") {
+  // Operations sent before the outage began are still in flight when a probe goes out; one of them cancelled, or
+  // failing, freed the probe's place, and a second probe went to the paused Redis.
+  fallback_guard guard("ticket_cache", "h:1", {.log = {}, .probe_interval = 500ms}, "key");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+  auto cancelled_late = turn_at(guard, t0);
+  auto failed_late = turn_at(guard, t0);
+  std::optional<redis_turn> call_failed_late(turn_at(guard, t0));
+  turn_at(guard, t0).failed(wandura::errc::attempt_timeout, t0); // the outage begins
+
+  auto probe = turn_at(guard, t0 + 500ms);
+  { redis_turn ended = std::move(cancelled_late); } // ends without an outcome
+  CHECK_FALSE(guard.ask_redis(t0 + 500ms, redis_access::write));
+  call_failed_late->call_failed(wandura::errc::attempt_timeout, t0 + 500ms, "ERR bad key");
+  CHECK_FALSE(guard.ask_redis(t0 + 500ms, redis_access::write));
+  failed_late.failed(wandura::errc::attempt_timeout, t0 + 600ms); // prolongs the outage: the next probe waits
+  CHECK_FALSE(guard.ask_redis(t0 + 1100ms, redis_access::write)); // the probe is still in flight
+  probe.failed(wandura::errc::attempt_timeout, t0 + 1200ms);
+  CHECK_FALSE(guard.ask_redis(t0 + 1600ms, redis_access::write)); // the interval runs from the last failure
+  turn_at(guard, t0 + 1700ms).answered();
+  CHECK_FALSE(guard.degraded());
+}
