@@ -586,7 +586,7 @@ TEST_CASE("redis client: partial and total cancellation complete a pending comma
   }
 }
 
-TEST_CASE("redis client: an ACL user:password URL authenticates as that user; a wrong password or user is "
+TEST_CASE("redis client: an ACL user:password URL authenticates as that user, and a wrong password or user is "
           "auth_failed") {
   // The default user is off: only the ACL user can run anything.
   auto redis = test_support::start_redis_or_skip({"--user", "fleet-worker", "on", ">acl-s3cret", "~*", "&*", "+@all",

@@ -92,7 +92,7 @@ TEST_CASE("emulator config: bad input is a config_error naming the field") {
   CHECK_THAT(message(R"({"overshoot":2})"), Catch::Contains("overshoot"));
 }
 
-TEST_CASE("emulator config: a fault status is a final one, 200-599; a 1xx is refused with the range") {
+TEST_CASE("emulator config: a fault status is a final one, 200-599, and a 1xx is refused with the range") {
   for (int const status : {100, 101, 199}) {
     CAPTURE(status);
     try {
@@ -308,7 +308,7 @@ TEST_CASE("emulator admin: bound to ::, an IPv4 loopback client (seen as ::ffff:
   CHECK(r.json().contains("responses"));
 }
 
-TEST_CASE("emulator paths: film and video refs are percent-decoded per segment; a bad escape is a 400") {
+TEST_CASE("emulator paths: film and video refs are percent-decoded per segment, and a bad escape is a 400") {
   config cfg;
   cfg.films = {film{"the-heiress-returns", "The Heiress Returns", 12, true}, film{"x:y", "X Y", 2, true},
                film{"a/b", "A B", 3, true}, film{"caf\xc3\xa9", "Cafe", 4, true}};

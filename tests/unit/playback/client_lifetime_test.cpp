@@ -171,7 +171,7 @@ TEST_CASE("lifetime: cancelling a call mid-request throws operation_aborted, kee
 }
 
 TEST_CASE("lifetime: the allowance of a request in flight stays taken when the client is destroyed, shut down or "
-          "the call cancelled; a request never sent gives it all back") {
+          "the call cancelled, and a request never sent gives it all back") {
   auto const how = GENERATE(as<std::string>{}, "destroyed", "shut down", "cancelled");
   bool const sent = GENERATE(true, false); // in flight, or held at the admission gate after a 429 (nothing sent)
   CAPTURE(how, sent);

@@ -861,7 +861,7 @@ TEST_CASE("client: an automatic idempotency key is reused on every retry of a re
   CHECK(attempts[2].request.body == attempts[0].request.body); // same bytes, another key: a new request
 }
 
-TEST_CASE("client: a caller's key of 1 or 200 visible characters is sent on every retry; 0, 201 or a space is "
+TEST_CASE("client: a caller's key of 1 or 200 visible characters is sent on every retry, and 0, 201 or a space is "
           "refused before sending") {
   // call_options::idempotency_key: "1-200 characters 0x21-0x7E, else the call fails with
   // errc::invalid_idempotency_key (90010) and nothing is sent"; issue_tickets: the caller's key is used for the first
@@ -979,8 +979,9 @@ TEST_CASE("client: each invalid batch field is refused with invalid_argument bef
   CHECK(sent_episodes(h.fake->attempts()[0].request.body).size() == 3);
 }
 
-TEST_CASE("client: a total_timeout of 0 ends the call before any attempt; an attempt_timeout of 0 leaves the deadline "
-          "as the only limit") {
+TEST_CASE(
+    "client: a total_timeout of 0 ends the call before any attempt, and an attempt_timeout of 0 leaves the deadline "
+    "as the only limit") {
   SECTION("total_timeout 0") {
     harness h;
     wandura::call_options options;

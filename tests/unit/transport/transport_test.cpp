@@ -303,7 +303,8 @@ TEST_CASE("transport: send's message names the URL without its query or fragment
   }
 }
 
-TEST_CASE("transport: a URL whose scheme is not http or https, or that has none, is refused; nothing is read or sent") {
+TEST_CASE(
+    "transport: a URL whose scheme is not http or https, or that has none, is refused, and nothing is read or sent") {
   // libcurl knows file://, ftp://, scp:// and more: the transport sends HTTP only. Without a scheme, libcurl would
   // guess one (plain http for "127.0.0.1:port/x", whatever the caller meant).
   auto const file = std::filesystem::temp_directory_path() / ("wandura-transport-" + std::to_string(::getpid()));
