@@ -212,6 +212,13 @@ for cmd in "tickets --film the-heiress-returns --episode 3" "config" "config --j
   expect_err "^wandura: cannot write the output to stdout"
 done
 
+# The emulator's address line too: a script waiting for it must not wait for ever on a server nobody learns the
+# port of. It stops at once, exit 1, one line on stderr (timeout's 124 if it went on serving).
+set +e; timeout 20 "$wandura" emulator --port 0 >/dev/full 2>err.txt; rc=$?; set -e
+expect_rc 1 "emulator to a full disk"
+expect_err "^wandura emulator: cannot write the output to stdout: No space left on device"
+[ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt >&2; fail "emulator to a full disk: expected one line on stderr"; }
+
 # --version: the project's version from the build, then the libcurl and OpenSSL in use.
 run --version
 expect_rc 0 "--version"
