@@ -151,6 +151,18 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
   ::unsetenv("CURL_CA_BUNDLE");
   ::unsetenv("SSL_CERT_FILE");
 
+  // A directory (of certificates, say) is not a bundle: libcurl would fail every handshake without naming it.
+  wandura::cli::connection dir;
+  dir.api_key = "k";
+  dir.ca_bundle = WANDURA_SOURCE_DIR;
+  CHECK_THROWS_WITH(dir.to_client_options(),
+                    Catch::StartsWith("--ca-bundle: " WANDURA_SOURCE_DIR " is a directory; give one PEM file"));
+  dir.ca_bundle.reset();
+  ::setenv("SSL_CERT_FILE", WANDURA_SOURCE_DIR "/", 1);
+  CHECK_THROWS_WITH(dir.to_client_options(),
+                    Catch::StartsWith("SSL_CERT_FILE: " WANDURA_SOURCE_DIR "/ is a directory"));
+  ::unsetenv("SSL_CERT_FILE");
+
   wandura::cli::connection insecure;
   insecure.api_key = "k";
   insecure.insecure = true;
