@@ -65,10 +65,6 @@ struct connection {
 /// character; when it is longer, `...` follows them inside the quotes (as `detail::printable` marks a cut).
 [[nodiscard]] std::string json_string(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
-/// The most bytes of a whole line (a WARN line, an exception's message) the programs print through
-/// `detail::printable`, which writes its control bytes as `\xHH` so that none drives the user's terminal.
-inline constexpr std::size_t whole_line = 4096;
-
 /// Writes one line per retry to stderr: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`.
 void log_to_stderr(log_level level, std::string_view message);
 

@@ -136,7 +136,8 @@ int run_command_line(std::span<char* const> args, std::string_view program) {
   } catch (config_error const& e) { // refused by server::start: a usage error too
     return cli::report_usage_error(program, e.what());
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(), e.what());
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(),
+                 detail::printable(e.what(), cli::whole_line).c_str()); // it may quote --host
     return cli::exit_failed;
   }
 }

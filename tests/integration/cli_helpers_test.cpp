@@ -226,7 +226,7 @@ TEST_CASE("cli connection: a flag given an empty value is refused, not read as l
   ::unsetenv("WANDURA_BASE_URL");
 }
 
-TEST_CASE("cli text output: control bytes from the server are shown as \\xHH, never sent to the terminal") {
+TEST_CASE("cli text output: control bytes from the server are written as hex escapes, never sent to the terminal") {
   using wandura::detail::printable;
   CHECK(printable("org_demo") == "org_demo");
   CHECK(printable("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07");

@@ -137,6 +137,24 @@ expect_err "^Run \"wandura tickets --help\" for its options."
 run emulator --port 0 --threads 0
 expect_rc 2 "emulator --threads 0"
 expect_err "^wandura emulator: --threads: expected a whole number from 1 to 256, got \"0\""
+# What the user typed is quoted with its control bytes and non-ASCII bytes as \xHH, never raw: an unknown option
+# holding a terminal escape (retitle the window) and a byte that is not UTF-8, in each command and in the
+# emulator's own command line, and a value that CLI11 quotes in its own words.
+raw_bytes() { LC_ALL=C grep -q $'[\x1b\x07\xff]' err.txt; }
+for cmd in config "tickets --film the-heiress-returns --episode 1" "emulator --port 0"; do
+  # shellcheck disable=SC2086
+  run $cmd $'--x\x1b]0;title\x07\xff'
+  expect_rc 2 "$cmd with an option holding control bytes"
+  ! raw_bytes || { cat -v err.txt >&2; fail "$cmd: argument bytes reached stderr raw"; }
+  expect_err '^wandura [a-z]*: unexpected argument: --x\\x1b\]0;title\\x07\\xff$'
+done
+run tickets --film the-heiress-returns --episode 1 --policy $'\x1b[2J\xff'
+expect_rc 2 "a --policy holding control bytes"
+! raw_bytes || { cat -v err.txt >&2; fail "--policy: argument bytes reached stderr raw"; }
+expect_err '^wandura tickets: --policy: .*\\x1b\[2J\\xff'
+run help $'\x1b[2J'
+expect_rc 2 "help of a command holding control bytes"
+expect_err '^wandura: help: no command named "\\x1b\[2J"$'
 ( unset WANDURA_API_KEY; set +e; "$wandura" config >out.txt 2>err.txt; echo $? >rc.txt )
 [ "$(cat rc.txt)" -eq 2 ] || fail "no API key: exit $(cat rc.txt), expected 2"
 grep -q "no API key" err.txt || fail "no API key: message"

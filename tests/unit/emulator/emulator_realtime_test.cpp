@@ -374,6 +374,19 @@ TEST_CASE("command line: a stdout that cannot take the address line ends the run
   }
 }
 
+TEST_CASE("command line: what the user typed is quoted with its control and non-ASCII bytes escaped") {
+  // A terminal escape (retitle the window) and a byte that is not UTF-8, in an unknown option and in a value.
+  emulator_process unknown({"--port", "0", "--x\x1b]0;title\x07\xff"});
+  CHECK(unknown.first_line() == "wandura-emulator: unexpected argument: --x\\x1b]0;title\\x07\\xff\n");
+  CHECK(unknown.wait_exit() == 2);
+  emulator_process host({"--port", "0", "--host", "\x1b[2J\xff"});
+  CHECK(host.first_line() == "wandura-emulator: host: \"\\x1b[2J\\xff\" is not an IP address\n");
+  if (host.first_line().rfind("listening", 0) == 0) {
+    host.terminate();
+  }
+  CHECK(host.wait_exit() == 2);
+}
+
 TEST_CASE("command line: a number out of its option's range exits with status 2, naming the range") {
   for (auto const* seed : {"18446744073709551616", "99999999999999999999999"}) {
     CAPTURE(seed);
