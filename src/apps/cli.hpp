@@ -68,10 +68,18 @@ struct connection {
 /// Writes one line per retry to stderr: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`.
 void log_to_stderr(log_level level, std::string_view message);
 
-/// Prints a failed SDK call: the message on stderr, then `hint` (when not empty) as a line of its own, and with
-/// `json` an `{"error":{...}}` object on stdout, one line. Text the server chose is bounded in both as
-/// `detail::printable` bounds it: the server's `error_code` at its first 200 bytes (`detail::max_quoted_bytes`),
-/// the message at 4096 (`whole_line`), `...` marking a cut; in the JSON it is escaped the JSON way.
+/// What the server said about a failed call, as one line: `the server said: TEXT (reason=R, request_id=ID)`, each
+/// part the server left out omitted; empty when it said none of them (no response, or a body without them). The
+/// error code is not repeated: `e.what()` has it. Each part is quoted through `detail::printable`: the text's first
+/// 4096 bytes (`whole_line`), the reason's and the request id's first 200 (`detail::max_quoted_bytes`).
+[[nodiscard]] std::string server_said(wandura::error const& e);
+
+/// Prints a failed SDK call: the message on stderr, then what the server said (`server_said`) and `hint` (when not
+/// empty) as lines of their own, and with `json` an `{"error":{...}}` object on stdout, one line, which has the
+/// server's `error_code`, `reason`, `server_message` and `request_id` too. Text the server chose is bounded in both as
+/// `detail::printable` bounds it: the server's `error_code`, `reason` and `request_id` at their first 200 bytes
+/// (`detail::max_quoted_bytes`), the message and the server's text at 4096 (`whole_line`), `...` marking a cut; in
+/// the JSON it is escaped the JSON way.
 void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint = {});
 
 /// The text of `wandura --version`: the project's version, then the libcurl and OpenSSL it runs with.

@@ -234,6 +234,34 @@ TEST_CASE("cli text output: control bytes from the server are written as hex esc
   CHECK(printable(std::string(5000, 'x'), wandura::cli::whole_line) == std::string(4096, 'x') + "...");
 }
 
+TEST_CASE("cli errors: what the server said is one line, escaped and bounded, without the parts it left out") {
+  using wandura::cli::server_said;
+  auto const failed = [](wandura::error_info info) {
+    return wandura::error(wandura::errc::http_error, "get_config: failed after 1 attempt: HTTP 400 code=bad",
+                          std::move(info));
+  };
+  CHECK(server_said(failed({.http_status = 400,
+                            .error_code = "bad",
+                            .reason = "prefetch_shed",
+                            .request_id = "req_1",
+                            .attempts = 1,
+                            .server_message = "No film \"x\"."})) ==
+        "the server said: No film \"x\". (reason=prefetch_shed, request_id=req_1)");
+  CHECK(server_said(failed({.http_status = 404, .attempts = 1, .server_message = "Not found."})) ==
+        "the server said: Not found.");
+  CHECK(server_said(failed({.http_status = 404, .request_id = "req_2", .attempts = 1})) ==
+        "the server said: (request_id=req_2)");
+  CHECK(server_said(failed({.http_status = 404, .error_code = "not_found", .attempts = 1})).empty()); // on what()
+  CHECK(server_said(wandura::error(wandura::errc::connect_failed, "could not connect")).empty());
+  // Its text may hold line breaks and terminal escapes: written as \xHH, and bounded like a whole line.
+  CHECK(server_said(failed({.reason = "r\r\n", .server_message = "a\nb\x1b[2J\xff"})) ==
+        "the server said: a\\x0ab\\x1b[2J\\xff (reason=r\\x0d\\x0a)");
+  auto const long_text =
+      server_said(failed({.request_id = std::string(300, 'i'), .server_message = std::string(5000, 'm')}));
+  CHECK(long_text ==
+        "the server said: " + std::string(4096, 'm') + "... (request_id=" + std::string(200, 'i') + "...)");
+}
+
 TEST_CASE("cli parsing: arguments nobody took are named without the values of options, secrets included") {
   CLI::App app("test", "wandura");
   wandura::cli::apply_style(app, "");

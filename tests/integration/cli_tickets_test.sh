@@ -248,6 +248,17 @@ run emulator --version
 expect_rc 0 "emulator --version"
 expect_out "^wandura $version\$"
 
+# What the server said about a failed call reaches the user: its text for humans and its request id on a line of
+# their own (the code is on the error line), and in --json.
+run config --api-key not-a-key
+expect_rc 1 "unknown key"
+expect_err "^wandura config: get_config: .*HTTP 401 code=unauthorized"
+expect_err '^wandura config: the server said: Missing or unknown API key\. (request_id=req_[a-z0-9]*)$'
+run config --api-key not-a-key --json
+expect_rc 1 "unknown key, --json"
+said='"reason":"","server_message":"Missing or unknown API key\.","request_id":"req_[a-z0-9]*"'
+expect_out "\"error_code\":\"unauthorized\",$said,\"attempts\":1}}\$"
+
 # Two scripted 503s (faults in the emulator's config file): two WARN lines on stderr, three attempts, exit 0.
 cat >faults.json <<'JSON'
 {"faults":[{"path":"/v1/playback/tickets","kind":"status","status":503,"retry_after":1,"count":2}]}
@@ -303,6 +314,7 @@ run config --json --base-url "$url"
 expect_rc 1 "config --json of a 100 kB error_code"
 [ "$(wc -l <out.txt)" -eq 1 ] || { cat out.txt; fail "the --json error is not one line"; }
 [ "$(wc -c <out.txt)" -lt 2000 ] || fail "the --json error line is $(wc -c <out.txt) bytes"
-expect_out "^{\"error\":{.*,\"error_code\":\"$(zs 200)\.\.\.\",\"attempts\":1}}\$"
+said='"reason":"","server_message":"Injected by an emulator fault rule\.","request_id":"req_[a-z0-9]*"'
+expect_out "^{\"error\":{.*,\"error_code\":\"$(zs 200)\.\.\.\",$said,\"attempts\":1}}\$"
 
 echo "cli tickets: all checks passed"
