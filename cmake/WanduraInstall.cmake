@@ -9,9 +9,11 @@ install(TARGETS wandura EXPORT wandura-targets
 install(DIRECTORY include/wandura DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT wandura-targets NAMESPACE wandura:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
 
-# The optional layers, when they were built, are components of the package: each its own export file
-# (wandura-<component>-targets.cmake, loaded by wandura-config.cmake after finding the component's dependencies)
+# The emulator and the optional layers, when they were built, are components of the package: each its own export
+# file (wandura-<component>-targets.cmake, loaded by wandura-config.cmake after finding the component's dependencies)
 # and its own pkg-config file (wandura-<component>.pc, which requires wandura.pc). Their headers ship with the rest.
+# wandura::emulator links libhttp-parser, which has neither a CMake package nor a pkg-config file: the config finds
+# it with the installed Findhttp_parser.cmake, and wandura-emulator.pc links it by name.
 # wandura::fleet links hiredis: the config finds it with the installed Findhiredis.cmake, in the minor version the
 # library was built against (before 1.0, hiredis changed its ABI with each minor version).
 if(TARGET wandura_fleet)
@@ -22,7 +24,10 @@ if(TARGET wandura_fleet)
   set(WANDURA_HIREDIS_VERSION_RANGE ${WANDURA_HIREDIS_MIN_VERSION}...<${WANDURA_HIREDIS_END_VERSION})
   install(FILES cmake/Findhiredis.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
 endif()
-foreach(component IN ITEMS fleet prometheus)
+if(TARGET wandura_emulator)
+  install(FILES cmake/Findhttp_parser.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
+endif()
+foreach(component IN ITEMS emulator fleet prometheus)
   if(TARGET wandura_${component})
     install(EXPORT wandura-${component}-targets NAMESPACE wandura::
             DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
@@ -38,13 +43,6 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/wandura-config-version.cm
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/wandura-config.cmake ${PROJECT_BINARY_DIR}/wandura-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
-if(WANDURA_BUILD_EMULATOR) # wandura-config.cmake finds the emulator's libhttp-parser with it
-  install(FILES cmake/Findhttp_parser.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/wandura)
-  # libhttp-parser has no pkg-config file of its own: the emulator's links it by name.
-  configure_file(cmake/wandura-emulator.pc.in ${PROJECT_BINARY_DIR}/wandura-emulator.pc @ONLY)
-  install(FILES ${PROJECT_BINARY_DIR}/wandura-emulator.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-endif()
-
 configure_file(cmake/wandura.pc.in ${PROJECT_BINARY_DIR}/wandura.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/wandura.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
@@ -52,8 +50,9 @@ install(FILES ${PROJECT_BINARY_DIR}/wandura.pc DESTINATION ${CMAKE_INSTALL_LIBDI
 # the `wandura` and `wandura-emulator` programs, installed under /usr. The libraries are static, so the package
 # depends on the development packages of what they link; dpkg-shlibdeps adds the programs' shared libraries.
 #
-# The optional components' libraries (when built) are in the package too, but what they link is only recommended:
-# a user of the core library must not have to install Redis's or Prometheus's client libraries. apt installs
+# The components' libraries (when built) are in the package too, but what they link is only recommended: a user of
+# the core library must not have to install libhttp-parser's, Redis's or Prometheus's development files. (The
+# programs link libhttp-parser's shared library, which dpkg-shlibdeps makes a dependency of its own.) apt installs
 # Recommends by default, so a default install gets every component working; with --no-install-recommends the core
 # still works, `find_package(wandura)` leaves the component out, and `find_package(wandura COMPONENTS fleet)` fails
 # naming the missing package. (Depends would force them on every user; Suggests, which apt does not install,
@@ -69,10 +68,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libcurl4-openssl-dev (>= 7.88), libssl-dev (>= 3.0), libsimdjson-dev (>= 3.0), libasio-dev")
-if(WANDURA_BUILD_EMULATOR)
-  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libhttp-parser-dev")
-endif()
 set(recommends "")
+if(TARGET wandura_emulator)
+  list(APPEND recommends "libhttp-parser-dev")
+endif()
 if(TARGET wandura_fleet)
   list(APPEND recommends
        "libhiredis-dev (>= ${WANDURA_HIREDIS_MIN_VERSION})" "libhiredis-dev (<< ${WANDURA_HIREDIS_END_VERSION})")

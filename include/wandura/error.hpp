@@ -111,12 +111,17 @@ enum class condition {
 [[nodiscard]] std::string_view to_string(errc e) noexcept;
 
 /// What the server said about a failed call, and how many attempts were made. Carried by `wandura::error`.
+/// Every member has a default, so that an initializer naming only some of them (designated or not, the last one
+/// added included) compiles without a -Wmissing-field-initializers warning.
 struct error_info {
-  int http_status = 0;    ///< HTTP status of the last response; 0 when none arrived.
-  std::string error_code; ///< The server's `error_code` string (or numeric code as text); empty when none.
-  std::string reason;     ///< The server's `reason`, e.g. "prefetch_shed"; empty when none.
-  std::string request_id; ///< The server's `request_id` (body or `X-Request-Id`); empty when none.
-  int attempts = 0;       ///< Attempts made, the first one included; 0 when nothing was sent.
+  int http_status = 0;      ///< HTTP status of the last response; 0 when none arrived.
+  std::string error_code{}; ///< The server's `error_code` string (or numeric code as text); empty when none.
+  std::string reason{};     ///< The server's `reason`, e.g. "prefetch_shed"; empty when none.
+  std::string request_id{}; ///< The server's `request_id` (body or `X-Request-Id`); empty when none.
+  int attempts = 0;         ///< Attempts made, the first one included; 0 when nothing was sent.
+  /// The server's text for humans (the error body's `error`, e.g. "Unknown film."), as sent: neither escaped nor
+  /// bounded; a program that shows it quotes it through its own escaping. Empty when none.
+  std::string server_message{};
 };
 
 /// The exception every throwing SDK call uses. It carries, besides the error code, what the server said (when it
@@ -138,6 +143,7 @@ public:
   [[nodiscard]] std::string const& reason() const noexcept { return info_.reason; }
   [[nodiscard]] std::string const& request_id() const noexcept { return info_.request_id; }
   [[nodiscard]] int attempts() const noexcept { return info_.attempts; }
+  [[nodiscard]] std::string const& server_message() const noexcept { return info_.server_message; }
   [[nodiscard]] error_info const& info() const noexcept { return info_; }
   /// The message given at construction, exactly (unlike `std::system_error`, the code's message is not appended:
   /// SDK messages already name the last real error).

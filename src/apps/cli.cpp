@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -92,6 +93,14 @@ client_options connection::to_client_options() const {
                "network path can read and change this traffic, the API key included\n",
                stderr);
   } else if (auto ca = ca_bundle_source(ca_bundle)) {
+    // libcurl reads the bundle as one file (CURLOPT_CAINFO); a directory opens here like a file would, and then
+    // fails every TLS handshake with a certificate error that never names it.
+    std::error_code not_a_directory;
+    if (std::filesystem::is_directory(ca->first, not_a_directory)) {
+      throw usage_error(ca->second + ": " + ca->first +
+                        " is a directory; give one PEM file with the CA certificates to trust (for example their "
+                        "concatenation: cat DIR/*.pem > bundle.pem)");
+    }
     if (!std::ifstream(ca->first)) {
       throw usage_error(ca->second + ": cannot read the CA bundle " + ca->first);
     }
@@ -186,18 +195,46 @@ void log_to_stderr(log_level level, std::string_view message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
+std::string server_said(wandura::error const& e) {
+  std::string extra;
+  for (auto const& [name, value] : {std::pair{"reason=", &e.reason()}, std::pair{"request_id=", &e.request_id()}}) {
+    if (!value->empty()) {
+      extra.append(extra.empty() ? "" : ", ").append(name);
+      detail::append_printable(extra, *value);
+    }
+  }
+  if (e.server_message().empty() && extra.empty()) {
+    return {};
+  }
+  std::string line = "the server said:";
+  if (!e.server_message().empty()) {
+    line += ' ';
+    detail::append_printable(line, e.server_message(), whole_line);
+  }
+  if (!extra.empty()) {
+    line += " (" + extra + ")";
+  }
+  return line;
+}
+
 void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint) {
   std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(command.size()), command.data(),
                detail::printable(e.what(), whole_line).c_str());
+  if (auto const said = server_said(e); !said.empty()) {
+    std::fprintf(stderr, "wandura %.*s: %s\n", static_cast<int>(command.size()), command.data(), said.c_str());
+  }
   if (!hint.empty()) {
     std::fprintf(stderr, "%.*s\n", static_cast<int>(hint.size()), hint.data());
   }
   if (json) {
-    // The server's text bounded as on stderr: the error_code's first 200 bytes, the message's first 4096.
+    // The server's text bounded as on stderr: its codes' first 200 bytes, the messages' first 4096.
     std::string out = "{\"error\":{\"message\":" + json_string(e.what(), whole_line) +
                       ",\"code\":" + json_string(e.code().message()) +
                       ",\"http_status\":" + std::to_string(e.http_status()) +
                       ",\"error_code\":" + json_string(e.server_error_code(), detail::max_quoted_bytes) +
+                      ",\"reason\":" + json_string(e.reason(), detail::max_quoted_bytes) +
+                      ",\"server_message\":" + json_string(e.server_message(), whole_line) +
+                      ",\"request_id\":" + json_string(e.request_id(), detail::max_quoted_bytes) +
                       ",\"attempts\":" + std::to_string(e.attempts()) + "}}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   }

@@ -43,7 +43,7 @@ struct connection {
   /// Client options with the flags, then the environment, applied; prints the `--insecure` warning on stderr.
   /// @throws usage_error when a flag is given an empty value, when no API key is given anywhere, when the key or
   ///         the base URL contains a control character other than tab, or DEL (`header_safe`: they would end up
-  ///         in a request's header lines), or when the CA bundle cannot be read.
+  ///         in a request's header lines), or when the CA bundle is a directory or cannot be read.
   [[nodiscard]] client_options to_client_options() const;
   /// For a TLS failure, a line that names both of its causes: a certificate that failed verification (against
   /// which CA bundle, and how to trust a private CA) and a server that does not speak TLS at that address (check
@@ -65,17 +65,21 @@ struct connection {
 /// character; when it is longer, `...` follows them inside the quotes (as `detail::printable` marks a cut).
 [[nodiscard]] std::string json_string(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
-/// The most bytes of a whole line (a WARN line, an exception's message) the programs print through
-/// `detail::printable`, which writes its control bytes as `\xHH` so that none drives the user's terminal.
-inline constexpr std::size_t whole_line = 4096;
-
 /// Writes one line per retry to stderr: `WARN retry 1/3 in 1042 ms: HTTP 503 code=...`.
 void log_to_stderr(log_level level, std::string_view message);
 
-/// Prints a failed SDK call: the message on stderr, then `hint` (when not empty) as a line of its own, and with
-/// `json` an `{"error":{...}}` object on stdout, one line. Text the server chose is bounded in both as
-/// `detail::printable` bounds it: the server's `error_code` at its first 200 bytes (`detail::max_quoted_bytes`),
-/// the message at 4096 (`whole_line`), `...` marking a cut; in the JSON it is escaped the JSON way.
+/// What the server said about a failed call, as one line: `the server said: TEXT (reason=R, request_id=ID)`, each
+/// part the server left out omitted; empty when it said none of them (no response, or a body without them). The
+/// error code is not repeated: `e.what()` has it. Each part is quoted through `detail::printable`: the text's first
+/// 4096 bytes (`whole_line`), the reason's and the request id's first 200 (`detail::max_quoted_bytes`).
+[[nodiscard]] std::string server_said(wandura::error const& e);
+
+/// Prints a failed SDK call: the message on stderr, then what the server said (`server_said`) and `hint` (when not
+/// empty) as lines of their own, and with `json` an `{"error":{...}}` object on stdout, one line, which has the
+/// server's `error_code`, `reason`, `server_message` and `request_id` too. Text the server chose is bounded in both as
+/// `detail::printable` bounds it: the server's `error_code`, `reason` and `request_id` at their first 200 bytes
+/// (`detail::max_quoted_bytes`), the message and the server's text at 4096 (`whole_line`), `...` marking a cut; in
+/// the JSON it is escaped the JSON way.
 void print_error(std::string_view command, wandura::error const& e, bool json, std::string_view hint = {});
 
 /// The text of `wandura --version`: the project's version, then the libcurl and OpenSSL it runs with.

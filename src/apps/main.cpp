@@ -7,14 +7,9 @@
 //
 // Base URL and key: --base-url/--api-key, else WANDURA_BASE_URL/WANDURA_API_KEY. Exit status 0 on success, 1 when
 // a call failed, a ticket was not granted or stdout could not take the output, 2 for a usage error.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <span>
 #include <string>
@@ -23,6 +18,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/commands.hpp"
+#include "cli/standard_streams.hpp"
 #include "wandura/error.hpp"
 
 namespace {
@@ -49,32 +45,9 @@ int run(command const& c) {
   }
 }
 
-/// Holds each of stdin, stdout and stderr that was closed open on /dev/null, for reading only. Left closed, its
-/// number would go to the first socket or eventfd opened, and the output meant for the user would be written into
-/// it (a connection to the API included); read-only, a write to it fails and `output_status` reports it.
-void hold_standard_descriptors() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
-      int const held = ::open("/dev/null", O_RDONLY); // the lowest free number: fd itself
-      if (held != fd && held >= 0) {
-        ::close(held);
-      }
-    }
-  }
-}
-
-/// `status`, or exit_failed when stdout could not take the output (closed, a full disk, a reader gone): a caller
-/// must never take a truncated or lost output for a success.
+/// `status`, or exit_failed when stdout could not take the output (`cli::flush_stdout`).
 int output_status(int status) {
-  errno = 0;
-  bool const flushed = std::fflush(stdout) == 0;
-  if (flushed && std::ferror(stdout) == 0) {
-    return status;
-  }
-  int const err = errno;
-  std::fprintf(stderr, "wandura: cannot write the output to stdout: %s\n",
-               err != 0 ? std::strerror(err) : "a write failed");
-  return status == exit_ok ? exit_failed : status;
+  return flush_stdout("wandura") || status != exit_ok ? status : exit_failed;
 }
 
 /// Everything main does but the check of the output.

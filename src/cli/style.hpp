@@ -1,10 +1,12 @@
 // The style every command line of the project shares (`wandura`, `wandura-emulator`, `smooth_playback`): CLI11
 // applications with one help layout, one format for usage errors and the same exit statuses. Header-only, built
-// into the programs, never installed.
+// into the programs, never installed; a program links `detail::printable` (src/printable.cpp), with the client
+// library or, in the emulator, on its own.
 #pragma once
 
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "wandura/detail/printable.hpp"
 
 namespace wandura::cli {
 
@@ -125,11 +129,18 @@ template <typename T> CLI::Validator number_in(T lo, T hi) {
       "");
 }
 
+/// The most bytes of a whole line (a usage error, a WARN line, an exception's message) the programs print through
+/// `detail::printable`, which writes its control bytes as `\xHH` so that none drives the user's terminal.
+inline constexpr std::size_t whole_line = 4096;
+
 /// Prints `message` as a usage error of `program`, with a pointer to its help, on stderr; returns exit_usage.
+/// `message` quotes what the user typed (an unknown option, a value refused, CLI11's own words about it): it is
+/// printed through `detail::printable`, at most `whole_line` bytes, so that an argument holding a terminal escape,
+/// another control byte or bytes that are not UTF-8 shows as `\xHH` and never reaches the terminal raw.
 inline int report_usage_error(std::string_view program, std::string_view message) {
-  std::fprintf(stderr, "%.*s: %.*s\nRun \"%.*s --help\" for its options.\n", static_cast<int>(program.size()),
-               program.data(), static_cast<int>(message.size()), message.data(), static_cast<int>(program.size()),
-               program.data());
+  std::string const shown = detail::printable(message, whole_line);
+  std::fprintf(stderr, "%.*s: %s\nRun \"%.*s --help\" for its options.\n", static_cast<int>(program.size()),
+               program.data(), shown.c_str(), static_cast<int>(program.size()), program.data());
   return exit_usage;
 }
 

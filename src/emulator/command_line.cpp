@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/standard_streams.hpp"
 #include "cli/style.hpp"
 #include "wandura/emulator/emulator.hpp"
 
@@ -38,7 +39,7 @@ std::unique_ptr<CLI::App> make_app(std::string_view program, flags& f) {
       std::string(program));
   cli::apply_style(*app, "Prints \"listening on http://HOST:PORT\" once ready and serves until SIGINT or SIGTERM. "
                          "Default key: test-key.\nExit status: 0 after a stop signal, 1 when the server cannot "
-                         "start, 2 for a usage or configuration error.");
+                         "start or stdout cannot take that line, 2 for a usage or configuration error.");
   app->add_option("--port", f.port, "port to listen on; 0 picks a free one (printed)")
       ->type_name("PORT")
       ->required()
@@ -88,8 +89,9 @@ config make_config(CLI::App const& app, flags const& f) {
   return cfg;
 }
 
-/// Starts the emulator, prints its address and serves until SIGINT or SIGTERM.
-int serve(config const& cfg) {
+/// Starts the emulator, prints its address and serves until SIGINT or SIGTERM. Stops at once, with exit_failed, when
+/// stdout cannot take the address: whoever started it would wait for a line that never comes.
+int serve(config const& cfg, std::string_view program) {
   // Block the stop signals before the server's threads start, so that only sigwait below receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -100,7 +102,10 @@ int serve(config const& cfg) {
 
   auto emu = server::start(cfg);
   std::printf("listening on %s\n", emu->base_url().c_str());
-  std::fflush(stdout);
+  if (!cli::flush_stdout(program)) {
+    emu->stop();
+    return cli::exit_failed;
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   emu->stop();
@@ -127,11 +132,12 @@ int run_command_line(std::span<char* const> args, std::string_view program) {
     return cli::report_usage_error(program, e.what());
   }
   try {
-    return serve(cfg);
+    return serve(cfg, program);
   } catch (config_error const& e) { // refused by server::start: a usage error too
     return cli::report_usage_error(program, e.what());
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(), e.what());
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(),
+                 detail::printable(e.what(), cli::whole_line).c_str()); // it may quote --host
     return cli::exit_failed;
   }
 }

@@ -641,7 +641,7 @@ void merge_or_throw(ticket_call& call, sending& sent, std::error_code waited) {
     throw error(errc::deadline_exceeded,
                 std::string(call.operation) + ": deadline of " + std::to_string(call.settings.total_timeout.count()) +
                     " ms reached while waiting for an identical request in flight",
-                error_info{0, {}, {}, {}, 0});
+                error_info{});
   }
   sent_batch batch = sent.op->take();
   sent.owner = sent.op->claim();

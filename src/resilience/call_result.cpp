@@ -94,6 +94,7 @@ error to_error(call_result const& r, std::string_view operation) {
   info.http_status = r.response.status;
   info.error_code = r.error_code;
   info.reason = r.reason;
+  info.server_message = r.server_message;
   info.attempts = r.attempts;
   if (!r.request_id.empty()) {
     info.request_id = r.request_id;

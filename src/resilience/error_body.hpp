@@ -1,6 +1,7 @@
 // The flat error body of the Wandura API (docs/protocol.md §1 "Errors"):
 // `{"error":"<human text>","error_code":"<code>","reason":"<optional>","request_id":"req_..."}`.
-// The retry loop needs `error_code` (a string, or a number as in docs/protocol.md §3 code table) and `reason`.
+// The retry loop needs `error_code` (a string, or a number as in docs/protocol.md §3 code table) and `reason`; the
+// human text and the request id go into `wandura::error_info` for the caller.
 //
 // Thread safety: pure function; uses a thread-local simdjson parser (no suspension happens while it is in use).
 #pragma once

@@ -255,6 +255,7 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
   result.detail = outcome.detail.empty() ? std::string() : detail::printable(outcome.detail, max_sender_words);
   result.error_code.clear();
   result.reason.clear();
+  result.server_message.clear();
   result.request_id.clear();
   result.replayed = false;
   if (outcome.error) {
@@ -267,6 +268,7 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
     auto body = detail::parse_error_body(result.response.body);
     result.error_code = std::move(body.error_code);
     result.reason = std::move(body.reason);
+    result.server_message = std::move(body.message);
     auto const header_id = result.response.request_id();
     result.request_id = header_id ? std::string(*header_id) : std::move(body.request_id);
   }

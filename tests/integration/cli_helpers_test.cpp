@@ -151,6 +151,18 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
   ::unsetenv("CURL_CA_BUNDLE");
   ::unsetenv("SSL_CERT_FILE");
 
+  // A directory (of certificates, say) is not a bundle: libcurl would fail every handshake without naming it.
+  wandura::cli::connection dir;
+  dir.api_key = "k";
+  dir.ca_bundle = WANDURA_SOURCE_DIR;
+  CHECK_THROWS_WITH(dir.to_client_options(),
+                    Catch::StartsWith("--ca-bundle: " WANDURA_SOURCE_DIR " is a directory; give one PEM file"));
+  dir.ca_bundle.reset();
+  ::setenv("SSL_CERT_FILE", WANDURA_SOURCE_DIR "/", 1);
+  CHECK_THROWS_WITH(dir.to_client_options(),
+                    Catch::StartsWith("SSL_CERT_FILE: " WANDURA_SOURCE_DIR "/ is a directory"));
+  ::unsetenv("SSL_CERT_FILE");
+
   wandura::cli::connection insecure;
   insecure.api_key = "k";
   insecure.insecure = true;
@@ -214,12 +226,40 @@ TEST_CASE("cli connection: a flag given an empty value is refused, not read as l
   ::unsetenv("WANDURA_BASE_URL");
 }
 
-TEST_CASE("cli text output: control bytes from the server are shown as \\xHH, never sent to the terminal") {
+TEST_CASE("cli text output: control bytes from the server are written as hex escapes, never sent to the terminal") {
   using wandura::detail::printable;
   CHECK(printable("org_demo") == "org_demo");
   CHECK(printable("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07");
   CHECK(printable(std::string_view("a\0b\r\n\x7f", 6)) == "a\\x00b\\x0d\\x0a\\x7f");
   CHECK(printable(std::string(5000, 'x'), wandura::cli::whole_line) == std::string(4096, 'x') + "...");
+}
+
+TEST_CASE("cli errors: what the server said is one line, escaped and bounded, without the parts it left out") {
+  using wandura::cli::server_said;
+  auto const failed = [](wandura::error_info info) {
+    return wandura::error(wandura::errc::http_error, "get_config: failed after 1 attempt: HTTP 400 code=bad",
+                          std::move(info));
+  };
+  CHECK(server_said(failed({.http_status = 400,
+                            .error_code = "bad",
+                            .reason = "prefetch_shed",
+                            .request_id = "req_1",
+                            .attempts = 1,
+                            .server_message = "No film \"x\"."})) ==
+        "the server said: No film \"x\". (reason=prefetch_shed, request_id=req_1)");
+  CHECK(server_said(failed({.http_status = 404, .attempts = 1, .server_message = "Not found."})) ==
+        "the server said: Not found.");
+  CHECK(server_said(failed({.http_status = 404, .request_id = "req_2", .attempts = 1})) ==
+        "the server said: (request_id=req_2)");
+  CHECK(server_said(failed({.http_status = 404, .error_code = "not_found", .attempts = 1})).empty()); // on what()
+  CHECK(server_said(wandura::error(wandura::errc::connect_failed, "could not connect")).empty());
+  // Its text may hold line breaks and terminal escapes: written as \xHH, and bounded like a whole line.
+  CHECK(server_said(failed({.reason = "r\r\n", .server_message = "a\nb\x1b[2J\xff"})) ==
+        "the server said: a\\x0ab\\x1b[2J\\xff (reason=r\\x0d\\x0a)");
+  auto const long_text =
+      server_said(failed({.request_id = std::string(300, 'i'), .server_message = std::string(5000, 'm')}));
+  CHECK(long_text ==
+        "the server said: " + std::string(4096, 'm') + "... (request_id=" + std::string(200, 'i') + "...)");
 }
 
 TEST_CASE("cli parsing: arguments nobody took are named without the values of options, secrets included") {

@@ -137,6 +137,24 @@ expect_err "^Run \"wandura tickets --help\" for its options."
 run emulator --port 0 --threads 0
 expect_rc 2 "emulator --threads 0"
 expect_err "^wandura emulator: --threads: expected a whole number from 1 to 256, got \"0\""
+# What the user typed is quoted with its control bytes and non-ASCII bytes as \xHH, never raw: an unknown option
+# holding a terminal escape (retitle the window) and a byte that is not UTF-8, in each command and in the
+# emulator's own command line, and a value that CLI11 quotes in its own words.
+raw_bytes() { LC_ALL=C grep -q $'[\x1b\x07\xff]' err.txt; }
+for cmd in config "tickets --film the-heiress-returns --episode 1" "emulator --port 0"; do
+  # shellcheck disable=SC2086
+  run $cmd $'--x\x1b]0;title\x07\xff'
+  expect_rc 2 "$cmd with an option holding control bytes"
+  ! raw_bytes || { cat -v err.txt >&2; fail "$cmd: argument bytes reached stderr raw"; }
+  expect_err '^wandura [a-z]*: unexpected argument: --x\\x1b\]0;title\\x07\\xff$'
+done
+run tickets --film the-heiress-returns --episode 1 --policy $'\x1b[2J\xff'
+expect_rc 2 "a --policy holding control bytes"
+! raw_bytes || { cat -v err.txt >&2; fail "--policy: argument bytes reached stderr raw"; }
+expect_err '^wandura tickets: --policy: .*\\x1b\[2J\\xff'
+run help $'\x1b[2J'
+expect_rc 2 "help of a command holding control bytes"
+expect_err '^wandura: help: no command named "\\x1b\[2J"$'
 ( unset WANDURA_API_KEY; set +e; "$wandura" config >out.txt 2>err.txt; echo $? >rc.txt )
 [ "$(cat rc.txt)" -eq 2 ] || fail "no API key: exit $(cat rc.txt), expected 2"
 grep -q "no API key" err.txt || fail "no API key: message"
@@ -212,6 +230,13 @@ for cmd in "tickets --film the-heiress-returns --episode 3" "config" "config --j
   expect_err "^wandura: cannot write the output to stdout"
 done
 
+# The emulator's address line too: a script waiting for it must not wait for ever on a server nobody learns the
+# port of. It stops at once, exit 1, one line on stderr (timeout's 124 if it went on serving).
+set +e; timeout 20 "$wandura" emulator --port 0 >/dev/full 2>err.txt; rc=$?; set -e
+expect_rc 1 "emulator to a full disk"
+expect_err "^wandura emulator: cannot write the output to stdout: No space left on device"
+[ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt >&2; fail "emulator to a full disk: expected one line on stderr"; }
+
 # --version: the project's version from the build, then the libcurl and OpenSSL in use.
 run --version
 expect_rc 0 "--version"
@@ -222,6 +247,17 @@ expect_out "^OpenSSL [0-9]"
 run emulator --version
 expect_rc 0 "emulator --version"
 expect_out "^wandura $version\$"
+
+# What the server said about a failed call reaches the user: its text for humans and its request id on a line of
+# their own (the code is on the error line), and in --json.
+run config --api-key not-a-key
+expect_rc 1 "unknown key"
+expect_err "^wandura config: get_config: .*HTTP 401 code=unauthorized"
+expect_err '^wandura config: the server said: Missing or unknown API key\. (request_id=req_[a-z0-9]*)$'
+run config --api-key not-a-key --json
+expect_rc 1 "unknown key, --json"
+said='"reason":"","server_message":"Missing or unknown API key\.","request_id":"req_[a-z0-9]*"'
+expect_out "\"error_code\":\"unauthorized\",$said,\"attempts\":1}}\$"
 
 # Two scripted 503s (faults in the emulator's config file): two WARN lines on stderr, three attempts, exit 0.
 cat >faults.json <<'JSON'
@@ -278,6 +314,7 @@ run config --json --base-url "$url"
 expect_rc 1 "config --json of a 100 kB error_code"
 [ "$(wc -l <out.txt)" -eq 1 ] || { cat out.txt; fail "the --json error is not one line"; }
 [ "$(wc -c <out.txt)" -lt 2000 ] || fail "the --json error line is $(wc -c <out.txt) bytes"
-expect_out "^{\"error\":{.*,\"error_code\":\"$(zs 200)\.\.\.\",\"attempts\":1}}\$"
+said='"reason":"","server_message":"Injected by an emulator fault rule\.","request_id":"req_[a-z0-9]*"'
+expect_out "^{\"error\":{.*,\"error_code\":\"$(zs 200)\.\.\.\",$said,\"attempts\":1}}\$"
 
 echo "cli tickets: all checks passed"

@@ -89,5 +89,12 @@ expect_rc 2 "unreadable --ca-bundle"
 expect_err "--ca-bundle: cannot read the CA bundle /nonexistent/ca.pem"
 run config "${once[@]}" --ca-bundle "$ca" --insecure
 expect_rc 2 "--ca-bundle with --insecure"
+# A directory opens like a file but is no bundle: refused by name, not left to fail every handshake later.
+mkdir -p certs && cp "$ca" certs/
+run config "${once[@]}" --ca-bundle certs
+expect_rc 2 "a directory as --ca-bundle"
+expect_err "^wandura config: --ca-bundle: certs is a directory; give one PEM file"
+( export SSL_CERT_FILE=$PWD/certs; run config "${once[@]}"; expect_rc 2 "a directory as SSL_CERT_FILE"
+  expect_err "^wandura config: SSL_CERT_FILE: $PWD/certs is a directory" )
 
 echo "cli tls: all checks passed"

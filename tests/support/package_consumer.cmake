@@ -1,8 +1,9 @@
 # Installs the built tree into a scratch prefix, then configures, builds and runs examples/consumer against it
 # with find_package(wandura), each optional component the tree built included, and checks the pkg-config files
-# (CXX_COMPILER builds the fleet program with nothing else). Then checks what find_package says about components:
-# the built ones load when required; an unknown one, one the installation lacks and one whose dependency is missing
-# each fail with the reason; optional ones are left out with a note. Fails if any step fails.
+# (CXX_COMPILER builds the core's, the emulator's and the fleet's programs with nothing else). Then checks what
+# find_package says about components: the built ones load when required; an unknown one, one the installation lacks
+# and one whose dependency is missing each fail with the reason; optional ones are left out with a note; the core
+# alone needs no component's dependency. Fails if any step fails.
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/package_common.cmake)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -22,20 +23,20 @@ if(PKG_CONFIG)
       message(FATAL_ERROR "wandura-${component}.pc does not link its library before wandura's: ${libs}")
     endif()
   endforeach()
-  # The consumer's main program, which uses the in-process emulator, builds and runs with nothing but
-  # pkg-config's flags; and so does the fleet component's.
+  # The consumer's programs build and run with nothing but pkg-config's flags: the core's alone (wandura.pc names
+  # no component's library), the emulator's and the fleet component's.
   function(build_and_run_by_pkg_config module program)
     execute_process(COMMAND ${PKG_CONFIG} --cflags --libs ${module} OUTPUT_VARIABLE flags COMMAND_ERROR_IS_FATAL ANY)
     separate_arguments(flags UNIX_COMMAND "${flags}")
     run(${CXX_COMPILER} ${SOURCE_DIR}/examples/consumer/${program}.cpp ${flags} -o ${WORK_DIR}/${program}_by_pkg_config)
     run(${WORK_DIR}/${program}_by_pkg_config)
   endfunction()
-  if(EXISTS ${WORK_DIR}/prefix/lib/pkgconfig/wandura-emulator.pc)
-    build_and_run_by_pkg_config(wandura-emulator main)
-  endif()
-  if("fleet" IN_LIST components)
-    build_and_run_by_pkg_config(wandura-fleet fleet)
-  endif()
+  build_and_run_by_pkg_config(wandura main)
+  foreach(component IN ITEMS emulator fleet)
+    if(component IN_LIST components)
+      build_and_run_by_pkg_config(wandura-${component} ${component})
+    endif()
+  endforeach()
 endif()
 
 # probe(<name> PASS|FAIL <regex> <prefix> <find_package arguments> [<cmake args>...]): configures a project that
@@ -99,6 +100,17 @@ probe(not-built FAIL "component fleet: not in this installation: wandura 0.1.0 w
       ${without_fleet} "COMPONENTS fleet")
 probe(not-built-optional PASS "probe target: wandura::wandura" ${without_fleet} "OPTIONAL_COMPONENTS fleet")
 expect_no_target(wandura::fleet)
+
+# A user of the core alone needs none of the components' dependencies: with libhttp-parser (which only the emulator
+# links) not findable, find_package(wandura) still gives wandura::wandura, leaving the emulator out, and asking for
+# the emulator fails naming what it needs.
+probe(no-http-parser-implicit PASS "probe target: wandura::wandura" ${WORK_DIR}/prefix ""
+      -DCMAKE_DISABLE_FIND_PACKAGE_http_parser=ON)
+expect_no_target(wandura::emulator)
+if("emulator" IN_LIST components)
+  probe(no-http-parser FAIL "component emulator: needs libhttp-parser \\(Debian: libhttp-parser-dev\\), which"
+        ${WORK_DIR}/prefix "COMPONENTS emulator" -DCMAKE_DISABLE_FIND_PACKAGE_http_parser=ON)
+endif()
 
 # The fleet component is installed but hiredis cannot be found on this machine.
 if("fleet" IN_LIST components)

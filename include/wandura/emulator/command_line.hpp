@@ -19,8 +19,9 @@ namespace wandura::emulator {
 /// threads) and ignores SIGPIPE.
 ///
 /// @returns 0 after a stop signal, `--help` or `--version` (the line `wandura --version` starts with), 1 when the
-///          server cannot start (address in use, ...), 2 for a usage or configuration error (reported on stderr,
-///          followed by the usage text).
+///          server cannot start (address in use, ...) or stdout cannot take the `listening on` line (a full disk, a
+///          closed stdout: the server stops at once and stderr says why), 2 for a usage or configuration error
+///          (reported on stderr, followed by the usage text).
 /// @par Thread safety
 /// Call from the main thread before other threads are started: it changes the process's signal handling.
 int run_command_line(std::span<char* const> args, std::string_view program);

@@ -55,6 +55,8 @@ struct call_result {
   /// `error_code` and `reason` of the last response's body (numeric codes as decimal text); empty when none.
   std::string error_code;
   std::string reason;
+  /// The text for humans of the last non-2xx response's body (its `error` field), as sent; empty when none.
+  std::string server_message;
   /// The request id of the last non-2xx response: its `X-Request-Id` header, else its body's `request_id`; empty
   /// when it had neither, and after a 2xx (whose id is read from `response` when needed).
   std::string request_id;
@@ -98,7 +100,8 @@ struct call_result {
 /// The server's `error_code` goes into `what()` as printable ASCII, each byte outside 0x20-0x7E as `\xHH`, and
 /// bounded (its first 200 bytes, `...` marking a cut); the detail is already so (see `call_result::detail`) and
 /// goes in as it is, escaped once. `what()` is one line of bounded length whatever the server sent.
-/// The `error_info` carries the last status, server code, reason, request id and attempts, as the server sent them.
+/// The `error_info` carries the last status, server code, reason, request id, attempts and the server's text for
+/// humans, as the server sent them (`what()` leaves that text out: the code says the same, and the text can be long).
 /// @pre `!result.ok()`.
 [[nodiscard]] error to_error(call_result const& result, std::string_view operation);
 

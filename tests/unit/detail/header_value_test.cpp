@@ -74,7 +74,7 @@ TEST_CASE("header value: the refusal names the header and the byte, never the va
   CHECK(nul.find("hidden") == std::string::npos);
 }
 
-TEST_CASE("header value: another control byte is refused naming the header, its offset and the byte as \\xHH") {
+TEST_CASE("header value: another control byte is refused naming the header, its offset and the byte in hex") {
   std::string const soh = refusal("Authorization", "Bearer s3cr3t\x01tail");
   CHECK(soh == "header Authorization: value holds a control byte (\\x01) at byte 13; refused, nothing sent");
   std::string const del = refusal("User-Agent", "agent\x7ftail");

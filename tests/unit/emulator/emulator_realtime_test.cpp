@@ -13,8 +13,10 @@
 #include <array>
 #include <csignal>
 #include <cstdio>
+#include <fcntl.h>
 #include <fstream>
 #include <future>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
@@ -240,15 +242,26 @@ TEST_CASE("server: two io threads serve many concurrent connections consistently
 
 namespace {
 
-/// Runs the wandura-emulator binary with `args`, reads its first line, and stops it with SIGTERM at scope exit.
+/// Where the emulator's stdout goes: the pipe its first line is read from (with stderr), /dev/full (a full disk),
+/// or nowhere (closed).
+enum class stdout_to { pipe, full_disk, closed };
+
+/// Runs the wandura-emulator binary with `args`, reads its first line (waiting 10 s at most), and stops it with
+/// SIGTERM at scope exit.
 class emulator_process {
 public:
-  explicit emulator_process(std::vector<std::string> args) {
+  explicit emulator_process(std::vector<std::string> args, stdout_to where = stdout_to::pipe) {
     int out[2];
     REQUIRE(pipe(out) == 0);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    if (where == stdout_to::pipe) {
+      posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    } else if (where == stdout_to::full_disk) {
+      posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/full", O_WRONLY, 0);
+    } else {
+      posix_spawn_file_actions_addclose(&actions, STDOUT_FILENO);
+    }
     posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     args.insert(args.begin(), WANDURA_EMULATOR_BINARY);
@@ -260,9 +273,11 @@ public:
     REQUIRE(posix_spawn(&pid_, WANDURA_EMULATOR_BINARY, &actions, nullptr, argv.data(), environ) == 0);
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
+    pollfd ready{out[0], POLLIN, 0};
+    bool const readable = poll(&ready, 1, 10'000) == 1; // a program that never writes must not hang the test
     out_ = fdopen(out[0], "r");
     char line[512] = {};
-    if (std::fgets(line, sizeof line, out_) != nullptr) {
+    if (readable && std::fgets(line, sizeof line, out_) != nullptr) {
       first_line_ = line;
     }
   }
@@ -343,6 +358,33 @@ TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   CHECK(bad_config.wait_exit() == 2);
   emulator_process bad_port({"--port", "70000"});
   CHECK(bad_port.wait_exit() == 2);
+}
+
+TEST_CASE("command line: a stdout that cannot take the address line ends the run, exit 1, the reason on stderr") {
+  // A script waits for "listening on ..." on stdout: a server nobody learns the port of must not go on serving.
+  for (auto const& [where, why] : {std::pair{stdout_to::full_disk, "No space left on device"},
+                                   std::pair{stdout_to::closed, "Bad file descriptor"}}) {
+    CAPTURE(why);
+    emulator_process p({"--port", "0"}, where);
+    CHECK(p.first_line() == std::string("wandura-emulator: cannot write the output to stdout: ") + why + "\n");
+    if (p.first_line().find("cannot write") == std::string::npos) { // still serving: stop it, the check below fails
+      p.terminate();
+    }
+    CHECK(p.wait_exit() == 1);
+  }
+}
+
+TEST_CASE("command line: what the user typed is quoted with its control and non-ASCII bytes escaped") {
+  // A terminal escape (retitle the window) and a byte that is not UTF-8, in an unknown option and in a value.
+  emulator_process unknown({"--port", "0", "--x\x1b]0;title\x07\xff"});
+  CHECK(unknown.first_line() == "wandura-emulator: unexpected argument: --x\\x1b]0;title\\x07\\xff\n");
+  CHECK(unknown.wait_exit() == 2);
+  emulator_process host({"--port", "0", "--host", "\x1b[2J\xff"});
+  CHECK(host.first_line() == "wandura-emulator: host: \"\\x1b[2J\\xff\" is not an IP address\n");
+  if (host.first_line().rfind("listening", 0) == 0) {
+    host.terminate();
+  }
+  CHECK(host.wait_exit() == 2);
 }
 
 TEST_CASE("command line: a number out of its option's range exits with status 2, naming the range") {

@@ -913,6 +913,25 @@ TEST_CASE("errors: the request id comes from X-Request-Id, else from the error b
   CHECK(wandura::to_error(from_header, "get_config").request_id() == "req_header");
 }
 
+TEST_CASE("errors: the server's text for humans (the body's error) reaches error_info as sent, not what()") {
+  harness h;
+  h.fake.push(fake_step::respond(404, R"({"error":"No film \"x\".\n\u001b[2J","error_code":"not_found"})"));
+  auto const r = h.run(get(), reads());
+  CHECK(r.server_message == "No film \"x\".\n\x1b[2J");
+  auto const e = wandura::to_error(r, "get_film");
+  CHECK(e.server_message() == "No film \"x\".\n\x1b[2J");
+  CHECK(e.info().server_message == e.server_message());
+  CHECK_THAT(e.what(), !Catch::Contains("No film"));
+
+  // Only the last response's: a 503 that said something, then a 404 that said nothing.
+  h.fake.push(fake_step::respond(503, R"({"error":"Busy.","error_code":"service_unavailable"})"));
+  h.fake.push(fake_step::respond(404, R"({"error_code":"not_found"})"));
+  auto const last = h.run(get(), reads());
+  CHECK(last.attempts == 2);
+  CHECK(last.server_message.empty());
+  CHECK(wandura::to_error(last, "get_film").server_message().empty());
+}
+
 TEST_CASE("deadline: attempt and total timeouts of milliseconds::max() saturate instead of overflowing") {
   constexpr auto forever = std::chrono::milliseconds::max();
   SECTION("both at max: the attempt waits for its answer, however late, and no deadline passes") {
