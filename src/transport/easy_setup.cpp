@@ -212,19 +212,22 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* userp
   return false;
 }
 
-/// Builds the request's header list in storage reused across requests (no allocation once warm).
-void build_header_list(transfer& t) {
+/// Builds the request's header list in storage reused across requests (no allocation once warm). `user_agent_line`
+/// ("User-Agent: ...", or empty for none) is added unless the request has its own `User-Agent`.
+void build_header_list(transfer& t, std::string_view user_agent_line) {
   auto const& headers = t.request->headers;
-  std::size_t const most = headers.size() + 3; // and up to three of libcurl's own turned off
+  std::size_t const most = headers.size() + 4; // and the User-Agent, and up to three of libcurl's own turned off
   if (t.header_lines.size() < most) {
     t.header_lines.resize(most);
   }
   bool has_accept = false;
   bool has_content_type = false;
+  bool has_user_agent = false;
   for (std::size_t i = 0; i < headers.size(); ++i) {
     auto const& name = headers[i].name;
     has_accept = has_accept || iequals(name, "accept");
     has_content_type = has_content_type || iequals(name, "content-type");
+    has_user_agent = has_user_agent || iequals(name, "user-agent");
     auto& line = t.header_lines[i];
     line.assign(name);
     // "Name;" is libcurl's way to send a header with an empty value: "Name:" followed by nothing but spaces and
@@ -242,6 +245,9 @@ void build_header_list(transfer& t) {
   // bodies over 1 MiB (1024 bytes before 7.77). Each is added only when it applies, one header fewer for libcurl
   // to compare all of its own against on every request otherwise.
   std::size_t used = headers.size();
+  if (!has_user_agent && !user_agent_line.empty()) {
+    t.header_lines[used++].assign(user_agent_line);
+  }
   if (!has_accept) {
     t.header_lines[used++].assign("Accept:");
   }
@@ -271,6 +277,9 @@ easy_setup::easy_setup(transport_options options, socket_set& sockets)
   }
   h2c_reuse_broken_ = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
   no_proxy_in_environment_ = !proxy_in_environment();
+  if (!options_.user_agent.empty()) {
+    user_agent_line_ = "User-Agent: " + options_.user_agent;
+  }
 }
 
 std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::time_point now, std::string& why) const {
@@ -364,7 +373,7 @@ std::error_code easy_setup::configure_method(transfer& t, std::string& why) cons
   } else {
     curl_easy_setopt(t.easy, CURLOPT_HTTPGET, 1L);
   }
-  build_header_list(t);
+  build_header_list(t, user_agent_line_);
   curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, t.header_nodes.empty() ? nullptr : t.header_nodes.data());
   return {};
 }
@@ -391,7 +400,10 @@ void easy_setup::set_constant_options(transfer& t) const {
   if (!options_.ca_bundle.empty()) {
     curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_bundle.c_str());
   }
-  if (!options_.user_agent.empty()) {
+  // The User-Agent is a line of the request's header list (build_header_list): given as CURLOPT_USERAGENT, libcurl
+  // would format that line again for every request (~3k instructions and an allocation). A proxy's CONNECT does not
+  // carry the list's lines, so where a proxy may be used it is given this way too, for the CONNECT.
+  if (!options_.user_agent.empty() && !no_proxy_in_environment_) {
     curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
   }
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, options_.tcp_keepalive ? 1L : 0L);

@@ -42,6 +42,7 @@ private:
   socket_set& sockets_;
   bool h2c_reuse_broken_ = false;        ///< libcurl < 8.0.0: see configure_url()
   bool no_proxy_in_environment_ = false; ///< see proxy_in_environment()
+  std::string user_agent_line_;          ///< "User-Agent: " and `transport_options::user_agent`; empty for none
 };
 
 } // namespace wandura::detail
