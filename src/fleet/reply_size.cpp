@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include <hiredis/hiredis.h>
 
@@ -51,9 +52,14 @@ bool declared_elements::admit(redisReadTask const& task, int count) noexcept {
 }
 
 redisReplyObjectFunctions const& hiredis_reply_functions() {
+  // hiredis keeps its default functions in a static table that every reader points to; a reader is the only way to
+  // reach it. A failed first look-up throws, and the next call tries again (the static is then still unset).
   static redisReplyObjectFunctions const* const own = [] {
     redisReader* reader = redisReaderCreate();
-    redisReplyObjectFunctions const* fn = reader != nullptr ? reader->fn : nullptr;
+    if (reader == nullptr) {
+      throw std::bad_alloc();
+    }
+    redisReplyObjectFunctions const* fn = reader->fn;
     redisReaderFree(reader);
     return fn;
   }();

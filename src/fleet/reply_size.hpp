@@ -50,7 +50,9 @@ private:
   std::size_t declared_ = 0; ///< by the arrays of the reply being read
 };
 
-/// hiredis's own object functions: one table, the one every reader starts with.
+/// hiredis's own object functions: one table, the one every reader starts with. Looked up on the first call (through
+/// a reader made and freed for it), which must come before any reader's callbacks can need it.
+/// @throws std::bad_alloc on the first call, when that reader cannot be made (a later call tries again)
 [[nodiscard]] redisReplyObjectFunctions const& hiredis_reply_functions();
 
 /// Makes `reader` build its replies with hiredis's own functions, but refuse an array that `elements` does not

@@ -1,7 +1,5 @@
 #include "wandura/playback/metrics.hpp"
 
-#include <bit>
-
 #include "metric_text.hpp"
 #include "playback/metrics_recorder.hpp"
 

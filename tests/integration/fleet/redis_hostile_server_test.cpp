@@ -21,6 +21,7 @@
 #include <asio/write.hpp>
 
 #include "fleet_test_support.hpp"
+#include "repeated_text.hpp"
 #include "wandura/error.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
 
@@ -394,13 +395,7 @@ private:
   int subscriptions_dropped_ = 0;
 };
 
-std::string repeated(std::string_view text, std::size_t times) {
-  std::string out;
-  for (std::size_t i = 0; i < times; ++i) {
-    out += text;
-  }
-  return out;
-}
+using test_support::repeated;
 
 } // namespace
 

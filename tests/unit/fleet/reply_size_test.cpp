@@ -1,5 +1,6 @@
 // The bounds on a reply a hiredis reader has not finished (src/fleet/reply_size.hpp): the arrays' declared elements.
 #include "fleet/reply_size.hpp"
+#include "repeated_text.hpp"
 
 #include <climits>
 #include <memory>
@@ -33,13 +34,7 @@ read_result read_bounded(std::string_view bytes, std::size_t max_reply_bytes) {
   return result;
 }
 
-std::string repeated(std::string_view text, std::size_t times) {
-  std::string out;
-  for (std::size_t i = 0; i < times; ++i) {
-    out += text;
-  }
-  return out;
-}
+using test_support::repeated;
 
 } // namespace
 
