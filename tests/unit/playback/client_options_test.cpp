@@ -382,6 +382,46 @@ TEST_CASE("client options: the observer hears each attempt and each client call'
   CHECK(h.run(h.api->start_episode(who, "f", 6, 6)).play.outcome == wandura::item_outcome::granted);
   CHECK(observer->events ==
         std::vector<std::string>{"begin start_episode 0", "end start_episode 200", "call start_episode ok"});
+
+  // A start_episode and an issue_tickets call for the same batch share one request (attempt_observer.hpp: its
+  // attempts carry the operation of the call that started it); each call's end names its own operation.
+  for (bool const episode_first : {true, false}) {
+    CAPTURE(episode_first);
+    int const episode_no = episode_first ? 7 : 8; // a new one each time: a granted ticket is reused from the store
+    observer->events.clear();
+    auto shared = fake_step::respond(
+        200, client_harness::batch_body({client_harness::granted_item("f", episode_no, "play", "t7")}));
+    shared.latency = std::chrono::milliseconds(100);
+    h.fake->push(shared);
+    auto const attempts_before = h.fake->attempt_count();
+    wandura::ticket_batch same = batch;
+    same.episodes[0].episode_no = episode_no;
+    same.viewer_ref = who.viewer_ref;
+    same.union_info = who.union_info;
+    same.drm_kek = who.drm_kek;
+    auto episode = [&]() -> asio::awaitable<wandura::ticket_batch_result> {
+      auto const started = co_await h.api->start_episode(who, "f", episode_no, episode_no);
+      wandura::ticket_batch_result r;
+      r.items.push_back(started.play);
+      co_return r;
+    };
+    std::vector<asio::awaitable<wandura::ticket_batch_result>> both;
+    if (episode_first) {
+      both.push_back(episode());
+      both.push_back(h.api->issue_tickets(same));
+    } else {
+      both.push_back(h.api->issue_tickets(same));
+      both.push_back(episode());
+    }
+    for (auto const& r : h.run_together(std::move(both))) {
+      CHECK(r.items.at(0).outcome == wandura::item_outcome::granted);
+    }
+    CHECK(h.fake->attempt_count() == attempts_before + 1);
+    std::string const first = episode_first ? "start_episode" : "issue_tickets";
+    std::string const second = episode_first ? "issue_tickets" : "start_episode";
+    CHECK(observer->events == std::vector<std::string>{"begin " + first + " 0", "end " + first + " 200",
+                                                       "call " + first + " ok", "call " + second + " ok"});
+  }
 }
 
 // README and client.hpp write options with designated initializers that name a few fields. GCC before 14 warns
