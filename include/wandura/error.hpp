@@ -70,7 +70,8 @@ enum class errc {
   unavailable = 25,
 
   // --- playback: typed API ----------------------------------------------------------------------------------
-  /// A response body is not the JSON the API documents (malformed, truncated, wrong types, numbers out of range).
+  /// A response body is not the JSON the API documents (malformed, truncated, wrong types, numbers out of range);
+  /// also the `error` of one item of a ticket batch that could not be read (`unreadable_item_code`).
   invalid_response = 40,
   /// An argument is outside what the API accepts (more than 3 episodes, an empty film_ref, ...); nothing was sent.
   invalid_argument = 41,

@@ -152,6 +152,9 @@ void print_json(ticket_batch_result const& r) {
     if (!it.reason.empty()) {
       out += ",\"reason\":" + json_string(it.reason, detail::max_quoted_bytes);
     }
+    if (!it.detail.empty()) { // the SDK's own words for an item it failed (missing or unreadable)
+      out += ",\"detail\":" + json_string(it.detail, 2 * detail::max_quoted_bytes);
+    }
     out += "}";
   }
   out += "],\"attempts\":" + std::to_string(r.attempts) + ",\"replayed\":" + (r.replayed ? "true" : "false") + "}\n";
@@ -177,6 +180,9 @@ void print_table(ticket_batch_result const& r) {
       }
       if (it.retry_after) {
         cell += ", retry after " + std::to_string(it.retry_after->count()) + " s";
+      }
+      if (!it.detail.empty()) {
+        cell += ": " + detail::printable(it.detail, 2 * detail::max_quoted_bytes);
       }
     }
     std::printf("%-28s %4d  %-8s  %-12s %6d  %s\n", detail::printable(it.film_ref).c_str(), it.episode_no,

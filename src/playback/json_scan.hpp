@@ -111,8 +111,25 @@ public:
     slot.reset();
   }
 
+  /// A value that breaks the API's rules (a range, a required field, a date): the value's own failure.
   bool fail(std::string text) {
     message_ = std::move(text);
+    local_ = true;
+    return false;
+  }
+
+  /// Whether the last failure was one value's own (a wrong type, a number out of range or malformed, a bad escape,
+  /// a rule of the API) rather than the document's: after such a failure the iterator is still at a token boundary
+  /// (simdjson reads a scalar whole or not at all, and leaving an object part-read is allowed: its parent skips the
+  /// rest), so a reader of one element of a list may record it for that element and go on.
+  [[nodiscard]] bool failure_is_local() const noexcept { return local_; }
+  /// The last failure's message, taken (the reader's message is empty after it).
+  [[nodiscard]] std::string take_message() noexcept { return std::exchange(message_, {}); }
+
+  /// A failure of the document as a whole (its structure, its encoding): nothing after it can be read.
+  bool fail_document(std::string text) {
+    message_ = std::move(text);
+    local_ = false;
     return false;
   }
 
@@ -125,10 +142,11 @@ public:
       return fail(prefix + (expected.empty() ? std::string("wrong type") : "expected " + std::string(expected)));
     case simdjson::NUMBER_OUT_OF_RANGE: return fail(prefix + "number out of range");
     case simdjson::NUMBER_ERROR: return fail(prefix + "malformed number");
-    case simdjson::UTF8_ERROR: return fail(prefix + "invalid UTF-8");
     case simdjson::STRING_ERROR: return fail(prefix + "malformed string");
-    case simdjson::DEPTH_ERROR: return fail(prefix + "nested too deeply");
-    default: return fail(prefix + "truncated or malformed JSON (" + simdjson::error_message(e) + ")");
+    // The document's own failures: stage 1 checks UTF-8 for the whole body, and the rest is its structure.
+    case simdjson::UTF8_ERROR: return fail_document(prefix + "invalid UTF-8");
+    case simdjson::DEPTH_ERROR: return fail_document(prefix + "nested too deeply");
+    default: return fail_document(prefix + "truncated or malformed JSON (" + simdjson::error_message(e) + ")");
     }
   }
 
@@ -282,6 +300,7 @@ private:
   std::string& message_;
   std::vector<ticket>* spare_tickets_;
   bool escapes_;
+  bool local_ = false; ///< of the last failure: see failure_is_local
 };
 
 /// Calls `on_field(key, value)` for every field of `obj`; stops at the first failure.
@@ -340,7 +359,7 @@ std::error_code run(simdjson::ondemand::parser& parser, std::string& message, st
   simdjson::ondemand::document doc;
   if (auto e = parser.iterate(json).get(doc)) {
     if (e == simdjson::EMPTY) {
-      r.fail("empty body");
+      r.fail_document("empty body");
     } else {
       r.fail_json({}, {}, e);
     }
@@ -349,7 +368,7 @@ std::error_code run(simdjson::ondemand::parser& parser, std::string& message, st
   simdjson::ondemand::object obj;
   if (auto e = doc.get_object().get(obj)) {
     if (e == simdjson::INCORRECT_TYPE || e == simdjson::SCALAR_DOCUMENT_AS_VALUE) {
-      r.fail("not a JSON object");
+      r.fail_document("not a JSON object");
     } else {
       r.fail_json({}, {}, e);
     }
@@ -360,7 +379,7 @@ std::error_code run(simdjson::ondemand::parser& parser, std::string& message, st
   }
   char const* rest = nullptr;
   if (doc.current_location().get(rest) != simdjson::OUT_OF_BOUNDS) {
-    r.fail("trailing content after the JSON object");
+    r.fail_document("trailing content after the JSON object");
     return errc::invalid_response;
   }
   return {};

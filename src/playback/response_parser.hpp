@@ -54,6 +54,8 @@ public:
   /// Each item needs `film_ref` (string), `episode_no` (1..2^31-1), `intent` (string), `status` (100..599); a 2xx
   /// item needs a `ticket` with a non-empty `ticket_id` and an RFC 3339 `expires_at`. `retry_after` must be a
   /// number of seconds in [0, 10^7] (fractions round up). `outcome` and `error` come from `classify_item`.
+  /// An item that breaks these rules fails alone (`unreadable_item_code`, with `detail`); the body fails as a whole
+  /// only when it is not valid JSON, not an object, or has no `items` array (or `request_id` is not a string).
   /// `http_status`, `attempts` and `replayed` are left for the caller, which knows them.
   [[nodiscard]] std::error_code parse_ticket_batch(response_body const& body, ticket_batch_result& out);
   [[nodiscard]] std::error_code parse_ticket_batch(std::string_view body, ticket_batch_result& out);

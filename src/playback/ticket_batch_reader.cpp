@@ -88,6 +88,7 @@ void reset_item(ticket_item_result& item) noexcept {
   item.reason.clear();
   item.retry_after.reset();
   item.error = {};
+  item.detail.clear();
 }
 
 /// Which required fields of an item were there.
@@ -210,18 +211,55 @@ bool finish_item(reader& r, location const& where, item_fields_seen const& seen,
   return true;
 }
 
+/// An item that could not be read is failed on its own (ticket_result.hpp, `unreadable_item`): its fields as far as
+/// they were read, no ticket, and what was wrong in `detail`.
+void fail_item(reader& r, std::string why, ticket_item_result& item) {
+  r.drop(item.ticket);
+  item.outcome = item_outcome::failed;
+  item.error = make_error_code(errc::invalid_response);
+  item.error_code = unreadable_item_code;
+  item.detail = std::move(why);
+}
+
+/// Reads one element of `items`. A failure of the item's own (a field's type or range, a required field missing, a
+/// ticket that does not match the status) fails that item alone and returns true; one of the document fails the
+/// whole body and returns false.
 bool read_item(reader& r, std::size_t index, od::value& v, ticket_item_result& item) {
   location const where{"items", index, true, {}};
+  reset_item(item);
+  std::string problem; // the first of the item's own failures
   od::object obj;
   if (!r.object(v, where, {}, obj)) {
-    return false;
+    if (!r.failure_is_local()) {
+      return false;
+    }
+    fail_item(r, r.take_message(), item);
+    return true;
   }
-  reset_item(item);
   item_fields_seen seen;
   bool const ok = for_each_field(r, where, obj, [&](std::string_view key, od::value& value) {
-    return read_item_field(r, where, index, key, value, item, seen);
+    if (read_item_field(r, where, index, key, value, item, seen)) {
+      return true;
+    }
+    if (!r.failure_is_local()) {
+      return false;
+    }
+    std::string why = r.take_message();
+    if (problem.empty()) {
+      problem = std::move(why);
+    }
+    return true; // the item's other fields are still read: film, episode and intent match it to the request
   });
-  return ok && finish_item(r, where, seen, item);
+  if (!ok) {
+    return false;
+  }
+  if (problem.empty() && !finish_item(r, where, seen, item)) {
+    problem = r.take_message(); // finish_item fails only for the item's own rules
+  }
+  if (!problem.empty()) {
+    fail_item(r, std::move(problem), item);
+  }
+  return true;
 }
 
 } // namespace

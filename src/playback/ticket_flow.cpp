@@ -333,11 +333,18 @@ private:
         item.outcome = item_outcome::failed;
         item.status = status;
         item.error = make_error_code(errc::invalid_response);
-        item.error_code = "missing_item";
+        item.error_code = missing_item_code;
+        item.detail = "the answer has no readable item for this episode";
         continue;
       }
       used.push_back(match);
       item = std::move(parsed.items[match]);
+      if (item.error_code == unreadable_item_code && item.error == errc::invalid_response) {
+        // Not asked again. Its ticket may have been issued unless it read as refused (a status outside 2xx).
+        bool const refused = item.status != 0 && (item.status < 200 || item.status >= 300);
+        unanswered_[i] = unanswered_[i] && !refused;
+        continue;
+      }
       unanswered_[i] = false; // the server said what it did for this episode
       // An item is retried by the same rule as a whole response (classify.hpp), on its own status and code.
       bool const needed = want.intent == intent::play || self_->options.retry_prefetch;

@@ -192,8 +192,9 @@ public:
   ///         answer), `errc::rate_limited` (nothing sent: the admission gate held the request back after a 429, or
   ///         behind the counter's pace, until past the deadline), `operation_aborted` (cancelled), a transport code
   ///         when no response ever arrived, `errc::invalid_response` when the last answer's body is not the
-  ///         documented JSON and retries ran out or may not be made (an unkeyed write), `errc::unavailable` for a
-  ///         status without items that the policy retries when no retry is left (a proxy's 503 on every attempt),
+  ///         documented JSON (not JSON, or no `items` array: an item that cannot be read fails alone, see
+  ///         `unreadable_item_code`) and retries ran out or may not be made (an unkeyed write), `errc::unavailable` for
+  ///         a status without items that the policy retries when no retry is left (a proxy's 503 on every attempt),
   ///         `errc::http_error` for a final status without items (e.g. 400).
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the

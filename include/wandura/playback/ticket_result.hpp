@@ -86,7 +86,20 @@ struct item_classification {
 [[nodiscard]] item_classification classify_item(int status, std::string_view error_code, std::string_view reason,
                                                 intent what) noexcept;
 
-/// One episode's result. Items are values: one failed item never throws the others away (STYLE "Errors").
+/// `ticket_item_result::error_code` of an item failed by this SDK rather than by the server: the answer had no item
+/// for the episode (matched by film, episode and intent). Its `error` is `errc::invalid_response`.
+inline constexpr std::string_view missing_item_code = "missing_item";
+/// `ticket_item_result::error_code` of an item failed by this SDK rather than by the server: the answer's item for
+/// the episode could not be read (a field of the wrong type or out of range, a required field missing, a granted
+/// item without a readable ticket). Its `error` is `errc::invalid_response` and its `detail` says what was wrong; the
+/// fields read before are kept, its ticket is not. The batch's other items are read as usual. Such an item is not
+/// asked for again within the call (the same answer would read the same way). Unless its status read as a refusal
+/// (outside 2xx), the ticket it may stand for stays counted against a viewer limit
+/// (`client_options::viewer_tickets_per_minute`), as one of an answer lost on the way does.
+inline constexpr std::string_view unreadable_item_code = "unreadable_item";
+
+/// One episode's result. Items are values: one failed item never throws the others away, an unreadable one
+/// included (`unreadable_item_code`); only a body that is not a JSON object with an `items` array fails a whole call.
 struct ticket_item_result {
   std::string film_ref;        ///< As the server echoed it.
   std::int32_t episode_no = 0; ///< As the server echoed it, >= 1.
@@ -98,10 +111,15 @@ struct ticket_item_result {
   /// and another of its callers reports the ticket as fresh (each fresh ticket is reported fresh once).
   bool reused = false;
   std::optional<wandura::ticket> ticket; ///< Present exactly when `outcome == item_outcome::granted`.
-  std::string error_code;                ///< The server's `error_code` (numbers as decimal text); may be empty.
-  std::string reason;                    ///< The server's `reason`, e.g. "prefetch_shed"; may be empty.
+  /// The server's `error_code` (numbers as decimal text); may be empty. `missing_item_code` or
+  /// `unreadable_item_code` for an item this SDK failed itself.
+  std::string error_code;
+  std::string reason;                              ///< The server's `reason`, e.g. "prefetch_shed"; may be empty.
   std::optional<std::chrono::seconds> retry_after; ///< The item's `retry_after` in whole seconds (rounded up).
   std::error_code error;                           ///< Set only for `item_outcome::failed` (see `classify_item`).
+  /// For an item this SDK failed itself: what was wrong, naming the place in the answer
+  /// ("items[1].retry_after: expected a number of seconds"); a field's text is not quoted. Empty otherwise.
+  std::string detail;
 };
 
 /// The result of one `POST /v1/playback/tickets` call.

@@ -57,6 +57,9 @@ struct attempt_end {
   int status_code = 0;                  ///< The response's status; 0 when none arrived (`http.response.status_code`).
   std::string_view error_type;          ///< Empty on success; else the status as text for a status >= 400 ("503"),
                                         ///< or the transport error's short name ("connect_failed") (`error.type`).
+                                        ///< A 2xx is a success here even when its body cannot be read: the
+                                        ///< exchange succeeded; the call retries it as it would a reset, and its
+                                        ///< `call_end::error` says `invalid_response` if none is read.
   std::chrono::nanoseconds duration{0}; ///< From sending to the end of the response or the failure.
 };
 

@@ -605,6 +605,56 @@ TEST_CASE("client: an unreadable 200 batch is retried with the same key until re
   CHECK(h.warn_lines[0].find(": invalid response body") != std::string::npos);
 }
 
+TEST_CASE("client: an item it cannot read fails alone, is not asked again, and its ticket stays counted") {
+  // ticket_result.hpp, unreadable_item_code. With the per-viewer limit on and off.
+  bool const limited = GENERATE(true, false);
+  CAPTURE(limited);
+  wandura::client_options options;
+  if (limited) {
+    options.viewer_tickets_per_minute = 3;
+  }
+  harness h(options);
+  std::string const film = "the-heiress-returns";
+  // Episode 5 granted with a ticket that cannot be read (the server may have issued it), episode 6 a 503 whose
+  // retry_after is not a number (not asked again: the same answer reads the same way).
+  std::string const unreadable_grant = R"({"film_ref":")" + film +
+                                       R"(","episode_no":5,"intent":"prefetch","status":200,)"
+                                       R"("ticket":{"ticket_id":"t5","expires_at":"tomorrow"}})";
+  std::string const unreadable_refusal =
+      R"({"film_ref":")" + film + R"(","episode_no":6,"intent":"prefetch","status":503,"retry_after":"soon"})";
+  h.fake->push(
+      fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4"), unreadable_grant, unreadable_refusal})));
+  auto const s = h.start(4, 6);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.play.ticket);
+  CHECK(s.play.ticket->ticket_id == "t4");
+  REQUIRE(s.prefetch.size() == 2);
+  for (auto const& item : s.prefetch) {
+    CHECK(item.outcome == item_outcome::failed);
+    CHECK(item.error == wandura::errc::invalid_response);
+    CHECK(item.error_code == wandura::unreadable_item_code);
+    CHECK_FALSE(item.ticket);
+  }
+  CHECK(s.prefetch[0].detail == "items[1].ticket.expires_at: not an RFC 3339 date-time within the clock's range");
+  CHECK(s.prefetch[0].episode_no == 5);
+  CHECK(s.prefetch[1].detail == "items[2].retry_after: expected a number of seconds");
+  CHECK(s.prefetch[1].status == 503);
+  CHECK(h.api->stats().metrics.call_failures == 0);
+
+  // The play's ticket and episode 5's (maybe issued) stay taken; episode 6 was answered without one.
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 7, "play", "t7")})));
+  auto const next = h.start(7, 7);
+  CHECK(next.play.outcome == item_outcome::granted);
+  auto const after = h.start(8, 8);
+  if (limited) {
+    CHECK(after.play.outcome == item_outcome::viewer_limited);
+    CHECK(h.fake->attempt_count() == 2);
+  } else {
+    CHECK(h.fake->attempt_count() == 3);
+  }
+}
+
 TEST_CASE("client: a truncated 200 batch is retried like a reset and the retry's tickets stand") {
   harness h;
   h.fake->push(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)"));
