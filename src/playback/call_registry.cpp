@@ -121,6 +121,13 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
   }
 }
 
+void call_registry::throw_if_closed() const {
+  std::lock_guard lock(state_->mutex);
+  if (state_->closed) {
+    throw error(asio::error::operation_aborted, "client: shut down");
+  }
+}
+
 void call_registry::cancel_all() {
   std::vector<waiter_list> waiters;
   std::vector<std::shared_ptr<operation_base>> ops;

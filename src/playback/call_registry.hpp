@@ -191,6 +191,11 @@ public:
         });
   }
 
+  /// For a call about to end without an operation (a ticket call the store alone answered): a closed registry
+  /// refuses it as `join_or_start` refuses one that needs an operation.
+  /// @throws wandura::error `operation_aborted` once the registry is closed (`cancel_all`).
+  void throw_if_closed() const;
+
   /// `join_or_start` for an operation that keeps a context of its own (in the same allocation): `make_context()`
   /// returns it (a prvalue: it need not be movable), `make(Context&)` and `finish(Context&, R&&)` use it.
   template <class T, class MakeContext, class Make, class Finish>

@@ -208,6 +208,8 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
       if (detail::has_fresh_to_store(call, sent)) {
         co_await detail::store_fresh(*self, call);
       }
+    } else {
+      self->calls.throw_if_closed(); // answered without a request (the store, the viewer limit): still refused
     }
     detail::finish_items(*self, call);
     settle.succeeded();

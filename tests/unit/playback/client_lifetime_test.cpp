@@ -962,6 +962,50 @@ TEST_CASE("lifetime: shutdown awaited twice at once and once more later complete
   CHECK(h.clock->elapsed() == 0ms);
 }
 
+TEST_CASE("lifetime: after shutdown or the client's destruction, a ticket call the store alone would answer is "
+          "refused too") {
+  // client.hpp: shutdown() "refuses new ones (they fail with operation_aborted)"; ~client() ends each call with
+  // operation_aborted. A call whose every item the ticket store holds sends nothing, and still must not succeed.
+  auto const how = GENERATE(as<std::string>{}, "shut down", "destroyed");
+  CAPTURE(how);
+  harness h; // the default options: reuse on, a store in memory
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  CHECK_FALSE(h.start(4, 4).play.reused);
+  auto const stored = h.start(4, 4);
+  REQUIRE(stored.play.reused); // from the store: no request
+  REQUIRE(h.fake->attempt_count() == 1);
+
+  wandura::ticket_batch batch;
+  batch.episodes.push_back({film, 4, wandura::intent::play});
+  auto const who = harness::viewer_on();
+  batch.viewer_ref = who.viewer_ref;
+  batch.union_info = who.union_info;
+  batch.drm_kek = who.drm_kek;
+  std::vector<call_end> ends(2);
+  if (how == "shut down") {
+    bool shut_down = false;
+    asio::co_spawn(h.io, h.api->shutdown(), [&](std::exception_ptr e) { shut_down = !e; });
+    poll(h);
+    REQUIRE(shut_down);
+    spawn_any(h, h.api->start_episode(who, film, 4, 4), ends[0]);
+    spawn_any(h, h.api->issue_tickets(batch), ends[1]);
+  } else {
+    auto episode = h.api->start_episode(who, film, 4, 4);
+    auto tickets = h.api->issue_tickets(batch);
+    h.api.reset();
+    spawn_any(h, std::move(episode), ends[0]);
+    spawn_any(h, std::move(tickets), ends[1]);
+  }
+  drain(h);
+  for (auto const& end : ends) {
+    REQUIRE(end.done);
+    CHECK_FALSE(end.other_exception);
+    REQUIRE(end.error);
+    CHECK(*end.error == asio::error::operation_aborted);
+  }
+  CHECK(h.fake->attempt_count() == 1);
+}
+
 TEST_CASE("lifetime: a call made, then its client destroyed before the call starts, ends operation_aborted") {
   // Every call takes its share of the client when it is made: an awaitable started only after `~client()` (a
   // deferred co_spawn, a coroutine that awaits it later) must not read the destroyed client.
