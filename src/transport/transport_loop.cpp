@@ -1,9 +1,10 @@
 // transport_impl's event loop: libcurl's socket and timer callbacks, and curl_multi_socket_action driven by the
 // socket set, libcurl's timer and the request queue (docs/adr/0002-transport-event-loop.md).
+#include "transport/transport_impl.hpp"
+
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
 
-#include "transport/transport_impl.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura::detail {
