@@ -132,22 +132,6 @@ std::error_code parse_with_nlohmann(std::string_view body, wandura::ticket_batch
   }
 }
 
-bool same(wandura::ticket_batch_result const& a, wandura::ticket_batch_result const& b) {
-  if (a.request_id != b.request_id || a.items.size() != b.items.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.items.size(); ++i) {
-    auto const& x = a.items[i];
-    auto const& y = b.items[i];
-    if (x.film_ref != y.film_ref || x.episode_no != y.episode_no || x.intent != y.intent || x.status != y.status ||
-        x.outcome != y.outcome || x.reused != y.reused || x.ticket != y.ticket || x.error_code != y.error_code ||
-        x.reason != y.reason || x.retry_after != y.retry_after || x.error != y.error) {
-      return false;
-    }
-  }
-  return true;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -190,7 +174,7 @@ int main(int argc, char** argv) {
   wandura::ticket_batch_result ours;
   wandura::ticket_batch_result theirs;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    if (parser.parse_ticket_batch(padded[i], ours) || parse_with_nlohmann(texts[i], theirs) || !same(ours, theirs)) {
+    if (parser.parse_ticket_batch(padded[i], ours) || parse_with_nlohmann(texts[i], theirs) || ours != theirs) {
       std::fprintf(stderr, "bench_parse: the two parsers disagree on body %zu (%s)\n", i, parser.message().c_str());
       return 1;
     }

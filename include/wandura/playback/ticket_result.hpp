@@ -120,6 +120,8 @@ struct ticket_item_result {
   /// For an item this SDK failed itself: what was wrong, naming the place in the answer
   /// ("items[1].retry_after: expected a number of seconds"); a field's text is not quoted. Empty otherwise.
   std::string detail;
+
+  friend bool operator==(ticket_item_result const&, ticket_item_result const&) = default;
 };
 
 /// The result of one `POST /v1/playback/tickets` call.
@@ -129,6 +131,8 @@ struct ticket_batch_result {
   int http_status = 0;                   ///< The whole response's status (200 when anything was granted).
   int attempts = 0;                      ///< HTTP attempts made, the first included.
   bool replayed = false; ///< `Idempotency-Replayed: true`: a stored earlier result (docs/protocol.md §1).
+
+  friend bool operator==(ticket_batch_result const&, ticket_batch_result const&) = default;
 };
 
 } // namespace wandura

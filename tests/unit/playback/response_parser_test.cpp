@@ -325,6 +325,10 @@ TEST_CASE("response parser: an item that breaks the rules fails alone, unreadabl
       REQUIRE(fine.ticket);
       CHECK(fine.ticket->ticket_id == "t9");
       CHECK(fine.detail.empty());
+      // The result, reused from case to case, reads as a fresh one.
+      wandura::ticket_batch_result fresh;
+      REQUIRE_FALSE(response_parser().parse_ticket_batch(std::string_view(body), fresh));
+      CHECK(fresh == result);
     }
   }
 
