@@ -60,8 +60,61 @@ void defer_item(ticket_item_result& item) {
   item.error = {};
 }
 
+/// Fails an item for a reason of the client's own (ticket_result.hpp): nothing an earlier answer said of it (a
+/// reason, a retry_after, a ticket) is left on it.
+void fail_item(ticket_item_result& item, int status, std::error_code error, std::string_view code, std::string detail) {
+  item.outcome = item_outcome::failed;
+  item.status = status;
+  item.reused = false;
+  item.ticket.reset();
+  item.error_code = code;
+  item.reason.clear();
+  item.retry_after.reset();
+  item.error = error;
+  item.detail = std::move(detail);
+}
+
+/// Gives `item` (of intent `what`) the outcome of the failure `e` of the request that carried it, where the call
+/// reports it on its items rather than throwing it: what the failure's status means for an item when an answer
+/// arrived (a 503 is `unavailable`, a 429 `shed`, a 400 `failed`), `deferred` when nothing was sent (the gate held
+/// it back), else `failed` with the failure's code. Nothing an earlier answer said of the item is left on it; its
+/// `detail` is the failure's message.
+void take_request_failure(ticket_item_result& item, error const& e, intent what) {
+  item.reused = false;
+  item.ticket.reset();
+  item.retry_after.reset();
+  if (e.http_status() != 0) {
+    auto const c = classify_item(e.http_status(), e.server_error_code(), e.reason(), what);
+    item.outcome = c.outcome;
+    item.error = c.error;
+    item.status = e.http_status();
+    item.error_code = e.server_error_code();
+    item.reason = e.reason();
+  } else if (e.attempts() == 0) {
+    defer_item(item);
+  } else {
+    item.outcome = item_outcome::failed;
+    item.error = e.code();
+    item.status = 0;
+    item.error_code.clear();
+    item.reason.clear();
+  }
+  item.detail = item.outcome == item_outcome::deferred ? std::string() : std::string(e.what());
+}
+
+bool is_unreadable(ticket_item_result const& item) noexcept {
+  return item.error_code == unreadable_item_code && item.error == errc::invalid_response;
+}
+
 bool same_episode(ticket_item_result const& item, episode_request const& want) noexcept {
   return item.film_ref == want.film_ref && item.episode_no == want.episode_no && item.intent == want.intent;
+}
+
+/// An unreadable item in the place of `want` (the server keeps the order) whose film and episode, where they could
+/// be read, are `want`'s: it is `want`'s answer, failed, rather than no answer at all.
+bool may_be_episode(ticket_item_result const& item, episode_request const& want) noexcept {
+  return is_unreadable(item) && (item.film_ref.empty() || item.film_ref == want.film_ref) &&
+         (item.episode_no == 0 || item.episode_no == want.episode_no) && item.intent == want.intent;
 }
 
 /// Reads the responses of one batch operation for the retry engine: matches items, stores fresh tickets, narrows
@@ -240,11 +293,11 @@ public:
     ticket_batch_result& parsed = thread_parsed_batch();
     if (!std::exchange(parsed_ready_, false)) { // not read by read_counter_feedback (no reader call before)
       parsed.items.clear();
-      auto ec = thread_parser().parse_ticket_batch(response.response.body, parsed);
-      if (ec || parsed.items.empty()) {
-        next.unreadable = ec ? thread_parser().message() : std::string("no items"); // the engine retries or fails it
+      if (thread_parser().parse_ticket_batch(response.response.body, parsed)) {
+        next.unreadable = thread_parser().message(); // the engine retries or fails it
         return next;
       }
+      // An empty `items` reads: every episode is then missing from the answer.
     }
     item_indexes const retry = read_items(parsed, response);
     if (retry.empty()) {
@@ -303,6 +356,18 @@ private:
       shed_locally();
       return true;
     }
+    if (narrowed_ && sent.stopped != stop_reason::cancelled) {
+      // A retry of some items ended without an answer for them: what earlier answers said of the others stands
+      // (one item's failure never takes another's result), and those still pending take what ended the retry.
+      auto const failure = to_error(sent, operation_);
+      if (sent.has_response()) {
+        out_.http_status = sent.response.status;
+      }
+      for (std::size_t const i : pending_) {
+        take_request_failure(out_.items[i], failure, episode(i).intent);
+      }
+      return true;
+    }
     return false;
   }
 
@@ -327,22 +392,26 @@ private:
         for (std::size_t k = 0; k < parsed.items.size() && match == parsed.items.size(); ++k) {
           match = !used.contains(k) && same_episode(parsed.items[k], want) ? k : match;
         }
+        if (match == parsed.items.size() && p < parsed.items.size() && !used.contains(p) &&
+            may_be_episode(parsed.items[p], want)) {
+          match = p;
+        }
       }
       auto& item = out_.items[i];
       if (match == parsed.items.size()) {
-        item.outcome = item_outcome::failed;
-        item.status = status;
-        item.error = make_error_code(errc::invalid_response);
-        item.error_code = missing_item_code;
-        item.detail = "the answer has no readable item for this episode";
+        fail_item(item, status, make_error_code(errc::invalid_response), missing_item_code,
+                  "the answer has no readable item for this episode");
         continue;
       }
       used.push_back(match);
       item = std::move(parsed.items[match]);
-      if (item.error_code == unreadable_item_code && item.error == errc::invalid_response) {
-        // Not asked again. Its ticket may have been issued unless it read as refused (a status outside 2xx).
-        bool const refused = item.status != 0 && (item.status < 200 || item.status >= 300);
-        unanswered_[i] = unanswered_[i] && !refused;
+      if (is_unreadable(item)) {
+        // Not asked again. The film and episode are the request's (an unreadable field may have left them unset),
+        // and the ticket may have been issued unless the item read as refused (a status outside 2xx), whatever the
+        // whole response's status.
+        item.film_ref = want.film_ref;
+        item.episode_no = want.episode_no;
+        unanswered_[i] = item.status == 0 || (item.status >= 200 && item.status < 300);
         continue;
       }
       unanswered_[i] = false; // the server said what it did for this episode
@@ -607,25 +676,10 @@ bool fails_items_only(ticket_call const& call) {
   });
 }
 
-/// Gives every sent item the outcome of the request's failure `e`: what its status means for the item when an
-/// answer arrived (a 503 is `unavailable`, a 429 `shed`, a 400 `failed`), `deferred` when nothing was sent (the
-/// gate held it back), else `failed` with the failure's code.
+/// Gives every sent item the outcome of the request's failure `e` (take_request_failure).
 void fail_pending(ticket_call& call, error const& e) {
   for (std::size_t const i : call.pending) {
-    auto& item = item_at(call, i);
-    if (e.http_status() != 0) {
-      auto const c = classify_item(e.http_status(), e.server_error_code(), e.reason(), call.batch.episodes[i].intent);
-      item.outcome = c.outcome;
-      item.error = c.error;
-      item.status = e.http_status();
-      item.error_code = e.server_error_code();
-      item.reason = e.reason();
-    } else if (e.attempts() == 0) {
-      defer_item(item);
-    } else {
-      item.outcome = item_outcome::failed;
-      item.error = e.code();
-    }
+    take_request_failure(item_at(call, i), e, call.batch.episodes[i].intent);
   }
   call.result.attempts = e.attempts();
   call.result.http_status = e.http_status();

@@ -182,8 +182,13 @@ public:
   /// @returns one `ticket_item_result` per episode, in the batch's order. A refused prefetch is `shed`, not an
   ///          error; one item's failure never affects another's. A final answer that carries items is read item by
   ///          item whatever stopped the retries: a whole-batch 429 or 503 whose `Retry-After` outlasts the deadline
-  ///          gives each item its outcome and `retry_after`, at once, not `errc::deadline_exceeded`.
-  /// @throws wandura::error for whole-call failures only (not when only prefetches were sent, above):
+  ///          gives each item its outcome and `retry_after`, at once, not `errc::deadline_exceeded`. A retry of some
+  ///          items that ends without an answer for them (a status without items, network errors, the deadline or
+  ///          the budget) gives those items that failure's outcome, as for prefetches above, and the others keep
+  ///          theirs; only cancellation still throws. An item that cannot be read fails alone
+  ///          (`unreadable_item_code`).
+  /// @throws wandura::error for whole-call failures only (not when only prefetches were sent, nor after a retry of
+  ///         some items, above):
   ///         `errc::invalid_argument` (nothing sent: more than 3
   ///         episodes, empty `union_info`/`drm_kek`/`film_ref`, `episode_no < 1`, invalid UTF-8),
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and

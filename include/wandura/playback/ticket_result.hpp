@@ -87,15 +87,17 @@ struct item_classification {
                                                 intent what) noexcept;
 
 /// `ticket_item_result::error_code` of an item failed by this SDK rather than by the server: the answer had no item
-/// for the episode (matched by film, episode and intent). Its `error` is `errc::invalid_response`.
+/// for the episode (matched by film, episode and intent, or an unreadable item in the episode's place). Its `error`
+/// is `errc::invalid_response`.
 inline constexpr std::string_view missing_item_code = "missing_item";
 /// `ticket_item_result::error_code` of an item failed by this SDK rather than by the server: the answer's item for
 /// the episode could not be read (a field of the wrong type or out of range, a required field missing, a granted
-/// item without a readable ticket). Its `error` is `errc::invalid_response` and its `detail` says what was wrong; the
-/// fields read before are kept, its ticket is not. The batch's other items are read as usual. Such an item is not
-/// asked for again within the call (the same answer would read the same way). Unless its status read as a refusal
-/// (outside 2xx), the ticket it may stand for stays counted against a viewer limit
-/// (`client_options::viewer_tickets_per_minute`), as one of an answer lost on the way does.
+/// item without a readable ticket). Its `error` is `errc::invalid_response` and its `detail` says what was wrong;
+/// its film and episode are the request's, its other fields as far as they could be read, its ticket is dropped.
+/// The batch's other items are read as usual. Such an item is not asked for again within the call (the same answer
+/// would read the same way). Unless its own status read as a refusal (outside 2xx), the ticket it may stand for
+/// stays counted against a viewer limit (`client_options::viewer_tickets_per_minute`), as one of an answer lost on
+/// the way does.
 inline constexpr std::string_view unreadable_item_code = "unreadable_item";
 
 /// One episode's result. Items are values: one failed item never throws the others away, an unreadable one
@@ -117,8 +119,9 @@ struct ticket_item_result {
   std::string reason;                              ///< The server's `reason`, e.g. "prefetch_shed"; may be empty.
   std::optional<std::chrono::seconds> retry_after; ///< The item's `retry_after` in whole seconds (rounded up).
   std::error_code error;                           ///< Set only for `item_outcome::failed` (see `classify_item`).
-  /// For an item this SDK failed itself: what was wrong, naming the place in the answer
-  /// ("items[1].retry_after: expected a number of seconds"); a field's text is not quoted. Empty otherwise.
+  /// For an item this SDK failed itself, what was wrong, naming the place in the answer ("items[1].retry_after:
+  /// expected a number of seconds"; a field's text is not quoted); for one that took the failure of a request as a
+  /// whole (a retry of it that ended without an answer for it), that failure's message. Empty otherwise.
   std::string detail;
 
   friend bool operator==(ticket_item_result const&, ticket_item_result const&) = default;
@@ -128,8 +131,10 @@ struct ticket_item_result {
 struct ticket_batch_result {
   std::string request_id;                ///< The server's `request_id`; empty when it sent none.
   std::vector<ticket_item_result> items; ///< In the server's order, normally the request's order.
-  int http_status = 0;                   ///< The whole response's status (200 when anything was granted).
-  int attempts = 0;                      ///< HTTP attempts made, the first included.
+  /// The status of the last response read: after a retry of some items, that retry's (the server answers 200 when
+  /// it granted anything in it); 0 when none arrived. The items' own outcomes say what was granted.
+  int http_status = 0;
+  int attempts = 0;      ///< HTTP attempts made, the first included.
   bool replayed = false; ///< `Idempotency-Replayed: true`: a stored earlier result (docs/protocol.md §1).
 
   friend bool operator==(ticket_batch_result const&, ticket_batch_result const&) = default;

@@ -655,6 +655,114 @@ TEST_CASE("client: an item it cannot read fails alone, is not asked again, and i
   }
 }
 
+TEST_CASE("client: a retry of the play that ends without an answer for it fails the play alone, and the prefetches "
+          "granted before stand and are stored") {
+  // client.hpp and docs/protocol.md §3: one item's failure never takes another's result. The play is retried alone
+  // (a new request); that request ends in a flat 400, in resets until the retries run out, or in an answer without
+  // the play.
+  auto const ending = GENERATE(as<std::string>{}, "flat 400", "resets", "flat 503s", "no play in the answer");
+  CAPTURE(ending);
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 6;
+  harness h(options);
+  std::string const film = "the-heiress-returns";
+  h.fake->push(fake_step::respond(
+      200, batch_body({refused_item(film, 4, "play", 503, "service_unavailable", "slow", 1),
+                       granted_item(film, 5, "prefetch", "t5"), granted_item(film, 6, "prefetch", "t6")})));
+  if (ending == "flat 400") {
+    h.fake->push(fake_step::respond(400, R"({"error":"bad","error_code":"invalid_request"})"));
+  } else if (ending == "resets") {
+    h.fake->set_default(fake_step::fail(wandura::errc::connection_reset));
+  } else if (ending == "flat 503s") {
+    h.fake->set_default(fake_step::respond(503, R"({"error":"busy","error_code":"service_unavailable"})"));
+  } else {
+    h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 9, "play", "t9")})));
+  }
+  auto const s = h.start(4, 6);
+  REQUIRE(s.prefetch.size() == 2);
+  CHECK(s.prefetch[0].outcome == item_outcome::granted);
+  CHECK(s.prefetch[1].outcome == item_outcome::granted);
+  CHECK(s.play.outcome == (ending == "flat 503s" ? item_outcome::unavailable : item_outcome::failed));
+  CHECK(s.play.film_ref == film);
+  CHECK(s.play.episode_no == 4);
+  CHECK_FALSE(s.play.ticket);
+  CHECK(s.play.reason.empty()); // nothing of the first answer's 503 is left on it
+  CHECK_FALSE(s.play.retry_after);
+  CHECK_FALSE(s.play.detail.empty());
+  if (ending == "flat 400") {
+    CHECK(s.play.error == wandura::errc::http_error);
+    CHECK(s.play.status == 400);
+    CHECK(s.play.error_code == "invalid_request");
+  } else if (ending == "resets") {
+    CHECK(s.play.error == wandura::errc::connection_reset);
+    CHECK(s.play.status == 0);
+  } else if (ending == "flat 503s") { // what a 503 means for an item, as for a prefetch-only request's failure
+    CHECK(s.play.outcome == item_outcome::unavailable);
+    CHECK(s.play.status == 503);
+    CHECK(s.play.error_code == "service_unavailable");
+  } else {
+    CHECK(s.play.error == wandura::errc::invalid_response);
+    CHECK(s.play.error_code == wandura::missing_item_code);
+  }
+  CHECK(h.api->stats().metrics.call_failures == 0);
+
+  // The prefetches were stored: the same start again sends the play alone.
+  auto const attempts_before = h.fake->attempt_count();
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  auto const again = h.start(4, 6);
+  CHECK(again.play.outcome == item_outcome::granted);
+  CHECK(again.prefetch[0].reused);
+  CHECK(again.prefetch[1].reused);
+  REQUIRE(h.fake->attempt_count() == attempts_before + 1);
+  CHECK(sent_episodes(h.fake->attempts().back().request.body) == std::vector<std::string>{film + "/4/play"});
+}
+
+TEST_CASE("client: a 2xx whose items array is empty fails each episode as missing_item, without retrying") {
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"request_id":"r","items":[]})"));
+  auto const s = h.start(4, 5);
+  CHECK(h.fake->attempt_count() == 1);
+  for (auto const* item : {&s.play, &s.prefetch.at(0)}) {
+    CHECK(item->outcome == item_outcome::failed);
+    CHECK(item->error == wandura::errc::invalid_response);
+    CHECK(item->error_code == wandura::missing_item_code);
+  }
+}
+
+TEST_CASE("client: an unreadable item keeps its place: a bad episode_no is that episode's unreadable_item, and a "
+          "2xx item inside a non-2xx answer keeps its viewer allowance") {
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 3;
+  harness h(options);
+  std::string const film = "the-heiress-returns";
+  // A whole 503 whose play item says 200 without a readable ticket (the server may have issued it), a prefetch
+  // whose episode_no is not a number, and one refused.
+  h.fake->push(fake_step::respond(
+      503, batch_body({R"({"film_ref":")" + film + R"(","episode_no":4,"intent":"play","status":200})",
+                       R"({"film_ref":")" + film + R"(","episode_no":"5","intent":"prefetch","status":503})",
+                       refused_item(film, 6, "prefetch", 404, "not_ready")})));
+  wandura::call_options once; // the 503 is final: its items are the call's answer
+  once.disable_retries = true;
+  auto const s = h.start(4, 6, "dev-1", once);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(s.play.outcome == item_outcome::failed);
+  CHECK(s.play.error_code == wandura::unreadable_item_code);
+  CHECK(s.play.detail.find("without a ticket") != std::string::npos);
+  REQUIRE(s.prefetch.size() == 2);
+  CHECK(s.prefetch[0].error_code == wandura::unreadable_item_code);
+  CHECK(s.prefetch[0].detail == "items[1].episode_no: expected an integer");
+  CHECK(s.prefetch[0].episode_no == 5);
+  CHECK(s.prefetch[0].film_ref == film);
+  CHECK(s.prefetch[1].outcome == item_outcome::not_ready);
+  // The play's ticket stays counted (a 2xx item), episode 5's and 6's come back (a 503 and a 404): two of three left.
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 7, "play", "t7")})));
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 8, "play", "t8")})));
+  CHECK(h.start(7, 7).play.outcome == item_outcome::granted);
+  CHECK(h.start(8, 8).play.outcome == item_outcome::granted);
+  CHECK(h.start(9, 9).play.outcome == item_outcome::viewer_limited);
+  CHECK(h.fake->attempt_count() == 3);
+}
+
 TEST_CASE("client: a truncated 200 batch is retried like a reset and the retry's tickets stand") {
   harness h;
   h.fake->push(fake_step::respond(200, R"({"request_id":"req_1","items":[{"film_ref":)"));
