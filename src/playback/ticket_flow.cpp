@@ -77,13 +77,14 @@ void fail_item(ticket_item_result& item, int status, std::error_code error, std:
 /// Gives `item` (of intent `what`) the outcome of the failure `e` of the request that carried it, where the call
 /// reports it on its items rather than throwing it: what the failure's status means for an item when an answer
 /// arrived (a 503 is `unavailable`, a 429 `shed`, a 400 `failed`), `deferred` when nothing was sent (the gate held
-/// it back), else `failed` with the failure's code. Nothing an earlier answer said of the item is left on it; its
-/// `detail` is the failure's message.
+/// it back), else `failed` with the failure's code (a 2xx that could not be read included). Nothing an earlier answer
+/// said of the item is left on it; its `detail` is the failure's message.
 void take_request_failure(ticket_item_result& item, error const& e, intent what) {
   item.reused = false;
   item.ticket.reset();
   item.retry_after.reset();
-  if (e.http_status() != 0) {
+  bool const answered = e.http_status() != 0;
+  if (answered && (e.http_status() < 200 || e.http_status() >= 300)) {
     auto const c = classify_item(e.http_status(), e.server_error_code(), e.reason(), what);
     item.outcome = c.outcome;
     item.error = c.error;
@@ -92,10 +93,10 @@ void take_request_failure(ticket_item_result& item, error const& e, intent what)
     item.reason = e.reason();
   } else if (e.attempts() == 0) {
     defer_item(item);
-  } else {
+  } else { // no answer, or a 2xx that could not be read (not a grant: there is no ticket)
     item.outcome = item_outcome::failed;
     item.error = e.code();
-    item.status = 0;
+    item.status = e.http_status();
     item.error_code.clear();
     item.reason.clear();
   }

@@ -660,7 +660,8 @@ TEST_CASE("client: a retry of the play that ends without an answer for it fails 
   // client.hpp and docs/protocol.md §3: one item's failure never takes another's result. The play is retried alone
   // (a new request); that request ends in a flat 400, in resets until the retries run out, or in an answer without
   // the play.
-  auto const ending = GENERATE(as<std::string>{}, "flat 400", "resets", "flat 503s", "no play in the answer");
+  auto const ending =
+      GENERATE(as<std::string>{}, "flat 400", "resets", "flat 503s", "unreadable 200s", "no play in the answer");
   CAPTURE(ending);
   wandura::client_options options;
   options.viewer_tickets_per_minute = 6;
@@ -675,6 +676,8 @@ TEST_CASE("client: a retry of the play that ends without an answer for it fails 
     h.fake->set_default(fake_step::fail(wandura::errc::connection_reset));
   } else if (ending == "flat 503s") {
     h.fake->set_default(fake_step::respond(503, R"({"error":"busy","error_code":"service_unavailable"})"));
+  } else if (ending == "unreadable 200s") {
+    h.fake->set_default(fake_step::respond(200, "<html>not json</html>"));
   } else {
     h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 9, "play", "t9")})));
   }
@@ -696,6 +699,9 @@ TEST_CASE("client: a retry of the play that ends without an answer for it fails 
   } else if (ending == "resets") {
     CHECK(s.play.error == wandura::errc::connection_reset);
     CHECK(s.play.status == 0);
+  } else if (ending == "unreadable 200s") { // a 2xx without a readable ticket is no grant
+    CHECK(s.play.error == wandura::errc::invalid_response);
+    CHECK(s.play.status == 200);
   } else if (ending == "flat 503s") { // what a 503 means for an item, as for a prefetch-only request's failure
     CHECK(s.play.outcome == item_outcome::unavailable);
     CHECK(s.play.status == 503);
