@@ -101,14 +101,15 @@ inline constexpr std::string_view missing_item_code = "missing_item";
 inline constexpr std::string_view unreadable_item_code = "unreadable_item";
 
 /// One episode's result. Items are values: one failed item never throws the others away, an unreadable one
-/// included (`unreadable_item_code`); only a body that is not a JSON object with an `items` array fails a whole call.
+/// included (`unreadable_item_code`); of a 2xx, only a body that is not a JSON object with an `items` array is
+/// unreadable as a whole.
 struct ticket_item_result {
   std::string film_ref;        ///< As the server echoed it.
   std::int32_t episode_no = 0; ///< As the server echoed it, >= 1.
   wandura::intent intent = wandura::intent::play;
   std::string intent_text; ///< The raw `intent` text when `intent == intent::other`, else empty.
   item_outcome outcome = item_outcome::failed;
-  int status = 0; ///< The item's own status; 0 when never sent (viewer_limited, deferred).
+  int status = 0; ///< The item's own status; 0 when never sent (viewer_limited, deferred) or never answered.
   /// The server (or the SDK's cache) returned an earlier ticket, or this call joined an identical request in flight
   /// and another of its callers reports the ticket as fresh (each fresh ticket is reported fresh once).
   bool reused = false;
@@ -121,7 +122,8 @@ struct ticket_item_result {
   std::error_code error;                           ///< Set only for `item_outcome::failed` (see `classify_item`).
   /// For an item this SDK failed itself, what was wrong, naming the place in the answer ("items[1].retry_after:
   /// expected a number of seconds"; a field's text is not quoted); for one that took the failure of a request as a
-  /// whole (a retry of it that ended without an answer for it), that failure's message. Empty otherwise.
+  /// whole (a retry of it, or a request of prefetches alone, that ended without an answer for it), that failure's
+  /// message. Empty otherwise.
   std::string detail;
 
   friend bool operator==(ticket_item_result const&, ticket_item_result const&) = default;
