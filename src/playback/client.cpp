@@ -1,6 +1,9 @@
 #include "wandura/playback/client.hpp"
 
 #include <limits>
+#include <optional>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -17,6 +20,7 @@
 #include "ticket_flow.hpp"
 #include "wandura/detail/base_url.hpp"
 #include "wandura/detail/header_value.hpp"
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/transport/transport.hpp"
@@ -287,7 +291,8 @@ struct read_target {
 // reported to the engine, which retries it as it would a connection reset (a GET is safe to resend).
 template <class T, class Parse> class typed_reader final : public response_reader {
 public:
-  explicit typed_reader(Parse parse) : parse_(parse) {}
+  /// @param asked_ref the film or video asked for by a read of one (`get_film`, `get_video`); empty for the others.
+  typed_reader(Parse parse, std::string asked_ref) : parse_(parse), asked_ref_(std::move(asked_ref)) {}
 
   void on_progress(int attempts, int http_status) noexcept override { progress.note(attempts, http_status); }
 
@@ -296,6 +301,11 @@ public:
     value = T{};
     if ((detail::thread_parser().*parse_)(response.response.body, value)) {
       next.unreadable = detail::thread_parser().message();
+    } else if (auto other = answered_ref(); other && *other != asked_ref_) {
+      // An answer about another resource (a misrouted or mixed-up response) is no answer to this read.
+      next.unreadable = std::string(ref_name()) + ": the answer is for \"" + detail::printable(*other) +
+                        "\", not the \"" + detail::printable(asked_ref_) + "\" asked for";
+      value = T{};
     }
     return next;
   }
@@ -304,7 +314,22 @@ public:
   detail::call_progress progress; ///< For the caller's error when it leaves before the call ends.
 
 private:
+  /// The ref the answer names, for a read of one film or video.
+  [[nodiscard]] std::optional<std::string_view> answered_ref() const noexcept {
+    if constexpr (std::is_same_v<T, film>) {
+      return value.film_ref;
+    } else if constexpr (std::is_same_v<T, video>) {
+      return value.video_ref;
+    } else {
+      return std::nullopt;
+    }
+  }
+  [[nodiscard]] static constexpr std::string_view ref_name() noexcept {
+    return std::is_same_v<T, film> ? "film_ref" : "video_ref";
+  }
+
   Parse parse_;
+  std::string asked_ref_;
 };
 
 // A GET through the engine as an operation of the client, parsed with `parse` (a member of response_parser);
@@ -329,7 +354,7 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
     auto const deadline = settings.deadline;
     auto const total = settings.total_timeout;
     // The reader lives as long as the operation's finish, which outlives the engine's call.
-    auto reader = std::make_shared<typed_reader<T, Parse>>(parse);
+    auto reader = std::make_shared<typed_reader<T, Parse>>(parse, segment);
     auto make = [&] {
       http_request request = self->make_request(http_method::get, std::move(url), {});
       request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}, target.operation};

@@ -435,6 +435,41 @@ TEST_CASE("client: typed reads parse their bodies and percent-encode path segmen
   CHECK_THROWS_AS(h.run(h.api->get_video("nope")), wandura::error);
 }
 
+TEST_CASE("client: a typed read of one film or video answered for another is retried, then invalid_response") {
+  // client.hpp get_film: the answer's ref must be the one asked for, byte for byte.
+  harness h;
+  h.fake->push(fake_step::respond(200, R"({"film_ref":"the-heiress","title":"T","episodes":3})"));
+  h.fake->push(fake_step::respond(200, R"({"film_ref":"the-heiress-returns","title":"T","episodes":12})"));
+  auto const f = h.run(h.api->get_film("the-heiress-returns"));
+  CHECK(f.film_ref == "the-heiress-returns");
+  CHECK(f.episode_count == 12);
+  CHECK(h.fake->attempt_count() == 2);
+
+  for (int call = 0; call < 2; ++call) {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      h.fake->push(fake_step::respond(200, call == 0 ? R"({"film_ref":"The-Heiress-Returns","episodes":12})"
+                                                     : R"({"video_ref":"trailer\r\n","title":"T"})"));
+    }
+    auto const before = h.fake->attempt_count();
+    try {
+      (void)(call == 0 ? h.run(h.api->get_film("the-heiress-returns")).film_ref
+                       : h.run(h.api->get_video("trailer")).video_ref);
+      FAIL("expected invalid_response");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_response);
+      CHECK(e.attempts() == 4);
+      CHECK(std::string(e.what()).find(call == 0 ? R"(film_ref: the answer is for "The-Heiress-Returns", not the )"
+                                                   R"("the-heiress-returns" asked for)"
+                                                 : R"(video_ref: the answer is for "trailer\x0d\x0a", not the )"
+                                                   R"("trailer" asked for)") != std::string::npos);
+    }
+    CHECK(h.fake->attempt_count() == before + 4);
+  }
+  // Reads of lists name no one resource: nothing to compare.
+  h.fake->push(fake_step::respond(200, R"({"videos":[{"video_ref":"a"},{"video_ref":"b"}]})"));
+  CHECK(h.run(h.api->list_videos()).size() == 2);
+}
+
 TEST_CASE("client: a typed read refused for an empty or dot path segment is counted as a call that failed") {
   // client.hpp get_film: invalid_argument, nothing sent, for an empty ref or a dot segment, which the URL's path
   // would lose ("films/.." is "/v1/catalog/"): another resource.
