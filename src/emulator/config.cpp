@@ -47,6 +47,7 @@ std::string_view to_string(fault_kind k) noexcept {
   case fault_kind::huge: return "huge";
   case fault_kind::slow_body: return "slow_body";
   case fault_kind::stale_db: return "stale_db";
+  case fault_kind::unreadable_item: return "unreadable_item";
   }
   return "unknown";
 }
@@ -117,8 +118,9 @@ simdjson::dom::array get_array(element e, std::string const& where) {
 
 fault_kind parse_kind(std::string const& s, std::string const& where) {
   static constexpr std::array kinds = {
-      fault_kind::status,  fault_kind::delay, fault_kind::reset,     fault_kind::drop_after_read, fault_kind::truncate,
-      fault_kind::garbage, fault_kind::huge,  fault_kind::slow_body, fault_kind::stale_db};
+      fault_kind::status,   fault_kind::delay,          fault_kind::reset, fault_kind::drop_after_read,
+      fault_kind::truncate, fault_kind::garbage,        fault_kind::huge,  fault_kind::slow_body,
+      fault_kind::stale_db, fault_kind::unreadable_item};
   for (auto k : kinds) {
     if (to_string(k) == s) {
       return k;
@@ -155,6 +157,8 @@ fault_rule parse_rule(element e, std::string const& where) {
       if (r.bytes_per_s == 0) {
         fail(at, "must be at least 1");
       }
+    } else if (k == "item") {
+      r.item = static_cast<std::uint32_t>(get_unsigned(v, at, 1000));
     } else if (k == "count") {
       r.count = get_unsigned(v, at, std::uint64_t{1} << 53);
     } else if (k == "probability") {

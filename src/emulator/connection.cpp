@@ -1,6 +1,7 @@
 #include "emulator/connection.hpp"
 
 #include "emulator/json_writer.hpp"
+#include "emulator/wire_format.hpp"
 
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
@@ -278,7 +279,8 @@ asio::awaitable<connection::outcome> connection::handle_request() {
   co_return co_await deliver(std::move(r), fault, keep_alive);
 }
 
-/// Writes a reply, damaged as the fault rule says (reset, truncate, garbage, huge, slow_body) or intact.
+/// Writes a reply, damaged as the fault rule says (reset, truncate, garbage, huge, slow_body, unreadable_item) or
+/// intact.
 asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::optional<fault_rule> const& fault,
                                                          bool keep_alive) {
   fault_kind kind = fault ? fault->kind : fault_kind::status;
@@ -289,6 +291,7 @@ asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::opti
     r.body = "<html><body>upstream sent garbage \x01\x02\xff }{ ,,, not JSON</body></html>";
     co_return co_await send(r, keep_alive);
   case fault_kind::huge: co_return co_await deliver_huge(r, fault->bytes, keep_alive);
+  case fault_kind::unreadable_item: make_item_unreadable(r.body, fault->item); co_return co_await send(r, keep_alive);
   case fault_kind::slow_body: co_return co_await deliver_slow(r, fault->bytes_per_s, keep_alive);
   default: co_return co_await send(r, keep_alive);
   }

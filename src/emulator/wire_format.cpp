@@ -194,6 +194,32 @@ bool visible_ascii(std::string_view s) noexcept {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x21 && c <= 0x7E; });
 }
 
+bool make_item_unreadable(std::string& body, std::size_t index) {
+  constexpr std::string_view items_key = R"("items":[)";
+  constexpr std::string_view status_key = R"("status":)";
+  auto at = body.find(items_key);
+  if (at == std::string::npos) {
+    return false;
+  }
+  for (std::size_t i = 0;; ++i) {
+    at = body.find(status_key, at);
+    if (at == std::string::npos) {
+      return false;
+    }
+    at += status_key.size();
+    if (i == index) {
+      break;
+    }
+  }
+  auto const end = body.find_first_not_of("0123456789", at);
+  if (end == at || end == std::string::npos) {
+    return false;
+  }
+  body.insert(end, 1, '"');
+  body.insert(at, 1, '"');
+  return true;
+}
+
 std::string rfc3339(time_point t) {
   std::tm tm = utc_tm(t);
   char buf[32];

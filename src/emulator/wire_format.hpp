@@ -40,4 +40,10 @@ std::optional<std::string> percent_decode(std::string_view segment);
 /// Whether every byte is visible ASCII (0x21-0x7E).
 bool visible_ascii(std::string_view s) noexcept;
 
+/// The `unreadable_item` fault: in a ticket batch answer written by this emulator, quotes the number of the
+/// `index`-th item's `"status":` (`"status":"200"`), a value no client can read as a status. Returns false, and
+/// leaves `body` as it was, when the answer has no such item. (The pattern `"status":` cannot occur inside a JSON
+/// string the emulator writes, where a quote is escaped, and the batch's other objects have no `status`.)
+bool make_item_unreadable(std::string& body, std::size_t index);
+
 } // namespace wandura::emulator::detail

@@ -101,6 +101,41 @@ TEST_CASE("client and emulator: starting an episode grants play and both prefetc
   CHECK(t.emu->stats().tickets_counted == 3);
 }
 
+TEST_CASE("client and emulator: an item the client cannot read fails alone, is not asked again, and the server's "
+          "ticket for it is reused later, not counted twice") {
+  // ticket_result.hpp unreadable_item_code: the other items keep their answers; the unreadable one is not retried.
+  live t;
+  t.emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"unreadable_item","item":1,"count":1}]})");
+  auto s = t.start("the-heiress-returns", 4, 12);
+  CHECK(s.attempts == 1);
+  CHECK(s.play.outcome == item_outcome::granted);
+  REQUIRE(s.prefetch.size() == 2);
+  auto const& lost = s.prefetch[0];
+  CHECK(lost.outcome == item_outcome::failed);
+  CHECK(lost.error == wandura::errc::invalid_response);
+  CHECK(lost.error_code == wandura::unreadable_item_code);
+  CHECK(lost.detail.find("items[1].status") == 0);
+  CHECK(lost.episode_no == 5);
+  CHECK_FALSE(lost.ticket);
+  CHECK(s.prefetch[1].outcome == item_outcome::granted);
+  CHECK(t.emu->stats().tickets_counted == 3); // the server issued episode 5's ticket all the same
+  CHECK(t.emu->stats().faults_injected == 1);
+
+  // Episode 5's prefetch asked for again by the same viewer and device: the client has no ticket for it, so it
+  // asks, and the server reuses the one it issued.
+  wandura::ticket_batch again;
+  again.episodes = {{"the-heiress-returns", 5, wandura::intent::prefetch}};
+  again.union_info = "device-1";
+  again.drm_kek = "kek-1";
+  again.viewer_ref = wandura::make_viewer_ref("secret", "user-1", "install-1");
+  auto const second = t.wait(t.api->issue_tickets(again));
+  REQUIRE(second.items.size() == 1);
+  CHECK(second.items[0].outcome == item_outcome::granted);
+  CHECK(second.items[0].reused);
+  CHECK(second.attempts == 1);
+  CHECK(t.emu->stats().tickets_counted == 3);
+}
+
 TEST_CASE("client and emulator: past the last episode is not_ready and never retried") {
   live t;
   auto s = t.start("the-heiress-returns", 12, 14);

@@ -9,7 +9,8 @@
 //
 // A truncated or garbage 2xx body is retried when the request is safe to resend (a keyed write replays, counted once;
 // a read), as a connection reset is; a response that ends after its status line is a retryable truncated response
-// (a test case of its own: no emulator fault makes one).
+// (a test case of its own: no emulator fault makes one). One item that cannot be read fails alone and is not asked
+// again, whatever the keys (its ticket was issued and counted); a read has no items and gets its answer intact.
 #include "wandura/playback/client.hpp"
 
 #include "wandura/emulator/emulator.hpp"
@@ -103,7 +104,7 @@ constexpr expected ok2{"ok", 2};
 
 // clang-format off
 /// Every fault kind and its outcome (seed 000 and 004, SPEC §3).
-std::array<row, 16> const matrix{{
+std::array<row, 17> const matrix{{
   // name                rule                                       executes  auto key  caller key  keys off                      read
   {"status 429",         R"("kind":"status","status":429)",          false,    ok2,      ok2,        {"item:rate_limited", 1},     ok2},
   {"status 500",         R"("kind":"status","status":500)",          false,    ok2,      ok2,        {"item:unavailable", 1},      ok2},
@@ -121,6 +122,7 @@ std::array<row, 16> const matrix{{
   {"stale_db",           R"("kind":"stale_db")",                     false,    ok2,      ok2,        {"item:unavailable", 1},      ok1, ok2},
   {"truncate",           R"("kind":"truncate")",                     true,     ok2,      ok2,        {"error:invalid_response", 1}, ok2},
   {"garbage",            R"("kind":"garbage")",                      true,     ok2,      ok2,        {"error:invalid_response", 1}, ok2},
+  {"unreadable_item",    R"("kind":"unreadable_item")",              true,     {"item:failed", 1}, {"item:failed", 1}, {"item:failed", 1}, ok1},
 }};
 // clang-format on
 

@@ -85,6 +85,9 @@ enum class fault_kind {
   slow_body,       ///< Execute, then drip the body at `bytes_per_s`.
   stale_db,        ///< Handle the request as if the database were slow: catalog and licence checks come from the
                    ///< last good answer (at most 5 min old, docs/protocol.md §2), else `503 service_unavailable`.
+  unreadable_item, ///< Execute, then send the answer with the `item`-th element of its `items` made unreadable: its
+                   ///< `status` written as a string (`"status":"200"`), the rest of the body intact. An answer
+                   ///< without that item (another path, fewer items) is sent as it is.
 };
 
 /// The kind's name on the wire ("status", "delay", ...).
@@ -108,6 +111,8 @@ struct fault_rule {
   std::uint64_t bytes = 1u << 20;
   /// `slow_body`: drip rate in bytes per second (at least 1).
   std::uint64_t bytes_per_s = 1024;
+  /// `unreadable_item`: which element of `items` (from 0).
+  std::uint32_t item = 0;
   /// How many matching requests the rule hits; none = unlimited (or governed by `probability`).
   std::optional<std::uint64_t> count{};
   /// Chance in [0,1] that a matching request is hit, drawn from the emulator's seeded generator.

@@ -212,6 +212,31 @@ TEST_CASE("faults: garbage sends a body that is not JSON") {
   CHECK(c.get("/v1/config").is_json());
 }
 
+TEST_CASE("faults: unreadable_item executes and quotes one item's status, the rest of the answer intact") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"unreadable_item","item":1,"count":1}]})");
+  http_test_client c(emu->port());
+  auto r = c.tickets(batch_body({{"the-heiress-returns", 1, "play"},
+                                 {"the-heiress-returns", 2, "prefetch"},
+                                 {"the-heiress-returns", 3, "prefetch"}}));
+  CHECK(r.status == 200);
+  CHECK(r.header("content-length") == std::to_string(r.body.size()));
+  REQUIRE(r.is_json());
+  auto j = r.json();
+  CHECK(j["items"][0]["status"] == 200);
+  CHECK(j["items"][1]["status"] == "200"); // a string: no client reads it as a status
+  CHECK(j["items"][1]["ticket"]["ticket_id"].is_string());
+  CHECK(j["items"][2]["status"] == 200);
+  CHECK(emu->stats().tickets_counted == 3); // executed: every ticket was issued and counted
+  CHECK(emu->stats().faults_injected == 1);
+  // An answer without that item goes out intact, and the rule is used up either way.
+  emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"unreadable_item","item":5,"count":1}]})");
+  auto intact = c.tickets(play(4));
+  REQUIRE(intact.is_json());
+  CHECK(intact.json()["items"][0]["status"] == 200);
+  CHECK(c.tickets(play(5)).json()["items"][0]["status"] == 200);
+}
+
 TEST_CASE("faults: huge pads the real JSON body with the given number of bytes") {
   auto emu = start_manual();
   emu->install_faults(R"({"rules":[{"path":"/v1/playback/tickets","kind":"huge","bytes":300000,"count":1}]})");

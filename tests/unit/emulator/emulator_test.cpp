@@ -111,8 +111,8 @@ TEST_CASE("emulator config: every fault kind of SPEC section 4 parses with its p
     {"kind":"status","status":503,"retry_after":1,"count":2},
     {"kind":"delay","ms":300}, {"kind":"reset"}, {"kind":"drop_after_read"}, {"kind":"truncate"},
     {"kind":"garbage"}, {"kind":"huge","bytes":2048}, {"kind":"slow_body","bytes_per_s":100},
-    {"kind":"stale_db","probability":0.5}]})");
-  REQUIRE(rules.size() == 9);
+    {"kind":"stale_db","probability":0.5}, {"kind":"unreadable_item","item":2}, {"kind":"unreadable_item"}]})");
+  REQUIRE(rules.size() == 11);
   CHECK(rules[0].retry_after == std::uint32_t{1});
   CHECK(rules[1].kind == fault_kind::delay);
   CHECK(rules[1].ms == 300);
@@ -124,6 +124,11 @@ TEST_CASE("emulator config: every fault kind of SPEC section 4 parses with its p
   CHECK(rules[7].bytes_per_s == 100);
   CHECK(rules[8].probability == 0.5);
   CHECK(to_string(rules[8].kind) == "stale_db");
+  CHECK(rules[9].kind == fault_kind::unreadable_item);
+  CHECK(rules[9].item == 2);
+  CHECK(rules[10].item == 0);
+  CHECK(to_string(rules[10].kind) == "unreadable_item");
+  CHECK_THROWS_AS(parse_fault_rules(R"({"rules":[{"kind":"unreadable_item","item":-1}]})"), config_error);
   CHECK(parse_fault_rules(R"([{"kind":"reset"}])").size() == 1);
   CHECK_THROWS_AS(parse_fault_rules(R"({"rules":[{"kind":"slow_body","bytes_per_s":0}]})"), config_error);
 }
