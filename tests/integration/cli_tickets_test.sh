@@ -2,7 +2,8 @@
 # `wandura tickets` against `wandura emulator` on loopback (issue 7): tickets are printed and the exit status follows
 # the play item; with two scripted 503s the retries print WARN lines on stderr and the call still exits 0; usage
 # errors exit 2; a key that would add header lines is refused before anything is sent; --version names the
-# project's version; what the server names (an organisation, an error code) reaches the terminal one line each.
+# project's version; what the server names (an organisation, an error code) reaches the terminal one line each; an
+# item the client could not read is printed with the SDK's reason.
 # Usage: cli_tickets_test.sh /path/to/wandura WORK_DIR PROJECT_VERSION
 set -euo pipefail
 wandura=$1
@@ -271,6 +272,20 @@ expect_err "^WARN retry 2/3 in [0-9]* ms: HTTP 503 code=service_unavailable"
 [ "$(grep -c '^WARN retry' err.txt)" -eq 2 ] || { cat err.txt; fail "expected exactly two WARN lines"; }
 expect_out '"attempts":3,"replayed":false}'
 expect_out '"episode_no":1,"intent":"play","outcome":"granted","status":200'
+
+# A prefetch item the client cannot read (emulator fault unreadable_item): the item fails alone with the SDK's
+# words for why, in the table and in --json; the play is granted, so the exit status is 0.
+cat >unreadable.json <<'JSON'
+{"faults":[{"path":"/v1/playback/tickets","kind":"unreadable_item","item":1,"count":2}]}
+JSON
+start_emulator --config unreadable.json
+run tickets --film the-heiress-returns --episode 1 --unlocked-through 3 --base-url "$url"
+expect_rc 0 "play granted, one prefetch unreadable"
+expect_out '^the-heiress-returns *2  prefetch  failed *0  unreadable_item: items\[1\]\.status: '
+[ "$(grep -c ' granted ' out.txt)" -eq 2 ] || { cat out.txt; fail "expected the play and one prefetch granted"; }
+run tickets --film the-heiress-returns --episode 4 --unlocked-through 6 --json --base-url "$url"
+expect_rc 0 "play granted, one prefetch unreadable, --json"
+expect_out '"episode_no":5,"intent":"prefetch","outcome":"failed","status":0,"reused":false,"error_code":"unreadable_item","detail":"items\[1\]\.status: '
 
 # Text from the server reaches the terminal without its control bytes: an organisation id holding ESC sequences
 # (recolour, retitle the window) is printed as \x1b, and --json escapes it as JSON does.
