@@ -2,13 +2,12 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
+#include "wandura/detail/ca_bundle.hpp"
 #include "wandura/detail/header_value.hpp"
 
 #ifndef WANDURA_VERSION
@@ -93,16 +92,9 @@ client_options connection::to_client_options() const {
                "network path can read and change this traffic, the API key included\n",
                stderr);
   } else if (auto ca = ca_bundle_source(ca_bundle)) {
-    // libcurl reads the bundle as one file (CURLOPT_CAINFO); a directory opens here like a file would, and then
-    // fails every TLS handshake with a certificate error that never names it.
-    std::error_code not_a_directory;
-    if (std::filesystem::is_directory(ca->first, not_a_directory)) {
-      throw usage_error(ca->second + ": " + ca->first +
-                        " is a directory; give one PEM file with the CA certificates to trust (for example their "
-                        "concatenation: cat DIR/*.pem > bundle.pem)");
-    }
-    if (!std::ifstream(ca->first)) {
-      throw usage_error(ca->second + ": cannot read the CA bundle " + ca->first);
+    // The transport's own check, asked here to say where the path came from.
+    if (auto why = detail::ca_bundle_refusal(ca->first); !why.empty()) {
+      throw usage_error(ca->second + ": the CA bundle " + why);
     }
     o.transport.ca_bundle = std::move(ca->first);
   }

@@ -11,6 +11,7 @@
 
 #include "transport/content_length.hpp"
 #include "transport/header_check.hpp"
+#include "wandura/detail/ca_bundle.hpp"
 #include "wandura/detail/header_value.hpp"
 #include "wandura/error.hpp"
 
@@ -271,6 +272,11 @@ easy_setup::easy_setup(transport_options options, socket_set& sockets)
   if (!is_header_value(options_.user_agent)) {
     throw error(make_error_code(errc::invalid_argument),
                 "transport_options::user_agent: " + header_value_refusal("User-Agent", options_.user_agent));
+  }
+  if (!options_.ca_bundle.empty()) {
+    if (auto why = ca_bundle_refusal(options_.ca_bundle); !why.empty()) {
+      throw error(make_error_code(errc::invalid_argument), "transport_options::ca_bundle " + why);
+    }
   }
   if (options_.default_connect_timeout.count() <= 0) {
     options_.default_connect_timeout = std::chrono::milliseconds(3000);

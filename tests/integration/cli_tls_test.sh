@@ -86,15 +86,19 @@ expect_err "^WARNING: --insecure"
 # A CA bundle that cannot be read, or --insecure with --ca-bundle, is a usage error: nothing is sent.
 run config "${once[@]}" --ca-bundle /nonexistent/ca.pem
 expect_rc 2 "unreadable --ca-bundle"
-expect_err "--ca-bundle: cannot read the CA bundle /nonexistent/ca.pem"
+expect_err '^wandura config: --ca-bundle: the CA bundle "/nonexistent/ca.pem": cannot be opened: No such file or directory$'
+printf 'not a certificate\n' >empty.pem
+run config "${once[@]}" --ca-bundle empty.pem
+expect_rc 2 "a --ca-bundle without a certificate"
+expect_err '^wandura config: --ca-bundle: the CA bundle "empty.pem": holds no PEM certificate$'
 run config "${once[@]}" --ca-bundle "$ca" --insecure
 expect_rc 2 "--ca-bundle with --insecure"
 # A directory opens like a file but is no bundle: refused by name, not left to fail every handshake later.
 mkdir -p certs && cp "$ca" certs/
 run config "${once[@]}" --ca-bundle certs
 expect_rc 2 "a directory as --ca-bundle"
-expect_err "^wandura config: --ca-bundle: certs is a directory; give one PEM file"
+expect_err '^wandura config: --ca-bundle: the CA bundle "certs": is a directory; give one PEM file'
 ( export SSL_CERT_FILE=$PWD/certs; run config "${once[@]}"; expect_rc 2 "a directory as SSL_CERT_FILE"
-  expect_err "^wandura config: SSL_CERT_FILE: $PWD/certs is a directory" )
+  expect_err "^wandura config: SSL_CERT_FILE: the CA bundle \"$PWD/certs\": is a directory" )
 
 echo "cli tls: all checks passed"

@@ -148,7 +148,8 @@ public:
   ///         userinfo; the message never quotes userinfo), an empty `api_key`, an `api_key` or
   ///         `transport.user_agent` holding a control byte other than HTAB (0x00-0x08, 0x0A-0x1F: CR, LF and NUL
   ///         included) or DEL (0x7F), which RFC 9110 does not allow in a field value (the message names the header,
-  ///         the byte as `\xHH` and its offset, never the key; HTAB and bytes 0x80-0xFF pass), a zero
+  ///         the byte as `\xHH` and its offset, never the key; HTAB and bytes 0x80-0xFF pass), a
+  ///         `transport.ca_bundle` naming no readable file of PEM certificates (transport.hpp), a zero
   ///         `viewer_tickets_per_minute`, or a `retry.admission` option outside its range (admission_gate.hpp).
   client(asio::any_io_executor executor, client_options options);
   /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.

@@ -80,7 +80,9 @@ public:
   /// @param options pool limits and TLS settings, copied.
   /// @throws std::system_error with `errc::transport_failed` if libcurl cannot be initialised; `wandura::error`
   ///         with `errc::invalid_argument` if `options.user_agent` holds a control byte other than HTAB (0x00-0x08,
-  ///         0x0A-0x1F) or DEL (0x7F); the message names the byte and its offset.
+  ///         0x0A-0x1F) or DEL (0x7F), the message naming the byte and its offset, or if `options.ca_bundle` is not
+  ///         empty and names no file that can be opened and holds at least one PEM certificate (read now, and again
+  ///         by libcurl for each new TLS connection), the message naming the path and why.
   explicit transport(asio::any_io_executor ex, transport_options options = {});
   ~transport() override;
 

@@ -46,7 +46,9 @@ struct transport_options {
   /// (curl#10634); with such a libcurl each of these requests opens, and closes, a connection of its own.
   bool http2_prior_knowledge = false;
 
-  /// Path of a PEM file with the CA certificates to trust (CURLOPT_CAINFO). Empty: the system default bundle.
+  /// Path of a PEM file with the CA certificates to trust (CURLOPT_CAINFO). Empty: the system default bundle. A
+  /// path that cannot be opened, or whose file holds no PEM certificate, is refused when the transport is made
+  /// (`errc::invalid_argument`).
   std::string ca_bundle{};
   /// Verify the server certificate chain (CURLOPT_SSL_VERIFYPEER). Turning it off is for tests only.
   bool verify_peer = true;
