@@ -153,7 +153,8 @@ public:
   ///         `viewer_tickets_per_minute`, or a `retry.admission` option outside its range (admission_gate.hpp).
   client(asio::any_io_executor executor, client_options options);
   /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.
-  /// @throws wandura::error `errc::invalid_argument` for a null `sender`, or as the constructor above.
+  /// @throws wandura::error `errc::invalid_argument` for a null `sender`, or as the constructor above except for
+  ///         `transport.ca_bundle`, which only a client's own transport reads.
   client(std::shared_ptr<http_sender> sender, client_options options);
   client(client const&) = delete;
   client& operator=(client const&) = delete;
