@@ -146,6 +146,11 @@ public:
     // The document's own failures: stage 1 checks UTF-8 for the whole body, and the rest is its structure.
     case simdjson::UTF8_ERROR: return fail_document(prefix + "invalid UTF-8");
     case simdjson::DEPTH_ERROR: return fail_document(prefix + "nested too deeply");
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      // Stage 1 finds the braces and brackets unbalanced: a body cut short, or (its message does not say so)
+      // something after the top-level object: `{} x`.
+      return fail_document(prefix + "truncated or malformed JSON (an object or array is not closed, or something "
+                                    "follows the top-level object)");
     default: return fail_document(prefix + "truncated or malformed JSON (" + simdjson::error_message(e) + ")");
     }
   }

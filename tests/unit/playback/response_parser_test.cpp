@@ -235,7 +235,10 @@ TEST_CASE("response parser: garbage bodies are invalid_response with a message")
       {"{", ""},
       {"}", ""},
       {R"({"items":[]} {"items":[]})", "trailing"},
-      {R"({"items":[]}x)", ""},
+      {R"({"items":[]}x)", "or something follows the top-level object"},
+      {R"({"items":[]} x)", "or something follows the top-level object"},
+      {R"({} x)", "or something follows the top-level object"},
+      {R"({"items":[)", "an object or array is not closed"},
       {R"({"items":{}})", "items: expected an array"},
       {R"({"request_id":"r"})", "missing items"},
       {R"({"request_id":7,"items":[]})", "request_id: expected a string"},
@@ -249,6 +252,7 @@ TEST_CASE("response parser: garbage bodies are invalid_response with a message")
   for (auto const& c : cases) {
     INFO(c.body.substr(0, 200));
     CHECK(parser.parse_ticket_batch(std::string_view(c.body), result) == wandura::errc::invalid_response);
+    CAPTURE(parser.message());
     CHECK_FALSE(parser.message().empty());
     CHECK(parser.message().find(c.message_part) != std::string::npos);
   }
