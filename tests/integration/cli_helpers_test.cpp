@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "test_ca_certificate.hpp"
+
 namespace {
 
 // argv-style storage for the parser.
@@ -134,7 +136,8 @@ TEST_CASE("cli connection: a key or base URL with a control byte is refused befo
 }
 
 TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BUNDLE, else SSL_CERT_FILE") {
-  std::string const readable = WANDURA_SOURCE_DIR "/README.md"; // any readable file: only its path is passed on
+  test_support::scratch_directory const dir("wandura-cli-ca");
+  std::string const readable = dir.write("ca.pem", test_support::test_ca_pem);
   ::unsetenv("CURL_CA_BUNDLE");
   ::unsetenv("SSL_CERT_FILE");
   wandura::cli::connection c;
@@ -145,22 +148,29 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
   ::setenv("SSL_CERT_FILE", readable.c_str(), 1);
   CHECK(c.to_client_options().transport.ca_bundle == readable);
   ::setenv("CURL_CA_BUNDLE", "/nonexistent/ca.pem", 1);
-  CHECK_THROWS_WITH(c.to_client_options(), Catch::Contains("CURL_CA_BUNDLE: cannot read"));
+  CHECK_THROWS_WITH(c.to_client_options(),
+                    Catch::StartsWith(R"(CURL_CA_BUNDLE: the CA bundle "/nonexistent/ca.pem": cannot be opened)"));
   c.ca_bundle = readable;
   CHECK(c.to_client_options().transport.ca_bundle == readable);
   ::unsetenv("CURL_CA_BUNDLE");
   ::unsetenv("SSL_CERT_FILE");
 
-  // A directory (of certificates, say) is not a bundle: libcurl would fail every handshake without naming it.
-  wandura::cli::connection dir;
-  dir.api_key = "k";
-  dir.ca_bundle = WANDURA_SOURCE_DIR;
-  CHECK_THROWS_WITH(dir.to_client_options(),
-                    Catch::StartsWith("--ca-bundle: " WANDURA_SOURCE_DIR " is a directory; give one PEM file"));
-  dir.ca_bundle.reset();
+  // The transport's check, named by where the path came from: a directory (of certificates, say) is not a bundle,
+  // nor is a file without a certificate.
+  wandura::cli::connection other;
+  other.api_key = "k";
+  other.ca_bundle = WANDURA_SOURCE_DIR;
+  CHECK_THROWS_WITH(other.to_client_options(),
+                    Catch::StartsWith("--ca-bundle: the CA bundle \"" WANDURA_SOURCE_DIR "\": is a directory; give "
+                                      "one PEM file"));
+  other.ca_bundle = WANDURA_SOURCE_DIR "/README.md";
+  CHECK_THROWS_WITH(other.to_client_options(),
+                    Catch::Equals("--ca-bundle: the CA bundle \"" WANDURA_SOURCE_DIR "/README.md\": holds no PEM "
+                                  "certificate"));
+  other.ca_bundle.reset();
   ::setenv("SSL_CERT_FILE", WANDURA_SOURCE_DIR "/", 1);
-  CHECK_THROWS_WITH(dir.to_client_options(),
-                    Catch::StartsWith("SSL_CERT_FILE: " WANDURA_SOURCE_DIR "/ is a directory"));
+  CHECK_THROWS_WITH(other.to_client_options(),
+                    Catch::StartsWith("SSL_CERT_FILE: the CA bundle \"" WANDURA_SOURCE_DIR "/\": is a directory"));
   ::unsetenv("SSL_CERT_FILE");
 
   wandura::cli::connection insecure;

@@ -2,12 +2,9 @@
 
 // Hostile input and broken responses: headers that would inject lines, oversized headers, responses cut before
 // their end, broken HTTP/2 framing. Each maps to the error a retry loop can act on (docs/adr/0002).
-#include <unistd.h>
-
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include "run_awaitable.hpp"
+#include "test_ca_certificate.hpp"
 #include "test_http_server.hpp"
 #include "wandura/error.hpp"
 
@@ -149,35 +147,19 @@ TEST_CASE("transport: a user_agent with a control byte is refused at constructio
 TEST_CASE("transport: a ca_bundle naming no readable file of PEM certificates is refused at construction") {
   // transport.hpp, the constructor: errc::invalid_argument naming the path and why; the default (empty) and a file
   // holding a certificate are accepted.
-  auto const dir = std::filesystem::temp_directory_path() / ("wandura-ca-bundle-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir / "certs");
-  auto write = [&](char const* name, std::string_view text) {
-    std::ofstream(dir / name, std::ios::binary) << text;
-    return (dir / name).string();
-  };
-  // A self-signed CA certificate (EC P-256), valid until 2126.
-  std::string const pem = "-----BEGIN CERTIFICATE-----\n"
-                          "MIIBizCCATGgAwIBAgIUWTTXUWh6PM+sZ60WnEXL3Zm/cu4wCgYIKoZIzj0EAwIw\n"
-                          "GjEYMBYGA1UEAwwPd2FuZHVyYSB0ZXN0IENBMCAXDTI2MTIwNTA1NDE1MFoYDzIx\n"
-                          "MjYxMTExMDU0MTUwWjAaMRgwFgYDVQQDDA93YW5kdXJhIHRlc3QgQ0EwWTATBgcq\n"
-                          "hkjOPQIBBggqhkjOPQMBBwNCAARIfyDk3146BQC8aPNMppCbkDTUrQgHBwsllW3X\n"
-                          "wEppilDVTLDr6iFigIr5+ipITU2G7T8lBAyKYGjij5NVNfNeo1MwUTAdBgNVHQ4E\n"
-                          "FgQU9hDMYGaNXY9ERG9O38q6KCzNdfQwHwYDVR0jBBgwFoAU9hDMYGaNXY9ERG9O\n"
-                          "38q6KCzNdfQwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiEA5vhL\n"
-                          "ZDkUr3PUcv38p8vYtIm4PZK/vPWIBIY1sLMPC+kCIHF4/Epwif4g6tFtUm+OrjNq\n"
-                          "GCgPxlkfGutqz3xi2zoz\n"
-                          "-----END CERTIFICATE-----\n";
+  test_support::scratch_directory const dir("wandura-ca-bundle");
+  std::filesystem::create_directories(dir.path() / "certs");
+  std::string const pem(test_support::test_ca_pem);
   struct refused {
     std::string path;
     std::string_view why;
   };
   std::vector<refused> const cases = {
-      {(dir / "missing.pem").string(), "\": cannot be opened: No such file or directory"},
-      {(dir / "certs").string(), "\": is a directory; give one PEM file"},
-      {write("empty.pem", ""), "\": holds no PEM certificate"},
-      {write("text.pem", "not a certificate\n"), "\": holds no PEM certificate"},
-      {write("cut.pem", pem.substr(0, pem.size() / 2)), "\": holds no PEM certificate"},
+      {(dir.path() / "missing.pem").string(), "\": cannot be opened: No such file or directory"},
+      {(dir.path() / "certs").string(), "\": is a directory; give one PEM file"},
+      {dir.write("empty.pem", ""), "\": holds no PEM certificate"},
+      {dir.write("text.pem", "not a certificate\n"), "\": holds no PEM certificate"},
+      {dir.write("cut.pem", pem.substr(0, pem.size() / 2)), "\": holds no PEM certificate"},
       {std::string("a\0b", 3), "\": holds a NUL byte"},
   };
   asio::io_context io;
@@ -196,11 +178,10 @@ TEST_CASE("transport: a ca_bundle naming no readable file of PEM certificates is
     }
   }
   wandura::transport_options options;
-  options.ca_bundle = write("ca.pem", "a comment before the certificate\n" + pem);
+  options.ca_bundle = dir.write("ca.pem", "a comment before the certificate\n" + pem);
   CHECK_NOTHROW(wandura::transport(io.get_executor(), options));
   options.ca_bundle.clear(); // the system's bundle, not read by the SDK
   CHECK_NOTHROW(wandura::transport(io.get_executor(), options));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("transport: a 1 MiB response header line is a final response_too_large naming the headers") {
