@@ -31,9 +31,12 @@ static_assert(wandura::body_padding == simdjson::SIMDJSON_PADDING,
 /// read without allocating.
 ///
 /// Every function completes with an empty `std::error_code` or with `errc::invalid_response`, and then
-/// `message()` says what was wrong ("truncated or malformed JSON (INCOMPLETE_ARRAY_OR_OBJECT)", "not a JSON object",
-/// "items[1]: missing status", "items[0]: episode_no out of range", ...). No exception escapes: simdjson is used
-/// through its error-code API only; only `std::bad_alloc` can propagate.
+/// `message()` says what was wrong ("truncated or malformed JSON (...)", "not a JSON object", "items[1]: missing
+/// status", "items[0]: episode_no out of range", ...). No exception escapes: simdjson is used through its error-code
+/// API only; only `std::bad_alloc` can propagate.
+///
+/// A key repeated within one object (RFC 8259 leaves its meaning open): the last one counts, for every field, a
+/// list (`items`, `videos`, `creatives`), the `limits` object and a counter named twice within it alike.
 ///
 /// Bodies passed as `response_body` are parsed in place (its padding is what simdjson needs). Bodies passed as a
 /// `std::string_view` are first copied into a reused padded scratch buffer.

@@ -1,5 +1,8 @@
 // The typed reads reader: config, film, videos and creatives responses into their values (docs/protocol.md §1
 // endpoints).
+#include <string>
+#include <unordered_map>
+
 #include "playback/json_scan.hpp"
 
 namespace wandura::detail {
@@ -87,13 +90,23 @@ std::error_code response_parser::read_org_config(simdjson::padded_string_view js
           if (!r.object(value, {}, key, limits)) {
             return false;
           }
+          out.limits.clear(); // a repeated key: the last one counts
+          // Where each counter is in `out.limits`: a counter named twice keeps its place and takes the last value,
+          // which `limit()` and the admission gate then both read (a linear search would be quadratic in a body of
+          // many counters).
+          std::unordered_map<std::string, std::size_t> place;
           location const where{"limits", 0, false, {}};
           return for_each_field(r, where, limits, [&](std::string_view counter, od::value& limit) {
             std::int64_t n = 0;
             if (!r.integer(limit, where, counter, 0, std::numeric_limits<std::int64_t>::max(), n)) {
               return false;
             }
-            out.limits.push_back(counter_limit{std::string(counter), n});
+            auto const [at, fresh] = place.try_emplace(std::string(counter), out.limits.size());
+            if (fresh) {
+              out.limits.push_back(counter_limit{at->first, n});
+            } else {
+              out.limits[at->second].per_minute = n;
+            }
             return true;
           });
         }
@@ -177,6 +190,7 @@ std::error_code response_parser::read_videos(simdjson::padded_string_view json, 
         return false;
       }
       has_list = true;
+      out.clear(); // a repeated key: the last one counts
       return for_each_element(r, "videos", list, [&](std::size_t index, od::value& element) {
         return read_video_object(r, location{"videos", index, true, {}}, element, out.emplace_back());
       });
@@ -206,6 +220,7 @@ std::error_code response_parser::read_creatives(simdjson::padded_string_view jso
         return false;
       }
       has_list = true;
+      out.clear(); // a repeated key: the last one counts
       return for_each_element(r, "creatives", list, [&](std::size_t index, od::value& element) {
         return read_creative_object(r, location{"creatives", index, true, {}}, element, out.emplace_back());
       });

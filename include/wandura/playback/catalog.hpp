@@ -29,7 +29,9 @@ struct counter_limit {
 /// `GET /v1/config`: `{"org_id":"org_demo","limits":{"playback":6000,"catalog":1200,...}}`.
 struct org_config {
   std::string org_id;                ///< May be empty when the server omits it.
-  std::vector<counter_limit> limits; ///< In the server's order.
+  /// In the server's order, each counter once: one the server names twice is where it first named it, with the
+  /// last value.
+  std::vector<counter_limit> limits;
 
   /// The limit of `counter`, or nullopt when the server did not list it.
   [[nodiscard]] std::optional<std::int64_t> limit(std::string_view counter) const noexcept {

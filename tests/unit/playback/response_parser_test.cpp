@@ -493,6 +493,43 @@ TEST_CASE("response parser: videos, one video and creatives") {
   CHECK(parser.parse_creatives(std::string_view(R"({"creatives":{}})"), creatives) == wandura::errc::invalid_response);
 }
 
+TEST_CASE("response parser: a key repeated within an object counts once, the last one, everywhere") {
+  // response_parser.hpp: fields, lists, the limits object and a counter named twice in it alike.
+  response_parser parser;
+  wandura::org_config config;
+  REQUIRE_FALSE(parser.parse_org_config(std::string_view(R"({"org_id":"a","limits":{"catalog":5},"org_id":"b",)"
+                                                         R"("limits":{"playback":6000,"catalog":1200,"playback":10}})"),
+                                        config));
+  CHECK(config.org_id == "b");
+  CHECK(config == wandura::org_config{"b", {{"playback", 10}, {"catalog", 1200}}});
+  CHECK(config.limit("playback") == 10);
+
+  std::vector<wandura::video> videos;
+  REQUIRE_FALSE(parser.parse_videos(
+      std::string_view(R"({"videos":[{"video_ref":"v1"},{"video_ref":"v2"}],"videos":[{"video_ref":"v3"}]})"), videos));
+  CHECK(videos == std::vector<wandura::video>{{"v3", "", ""}});
+
+  std::vector<wandura::creative> creatives;
+  REQUIRE_FALSE(parser.parse_creatives(
+      std::string_view(R"({"creatives":[{"creative_id":"c1"}],"creatives":[{"creative_id":"c2","creative_id":"c3"}]})"),
+      creatives));
+  CHECK(creatives == std::vector<wandura::creative>{{"c3", ""}});
+
+  wandura::film f;
+  REQUIRE_FALSE(
+      parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":3,"film_ref":"y","episodes":[1]})"), f));
+  CHECK(f == wandura::film{"y", "", 1});
+
+  wandura::ticket_batch_result batch;
+  REQUIRE_FALSE(parser.parse_ticket_batch(
+      std::string_view(R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","status":404}],)"
+                       R"("items":[{"film_ref":"g","episode_no":2,"intent":"play","status":503,"status":404}]})"),
+      batch));
+  REQUIRE(batch.items.size() == 1);
+  CHECK(batch.items[0].film_ref == "g");
+  CHECK(batch.items[0].status == 404);
+}
+
 namespace {
 
 /// Everything a parse produced, as one line per field: results from two kernels are compared as text, so a
