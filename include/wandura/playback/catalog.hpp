@@ -28,7 +28,7 @@ struct counter_limit {
 
 /// `GET /v1/config`: `{"org_id":"org_demo","limits":{"playback":6000,"catalog":1200,...}}`.
 struct org_config {
-  std::string org_id;                ///< May be empty when the server omits it.
+  std::string org_id; ///< May be empty when the server omits it.
   /// In the server's order, each counter once: one the server names twice is where it first named it, with the
   /// last value.
   std::vector<counter_limit> limits;
