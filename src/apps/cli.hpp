@@ -43,7 +43,9 @@ struct connection {
   /// Client options with the flags, then the environment, applied; prints the `--insecure` warning on stderr.
   /// @throws usage_error when a flag is given an empty value, when no API key is given anywhere, when the key or
   ///         the base URL contains a control character other than tab, or DEL (`header_safe`: they would end up
-  ///         in a request's header lines), or when the CA bundle is a directory or cannot be read.
+  ///         in a request's header lines), or when the transport would refuse the CA bundle
+  ///         (`detail::ca_bundle_refusal`: it cannot be opened, is not a regular file or holds no PEM certificate),
+  ///         the message naming the flag or variable it came from.
   [[nodiscard]] client_options to_client_options() const;
   /// For a TLS failure, a line that names both of its causes: a certificate that failed verification (against
   /// which CA bundle, and how to trust a private CA) and a server that does not speak TLS at that address (check

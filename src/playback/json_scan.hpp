@@ -147,8 +147,8 @@ public:
     case simdjson::UTF8_ERROR: return fail_document(prefix + "invalid UTF-8");
     case simdjson::DEPTH_ERROR: return fail_document(prefix + "nested too deeply");
     case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
-      // Stage 1 finds the braces and brackets unbalanced: a body cut short, or (its message does not say so)
-      // something after the top-level object: `{} x`.
+      // simdjson's "document ended early": a body cut short, or (its message does not say so) one whose last token
+      // does not close its first, as when something follows the top-level object: `{} x`.
       return fail_document(prefix + "truncated or malformed JSON (an object or array is not closed, or something "
                                     "follows the top-level object)");
     default: return fail_document(prefix + "truncated or malformed JSON (" + simdjson::error_message(e) + ")");

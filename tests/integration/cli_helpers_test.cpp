@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_ca_certificate.hpp"
+#include "wandura/detail/printable.hpp"
 
 namespace {
 
@@ -157,20 +158,24 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
 
   // The transport's check, named by where the path came from: a directory (of certificates, say) is not a bundle,
   // nor is a file without a certificate.
+  // (The messages quote paths as detail::printable writes them.)
+  auto const quoted = [](std::string const& path) {
+    return "the CA bundle \"" + wandura::detail::printable(path) + "\"";
+  };
+  std::string const directory = dir.path().string();
+  std::string const no_certificate = dir.write("no-certificate.pem", "not a certificate\n");
   wandura::cli::connection other;
   other.api_key = "k";
-  other.ca_bundle = WANDURA_SOURCE_DIR;
+  other.ca_bundle = directory;
   CHECK_THROWS_WITH(other.to_client_options(),
-                    Catch::StartsWith("--ca-bundle: the CA bundle \"" WANDURA_SOURCE_DIR "\": is a directory; give "
-                                      "one PEM file"));
-  other.ca_bundle = WANDURA_SOURCE_DIR "/README.md";
+                    Catch::StartsWith("--ca-bundle: " + quoted(directory) + ": is a directory; give one PEM file"));
+  other.ca_bundle = no_certificate;
   CHECK_THROWS_WITH(other.to_client_options(),
-                    Catch::Equals("--ca-bundle: the CA bundle \"" WANDURA_SOURCE_DIR "/README.md\": holds no PEM "
-                                  "certificate"));
+                    Catch::Equals("--ca-bundle: " + quoted(no_certificate) + ": holds no PEM certificate"));
   other.ca_bundle.reset();
-  ::setenv("SSL_CERT_FILE", WANDURA_SOURCE_DIR "/", 1);
+  ::setenv("SSL_CERT_FILE", (directory + "/").c_str(), 1);
   CHECK_THROWS_WITH(other.to_client_options(),
-                    Catch::StartsWith("SSL_CERT_FILE: the CA bundle \"" WANDURA_SOURCE_DIR "/\": is a directory"));
+                    Catch::StartsWith("SSL_CERT_FILE: " + quoted(directory + "/") + ": is a directory"));
   ::unsetenv("SSL_CERT_FILE");
 
   wandura::cli::connection insecure;

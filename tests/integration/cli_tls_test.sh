@@ -87,10 +87,14 @@ expect_err "^WARNING: --insecure"
 run config "${once[@]}" --ca-bundle /nonexistent/ca.pem
 expect_rc 2 "unreadable --ca-bundle"
 expect_err '^wandura config: --ca-bundle: the CA bundle "/nonexistent/ca.pem": cannot be opened: No such file or directory$'
-printf 'not a certificate\n' >empty.pem
-run config "${once[@]}" --ca-bundle empty.pem
+printf 'not a certificate\n' >no-certificate.pem
+run config "${once[@]}" --ca-bundle no-certificate.pem
 expect_rc 2 "a --ca-bundle without a certificate"
-expect_err '^wandura config: --ca-bundle: the CA bundle "empty.pem": holds no PEM certificate$'
+expect_err '^wandura config: --ca-bundle: the CA bundle "no-certificate.pem": holds no PEM certificate$'
+# A pipe (process substitution) is refused unread: reading it to check would leave libcurl nothing.
+run config "${once[@]}" --ca-bundle <(cat "$ca")
+expect_rc 2 "a pipe as --ca-bundle"
+expect_err '^wandura config: --ca-bundle: the CA bundle "/dev/fd/[0-9]*": is not a regular file'
 run config "${once[@]}" --ca-bundle "$ca" --insecure
 expect_rc 2 "--ca-bundle with --insecure"
 # A directory opens like a file but is no bundle: refused by name, not left to fail every handshake later.

@@ -1,5 +1,5 @@
-// Test helper: a CA certificate in PEM, for options that take a bundle file (its key is nowhere: nothing is signed
-// with it), and a file holding it.
+// Test helpers: a CA certificate and a CRL in PEM, for options that take a bundle file (the CA's key was not kept:
+// nothing else is signed with it), and a scratch directory to write them into.
 #pragma once
 
 #include <unistd.h>
@@ -23,6 +23,15 @@ inline constexpr std::string_view test_ca_pem = "-----BEGIN CERTIFICATE-----\n"
                                                 "ZDkUr3PUcv38p8vYtIm4PZK/vPWIBIY1sLMPC+kCIHF4/Epwif4g6tFtUm+OrjNq\n"
                                                 "GCgPxlkfGutqz3xi2zoz\n"
                                                 "-----END CERTIFICATE-----\n";
+
+/// A certificate revocation list issued by `test_ca_pem`'s CA, revoking nothing (valid until 2126): a PEM file
+/// holding only it holds no certificate.
+inline constexpr std::string_view test_crl_pem = "-----BEGIN X509 CRL-----\n"
+                                                 "MIGzMFsCAQEwCgYIKoZIzj0EAwIwGjEYMBYGA1UEAwwPd2FuZHVyYSB0ZXN0IENB\n"
+                                                 "Fw0yNjEyMDUwNjEzMzFaGA8yMTI2MTExMTA2MTMzMVqgDjAMMAoGA1UdFAQDAgEB\n"
+                                                 "MAoGCCqGSM49BAMCA0gAMEUCIGMMhX1kcDn3ofiM+xkz1YMv8dC6k5kQ/kh6pejP\n"
+                                                 "Xqd2AiEAoXhzHYsA177YPx6N+ciXgBMaZ1s6P5ghtg8HucVC0Fc=\n"
+                                                 "-----END X509 CRL-----\n";
 
 /// A directory of this process's own under the system's temporary directory, removed with everything in it when
 /// the object is destroyed.

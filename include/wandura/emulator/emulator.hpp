@@ -87,7 +87,8 @@ enum class fault_kind {
                    ///< last good answer (at most 5 min old, docs/protocol.md §2), else `503 service_unavailable`.
   unreadable_item, ///< Execute, then send the answer with the `item`-th element of its `items` made unreadable: its
                    ///< `status` written as a string (`"status":"200"`), the rest of the body intact. An answer
-                   ///< without that item (another path, fewer items) is sent as it is.
+                   ///< without that item (another path, fewer items) is sent as it is; the rule has hit it all the
+                   ///< same (its `count` is used, `faults_injected` counts it).
 };
 
 /// The kind's name on the wire ("status", "delay", ...).
@@ -111,7 +112,7 @@ struct fault_rule {
   std::uint64_t bytes = 1u << 20;
   /// `slow_body`: drip rate in bytes per second (at least 1).
   std::uint64_t bytes_per_s = 1024;
-  /// `unreadable_item`: which element of `items` (from 0).
+  /// `unreadable_item`: which element of `items` (from 0; at most 1000).
   std::uint32_t item = 0;
   /// How many matching requests the rule hits; none = unlimited (or governed by `probability`).
   std::optional<std::uint64_t> count{};

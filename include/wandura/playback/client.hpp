@@ -224,8 +224,9 @@ public:
   /// `GET /v1/catalog/films/{film_ref}` (counter `catalog`); `film_ref` goes into the path percent-encoded (RFC
   /// 3986 unreserved bytes as they are). @throws wandura::error, `errc::invalid_argument` (nothing sent) for an
   /// empty `film_ref` or a dot segment (`.` or `..`, which would name another path), `errc::http_error` with
-  /// status 404 for an unknown film, `errc::invalid_response` when every attempt's 2xx could not be read or named
-  /// another film (its `film_ref` is compared byte for byte with the one asked for; each such answer is retried).
+  /// status 404 for an unknown film, `errc::invalid_response` when the last attempt's 2xx could not be read or named
+  /// another film (its `film_ref` is compared byte for byte with the one asked for; such an answer is retried as
+  /// an unreadable one is, within the call's retry policy).
   [[nodiscard]] asio::awaitable<film> get_film(std::string film_ref, call_options options = {});
   /// `GET /v1/videos` (counter `videos`): the open videos.
   [[nodiscard]] asio::awaitable<std::vector<video>> list_videos(call_options options = {});

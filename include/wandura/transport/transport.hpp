@@ -81,8 +81,8 @@ public:
   /// @throws std::system_error with `errc::transport_failed` if libcurl cannot be initialised; `wandura::error`
   ///         with `errc::invalid_argument` if `options.user_agent` holds a control byte other than HTAB (0x00-0x08,
   ///         0x0A-0x1F) or DEL (0x7F), the message naming the byte and its offset, or if `options.ca_bundle` is not
-  ///         empty and names no file that can be opened and holds at least one PEM certificate (read now, and again
-  ///         by libcurl for each new TLS connection), the message naming the path and why.
+  ///         empty and names no regular file that can be opened and holds at least one PEM certificate (read now;
+  ///         libcurl reads it again for its TLS connections), the message naming the path and why.
   explicit transport(asio::any_io_executor ex, transport_options options = {});
   ~transport() override;
 

@@ -47,8 +47,8 @@ struct transport_options {
   bool http2_prior_knowledge = false;
 
   /// Path of a PEM file with the CA certificates to trust (CURLOPT_CAINFO). Empty: the system default bundle. A
-  /// path that cannot be opened, or whose file holds no PEM certificate, is refused when the transport is made
-  /// (`errc::invalid_argument`).
+  /// path that cannot be opened, is not a regular file or holds no PEM certificate is refused when the transport is
+  /// made (`errc::invalid_argument`).
   std::string ca_bundle{};
   /// Verify the server certificate chain (CURLOPT_SSL_VERIFYPEER). Turning it off is for tests only.
   bool verify_peer = true;

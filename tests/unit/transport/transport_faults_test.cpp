@@ -161,6 +161,8 @@ TEST_CASE("transport: a ca_bundle naming no readable file of PEM certificates is
       {dir.write("text.pem", "not a certificate\n"), "\": holds no PEM certificate"},
       {dir.write("cut.pem", pem.substr(0, pem.size() / 2)), "\": holds no PEM certificate"},
       {std::string("a\0b", 3), "\": holds a NUL byte"},
+      {"/dev/null", "\": is not a regular file"},
+      {dir.write("crl-only.pem", test_support::test_crl_pem), "\": holds no PEM certificate"},
   };
   asio::io_context io;
   for (auto const& c : cases) {
@@ -179,6 +181,8 @@ TEST_CASE("transport: a ca_bundle naming no readable file of PEM certificates is
   }
   wandura::transport_options options;
   options.ca_bundle = dir.write("ca.pem", "a comment before the certificate\n" + pem);
+  CHECK_NOTHROW(wandura::transport(io.get_executor(), options));
+  options.ca_bundle = dir.write("ca-and-crl.pem", std::string(test_support::test_crl_pem) + pem);
   CHECK_NOTHROW(wandura::transport(io.get_executor(), options));
   options.ca_bundle.clear(); // the system's bundle, not read by the SDK
   CHECK_NOTHROW(wandura::transport(io.get_executor(), options));
