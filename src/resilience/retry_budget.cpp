@@ -119,6 +119,13 @@ bool retry_budget::try_retry(time_point now) noexcept {
     std::uint64_t const retries = counts_gen(c) == gen ? counts_retries(c) : 0;
     // Seed: if (retries >= max(10, sent * 0.1)) refuse; exact in integers: 100 * retries >= max(1000, 10 * sent).
     if (retries * 100 >= limit_x100(config_, requests) || retries == retries_mask) {
+      if (counts_gen(c) != gen) {
+        // The window rolled (in current_window) and no count was written in it: write its zero counts, so that
+        // counts never fall a full cycle of 256 generations behind the window and an old window's counts never
+        // read as the current one's (only a refusal rolls without writing, e.g. with min_retries 0). A failed
+        // exchange means another thread wrote counts of this generation or a newer one.
+        counts_.compare_exchange_strong(c, pack_counts(gen, 0, 0), std::memory_order_seq_cst);
+      }
       return false;
     }
     if (counts_.compare_exchange_weak(c, pack_counts(gen, requests, retries + 1), std::memory_order_seq_cst)) {

@@ -236,3 +236,17 @@ TEST_CASE("retry budget: min_retries and percent are taken within [0, 2^30] and 
     CHECK(b.snapshot(t0).left == std::int64_t{1} << 30);
   }
 }
+
+TEST_CASE("retry budget: refusals over 256 windows and more never revive an old window's counts") {
+  // Only a refusal rolls a window without writing its counts; the counts carry 8 bits of the window's generation.
+  retry_budget b(t0, {.min_retries = 0, .percent = 10, .window = 1s});
+  for (int i = 0; i < 100; ++i) {
+    b.note_request(t0);
+  }
+  for (int w = 1; w <= 600; ++w) {
+    auto const at = t0 + w * 1001ms;
+    INFO("window " << w);
+    REQUIRE_FALSE(b.try_retry(at)); // no request in this window: 10 % of 0, and no floor
+    REQUIRE(b.snapshot(at).requests == 0);
+  }
+}
