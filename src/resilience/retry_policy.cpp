@@ -90,7 +90,7 @@ backoff_delay compute_backoff(retry_policy const& policy, int retry,
 
   // docs/protocol.md §3: min(maxDelay, initial * multiplier^(n-1)) * (1 + U(-jitter, +jitter)).
   double const multiplier = policy.multiplier > 0.0 ? policy.multiplier : 1.0;
-  double const jitter = std::clamp(policy.jitter, 0.0, 1.0);
+  double const jitter = policy.jitter > 0.0 ? std::min(policy.jitter, 1.0) : 0.0; // NaN reads as none
   double const grown = initial * std::pow(multiplier, static_cast<double>(n - 1));
   double const base = std::isfinite(grown) ? std::min(cap, grown) : cap;
   double const delay = base * (1.0 + (-jitter + 2.0 * jitter * u));

@@ -96,3 +96,13 @@ TEST_CASE("backoff: absurd inputs stay finite and bounded") {
   CHECK(compute_backoff(f, 1, std::nullopt, std::nan("")).delay.count() == 0.0); // NaN treated as 0
   CHECK(compute_backoff(f, 1, std::chrono::hours(24 * 365), 0.0).delay.count() == Approx(24.0 * 3600 * 1000));
 }
+
+TEST_CASE("backoff: a jitter of NaN reads as none, as a negative one does") {
+  auto p = retry_policy::standard();
+  p.jitter = std::nan("");
+  auto const d = compute_backoff(p, 1, std::nullopt, 0.9);
+  CHECK(std::isfinite(d.delay.count()));
+  CHECK(d.delay.count() == Approx(200.0));
+  p.jitter = -0.5;
+  CHECK(compute_backoff(p, 1, std::nullopt, 0.9).delay.count() == Approx(200.0));
+}
