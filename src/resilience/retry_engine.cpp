@@ -364,7 +364,10 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
     }
     // Most requests are decided at once (a calm counter, or room while pacing): no coroutine frame for the gate.
     auto const decided = admit_now(s, co_await asio::this_coro::executor);
-    admission const admitted = decided ? *decided : co_await admit_later(s);
+    admission const admitted = decided ? *decided : co_await admit_later(s); // checked just above: cannot throw
+    if (!decided && is_cancelled(co_await asio::this_coro::cancellation_state)) {
+      co_return finish(s, stop_reason::cancelled); // cancelled as the gate let it go: not sent, no attempt counted
+    }
     auto const start = start_attempt(s, admitted, attempt);
     if (start.stop) {
       co_return finish(s, *start.stop);
@@ -378,11 +381,25 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
     } catch (std::exception const&) {
       s.outcome.error = errc::transport_failed; // a misbehaving sender must not escape as an unknown exception
     }
-    auto const end = end_attempt(s, attempt, start.deadline_bound);
+    // A cancellation that came with the answer (emitted after it was queued) ends the call with what it read.
+    bool const cancelled_with_answer = is_cancelled(co_await asio::this_coro::cancellation_state);
+    auto const end = end_attempt(s, attempt, start.deadline_bound, cancelled_with_answer);
     if (end.stop) {
       co_return finish(s, *end.stop);
     }
-    if (co_await sleep_on(*clock_, end.wake_at) || co_await yield_turn()) {
+    // A cancellation emitted after this frame's last resumption was queued (the attempt's answer, the backoff's
+    // end) makes Asio throw from `co_await` itself, in this frame, before the awaited coroutine runs: caught here,
+    // so that the call still ends as cancelled, with its result and its end reported, instead of escaping.
+    bool cancelled = false;
+    try {
+      cancelled = co_await sleep_on(*clock_, end.wake_at) || co_await yield_turn();
+    } catch (std::system_error const& e) {
+      if (e.code() != asio::error::operation_aborted) {
+        throw;
+      }
+      cancelled = true;
+    }
+    if (cancelled) {
       co_return finish(s, stop_reason::cancelled);
     }
     if (auto stop = start_follow_up(s)) {
@@ -404,7 +421,10 @@ std::optional<stop_reason> retry_engine::open_call(call_state& s) {
     }
   }
   budget_.note_request(*s.clock_read); // calls counted once each, follow-ups included (docs/protocol.md §3)
-  s.attempt_limit = std::max(s.settings.attempt_timeout, s.traits.attempt_timeout_floor);
+  // The floor raises a limit the options set; it does not turn "none of its own" (0 or less) into one.
+  s.attempt_limit = s.settings.attempt_timeout.count() > 0
+                        ? std::max(s.settings.attempt_timeout, s.traits.attempt_timeout_floor)
+                        : std::chrono::milliseconds(0);
   return std::nullopt;
 }
 
@@ -423,6 +443,11 @@ std::uint32_t cost_of(response_reader const* reader) {
 std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_executor const& executor) {
   if (!s.clock_read) {
     s.clock_read = clock_->now(); // the attempt starts from it too, when admitted at once
+  }
+  if (*s.clock_read >= s.settings.deadline) {
+    // The call's own deadline passed before the gate had a say (a deadline of 0, a long wait before): not the rate
+    // limit's doing, whatever the counter's state. `not_admitted` ends the call as a timeout; nothing is taken.
+    return admission{};
   }
   return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline, executor,
                          *s.clock_read);
@@ -451,7 +476,7 @@ retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission
   return start;
 }
 
-retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, bool deadline_bound) {
+retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, bool deadline_bound, bool cancelled) {
   auto const ended = s.observed->end(s.outcome); // the clock as read for the observer, when there is one
   s.observed.reset();
   auto const transport_error = s.outcome.error;
@@ -460,8 +485,9 @@ retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, 
     s.reader->on_progress(attempt, s.result.response.status);
   }
   note_response(s.traits.counter, s.result, retry_after, s.reader, ended);
-  auto next = after_attempt(s.result, {transport_error, deadline_bound, retry_after, s.safety, attempt, &s.request},
-                            s.reader, s.settings, s.traits);
+  auto next =
+      after_attempt(s.result, {transport_error, deadline_bound, retry_after, s.safety, attempt, &s.request, cancelled},
+                    s.reader, s.settings, s.traits);
   s.follow_again = next.follow.again;
   if (s.follow_again) {
     s.follow_body = std::move(next.follow.body);
@@ -574,8 +600,10 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
       out.stop = stop_reason::success;
       return out;
     }
-    if (facts.safety == request_safety::unkeyed_write) {
-      // A follow-up is a retry of the same write: never made without an idempotency key. The call keeps its 2xx.
+    if (facts.safety == request_safety::unkeyed_write || !settings.auto_idempotency_keys) {
+      // A follow-up is a retry of the same write with another body: never made without an idempotency key, and its
+      // key is a fresh automatic one (the caller's names the first body), so none is made with automatic keys off.
+      // The call keeps its 2xx.
       out.follow = {};
       out.stop = stop_reason::success;
       return out;
@@ -591,6 +619,13 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
   }
   // A follow-up that cannot be made leaves the call with its 2xx: what the reader read stands.
   bool const follow = out.follow.again;
+  if (facts.cancelled) {
+    // The caller left as this answer came: no retry and no follow-up (nothing spent on them, no retry event). A 2xx
+    // read stands (its tickets were issued); anything else ends the call as cancelled.
+    out.follow = {};
+    out.stop = follow ? stop_reason::success : stop_reason::cancelled;
+    return out;
+  }
   auto const now = clock_->now();
   if (!follow && (now >= settings.deadline || (facts.deadline_bound && facts.transport_error == condition::timeout))) {
     result.note = "the attempt used the time left";

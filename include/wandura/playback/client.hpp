@@ -170,8 +170,8 @@ public:
   /// are needed (play, and prefetch when `retry_prefetch`) and retryable by the policy's rule applied to the item's
   /// own status and code (classify.hpp: 429, 500, 502, 503 except `not_ready`, ...) are retried alone, in a new
   /// request with a new idempotency key, after their own `retry_after` plus jitter, within the same deadline and
-  /// budget: the retry engine makes that request as one of its retries (never for a write without a key: with
-  /// `auto_idempotency_keys` off and no caller key, the items stay as answered). Whole-request and per-item retries
+  /// budget: the retry engine makes that request as one of its retries (never with `auto_idempotency_keys` off, a
+  /// caller key or not: the items stay as answered). Whole-request and per-item retries
   /// share the policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are
   /// stored for reuse.
   ///
@@ -205,8 +205,9 @@ public:
   ///         `errc::http_error` for a final status without items (e.g. 400).
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
-  /// first request; per-item retry requests always get fresh automatic keys. Attempt timeouts are never under 5 s
-  /// (docs/protocol.md §3 checklist).
+  /// first request; per-item retry requests always get fresh automatic keys, and none is made when
+  /// `retry_options::auto_idempotency_keys` is off (the call then ends with the items as first answered). Attempt
+  /// timeouts set by the options are never under 5 s (docs/protocol.md §3 checklist).
   [[nodiscard]] asio::awaitable<ticket_batch_result> issue_tickets(ticket_batch batch, call_options options = {});
 
   /// Starts episode N for a viewer (docs/protocol.md §3): one request with N as `play` plus N+1 and N+2 as

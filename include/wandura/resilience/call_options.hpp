@@ -55,7 +55,9 @@ struct retry_options {
   /// Client-wide attempt timeout; overrides `policy.attempt_timeout` when set. 0 or less as in `call_options`.
   std::optional<std::chrono::milliseconds> attempt_timeout{};
   /// Whether writes get an automatic idempotency key. When false, a write without a caller key is never retried
-  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (docs/protocol.md §1).
+  /// (only a `connect_failed`, which was never sent, is), while reads are retried as usual (docs/protocol.md §1);
+  /// and no follow-up request is made (`follow_up`: the per-item retries of `client::issue_tickets`), since each
+  /// needs an automatic key of its own.
   bool auto_idempotency_keys = true;
   /// The retry budget's parameters (docs/protocol.md §3: 10 %, at least 10, per 60 s).
   retry_budget::config budget{};

@@ -57,8 +57,9 @@ struct request_traits {
   /// A write: gets an `Idempotency-Key`, and without one is retried only after `connect_failed`. A POST request is
   /// always treated as a write, even when this is false.
   bool is_write = false;
-  /// The smallest attempt timeout this request accepts, whatever the options say (docs/protocol.md §3:
-  /// ticket requests never use an attempt timeout under 5 s). The deadline still bounds the attempt.
+  /// The smallest attempt timeout this request accepts (docs/protocol.md §3: ticket requests never use an attempt
+  /// timeout under 5 s): an attempt timeout the options set is raised to it; none (0 or less) stays none. The
+  /// deadline still bounds the attempt.
   std::chrono::milliseconds attempt_timeout_floor{0};
   /// The logical call the request belongs to, told to the `attempt_observer` (`wandura.operation`), e.g.
   /// "issue_tickets" or "get_config". Viewed, not copied: give a string with static storage (a literal). Empty is
@@ -71,7 +72,9 @@ struct follow_up {
   /// Whether the call goes on with another request. False: the call is done with this response.
   bool again = false;
   /// The body of the next request (e.g. the ticket batch narrowed to the items still needed). It is a new request:
-  /// it gets a fresh automatic idempotency key (the same key with another body is a 409 conflict).
+  /// it gets a fresh automatic idempotency key (the same key with another body is a 409 conflict). With automatic
+  /// keys off (`retry_options::auto_idempotency_keys`), or after a write sent without a key, no follow-up is made:
+  /// the call ends with the response just read.
   std::string body;
   /// The wait the server asked for (an item's `retry_after`); nullopt or zero: the policy's backoff.
   std::optional<std::chrono::milliseconds> retry_after;
@@ -248,7 +251,7 @@ private:
   [[nodiscard]] std::optional<admission> admit_now(call_state& state, asio::any_io_executor const& executor);
   [[nodiscard]] asio::awaitable<admission> admit_later(call_state& state);
   [[nodiscard]] attempt_start start_attempt(call_state& state, admission const& admitted, int attempt);
-  [[nodiscard]] attempt_end end_attempt(call_state& state, int attempt, bool deadline_bound);
+  [[nodiscard]] attempt_end end_attempt(call_state& state, int attempt, bool deadline_bound, bool cancelled);
   /// Puts a follow-up's body and key on the request. @returns why the call stops instead, if it does.
   [[nodiscard]] std::optional<stop_reason> start_follow_up(call_state& state);
   [[nodiscard]] double draw() const;
@@ -271,6 +274,9 @@ private:
     request_safety safety = request_safety::read;
     int attempt = 1;
     http_request const* request = nullptr; ///< What was sent; named in the retry event.
+    /// The call was cancelled as the answer came (before the loop resumed): nothing more is sent, and the answer
+    /// stands as the call's end only when it is a 2xx.
+    bool cancelled = false;
   };
   /// What the loop does after an attempt: stop (and why), or sleep until `wake_at` and send again (`follow` says
   /// with which body when it is a follow-up request).

@@ -1167,3 +1167,145 @@ TEST_CASE("retry loop: a POST is a write even when its traits say it is not") {
     CHECK(h.fake.attempts()[0].header("Idempotency-Key").empty());
   }
 }
+
+namespace {
+
+/// Spawns `call` with a cancellation slot; the completion records the result, or that an exception escaped.
+struct cancellable_call {
+  asio::cancellation_signal signal;
+  std::optional<call_result> out;
+  bool threw = false;
+  void spawn(harness& h, http_request request, request_traits traits) {
+    asio::co_spawn(h.io, h.engine->call(std::move(request), std::move(traits), h.engine->settings_for()),
+                   asio::bind_cancellation_slot(signal.slot(), [this](std::exception_ptr e, call_result r) {
+                     threw = e != nullptr;
+                     if (!e) {
+                       out = std::move(r);
+                     }
+                   }));
+  }
+};
+
+} // namespace
+
+// Asio throws from `co_await` itself when a frame that was cancelled awaits another coroutine: a cancellation emitted
+// after the engine's next resumption was queued (an answer, the end of a backoff) must still end the call as
+// cancelled, never as an exception, and must not spend a retry it will not make.
+TEST_CASE("cancellation: a cancel that comes with a 503's answer ends the call, no retry spent, end told once") {
+  observed_harness o;
+  fake_step slow = fake_step::respond(503);
+  slow.latency = 100ms;
+  o.h.fake.push(slow);
+  cancellable_call c;
+  c.spawn(o.h, get(), config_read());
+  o.h.io.poll();
+  REQUIRE(o.h.fake.attempt_count() == 1);
+  o.h.clock->advance(100ms); // the answer is ready: the engine's resumption is queued
+  c.signal.emit(asio::cancellation_type::terminal);
+  o.h.drive(c.out);
+  CHECK_FALSE(c.threw);
+  REQUIRE(c.out);
+  CHECK(c.out->stopped == stop_reason::cancelled);
+  CHECK(c.out->error == asio::error::operation_aborted);
+  CHECK(c.out->attempts == 1);
+  CHECK(c.out->response.status == 503); // what was read stays readable
+  CHECK(o.h.fake.attempt_count() == 1);
+  CHECK(o.h.events.empty()); // no retry event, no WARN line, nothing taken from the budget
+  CHECK(o.h.lines.empty());
+  CHECK(o.h.engine->stats().retries == 0);
+  CHECK(o.h.engine->budget().snapshot(o.h.clock->now()).retries == 0);
+  CHECK(o.observer->attempt_ends == 1);
+  REQUIRE(o.observer->calls.size() == 1);
+  CHECK(o.observer->calls[0].error == asio::error::operation_aborted);
+}
+
+TEST_CASE("cancellation: a cancel that comes with a 2xx keeps the 2xx, and no follow-up is made") {
+  harness h;
+  scripted_reader reader;
+  reader.follow_ups = 1;
+  fake_step slow = fake_step::respond(200, "{}");
+  slow.latency = 100ms;
+  h.fake.push(slow);
+  asio::cancellation_signal signal;
+  std::optional<call_result> out;
+  bool threw = false;
+  asio::co_spawn(h.io, h.engine->call(post(), writes(), h.engine->settings_for(), &reader),
+                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, call_result r) {
+                   threw = e != nullptr;
+                   out = std::move(r);
+                 }));
+  h.io.poll();
+  h.clock->advance(100ms);
+  signal.emit(asio::cancellation_type::terminal);
+  h.drive(out);
+  CHECK_FALSE(threw);
+  REQUIRE(out);
+  CHECK(out->ok()); // the server issued what it answered: the result is not thrown away
+  CHECK(out->attempts == 1);
+  CHECK(h.fake.attempt_count() == 1); // the follow-up the reader asked for is not sent
+  CHECK(h.events.empty());
+}
+
+TEST_CASE("cancellation: a cancel that comes as the backoff ends sends nothing more and throws nothing") {
+  observed_harness o;
+  o.h.fake.set_default(fake_step::respond(503));
+  cancellable_call c;
+  c.spawn(o.h, get(), config_read());
+  o.h.io.poll();
+  REQUIRE(o.h.clock->pending_sleeps() == 1); // the backoff before retry 1
+  o.h.clock->advance_to_next_wakeup();       // it ends: the engine's resumption is queued
+  c.signal.emit(asio::cancellation_type::terminal);
+  o.h.drive(c.out);
+  CHECK_FALSE(c.threw);
+  REQUIRE(c.out);
+  CHECK(c.out->stopped == stop_reason::cancelled);
+  CHECK(c.out->attempts == 1);
+  CHECK(o.h.fake.attempt_count() == 1);
+  CHECK(o.observer->calls.size() == 1);
+}
+
+TEST_CASE("deadline: a deadline of 0 on a counter still congested after a 429 is a timeout, not the rate limit") {
+  harness h;
+  call_options no_retries;
+  no_retries.disable_retries = true;
+  h.fake.push(fake_step::respond(429)); // no Retry-After: the counter is congested but not held
+  h.run(post(), writes(), no_retries);
+  call_options none_left;
+  none_left.total_timeout = 0ms;
+  auto const r = h.run(post(), writes(), none_left);
+  CHECK(r.stopped == stop_reason::deadline_exceeded);
+  CHECK(r.attempts == 0);
+  CHECK(r.error == errc::deadline_exceeded);
+  CHECK(r.note.empty()); // no "held back after a 429"
+  CHECK(h.fake.attempt_count() == 1);
+  auto const e = wandura::to_error(r, "issue_tickets");
+  CHECK(e.code() == wandura::condition::timeout);
+  CHECK_FALSE(e.code() == wandura::condition::rate_limited);
+}
+
+TEST_CASE("deadline: an attempt timeout of 0 stays none of its own under a request's floor") {
+  harness h;
+  call_options unlimited;
+  unlimited.attempt_timeout = 0ms;
+  unlimited.total_timeout = 60s;
+  h.run(post(), request_traits{"playback", true, 5s}, unlimited);
+  REQUIRE(h.fake.attempt_count() == 1);
+  CHECK(h.fake.attempts()[0].options.timeout == 60s); // bounded by the deadline alone, not by the 5 s floor
+}
+
+TEST_CASE("follow-up: with automatic keys off, a caller-keyed write makes no follow-up (it would go unkeyed)") {
+  wandura::retry_options options;
+  options.auto_idempotency_keys = false;
+  harness h(options);
+  scripted_reader reader;
+  reader.follow_ups = 1;
+  call_options keyed;
+  keyed.idempotency_key = "order-42";
+  auto const r = h.run(post(), writes(), keyed, &reader);
+  CHECK(r.ok());
+  CHECK(r.attempts == 1);
+  CHECK(r.idempotency_key == "order-42");
+  REQUIRE(h.fake.attempt_count() == 1);
+  CHECK(h.fake.attempts()[0].header("Idempotency-Key") == "order-42");
+  CHECK(h.events.empty());
+}
