@@ -70,7 +70,8 @@ void call_registry::leave(std::weak_ptr<state> weak, std::shared_ptr<operation_b
   if (!w) {
     return; // already completed
   }
-  bool const last = op->waiters.empty() && !op->done;
+  // The last waiter, and no caller given the operation is still on its way to wait for it (`arriving`).
+  bool const last = op->waiters.empty() && op->arriving == 0 && !op->done;
   if (last && op->key) {
     // Nobody waits for it any more: nobody may join it either, and it sends nothing more.
     auto k = s->by_key.find(key_view{*op->key, op->key_hash});

@@ -177,7 +177,9 @@ public:
   /// an `asio::awaitable<R>` whose parameters own what it uses; it is spawned on `executor` with the operation's
   /// cancellation signal, and `finish(R&&)` turns its result into the `T` every waiter receives (or throws the error
   /// they all get). `deadline` is the operation's own (its first caller's).
-  /// @returns the operation and whether this caller joined one in flight.
+  /// @returns the operation and whether this caller joined one in flight. The caller is expected to `async_wait`
+  /// for it next, without suspending in between: until it does, the operation is not cancelled when its other
+  /// waiters leave (one that never waits leaves the operation to run to its end, unless the others stay).
   /// @throws wandura::error `operation_aborted` once the registry is closed (`cancel_all`).
   template <class T, class Make, class Finish>
   std::pair<std::shared_ptr<operation<T>>, bool> join_or_start(std::optional<std::string> key,
@@ -334,6 +336,10 @@ private:
     clock::time_point deadline;
     asio::cancellation_signal signal; // emitted on `executor` only
     waiter_list waiters;
+    /// Callers given this operation by `join_or_start` who have not become waiters yet: the one that started it
+    /// from its start to its `async_wait` (the operation runs meanwhile), a joiner from its join to its own. While
+    /// any is on its way, the last waiter's leaving does not cancel the operation: that caller still wants it.
+    std::size_t arriving = 0;
     bool done = false;
     std::exception_ptr error;      // set, or the value is, before `done`
     std::size_t running_index = 0; // position in `state::running` while it runs
@@ -443,12 +449,14 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     if (key) {
       auto it = state_->by_key.find(wanted);
       if (it != state_->by_key.end()) {
+        ++it->second->arriving;
         return {std::static_pointer_cast<operation<T>>(it->second), true};
       }
     }
     op = std::make_shared<call_registry_detail::operation_with<T, context_type>>(make_context);
     op->executor = executor;
     op->deadline = deadline;
+    op->arriving = 1; // its first caller, until its async_wait
     if (key) {
       op->key = std::move(key); // a moved string keeps its characters, and so the hash
       op->key_hash = wanted.hash;
@@ -481,6 +489,9 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
                             clock::time_point deadline, Handler handler) {
   auto slot = asio::get_associated_cancellation_slot(handler);
   std::unique_lock lock(state_->mutex);
+  if (op->arriving > 0) {
+    --op->arriving; // this caller has arrived (a second wait of one caller finds none left: nothing to undo)
+  }
   if (op->done || state_->closed) {
     bool const aborted = !op->done;
     lock.unlock();

@@ -200,6 +200,15 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     call.settings = merge_options(options, self->engine.options(), now); // as engine.settings_for, at `now`
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;
+      if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+        // Cancelled while the store answered: nothing is sent. Checked here, with nothing awaited between this and
+        // the wait below, so that a caller given an operation always waits for it (call_registry: until it does,
+        // the others' leaving does not cancel it).
+        call_result cancelled;
+        cancelled.stopped = stop_reason::cancelled;
+        cancelled.total_timeout = call.settings.total_timeout;
+        throw to_error(cancelled, call.operation);
+      }
       detail::sending sent = detail::send(self, shared_call, executor);
       if (sent.coalesced) {
         self->metrics.add_coalesced();

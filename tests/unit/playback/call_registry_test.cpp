@@ -70,6 +70,27 @@ struct fixture {
     }
   }
 
+  /// `caller`, with `late` on the clock between being given the operation and waiting for it: the window in which,
+  /// on a context run by several threads, another thread's caller may join and leave (or the first caller leave).
+  asio::awaitable<void> late_caller(std::optional<std::string> key, std::chrono::milliseconds late,
+                                    std::vector<std::string>& out) {
+    auto executor = co_await asio::this_coro::executor;
+    auto const until = clock->now() + 10s;
+    auto make = [&] { return work(100ms, 42); };
+    auto finish = [](int v) { return v; };
+    auto [op, joined] = calls.join_or_start<int>(std::move(key), executor, until, make, finish);
+    (void)co_await clock->sleep_until(clock->now() + late);
+    std::error_code waited;
+    auto target = op;
+    co_await calls.async_wait(std::move(target), clock, until, asio::redirect_error(asio::use_awaitable, waited));
+    try {
+      out.push_back(waited ? "late: " + waited.message()
+                           : std::string(joined ? "late joined " : "late led ") + std::to_string(op->take()));
+    } catch (wandura::error const& e) {
+      out.push_back(std::string("late: error ") + e.code().message());
+    }
+  }
+
   void drive(std::size_t want, std::vector<std::string> const& out) {
     for (int i = 0; i < 100 && out.size() < want; ++i) {
       io.restart();
@@ -176,4 +197,47 @@ TEST_CASE("call registry: cancel_all completes every waiter, cancels every opera
                       [](int v) { return v; }),
                   wandura::error);
   CHECK(f.started == 2);
+}
+
+TEST_CASE("call registry: a caller given an operation is not left behind by those who leave before it waits") {
+  SECTION("the first caller: a joiner joins and leaves before it waits") {
+    fixture f;
+    std::vector<std::string> out;
+    asio::co_spawn(f.io, f.late_caller("k", 5ms, out), asio::detached);
+    asio::co_spawn(f.io, f.caller("k", 100ms, 1ms, out), asio::detached); // joins, leaves at its 1 ms deadline
+    f.drive(2, out);
+    CHECK(out == std::vector<std::string>{"deadline", "late led 42"});
+    CHECK(f.cancelled == 0);
+    CHECK(f.finished == 1);
+  }
+  SECTION("a joiner: the first caller leaves before the joiner waits") {
+    fixture f;
+    std::vector<std::string> out;
+    asio::cancellation_signal signal;
+    asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+    asio::co_spawn(f.io, f.late_caller("k", 5ms, out), asio::detached);
+    f.io.poll();
+    signal.emit(asio::cancellation_type::terminal); // the only waiter leaves while the joiner is on its way
+    f.drive(2, out);
+    CHECK(out == std::vector<std::string>{"aborted", "late joined 42"});
+    CHECK(f.cancelled == 0);
+    CHECK(f.started == 1);
+  }
+  SECTION("once everyone given it has waited and left, it is cancelled as before") {
+    fixture f;
+    std::vector<std::string> out;
+    asio::cancellation_signal first;
+    asio::cancellation_signal second;
+    asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(first.slot(), asio::detached));
+    asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(second.slot(), asio::detached));
+    f.io.poll();
+    first.emit(asio::cancellation_type::terminal);
+    second.emit(asio::cancellation_type::terminal);
+    f.drive(2, out);
+    f.io.restart();
+    f.io.poll();
+    CHECK(out == std::vector<std::string>{"aborted", "aborted"});
+    CHECK(f.cancelled == 1);
+    CHECK(f.calls.in_flight() == 0);
+  }
 }
