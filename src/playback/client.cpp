@@ -188,16 +188,16 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     detail::ticket_call& call = *shared_call;
     detail::ticket_settlement settle(*self);
     detail::prepare(*self, call);
-    // The store is awaited only when used: a call without reuse (the benchmark's) awaits nothing but its operation.
-    // The clock is read again only after an await: the call's start time places its deadline otherwise (a real
-    // clock read costs tens to hundreds of ns on a VM).
+    // The deadline counts from the call's start, the ticket store's time included (its waits end at it too). The
+    // store is awaited only when used: a call without reuse (the benchmark's) awaits nothing but its operation, and
+    // reads the clock again only after an await (a real clock read costs tens to hundreds of ns on a VM).
     auto now = observed.started();
+    call.settings = merge_options(options, self->engine.options(), now); // as engine.settings_for, at `now`
     if (call.reuses) {
       co_await detail::reuse_stored(*self, call);
       now = self->time->now();
     }
     detail::plan(*self, call, now);
-    call.settings = merge_options(options, self->engine.options(), now); // as engine.settings_for, at `now`
     if (!call.pending.empty()) {
       auto const executor = co_await asio::this_coro::executor;
       if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {

@@ -543,18 +543,25 @@ asio::awaitable<produced_t<R>> call_owning(std::shared_ptr<ticket_store> store, 
 /// registry, as a request is awaited, so that the client's end reaches a call waiting on its store: `~client()`
 /// and `shutdown()` complete the call with `operation_aborted` at once and cancel the store's coroutine (through
 /// its cancellation slot), and `shutdown()` completes only once that coroutine has ended. Only for what the store
-/// declined to do at once (`try_find`, `try_insert_many`): that costs the call nothing more.
-/// @throws what the store throws; `operation_aborted` when the call is cancelled or the client ends.
-template <class R, class Call> asio::awaitable<R> await_store(client::impl& self, Call call) {
+/// declined to do at once (`try_find`, `try_insert_many`): that costs the call nothing more. The wait ends at the
+/// call's `deadline` (the store's operation is then cancelled, as when the call is).
+/// @throws what the store throws; `operation_aborted` when the call is cancelled or the client ends;
+///         `errc::deadline_exceeded` when the deadline passes first.
+template <class R, class Call>
+asio::awaitable<R> await_store(client::impl& self, Call call, clock::time_point deadline) {
   using produced = produced_t<R>;
   auto const executor = co_await asio::this_coro::executor;
+  // The store's operation has no deadline of its own (it does not know the call's): the call's wait has one, and
+  // the operation is cancelled when that wait ends.
   auto [op, joined] = self.calls.join_or_start<produced>(
       std::nullopt, executor, clock::time_point::max(), [&] { return call_owning<R>(self.store, std::move(call)); },
       [](produced&& p) { return std::move(p); });
   (void)joined; // never: an operation without a key is nobody else's
   std::error_code waited;
-  co_await self.calls.async_wait(op, self.time, clock::time_point::max(),
-                                 asio::redirect_error(asio::use_awaitable, waited));
+  co_await self.calls.async_wait(op, self.time, deadline, asio::redirect_error(asio::use_awaitable, waited));
+  if (waited == errc::deadline_exceeded) {
+    throw error(waited, "ticket store: the call's deadline passed while the store was at work");
+  }
   if (waited) {
     throw error(waited, "ticket store: the call ended while the store was at work");
   }
@@ -580,7 +587,8 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
     found = std::move(*found_at_once);
   } else {
     auto lookup = await_store<std::vector<std::optional<ticket>>>(
-        self, [keys = std::move(keys)](ticket_store& store) mutable { return store.find(std::move(keys)); });
+        self, [keys = std::move(keys)](ticket_store& store) mutable { return store.find(std::move(keys)); },
+        call.settings.deadline);
     found = co_await std::move(lookup); // named: GCC 12 and temporaries in co_await expressions
   }
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
@@ -758,8 +766,17 @@ asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
     co_return;
   }
   auto insert = await_store<void>(
-      self, [fresh = std::move(fresh)](ticket_store& store) mutable { return store.insert_many(std::move(fresh)); });
-  co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions
+      self, [fresh = std::move(fresh)](ticket_store& store) mutable { return store.insert_many(std::move(fresh)); },
+      call.settings.deadline);
+  try {
+    co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions
+  } catch (error const& e) {
+    if (e.code() != errc::deadline_exceeded) {
+      throw;
+    }
+    // The tickets are the caller's, granted within its deadline: a store still writing them when it passes is
+    // given up (cancelled), and they are not reused.
+  }
 }
 
 void finish_items(client::impl& self, ticket_call& call) {

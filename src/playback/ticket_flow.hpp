@@ -118,7 +118,9 @@ private:
 void prepare(client::impl& self, ticket_call& call);
 
 /// Answers from the ticket store every episode it holds a reusable ticket for (one lookup for the batch). Awaited
-/// only when `call.reuses`. @throws what the store throws (`operation_aborted` when cancelled).
+/// only when `call.reuses`, after `call.settings` is set: a lookup still running at its deadline is cancelled.
+/// @throws what the store throws (`operation_aborted` when cancelled), `errc::deadline_exceeded` when the deadline
+///         passes during the lookup.
 [[nodiscard]] asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call);
 
 /// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches the playback counter has
@@ -158,7 +160,8 @@ void merge(ticket_call& call, sending& sent, std::error_code waited);
 [[nodiscard]] bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept;
 
 /// Stores every fresh ticket of `call.result` in the ticket store, for reuse by later calls (of any process sharing
-/// the store). @throws what the store throws (`operation_aborted` when cancelled).
+/// the store). A store still at work when the call's deadline passes is cancelled and the tickets go unstored: the
+/// call keeps them. @throws what the store throws (`operation_aborted` when cancelled).
 [[nodiscard]] asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call);
 
 /// Names every item that no response filled with the episode asked for, and counts the outcomes.

@@ -173,7 +173,9 @@ public:
   /// budget: the retry engine makes that request as one of its retries (never with `auto_idempotency_keys` off, a
   /// caller key or not: the items stay as answered). Whole-request and per-item retries
   /// share the policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are
-  /// stored for reuse.
+  /// stored for reuse. The deadline counts from the call's start, the ticket store's work included: a lookup still
+  /// running at it ends the call with `errc::deadline_exceeded`, and tickets the store is still writing then are
+  /// left unstored (the call returns them).
   ///
   /// When every play of the batch was answered before sending (from the ticket store), what is left is prefetches,
   /// and their request's failure is theirs alone: it is not sent while the playback counter is congested (the

@@ -706,6 +706,38 @@ TEST_CASE("lifetime: a call waiting on its ticket store ends at once when the cl
   }
 }
 
+TEST_CASE("lifetime: the call's deadline counts the ticket store's time: a lookup past it ends the call, a store of "
+          "its fresh tickets past it is given up and the call keeps them") {
+  bool const at_lookup = GENERATE(true, false);
+  CAPTURE(at_lookup);
+  auto store = std::make_shared<slow_store>(at_lookup ? 10s : 0ms, at_lookup ? 0ms : 10s);
+  wandura::client_options options;
+  options.tickets = store;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  wandura::call_options short_call;
+  short_call.total_timeout = 1000ms;
+  call_end end;
+  spawn_call(h, play_batch(4), short_call, end);
+  REQUIRE(run_real_until(
+      h, [&] { return store->waits_ended == (at_lookup ? 0 : 1); }, 1000ms));
+  poll(h);
+  REQUIRE_FALSE(end.done);
+  h.clock->advance(1000ms); // the call's deadline, on the client's clock; the store's wait is 10 s of real time
+  REQUIRE(run_real_until(
+      h, [&] { return end.done && store->waits_ended == (at_lookup ? 1 : 2); }, 1000ms));
+  CHECK(store->waits_cancelled == 1);
+  if (at_lookup) {
+    REQUIRE(end.error);
+    CHECK(*end.error == wandura::errc::deadline_exceeded);
+    CHECK(h.fake->attempt_count() == 0);
+  } else {
+    REQUIRE(end.result);
+    CHECK(end.result->items.at(0).outcome == item_outcome::granted);
+    CHECK(h.fake->attempt_count() == 1);
+  }
+}
+
 TEST_CASE("lifetime: destroying or shutting down the client while a call sleeps before its retry or waits out a "
           "429's hold-off ends the call at once with operation_aborted") {
   // client.hpp, Lifetime and Cancellation: `~client()` and `shutdown()` cancel every call in flight, "whether it is
