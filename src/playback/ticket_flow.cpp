@@ -685,12 +685,13 @@ bool fails_items_only(ticket_call const& call) {
   });
 }
 
-/// Gives every sent item the outcome of the request's failure `e` (take_request_failure).
-void fail_pending(ticket_call& call, error const& e) {
+/// Gives every sent item the outcome of the request's failure `e` (take_request_failure). A caller that joined the
+/// request made none of its attempts (as on success).
+void fail_pending(ticket_call& call, error const& e, bool coalesced) {
   for (std::size_t const i : call.pending) {
     take_request_failure(item_at(call, i), e, call.batch.episodes[i].intent);
   }
-  call.result.attempts = e.attempts();
+  call.result.attempts = coalesced ? 0 : e.attempts();
   call.result.http_status = e.http_status();
   call.result.request_id = e.request_id();
 }
@@ -743,7 +744,7 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
     if (e.code() == asio::error::operation_aborted || !fails_items_only(call)) {
       throw;
     }
-    fail_pending(call, e);
+    fail_pending(call, e, sent.coalesced);
   }
 }
 

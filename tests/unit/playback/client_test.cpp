@@ -186,6 +186,35 @@ TEST_CASE("client: concurrent identical requests share one request") {
   CHECK(h.api->stats().metrics.coalesced == 2);
 }
 
+TEST_CASE("client: a start that joined a prefetch request which failed as a whole reports 0 attempts, as on success") {
+  // The play comes from the store; the prefetches go out as one request, shared by two identical starts, and a
+  // proxy's 503 (no items) fails it: each start gets its prefetches failed and its play, and only the start that
+  // sent the request made its attempt.
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  h.start(4, 4);
+  auto proxy = fake_step::respond(503, "<html>proxy</html>");
+  proxy.latency = 100ms;
+  h.fake->set_default(proxy);
+  std::vector<asio::awaitable<wandura::episode_start>> calls;
+  for (int i = 0; i < 2; ++i) {
+    calls.push_back(h.api->start_episode(harness::viewer_on("dev-1"), "the-heiress-returns", 4, 6));
+  }
+  auto const results = h.run_together(std::move(calls));
+  CHECK(h.fake->attempt_count() == 2); // the first start's request, then one shared prefetch request
+  CHECK(h.api->stats().metrics.coalesced == 1);
+  REQUIRE(results.size() == 2);
+  std::vector<int> attempts;
+  for (auto const& r : results) {
+    CHECK(r.play.reused);
+    REQUIRE(r.prefetch.size() == 2);
+    CHECK(r.prefetch[0].outcome == item_outcome::unavailable); // what a 503 means for an item
+    attempts.push_back(r.attempts);
+  }
+  std::sort(attempts.begin(), attempts.end());
+  CHECK(attempts == std::vector<int>{0, 1});
+}
+
 TEST_CASE("client: identical concurrent starts take the viewer's allowance once: the joiners share the request's "
           "tickets and its refusals") {
   // A limit of 1 or 2 tickets a minute, three identical starts of episode 4 with `limit` episodes each (the play,
