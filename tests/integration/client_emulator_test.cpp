@@ -398,6 +398,74 @@ TEST_CASE("client and emulator: concurrent identical starts from one device shar
   CHECK(t.emu->stats().tickets_counted == 1);
 }
 
+TEST_CASE("client and emulator: on a plain executor run by two threads, joiners' deadlines and the client's end meet "
+          "answers being read, and every call ends once, cleanly") {
+  // client.hpp: any thread, an executor whose context several threads run; no strand of the caller's. What the
+  // client cancels itself (a joiner's deadline passing as the shared answer is read, the client destroyed with
+  // answers arriving) must not race the request's own work, whichever threads run them (TSan checks).
+  wandura::emulator::config cfg;
+  cfg.seed = 7;
+  auto t = std::make_unique<live>(cfg);
+  t->emu->install_faults(R"({"rules":[{"path":"","kind":"delay","ms":30}]})");
+  std::atomic<int> done{0};
+  std::atomic<int> granted{0};
+  std::atomic<int> deadline{0};
+  std::atomic<int> aborted{0};
+  std::atomic<int> other{0};
+  auto spawn = [&](wandura::client& api, int i, std::optional<std::chrono::milliseconds> total) {
+    wandura::ticket_batch batch;
+    batch.union_info = "device-" + std::to_string(i);
+    batch.drm_kek = "kek";
+    batch.episodes.push_back({"the-heiress-returns", 1, wandura::intent::play});
+    wandura::call_options options;
+    options.total_timeout = total;
+    asio::co_spawn(t->io, api.issue_tickets(std::move(batch), options),
+                   [&](std::exception_ptr e, wandura::ticket_batch_result r) {
+                     try {
+                       if (e) {
+                         std::rethrow_exception(e);
+                       }
+                       (r.items.at(0).outcome == wandura::item_outcome::granted ? granted : other) += 1;
+                     } catch (wandura::error const& failure) {
+                       (failure.code() == wandura::errc::deadline_exceeded ? deadline
+                        : failure.code() == asio::error::operation_aborted ? aborted
+                                                                           : other) += 1;
+                     } catch (...) {
+                       other += 1;
+                     }
+                     ++done;
+                   });
+  };
+  int const pairs = 150;
+  for (int i = 0; i < pairs; ++i) {
+    spawn(*t->api, i, std::nullopt);                           // starts the request
+    spawn(*t->api, i, std::chrono::milliseconds(25 + i % 10)); // joins it, leaves about when the answer comes
+  }
+  for (int wait = 0; wait < 3000 && done < 2 * pairs; ++wait) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(done == 2 * pairs);
+  CHECK(other == 0);
+  CHECK(aborted == 0);
+  CHECK(granted + deadline == 2 * pairs);
+  CHECK(granted > 0); // which caller of a pair starts its request (and gives it its deadline) is the threads' race
+
+  done = 0;
+  granted = 0;
+  aborted = 0;
+  for (int i = 0; i < pairs; ++i) {
+    spawn(*t->api, 1000 + i, std::nullopt);
+  }
+  std::this_thread::sleep_for(30ms); // the answers are about to arrive
+  t->api.reset();                    // each call still in flight ends operation_aborted, on whichever thread
+  for (int wait = 0; wait < 3000 && done < pairs; ++wait) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(done == pairs);
+  CHECK(other == 0);
+  CHECK(granted + aborted == pairs);
+}
+
 TEST_CASE("client and emulator: `call || timeout` from coroutines on two threads cancels every call cleanly") {
   // The usual timeout pattern, on an io_context run by two threads (client.hpp: any thread, many calls at once):
   // each call is cancelled by its timer while the emulator holds the request, so each caller leaves as the last
