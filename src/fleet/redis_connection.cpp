@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <span>
 #include <string>
@@ -65,6 +66,35 @@ void format_command(std::span<std::string_view const> args, std::string& out) {
     out.append(arg);
     out.append("\r\n");
   }
+}
+
+/// Whether hiredis 0.14's async context would take `args` for a command of its subscribe or monitor modes
+/// (`__redisAsyncCommand` in its async.c). It files the callback of such a command as one that runs again for every
+/// message (SUBSCRIBE, PSUBSCRIBE, MONITOR) or not at all (UNSUBSCRIBE, PUNSUBSCRIBE), while `on_reply` owns its
+/// command for exactly one call. Matched as hiredis matches, on the formatted command: one leading `p` or `P` of the
+/// name is skipped, and the rest followed by CR LF is compared, ignoring case, with `subscribe\r\n` (only when an
+/// argument follows the name), `unsubscribe\r\n` or `monitor\r\n`. So PMONITOR counts, and a name that goes on
+/// after a CR LF of its own ("MONITOR\r\nx") too.
+bool hiredis_mode_command(std::span<std::string_view const> args) noexcept {
+  std::string_view name = args.front();
+  if (!name.empty() && (name.front() == 'p' || name.front() == 'P')) {
+    name.remove_prefix(1);
+  }
+  // The bytes hiredis compares: the start of the name, then the CR LF that ends it on the wire.
+  std::array<char, 13> wire{};
+  std::string_view const crlf = "\r\n";
+  auto const from_name = std::min(name.size(), wire.size());
+  auto const from_crlf = std::min(crlf.size(), wire.size() - from_name);
+  std::copy_n(name.begin(), from_name, wire.begin());
+  std::copy_n(crlf.begin(), from_crlf, wire.begin() + static_cast<std::ptrdiff_t>(from_name));
+  std::string_view const head(wire.data(), from_name + from_crlf);
+  auto const starts_with = [head](std::string_view word) { // `word` in lower case
+    return head.size() >= word.size() && std::equal(word.begin(), word.end(), head.begin(), [](char w, char h) {
+             return w == static_cast<char>(std::tolower(static_cast<unsigned char>(h)));
+           });
+  };
+  return (args.size() > 1 && starts_with("subscribe\r\n")) || starts_with("unsubscribe\r\n") ||
+         starts_with("monitor\r\n");
 }
 
 // hiredis 0.14 asserts, aborting the process, when a reply that is not an error arrives with no command waiting for
@@ -206,8 +236,8 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
     refuse(asio::error::shut_down); // not counted: no command is made any more
     return;
   }
-  if (args.empty()) {
-    refuse(errc::invalid_argument); // no command to send (hiredis would abort on one)
+  if (args.empty() || hiredis_mode_command(args)) {
+    refuse(errc::invalid_argument); // no command to send (hiredis would abort on one), or one hiredis keeps to itself
     return;
   }
   ++stats_.commands;

@@ -145,7 +145,12 @@ public:
   /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command
   ///   was initiated; not sent in the latter case;
   /// - `asio::error::operation_aborted`: cancelled, or the client was destroyed;
-  /// - `errc::invalid_argument`: `args` is empty; not sent, not counted.
+  /// - `errc::invalid_argument`: `args` is empty, or is a command of hiredis's subscribe and monitor modes, which
+  ///   this client cannot carry (hiredis 0.14 calls such a command's callback once per message, or never): one
+  ///   whose name, ignoring case, is `MONITOR` or `PMONITOR`, `UNSUBSCRIBE` or `PUNSUBSCRIBE`, or `SUBSCRIBE` or
+  ///   `PSUBSCRIBE` followed by a channel (a name followed by CR LF and more bytes in the same argument counts as
+  ///   that name: hiredis reads the formatted command). Not sent, not counted; the connection serves on. For
+  ///   Pub/Sub, use a connection of its own.
   ///
   /// @param args the command and its arguments, binary safe (any bytes, CR/LF and NUL included; empty arguments
   ///        too). Copied into hiredis's output buffer when the operation starts (for `use_awaitable`, when it is

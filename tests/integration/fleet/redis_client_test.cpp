@@ -129,6 +129,63 @@ TEST_CASE("redis client: arguments with CR LF, empty and long ones go as they ar
   CHECK(std::get<1>(run_command(io, client, {"PING"})).text == "PONG"); // the connection is untouched
 }
 
+TEST_CASE("redis client: subscribe and monitor commands are refused as invalid_argument, in any case, and the "
+          "connection serves on") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
+  REQUIRE(ping_until_up(io, client, 5s) > 0);
+
+  // Each would enter a mode hiredis answers by calling the command's callback once per message, or never: sent,
+  // the process crashed at the next message (or at close).
+  std::vector<std::vector<std::string>> const refused{{"SUBSCRIBE", "ch"},
+                                                      {"subscribe", "a", "b"},
+                                                      {"SubScribe", "ch"},
+                                                      {"PSUBSCRIBE", "ch*"},
+                                                      {"pSubscribe", "ch*"},
+                                                      {"UNSUBSCRIBE"},
+                                                      {"unsubscribe", "ch"},
+                                                      {"PUNSUBSCRIBE"},
+                                                      {"PunSubscribe", "ch*"},
+                                                      {"MONITOR"},
+                                                      {"monitor"},
+                                                      {"MoNiToR", "x"},
+                                                      {"PMONITOR"},
+                                                      {"MONITOR\r\nx"},
+                                                      {"subscribe\r\nx", "ch"}};
+  auto const commands = client.stats().commands;
+  for (auto const& args : refused) {
+    CAPTURE(args[0], args.size());
+    auto [ec, reply] = run_command(io, client, args);
+    CHECK(ec == wandura::errc::invalid_argument);
+    CHECK(reply.is_nil());
+  }
+  CHECK(client.stats().commands == commands); // not sent, not counted
+  CHECK(client.stats().pending == 0);
+
+  // Names that only look alike go to Redis, which answers them; a SUBSCRIBE without a channel is not a
+  // subscription either (Redis refuses it).
+  auto [bare_ec, bare] = run_until_ok(io, client, {"ECHO", "SUBSCRIBE"});
+  CHECK_FALSE(bare_ec);
+  CHECK(bare.text == "SUBSCRIBE");
+  CHECK(std::get<0>(run_command(io, client, {"SUBSCRIBE"})) == wandura::fleet_errc::server_error);
+  CHECK(std::get<0>(run_command(io, client, {"SUBSCRIBEX", "ch"})) == wandura::fleet_errc::server_error);
+  CHECK(std::get<0>(run_command(io, client, {"PPSUBSCRIBE", "ch"})) == wandura::fleet_errc::server_error);
+
+  // The connection is the one it was, and a message published on the channels above reaches nothing of it.
+  auto [published_ec, receivers] = run_until_ok(io, client, {"PUBLISH", "ch", "hello"});
+  CHECK_FALSE(published_ec);
+  CHECK(receivers.integer == 0);
+  test_support::wait(io, 20ms);
+  CHECK(std::get<1>(run_until_ok(io, client, {"PING"})).text == "PONG");
+  CHECK(client.stats().connects == 1);
+  CHECK(client.stats().disconnects == 0);
+  client.close();
+}
+
 TEST_CASE("redis client: a paused redis times the command out in its timeout, and serves again after SIGCONT") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
