@@ -12,7 +12,9 @@ namespace wandura {
 redis_client::redis_client(asio::any_io_executor ex, redis_options options)
     : conn_(detail::make_redis_connection(std::move(ex), std::move(options))), server_name_(conn_->url().redacted()) {}
 
-redis_client::~redis_client() = default;
+redis_client::~redis_client() {
+  detail::release_redis_connection(std::move(conn_));
+}
 
 asio::awaitable<redis_reply> redis_client::command(std::vector<std::string> args) {
   std::string const server = server_name_; // this client may be destroyed while the command waits

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/post.hpp>
 #include <hiredis/async.h>
@@ -181,6 +182,8 @@ redis_connection::redis_connection(asio::any_io_executor ex, redis_options optio
       declared_elements_(options_.max_reply_bytes) {}
 
 redis_connection::~redis_connection() {
+  // Open here only when the release handed to the executor never ran (`release_redis_connection`): it was destroyed
+  // at the shutdown of the execution context, when no thread runs it, or could not be allocated.
   if (ac_ != nullptr) {
     down_reason_ = asio::error::operation_aborted;
     redisAsyncFree(ac_); // pending callbacks run now with a null reply; cleanup clears ac_
@@ -233,7 +236,7 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
     finish(*op, ec);
   };
   if (closed_) {
-    refuse(asio::error::shut_down); // not counted: no command is made any more
+    refuse(closed_reason_); // not counted: no command is made any more
     return;
   }
   if (args.empty() || hiredis_mode_command(args)) {
@@ -268,13 +271,22 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
 }
 
 void redis_connection::close() {
+  shut(asio::error::shut_down);
+}
+
+void redis_connection::abort() {
+  shut(asio::error::operation_aborted);
+}
+
+void redis_connection::shut(std::error_code why) {
   if (closed_) {
     return;
   }
   closed_ = true;
+  closed_reason_ = why;
   if (ac_ != nullptr) {
-    down_reason_ = asio::error::shut_down;
-    redisAsyncFree(ac_); // pending callbacks run now with a null reply (shut_down); on_context_gone clears ac_
+    down_reason_ = why;
+    redisAsyncFree(ac_); // pending callbacks run now with a null reply (`why`); on_context_gone clears ac_
   }
   connect_timer_.cancel();
   deadline_timer_.cancel();
@@ -569,6 +581,20 @@ std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex
   auto conn = std::make_shared<redis_connection>(std::move(ex), std::move(options));
   context_shutdown::add(context_of(conn->executor()), conn);
   return conn;
+}
+
+void release_redis_connection(std::shared_ptr<redis_connection> conn) noexcept {
+  // hiredis's context is read, written and freed on the connection's executor only: a handler there may be inside
+  // redisAsyncHandleRead right now (it holds the adapter, not the connection), and a free from this thread would pull
+  // the context, and the connection its callbacks use, from under it. The posted handler keeps the connection alive
+  // until it ran; this thread does not wait. At once when called on the executor. A handler that the execution
+  // context destroys unrun (at its shutdown, when no thread runs it) frees the context in ~redis_connection; so does a
+  // failed allocation here, as a last resort.
+  auto const ex = conn->executor();
+  try {
+    asio::dispatch(ex, [conn = std::move(conn)] { conn->abort(); });
+  } catch (...) { // NOLINT(bugprone-empty-catch): out of memory: see above
+  }
 }
 
 redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept {

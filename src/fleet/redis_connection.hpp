@@ -40,6 +40,9 @@ public:
   /// Closes the connection for good: every command not answered yet and every later one completes with
   /// `asio::error::shut_down`; no connection is opened again. Idempotent.
   void close();
+  /// The client is gone (`release_redis_connection`): closes the connection as `close` does, but every command not
+  /// answered yet, and every later one (initiated through a weak hold), completes with `operation_aborted`.
+  void abort();
   [[nodiscard]] bool closed() const noexcept { return closed_; }
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
@@ -59,6 +62,8 @@ public:
   [[nodiscard]] bool admit_array(redisReadTask const& task, int count) noexcept;
 
 private:
+  /// `close` and `abort`: `why` is what the commands complete with.
+  void shut(std::error_code why);
   bool ensure_context(std::error_code& ec);
   bool open_context(std::error_code& ec);
   void send_setup();
@@ -99,7 +104,8 @@ private:
   bool ready_ = false;    ///< connected, and AUTH/SELECT answered
   int setup_pending_ = 0; ///< AUTH/SELECT replies still to come on this connection
   bool closed_ = false;
-  std::error_code down_reason_; ///< why we closed the context ourselves; wins over what hiredis saw
+  std::error_code closed_reason_; ///< `shut_down` after `close`, `operation_aborted` after `abort`
+  std::error_code down_reason_;   ///< why we closed the context ourselves; wins over what hiredis saw
   std::chrono::steady_clock::time_point next_connect_at_{};
   reconnect_backoff backoff_;
   redis_client_stats stats_;

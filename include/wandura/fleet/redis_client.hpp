@@ -87,6 +87,9 @@ class redis_client;
 
 namespace detail {
 std::shared_ptr<redis_connection> make_redis_connection(asio::any_io_executor ex, redis_options options);
+/// Closes `conn` on its executor (at once when called there, else by a handler posted there that holds it) and lets
+/// go of it: the client's destructor, from any thread. Never blocks.
+void release_redis_connection(std::shared_ptr<redis_connection> conn) noexcept;
 redis_client_stats redis_connection_stats(redis_connection const& conn) noexcept;
 /// The options `client` was made with: for a second connection to the same server (a subscription).
 redis_options const& options_of(redis_client const& client) noexcept;
@@ -110,11 +113,15 @@ redis_options const& options_of(redis_client const& client) noexcept;
 ///
 /// @par Lifetime
 /// Destroying the client closes the connection; commands still pending complete with
-/// `asio::error::operation_aborted` (if the io_context still runs). While connected, the client keeps a read wait
-/// on the socket (hiredis wants to notice a close at once), so `io_context::run()` does not return by itself
-/// while a connected client exists: `close()` it, destroy it, or stop the io_context, to end `run()`. An io_context
-/// destroyed with commands pending destroys their handlers without running them, as Asio does with its own
-/// operations (a coroutine awaiting one is destroyed with its frames, and what they own, this client included).
+/// `asio::error::operation_aborted` (if the io_context still runs). The destructor may run on any thread, e.g. that of
+/// the last owner of a shared-state class while the executor reads replies on another: the connection is only ever
+/// read, written and closed on the executor, so it is closed there, at once when the client is destroyed there, else
+/// by a handler posted there that keeps what it needs alive (the destroying thread does not wait for it; an
+/// io_context destroyed before that handler ran frees the connection with it). While connected, the client keeps a
+/// read wait on the socket (hiredis wants to notice a close at once), so `io_context::run()` does not return by
+/// itself while a connected client exists: `close()` it, destroy it, or stop the io_context, to end `run()`. An
+/// io_context destroyed with commands pending destroys their handlers without running them, as Asio does with its
+/// own operations (a coroutine awaiting one is destroyed with its frames, and what they own, this client included).
 class redis_client {
 public:
   /// @param ex where hiredis is driven and timers run. No connection is made before the first command.

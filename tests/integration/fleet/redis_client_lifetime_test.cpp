@@ -3,6 +3,7 @@
 // server's side of each connection for a while.
 #include "wandura/fleet/redis_client.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -15,9 +16,11 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
@@ -226,6 +229,120 @@ TEST_CASE("redis client: an io_context destroyed with a timed-out command unansw
   } // ~io_context with the late reply still to come
   redis->resume();
   CHECK(watch.expired());
+}
+
+TEST_CASE("redis client: destroyed on another thread while its executor reads late replies, the connection is closed "
+          "on the executor, and the destroying thread does not wait") {
+  // The shape of a fleet destroyed on a thread of its own while its strand reads replies on an io thread: the client
+  // is destroyed in the middle of hiredis's processing of a read (held there by a compensation, which runs inside
+  // it). Its context must be freed on the executor once that read is over, not under it.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  auto const strand = asio::make_strand(io);
+  auto client = std::make_unique<wandura::redis_client>(
+      strand, wandura::redis_options{.url = redis->url(), .command_timeout = 50ms});
+  std::atomic<bool> returned{false};
+  std::thread runner([&] {
+    io.run();
+    returned = true;
+  });
+  static constexpr std::array<std::string_view, 1> ping{"PING"};
+  static constexpr std::array<std::string_view, 2> incr{"INCR", "n"};
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    std::atomic<int> answer{0}; // 1: an error, 2: PONG
+    asio::post(strand, [&] {
+      client->async_command(ping, [&](std::error_code ec, wandura::redis_reply) { answer = ec ? 1 : 2; });
+    });
+    REQUIRE(test_support::wait_until([&] { return answer.load() != 0; }, 5s));
+    up = answer == 2;
+  }
+  REQUIRE(up);
+
+  redis->pause();
+  constexpr int n = 64;
+  std::atomic<int> timed_out{0};
+  std::atomic<bool> reading{false};   // a compensation runs: the executor is inside the read of the late replies
+  std::atomic<bool> destroyed{false}; // the client's destructor returned
+  std::atomic<int> compensations{0};
+  asio::post(strand, [&] {
+    for (int i = 0; i < n; ++i) {
+      client->async_command(
+          incr,
+          [&](wandura::redis_reply const&) {
+            if (!reading.exchange(true)) {
+              // Holds the read open until the client is gone (bounded): a compensation must not block, but this
+              // one is how the test catches the read under way.
+              (void)test_support::wait_until([&] { return destroyed.load(); }, 3s);
+            }
+            ++compensations;
+            return std::vector<std::string>{"DECR", "n"};
+          },
+          [&](std::error_code ec, wandura::redis_reply) {
+            if (ec == wandura::errc::attempt_timeout) {
+              ++timed_out;
+            }
+          });
+    }
+  });
+  REQUIRE(test_support::wait_until([&] { return timed_out.load() == n; }, 5s));
+  redis->resume();
+  REQUIRE(test_support::wait_until([&] { return reading.load(); }, 5s));
+  auto const began = std::chrono::steady_clock::now();
+  client.reset(); // on this thread, the read still under way on the runner's
+  auto const took = elapsed_ms(began);
+  destroyed = true;
+  CHECK(took < 1000); // it did not wait for the read (held up to 3 s)
+
+  // The read goes on with the context whole, then the handler posted by the destructor closes the connection:
+  // nothing of the client keeps run() busy any more.
+  work.reset();
+  bool const in_time = test_support::wait_until([&] { return returned.load(); }, 5s);
+  if (!in_time) {
+    io.stop();
+  }
+  runner.join();
+  CHECK(in_time);
+  // The read was not cut off under hiredis: the late replies read with the first one (Redis answers the 64 commands
+  // it read at once in one write) went on to their compensations. A context freed from the destroying thread ended
+  // the read at the first.
+  CHECK(compensations > 1);
+  CHECK(compensations <= n);
+}
+
+TEST_CASE("redis client: destroyed on another thread while its io_context does not run, the connection is closed "
+          "when it runs again, or when it is destroyed") {
+  // The destructor hands the context's release to the executor: a stopped io_context neither loses nor leaks it.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  bool const run_again = GENERATE(true, false);
+  CAPTURE(run_again);
+  asio::io_context look_io;
+  wandura::redis_client look(look_io.get_executor(), {.url = redis->url(), .command_timeout = 2s});
+  auto const connections = [&] { // this process's clients the server sees, `look` included
+    auto [ec, list] = run_command(look_io, look, {"CLIENT", "LIST"});
+    REQUIRE_FALSE(ec);
+    return std::count(list.text.begin(), list.text.end(), '\n');
+  };
+  {
+    auto io = std::make_unique<asio::io_context>();
+    auto client = std::make_unique<wandura::redis_client>(
+        asio::make_strand(*io), wandura::redis_options{.url = redis->url(), .command_timeout = 2s});
+    REQUIRE(ping_until_answered(*io, *client));
+    REQUIRE(connections() == 2);
+    std::thread([&] { client.reset(); }).join(); // io runs on no thread meanwhile
+    if (run_again) {
+      CHECK(test_support::run_returns_within(*io, 5000ms)); // the posted close ran, and the read wait is gone
+    }
+    io.reset();
+  }
+  CHECK(test_support::wait_until([&] { return connections() == 1; }, 5s));
 }
 
 TEST_CASE("redis client: a compensation that owns the client frees it whether the reply comes late or in time or "
