@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
@@ -329,6 +330,78 @@ TEST_CASE("fleet shutdown: twice, from other threads, the fleet destroyed at onc
   CHECK(p.log.starting("INFO fleet: shut down") == 1);
   CHECK(p.log.starting("WARN") == 0);
   p.api.reset();
+}
+
+TEST_CASE("fleet lifetime: destroyed on another thread while two io threads read late replies, without shutdown",
+          "[fleet][lifetime]") {
+  // A fleet on a multi-threaded io_context, destroyed with its ticket store and viewer limit on the main thread
+  // while the strand reads the late replies of thousands of calls that fell back (a Redis that stalled and came
+  // back): the connection must be freed on the strand, not under the read. Crashed within a round or two when it
+  // was freed by whoever let go of the fleet's state last. Rounds until 8 or 3 s, each destroying at another
+  // moment of the read.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto const until = std::chrono::steady_clock::now() + 3s;
+  int rounds = 0;
+  for (; rounds < 8 && std::chrono::steady_clock::now() < until; ++rounds) {
+    CAPTURE(rounds);
+    asio::io_context io(2);
+    auto work = asio::make_work_guard(io);
+    wandura::fleet_options fo;
+    fo.redis.url = redis->url();
+    fo.redis.command_timeout = 3ms;
+    fo.redis.max_pending = 100000;
+    fo.org = "acme";
+    fo.known_keys_capacity = 0;
+    fo.fallback.probe_interval = 0ms;
+    auto shared = std::make_unique<wandura::fleet>(io.get_executor(), fo);
+    wandura::client_options options;
+    options.base_url = "http://127.0.0.1:1";
+    options.api_key = "test-key";
+    options.viewer_tickets_per_minute = 30;
+    shared->configure(options);
+    auto store = options.tickets;
+    auto limit = options.viewer_limit;
+    options = {};
+    std::atomic<int> done{0};
+    std::atomic<int> returned{0};
+    std::vector<std::thread> runners;
+    for (int i = 0; i < 2; ++i) {
+      runners.emplace_back([&] {
+        io.run();
+        ++returned;
+      });
+    }
+    auto const count = [&](std::exception_ptr /*unused*/, auto&& /*unused*/) { ++done; };
+    asio::co_spawn(io, store->find({wandura::ticket_key{"v", "d", "f", 1, wandura::intent::play}}), count);
+    REQUIRE(test_support::wait_until([&] { return done.load() == 1; }, 5s)); // connected
+    redis->pause();
+    constexpr int n = 3000;
+    for (int i = 0; i < n; ++i) {
+      asio::co_spawn(io, limit->acquire("viewer-" + std::to_string(i), 1), count);
+      asio::co_spawn(
+          io, store->find({wandura::ticket_key{"v" + std::to_string(i), "d", "f", 1, wandura::intent::play}}), count);
+    }
+    bool const fell_back = test_support::wait_until([&] { return done.load() == 1 + 2 * n; }, 10s);
+    redis->resume();
+    std::this_thread::sleep_for(std::chrono::microseconds(200 + rounds * 400));
+    store.reset(); // the fleet's state goes with the last of these three, on this thread
+    limit.reset();
+    shared.reset();
+    work.reset();
+    bool const ended = test_support::wait_until([&] { return returned.load() == 2; }, 5s);
+    if (!ended) {
+      io.stop();
+    }
+    for (auto& r : runners) {
+      r.join();
+    }
+    REQUIRE(fell_back);
+    CHECK(ended); // the connection was closed on the strand: nothing keeps run() busy
+  }
+  CHECK(rounds >= 2);
 }
 
 TEST_CASE("fleet shutdown: a fleet and a client that made no call, shut down before run", "[fleet][shutdown]") {
