@@ -403,7 +403,9 @@ bool redis_connection::open_context(std::error_code& ec) {
 }
 
 void redis_connection::send_setup() {
-  if (!url_.password.empty()) {
+  // A named user is logged in as, with whatever password the URL gives (a nopass user takes an empty one): without
+  // AUTH the commands would run as the default user.
+  if (!url_.password.empty() || !url_.user.empty()) {
     std::array<char const*, 3> argv{"AUTH", url_.user.c_str(), url_.password.c_str()};
     std::array<std::size_t, 3> lens{4, url_.user.size(), url_.password.size()};
     if (url_.user.empty()) {

@@ -14,8 +14,9 @@ namespace wandura {
 struct redis_url {
   std::string host = "127.0.0.1"; ///< name or address; an IPv6 address without its brackets.
   std::uint16_t port = 6379;      ///< TCP port; 6379 when the URL names none.
-  std::string user;               ///< ACL user for `AUTH user password`; empty for `AUTH password` (Redis < 6).
-  std::string password;           ///< empty: no `AUTH` on connect.
+  std::string user;               ///< ACL user for `AUTH user password` (sent whenever a user is named, with an empty
+                                  ///< password when none is given); empty for `AUTH password` (Redis < 6).
+  std::string password;           ///< empty, and no user: no `AUTH` on connect.
   int db = 0;                     ///< `SELECT db` on connect when not 0.
 
   /// Reads `redis://[user:password@]host[:port][/db]` (the scheme in any case; user and password percent-decoded;

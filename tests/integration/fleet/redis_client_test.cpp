@@ -643,6 +643,25 @@ TEST_CASE("redis client: partial and total cancellation complete a pending comma
   }
 }
 
+TEST_CASE("redis client: a URL naming a user with an empty password logs in as that user, never as the default one") {
+  // `redis://user:@host` (`redis://word@host` is a password alone, as redis-cli reads it): AUTH user "" (a nopass
+  // user accepts it; one with a password refuses it as auth_failed), not the default user's session without AUTH.
+  auto redis = test_support::start_redis_or_skip({"--user", "fleet-nopass", "on", "nopass", "~*", "&*", "+@all",
+                                                  "--user", "fleet-worker", "on", ">acl-s3cret", "~*", "&*", "+@all"});
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  auto const at = "@127.0.0.1:" + std::to_string(redis->port());
+  wandura::redis_client client(io.get_executor(), {.url = "redis://fleet-nopass:" + at, .command_timeout = 500ms});
+  auto [ok_ec, who] = run_until_ok(io, client, {"ACL", "WHOAMI"});
+  REQUIRE_FALSE(ok_ec);
+  CHECK(who.text == "fleet-nopass");
+  wandura::redis_client refused(io.get_executor(), {.url = "redis://fleet-worker:" + at, .command_timeout = 500ms});
+  auto [ec, reply] = run_command(io, refused, {"ACL", "WHOAMI"});
+  CHECK(ec == wandura::fleet_errc::auth_failed);
+}
+
 TEST_CASE("redis client: an ACL user:password URL authenticates as that user, and a wrong password or user is "
           "auth_failed") {
   // The default user is off: only the ACL user can run anything.
