@@ -1175,8 +1175,8 @@ struct cancellable_call {
   asio::cancellation_signal signal;
   std::optional<call_result> out;
   bool threw = false;
-  void spawn(harness& h, http_request request, request_traits traits) {
-    asio::co_spawn(h.io, h.engine->call(std::move(request), std::move(traits), h.engine->settings_for()),
+  void spawn(harness& h, http_request request, request_traits traits, wandura::response_reader* reader = nullptr) {
+    asio::co_spawn(h.io, h.engine->call(std::move(request), std::move(traits), h.engine->settings_for(), reader),
                    asio::bind_cancellation_slot(signal.slot(), [this](std::exception_ptr e, call_result r) {
                      threw = e != nullptr;
                      if (!e) {
@@ -1226,22 +1226,16 @@ TEST_CASE("cancellation: a cancel that comes with a 2xx keeps the 2xx, and no fo
   fake_step slow = fake_step::respond(200, "{}");
   slow.latency = 100ms;
   h.fake.push(slow);
-  asio::cancellation_signal signal;
-  std::optional<call_result> out;
-  bool threw = false;
-  asio::co_spawn(h.io, h.engine->call(post(), writes(), h.engine->settings_for(), &reader),
-                 asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, call_result r) {
-                   threw = e != nullptr;
-                   out = std::move(r);
-                 }));
+  cancellable_call c;
+  c.spawn(h, post(), writes(), &reader);
   h.io.poll();
   h.clock->advance(100ms);
-  signal.emit(asio::cancellation_type::terminal);
-  h.drive(out);
-  CHECK_FALSE(threw);
-  REQUIRE(out);
-  CHECK(out->ok()); // the server issued what it answered: the result is not thrown away
-  CHECK(out->attempts == 1);
+  c.signal.emit(asio::cancellation_type::terminal);
+  h.drive(c.out);
+  CHECK_FALSE(c.threw);
+  REQUIRE(c.out);
+  CHECK(c.out->ok()); // the server issued what it answered: the result is not thrown away
+  CHECK(c.out->attempts == 1);
   CHECK(h.fake.attempt_count() == 1); // the follow-up the reader asked for is not sent
   CHECK(h.events.empty());
 }
