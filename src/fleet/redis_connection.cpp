@@ -239,6 +239,10 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
     refuse(closed_reason_); // not counted: no command is made any more
     return;
   }
+  if (released_.load(std::memory_order_acquire)) {
+    refuse(asio::error::operation_aborted); // the client is gone; its close is on its way to this executor
+    return;
+  }
   if (args.empty() || hiredis_mode_command(args)) {
     refuse(errc::invalid_argument); // no command to send (hiredis would abort on one), or one hiredis keeps to itself
     return;
@@ -592,6 +596,7 @@ void release_redis_connection(std::shared_ptr<redis_connection> conn) noexcept {
   // until it ran; this thread does not wait. At once when called on the executor. A handler that the execution
   // context destroys unrun (at its shutdown, when no thread runs it) frees the context in ~redis_connection; so does a
   // failed allocation here, as a last resort.
+  conn->mark_released(); // a command initiated on the executor before the close runs is refused unsent
   auto const ex = conn->executor();
   try {
     asio::dispatch(ex, [conn = std::move(conn)] { conn->abort(); });

@@ -2,6 +2,7 @@
 // with backoff. Not public API.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -43,6 +44,9 @@ public:
   /// The client is gone (`release_redis_connection`): closes the connection as `close` does, but every command not
   /// answered yet, and every later one (initiated through a weak hold), completes with `operation_aborted`.
   void abort();
+  /// Marks the client gone, from the thread that destroys it, before `abort` runs on the executor: a command
+  /// initiated on the executor in between (through a weak hold taken earlier) is refused unsent. Any thread.
+  void mark_released() noexcept { released_.store(true, std::memory_order_release); }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
   /// Completes `op` once; later calls for the same op do nothing.
   static void finish(redis_command_op& op, std::error_code ec, redis_reply reply = {});
@@ -104,8 +108,9 @@ private:
   bool ready_ = false;    ///< connected, and AUTH/SELECT answered
   int setup_pending_ = 0; ///< AUTH/SELECT replies still to come on this connection
   bool closed_ = false;
-  std::error_code closed_reason_; ///< `shut_down` after `close`, `operation_aborted` after `abort`
-  std::error_code down_reason_;   ///< why we closed the context ourselves; wins over what hiredis saw
+  std::atomic<bool> released_{false}; ///< `mark_released`: the client is gone (set on any thread)
+  std::error_code closed_reason_;     ///< `shut_down` after `close`, `operation_aborted` after `abort`
+  std::error_code down_reason_;       ///< why we closed the context ourselves; wins over what hiredis saw
   std::chrono::steady_clock::time_point next_connect_at_{};
   reconnect_backoff backoff_;
   redis_client_stats stats_;
