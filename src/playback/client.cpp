@@ -219,7 +219,13 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
                                       asio::redirect_error(asio::use_awaitable, waited));
       detail::merge(call, sent, waited);
       if (detail::has_fresh_to_store(call, sent)) {
-        co_await detail::store_fresh(*self, call);
+        // A caller cancelled after its wait ended has its result: it stores what the store takes at once and
+        // returns it, awaiting nothing (Asio would throw from a co_await in a cancelled frame, losing the tickets).
+        if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
+          detail::store_fresh_at_once(*self, call);
+        } else {
+          co_await detail::store_fresh(*self, call);
+        }
       }
     } else {
       self->calls.throw_if_closed(); // answered without a request (the store, the viewer limit): still refused

@@ -550,6 +550,10 @@ asio::awaitable<produced_t<R>> call_owning(std::shared_ptr<ticket_store> store, 
 template <class R, class Call>
 asio::awaitable<R> await_store(client::impl& self, Call call, clock::time_point deadline) {
   using produced = produced_t<R>;
+  if (deadline != clock::time_point::max() && self.time->now() >= deadline) {
+    // Nothing is started that the wait would cancel at once (a store out of process may already have written).
+    throw error(errc::deadline_exceeded, "ticket store: the call's deadline passed before the store was asked");
+  }
   auto const executor = co_await asio::this_coro::executor;
   // The store's operation has no deadline of its own (it does not know the call's): the call's wait has one, and
   // the operation is cancelled when that wait ends.
@@ -755,14 +759,29 @@ bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {
          });
 }
 
-asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
-  std::vector<std::pair<ticket_key, ticket>> fresh; // one store operation for all: one round trip out of process
+namespace {
+
+/// The call's fresh tickets with their keys, for one store operation (one round trip out of process).
+std::vector<std::pair<ticket_key, ticket>> fresh_tickets(ticket_call const& call) {
+  std::vector<std::pair<ticket_key, ticket>> fresh;
   for (std::size_t const i : call.pending) {
     auto const& item = call.result.items[i];
     if (is_fresh_grant(item) && item.ticket) {
       fresh.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
     }
   }
+  return fresh;
+}
+
+} // namespace
+
+void store_fresh_at_once(client::impl& self, ticket_call& call) {
+  auto fresh = fresh_tickets(call);
+  (void)self.store->try_insert_many(fresh);
+}
+
+asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
+  auto fresh = fresh_tickets(call);
   if (self.store->try_insert_many(fresh)) {
     co_return;
   }

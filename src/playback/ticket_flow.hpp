@@ -164,6 +164,10 @@ void merge(ticket_call& call, sending& sent, std::error_code waited);
 /// call keeps them. @throws what the store throws (`operation_aborted` when cancelled).
 [[nodiscard]] asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call);
 
+/// `store_fresh` without waiting: the tickets the store takes at once (`try_insert_many`), else none. For a call
+/// cancelled after its result came, which may await nothing more.
+void store_fresh_at_once(client::impl& self, ticket_call& call);
+
 /// Names every item that no response filled with the episode asked for, and counts the outcomes.
 void finish_items(client::impl& self, ticket_call& call);
 

@@ -738,6 +738,54 @@ TEST_CASE("lifetime: the call's deadline counts the ticket store's time: a looku
   }
 }
 
+TEST_CASE("lifetime: a caller cancelled after its wait for a shared request ended keeps the request's tickets, and "
+          "they are stored") {
+  // The caller that started the request leaves; a caller that joined it from another io_context is then the one to
+  // report and store its tickets. Its completion is posted to its own context, and it is cancelled before that runs:
+  // its frame is cancelled when it resumes with the result in hand. It returns the result, as a wandura call ends,
+  // and stores the tickets without waiting (nothing thrown from a co_await in a cancelled frame).
+  harness h;
+  auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));
+  slow.latency = 100ms;
+  h.fake->push(slow);
+  asio::cancellation_signal starter_signal;
+  call_end starter;
+  spawn_call(h, play_batch(4), {}, starter, starter_signal.slot());
+  poll(h);
+  asio::io_context other;
+  asio::cancellation_signal joiner_signal;
+  call_end joiner;
+  asio::co_spawn(other, h.api->issue_tickets(play_batch(4)),
+                 asio::bind_cancellation_slot(joiner_signal.slot(),
+                                              [&joiner](std::exception_ptr e, wandura::ticket_batch_result r) {
+                                                if (!e) {
+                                                  joiner.done = true;
+                                                  joiner.result = std::move(r);
+                                                  return;
+                                                }
+                                                joiner.ended_with(e);
+                                              }));
+  other.poll(); // joins the request in flight
+  REQUIRE(h.api->stats().metrics.coalesced == 1);
+  starter_signal.emit(asio::cancellation_type::terminal);
+  poll(h);
+  REQUIRE(starter.done);
+  h.clock->advance(100ms); // the answer: the request ends, and the joiner's completion is posted to `other`
+  poll(h);
+  REQUIRE_FALSE(joiner.done);
+  joiner_signal.emit(asio::cancellation_type::terminal); // its wait already ended: its frame is cancelled
+  other.restart();
+  other.poll();
+  REQUIRE(joiner.done);
+  CHECK_FALSE(joiner.other_exception);
+  REQUIRE(joiner.result);
+  CHECK(joiner.result->items.at(0).outcome == item_outcome::granted);
+  CHECK_FALSE(joiner.result->items.at(0).reused); // reported fresh, by the caller that owns the result
+  auto const again = h.run(h.api->issue_tickets(play_batch(4)));
+  CHECK(again.items.at(0).reused); // stored: answered from the store
+  CHECK(h.fake->attempt_count() == 1);
+}
+
 TEST_CASE("lifetime: destroying or shutting down the client while a call sleeps before its retry or waits out a "
           "429's hold-off ends the call at once with operation_aborted") {
   // client.hpp, Lifetime and Cancellation: `~client()` and `shutdown()` cancel every call in flight, "whether it is
