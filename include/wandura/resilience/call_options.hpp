@@ -42,7 +42,7 @@ struct call_options {
   /// the call ends with `errc::deadline_exceeded` before any attempt.
   std::optional<std::chrono::milliseconds> total_timeout{};
   /// Limit of each attempt of this call. 0 or less: none of its own, each attempt is bounded by what is left of the
-  /// deadline (`issue_tickets` keeps its attempts' 5 s floor, client.hpp).
+  /// deadline. `issue_tickets` raises a limit under 5 s to 5 s (client.hpp).
   std::optional<std::chrono::milliseconds> attempt_timeout{};
 };
 
