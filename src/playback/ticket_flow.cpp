@@ -593,7 +593,16 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
     auto lookup = await_store<std::vector<std::optional<ticket>>>(
         self, [keys = std::move(keys)](ticket_store& store) mutable { return store.find(std::move(keys)); },
         call.settings.deadline);
-    found = co_await std::move(lookup); // named: GCC 12 and temporaries in co_await expressions
+    try {
+      found = co_await std::move(lookup); // named: GCC 12 and temporaries in co_await expressions
+    } catch (error const& e) {
+      if (e.code() != errc::deadline_exceeded) {
+        throw;
+      }
+      throw error(errc::deadline_exceeded, std::string(call.operation) + ": deadline of " +
+                                               std::to_string(call.settings.total_timeout.count()) +
+                                               " ms reached while the ticket store looked up the batch's tickets");
+    }
   }
   for (std::size_t i = 0; i < found.size() && i < batch.episodes.size(); ++i) {
     if (!found[i]) {

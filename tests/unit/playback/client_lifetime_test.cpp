@@ -730,6 +730,8 @@ TEST_CASE("lifetime: the call's deadline counts the ticket store's time: a looku
   if (at_lookup) {
     REQUIRE(end.error);
     CHECK(*end.error == wandura::errc::deadline_exceeded);
+    CHECK(end.what ==
+          "issue_tickets: deadline of 1000 ms reached while the ticket store looked up the batch's tickets");
     CHECK(h.fake->attempt_count() == 0);
   } else {
     REQUIRE(end.result);
