@@ -70,11 +70,11 @@ struct call_end {
   }
 };
 
-/// Spawns `issue_tickets` on the harness's io_context, with `slot` as its cancellation slot when given.
+/// Spawns `issue_tickets` on the harness's io_context (or on `on`), with `slot` as its cancellation slot when given.
 void spawn_call(harness& h, wandura::ticket_batch batch, wandura::call_options options, call_end& end,
-                asio::cancellation_slot slot = {}) {
+                asio::cancellation_slot slot = {}, asio::io_context* on = nullptr) {
   auto op = h.api->issue_tickets(std::move(batch), std::move(options));
-  asio::co_spawn(h.io, std::move(op),
+  asio::co_spawn(on != nullptr ? *on : h.io, std::move(op),
                  asio::bind_cancellation_slot(slot, [&end](std::exception_ptr e, wandura::ticket_batch_result r) {
                    if (!e) {
                      end.done = true;
@@ -757,16 +757,7 @@ TEST_CASE("lifetime: a caller cancelled after its wait for a shared request ende
   asio::io_context other;
   asio::cancellation_signal joiner_signal;
   call_end joiner;
-  asio::co_spawn(other, h.api->issue_tickets(play_batch(4)),
-                 asio::bind_cancellation_slot(joiner_signal.slot(),
-                                              [&joiner](std::exception_ptr e, wandura::ticket_batch_result r) {
-                                                if (!e) {
-                                                  joiner.done = true;
-                                                  joiner.result = std::move(r);
-                                                  return;
-                                                }
-                                                joiner.ended_with(e);
-                                              }));
+  spawn_call(h, play_batch(4), {}, joiner, joiner_signal.slot(), &other);
   other.poll(); // joins the request in flight
   REQUIRE(h.api->stats().metrics.coalesced == 1);
   starter_signal.emit(asio::cancellation_type::terminal);
