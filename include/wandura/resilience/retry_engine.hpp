@@ -176,7 +176,10 @@ public:
   /// @param settings from `settings_for`; taken by value and kept in the call's state.
   /// @par Cancellation
   /// Terminal cancellation through the awaiting coroutine's cancellation slot ends the call at once with
-  /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or queued at the admission gate.
+  /// `stopped == cancelled`, whether it is in an attempt, a backoff sleep or queued at the admission gate; it is
+  /// never thrown. One emitted after an answer arrived but before the call went on from it ends the call with that
+  /// answer when it is a 2xx (`success`: what it granted is not thrown away; no follow-up is made), and as
+  /// `cancelled` otherwise, with no retry planned and nothing taken from the budget.
   /// @par Observer
   /// `retry_options::observer` hears of each attempt's begin and end, and once of the call's end when the call
   /// completes (with `error_code_of` the result; unless `retry_options::report_call_end` is false).
