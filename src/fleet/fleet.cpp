@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "fleet_state.hpp"
+#include "held_executor.hpp"
 #include "redis_ticket_store.hpp"
 #include "redis_viewer_limit.hpp"
 #include "ticket_cache_access.hpp"
@@ -61,7 +62,7 @@ ticket_cache_options cache_options(fleet_options const& options) {
 /// `any_io_executor` (each co_spawn onto it, each Redis completion's handler and work guard) was a heap allocation,
 /// about eight per Redis command in `bench_fleet_playback`; a strand of the io_context's executor fits in place.
 asio::any_io_executor make_fleet_strand(asio::any_io_executor const& executor) {
-  if (auto const* io = executor.target<asio::io_context::executor_type>(); io != nullptr) {
+  if (auto const* io = held_executor<asio::io_context::executor_type>(executor); io != nullptr) {
     return asio::make_strand(*io);
   }
   return asio::make_strand(executor);

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 
 #include "fleet_test_support.hpp"
 #include "wandura/playback/ticket_store.hpp"
@@ -116,4 +118,40 @@ TEST_CASE("fleet stats: the ticket cache's erase notices and subscription are re
   CHECK(after.tickets.near_cache_live);
   CHECK(after.tickets.near_hits == near_hits + 1);
   CHECK(after.cross_process_reuse == 0); // every ticket found was this process's own
+}
+
+TEST_CASE("fleet: made on an executor other than an io_context's own (a strand of any_io_executor, a thread pool's), "
+          "it stores and finds tickets") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  wandura::fallback_options const quiet{.log = [](std::string_view) {}, .probe_interval = 50ms};
+  auto const now = std::chrono::time_point_cast<std::chrono::milliseconds>(system_clock::now());
+  auto const check_on = [&](asio::io_context& io, asio::any_io_executor const& executor, std::string const& device) {
+    wandura::fleet_options fleet_options;
+    fleet_options.redis.url = redis->url();
+    fleet_options.redis.command_timeout = 500ms;
+    fleet_options.org = "acme";
+    fleet_options.fallback = quiet;
+    wandura::fleet shared(executor, fleet_options);
+    wandura::client_options options;
+    shared.configure(options);
+    REQUIRE(options.tickets);
+    test_support::run(io, options.tickets->insert(key_on(device), ticket_for(device, now + 30min)));
+    auto const found = test_support::run(io, options.tickets->find({key_on(device)}));
+    REQUIRE(found.size() == 1);
+    CHECK(found[0] == ticket_for(device, now + 30min));
+    CHECK(shared.stats().redis.commands > 0); // through Redis: the lookup above was not only near
+  };
+  SECTION("a strand of an any_io_executor") {
+    asio::io_context io;
+    check_on(io, asio::make_strand(asio::any_io_executor(io.get_executor())), "device-strand");
+  }
+  SECTION("a thread pool's executor") {
+    asio::io_context io; // runs the test's awaits; the fleet's own work runs on the pool
+    asio::thread_pool pool(1);
+    check_on(io, pool.get_executor(), "device-pool");
+    pool.join();
+  }
 }
