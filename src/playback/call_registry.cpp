@@ -5,6 +5,13 @@
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detail/concurrency_hint.hpp>
+#include <asio/detail/scheduler.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+
+#include "held_executor.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -16,6 +23,14 @@ asio::awaitable<std::error_code> sleep_on(std::shared_ptr<wandura::clock> time, 
   } catch (std::system_error const& e) {
     co_return e.code(); // cancelled before the wait began
   }
+}
+
+/// Whether `context` runs its handlers on one thread: made with concurrency hint 1 (or one that turns off its
+/// scheduler's or its reactor's locking), as Asio's scheduler reads it. Takes the context's service lock.
+bool runs_on_one_thread(asio::io_context& context) {
+  int const hint = asio::use_service<asio::detail::scheduler>(context).concurrency_hint();
+  return hint == 1 || !ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint) ||
+         !ASIO_CONCURRENCY_HINT_IS_LOCKING(REACTOR_IO, hint);
 }
 
 } // namespace
@@ -35,11 +50,46 @@ void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::
       }));
 }
 
-void call_registry::launch(asio::any_io_executor const& executor, std::shared_ptr<operation_base> const& op,
+call_registry::call_registry(asio::any_io_executor const& home) : state_(std::make_shared<state>()) {
+  if (auto const* io = held_executor<asio::io_context::executor_type>(home)) {
+    home_ = &io->context();
+    if (runs_on_one_thread(io->context())) {
+      one_thread_home_ = home_;
+    }
+  }
+}
+
+asio::any_io_executor call_registry::serialized(asio::any_io_executor const& caller, bool& own_strand) const {
+  own_strand = false;
+  if (held_executor<asio::strand<asio::io_context::executor_type>>(caller) != nullptr ||
+      held_executor<asio::strand<asio::any_io_executor>>(caller) != nullptr) {
+    return caller;
+  }
+  if (auto const* io = held_executor<asio::io_context::executor_type>(caller)) {
+    asio::io_context& context = io->context();
+    if (&context == one_thread_home_ || (&context != home_ && runs_on_one_thread(context))) {
+      return caller;
+    }
+    own_strand = true;
+    return asio::make_strand(*io);
+  }
+  own_strand = true;
+  return asio::make_strand(caller);
+}
+
+void call_registry::launch(std::shared_ptr<operation_base> const& op, bool own_strand,
                            asio::awaitable<asio::detail::awaitable_thread_entry_point> body) {
   asio::cancellation_slot const slot = op->signal.slot();
-  asio::detail::awaitable_thread<asio::any_io_executor>(std::move(body), executor, slot, asio::cancellation_state(slot))
-      .launch();
+  asio::detail::awaitable_thread<asio::any_io_executor> thread(std::move(body), op->executor, slot,
+                                                               asio::cancellation_state(slot));
+  if (!own_strand) {
+    thread.launch(); // on the caller's executor, which runs this
+    return;
+  }
+  // Nothing runs in the new strand yet: dispatching to it from a thread running its context runs the body here, at
+  // once, inside the strand (from elsewhere it is queued there). Either way, a cancellation posted to the strand
+  // once the operation is listed waits for the body's first suspension.
+  asio::dispatch(op->executor, [t = std::move(thread)]() mutable { t.launch(); });
 }
 
 void call_registry::release(waiter& w, std::error_code ec, bool may_run_here) {

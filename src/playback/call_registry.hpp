@@ -161,6 +161,12 @@ private:
 /// @par Thread safety
 /// Every member function may be called from any thread at once. Waiters are completed on their own executors; an
 /// operation's cancellation is emitted on its own executor (the Asio rule for cancellation slots).
+///
+/// An operation's executor serialises its handlers: emitting its cancellation, its deadline timers and its own
+/// resumptions never run at once (Asio's cancellation slots are not thread-safe: a handler being emitted on one
+/// thread while the operation, resumed on another, replaces it is a data race). It is the caller's executor when
+/// that already serialises (a strand, or an `io_context` made for one thread: concurrency hint 1), and a strand of
+/// it otherwise, made for the operation (one allocation).
 class call_registry {
   struct operation_base;
 
@@ -168,7 +174,9 @@ public:
   /// An operation producing `T`, as its waiters see it.
   template <class T> class operation;
 
-  call_registry() : state_(std::make_shared<state>()) {}
+  /// @param home the client's executor: whether its `io_context` runs on one thread is read once, here (callers on
+  ///        other contexts are asked each time).
+  explicit call_registry(asio::any_io_executor const& home = {});
   call_registry(call_registry const&) = delete;
   call_registry& operator=(call_registry const&) = delete;
   ~call_registry() = default;
@@ -380,13 +388,21 @@ private:
   template <class Op, class R, class Finish>
   static asio::awaitable<asio::detail::awaitable_thread_entry_point>
   run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awaitable<R> work, Finish finish);
-  /// Starts `body` on `executor` at once, as `co_spawn` would, with the operation's signal as its cancellation
-  /// slot. Without `co_spawn`'s wrapper: no second frame, no re-dispatch to start, no completion handler to move
-  /// the result through. @pre called on `executor` (the caller's own).
-  static void launch(asio::any_io_executor const& executor, std::shared_ptr<operation_base> const& op,
+  /// Starts `body` on the operation's executor at once, as `co_spawn` would, with the operation's signal as its
+  /// cancellation slot. Without `co_spawn`'s wrapper: no second frame, no completion handler to move the result
+  /// through. `own_strand`: the executor is a strand made for the operation, entered first (at once when called on
+  /// a thread running its context); otherwise it is the caller's own, which runs the body here.
+  static void launch(std::shared_ptr<operation_base> const& op, bool own_strand,
                      asio::awaitable<asio::detail::awaitable_thread_entry_point> body);
+  /// The executor of an operation started by a caller on `caller` (see the class comment); `own_strand` tells
+  /// whether it is a strand made for it.
+  [[nodiscard]] asio::any_io_executor serialized(asio::any_io_executor const& caller, bool& own_strand) const;
 
   std::shared_ptr<state> state_;
+  /// The client's `io_context` when it runs on one thread (concurrency hint 1), read once; null otherwise.
+  asio::execution_context const* one_thread_home_ = nullptr;
+  /// The client's `io_context`, whichever its hint; null when the client's executor is of another kind.
+  asio::execution_context const* home_ = nullptr;
 };
 
 template <class T> class call_registry::operation : public call_registry::operation_base {
@@ -441,6 +457,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
   using context_type = std::decay_t<decltype(make_context())>;
   std::shared_ptr<call_registry_detail::operation_with<T, context_type>> op;
   key_view const wanted = key ? view_of(*key) : key_view{};
+  bool own_strand = false;
   {
     std::lock_guard lock(state_->mutex);
     if (state_->closed) {
@@ -454,7 +471,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
       }
     }
     op = std::make_shared<call_registry_detail::operation_with<T, context_type>>(make_context);
-    op->executor = executor;
+    op->executor = serialized(executor, own_strand);
     op->deadline = deadline;
     op->arriving = 1; // its first caller, until its async_wait
     if (key) {
@@ -466,7 +483,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     state_->running.push_back(op);
   }
   auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
-  launch(executor, op, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
+  launch(op, own_strand, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
   return {op, false};
 }
 

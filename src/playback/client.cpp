@@ -104,7 +104,7 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
                return r;
              }()),
       store(options.tickets ? options.tickets : default_store(time)), limit(make_limit(options, time)),
-      base_url(detail::checked_base_url(options.base_url)),
+      calls(sender->get_executor()), base_url(detail::checked_base_url(options.base_url)),
       tickets_url(base_url + "/v1/playback/tickets"), authorization{"Authorization", "Bearer " + options.api_key} {}
 
 http_request client::impl::make_request(http_method method, std::string url, std::string body) const {

@@ -12,14 +12,17 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
+#include "held_executor.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
 using namespace std::chrono_literals;
 using wandura::detail::call_registry;
+using wandura::detail::held_executor;
 
 namespace {
 
@@ -239,5 +242,88 @@ TEST_CASE("call registry: a caller given an operation is not left behind by thos
     CHECK(out == std::vector<std::string>{"aborted", "aborted"});
     CHECK(f.cancelled == 1);
     CHECK(f.calls.in_flight() == 0);
+  }
+}
+
+namespace {
+
+/// Starts an operation from a coroutine on `caller` and returns the executor the operation's body ran on, and
+/// whether that body ran inside it.
+struct where_it_ran {
+  asio::any_io_executor executor;
+  bool inside = false;
+};
+
+where_it_ran run_one(asio::io_context& io, call_registry& calls, asio::any_io_executor const& caller) {
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  where_it_ran out;
+  auto body = [&]() -> asio::awaitable<void> {
+    auto executor = co_await asio::this_coro::executor;
+    auto make = [&]() -> asio::awaitable<int> {
+      auto const ex = co_await asio::this_coro::executor;
+      out.executor = ex;
+      if (auto const* s = held_executor<asio::strand<asio::io_context::executor_type>>(ex)) {
+        out.inside = s->running_in_this_thread();
+      } else if (auto const* plain = held_executor<asio::io_context::executor_type>(ex)) {
+        out.inside = plain->running_in_this_thread();
+      }
+      co_return 7;
+    };
+    auto [op, joined] =
+        calls.join_or_start<int>(std::nullopt, executor, clock->now() + 1s, make, [](int v) { return v; });
+    std::error_code waited;
+    co_await calls.async_wait(op, clock, clock->now() + 1s, asio::redirect_error(asio::use_awaitable, waited));
+    CHECK_FALSE(waited);
+    CHECK(op->take() == 7);
+  };
+  asio::co_spawn(caller, body(), asio::detached);
+  io.run();
+  io.restart();
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("call registry: an operation runs on a strand unless the caller's executor already serialises") {
+  SECTION("an io_context that may be run by several threads: a strand of it, made for the operation") {
+    asio::io_context io; // the default concurrency hint
+    call_registry calls(io.get_executor());
+    auto const first = run_one(io, calls, io.get_executor());
+    auto const second = run_one(io, calls, io.get_executor());
+    auto const* a = held_executor<asio::strand<asio::io_context::executor_type>>(first.executor);
+    auto const* b = held_executor<asio::strand<asio::io_context::executor_type>>(second.executor);
+    REQUIRE(a != nullptr);
+    REQUIRE(b != nullptr);
+    CHECK(first.inside);
+    CHECK(a->get_inner_executor() == io.get_executor());
+    CHECK_FALSE(*a == *b); // one strand per operation: operations of one client do not wait for each other
+  }
+  SECTION("the same from a caller on another io_context than the client's") {
+    asio::io_context home(1);
+    asio::io_context other;
+    call_registry calls(home.get_executor());
+    auto const r = run_one(other, calls, other.get_executor());
+    REQUIRE(held_executor<asio::strand<asio::io_context::executor_type>>(r.executor) != nullptr);
+    CHECK(r.inside);
+  }
+  SECTION("an io_context made for one thread (concurrency hint 1): the caller's executor itself") {
+    asio::io_context io(1);
+    call_registry with_home(io.get_executor());
+    call_registry without_home; // asks the context, as for a caller on another context
+    for (auto* calls : {&with_home, &without_home}) {
+      auto const r = run_one(io, *calls, io.get_executor());
+      REQUIRE(held_executor<asio::io_context::executor_type>(r.executor) != nullptr);
+      CHECK(*held_executor<asio::io_context::executor_type>(r.executor) == io.get_executor());
+      CHECK(r.inside);
+    }
+  }
+  SECTION("a caller on a strand: that strand") {
+    asio::io_context io;
+    call_registry calls(io.get_executor());
+    auto const strand = asio::make_strand(io);
+    auto const r = run_one(io, calls, strand);
+    REQUIRE(held_executor<asio::strand<asio::io_context::executor_type>>(r.executor) != nullptr);
+    CHECK(*held_executor<asio::strand<asio::io_context::executor_type>>(r.executor) == strand);
+    CHECK(r.inside);
   }
 }
