@@ -12,6 +12,10 @@
 //
 //   bench_issue_tickets [--quick] [--rounds N] [--duration S] [--protocol plain|tls-h1|tls-h2]
 //                       [--only client|raw|ceiling --concurrency C]
+//
+// The client's io_context is made for the one thread that runs it (concurrency hint 1); with
+// WANDURA_BENCH_DEFAULT_HINT set in the environment it is made with Asio's default hint instead, as a context that
+// several threads may run, and every call's work then runs on a strand of its own.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -65,8 +69,8 @@ asio::awaitable<outcome> call_one(wandura::client& api, wandura::ticket_batch co
   try {
     auto r = co_await api.issue_tickets(batch);
     if (r.items.size() == 3 && r.items[0].outcome == wandura::item_outcome::granted &&
-        r.items[1].outcome == wandura::item_outcome::granted && r.items[2].outcome == wandura::item_outcome::not_ready &&
-        r.items[2].status == 404) {
+        r.items[1].outcome == wandura::item_outcome::granted &&
+        r.items[2].outcome == wandura::item_outcome::not_ready && r.items[2].status == 404) {
       co_return outcome::good;
     }
     failure = "the answer was read as";
@@ -124,7 +128,9 @@ int main(int argc, char** argv) {
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     wandura::bench::nginx_server nginx;
-    asio::io_context io;
+    // Run by this thread alone, and made so (concurrency hint 1), as client.hpp advises: a call's work then runs on
+    // the caller's executor, not on a strand made for it (bench/README.md, "One thread, or several").
+    asio::io_context io(std::getenv("WANDURA_BENCH_DEFAULT_HINT") ? ASIO_CONCURRENCY_HINT_DEFAULT : 1);
     wandura::transport_options transport_options;
     transport_options.max_connections_per_host = 64; // the raw loop uses the same limit
     transport_options.ca_bundle = nginx.ca_file();   // verification stays on, as on the raw side
