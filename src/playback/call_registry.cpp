@@ -36,18 +36,26 @@ bool runs_on_one_thread(asio::io_context& context) {
 } // namespace
 
 void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id,
-                                std::shared_ptr<asio::cancellation_signal> timer, std::shared_ptr<wandura::clock> time,
+                                std::shared_ptr<waiter_timer> timer, std::shared_ptr<wandura::clock> time,
                                 clock::time_point deadline) {
-  auto sleep = sleep_on(std::move(time), deadline);
-  auto& signal = *timer;
-  asio::co_spawn(
-      op->executor, std::move(sleep),
-      asio::bind_cancellation_slot(signal.slot(), [weak = std::weak_ptr<state>(state_), op, id,
-                                                   timer = std::move(timer)](std::exception_ptr, std::error_code ec) {
-        if (!ec) {
-          leave(weak, op, id, errc::deadline_exceeded);
-        }
-      }));
+  // Spawned on the operation's executor, where `release` emits its cancellation: co_spawn installs the sleep's
+  // cancellation state in the slot on the thread that spawns it.
+  asio::dispatch(op->executor, [weak = std::weak_ptr<state>(state_), op, id, timer = std::move(timer),
+                                time = std::move(time), deadline]() mutable {
+    if (timer->latch.start()) {
+      return; // the waiter was released first: nothing to time
+    }
+    auto sleep = sleep_on(std::move(time), deadline);
+    auto slot = timer->signal.slot();
+    auto const& executor = op->executor;
+    asio::co_spawn(executor, std::move(sleep),
+                   asio::bind_cancellation_slot(slot, [weak = std::move(weak), op, id, keep = std::move(timer)](
+                                                          std::exception_ptr, std::error_code ec) {
+                     if (!ec) {
+                       leave(weak, op, id, errc::deadline_exceeded);
+                     }
+                   }));
+  });
 }
 
 call_registry::call_registry(asio::any_io_executor const& home) : state_(std::make_shared<state>()) {
@@ -79,22 +87,31 @@ asio::any_io_executor call_registry::serialized(asio::any_io_executor const& cal
 
 void call_registry::launch(std::shared_ptr<operation_base> const& op, bool own_strand,
                            asio::awaitable<asio::detail::awaitable_thread_entry_point> body) {
-  asio::cancellation_slot const slot = op->signal.slot();
-  asio::detail::awaitable_thread<asio::any_io_executor> thread(std::move(body), op->executor, slot,
-                                                               asio::cancellation_state(slot));
+  // On the operation's executor, where `cancel_operation` emits: the thread's cancellation state is installed in the
+  // operation's slot there, and a cancellation asked for before (the operation was listed, and so open to
+  // `cancel_all`, before this) is emitted into it first: the body then ends at its first `co_await`.
+  auto start = [op, b = std::move(body)]() mutable {
+    asio::cancellation_slot const slot = op->signal.slot();
+    asio::detail::awaitable_thread<asio::any_io_executor> thread(std::move(b), op->executor, slot,
+                                                                 asio::cancellation_state(slot));
+    if (op->started.start()) {
+      op->signal.emit(asio::cancellation_type::terminal);
+    }
+    thread.launch();
+  };
   if (!own_strand) {
-    thread.launch(); // on the caller's executor, which runs this
+    start(); // on the caller's executor, which runs this
     return;
   }
   // Nothing runs in the new strand yet: dispatching to it from a thread running its context runs the body here, at
-  // once, inside the strand (from elsewhere it is queued there). Either way, a cancellation posted to the strand
-  // once the operation is listed waits for the body's first suspension.
-  asio::dispatch(op->executor, [t = std::move(thread)]() mutable { t.launch(); });
+  // once, inside the strand (from elsewhere it is queued there).
+  asio::dispatch(op->executor, std::move(start));
 }
 
 void call_registry::release(waiter& w, std::error_code ec, bool may_run_here) {
-  if (w.timer) {
-    asio::post(w.timer_executor, [timer = std::move(w.timer)] { timer->emit(asio::cancellation_type::terminal); });
+  if (w.timer && w.timer->latch.cancel()) {
+    asio::post(w.timer_executor,
+               [timer = std::move(w.timer)] { timer->signal.emit(asio::cancellation_type::terminal); });
   }
   if (may_run_here) {
     std::move(*w.completion).complete_here(ec);
@@ -104,7 +121,9 @@ void call_registry::release(waiter& w, std::error_code ec, bool may_run_here) {
 }
 
 void call_registry::cancel_operation(std::shared_ptr<operation_base> const& op) {
-  asio::post(op->executor, [op] { op->signal.emit(asio::cancellation_type::terminal); });
+  if (op->started.cancel()) {
+    asio::post(op->executor, [op] { op->signal.emit(asio::cancellation_type::terminal); });
+  }
 }
 
 // `weak` and `op` are taken by value: the caller's copies may live in the waiter's cancellation handler, which

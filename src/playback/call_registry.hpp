@@ -162,11 +162,13 @@ private:
 /// Every member function may be called from any thread at once. Waiters are completed on their own executors; an
 /// operation's cancellation is emitted on its own executor (the Asio rule for cancellation slots).
 ///
-/// An operation's executor serialises its handlers: emitting its cancellation, its deadline timers and its own
-/// resumptions never run at once (Asio's cancellation slots are not thread-safe: a handler being emitted on one
+/// An operation's executor serialises its handlers: emitting its cancellation, its waiters' deadline timers and its
+/// own resumptions never run at once (Asio's cancellation slots are not thread-safe: a handler being emitted on one
 /// thread while the operation, resumed on another, replaces it is a data race). It is the caller's executor when
-/// that already serialises (a strand, or an `io_context` made for one thread: concurrency hint 1), and a strand of
-/// it otherwise, made for the operation (one allocation).
+/// that already serialises (a strand, or an `io_context` made with concurrency hint 1, which its user promises to
+/// run on one thread), and a strand of it otherwise, made for the operation (two allocations). The operation's start
+/// and each deadline timer's run there too, and a cancellation asked for before them is handed to them
+/// (`start_latch`).
 class call_registry {
   struct operation_base;
 
@@ -251,6 +253,37 @@ public:
   [[nodiscard]] std::size_t waiting() const;
 
 private:
+  /// Orders a cancellation, asked for on any thread, against the start of what it cancels, which runs on the
+  /// executor the cancellation is emitted on: one asked for before the start is handed to the start (the canceller
+  /// emits nothing); one asked for after it is posted to that executor, so it runs behind the start. Without it, a
+  /// cancellation posted while the start is still on its way (the operation listed but not launched, a deadline
+  /// timer not yet spawned) could run on another thread first, find no handler in the slot and be lost, or run
+  /// while the handler is being installed.
+  class start_latch {
+  public:
+    /// The canceller's side: true when the work has started (post the emission to its executor), false when the
+    /// start will see the cancellation (or a cancellation was asked for already).
+    [[nodiscard]] bool cancel() noexcept {
+      int seen = idle;
+      return !state_.compare_exchange_strong(seen, cancelled, std::memory_order_acq_rel) && seen == started;
+    }
+    /// The starter's side, on the work's executor before it starts the work: true when cancelled before.
+    [[nodiscard]] bool start() noexcept {
+      int seen = idle;
+      return !state_.compare_exchange_strong(seen, started, std::memory_order_acq_rel);
+    }
+
+  private:
+    enum : int { idle, started, cancelled };
+    std::atomic<int> state_{idle};
+  };
+
+  /// A waiter's deadline timer: its signal, emitted on the operation's executor only, and its start.
+  struct waiter_timer {
+    asio::cancellation_signal signal;
+    start_latch latch;
+  };
+
   struct waiter {
     // User-provided, so that the type is default-constructible inside the enclosing class (clang does not use the
     // default member initializers of a nested class before the enclosing class is complete).
@@ -258,7 +291,7 @@ private:
     std::uint64_t id = 0;
     std::optional<pending_completion> completion;
     /// Cancels the waiter's deadline timer, when it has one (emitted on `timer_executor`).
-    std::shared_ptr<asio::cancellation_signal> timer;
+    std::shared_ptr<waiter_timer> timer;
     asio::any_io_executor timer_executor;
   };
 
@@ -343,6 +376,7 @@ private:
     asio::any_io_executor executor;
     clock::time_point deadline;
     asio::cancellation_signal signal; // emitted on `executor` only
+    start_latch started;              // orders `cancel_operation` against `launch`
     waiter_list waiters;
     /// Callers given this operation by `join_or_start` who have not become waiters yet: the one that started it
     /// from its start to its `async_wait` (the operation runs meanwhile), a joiner from its join to its own. While
@@ -373,9 +407,8 @@ private:
   template <class Handler>
   void enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time, clock::time_point deadline,
                Handler handler);
-  void start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id,
-                   std::shared_ptr<asio::cancellation_signal> timer, std::shared_ptr<wandura::clock> time,
-                   clock::time_point deadline);
+  void start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id, std::shared_ptr<waiter_timer> timer,
+                   std::shared_ptr<wandura::clock> time, clock::time_point deadline);
   static void leave(std::weak_ptr<state> weak, std::shared_ptr<operation_base> op, std::uint64_t id,
                     std::error_code why);
   static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
@@ -495,6 +528,14 @@ call_registry::run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awai
   try {
     R produced = co_await std::move(work); // named: GCC 12 and class temporaries in co_await expressions
     op->value.emplace(finish(op->context, std::move(produced)));
+  } catch (error const&) {
+    op->error = std::current_exception();
+  } catch (std::system_error const& e) {
+    // Asio's own, from the `co_await` above when the operation was cancelled before it started (`launch`): its
+    // waiters see a `wandura::error`, as from every other end of an operation.
+    op->error = e.code() == asio::error::operation_aborted
+                    ? std::make_exception_ptr(error(e.code(), "client: the call was cancelled before it started"))
+                    : std::current_exception();
   } catch (...) {
     op->error = std::current_exception();
   }
@@ -529,14 +570,19 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
     }
   }
   if (slot.is_connected()) {
-    slot.assign([weak = std::weak_ptr<state>(state_), op, id = w.id](asio::cancellation_type) {
-      leave(weak, op, id, asio::error::operation_aborted);
+    // The operation by a weak pointer: a caller's signal may outlive the operation, and even its io_context (the
+    // operation's strand must not).
+    slot.assign([weak = std::weak_ptr<state>(state_), weak_op = std::weak_ptr<operation_base>(op),
+                 id = w.id](asio::cancellation_type) {
+      if (auto still = weak_op.lock()) {
+        leave(weak, std::move(still), id, asio::error::operation_aborted);
+      }
     });
   }
   if (deadline >= op->deadline) {
     return;
   }
-  w.timer = std::make_shared<asio::cancellation_signal>();
+  w.timer = std::make_shared<waiter_timer>();
   w.timer_executor = op->executor;
   auto timer = w.timer;
   auto const id = w.id;

@@ -118,10 +118,11 @@ struct client_stats {
 /// @par Thread safety
 /// Every member function may be called from any thread and from many coroutines at once. Each call's own work (its
 /// requests, waits and hooks, a shared request's included) runs serialised: on the caller's executor when that
-/// runs one handler at a time already (a strand, or an `io_context` made for one thread, `asio::io_context(1)`), on
-/// a strand of it made for the call otherwise (one allocation per call), so that a cancellation never runs at once
-/// with the work it cancels. A service that runs its `io_context` on one thread saves that strand by making the
-/// context with concurrency hint 1.
+/// runs one handler at a time already (a strand, or an `io_context` made with concurrency hint 1,
+/// `asio::io_context(1)`, which must then be run by one thread only), on a strand of it made for the call otherwise
+/// (two allocations per call), so that the client's own cancellations (a last waiter leaving a shared request,
+/// `~client()`) never run at once with the work they cancel. A service that runs its `io_context` on one thread
+/// saves that strand by making the context with concurrency hint 1.
 /// @par Lifetime
 /// Every call keeps the client's internals alive until it ends, so the client may be destroyed with calls in
 /// flight: `~client()` cancels each of them (each completes with `asio::error::operation_aborted` as a

@@ -1,8 +1,11 @@
 #include "playback/call_registry.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -12,6 +15,7 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -326,4 +330,76 @@ TEST_CASE("call registry: an operation runs on a strand unless the caller's exec
     CHECK(*held_executor<asio::strand<asio::io_context::executor_type>>(r.executor) == strand);
     CHECK(r.inside);
   }
+}
+
+TEST_CASE("call registry: cancel_all between an operation's listing and its start still cancels it, on a context "
+          "run by two threads") {
+  // `make` runs after the operation is listed (open to cancel_all) and before it starts: a cancellation asked for
+  // there, on another thread, was posted to the operation's new strand, where the context's second thread could
+  // run it before the start had installed anything to cancel. The work would then run its 5 s to the end.
+  asio::io_context io;
+  call_registry calls(io.get_executor());
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  std::atomic<bool> work_began{false};
+  std::error_code waited;
+  auto body = [&]() -> asio::awaitable<void> {
+    auto executor = co_await asio::this_coro::executor;
+    auto make = [&]() -> asio::awaitable<int> {
+      std::thread([&] { calls.cancel_all(); }).join(); // as ~client() on another thread
+      std::this_thread::sleep_for(100ms);              // time for the other io thread to run what was posted
+      return [](std::atomic<bool>& began) -> asio::awaitable<int> {
+        began = true;
+        asio::steady_timer t(co_await asio::this_coro::executor, 5s);
+        co_await t.async_wait(asio::use_awaitable);
+        co_return 1;
+      }(work_began);
+    };
+    auto [op, joined] =
+        calls.join_or_start<int>(std::nullopt, executor, clock->now() + 10s, make, [](int v) { return v; });
+    co_await calls.async_wait(op, clock, clock->now() + 10s, asio::redirect_error(asio::use_awaitable, waited));
+    if (!waited) { // the operation ended first: its error is the cancellation
+      try {
+        (void)op->take();
+      } catch (wandura::error const& e) { // not Asio's own std::system_error, thrown in the cancelled frame
+        waited = e.code();
+      }
+    }
+  };
+  auto const start = std::chrono::steady_clock::now();
+  asio::co_spawn(io, body(), asio::detached);
+  std::thread other([&] { io.run(); });
+  io.run();
+  other.join();
+  CHECK(waited == asio::error::operation_aborted);
+  CHECK(std::chrono::steady_clock::now() - start < 2s); // the work did not run to its end
+  CHECK_FALSE(work_began);                              // it ended at its first co_await
+  CHECK(calls.in_flight() == 0);
+}
+
+TEST_CASE("call registry: a caller's cancellation signal that outlives the io_context holds nothing of it") {
+  // The waiter's handler in the caller's slot held the operation, and with it the operation's strand, whose end
+  // locks its (destroyed) context's strand service: a use after free that AddressSanitizer shows.
+  asio::cancellation_signal signal; // declared before the context, as a session's member would be
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  {
+    asio::io_context io;
+    auto calls = std::make_shared<call_registry>(io.get_executor()); // owned by the call, as a client's internals
+    auto caller = [&clock](std::shared_ptr<call_registry> keep) -> asio::awaitable<void> {
+      auto make = []() -> asio::awaitable<int> {
+        asio::steady_timer t(co_await asio::this_coro::executor, 1h);
+        co_await t.async_wait(asio::use_awaitable);
+        co_return 1;
+      };
+      auto [op, joined] = keep->join_or_start<int>(std::nullopt, co_await asio::this_coro::executor, clock->now() + 1h,
+                                                   make, [](int v) { return v; });
+      std::error_code ec;
+      co_await keep->async_wait(op, clock, clock->now() + 1h, asio::redirect_error(asio::use_awaitable, ec));
+    };
+    asio::co_spawn(io, caller(calls), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+    io.poll();
+    REQUIRE(calls->waiting() == 1);
+    calls.reset(); // the client is gone; the context is destroyed with the call pending
+  }
+  signal.emit(asio::cancellation_type::terminal); // reaches nothing
+  SUCCEED("the signal, emitted and destroyed after the context, touched nothing of it");
 }
