@@ -84,6 +84,13 @@ private:
 /// Makes a write to a connection the server has closed fail with EPIPE instead of killing the benchmark: libcurl
 /// with CURLOPT_NOSIGNAL (both sides set it) does not ignore SIGPIPE around TLS writes itself. A request that
 /// fails so is counted and named like any other failure.
+/// The concurrency hint of the io_context a benchmark runs its side on: 1, made for the one thread that runs it (as
+/// client.hpp advises a service run by one thread: a call's work then needs no strand of its own); Asio's default
+/// when WANDURA_BENCH_DEFAULT_HINT is set in the environment, as for a context several threads may run.
+inline int io_concurrency_hint() {
+  return std::getenv("WANDURA_BENCH_DEFAULT_HINT") != nullptr ? ASIO_CONCURRENCY_HINT_DEFAULT : 1;
+}
+
 inline void ignore_sigpipe() {
   std::signal(SIGPIPE, SIG_IGN);
 }
@@ -118,12 +125,13 @@ struct run_window {
 };
 
 struct run_result {
-  std::uint64_t ok = 0;            ///< good answers that ended inside the window
-  std::uint64_t drained = 0;       ///< good answers that ended after it (not timed)
-  std::uint64_t failed = 0;        ///< failures, the drain's too
-  std::uint64_t stream_resets = 0; ///< requests that ended in `outcome::stream_reset` (not in `failed`), the drain's too
-  double seconds = 0;        ///< from the window's start to the first request that ended after it closed
-  double cpu_seconds = 0;    ///< the client's CPU time over the same span (less sensitive to other jobs than the rate)
+  std::uint64_t ok = 0;      ///< good answers that ended inside the window
+  std::uint64_t drained = 0; ///< good answers that ended after it (not timed)
+  std::uint64_t failed = 0;  ///< failures, the drain's too
+  std::uint64_t stream_resets =
+      0;                  ///< requests that ended in `outcome::stream_reset` (not in `failed`), the drain's too
+  double seconds = 0;     ///< from the window's start to the first request that ended after it closed
+  double cpu_seconds = 0; ///< the client's CPU time over the same span (less sensitive to other jobs than the rate)
   double thread_cpu_seconds = 0; ///< the event loop thread's alone over the same span
   wire_seen wire;            ///< what the side was seen doing on the wire: versions of its answers, connections opened
   std::string first_failure; ///< what the first failed request said (empty when none failed)

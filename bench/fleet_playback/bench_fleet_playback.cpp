@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   }
   auto emu = wandura::emulator::server::start(cfg);
 
-  asio::io_context io(1); // run by this thread alone, and made so: see bench_issue_tickets.cpp
+  asio::io_context io(wandura::bench::io_concurrency_hint()); // run by this thread alone, and made so
   // Redis commands get 100 ms, not the default 5 ms: on a machine shared with other jobs a command may wait a few
   // ms for the CPU, and a fallback to local state would measure the memory store on the Redis side.
   wandura::fleet_options fleet_options;

@@ -14,8 +14,8 @@
 //                       [--only client|raw|ceiling --concurrency C]
 //
 // The client's io_context is made for the one thread that runs it (concurrency hint 1); with
-// WANDURA_BENCH_DEFAULT_HINT set in the environment it is made with Asio's default hint instead, as a context that
-// several threads may run, and every call's work then runs on a strand of its own.
+// WANDURA_BENCH_DEFAULT_HINT set in the environment, with Asio's default (every call's work then runs on a strand of
+// its own).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -128,9 +128,8 @@ int main(int argc, char** argv) {
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     wandura::bench::nginx_server nginx;
-    // Run by this thread alone, and made so (concurrency hint 1), as client.hpp advises: a call's work then runs on
-    // the caller's executor, not on a strand made for it (bench/README.md, "One thread, or several").
-    asio::io_context io(std::getenv("WANDURA_BENCH_DEFAULT_HINT") ? ASIO_CONCURRENCY_HINT_DEFAULT : 1);
+    // Run by this thread alone, and made so (bench/README.md, "One thread, or several").
+    asio::io_context io(wandura::bench::io_concurrency_hint());
     wandura::transport_options transport_options;
     transport_options.max_connections_per_host = 64; // the raw loop uses the same limit
     transport_options.ca_bundle = nginx.ca_file();   // verification stays on, as on the raw side

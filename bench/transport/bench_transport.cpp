@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   try {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     nginx_server nginx;
-    asio::io_context io;
+    asio::io_context io(wandura::bench::io_concurrency_hint()); // run by this thread alone, and made so
     wandura::transport_options options;
     options.max_connections_per_host = 64; // the raw loop uses the same limit
     options.ca_bundle = nginx.ca_file();   // verification stays on, as on the raw side

@@ -59,7 +59,9 @@ struct transport_stats {
 ///
 /// @par Thread safety
 /// All member functions may be called from any thread, concurrently. Completions are posted to the completion
-/// handler's associated executor (the awaiting coroutine's executor), never run inline inside libcurl.
+/// handler's associated executor (the awaiting coroutine's executor), never run inline inside libcurl. An
+/// `io_context` that one thread runs is best made so, `asio::io_context(1)` (concurrency hint 1): Asio then queues
+/// the handlers that thread posts (each completion, each of the loop's own steps) without taking its lock.
 ///
 /// @par Lifetime
 /// Destroying the transport aborts the requests still in flight: each completes with
