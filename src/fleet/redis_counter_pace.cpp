@@ -10,6 +10,7 @@
 #include <asio/detached.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "run_on.hpp"
 #include "wandura/error.hpp"
 #include "wandura/fleet/key_layout.hpp"
 
@@ -70,10 +71,9 @@ struct redis_counter_pace::impl {
 
 namespace {
 
-/// Runs `op` on the Redis client's executor and completes on the awaiting coroutine's.
+/// Runs `op` on the Redis client's executor and completes on the awaiting coroutine's (run_on.hpp).
 template <class T> asio::awaitable<T> on_redis_executor(redis_client& redis, asio::awaitable<T> op) {
-  auto hop = asio::co_spawn(redis.get_executor(), std::move(op), asio::use_awaitable);
-  co_return co_await std::move(hop);
+  return detail::run_on(redis.get_executor(), std::move(op));
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "run_on.hpp"
 #include "ticket_cache_access.hpp"
 #include "ticket_envelope.hpp"
 #include "wandura/error.hpp"
@@ -121,7 +122,7 @@ asio::awaitable<std::vector<std::optional<ticket>>> redis_ticket_store::find(std
     co_return out;
   }
   auto on_strand = find_on_strand(state_, std::move(rest));
-  auto found = co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
+  auto found = co_await run_on(state_->strand, std::move(on_strand));
   for (std::size_t j = 0; j < rest_at.size(); ++j) {
     out[rest_at[j]] = std::move(found[j]);
   }
@@ -167,7 +168,7 @@ asio::awaitable<void> redis_ticket_store::erase(ticket_key key) {
     co_return;
   }
   auto on_strand = erase_on_strand(state_, std::move(key));
-  co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
+  co_await run_on(state_->strand, std::move(on_strand));
 }
 
 } // namespace wandura::detail

@@ -8,6 +8,7 @@
 #include <asio/detached.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "run_on.hpp"
 #include "wandura/error.hpp"
 
 namespace wandura::detail {
@@ -49,7 +50,7 @@ asio::awaitable<viewer_limit::decision> redis_viewer_limit::acquire(std::string 
     co_return decision{true, std::chrono::milliseconds(0)};
   }
   auto on_strand = acquire_on_strand(state_, limit_, std::move(viewer_ref), to_int(tickets));
-  co_return co_await asio::co_spawn(state_->strand, std::move(on_strand), asio::use_awaitable);
+  co_return co_await run_on(state_->strand, std::move(on_strand));
 }
 
 void redis_viewer_limit::release(std::string_view viewer_ref, std::uint32_t tickets, account taken_from) noexcept {
