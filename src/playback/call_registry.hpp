@@ -247,6 +247,10 @@ public:
         token);
   }
 
+  /// The executor of an operation started by a caller on `caller` (see the class comment); `own_strand` tells
+  /// whether it is a strand made for it. Any thread.
+  [[nodiscard]] asio::any_io_executor serialized(asio::any_io_executor const& caller, bool& own_strand) const;
+
   /// Operations running (keyed or not).
   [[nodiscard]] std::size_t in_flight() const;
   /// Waiters over all operations.
@@ -427,9 +431,6 @@ private:
   /// a thread running its context); otherwise it is the caller's own, which runs the body here.
   static void launch(std::shared_ptr<operation_base> const& op, bool own_strand,
                      asio::awaitable<asio::detail::awaitable_thread_entry_point> body);
-  /// The executor of an operation started by a caller on `caller` (see the class comment); `own_strand` tells
-  /// whether it is a strand made for it.
-  [[nodiscard]] asio::any_io_executor serialized(asio::any_io_executor const& caller, bool& own_strand) const;
 
   std::shared_ptr<state> state_;
   /// The client's `io_context` when it runs on one thread (concurrency hint 1), read once; null otherwise.

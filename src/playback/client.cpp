@@ -107,6 +107,11 @@ client::impl::impl(std::shared_ptr<http_sender> s, client_options o)
       calls(sender->get_executor()), base_url(detail::checked_base_url(options.base_url)),
       tickets_url(base_url + "/v1/playback/tickets"), authorization{"Authorization", "Bearer " + options.api_key} {}
 
+asio::any_io_executor client::call_executor() const {
+  bool own_strand = false;
+  return impl_->calls.serialized(executor_, own_strand);
+}
+
 http_request client::impl::make_request(http_method method, std::string url, std::string body) const {
   http_request r;
   r.method = method;

@@ -1,12 +1,15 @@
 // How a `client::async_` form runs an awaitable call and completes the way Asio's own operations do,
 // `void(std::error_code, T)`, instead of `co_spawn`'s `void(std::exception_ptr, T)`. Not public API.
 //
-// The call is spawned with `co_spawn` on the client's executor; its completion handler converts the exception to
-// the code it carries and then calls the user's handler. The wrapper forwards the user's handler's associated
-// cancellation slot (so `asio::bind_cancellation_slot` reaches the call), executor and allocator.
+// The call is spawned with `co_spawn` on an executor that runs one handler at a time (the client's, or a strand of
+// it made for the call); its completion handler converts the exception to the code it carries and then calls the
+// user's handler, with the user's executor and allocator. A cancellation emitted on the user's handler's
+// associated slot (`asio::bind_cancellation_slot`) is posted to the call's executor and emitted there: emitted on
+// the user's thread it would reach the call's own handlers while the call runs, and replaces them, on another.
 #pragma once
 
 #include <exception>
+#include <memory>
 #include <new>
 #include <system_error>
 #include <type_traits>
@@ -18,7 +21,10 @@
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/post.hpp>
 
 #include "wandura/error.hpp"
 #include "wandura/playback/error_info_token.hpp"
@@ -52,37 +58,55 @@ inline std::error_code to_error_code(std::exception_ptr const& failure, error_in
   }
 }
 
-/// `co_spawn`'s completion handler for one call: turns `(std::exception_ptr, T)` into `(std::error_code, T)`.
+/// `co_spawn`'s completion handler for one call: turns `(std::exception_ptr, T)` into `(std::error_code, T)`. Its
+/// cancellation slot is the relay's (see `async_call_with`); it runs on the user's handler's executor, where it
+/// takes the relay out of the user's slot before calling the handler.
 template <typename Handler, typename T> class error_code_handler {
 public:
-  using cancellation_slot_type = asio::associated_cancellation_slot_t<Handler>;
+  using cancellation_slot_type = asio::cancellation_slot;
 
-  error_code_handler(Handler handler, error_info* details) : handler_(std::move(handler)), details_(details) {}
+  error_code_handler(Handler handler, error_info* details, std::shared_ptr<asio::cancellation_signal> relay)
+      : handler_(std::move(handler)), details_(details), relay_(std::move(relay)) {}
 
   void operator()(std::exception_ptr failure, T value) {
     auto const code = to_error_code(failure, details_);
+    auto user_slot = asio::get_associated_cancellation_slot(handler_);
+    if (user_slot.is_connected()) {
+      user_slot.clear(); // the relay, which would post to a context that may be gone when the slot is emitted
+    }
     std::move(handler_)(code, std::move(value));
   }
 
-  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept {
-    return asio::get_associated_cancellation_slot(handler_);
-  }
+  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept { return relay_->slot(); }
   [[nodiscard]] Handler const& handler() const noexcept { return handler_; }
 
 private:
   Handler handler_;
   error_info* details_;
+  std::shared_ptr<asio::cancellation_signal> relay_;
 };
 
 /// Starts `op` on `executor` and completes `token` with `void(std::error_code, T)`; `details` (may be null)
-/// receives the error's details first.
+/// receives the error's details first. @pre `executor` runs one handler at a time (`client::call_executor`), so
+/// that the start and a cancellation posted after it run in that order.
 template <typename T, typename CompletionToken>
 auto async_call_with(asio::any_io_executor executor, asio::awaitable<T> op, error_info* details,
                      CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, T)>(
       [](auto handler, asio::any_io_executor ex, asio::awaitable<T> call, error_info* out) {
         using handler_type = std::decay_t<decltype(handler)>;
-        asio::co_spawn(std::move(ex), std::move(call), error_code_handler<handler_type, T>(std::move(handler), out));
+        auto relay = std::make_shared<asio::cancellation_signal>();
+        auto user_slot = asio::get_associated_cancellation_slot(handler);
+        if (user_slot.is_connected()) {
+          user_slot.assign(
+              [relay, ex](asio::cancellation_type type) { asio::post(ex, [relay, type] { relay->emit(type); }); });
+        }
+        // Spawned on `ex`, where the relay is emitted: co_spawn installs the call's cancellation state in the slot
+        // on the thread that spawns it.
+        asio::dispatch(ex, [ex, call = std::move(call),
+                            done = error_code_handler<handler_type, T>(std::move(handler), out, relay)]() mutable {
+          asio::co_spawn(ex, std::move(call), std::move(done));
+        });
       },
       token, std::move(executor), std::move(op), details);
 }

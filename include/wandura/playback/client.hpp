@@ -255,13 +255,15 @@ public:
   /// work without exceptions. Wrap the token in `wandura::with_error_info(token, details)` to also receive the HTTP
   /// status, server code, request id and attempts of a failure (docs/adr/0009-completion-signatures.md).
   ///
-  /// The call starts on `get_executor()`; the handler runs on its own associated executor (by default that one).
+  /// The call starts on `get_executor()` (on a strand of it made for the call, unless it is a strand or made with
+  /// concurrency hint 1); the handler runs on its own associated executor (by default that one).
   /// Every form has an overload without `call_options`. The token defaults to
   /// `asio::default_completion_token_t<executor_type>` as Asio's I/O objects do; with Asio 1.22 and
   /// `asio::any_io_executor` that default is not a usable token, so pass one.
   /// @par Cancellation
   /// Terminal cancellation through the token's bound cancellation slot (`asio::bind_cancellation_slot`): the call
-  /// completes with `asio::error::operation_aborted`.
+  /// completes with `asio::error::operation_aborted`. Emit it where the handler runs (Asio's rule for a slot): the
+  /// client posts it on to where the call runs, and takes it out of the slot before the handler is called.
   /// @par Thread safety
   /// As for the awaitable forms: any thread, many calls at once.
   /// @{
@@ -272,7 +274,7 @@ public:
   template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_issue_tickets(ticket_batch batch, call_options options = {},
                            CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return detail::async_call(executor_, issue_tickets(std::move(batch), std::move(options)),
+    return detail::async_call(call_executor(), issue_tickets(std::move(batch), std::move(options)),
                               std::forward<CompletionToken>(token));
   }
   /// `async_issue_tickets` with default `call_options`.
@@ -291,7 +293,8 @@ public:
                            call_options options = {},
                            CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
     return detail::async_call(
-        executor_, start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through, std::move(options)),
+        call_executor(),
+        start_episode(std::move(who), std::move(film_ref), episode_no, unlocked_through, std::move(options)),
         std::forward<CompletionToken>(token));
   }
   /// `async_start_episode` with default `call_options`.
@@ -308,7 +311,7 @@ public:
   template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_get_config(call_options options = {},
                         CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return detail::async_call(executor_, get_config(std::move(options)), std::forward<CompletionToken>(token));
+    return detail::async_call(call_executor(), get_config(std::move(options)), std::forward<CompletionToken>(token));
   }
   /// `async_get_config` with default `call_options`.
   template <typename CompletionToken>
@@ -322,7 +325,7 @@ public:
   template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_get_film(std::string film_ref, call_options options = {},
                       CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return detail::async_call(executor_, get_film(std::move(film_ref), std::move(options)),
+    return detail::async_call(call_executor(), get_film(std::move(film_ref), std::move(options)),
                               std::forward<CompletionToken>(token));
   }
   /// `async_get_film` with default `call_options`.
@@ -337,7 +340,7 @@ public:
   template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_list_videos(call_options options = {},
                          CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return detail::async_call(executor_, list_videos(std::move(options)), std::forward<CompletionToken>(token));
+    return detail::async_call(call_executor(), list_videos(std::move(options)), std::forward<CompletionToken>(token));
   }
   /// `async_list_videos` with default `call_options`.
   template <typename CompletionToken>
@@ -351,7 +354,7 @@ public:
   template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_get_video(std::string video_ref, call_options options = {},
                        CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return detail::async_call(executor_, get_video(std::move(video_ref), std::move(options)),
+    return detail::async_call(call_executor(), get_video(std::move(video_ref), std::move(options)),
                               std::forward<CompletionToken>(token));
   }
   /// `async_get_video` with default `call_options`.
@@ -366,7 +369,8 @@ public:
   template <typename CompletionToken = asio::default_completion_token_t<executor_type>>
   auto async_list_creatives(call_options options = {},
                             CompletionToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return detail::async_call(executor_, list_creatives(std::move(options)), std::forward<CompletionToken>(token));
+    return detail::async_call(call_executor(), list_creatives(std::move(options)),
+                              std::forward<CompletionToken>(token));
   }
   /// `async_list_creatives` with default `call_options`.
   template <typename CompletionToken>
@@ -404,6 +408,9 @@ private:
                                                            std::int32_t episode_no, std::int32_t unlocked_through,
                                                            call_options options);
   static asio::awaitable<void> shutdown_impl(std::shared_ptr<impl> self);
+  /// Where an `async_` form runs its call: `executor_` when it runs one handler at a time, a strand of it made for
+  /// the call otherwise (detail/async_call.hpp posts the caller's cancellation there).
+  [[nodiscard]] asio::any_io_executor call_executor() const;
 
   asio::any_io_executor executor_;
   std::shared_ptr<impl> impl_; // shared with every call in flight

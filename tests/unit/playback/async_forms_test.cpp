@@ -3,18 +3,28 @@
 // failure's details are read through `wandura::with_error_info` without any exception.
 #include "wandura/playback/client.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
@@ -299,4 +309,65 @@ TEST_CASE("async forms: with_error_info resets the named details to error_info{}
     CHECK(details.request_id.empty());
     CHECK(details.attempts == 0);
   }
+}
+
+namespace {
+/// An operation that waits for its cancellation, recording the thread that reached it.
+asio::awaitable<int> wait_for_cancel(std::atomic<bool>& started, std::thread::id& cancelled_on) {
+  co_await asio::async_initiate<asio::use_awaitable_t<> const, void()>(
+      [&](auto handler) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        slot.assign([&, h](asio::cancellation_type) {
+          cancelled_on = std::this_thread::get_id();
+          auto const executor = asio::get_associated_executor(*h);
+          asio::post(executor, [h] { std::move (*h)(); });
+        });
+        started = true;
+      },
+      asio::use_awaitable);
+  co_return 1;
+}
+} // namespace
+
+TEST_CASE("async forms: a bound slot emitted on the caller's thread reaches the call where the call runs") {
+  // The call runs on one thread (a strand of a context run there), the caller's handler on another, where the
+  // caller emits (Asio's rule for the handler it owns). Emitted straight through on the caller's thread, the
+  // cancellation would run at once with the call's own handlers on the other.
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread::id call_thread_id;
+  std::thread call_thread([&] {
+    call_thread_id = std::this_thread::get_id();
+    io.run();
+  });
+  asio::io_context caller_io;
+  std::atomic<bool> started{false};
+  std::thread::id cancelled_on;
+  asio::cancellation_signal signal;
+  bool done = false;
+  std::error_code code;
+  wandura::detail::async_call(
+      asio::make_strand(io), wait_for_cancel(started, cancelled_on),
+      asio::bind_cancellation_slot(signal.slot(), asio::bind_executor(caller_io, [&](std::error_code ec, int) {
+                                     code = ec;
+                                     done = true;
+                                   })));
+  for (int i = 0; i < 5000 && !started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(started);
+  signal.emit(asio::cancellation_type::terminal); // on this, the caller's, thread
+  for (int i = 0; i < 5000 && !done; ++i) {
+    caller_io.restart();
+    caller_io.poll();
+    if (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  work.reset();
+  call_thread.join();
+  REQUIRE(done);
+  CHECK_FALSE(code); // the operation above completes, cancelled or not
+  CHECK(cancelled_on == call_thread_id);
 }
