@@ -532,10 +532,10 @@ call_registry::run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awai
   } catch (error const&) {
     op->error = std::current_exception();
   } catch (std::system_error const& e) {
-    // Asio's own, from the `co_await` above when the operation was cancelled before it started (`launch`): its
-    // waiters see a `wandura::error`, as from every other end of an operation.
+    // Asio's own, thrown by a `co_await` in a cancelled frame: the one above when the operation was cancelled before
+    // it started (`launch`). Its waiters see a `wandura::error`, as from every other end of an operation.
     op->error = e.code() == asio::error::operation_aborted
-                    ? std::make_exception_ptr(error(e.code(), "client: the call was cancelled before it started"))
+                    ? std::make_exception_ptr(error(e.code(), "client: the call was cancelled"))
                     : std::current_exception();
   } catch (...) {
     op->error = std::current_exception();
