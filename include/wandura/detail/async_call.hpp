@@ -23,7 +23,6 @@
 #include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
-#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
 #include "wandura/error.hpp"
@@ -58,6 +57,15 @@ inline std::error_code to_error_code(std::exception_ptr const& failure, error_in
   }
 }
 
+/// The call's end of a cancellation bound by the user: the signal the call is spawned with, and the executor it is
+/// emitted on. Owned by the call's completion handler (and by emissions on their way), so that it goes with the call
+/// when its context destroys it; the relay in the user's slot holds it weakly.
+struct cancellation_relay {
+  explicit cancellation_relay(asio::any_io_executor ex) : executor(std::move(ex)) {}
+  asio::cancellation_signal signal;
+  asio::any_io_executor executor;
+};
+
 /// `co_spawn`'s completion handler for one call: turns `(std::exception_ptr, T)` into `(std::error_code, T)`. Its
 /// cancellation slot is the relay's (see `async_call_with`); it runs on the user's handler's executor, where it
 /// takes the relay out of the user's slot before calling the handler.
@@ -65,48 +73,49 @@ template <typename Handler, typename T> class error_code_handler {
 public:
   using cancellation_slot_type = asio::cancellation_slot;
 
-  error_code_handler(Handler handler, error_info* details, std::shared_ptr<asio::cancellation_signal> relay)
+  error_code_handler(Handler handler, error_info* details, std::shared_ptr<cancellation_relay> relay)
       : handler_(std::move(handler)), details_(details), relay_(std::move(relay)) {}
 
   void operator()(std::exception_ptr failure, T value) {
     auto const code = to_error_code(failure, details_);
     auto user_slot = asio::get_associated_cancellation_slot(handler_);
     if (user_slot.is_connected()) {
-      user_slot.clear(); // the relay, which would post to a context that may be gone when the slot is emitted
+      user_slot.clear(); // the relay: the call is over
     }
     std::move(handler_)(code, std::move(value));
   }
 
-  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept { return relay_->slot(); }
+  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept { return relay_->signal.slot(); }
   [[nodiscard]] Handler const& handler() const noexcept { return handler_; }
 
 private:
   Handler handler_;
   error_info* details_;
-  std::shared_ptr<asio::cancellation_signal> relay_;
+  std::shared_ptr<cancellation_relay> relay_;
 };
 
 /// Starts `op` on `executor` and completes `token` with `void(std::error_code, T)`; `details` (may be null)
 /// receives the error's details first. @pre `executor` runs one handler at a time (`client::call_executor`), so
-/// that the start and a cancellation posted after it run in that order.
+/// that a cancellation posted to it runs after what was posted before.
 template <typename T, typename CompletionToken>
 auto async_call_with(asio::any_io_executor executor, asio::awaitable<T> op, error_info* details,
                      CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::error_code, T)>(
       [](auto handler, asio::any_io_executor ex, asio::awaitable<T> call, error_info* out) {
         using handler_type = std::decay_t<decltype(handler)>;
-        auto relay = std::make_shared<asio::cancellation_signal>();
+        auto relay = std::make_shared<cancellation_relay>(ex);
         auto user_slot = asio::get_associated_cancellation_slot(handler);
         if (user_slot.is_connected()) {
-          user_slot.assign(
-              [relay, ex](asio::cancellation_type type) { asio::post(ex, [relay, type] { relay->emit(type); }); });
+          // Weakly: the user's signal may outlive the call and its context. An emission is posted to `ex`, after
+          // the installation of the call's cancellation state below (on this thread, before any emission).
+          user_slot.assign([weak = std::weak_ptr<cancellation_relay>(relay)](asio::cancellation_type type) {
+            if (auto r = weak.lock()) {
+              asio::post(r->executor, [r, type] { r->signal.emit(type); });
+            }
+          });
         }
-        // Spawned on `ex`, where the relay is emitted: co_spawn installs the call's cancellation state in the slot
-        // on the thread that spawns it.
-        asio::dispatch(ex, [ex, call = std::move(call),
-                            done = error_code_handler<handler_type, T>(std::move(handler), out, relay)]() mutable {
-          asio::co_spawn(ex, std::move(call), std::move(done));
-        });
+        asio::co_spawn(std::move(ex), std::move(call),
+                       error_code_handler<handler_type, T>(std::move(handler), out, std::move(relay)));
       },
       token, std::move(executor), std::move(op), details);
 }

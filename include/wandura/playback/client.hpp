@@ -255,15 +255,17 @@ public:
   /// work without exceptions. Wrap the token in `wandura::with_error_info(token, details)` to also receive the HTTP
   /// status, server code, request id and attempts of a failure (docs/adr/0009-completion-signatures.md).
   ///
-  /// The call starts on `get_executor()` (on a strand of it made for the call, unless it is a strand or made with
-  /// concurrency hint 1); the handler runs on its own associated executor (by default that one).
+  /// The call runs on `get_executor()` (on a strand of it made for the call, unless it is a strand or made with
+  /// concurrency hint 1); the handler runs on its own associated executor (by default the call's).
   /// Every form has an overload without `call_options`. The token defaults to
   /// `asio::default_completion_token_t<executor_type>` as Asio's I/O objects do; with Asio 1.22 and
   /// `asio::any_io_executor` that default is not a usable token, so pass one.
   /// @par Cancellation
   /// Terminal cancellation through the token's bound cancellation slot (`asio::bind_cancellation_slot`): the call
-  /// completes with `asio::error::operation_aborted`. Emit it where the handler runs (Asio's rule for a slot): the
-  /// client posts it on to where the call runs, and takes it out of the slot before the handler is called.
+  /// completes with `asio::error::operation_aborted`. Emit it where the handler runs (Asio's rule for a slot; on a
+  /// context run by several threads, bind the handler to a strand and emit there): the client posts it on to where
+  /// the call runs, and takes it out of the slot before the handler is called. The slot holds nothing of the call's
+  /// context: a signal may outlive both.
   /// @par Thread safety
   /// As for the awaitable forms: any thread, many calls at once.
   /// @{

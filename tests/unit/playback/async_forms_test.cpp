@@ -33,6 +33,7 @@
 
 #include "wandura/error.hpp"
 #include "wandura/playback/error_info_token.hpp"
+#include "wandura/resilience/clock.hpp"
 #include "wandura/testing/fake_transport.hpp"
 
 #include "client_harness.hpp"
@@ -370,4 +371,57 @@ TEST_CASE("async forms: a bound slot emitted on the caller's thread reaches the 
   REQUIRE(done);
   CHECK_FALSE(code); // the operation above completes, cancelled or not
   CHECK(cancelled_on == call_thread_id);
+}
+
+TEST_CASE("async forms: a bound signal that outlives the client and its io_context holds nothing of them") {
+  // The relay in the user's slot held the call's strand, whose end locks the destroyed context's strand service
+  // (a use after free that AddressSanitizer shows); with hint 1 an emission posted to the destroyed context.
+  for (int const hint : {ASIO_CONCURRENCY_HINT_DEFAULT, 1}) {
+    asio::cancellation_signal signal; // a session's member, declared before the context
+    {
+      asio::io_context io(hint);
+      auto clock = std::make_shared<wandura::real_clock>(); // frees the call's sleeps with the context
+      auto fake = std::make_shared<wandura::testing::fake_transport>(io.get_executor(), *clock);
+      auto slow = fake_step::respond(200, "{}");
+      slow.latency = std::chrono::hours(1);
+      fake->set_default(slow);
+      wandura::client_options options;
+      options.base_url = "http://127.0.0.1:9";
+      options.api_key = "k";
+      options.retry.time_source = clock;
+      {
+        wandura::client api(fake, std::move(options));
+        api.async_get_config(wandura::call_options{},
+                             asio::bind_cancellation_slot(signal.slot(), [](std::error_code, wandura::org_config) {}));
+        io.poll();
+        REQUIRE(fake->attempt_count() == 1);
+      } // the client, then the context, destroyed with the call pending
+    }
+    signal.emit(asio::cancellation_type::terminal); // reaches nothing
+  }                                                 // and each signal destroyed last
+  SUCCEED("the signals, emitted and destroyed after their contexts, touched nothing of them");
+}
+
+TEST_CASE("async forms: a handler on another io_context keeps that context running until the call completes") {
+  // As co_spawn does: the caller's context has work from the call's start, even while the client's thread is busy.
+  asio::io_context client_io;
+  auto work = asio::make_work_guard(client_io);
+  std::thread client_thread([&] { client_io.run(); });
+  std::atomic<bool> busy{false};
+  asio::post(client_io, [&] {
+    busy = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  while (!busy) {
+    std::this_thread::yield();
+  }
+  asio::io_context caller_io;
+  bool done = false;
+  wandura::detail::async_call(
+      asio::make_strand(client_io), []() -> asio::awaitable<int> { co_return 7; }(),
+      asio::bind_executor(caller_io, [&](std::error_code, int) { done = true; }));
+  caller_io.run(); // returns once the call's handler has run, not before
+  work.reset();
+  client_thread.join();
+  CHECK(done);
 }
