@@ -1,20 +1,13 @@
 // run_on: a coroutine awaited on another strand hands back its value, its exception, or its end.
 #include "fleet/run_on.hpp"
 
-#include <memory>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/bind_cancellation_slot.hpp>
-#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
-#include <asio/post.hpp>
 #include <asio/strand.hpp>
-#include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
 namespace {
