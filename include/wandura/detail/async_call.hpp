@@ -58,8 +58,9 @@ inline std::error_code to_error_code(std::exception_ptr const& failure, error_in
 }
 
 /// The call's end of a cancellation bound by the user: the signal the call is spawned with, and the executor it is
-/// emitted on. Owned by the call's completion handler (and by emissions on their way), so that it goes with the call
-/// when its context destroys it; the relay in the user's slot holds it weakly.
+/// emitted on. Made only when the user's handler has a connected cancellation slot. Owned by the call's completion
+/// handler (and by emissions on their way), so that it goes with the call when its context destroys it; the relay in
+/// the user's slot holds it weakly.
 struct cancellation_relay {
   explicit cancellation_relay(asio::any_io_executor ex) : executor(std::move(ex)) {}
   asio::cancellation_signal signal;
@@ -85,7 +86,10 @@ public:
     std::move(handler_)(code, std::move(value));
   }
 
-  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept { return relay_->signal.slot(); }
+  /// The relay's slot; an unconnected one when the user bound no slot (`co_spawn` then keeps no cancellation).
+  [[nodiscard]] cancellation_slot_type get_cancellation_slot() const noexcept {
+    return relay_ ? relay_->signal.slot() : cancellation_slot_type();
+  }
   [[nodiscard]] Handler const& handler() const noexcept { return handler_; }
 
 private:
@@ -103,9 +107,10 @@ auto async_call_with(asio::any_io_executor executor, asio::awaitable<T> op, erro
   return asio::async_initiate<CompletionToken, void(std::error_code, T)>(
       [](auto handler, asio::any_io_executor ex, asio::awaitable<T> call, error_info* out) {
         using handler_type = std::decay_t<decltype(handler)>;
-        auto relay = std::make_shared<cancellation_relay>(ex);
+        std::shared_ptr<cancellation_relay> relay; // only for a connected slot: without one, nothing cancels
         auto user_slot = asio::get_associated_cancellation_slot(handler);
         if (user_slot.is_connected()) {
+          relay = std::make_shared<cancellation_relay>(ex);
           // Weakly: the user's signal may outlive the call and its context. An emission is posted to `ex`, after
           // the installation of the call's cancellation state below (on this thread, before any emission).
           user_slot.assign([weak = std::weak_ptr<cancellation_relay>(relay)](asio::cancellation_type type) {
