@@ -25,10 +25,10 @@ enum class errc {
   /// The host name could not be resolved or no connection could be made (refused, unreachable, connect timeout).
   /// The request was never sent, so retrying it is always safe, even for writes without an idempotency key.
   connect_failed = 1,
-  /// The per-attempt timeout fired before the response's status line had arrived whole (a server that sent part of
-  /// it, a byte at a time, is still "before"). The request may have been executed.
+  /// The per-attempt timeout fired before any byte of a response arrived. The request may have been executed.
   attempt_timeout = 2,
-  /// The per-attempt timeout fired after the response's status line had arrived, in its headers or body.
+  /// The per-attempt timeout fired after the first byte of the response arrived: in its status line (a server that
+  /// sends it a byte at a time included), its headers or its body.
   response_timeout = 3,
   /// The connection was reset or closed by the peer after the request was (at least partly) sent: mid-request,
   /// before the response, or mid-body, including a response cut before its end (a status line and then the close,

@@ -76,7 +76,8 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noex
     if (!facts.request_started) {
       return make_error_code(errc::connect_failed); // connect (or TLS handshake) timeout: nothing was sent
     }
-    return make_error_code(facts.response_started ? errc::response_timeout : errc::attempt_timeout);
+    bool const answering = facts.response_started || facts.response_bytes_arrived;
+    return make_error_code(answering ? errc::response_timeout : errc::attempt_timeout);
   }
   if (is_cut_short(rc)) {
     // Cut before the request went out (e.g. during the TLS handshake) means it was never sent.

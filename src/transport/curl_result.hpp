@@ -19,6 +19,9 @@ inline constexpr std::size_t max_response_header_bytes = std::size_t{256} << 10U
 struct transfer_facts {
   bool request_started = false;   ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
   bool response_started = false;  ///< the status line of a response arrived.
+  /// Some bytes of a response arrived, perhaps less than its status line (libcurl's first-byte time is set). Read
+  /// from libcurl only when the attempt timed out before a status line arrived (`transport_impl`).
+  bool response_bytes_arrived = false;
   bool headers_complete = false;  ///< ...and the empty line that ends its header block.
   bool headers_too_large = false; ///< the header callback refused headers over max_response_header_bytes.
   bool body_too_large = false;    ///< the header or write callback refused the body for the size cap.

@@ -245,7 +245,33 @@ void transport_impl::cancel(transfer* t, std::uint64_t generation) {
   publish_stats();
 }
 
+namespace {
+
+/// Before a timeout is told apart: whether some bytes of a response arrived although no whole status line did (a
+/// server sending one a byte at a time). libcurl keeps an unfinished line to itself; its first-byte time says.
+void note_first_byte(transfer& t) noexcept {
+  if (t.facts.response_started || t.easy == nullptr) {
+    return;
+  }
+  curl_off_t first_byte_us = 0;
+  t.facts.response_bytes_arrived =
+      curl_easy_getinfo(t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us) == CURLE_OK && first_byte_us > 0;
+}
+
+/// Where an attempt stood when its timeout passed, for its message.
+[[nodiscard]] char const* timeout_stage(std::error_code ec) noexcept {
+  if (ec == errc::response_timeout) {
+    return "mid-response";
+  }
+  return ec == errc::attempt_timeout ? "before any response byte" : "while connecting";
+}
+
+} // namespace
+
 void transport_impl::finish(transfer* t, CURLcode rc) {
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    note_first_byte(*t);
+  }
   auto const ec = map_curl_result(static_cast<int>(rc), t->facts);
   if (!ec) {
     long status = 0;
@@ -298,9 +324,10 @@ bool transport_impl::expire_attempts() {
   earliest_deadline_ = next;
   timer_.set_owner_deadline(earliest_deadline_);
   for (transfer* t : expired) {
+    note_first_byte(*t);
     auto const ec = map_curl_result(CURLE_OPERATION_TIMEDOUT, t->facts);
     auto const why = "attempt timeout of " + std::to_string(t->options.timeout.count()) + " ms passed " +
-                     (t->facts.response_started ? "mid-response" : "before a response");
+                     timeout_stage(ec);
     end_active(t, ec, why);
   }
   return !expired.empty();

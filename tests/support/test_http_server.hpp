@@ -50,6 +50,7 @@ enum class server_behaviour {
   long_header_line,   ///< One header line of `oversized_bytes` bytes, then an ordinary response.
   large_header_block, ///< Header lines of 1,000 bytes each, `oversized_bytes` in all, then an ordinary response.
   raw,                ///< The bytes of `set_body` as the whole reply, verbatim (a crafted response), then a close.
+  raw_then_stall,     ///< The bytes of `set_body`, verbatim, then nothing more (the connection stays open).
 };
 
 class test_http_server {
@@ -253,6 +254,20 @@ private:
         bytes = body_;
       }
       co_return co_await write_and_close(socket, bytes);
+    }
+    case server_behaviour::raw_then_stall: {
+      std::string bytes;
+      {
+        std::lock_guard lock(mutex_);
+        bytes = body_;
+      }
+      auto [ec, n] = co_await asio::async_write(socket, asio::buffer(bytes), tuple);
+      if (ec) {
+        co_return false;
+      }
+      asio::steady_timer t(io_, std::chrono::hours(1));
+      co_await t.async_wait(tuple);
+      co_return false;
     }
     case server_behaviour::oversized: {
       head += "Transfer-Encoding: chunked\r\n\r\n";

@@ -100,7 +100,7 @@ public:
   /// one of:
   /// - `errc::connect_failed`: name not resolved, connection refused, connect timeout; nothing was sent.
   /// - `errc::attempt_timeout`: `options.timeout` passed before any response byte arrived.
-  /// - `errc::response_timeout`: `options.timeout` passed mid-response.
+  /// - `errc::response_timeout`: `options.timeout` passed mid-response (from the status line's first byte on).
   /// - `errc::connection_reset`: after the request was (partly) sent, the connection was reset or closed, or the
   ///   response was cut before its end (a status line and then the close, a body shorter than its
   ///   `Content-Length`, a chunked body without its last chunk), or HTTP/2 failed on the stream or connection

@@ -42,6 +42,9 @@ TEST_CASE("transport errors: connect, timeout, TLS and protocol results map to t
   CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.none) == errc::connect_failed);
   CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.sent) == errc::attempt_timeout);
   CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, f.body) == errc::response_timeout);
+  auto part_of_status_line = f.sent;
+  part_of_status_line.response_bytes_arrived = true;
+  CHECK(map_curl_result(CURLE_OPERATION_TIMEDOUT, part_of_status_line) == errc::response_timeout);
   for (auto rc : {CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE}) {
     CHECK(map_curl_result(rc, f.none) == errc::tls_failed);
   }

@@ -619,6 +619,33 @@ TEST_CASE("transport: requests started while another is in flight are sent toget
   CHECK(stalled_result->error == errc::attempt_timeout);
 }
 
+TEST_CASE("transport: part of a status line, then nothing, is response_timeout, and its message says mid-response") {
+  // libcurl keeps an unfinished line to itself: the header callback has seen nothing when the timeout passes.
+  for (std::string const sent : {"HTTP/1.1 2", "H"}) {
+    INFO("sent " << sent);
+    test_http_server server(server_behaviour::raw_then_stall);
+    server.set_body(sent);
+    asio::io_context io;
+    wandura::transport tr(io.get_executor());
+    wandura::attempt_options opts;
+    opts.timeout = 300ms;
+    auto r = run(io, tr.send_attempt(post(server.url()), opts));
+    CHECK(r.error == errc::response_timeout);
+    CHECK_THAT(r.detail, Catch::Contains("mid-response"));
+  }
+}
+
+TEST_CASE("transport: nothing at all at the timeout is attempt_timeout, and its message says before any byte") {
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::attempt_options opts;
+  opts.timeout = 300ms;
+  auto r = run(io, tr.send_attempt(post(server.url()), opts));
+  CHECK(r.error == errc::attempt_timeout);
+  CHECK_THAT(r.detail, Catch::Contains("before any response byte"));
+}
+
 TEST_CASE("transport: a body still arriving at the timeout is response_timeout") {
   test_http_server server(server_behaviour::slow_body);
   server.set_chunk_delay(50ms); // ~25 chunks: over a second in all
