@@ -114,8 +114,10 @@ auto async_call_with(asio::any_io_executor executor, asio::awaitable<T> op, erro
           // Weakly: the user's signal may outlive the call and its context. An emission is posted to `ex`, after
           // the installation of the call's cancellation state below (on this thread, before any emission).
           user_slot.assign([weak = std::weak_ptr<cancellation_relay>(relay)](asio::cancellation_type type) {
-            if (auto r = weak.lock()) {
-              asio::post(r->executor, [r, type] { r->signal.emit(type); });
+            // Any type is emitted as terminal, which the call's cancellation state lets through: a call ends the
+            // same way for each (client.hpp), and cannot promise that nothing observable happened.
+            if (auto r = weak.lock(); r && type != asio::cancellation_type::none) {
+              asio::post(r->executor, [r] { r->signal.emit(asio::cancellation_type::terminal); });
             }
           });
         }

@@ -199,8 +199,9 @@ public:
   ///          (`unreadable_item_code`).
   /// @throws wandura::error for whole-call failures only (not when only prefetches were sent, nor after a retry of
   ///         some items, above):
-  ///         `errc::invalid_argument` (nothing sent: more than 3
-  ///         episodes, empty `union_info`/`drm_kek`/`film_ref`, `episode_no < 1`, invalid UTF-8),
+  ///         `errc::invalid_argument` (nothing sent: no episode or more than 3, empty
+  ///         `union_info`/`drm_kek`/`film_ref`, a `viewer_ref` set but empty, `episode_no < 1`, `intent::other`,
+  ///         invalid UTF-8),
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
   ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, and the last answer
   ///         carries no items: none arrived, or a status without them such as a proxy's 503; the message names that
@@ -261,8 +262,9 @@ public:
   /// `asio::default_completion_token_t<executor_type>` as Asio's I/O objects do; with Asio 1.22 and
   /// `asio::any_io_executor` that default is not a usable token, so pass one.
   /// @par Cancellation
-  /// Terminal cancellation through the token's bound cancellation slot (`asio::bind_cancellation_slot`): the call
-  /// completes with `asio::error::operation_aborted`. Emit it where the handler runs (Asio's rule for a slot; on a
+  /// Terminal, partial or total cancellation through the token's bound cancellation slot
+  /// (`asio::bind_cancellation_slot`): the call completes with `asio::error::operation_aborted`, whichever type was
+  /// emitted (as for the awaitable forms: a call cannot promise that nothing observable happened). Emit it where the handler runs (Asio's rule for a slot; on a
   /// context run by several threads, bind the handler to a strand and emit there): the client posts it on to where
   /// the call runs, and takes it out of the slot before the handler is called. The slot holds nothing of the call's
   /// context: a signal may outlive both.
