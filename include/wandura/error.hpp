@@ -115,7 +115,9 @@ enum class condition {
 /// Every member has a default, so that an initializer naming only some of them (designated or not, the last one
 /// added included) compiles without a -Wmissing-field-initializers warning.
 struct error_info {
-  int http_status = 0;      ///< HTTP status of the last response; 0 when none arrived.
+  /// HTTP status of the last response; 0 when none was read whole: none arrived, or the transport gave it up
+  /// (`response_too_large`, `response_timeout`, `connection_reset`, `protocol_error`), whatever its status line said.
+  int http_status = 0;
   std::string error_code{}; ///< The server's `error_code` string (or numeric code as text); empty when none.
   std::string reason{};     ///< The server's `reason`, e.g. "prefetch_shed"; empty when none.
   std::string request_id{}; ///< The server's `request_id` (body or `X-Request-Id`); empty when none.

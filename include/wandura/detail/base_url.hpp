@@ -11,7 +11,8 @@ namespace wandura::detail {
 /// Checks `url` as the base of every API URL and returns it normalised.
 ///
 /// Accepted: `http://` or `https://` (scheme in any case), a host (name, IPv4, or IPv6 literal in brackets, with an
-/// optional zone), an optional port 1-65535, and an optional path. Refused: any other scheme, no host, port 0 or
+/// optional zone), an optional port 1-65535 (an empty one, `http://host:/`, is the scheme's default, as RFC 3986
+/// allows), and an optional path. Refused: any other scheme, no host, port 0 or
 /// above 65535, a query (`?x=1`, even an empty `?`), a fragment (`#frag`), userinfo (`user:pass@`: credentials
 /// belong in `client_options::api_key`, never in a URL that ends up in logs) and any other `@` (in the path it is a
 /// mistyped password all the same), a percent-encoded host name, and any byte outside visible ASCII (white space,

@@ -74,7 +74,8 @@ struct ticket_batch {
   /// The device public key from the player SDK. Required (non-empty).
   std::string drm_kek;
   /// A stable, non-personal viewer id (see `make_viewer_ref`). Optional: without it neither the server nor the SDK
-  /// reuses tickets.
+  /// reuses tickets. When set it must not be empty (refused before sending with `errc::invalid_argument`: leave it
+  /// unset instead); `viewer::viewer_ref`, for `client::start_episode`, takes an empty one for none.
   std::optional<std::string> viewer_ref;
 
   /// The most episodes one request may carry (docs/protocol.md §1).
