@@ -368,7 +368,14 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
     std::string url = self->base_url + std::string(target.path);
     if (!target.segment_name.empty()) {
       url.push_back('/');
+      auto const before = url.size();
       append_path_segment(url, segment);
+      if (url.size() - before > client::max_path_segment_bytes) {
+        throw error(errc::invalid_argument, std::string(target.operation) + ": " + std::string(target.segment_name) +
+                                                " is " + std::to_string(url.size() - before) +
+                                                " bytes percent-encoded; at most " +
+                                                std::to_string(client::max_path_segment_bytes) + " are sent");
+      }
     }
     call_settings settings = merge_options(options, self->engine.options(), observed.started()); // nothing awaited
     auto const deadline = settings.deadline;

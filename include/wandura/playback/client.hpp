@@ -229,11 +229,16 @@ public:
   [[nodiscard]] asio::awaitable<episode_start> start_episode(viewer who, std::string film_ref, std::int32_t episode_no,
                                                              std::int32_t unlocked_through, call_options options = {});
 
+  /// The longest percent-encoded path segment `get_film` and `get_video` send, in bytes: a request line longer than
+  /// about 8 KiB is refused by most servers (nginx's default buffer for it is 8 KiB).
+  static constexpr std::size_t max_path_segment_bytes = 8000;
+
   /// `GET /v1/config` (counter `config`): the organisation's limits. @throws wandura::error as for any call.
   [[nodiscard]] asio::awaitable<org_config> get_config(call_options options = {});
   /// `GET /v1/catalog/films/{film_ref}` (counter `catalog`); `film_ref` goes into the path percent-encoded (RFC
   /// 3986 unreserved bytes as they are). @throws wandura::error, `errc::invalid_argument` (nothing sent) for an
-  /// empty `film_ref` or a dot segment (`.` or `..`, which would name another path), `errc::http_error` with
+  /// empty `film_ref`, a dot segment (`.` or `..`, which would name another path) or one whose encoded form is
+  /// over `max_path_segment_bytes` (8,000 bytes: servers refuse longer request lines), `errc::http_error` with
   /// status 404 for an unknown film, `errc::invalid_response` when the last attempt's 2xx could not be read or named
   /// another film (its `film_ref` is compared byte for byte with the one asked for; such an answer is retried as
   /// an unreadable one is, within the call's retry policy).
@@ -264,10 +269,10 @@ public:
   /// @par Cancellation
   /// Terminal, partial or total cancellation through the token's bound cancellation slot
   /// (`asio::bind_cancellation_slot`): the call completes with `asio::error::operation_aborted`, whichever type was
-  /// emitted (as for the awaitable forms: a call cannot promise that nothing observable happened). Emit it where the handler runs (Asio's rule for a slot; on a
-  /// context run by several threads, bind the handler to a strand and emit there): the client posts it on to where
-  /// the call runs, and takes it out of the slot before the handler is called. The slot holds nothing of the call's
-  /// context: a signal may outlive both.
+  /// emitted (as for the awaitable forms: a call cannot promise that nothing observable happened). Emit it where the
+  /// handler runs (Asio's rule for a slot; on a context run by several threads, bind the handler to a strand and emit
+  /// there): the client posts it on to where the call runs, and takes it out of the slot before the handler is called.
+  /// The slot holds nothing of the call's context: a signal may outlive both.
   /// @par Thread safety
   /// As for the awaitable forms: any thread, many calls at once.
   /// @{

@@ -526,6 +526,30 @@ TEST_CASE("client: a typed read refused for an empty or dot path segment is coun
   CHECK(h.fake->attempts()[0].request.url == "http://127.0.0.1:1/v1/catalog/films/...");
 }
 
+TEST_CASE("client: a typed read whose path segment encodes to more than max_path_segment_bytes is refused unsent") {
+  // client.hpp get_film: invalid_argument, nothing sent; libcurl would fail such a request line as "out of memory"
+  // past 1 MiB, and servers refuse one past ~8 KiB anyway. The bound is on the encoded form: '/' takes three bytes.
+  harness h;
+  auto const at_bound = std::string(wandura::client::max_path_segment_bytes, 'a');
+  auto const encoded_over = std::string(wandura::client::max_path_segment_bytes / 3 + 1, '/');
+  for (auto const& ref : {at_bound + "a", encoded_over, std::string(std::size_t{1} << 20U, 'x')}) {
+    for (int call = 0; call < 2; ++call) {
+      try {
+        (void)(call == 0 ? h.run(h.api->get_film(ref)).film_ref : h.run(h.api->get_video(ref)).video_ref);
+        FAIL("expected invalid_argument");
+      } catch (wandura::error const& e) {
+        CHECK(e.code() == wandura::errc::invalid_argument);
+        CHECK_THAT(e.what(), Catch::Contains("bytes percent-encoded; at most 8000 are sent"));
+      }
+    }
+  }
+  CHECK(h.fake->attempt_count() == 0);
+  // At the bound it is sent.
+  h.fake->push(fake_step::respond(200, R"({"film_ref":")" + at_bound + R"(","title":"T","episodes":12})"));
+  CHECK(h.run(h.api->get_film(at_bound)).episode_count == 12);
+  CHECK(h.fake->attempt_count() == 1);
+}
+
 TEST_CASE("client: metrics count outcomes and render as Prometheus text") {
   harness h;
   h.fake->push(fake_step::respond(
