@@ -179,7 +179,7 @@ void drop(redis_command_op& op) noexcept {
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
     : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
       connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_),
-      declared_elements_(options_.max_reply_bytes) {}
+      declared_elements_(options_.max_reply_bytes, options_.max_reply_elements) {}
 
 redis_connection::~redis_connection() {
   // Open here only when the release handed to the executor never ran (`release_redis_connection`): it was destroyed

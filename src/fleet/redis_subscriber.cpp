@@ -59,8 +59,8 @@ std::pair<std::string_view, std::string_view> push_of(redisReply const& r) {
 redis_subscriber::redis_subscriber(asio::any_io_executor ex, redis_options const& options, std::string channel,
                                    handlers h)
     : executor_(std::move(ex)), url_(redis_url::parse(options.url)), connect_timeout_(options.connect_timeout),
-      max_reply_bytes_(options.max_reply_bytes), backoff_(options), channel_(std::move(channel)),
-      handlers_(std::move(h)), socket_(executor_), timer_(executor_) {}
+      max_reply_bytes_(options.max_reply_bytes), max_reply_elements_(options.max_reply_elements), backoff_(options),
+      channel_(std::move(channel)), handlers_(std::move(h)), socket_(executor_), timer_(executor_) {}
 
 void redis_subscriber::start() {
   asio::co_spawn(
@@ -146,7 +146,7 @@ asio::awaitable<void> redis_subscriber::serve_one_connection() {
     timer_.cancel();
     co_return;
   }
-  declared_elements elements(max_reply_bytes_); // outlives the reader, which points to it
+  declared_elements elements(max_reply_bytes_, max_reply_elements_); // outlives the reader, which points to it
   reader_ptr reader(redisReaderCreate(), &redisReaderFree);
   if (!reader) {
     timer_.cancel();

@@ -60,7 +60,8 @@ private:
   asio::any_io_executor executor_;
   redis_url url_;
   std::chrono::milliseconds connect_timeout_;
-  std::size_t max_reply_bytes_; ///< `redis_options::max_reply_bytes`: past it the connection is dropped
+  std::size_t max_reply_bytes_;    ///< `redis_options::max_reply_bytes`: past it the connection is dropped
+  std::size_t max_reply_elements_; ///< `redis_options::max_reply_elements`: past it the connection is dropped
   reconnect_backoff backoff_;
   std::string channel_;
   handlers handlers_;

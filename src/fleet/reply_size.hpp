@@ -5,6 +5,7 @@
 // subscription's) check the bytes after every feed and the arrays as each begins. Not public API.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 struct redisReader;
@@ -30,8 +31,9 @@ inline constexpr std::size_t max_reply_line_bytes = std::size_t{1} << 20U;
 inline constexpr std::size_t min_element_bytes = 3;
 
 /// The elements that the arrays of the reply being read declared (`*<count>`, those of its nested arrays included),
-/// against what `max_reply_bytes` could carry: `max_reply_bytes / min_element_bytes`. Each declared element, at
-/// whatever depth, is an item of its own on the wire, so a reply that declares more could not fit in the bound.
+/// against `redis_options::max_reply_elements` and what `max_reply_bytes` could carry (`max_reply_bytes /
+/// min_element_bytes`: each declared element, at whatever depth, is an item of its own on the wire, so a reply that
+/// declares more could not fit in the bound).
 ///
 /// hiredis 0.14 takes a count up to 2^31 - 1 and allocates an array's pointers as its header is read (`calloc`:
 /// 16 GiB for `*2000000000`), then an object per element as each arrives; `reply_too_large` sees none of it, an
@@ -39,7 +41,9 @@ inline constexpr std::size_t min_element_bytes = 3;
 /// reader.
 class declared_elements {
 public:
-  explicit declared_elements(std::size_t max_reply_bytes) noexcept : most_(max_reply_bytes / min_element_bytes) {}
+  /// At most `max_elements` in all, and never more than `max_reply_bytes` could carry.
+  declared_elements(std::size_t max_reply_bytes, std::size_t max_elements) noexcept
+      : most_(std::min(max_reply_bytes / min_element_bytes, max_elements)) {}
 
   /// An array of `count` elements begins at `task` (one without a parent begins a reply): true when the arrays of
   /// its reply declare no more than `max_reply_bytes` could carry with it.

@@ -60,16 +60,23 @@ struct redis_options {
   /// says; the elements of an array already read are not counted). A peer that sends more is not a Redis answering
   /// the fleet's commands: the connection is dropped as `errc::protocol_error` as soon as the bytes read pass the
   /// bound, so that a huge or never-ending reply costs neither memory nor the event loop (the reader searches an
-  /// unfinished line again at every read). The arrays of one reply, nested ones included, may declare at most
-  /// `max_reply_bytes / 3` elements in all: the shortest element takes three bytes (an empty status, `+` and CR LF),
-  /// so more could not fit in the bound. A header that declares more drops the connection the same way as it is
-  /// read, before anything is allocated for its elements. The fleet's largest replies are an `MGET` of one batch
+  /// unfinished line again at every read). The elements of arrays are bounded by `max_reply_elements`. The fleet's
+  /// largest replies are an `MGET` of one batch
   /// (`ticket_batch::max_episodes` tickets, whose bodies came in HTTP responses of at most
   /// `transport_options::max_response_bytes`, 1 MiB by default), a resync page (200 keys with their `PTTL`) and a
   /// store's message on the erase channel (128 keys and expiries): 8 MiB leaves more than twice the room of the
   /// largest at the defaults; raise it with `max_response_bytes`. The erase subscription's connection applies the
   /// same bounds.
   std::size_t max_reply_bytes = std::size_t{8} << 20U;
+  /// The most elements the arrays of one reply may declare in all, nested ones included (and never more than
+  /// `max_reply_bytes / 3`: the shortest element takes three bytes, an empty status `+` and CR LF). hiredis 0.14
+  /// allocates a pointer per declared element as an array's header is read, then an object of ~100 bytes per
+  /// element as each arrives, and reads them on the event loop: 2 million empty statuses, 6 MB on the wire, would
+  /// cost ~350 MB and a second of the loop. A header that declares more drops the connection as
+  /// `errc::protocol_error` as it is read, before anything is allocated for its elements. The fleet's largest array
+  /// is a resync page (about 400 elements); raise it for commands of one's own that read longer arrays (`SMEMBERS`
+  /// of a large set). The erase subscription's connection applies the same bound.
+  std::size_t max_reply_elements = 65536;
 };
 
 /// Counters of one client. A snapshot.
@@ -146,7 +153,8 @@ public:
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
   /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
   /// - `errc::protocol_error`: the server sent bytes that are not RESP2, a reply no command waits for, or a reply
-  ///   longer than `redis_options::max_reply_bytes` or whose arrays declare more elements than it could carry
+  ///   longer than `redis_options::max_reply_bytes` or whose arrays declare more than
+  ///   `redis_options::max_reply_elements` elements (or than `max_reply_bytes` could carry)
   ///   (even one to a command that timed out already: a timeout keeps the connection only while the late reply
   ///   stays within the bound). The connection is dropped; commands it carried fail so, later ones connect again;
   /// - `asio::error::shut_down`: the client was closed (`close()`), before the reply came or before the command

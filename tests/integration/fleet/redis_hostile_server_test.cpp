@@ -346,9 +346,10 @@ TEST_CASE("shared ticket cache: a never-ending push on the erase subscription dr
 
 namespace {
 
-/// The most elements the arrays of one reply may declare at the default `max_reply_bytes`: 3 bytes each, the
-/// shortest element (`+\r\n`, an empty status).
-constexpr std::size_t most_elements = wandura::redis_options{}.max_reply_bytes / 3;
+/// The most elements the arrays of one reply may declare at the defaults: `max_reply_elements`, below what
+/// `max_reply_bytes` could carry (3 bytes each, the shortest element, `+\r\n`).
+constexpr std::size_t most_elements = wandura::redis_options{}.max_reply_elements;
+static_assert(most_elements <= wandura::redis_options{}.max_reply_bytes / 3);
 
 // A fake server on the client's own io_context: answers the first command of every connection with `answer`, then
 // keeps the connection open until the client drops it. Counts the connections the client dropped, and those of
@@ -399,8 +400,8 @@ using test_support::repeated;
 
 } // namespace
 
-TEST_CASE("redis client: an array declaring more elements than max_reply_bytes could carry is a protocol_error at "
-          "once, and so are nested ones") {
+TEST_CASE("redis client: an array declaring more than max_reply_elements elements is a protocol_error at once, and "
+          "so are nested ones") {
   // hiredis 0.14 allocates a pointer per declared element as the header is read (`*2000000000`: 16 GB), then an
   // object per element as each arrives; the byte bound sees none of it, an element read being no longer unread.
   // Kept open, a connection would wait for the elements until the command timed out, and keep the allocation.
@@ -424,7 +425,8 @@ TEST_CASE("redis client: an array declaring more elements than max_reply_bytes c
   }
 }
 
-TEST_CASE("redis client: arrays declaring as many elements as max_reply_bytes could carry are read") {
+TEST_CASE("redis client: arrays declaring as many elements as max_reply_bytes could carry, or max_reply_elements, "
+          "are read") {
   // 30 bytes carry 10 elements: an array of two, one of them an array of eight, declares ten.
   {
     fake_server server("*2\r\n*8\r\n" + repeated("+\r\n", 8) + ":7\r\n", 30);
@@ -438,7 +440,7 @@ TEST_CASE("redis client: arrays declaring as many elements as max_reply_bytes co
     fake_server server("*2\r\n*9\r\n" + repeated("+\r\n", 9) + ":7\r\n", 30); // eleven
     CHECK(std::get<0>(send_command(server.io, server.client, {"GET", "k"})) == wandura::errc::protocol_error);
   }
-  // At the default bound: as many as it could carry are waited for.
+  // At the default bound (max_reply_elements): as many are waited for.
   asio::io_context io;
   holding_server server(io, "*" + std::to_string(most_elements) + "\r\n");
   wandura::redis_client client(io.get_executor(), {.url = server.url(), .command_timeout = 200ms});
@@ -447,7 +449,7 @@ TEST_CASE("redis client: arrays declaring as many elements as max_reply_bytes co
   CHECK(server.dropped() == 0);
 }
 
-TEST_CASE("shared ticket cache: a push declaring more elements than max_reply_bytes could carry drops the erase "
+TEST_CASE("shared ticket cache: a push declaring more than max_reply_elements elements drops the erase "
           "subscription at once") {
   // The subscription reads with its own hiredis reader, bounded the same way. Unbounded, it waited for SUBSCRIBE's
   // confirmation until its setup deadline (the longest reconnect backoff, 2 s), holding the allocation.
