@@ -161,6 +161,9 @@ fault_rule parse_rule(element e, std::string const& where) {
       r.item = static_cast<std::uint32_t>(get_unsigned(v, at, 1000));
     } else if (k == "count") {
       r.count = get_unsigned(v, at, std::uint64_t{1} << 53);
+      if (*r.count == 0) {
+        fail(at, "must be at least 1 (leave `count` out for a rule that hits every matching request)");
+      }
     } else if (k == "probability") {
       double p = get_number(v, at);
       if (p < 0.0 || p > 1.0) {

@@ -131,6 +131,10 @@ TEST_CASE("emulator config: every fault kind of SPEC section 4 parses with its p
   CHECK_THROWS_AS(parse_fault_rules(R"({"rules":[{"kind":"unreadable_item","item":-1}]})"), config_error);
   CHECK(parse_fault_rules(R"([{"kind":"reset"}])").size() == 1);
   CHECK_THROWS_AS(parse_fault_rules(R"({"rules":[{"kind":"slow_body","bytes_per_s":0}]})"), config_error);
+  // A count of 0 would hit nothing, and counted down from 0 it hit every request for ever: refused, with why.
+  CHECK_THROWS_WITH(parse_fault_rules(R"({"rules":[{"kind":"reset","count":0}]})"),
+                    Catch::Contains("count") && Catch::Contains("must be at least 1"));
+  CHECK(parse_fault_rules(R"({"rules":[{"kind":"reset","count":1}]})")[0].count == 1U);
 }
 
 TEST_CASE("emulator server: an inconsistent configuration is refused at start") {
