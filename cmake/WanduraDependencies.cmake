@@ -35,6 +35,10 @@ int main() { return 0; }
 ]] WANDURA_ASIO_HAS_STD_ALIGNED_ALLOC)
 unset(CMAKE_REQUIRED_INCLUDES)
 set(WANDURA_ASIO_DEFINITIONS ASIO_STANDALONE ASIO_NO_DEPRECATED)
+# C++20 coroutines, which every public header needs (`asio::awaitable`): Asio 1.22 finds them for GCC, but for clang
+# looks only for the Coroutines TS (`__cpp_coroutines`, <experimental/coroutine>), which clang 16 with C++20 and
+# libstdc++ does not offer: without these a clang user's `asio::awaitable` does not exist.
+list(APPEND WANDURA_ASIO_DEFINITIONS ASIO_HAS_CO_AWAIT=1 ASIO_HAS_STD_COROUTINE=1)
 if(WANDURA_ASIO_HAS_STD_ALIGNED_ALLOC)
   list(APPEND WANDURA_ASIO_DEFINITIONS ASIO_HAS_STD_ALIGNED_ALLOC=1)
 else()

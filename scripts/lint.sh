@@ -11,10 +11,9 @@ else
                                     'bench/*.hpp' 'examples/*.cpp' 'examples/*.hpp')
 fi
 clang-format --dry-run --Werror "${files[@]}"
-# clang 14 does not recognise GCC 12's coroutine support through Asio's feature checks, and does not know GCC-only
-# warning flags: tell it both, so that it parses the coroutine code as GCC compiles it.
-tidy_args=(--quiet --extra-arg=-DASIO_HAS_CO_AWAIT=1 --extra-arg=-DASIO_HAS_STD_COROUTINE=1
-           --extra-arg=-Wno-unknown-warning-option)
+# Asio's coroutine support comes with the library's definitions (cmake/WanduraDependencies.cmake), which the
+# compile commands carry; clang does not know GCC-only warning flags: tell it to pass over them.
+tidy_args=(--quiet --extra-arg=-Wno-unknown-warning-option)
 for f in "${files[@]}"; do
   case "$f" in
     src/*.cpp) clang-tidy -p build/release "${tidy_args[@]}" "$f" ;;
