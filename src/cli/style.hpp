@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/standard_streams.hpp"
 #include "wandura/detail/printable.hpp"
 
 namespace wandura::cli {
@@ -178,9 +179,9 @@ inline std::string unexpected_arguments(CLI::App const& app, CLI::App const& whe
 }
 
 /// Parses `args` (the arguments after the program name) into `app`. Returns the exit status when the command line
-/// ends the program: help or version printed on stdout (exit_ok), or a usage error printed on stderr in the format
-/// of `report_usage_error`, naming the subcommand it occurred in (exit_usage). Returns nullopt when the program
-/// should run.
+/// ends the program: help or version printed on stdout (exit_ok, or exit_failed when stdout did not take it:
+/// `flush_stdout`), or a usage error printed on stderr in the format of `report_usage_error`, naming the subcommand
+/// it occurred in (exit_usage). Returns nullopt when the program should run.
 inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
   std::vector<std::string> reversed(args.rbegin(), args.rend()); // CLI11 takes the arguments last first
   try {
@@ -188,13 +189,13 @@ inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
     return std::nullopt;
   } catch (CLI::CallForHelp const&) {
     std::fputs(app.help().c_str(), stdout);
-    return exit_ok;
+    return flush_stdout(app.get_name()) ? exit_ok : exit_failed;
   } catch (CLI::CallForAllHelp const&) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
-    return exit_ok;
+    return flush_stdout(app.get_name()) ? exit_ok : exit_failed;
   } catch (CLI::CallForVersion const& v) {
     std::printf("%s\n", v.what());
-    return exit_ok;
+    return flush_stdout(app.get_name()) ? exit_ok : exit_failed;
   } catch (CLI::ParseError const& e) {
     // The deepest subcommand reached names the command in the message. CLI11 checks required options and
     // subcommands before it reports arguments it did not expect, so `wandura --bogus` would read "A subcommand is

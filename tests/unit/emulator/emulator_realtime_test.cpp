@@ -464,3 +464,19 @@ TEST_CASE("server: a request worked on for longer than idle_timeout (a delay fau
   CHECK(closed.status == 0);
   CHECK(closed.closed_early);
 }
+
+TEST_CASE("command line: --help and --version to a stdout that cannot take them exit 1, the reason on stderr") {
+  // README, exit statuses: 1 when the output could not be written, in every program of the project.
+  for (auto const& flag : {"--help", "--version"}) {
+    for (auto const& [where, why] : {std::pair{stdout_to::full_disk, "No space left on device"},
+                                     std::pair{stdout_to::closed, "Bad file descriptor"}}) {
+      CAPTURE(flag, why);
+      emulator_process p({flag}, where);
+      CHECK(p.first_line() == std::string("wandura-emulator: cannot write the output to stdout: ") + why + "\n");
+      CHECK(p.wait_exit() == 1);
+    }
+  }
+  emulator_process fine({"--version"});
+  CHECK(fine.first_line().starts_with("wandura "));
+  CHECK(fine.wait_exit() == 0);
+}
