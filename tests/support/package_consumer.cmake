@@ -1,6 +1,7 @@
 # Installs the built tree into a scratch prefix, then configures, builds and runs examples/consumer against it
 # with find_package(wandura), each optional component the tree built included, and checks the pkg-config files
-# (CXX_COMPILER builds the core's, the emulator's and the fleet's programs with nothing else). Then checks what
+# (CXX_COMPILER builds the core's, the emulator's and the fleet's programs with nothing else, and every installed
+# header compiles with them, with clang too when there is one). Then checks what
 # find_package says about components: the built ones load when required; an unknown one, one the installation lacks
 # and one whose dependency is missing each fail with the reason; optional ones are left out with a note; the core
 # alone needs no component's dependency. Fails if any step fails.
@@ -36,6 +37,27 @@ if(PKG_CONFIG)
     if(component IN_LIST components)
       build_and_run_by_pkg_config(wandura-${component} ${component})
     endif()
+  endforeach()
+
+  # Every installed header compiles with the package's flags alone and the strictest warnings, with this build's
+  # compiler and with clang when there is one (Asio 1.22 does not find C++20 coroutines on clang by itself: the
+  # package's flags must say so).
+  file(GLOB_RECURSE headers RELATIVE ${WORK_DIR}/prefix/include ${WORK_DIR}/prefix/include/wandura/*.hpp)
+  set(every_header "")
+  foreach(header IN LISTS headers)
+    string(APPEND every_header "#include <${header}>\n")
+  endforeach()
+  file(WRITE ${WORK_DIR}/every_header.cpp "${every_header}int main() { return 0; }\n")
+  set(modules wandura)
+  foreach(component IN LISTS components)
+    list(APPEND modules wandura-${component})
+  endforeach()
+  execute_process(COMMAND ${PKG_CONFIG} --cflags ${modules} OUTPUT_VARIABLE flags COMMAND_ERROR_IS_FATAL ANY)
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  find_program(CLANGXX NAMES clang++-16 clang++)
+  foreach(compiler IN ITEMS ${CXX_COMPILER} ${CLANGXX})
+    message(STATUS "every installed header with ${compiler}")
+    run(${compiler} -fsyntax-only -Wall -Wextra -Wpedantic -Werror ${flags} ${WORK_DIR}/every_header.cpp)
   endforeach()
 endif()
 
