@@ -21,6 +21,9 @@
 namespace wandura::detail {
 namespace {
 
+/// The most of an AUTH or SELECT refusal kept for the commands that fail for it (Redis's are one short line).
+constexpr std::size_t max_setup_refusal_bytes = 512;
+
 redis_reply copy_reply(redisReply const& r) {
   redis_reply out;
   switch (r.type) {
@@ -233,7 +236,7 @@ redis_client_stats redis_connection::stats() const noexcept {
 void redis_connection::start(std::span<std::string_view const> args, std::shared_ptr<redis_command_op> const& op) {
   auto refuse = [&](std::error_code ec) { // not sent: nothing to compensate
     retire(op->compensate);
-    finish(*op, ec);
+    finish(*op, ec, failure_reply(ec));
   };
   if (closed_) {
     refuse(closed_reason_); // not counted: no command is made any more
@@ -367,7 +370,7 @@ bool redis_connection::ensure_context(std::error_code& ec) {
     return true;
   }
   if (std::chrono::steady_clock::now() < next_connect_at_) {
-    ec = errc::connect_failed; // within the backoff after a failed connect
+    ec = last_connect_failure_; // within the backoff after a failed connect: what made it fail
     return false;
   }
   return open_context(ec);
@@ -379,7 +382,7 @@ bool redis_connection::open_context(std::error_code& ec) {
     if (ac != nullptr) {
       redisAsyncFree(ac);
     }
-    note_connect_failure();
+    note_connect_failure(errc::connect_failed);
     ec = errc::connect_failed;
     return false;
   }
@@ -431,9 +434,19 @@ void redis_connection::send_setup() {
   }
 }
 
-void redis_connection::note_connect_failure() {
+void redis_connection::note_connect_failure(std::error_code why) {
   ++stats_.connect_failures;
+  last_connect_failure_ = why;
   next_connect_at_ = saturating_add(std::chrono::steady_clock::now(), backoff_.next());
+}
+
+redis_reply redis_connection::failure_reply(std::error_code ec) const {
+  redis_reply reply;
+  if (ec == fleet_errc::auth_failed && !setup_refusal_.empty()) {
+    reply.type = redis_reply::kind::error;
+    reply.text = setup_refusal_;
+  }
+  return reply;
 }
 
 void redis_connection::on_context_gone() {
@@ -449,7 +462,8 @@ void redis_connection::on_context_gone() {
   if (connected_ && down_reason_ != fleet_errc::auth_failed && down_reason_ != errc::connect_failed) {
     ++stats_.disconnects;
   } else {
-    note_connect_failure();
+    note_connect_failure(down_reason_ == fleet_errc::auth_failed ? std::error_code(fleet_errc::auth_failed)
+                                                                 : std::error_code(errc::connect_failed));
   }
   connected_ = false;
 }
@@ -507,7 +521,9 @@ void redis_connection::on_setup_reply(redisAsyncContext* ac, void* reply, void* 
     return;
   }
   // Commands pipelined behind AUTH/SELECT must not run as the wrong user or in the wrong database: drop the
-  // connection (hiredis defers the free until this callback returns) and back off.
+  // connection (hiredis defers the free until this callback returns) and back off. The refusal goes with the
+  // commands that fail for it, so that what reports them can say why (a wrong password, a database out of range).
+  conn->setup_refusal_.assign(r->str != nullptr ? r->str : "", std::min(r->len, max_setup_refusal_bytes));
   conn->down_reason_ = fleet_errc::auth_failed;
   redisAsyncFree(ac);
 }
@@ -519,7 +535,8 @@ void redis_connection::on_reply(redisAsyncContext* ac, void* reply, void* privda
   if (reply == nullptr) {
     --conn->stats_.pending;
     conn->retire(op.compensate); // no reply: nothing is known to undo
-    finish(op, conn->failure_code(ac));
+    auto const ec = conn->failure_code(ac);
+    finish(op, ec, conn->failure_reply(ec));
     return;
   }
   if (op.done) { // timed out or cancelled: the late reply is dropped, after its compensation

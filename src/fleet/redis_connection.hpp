@@ -76,7 +76,12 @@ private:
   void on_ready();
   void arm_deadline_timer(std::chrono::steady_clock::time_point at);
   void expire_overdue();
-  void note_connect_failure();
+  /// A connection that failed to become ready, for `why` (`errc::connect_failed`, or `fleet_errc::auth_failed`):
+  /// counted, and no new one is tried before the backoff's next wait has passed.
+  void note_connect_failure(std::error_code why);
+  /// The reply a command failed with `ec` completes with: the refusal of AUTH or SELECT for `auth_failed` (e.g.
+  /// `WRONGPASS ...`), nil otherwise.
+  [[nodiscard]] redis_reply failure_reply(std::error_code ec) const;
   void send_compensation(redis_command_op& op, redisReply const& late) noexcept;
   /// Empties `compensate`, destroying its target from the executor, never inside a hiredis callback.
   void retire(redis_compensation& compensate) noexcept;
@@ -112,6 +117,10 @@ private:
   std::error_code closed_reason_;     ///< `shut_down` after `close`, `operation_aborted` after `abort`
   std::error_code down_reason_;       ///< why we closed the context ourselves; wins over what hiredis saw
   std::chrono::steady_clock::time_point next_connect_at_{};
+  /// Why the last connection failed to become ready: what commands within the backoff after it fail with.
+  std::error_code last_connect_failure_;
+  /// The error reply of the last AUTH or SELECT refused, at most `max_setup_refusal_bytes` of it.
+  std::string setup_refusal_;
   reconnect_backoff backoff_;
   redis_client_stats stats_;
   declared_elements declared_elements_; ///< of the reply being read

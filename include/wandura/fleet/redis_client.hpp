@@ -147,9 +147,12 @@ public:
   /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
   ///   is dropped, or given to the compensation of the overload below; the connection stays while the late reply
   ///   stays within `redis_options::max_reply_bytes`);
-  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff); not sent,
+  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff after one); not
+  /// sent,
   ///   or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run it);
-  /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused; not executed;
+  /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused, with the refusal as the reply (an error
+  ///   reply, e.g. `WRONGPASS invalid username-password pair or user is disabled.`); not executed. Commands within
+  ///   the reconnect backoff after such a refusal fail the same way, not sent;
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
   /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
   /// - `errc::protocol_error`: the server sent bytes that are not RESP2, a reply no command waits for, or a reply

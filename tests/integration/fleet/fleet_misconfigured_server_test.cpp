@@ -49,6 +49,16 @@ TEST_CASE("fleet against a misconfigured redis-server: each part's one WARN line
        {"--requirepass", "s3cret-pw"},
        [](auto const& redis) { return redis.url(); },
        "NOAUTH"},
+      // AUTH refused: the connection is dropped before any command runs, and the parts that ask within the
+      // reconnect backoff after it are told the same refusal, not that Redis could not be reached.
+      {"a wrong password in the URL",
+       {"--requirepass", "s3cret-pw"},
+       [](auto const& redis) { return "redis://:wrong-s3cret" + at(redis); },
+       "WRONGPASS"},
+      {"a database out of range in the URL",
+       {},
+       [](auto const& redis) { return redis.url() + "/99"; },
+       "DB index is out of range"},
       // Redis 7 gives a new ACL user no Pub/Sub channel (acl-pubsub-default resetchannels): the store script's
       // PUBLISH is refused (the store has run its SETs by then).
       {"ACL user without channels",

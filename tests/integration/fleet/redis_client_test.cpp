@@ -533,10 +533,19 @@ TEST_CASE("redis client: a database Redis refuses is auth_failed and counts a co
     return;
   }
   asio::io_context io;
-  wandura::redis_client client(io.get_executor(), {.url = redis->url() + "/99", .command_timeout = 500ms});
+  wandura::redis_client client(io.get_executor(), {.url = redis->url() + "/99",
+                                                   .command_timeout = 500ms,
+                                                   .reconnect_backoff = 5s, // the second command comes within it
+                                                   .max_reconnect_backoff = 5s});
   auto [ec, reply] = run_command(io, client, {"PING"});
   CHECK(ec == wandura::fleet_errc::auth_failed);
+  CHECK(reply.text.find("DB index is out of range") != std::string::npos);
   CHECK(client.stats().connect_failures >= 1);
+  // Within the reconnect backoff: not sent, and failed for the same refusal, not as a connection that failed.
+  auto const [again, again_reply] = run_command(io, client, {"PING"});
+  CHECK(again == wandura::fleet_errc::auth_failed);
+  CHECK(again_reply.text == reply.text);
+  CHECK(client.stats().connect_failures == 1);
 }
 
 TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed without the password in a message") {
@@ -554,6 +563,9 @@ TEST_CASE("redis client: AUTH from the URL, and a wrong password is auth_failed 
   wandura::redis_client bad(io.get_executor(), {.url = wrong, .command_timeout = 500ms});
   auto [ec, reply] = run_command(io, bad, {"GET", "k"});
   CHECK(ec == wandura::fleet_errc::auth_failed);
+  CHECK(reply.is_error()); // the refusal, for whoever reports the failure
+  CHECK(reply.text.starts_with("WRONGPASS"));
+  CHECK(reply.text.find("wrong-pw") == std::string::npos);
   try {
     test_support::run(io, bad.command({"GET", "k"}));
     FAIL("a command with a refused password succeeded");
@@ -578,7 +590,8 @@ TEST_CASE("redis client: a refused AUTH is a failed connect: it is not counted a
   auto const start = std::chrono::steady_clock::now();
   while (elapsed_ms(start) < 1600) {
     auto [ec, reply] = run_command(io, bad, {"PING"});
-    REQUIRE((ec == wandura::fleet_errc::auth_failed || ec == wandura::errc::connect_failed));
+    REQUIRE(ec == wandura::fleet_errc::auth_failed); // within the backoff too: what the last connect met
+    REQUIRE(reply.text.starts_with("WRONGPASS"));
     test_support::wait(io, 5ms);
   }
   auto const stats = bad.stats();
