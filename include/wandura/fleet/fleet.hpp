@@ -58,7 +58,9 @@ struct fleet_stats {
   std::uint64_t cross_process_reuse = 0;
   /// Operations answered from local state because Redis was slow, down or failing (all parts).
   std::uint64_t fallbacks = 0;
-  /// Whether any part answers locally right now.
+  /// Whether any part answers locally right now. A part stays so until one of its own operations next asks Redis
+  /// (after `fallback_options::probe_interval`) and gets an answer: a part nobody used since its failure (the
+  /// counter pace between requests) reads degraded while Redis is healthy again.
   bool degraded = false;
   ticket_cache_stats tickets{};
   viewer_limit_stats viewers{};
