@@ -17,8 +17,8 @@ inline constexpr std::size_t max_response_header_bytes = std::size_t{256} << 10U
 
 /// What the transport saw of a transfer, which decides how libcurl's result maps to an error code.
 struct transfer_facts {
-  bool request_started = false;   ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
-  bool response_started = false;  ///< the status line of a response arrived.
+  bool request_started = false;  ///< libcurl got past connecting (CURLOPT_PREREQFUNCTION ran).
+  bool response_started = false; ///< the status line of a response arrived.
   /// Some bytes of a response arrived, perhaps less than its status line (libcurl's first-byte time is set). Read
   /// from libcurl only when the attempt timed out before a status line arrived (`transport_impl`).
   bool response_bytes_arrived = false;

@@ -326,8 +326,8 @@ bool transport_impl::expire_attempts() {
   for (transfer* t : expired) {
     note_first_byte(*t);
     auto const ec = map_curl_result(CURLE_OPERATION_TIMEDOUT, t->facts);
-    auto const why = "attempt timeout of " + std::to_string(t->options.timeout.count()) + " ms passed " +
-                     timeout_stage(ec);
+    auto const why =
+        "attempt timeout of " + std::to_string(t->options.timeout.count()) + " ms passed " + timeout_stage(ec);
     end_active(t, ec, why);
   }
   return !expired.empty();

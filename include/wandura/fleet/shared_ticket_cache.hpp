@@ -101,13 +101,13 @@ struct ticket_cache_stats {
 /// of a key the replica lacks is answered absent at once (`known_absent`): one network delay after another process
 /// stored it, as asking Redis a moment earlier would have. Keys written by anything but this cache's store script are
 /// not announced and are answered absent until the replica is next read whole; a key without an expiry (`PTTL` -1:
-/// never written by the store script, which always sets one) is left out of the replica and so answered absent. Whenever the replica may be wrong it
-/// errs on the side of asking: with the subscription down, before the read ends, after a message it cannot read (then
-/// it is read again, at most every 2 s, so that a message anyone can publish does not make the fleet read every key
-/// back to back), past its capacity, or where the read fails (behind a cluster proxy that refuses `SCAN`: then, after a
-/// backoff of 1 s doubling to 5 min, it is tried again), every near miss asks Redis as without the replica; a key it
-/// holds that Redis no longer has costs an `MGET` that drops it. A wrong answer can cost a reuse, never serve a ticket
-/// to anyone else: a ticket is only ever served as read, with its identity checked.
+/// never written by the store script, which always sets one) is left out of the replica and so answered absent.
+/// Whenever the replica may be wrong it errs on the side of asking: with the subscription down, before the read ends,
+/// after a message it cannot read (then it is read again, at most every 2 s, so that a message anyone can publish does
+/// not make the fleet read every key back to back), past its capacity, or where the read fails (behind a cluster proxy
+/// that refuses `SCAN`: then, after a backoff of 1 s doubling to 5 min, it is tried again), every near miss asks Redis
+/// as without the replica; a key it holds that Redis no longer has costs an `MGET` that drops it. A wrong answer can
+/// cost a reuse, never serve a ticket to anyone else: a ticket is only ever served as read, with its identity checked.
 ///
 /// @par Degrade, never block
 /// When Redis is slow (command timeout), down or answers errors, the operation answers from a local cache of the
