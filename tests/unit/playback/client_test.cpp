@@ -1,6 +1,7 @@
 #include "wandura/playback/client.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -499,6 +500,23 @@ TEST_CASE("client: a typed read of one film or video answered for another is ret
   CHECK(h.run(h.api->list_videos()).size() == 2);
 }
 
+namespace {
+/// What `get_film` and `get_video` throw for `ref`, each checked to be `invalid_argument`: their messages.
+std::array<std::string, 2> refused_typed_reads(harness& h, std::string const& ref) {
+  std::array<std::string, 2> messages;
+  for (std::size_t call = 0; call < messages.size(); ++call) {
+    try {
+      (void)(call == 0 ? h.run(h.api->get_film(ref)).film_ref : h.run(h.api->get_video(ref)).video_ref);
+      FAIL("expected invalid_argument");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      messages[call] = e.what();
+    }
+  }
+  return messages;
+}
+} // namespace
+
 TEST_CASE("client: a typed read refused for an empty or dot path segment is counted as a call that failed") {
   // client.hpp get_film: invalid_argument, nothing sent, for an empty ref or a dot segment, which the URL's path
   // would lose ("films/.." is "/v1/catalog/"): another resource.
@@ -506,16 +524,9 @@ TEST_CASE("client: a typed read refused for an empty or dot path segment is coun
   CAPTURE(ref);
   harness h;
   auto const before = h.api->stats().metrics;
-  for (int call = 0; call < 2; ++call) {
-    try {
-      (void)(call == 0 ? h.run(h.api->get_film(ref)).film_ref : h.run(h.api->get_video(ref)).video_ref);
-      FAIL("expected invalid_argument");
-    } catch (wandura::error const& e) {
-      CHECK(e.code() == wandura::errc::invalid_argument);
-      CHECK(std::string(e.what()).find(call == 0 ? "get_film: film_ref must not be empty"
-                                                 : "get_video: video_ref must not be empty") == 0);
-    }
-  }
+  auto const messages = refused_typed_reads(h, ref);
+  CHECK(messages[0].starts_with("get_film: film_ref must not be empty"));
+  CHECK(messages[1].starts_with("get_video: video_ref must not be empty"));
   auto const after = h.api->stats().metrics;
   CHECK(after.calls == before.calls + 2);
   CHECK(after.call_failures == before.call_failures + 2);
@@ -533,14 +544,8 @@ TEST_CASE("client: a typed read whose path segment encodes to more than max_path
   auto const at_bound = std::string(wandura::client::max_path_segment_bytes, 'a');
   auto const encoded_over = std::string(wandura::client::max_path_segment_bytes / 3 + 1, '/');
   for (auto const& ref : {at_bound + "a", encoded_over, std::string(std::size_t{1} << 20U, 'x')}) {
-    for (int call = 0; call < 2; ++call) {
-      try {
-        (void)(call == 0 ? h.run(h.api->get_film(ref)).film_ref : h.run(h.api->get_video(ref)).video_ref);
-        FAIL("expected invalid_argument");
-      } catch (wandura::error const& e) {
-        CHECK(e.code() == wandura::errc::invalid_argument);
-        CHECK_THAT(e.what(), Catch::Contains("bytes percent-encoded; at most 8000 are sent"));
-      }
+    for (auto const& message : refused_typed_reads(h, ref)) {
+      CHECK_THAT(message, Catch::Contains("bytes percent-encoded; at most 8000 are sent"));
     }
   }
   CHECK(h.fake->attempt_count() == 0);
