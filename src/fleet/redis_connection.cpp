@@ -440,11 +440,15 @@ void redis_connection::note_connect_failure(std::error_code why) {
   next_connect_at_ = saturating_add(std::chrono::steady_clock::now(), backoff_.next());
 }
 
-redis_reply redis_connection::failure_reply(std::error_code ec) const {
+redis_reply redis_connection::failure_reply(std::error_code ec) const noexcept {
   redis_reply reply;
   if (ec == fleet_errc::auth_failed && !setup_refusal_.empty()) {
-    reply.type = redis_reply::kind::error;
-    reply.text = setup_refusal_;
+    try {
+      reply.text = setup_refusal_;
+      reply.type = redis_reply::kind::error;
+    } catch (...) { // out of memory: the code alone says what happened
+      reply = redis_reply{};
+    }
   }
   return reply;
 }
@@ -523,7 +527,11 @@ void redis_connection::on_setup_reply(redisAsyncContext* ac, void* reply, void* 
   // Commands pipelined behind AUTH/SELECT must not run as the wrong user or in the wrong database: drop the
   // connection (hiredis defers the free until this callback returns) and back off. The refusal goes with the
   // commands that fail for it, so that what reports them can say why (a wrong password, a database out of range).
-  conn->setup_refusal_.assign(r->str != nullptr ? r->str : "", std::min(r->len, max_setup_refusal_bytes));
+  try {
+    conn->setup_refusal_.assign(r->str != nullptr ? r->str : "", std::min(r->len, max_setup_refusal_bytes));
+  } catch (...) { // out of memory, inside hiredis's callback: the code alone says what happened
+    conn->setup_refusal_.clear();
+  }
   conn->down_reason_ = fleet_errc::auth_failed;
   redisAsyncFree(ac);
 }

@@ -81,7 +81,7 @@ private:
   void note_connect_failure(std::error_code why);
   /// The reply a command failed with `ec` completes with: the refusal of AUTH or SELECT for `auth_failed` (e.g.
   /// `WRONGPASS ...`), nil otherwise.
-  [[nodiscard]] redis_reply failure_reply(std::error_code ec) const;
+  [[nodiscard]] redis_reply failure_reply(std::error_code ec) const noexcept;
   void send_compensation(redis_command_op& op, redisReply const& late) noexcept;
   /// Empties `compensate`, destroying its target from the executor, never inside a hiredis callback.
   void retire(redis_compensation& compensate) noexcept;

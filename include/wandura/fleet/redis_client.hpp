@@ -61,12 +61,11 @@ struct redis_options {
   /// the fleet's commands: the connection is dropped as `errc::protocol_error` as soon as the bytes read pass the
   /// bound, so that a huge or never-ending reply costs neither memory nor the event loop (the reader searches an
   /// unfinished line again at every read). The elements of arrays are bounded by `max_reply_elements`. The fleet's
-  /// largest replies are an `MGET` of one batch
-  /// (`ticket_batch::max_episodes` tickets, whose bodies came in HTTP responses of at most
-  /// `transport_options::max_response_bytes`, 1 MiB by default), a resync page (200 keys with their `PTTL`) and a
-  /// store's message on the erase channel (128 keys and expiries): 8 MiB leaves more than twice the room of the
-  /// largest at the defaults; raise it with `max_response_bytes`. The erase subscription's connection applies the
-  /// same bounds.
+  /// largest replies are an `MGET` of one batch (`ticket_batch::max_episodes` tickets, whose bodies came in HTTP
+  /// responses of at most `transport_options::max_response_bytes`, 1 MiB by default), a resync page (200 keys with
+  /// their `PTTL`) and a store's message on the erase channel (128 keys and expiries): 8 MiB leaves more than twice the
+  /// room of the largest at the defaults; raise it with `max_response_bytes`. The erase subscription's connection
+  /// applies the same bounds.
   std::size_t max_reply_bytes = std::size_t{8} << 20U;
   /// The most elements the arrays of one reply may declare in all, nested ones included (and never more than
   /// `max_reply_bytes / 3`: the shortest element takes three bytes, an empty status `+` and CR LF). hiredis 0.14
@@ -147,9 +146,9 @@ public:
   /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
   ///   is dropped, or given to the compensation of the overload below; the connection stays while the late reply
   ///   stays within `redis_options::max_reply_bytes`);
-  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff after one); not
-  /// sent,
-  ///   or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run it);
+  /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff after one);
+  ///   not sent, or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run
+  ///   it);
   /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused, with the refusal as the reply (an error
   ///   reply, e.g. `WRONGPASS invalid username-password pair or user is disabled.`); not executed. Commands within
   ///   the reconnect backoff after such a refusal fail the same way, not sent;
