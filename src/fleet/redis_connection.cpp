@@ -350,6 +350,19 @@ void redis_connection::arm_deadline_timer(std::chrono::steady_clock::time_point 
   });
 }
 
+bool redis_connection::reply_started(redis_command_op const& op) const noexcept {
+  // Replies come in command order: the reader holds a part of `op`'s only when `op` is the first command hiredis
+  // waits for (AUTH and SELECT, ahead of it, are answered by then).
+  redisCallback const* const next = ac_ != nullptr ? ac_->replies.head : nullptr;
+  if (next == nullptr || next->fn != &on_reply || static_cast<op_holder const*>(next->privdata)->get() != &op) {
+    return false;
+  }
+  // hiredis 0.14's reader between replies: nothing unread, and the first task of a reply (index 0, type -1) not begun.
+  // Otherwise bytes of a line or a bulk string wait unread, a reply's type byte was read, or an array is under way.
+  redisReader const& reader = *ac_->c.reader;
+  return reader.len > reader.pos || reader.ridx > 0 || (reader.ridx == 0 && reader.rstack[0].type >= 0);
+}
+
 void redis_connection::expire_overdue() {
   auto const now = std::chrono::steady_clock::now();
   while (!deadlines_.empty() && (deadlines_.front()->done || deadlines_.front()->deadline <= now)) {
@@ -357,7 +370,7 @@ void redis_connection::expire_overdue() {
     deadlines_.pop_front();
     if (!op->done) {
       ++stats_.timeouts;
-      finish(*op, errc::attempt_timeout);
+      finish(*op, reply_started(*op) ? errc::response_timeout : errc::attempt_timeout);
     }
   }
   if (!deadlines_.empty()) {

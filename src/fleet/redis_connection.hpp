@@ -76,6 +76,8 @@ private:
   void on_ready();
   void arm_deadline_timer(std::chrono::steady_clock::time_point at);
   void expire_overdue();
+  /// Whether a part of `op`'s reply has arrived (not all of it): its timeout is then `errc::response_timeout`.
+  [[nodiscard]] bool reply_started(redis_command_op const& op) const noexcept;
   /// A connection that failed to become ready, for `why` (`errc::connect_failed`, or `fleet_errc::auth_failed`):
   /// counted, and no new one is tried before the backoff's next wait has passed.
   void note_connect_failure(std::error_code why);

@@ -143,9 +143,10 @@ public:
   ///
   /// Completes with `(error_code{}, reply)` for every non-error reply (`nil` included), or with:
   /// - `fleet_errc::server_error` and the error reply (its text says which: `NOSCRIPT`, `WRONGTYPE`, ...);
-  /// - `errc::attempt_timeout`: no reply within `redis_options::command_timeout` (the reply, if it comes later,
-  ///   is dropped, or given to the compensation of the overload below; the connection stays while the late reply
-  ///   stays within `redis_options::max_reply_bytes`);
+  /// - `errc::attempt_timeout`: no byte of the reply within `redis_options::command_timeout`, and
+  ///   `errc::response_timeout` when a part of it arrived, not all (the reply, if it comes later, is dropped, or
+  ///   given to the compensation of the overload below; the connection stays while the late reply stays within
+  ///   `redis_options::max_reply_bytes`);
   /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff after one);
   ///   not sent, or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run
   ///   it);

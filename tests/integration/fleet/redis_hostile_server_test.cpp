@@ -316,7 +316,7 @@ TEST_CASE("redis client: a late reply that grows past max_reply_bytes drops the 
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = peer.url(), .command_timeout = 5ms});
   auto const [ec, reply] = send_command(io, client, {"GET", "k"});
-  CHECK(ec == wandura::errc::attempt_timeout);
+  CHECK(ec == wandura::condition::timeout); // response_timeout once the stream's first bytes came within 5 ms
   CHECK(longest_gap(io, 1500ms) < 200);
   REQUIRE(test_support::wait_until([&] { return !peer.taken().empty(); }));
   CHECK(peer.taken().front() < bounded);
@@ -444,9 +444,26 @@ TEST_CASE("redis client: arrays declaring as many elements as max_reply_bytes co
   asio::io_context io;
   holding_server server(io, "*" + std::to_string(most_elements) + "\r\n");
   wandura::redis_client client(io.get_executor(), {.url = server.url(), .command_timeout = 200ms});
-  CHECK(std::get<0>(send_command(io, client, {"GET", "k"})) == wandura::errc::attempt_timeout);
+  CHECK(std::get<0>(send_command(io, client, {"GET", "k"})) == wandura::errc::response_timeout); // its header came
   CHECK(client.stats().disconnects == 0);
   CHECK(server.dropped() == 0);
+}
+
+TEST_CASE("redis client: a timeout after part of the reply is response_timeout, before any byte attempt_timeout") {
+  // redis_client.hpp, async_command: the code says whether the server had begun to answer.
+  for (std::string const answer : {"+PON", "$5\r\nhel", "*2\r\n:1\r\n", "*1\r\n"}) {
+    CAPTURE(answer);
+    asio::io_context io;
+    holding_server server(io, answer);
+    wandura::redis_client client(io.get_executor(), {.url = server.url(), .command_timeout = 300ms});
+    auto const [ec, reply] = send_command(io, client, {"GET", "k"});
+    CHECK(ec == wandura::errc::response_timeout);
+    CHECK(client.stats().timeouts == 1);
+  }
+  asio::io_context io;
+  holding_server silent(io, "");
+  wandura::redis_client client(io.get_executor(), {.url = silent.url(), .command_timeout = 300ms});
+  CHECK(std::get<0>(send_command(io, client, {"GET", "k"})) == wandura::errc::attempt_timeout);
 }
 
 TEST_CASE("shared ticket cache: a push declaring more than max_reply_elements elements drops the erase "
