@@ -3,7 +3,8 @@
 // The fleet layer reports a failure with an existing `wandura::errc` where one fits:
 // - `errc::connect_failed`: no connection to Redis (refused, unreachable, connect timeout, or the reconnect
 //   backoff after such a failure has not passed yet); the command was not sent.
-// - `errc::attempt_timeout`: the command's timeout (`redis_options::command_timeout`) passed without a reply.
+// - `errc::attempt_timeout`: the command's timeout (`redis_options::command_timeout`) passed without a byte of the
+//   reply; `errc::response_timeout` when part of it had come.
 // - `errc::connection_reset`: Redis closed or reset the connection before the reply was complete.
 // - `errc::protocol_error`: Redis (or whatever listens on its port) sent bytes that are not RESP2.
 // - `errc::invalid_argument`: a bad `redis://` URL or argument; nothing was sent.

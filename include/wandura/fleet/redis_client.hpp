@@ -81,7 +81,7 @@ struct redis_options {
 /// Counters of one client. A snapshot.
 struct redis_client_stats {
   std::uint64_t commands = 0;         ///< commands initiated
-  std::uint64_t timeouts = 0;         ///< commands that completed with `errc::attempt_timeout`
+  std::uint64_t timeouts = 0;         ///< commands that timed out (`attempt_timeout` or `response_timeout`)
   std::uint64_t connects = 0;         ///< connections established (connected, the URL's AUTH and SELECT accepted)
   std::uint64_t connect_failures = 0; ///< connect attempts that failed (refused, timeout, AUTH/SELECT refused)
   std::uint64_t disconnects = 0;      ///< established connections that were lost
@@ -186,14 +186,14 @@ public:
   }
 
   /// As `async_command` above, for a command whose effect must not outlive a caller that stopped waiting: when
-  /// the command completed with `errc::attempt_timeout` or `operation_aborted` and its reply comes after all,
-  /// `compensate` is called once with that reply (an error reply included) and the command it returns, if not
-  /// empty, is sent on the same connection, after the late one (Redis runs them in that order), its reply
-  /// dropped; `redis_client_stats::compensations` counts them. E.g. a token-bucket take that timed out, answered
-  /// "granted" late, gives its tokens back. Nothing is called when no reply comes (the connection broke or was
-  /// closed, the client or its execution context went: Redis may or may not have run the command), nor when
-  /// the reply came in time. The compensating command runs after the late one, not necessarily right after it:
-  /// commands written meanwhile (by this client or by others) may run between them.
+  /// the command completed with a timeout (`errc::attempt_timeout`, `errc::response_timeout`) or `operation_aborted`
+  /// and its reply comes after all, `compensate` is called once with that reply (an error reply included) and the
+  /// command it returns, if not empty, is sent on the same connection, after the late one (Redis runs them in that
+  /// order), its reply dropped; `redis_client_stats::compensations` counts them. E.g. a token-bucket take that timed
+  /// out, answered "granted" late, gives its tokens back. Nothing is called when no reply comes (the connection broke
+  /// or was closed, the client or its execution context went: Redis may or may not have run the command), nor when the
+  /// reply came in time. The compensating command runs after the late one, not necessarily right after it: commands
+  /// written meanwhile (by this client or by others) may run between them.
   /// @param args as above.
   /// @param compensate called on the client's executor, inside the read of the reply: it must not block. An
   ///        exception it throws is swallowed (nothing is sent). Once the command is answered, lost or compensated,
