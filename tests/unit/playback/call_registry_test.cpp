@@ -403,3 +403,65 @@ TEST_CASE("call registry: a caller's cancellation signal that outlives the io_co
   signal.emit(asio::cancellation_type::terminal); // reaches nothing
   SUCCEED("the signal, emitted and destroyed after the context, touched nothing of it");
 }
+
+TEST_CASE("call registry: a waiter's deadline timer is not started once the waiter has left, and stopped after") {
+  // The timer of a waiter whose deadline is earlier than the operation's is started on the operation's executor,
+  // behind anything queued there; the waiter may leave on another thread before it starts. Asked from a thread that
+  // does not run the context, both the operation's start and the timer's are queued on its strand, and the waiter
+  // leaves before either runs: the timer must then not sleep at all (the clock would hold a sleeper until the
+  // deadline, and the operation with it).
+  asio::io_context io; // Asio's default hint: each operation gets a strand of its own
+  call_registry calls(io.get_executor());
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  auto work = [&clock]() -> asio::awaitable<int> {
+    (void)co_await clock->sleep_until(clock->now() + 5s);
+    co_return 7;
+  };
+  auto [op, joined] =
+      calls.join_or_start<int>(std::nullopt, io.get_executor(), clock->now() + 10s, work, [](int v) { return v; });
+  REQUIRE_FALSE(joined);
+  std::vector<std::string> out;
+  auto record = [&out](char const* who) {
+    return [&out, who](std::error_code ec) { out.push_back(std::string(who) + ": " + (ec ? ec.message() : "done")); };
+  };
+  // One waiter with no deadline of its own keeps the operation running; the other's deadline (1 s) starts a timer.
+  calls.async_wait(op, clock, clock->now() + 10s, asio::bind_executor(io, record("stays")));
+  asio::cancellation_signal leave;
+  calls.async_wait(op, clock, clock->now() + 1s,
+                   asio::bind_cancellation_slot(leave.slot(), asio::bind_executor(io, record("early"))));
+  asio::cancellation_signal leave_later;
+  calls.async_wait(op, clock, clock->now() + 2s,
+                   asio::bind_cancellation_slot(leave_later.slot(), asio::bind_executor(io, record("later"))));
+
+  SECTION("left before its timer started: no timer sleeps") {
+    leave.emit(asio::cancellation_type::terminal);
+    io.poll();
+    CHECK(out == std::vector<std::string>{"early: " + std::error_code(asio::error::operation_aborted).message()});
+    // The operation's own sleep and the third waiter's timer; none for the waiter that left.
+    CHECK(clock->pending_sleeps() == 2);
+    CHECK(clock->next_wakeup() == clock->now() + 2s);
+  }
+  SECTION("left after its timer started: the timer's sleep is cancelled") {
+    io.poll();
+    REQUIRE(clock->pending_sleeps() == 3); // the operation's and two timers
+    leave.emit(asio::cancellation_type::terminal);
+    io.restart();
+    io.poll();
+    CHECK(out == std::vector<std::string>{"early: " + std::error_code(asio::error::operation_aborted).message()});
+    CHECK(clock->pending_sleeps() == 2);
+    CHECK(clock->next_wakeup() == clock->now() + 2s);
+  }
+  // Either way, the waiter with the 2 s deadline leaves at it, and the one without leaves with the result.
+  for (int i = 0; i < 10 && out.size() < 3; ++i) {
+    clock->advance_to_next_wakeup();
+    io.restart();
+    io.poll();
+  }
+  REQUIRE(out.size() == 3);
+  CHECK(out[1] == "later: " + std::error_code(wandura::errc::deadline_exceeded).message());
+  CHECK(out[2] == "stays: done");
+  CHECK(op->take() == 7);
+  CHECK(clock->elapsed() == 5s);
+  CHECK(clock->pending_sleeps() == 0);
+  CHECK(calls.in_flight() == 0);
+}
