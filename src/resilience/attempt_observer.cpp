@@ -117,7 +117,8 @@ std::string_view attempt_error_type(int status, std::error_code error) noexcept 
     return {status_texts.data() + static_cast<std::size_t>(status - 100) * 3, 3};
   }
   if (!error) {
-    return {};
+    // A status outside 100-599 is no HTTP status (the call failed on it): never a success.
+    return status == 0 || (status >= 100 && status < 600) ? std::string_view() : std::string_view("_OTHER");
   }
   if (error == asio::error::operation_aborted) {
     return "operation_aborted";

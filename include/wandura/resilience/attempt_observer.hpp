@@ -101,8 +101,10 @@ public:
                                                int resend_count) noexcept;
 
 /// The OpenTelemetry `error.type` of an attempt that ended with `status` (0: none) and `error`: "" on success
-/// (no error and a status below 400), the status as three digits for a status >= 400, else the short name of the
-/// error code (`to_string(errc)`, "operation_aborted" for cancellation), or "_OTHER". Static storage; no allocation.
+/// (no error and a status of 100-399, or none), the status as three digits for a status of 400-599, else the short
+/// name of the error code (`to_string(errc)`, "operation_aborted" for cancellation), or "_OTHER" (another error, or
+/// a status outside 100-599 without one: `http_client_metrics` counts such an attempt under "_OTHER" too). Static
+/// storage; no allocation.
 [[nodiscard]] std::string_view attempt_error_type(int status, std::error_code error) noexcept;
 
 /// `attempt_begin::method` for a method.

@@ -56,6 +56,16 @@ TEST_CASE("attempt observer: error.type is the status for >= 400, else the error
   CHECK(wandura::attempt_error_type(0, wandura::errc::connect_failed) == "connect_failed");
   CHECK(wandura::attempt_error_type(0, asio::error::operation_aborted) == "operation_aborted");
   CHECK(wandura::attempt_error_type(0, std::make_error_code(std::errc::io_error)) == "_OTHER");
+  // A status outside HTTP's classes is never a success (the call fails on it), and no three digits of a class.
+  CHECK(wandura::attempt_error_type(0, {}).empty());
+  CHECK(wandura::attempt_error_type(100, {}).empty());
+  CHECK(wandura::attempt_error_type(399, {}).empty());
+  CHECK(wandura::attempt_error_type(599, {}) == "599");
+  for (int const odd : {1, 99, 600, 999, 1000, -1}) {
+    INFO(odd);
+    CHECK(wandura::attempt_error_type(odd, {}) == "_OTHER");
+  }
+  CHECK(wandura::attempt_error_type(600, wandura::errc::invalid_response) == "invalid_response");
 }
 
 TEST_CASE("attempt observer: attributes follow the URL when attempts alternate between URLs, and view the request") {
