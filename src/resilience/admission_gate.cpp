@@ -282,13 +282,12 @@ void admission_gate::set_limit(std::string_view counter, rate_limit limit) {
 }
 
 bool admission_gate::under_reserve(std::string_view counter) const noexcept {
-  auto* found = find(counter);
-  return found != nullptr && found->congested() && found->under_reserve(clock_->now());
+  return under_reserve(counter, clock_->now());
 }
 
 bool admission_gate::under_reserve(std::string_view counter, clock::time_point now) const noexcept {
   auto* found = find(counter);
-  return found != nullptr && found->congested() && found->under_reserve(now);
+  return found != nullptr && found->congested_at(now) && found->under_reserve(now);
 }
 
 clock::time_point admission_gate::held_until(std::string_view counter) const {
@@ -298,7 +297,7 @@ clock::time_point admission_gate::held_until(std::string_view counter) const {
 
 bool admission_gate::congested(std::string_view counter) const noexcept {
   auto* found = find(counter);
-  return found != nullptr && found->congested();
+  return found != nullptr && found->congested_at(clock_->now());
 }
 
 std::vector<admission_counter_stats> admission_gate::stats() const {

@@ -37,12 +37,21 @@ gate_counter::gate_counter(std::string name, refill_kind refill, std::shared_ptr
     : name_(std::move(name)), clock_(std::move(clock)), options_(std::move(options)),
       flags_(options_->shared_pace ? refresh_flag : 0U), refill_(refill) {}
 
-clock::time_point gate_counter::held_until() const {
+bool gate_counter::congested_at(clock::time_point now) {
+  if (!congested()) {
+    return false;
+  }
+  lock_type lock(mutex_);
+  (void)maybe_calm(now);
+  return congested();
+}
+
+clock::time_point gate_counter::held_until() {
   if (!congested()) {
     return clock::time_point::min();
   }
   lock_type lock(mutex_);
-  return hold_until_;
+  return maybe_calm(clock_->now()) ? clock::time_point::min() : hold_until_;
 }
 
 bool gate_counter::under_reserve(clock::time_point now) const noexcept {
@@ -585,8 +594,9 @@ void gate_counter::start_alarm(std::weak_ptr<gate_counter> weak_counter, clock::
   });
 }
 
-admission_counter_stats gate_counter::stats() const {
+admission_counter_stats gate_counter::stats() {
   lock_type lock(mutex_);
+  (void)maybe_calm(clock_->now());
   admission_counter_stats s;
   s.counter = name_;
   s.congested = congested();

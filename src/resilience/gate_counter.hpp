@@ -55,6 +55,10 @@ public:
   [[nodiscard]] bool congested() const noexcept {
     return (flags_.load(std::memory_order_acquire) & congested_flag) != 0;
   }
+  /// `congested()` as of `now`: a counter whose calm period has passed with nobody queued is calmed first (as the
+  /// next request would calm it), so that readers between requests (`admission_gate::congested`, `held_until`,
+  /// `stats`) do not see a congestion that has ended. One atomic load while uncongested; the lock otherwise.
+  [[nodiscard]] bool congested_at(clock::time_point now);
   /// True (once) when a read of the fleet's view is due; the caller then starts it with `start_refresh`.
   [[nodiscard]] bool take_refresh() noexcept {
     return (flags_.fetch_and(~refresh_flag, std::memory_order_acq_rel) & refresh_flag) != 0;
@@ -63,8 +67,9 @@ public:
   /// `shared_pace_refresh` after it completes.
   void start_refresh(asio::any_io_executor const& executor);
   [[nodiscard]] bool under_reserve(clock::time_point now) const noexcept;
-  /// The end of the current 429 hold-off (no release before it); `time_point::min()` when uncongested.
-  [[nodiscard]] clock::time_point held_until() const;
+  /// The end of the current 429 hold-off (no release before it); `time_point::min()` when uncongested (calmed as
+  /// `congested_at` calms).
+  [[nodiscard]] clock::time_point held_until();
 
   /// Decides a request at once when it can be (admitted with room and nobody ahead, shed, past its deadline, or the
   /// counter calmed down); nullopt when it must queue. `now`: the caller's reading of the clock, else read here.
@@ -90,7 +95,8 @@ public:
   /// Completes every queued request with `cancelled`; later timers do nothing.
   void close();
 
-  [[nodiscard]] admission_counter_stats stats() const;
+  /// The counter's statistics, calmed first as `congested_at` calms.
+  [[nodiscard]] admission_counter_stats stats();
 
 private:
   struct fleet_question;

@@ -202,7 +202,8 @@ inline constexpr std::array<double, 10> wait_buckets_s{0.01, 0.05, 0.1, 0.25, 0.
 /// the gate: their answers are dropped.
 class admission_gate {
 public:
-  /// At most this many distinct counters are tracked; requests to further names are never queued. Only names of
+  /// At most this many distinct counters are tracked, the protocol's six (`playback`, `catalog`, `creatives`,
+  /// `videos`, `video`, `config`) among them from the start; requests to further names are never queued. Only names of
   /// 1-64 characters of [A-Za-z0-9._:-] are tracked (every counter of the protocol has such a name): a request to
   /// any other is never queued either, and its 429s, sheds and `set_limit` are not kept. Names tracked go into the
   /// metrics' `counter` label, log lines and a fleet's Redis keys as they are.
@@ -270,20 +271,25 @@ public:
   void set_limit(std::string_view counter, rate_limit limit);
 
   /// True while `counter` is known to be under its prefetch reserve: leave prefetch items out of a batch and
-  /// answer them `shed`. One atomic load and a clock read; false when the counter is uncongested.
+  /// answer them `shed`. One atomic load and a clock read; false when the counter is uncongested (as `congested`
+  /// reads it).
   [[nodiscard]] bool under_reserve(std::string_view counter) const noexcept;
   /// `under_reserve` at `now`, the caller's reading of the gate's clock (see the `try_admit` overload).
   [[nodiscard]] bool under_reserve(std::string_view counter, clock::time_point now) const noexcept;
 
   /// The end of `counter`'s current 429 hold-off: no request to it is released before. `time_point::min()` while
-  /// it is uncongested (one atomic load then). A retry engine checks it against a call's deadline before planning
-  /// a retry that could not start in time.
+  /// it is uncongested (one atomic load then; as `congested` reads it). A retry engine checks it against a call's
+  /// deadline before planning a retry that could not start in time.
   [[nodiscard]] clock::time_point held_until(std::string_view counter) const;
 
-  /// True while `counter` is congested (requests to it may queue).
+  /// True while `counter` is congested (requests to it may queue). Read as of now: a counter that has seen no 429
+  /// and no shed for `calm_period`, with its hold-off over and nobody queued, reads uncongested at once (the read
+  /// calms it, as the next request would), not only once another request has passed. One atomic load while
+  /// uncongested, the counter's lock otherwise.
   [[nodiscard]] bool congested(std::string_view counter) const noexcept;
 
-  /// One entry per counter seen so far (or set by `set_limit`), in first-seen order.
+  /// One entry per counter tracked, in first-seen order: the protocol's six from the start, then each other
+  /// counter seen (or set by `set_limit`). Read as of now, as `congested` reads a counter.
   [[nodiscard]] std::vector<admission_counter_stats> stats() const;
 
   /// The statistics as Prometheus text lines (`wandura_gate_*` with a `counter` label), to append to a client's

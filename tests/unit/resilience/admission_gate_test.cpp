@@ -456,6 +456,54 @@ TEST_CASE("admission gate: metrics text has queue length, wait histogram and rel
   CHECK(s.wait_buckets.back() == s.wait_count); // every wait was under 30 s
 }
 
+TEST_CASE("admission gate: a counter reads uncongested once its calm period has passed, without a request to calm it") {
+  // The calm was applied by the next request only: an idle counter read congested, held and under its reserve for
+  // ever, in `congested`, `held_until`, `under_reserve`, `stats` and the metrics' gauge alike.
+  gate_harness h;        // calm period 10 s
+  counter_feedback shed; // a shed prefetch: under the reserve for 2 s, and a pressure
+  shed.status = 200;
+  shed.granted = 1;
+  shed.shed = 1;
+  shed.retry_after = 2s;
+  h.gate.observe("playback", refused(600, 2s));
+  h.gate.observe("playback", shed);
+  CHECK(h.gate.congested("playback"));
+  CHECK(h.gate.held_until("playback") == h.now() + 2s);
+  CHECK(h.gate.under_reserve("playback"));
+  h.run_for(9900ms); // 9.9 s after the last pressure: still congested, the hold-off and the reserve over
+  CHECK(h.gate.congested("playback"));
+  CHECK(h.gate.held_until("playback") < h.now());
+  CHECK_FALSE(h.gate.under_reserve("playback"));
+  CHECK(h.playback().congested);
+  CHECK(h.gate.metrics_text().find("wandura_gate_congested{counter=\"playback\"} 1\n") != std::string::npos);
+  h.run_for(100ms); // the calm period is over; nothing was asked of the gate meanwhile
+  SECTION("read by congested") {
+    CHECK_FALSE(h.gate.congested("playback"));
+  }
+  SECTION("read by held_until") {
+    CHECK(h.gate.held_until("playback") == wandura::clock::time_point::min());
+  }
+  SECTION("read by stats") {
+    auto const s = h.playback();
+    CHECK_FALSE(s.congested);
+    CHECK(s.pacing_rate == 0);
+  }
+  SECTION("read by the metrics") {
+    auto const text = h.gate.metrics_text();
+    INFO(text);
+    CHECK(text.find("wandura_gate_congested{counter=\"playback\"} 0\n") != std::string::npos);
+  }
+  // Whichever read came first, every reader agrees now, and a request goes at once.
+  CHECK_FALSE(h.gate.congested("playback"));
+  CHECK(h.gate.held_until("playback") == wandura::clock::time_point::min());
+  CHECK_FALSE(h.playback().congested);
+  h.spawn(1);
+  h.advance(0ms);
+  REQUIRE(h.completed.size() == 1);
+  CHECK(h.completed[0].result.verdict == admission_verdict::admitted);
+  CHECK(h.completed[0].at == h.now());
+}
+
 TEST_CASE("admission gate: metrics text reads back as the statistics, the pacing rate and wait sum to the last digit") {
   gate_harness h;
   h.gate.observe("playback", refused(4000, 1s)); // 66.666... a second after the hold
