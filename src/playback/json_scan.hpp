@@ -294,6 +294,9 @@ public:
     return true;
   }
 
+  /// Whether the document has a backslash anywhere (else no string or key needs unescaping).
+  [[nodiscard]] bool may_have_escapes() const noexcept { return escapes_; }
+
   bool array(od::value& v, location const& where, std::string_view field, od::array& out) {
     if (auto e = v.get_array().get(out)) {
       return fail_json(where, field, e, "an array");
@@ -317,8 +320,9 @@ template <class OnField> bool for_each_field(reader& r, location const& where, o
     od::field& field = field_result.value_unsafe(); // checked above; no copy of the field
 
     // The key is read in place, without scanning it: it ends at the last quote before the ':' that precedes the
-    // value (stage 1 and the object iterator proved that shape). Keys are matched as written; the API's keys never
-    // use escapes, and a key spelled with them reads as unknown.
+    // value (stage 1 and the object iterator proved that shape). The API's keys never use escapes; one spelled with
+    // them ("pl\u0061yback") means what it spells and is unescaped first, into the parser's string buffer (only in
+    // a document that has a backslash somewhere: one search of the body, made before).
     char const* const key_begin = field.key().raw();
     char const* end = field.value().raw_json_token().data() - 1;
     while (is_json_space(*end)) {
@@ -328,7 +332,12 @@ template <class OnField> bool for_each_field(reader& r, location const& where, o
     while (is_json_space(*end)) {
       --end;
     }
-    std::string_view const key(key_begin, static_cast<std::size_t>(end - key_begin));
+    std::string_view key(key_begin, static_cast<std::size_t>(end - key_begin));
+    if (r.may_have_escapes() && std::memchr(key.data(), '\\', key.size()) != nullptr) {
+      if (auto e = field.unescaped_key().get(key)) {
+        return r.fail_json(where, {}, e);
+      }
+    }
     if (!on_field(key, field.value())) {
       return false;
     }

@@ -24,10 +24,10 @@ static_assert(wandura::body_padding == simdjson::SIMDJSON_PADDING,
 ///
 /// Each `parse_*` function reads the body once with simdjson On Demand, dispatching on each key with a `switch`;
 /// unknown keys are skipped, unknown enum values keep their raw text, `null` reads as "absent" for optional fields.
-/// Keys are matched as written, in place (the API never escapes its keys; a key spelled with escapes reads as
-/// unknown). Strings are copied into the output before the function returns, so the output never points into the
-/// parser or the body. On success the output is fully replaced; on failure its content is unspecified. Passing the
-/// same output object again reuses its storage (strings, items, tickets), so that a steady stream of responses is
+/// Keys are matched in place; one spelled with escapes (the API never escapes its keys) is unescaped first and
+/// means what it spells. Strings are copied into the output before the function returns, so the output never points
+/// into the parser or the body. On success the output is fully replaced; on failure its content is unspecified. Passing
+/// the same output object again reuses its storage (strings, items, tickets), so that a steady stream of responses is
 /// read without allocating.
 ///
 /// Every function completes with an empty `std::error_code` or with `errc::invalid_response`, and then

@@ -124,7 +124,7 @@ TEST_CASE("response parser: unknown fields anywhere are ignored and unknown enum
   CHECK_FALSE(result.items[1].retry_after);
 }
 
-TEST_CASE("response parser: white space anywhere is fine, keys are matched as written") {
+TEST_CASE("response parser: white space anywhere is fine, a key spelled with escapes means what it spells") {
   constexpr char const* body = "{\n\t\"items\" \t\r\n :\n [ { \"film_ref\" : \"f\" , \"episode_no\"\t:\t3 ,"
                                " \"intent\"\n:\n\"play\", \"status\"  :  404 , \"error_code\" : \"not_ready\" ,"
                                " \"re\\u0061son\" : \"escaped key\" } ] ,\"request_id\":\"r\" \n}\n";
@@ -135,8 +135,38 @@ TEST_CASE("response parser: white space anywhere is fine, keys are matched as wr
   CHECK(result.items[0].film_ref == "f");
   CHECK(result.items[0].episode_no == 3);
   CHECK(result.items[0].outcome == item_outcome::not_ready);
-  CHECK(result.items[0].reason.empty()); // "re\u0061son" is not the key "reason" as written: ignored
+  CHECK(result.items[0].reason == "escaped key"); // "re\u0061son" is the key "reason"
   CHECK(result.request_id == "r");
+}
+
+TEST_CASE("response parser: keys spelled with escapes are read in every body, and a broken escape in one is refused") {
+  response_parser parser;
+  wandura::org_config config;
+  REQUIRE_FALSE(parser.parse_org_config(
+      std::string_view(R"({"org_\u0069d":"org_demo","limits":{"pl\u0061yback":6000,"c\u0061talog":1200}})"), config));
+  CHECK(config.org_id == "org_demo");
+  CHECK(config.limit("playback") == 6000); // the counter's name unescaped, not its text "pl\u0061yback"
+  CHECK(config.limit("catalog") == 1200);
+  CHECK(config.limits.size() == 2);
+
+  wandura::film film;
+  REQUIRE_FALSE(parser.parse_film(std::string_view(R"({"film\u005fref":"f","episodes":2})"), film));
+  CHECK(film.film_ref == "f");
+
+  wandura::ticket_batch_result batch;
+  REQUIRE_FALSE(parser.parse_ticket_batch(
+      std::string_view(R"({"items":[{"film_ref":"f","episode_no":1,"intent":"play","st\u0061tus":200,)"
+                       R"("ticket":{"ticket_id":"t","expires_at":"2026-11-30T11:00:00Z","license_url":"\/l"}}]})"),
+      batch));
+  REQUIRE(batch.items.size() == 1);
+  CHECK(batch.items[0].status == 200);
+  REQUIRE(batch.items[0].ticket);
+  CHECK(batch.items[0].ticket->license_url == "/l");
+
+  // A lone surrogate is no character: the key cannot be read, and the body is refused with where.
+  CHECK(parser.parse_org_config(std::string_view(R"({"limits":{"\ud800x":1}})"), config) ==
+        wandura::errc::invalid_response);
+  CHECK(parser.message().find("limits") != std::string::npos);
 }
 
 TEST_CASE("response parser: numeric error codes, fractional retry_after and a ticket on a refused item") {
