@@ -23,6 +23,9 @@ namespace {
 constexpr std::string_view playback_counter = "playback";
 /// A ticket request never uses an attempt timeout under 5 s (docs/protocol.md §3).
 constexpr std::chrono::milliseconds ticket_attempt_floor{5000};
+/// Nor is it sent with less than 1 s of its call's deadline left (request_traits::min_time_left): twice the half
+/// second the server may hold a play before it answers, so that a ticket it issues reaches a caller still waiting.
+constexpr std::chrono::milliseconds ticket_min_time_left{1000};
 
 // The items of a ticket batch response as read, before they are matched to the request. Used from the parse to the
 // end of the matching, without suspending (as the parser), so one per thread; its items vector is kept.
@@ -672,7 +675,8 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
                         settings.policy.classifier, call.operation);
   };
   auto make = [&](batch_reader& reader) {
-    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, call.operation};
+    request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, call.operation,
+                          ticket_min_time_left};
     if (call.limited) {
       return send_within_allowance(self, reader, std::string(call.who()), std::move(body), std::move(traits),
                                    std::move(settings));

@@ -75,6 +75,17 @@ asio::awaitable<bool> yield_turn() {
   co_return is_cancelled(co_await asio::this_coro::cancellation_state);
 }
 
+/// The last moment an attempt of the call may start: `min_time_left` before its deadline, at most half the call's
+/// total time before (request_traits::min_time_left).
+clock::time_point last_start(call_settings const& settings, request_traits const& traits) noexcept {
+  if (settings.deadline == clock::time_point::max() || traits.min_time_left <= clock::duration::zero() ||
+      settings.total_timeout <= clock::duration::zero()) {
+    return settings.deadline;
+  }
+  // At most half the total: the deadline is the call's start plus the total (or max()), so this stays after it.
+  return settings.deadline - std::min<clock::duration>(traits.min_time_left, settings.total_timeout / 2);
+}
+
 /// Whether a wait of `delay` from `now` ends before `deadline`: one ending exactly at it leaves no time to send.
 bool fits_deadline(clock::time_point deadline, clock::time_point now, clock::duration delay) noexcept {
   return now < deadline && delay < deadline - now;
@@ -281,15 +292,15 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
 
 } // namespace
 
-retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings, std::string_view counter, int retry,
-                                                  std::optional<std::chrono::milliseconds> retry_after, bool gate_paces,
-                                                  clock::time_point now) {
+retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings, request_traits const& traits,
+                                                  int retry, std::optional<std::chrono::milliseconds> retry_after,
+                                                  bool gate_paces, clock::time_point now) {
   retry_step step;
   if (retry > std::max(settings.policy.max_retries, 0)) {
     step.stop = stop_reason::retries_exhausted;
     return step;
   }
-  auto const held = counter_wait_from(counter, now);
+  auto const held = counter_wait_from(traits.counter, now);
   if (gate_paces) {
     // After a 429 the admission gate holds the counter for its Retry-After and then releases the waiting requests
     // at the rate the counter refills, plays first: the retry queues there at once, in its turn, instead of
@@ -304,7 +315,7 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
   // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
   auto const start_in = std::max(step.wait, held);
   step.starts_in = start_in;
-  if (!fits_deadline(settings.deadline, now, start_in)) {
+  if (!fits_deadline(last_start(settings, traits), now, start_in)) {
     // Stop when now + delay passes the total deadline, and report the last real error (docs/protocol.md §3).
     step.stop = stop_reason::deadline_exceeded;
     step.note = "the next retry in " +
@@ -345,6 +356,8 @@ struct retry_engine::call_state {
   /// The clock as last read (by `open_call`, or for the admission gate), until the next attempt starts from it;
   /// cleared by a wait at the gate. A real clock read is a vDSO call: tens to hundreds of ns on a virtual machine.
   std::optional<clock::time_point> clock_read;
+  /// The last moment an attempt may start (`request_traits::min_time_left`); the deadline when it has none.
+  clock::time_point last_start{};
 };
 
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
@@ -413,6 +426,7 @@ std::optional<stop_reason> retry_engine::open_call(call_state& s) {
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
   s.clock_read = clock_->now();
   s.started = *s.clock_read; // before the key is made: a call refused for its key has a start and an end too
+  s.last_start = last_start(s.settings, s.traits);
   s.is_write = s.traits.is_write || s.request.method == http_method::post; // every POST is a write
   if (s.is_write) {
     if (auto ec = attach_key(s.request, s.settings, false, s.result.idempotency_key, s.safety)) {
@@ -444,24 +458,33 @@ std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_exe
   if (!s.clock_read) {
     s.clock_read = clock_->now(); // the attempt starts from it too, when admitted at once
   }
-  if (*s.clock_read >= s.settings.deadline) {
-    // The call's own deadline passed before the gate had a say (a deadline of 0, a long wait before): not the rate
-    // limit's doing, whatever the counter's state. `not_admitted` ends the call as a timeout; nothing is taken.
+  if (*s.clock_read >= s.last_start) {
+    // The call's own deadline passed (or is too near: `min_time_left`) before the gate had a say (a deadline of 0,
+    // a long wait before): not the rate limit's doing, whatever the counter's state. `not_admitted` ends the call
+    // as a timeout; nothing is taken.
     return admission{};
   }
-  return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline, executor,
+  return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start, executor,
                          *s.clock_read);
 }
 
 asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
   s.clock_read.reset(); // the attempt starts after a wait: it reads the clock again
-  return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.settings.deadline);
+  return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start);
 }
 
 retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission const& admitted, int attempt) {
   attempt_start start;
   auto const now = s.clock_read ? *std::exchange(s.clock_read, std::nullopt) : clock_->now();
-  start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.settings.deadline, now);
+  start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.last_start, now);
+  if (start.stop && attempt == 1 && now >= s.last_start && now < s.settings.deadline) {
+    // Stopped before the deadline itself, by `min_time_left`: said so, since the deadline has not passed yet.
+    auto const ms = [](clock::duration d) {
+      return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(d).count()) + " ms";
+    };
+    std::string why = "not sent in the deadline's last " + ms(s.settings.deadline - s.last_start);
+    s.result.note = s.result.note.empty() ? std::move(why) : s.result.note + "; " + why;
+  }
   if (start.stop) {
     return start;
   }
@@ -640,7 +663,7 @@ retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt
   // counter for it: it holds the counter that long and then paces. A 429 without one, or one the gate did not hold
   // the counter for (a shed prefetch: the counter still grants plays), keeps the policy's backoff.
   bool const gate_paces = refused_status == 429 && retry_after && gate_.held_until(traits.counter) > now;
-  auto step = plan_retry(settings, traits.counter, facts.attempt, retry_after, gate_paces, now);
+  auto step = plan_retry(settings, traits, facts.attempt, retry_after, gate_paces, now);
   if (step.stop) {
     if (!follow) {
       result.note = std::move(step.note);

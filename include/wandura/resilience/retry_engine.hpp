@@ -65,6 +65,13 @@ struct request_traits {
   /// "issue_tickets" or "get_config". Viewed, not copied: give a string with static storage (a literal). Empty is
   /// reported as "other".
   std::string_view operation{};
+  /// No attempt starts with less than this left before the call's deadline (at most half the call's total time,
+  /// so that a short deadline still gets its first attempt): one that would, after a wait at the admission gate
+  /// or a backoff, is not sent, and the call ends as when its deadline passes first (`errc::rate_limited` when it
+  /// queued at the gate, else `errc::deadline_exceeded`; a later attempt keeps the last real error). Sent so late,
+  /// the server could still be working on the request when the attempt times out: for a ticket request it would
+  /// issue a ticket, and spend its counter, for a call that no longer waits. 0: attempts start until the deadline.
+  std::chrono::milliseconds min_time_left{0};
 };
 
 /// What follows a response, as the caller of `retry_engine::call` reads it (`response_reader::after_success`).
@@ -305,9 +312,9 @@ private:
   static void too_late_for_attempt(call_result& result, int attempt, admission const& waited,
                                    std::string const& counter);
   /// Whether retry number `retry` may be made and after what wait: `max_retries`, backoff (none of its own when
-  /// `gate_paces`: a 429 on a counter the admission gate now paces), deadline (with the counter's hold-off),
-  /// budget. Counts a granted retry or a budget refusal.
-  [[nodiscard]] retry_step plan_retry(call_settings const& settings, std::string_view counter, int retry,
+  /// `gate_paces`: a 429 on a counter the admission gate now paces), deadline (with the counter's hold-off and
+  /// the request's `min_time_left`), budget. Counts a granted retry or a budget refusal.
+  [[nodiscard]] retry_step plan_retry(call_settings const& settings, request_traits const& traits, int retry,
                                       std::optional<std::chrono::milliseconds> retry_after, bool gate_paces,
                                       clock::time_point now);
   [[nodiscard]] retry_event retry_event_for(call_result const& result, follow_up const& next, retry_step const& step,

@@ -142,7 +142,7 @@ TEST_CASE("admission: calls queued behind the counter go one per refill, and one
   CHECK(third_error->attempts() == 0);
   CHECK(std::string(third_error->what()) ==
         "start_episode: deadline of 2500 ms reached before any attempt (queued behind the playback counter's limit "
-        "for 2500 ms) (POST /v1/playback/tickets on 127.0.0.1:1)");
+        "for 1500 ms; not sent in the deadline's last 1000 ms) (POST /v1/playback/tickets on 127.0.0.1:1)");
   CHECK(h.fake->attempt_count() == 3); // the 429, then one request per released play
   // held_off counts the requests sent after queuing at the gate: the two released, not the one that left at its
   // deadline (the gate's own deadline_exceeded counts that one).

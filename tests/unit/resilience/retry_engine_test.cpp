@@ -502,6 +502,51 @@ TEST_CASE("deadline: each attempt's timeout is min(attempt timeout, time left), 
   CHECK(plain.fake.attempts()[0].options.timeout == 2000ms);
 }
 
+TEST_CASE("deadline: no attempt starts in the request's min_time_left before the deadline, at most half the total") {
+  request_traits tickets{"playback", true, 5s};
+  tickets.operation = "issue_tickets";
+  tickets.min_time_left = 1s;
+  call_options o;
+  o.total_timeout = 5s;
+
+  // A retry that would start 4.2 s in, 0.8 s before the deadline: not made; the 503 stands.
+  harness late;
+  late.u = 0.0;
+  late.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "4"}}));
+  auto const stopped = late.run(post(), tickets, o);
+  CHECK(stopped.stopped == stop_reason::deadline_exceeded);
+  CHECK(stopped.response.status == 503);
+  CHECK(late.fake.attempt_count() == 1);
+  CHECK(late.clock->elapsed() == 0ms);
+
+  // One that starts 3 s in, 2 s before it: made.
+  harness in_time;
+  in_time.u = 0.0;
+  in_time.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "3"}}));
+  auto const retried = in_time.run(post(), tickets, o);
+  REQUIRE(retried.ok());
+  REQUIRE(in_time.fake.attempt_count() == 2);
+  CHECK(in_time.fake.attempts()[1].options.timeout == 2000ms);
+
+  // Without a min_time_left the first retry goes, 0.8 s before the deadline.
+  harness none;
+  none.u = 0.0;
+  none.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "4"}}));
+  REQUIRE(none.run(post(), request_traits{"playback", true, 5s}, o).ok());
+  CHECK(none.fake.attempt_count() == 2);
+
+  // A total of 1.2 s keeps at most 0.6 s back: its first attempt goes, a retry 1 s in does not.
+  call_options short_call;
+  short_call.total_timeout = 1200ms;
+  harness first;
+  first.u = 0.0;
+  first.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "1"}}));
+  auto const short_result = first.run(post(), tickets, short_call);
+  CHECK(first.fake.attempt_count() == 1); // the retry would start 1 s in
+  CHECK(short_result.stopped == stop_reason::deadline_exceeded);
+  CHECK(short_result.response.status == 503);
+}
+
 TEST_CASE("deadline: an attempt that stalls until the deadline ends the call with deadline_exceeded") {
   harness h;
   call_options o;
