@@ -306,6 +306,9 @@ config parse_config(std::string_view json) {
       cfg.hold_window = std::chrono::milliseconds(get_unsigned(v, at, 60000));
     } else if (k == "idle_timeout_ms") {
       cfg.idle_timeout = std::chrono::milliseconds(get_unsigned(v, at, 86400000));
+      if (cfg.idle_timeout.count() == 0) { // not "no timeout": it would close every connection before its reply
+        fail(at, "must be at least 1");
+      }
     }
   }
   return cfg;

@@ -80,7 +80,9 @@ asio::awaitable<bool> connection::write(std::string_view bytes) {
 asio::awaitable<connection::outcome> connection::send(http_reply const& r, bool keep_alive) {
   out_.clear();
   head(out_, r, r.body.size(), keep_alive);
-  if (!has_no_content(r.status)) {
+  // A HEAD's reply says the Content-Length a GET's would have, and ends at its headers: bytes after them would be
+  // read as the start of the next response.
+  if (!has_no_content(r.status) && !head_only_) {
     out_.append(r.body);
   }
   if (bool const ok = co_await write(out_); !ok) {
@@ -90,18 +92,23 @@ asio::awaitable<connection::outcome> connection::send(http_reply const& r, bool 
 }
 
 asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
-  auto idle = svc_.cfg().idle_timeout;
+  auto const idle = svc_.cfg().idle_timeout;
   while (!done_) {
-    watchdog_.expires_after(idle);
-    auto [ec] = co_await watchdog_.async_wait(use_tuple);
-    if (done_) {
-      break;
-    }
     // A request being answered (a delay fault, a held play) is not idleness: its reply is still to come.
-    if (!ec && !answering_ && std::chrono::steady_clock::now() - last_activity_ >= idle) {
-      close();
-      break;
+    if (answering_) {
+      watchdog_.expires_after(idle);
+    } else {
+      auto due = last_activity_ + idle;
+      if (request_started_) {
+        due = std::min(due, *request_started_ + idle);
+      }
+      if (std::chrono::steady_clock::now() >= due) {
+        close();
+        break;
+      }
+      watchdog_.expires_at(due);
     }
+    co_await watchdog_.async_wait(use_tuple);
   }
 }
 
@@ -119,9 +126,13 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       pos = 0;
       end = n;
     }
+    if (!request_started_) {
+      request_started_ = std::chrono::steady_clock::now();
+    }
     auto const [what, consumed] = reader_.feed(std::string_view(buf.data() + pos, end - pos));
     pos += consumed;
     if (what == request_reader::event::request) {
+      request_started_.reset();
       http_request& req = reader_.request();
       req.peer_is_loopback = peer_is_loopback_;
       req.json = &json_;
@@ -147,6 +158,7 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
 }
 
 asio::awaitable<connection::outcome> connection::send_bad_request(std::string_view why) {
+  head_only_ = false; // no request was read: whatever the bytes said, the 400 has a body
   http_reply r = svc_.error_reply(400, "invalid_request", "Malformed HTTP request: " + std::string(why) + ".");
   svc_.note_response(400);
   co_return co_await send(r, false);
@@ -189,7 +201,8 @@ http_reply connection::handle_admin() {
   http_request const& req = reader_.request();
   std::string_view const path = req.path();
   std::string_view const method = req.method;
-  if (path == "/_emulator/stats" && method == "GET") {
+  bool const get = method == "GET" || method == "HEAD"; // a HEAD is answered as a GET, without the body
+  if (path == "/_emulator/stats" && get) {
     return json(svc_.stats_json());
   }
   if (path == "/_emulator/faults" && method == "POST") {
@@ -205,7 +218,7 @@ http_reply connection::handle_admin() {
   if (path == "/_emulator/faults" && method == "DELETE") {
     return json("{\"cleared\":" + std::to_string(svc_.clear_faults()) + "}");
   }
-  if (path == "/_emulator/clock" && (method == "POST" || method == "GET")) {
+  if (path == "/_emulator/clock" && (method == "POST" || get)) {
     return handle_clock();
   }
   return svc_.error_reply(404, "not_found", "No such admin endpoint.");
@@ -241,6 +254,7 @@ http_reply connection::handle_clock() {
 
 asio::awaitable<connection::outcome> connection::handle_request() {
   bool keep_alive = reader_.request().keep_alive;
+  head_only_ = reader_.request().method == "HEAD";
   if (reader_.request().path().starts_with("/_emulator/")) {
     // Named: temporaries inside co_await expressions are where GCC 12's coroutine bugs live.
     auto reply = handle_admin();
@@ -284,6 +298,9 @@ asio::awaitable<connection::outcome> connection::handle_request() {
 asio::awaitable<connection::outcome> connection::deliver(http_reply r, std::optional<fault_rule> const& fault,
                                                          bool keep_alive) {
   fault_kind kind = fault ? fault->kind : fault_kind::status;
+  if (head_only_) {
+    co_return co_await send(r, keep_alive); // the faults that damage a body have none to damage
+  }
   switch (kind) {
   case fault_kind::reset: co_return co_await deliver_reset(r, keep_alive);
   case fault_kind::truncate: r.body.resize(r.body.size() / 2); co_return co_await send(r, keep_alive);

@@ -1,7 +1,7 @@
 // One keep-alive connection of the emulator: reads requests (request_reader), answers them one at a time (pipelined
 // requests in order), serves the admin API of docs/protocol.md §4, and delivers replies intact or damaged as a fault
-// rule says. Closes on error, on `Connection: close` or after `idle_timeout` without traffic while no request is
-// being answered.
+// rule says. Closes on error, on `Connection: close`, after `idle_timeout` without traffic while no request is
+// being answered, and when a request has not fully arrived `idle_timeout` after its first byte.
 #pragma once
 
 #include "emulator/clock.hpp"
@@ -59,11 +59,16 @@ private:
   emulator_clock& clock_;
   asio::steady_timer watchdog_;
   std::chrono::steady_clock::time_point last_activity_;
+  /// When the first byte of the request still arriving came (none is arriving when empty). A peer sending a byte
+  /// now and then is never idle; this deadline ends it all the same (a "slowloris" client).
+  std::optional<std::chrono::steady_clock::time_point> request_started_;
   bool peer_is_loopback_ = false;
   bool done_ = false;
   /// The service is working on a request (a delay fault, a play held for room): the watchdog leaves the connection
   /// open. Not while its reply is written: a peer that stops reading is idle.
   bool answering_ = false;
+  /// The request being answered is a HEAD: its reply is sent without its body (RFC 9110 §9.3.2).
+  bool head_only_ = false;
 
   request_reader reader_;
   simdjson::dom::parser json_;

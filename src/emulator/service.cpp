@@ -20,6 +20,13 @@ service::service(config cfg, emulator_clock& clock) : cfg_(std::move(cfg)), cloc
   if (cfg_.films.empty()) {
     cfg_.films = demo_catalogue();
   }
+  if (cfg_.idle_timeout <= std::chrono::milliseconds::zero()) {
+    throw config_error("idle_timeout: must be at least 1 ms (a connection would be closed before its first reply)");
+  }
+  if (cfg_.faults.size() > max_fault_rules) {
+    throw config_error("faults: at most " + std::to_string(max_fault_rules) + " fault rules may be installed, not " +
+                       std::to_string(cfg_.faults.size()));
+  }
   auto now = clock_.now();
   orgs_.reserve(cfg_.orgs.size());
   for (std::size_t i = 0; i < cfg_.orgs.size(); ++i) {
@@ -114,6 +121,7 @@ service::org_state* service::authenticate(http_request const& req) {
 
 service::film_lookup service::lookup_film(std::string_view film_ref, bool stale_db, time_point now) {
   film_lookup out;
+  auto const f = films_.find(film_ref);
   if (stale_db) {
     auto const* good = last_good_.find(film_ref);
     if (good == nullptr || now - *good > stale_limit) {
@@ -121,10 +129,12 @@ service::film_lookup service::lookup_film(std::string_view film_ref, bool stale_
       return out;
     }
     out.age = std::chrono::duration_cast<std::chrono::seconds>(now - *good);
-  } else {
-    last_good_.put(film_ref, now, now + stale_limit);
+  } else if (f != films_.end()) {
+    // Only films of the catalogue are remembered: an unknown ref is any bytes a client sent (up to 64 KiB), and
+    // remembering those let refused requests grow the server by gigabytes. In stale mode an unknown film is
+    // therefore unavailable, as any film without a recent answer is.
+    last_good_.put(f->first, now, now + stale_limit);
   }
-  auto f = films_.find(film_ref);
   if (f == films_.end()) {
     out.result = lookup_result::not_found;
   } else {
@@ -171,8 +181,9 @@ asio::awaitable<http_reply> service::handle(http_request const& req, bool stale_
   if (!ref) {
     co_return error_reply(400, "invalid_request", "Malformed percent-encoding in the request path.");
   }
-  if ((is_post && req.method != "POST") || (!is_post && req.method != "GET")) {
-    std::string allow = is_post ? "Allow: POST\r\n" : "Allow: GET\r\n";
+  // HEAD is answered as GET (RFC 9110 §9.3.2); the connection sends the headers alone.
+  if ((is_post && req.method != "POST") || (!is_post && req.method != "GET" && req.method != "HEAD")) {
+    std::string allow = is_post ? "Allow: POST\r\n" : "Allow: GET, HEAD\r\n";
     co_return error_reply(405, "invalid_request", "Method not allowed on this endpoint.", {}, allow);
   }
   org_state* org = authenticate(req);
@@ -346,7 +357,10 @@ http_reply service::fault_reply(fault_rule const& rule, http_request const& req)
     append_header(headers, "Retry-After", *rule.retry_after);
   }
   if (rule.status == 429) {
-    auto const& l = cfg_.orgs.front().limits;
+    // The limit of the organisation whose key made the request; a fault answers before authentication, so without
+    // a known key it is the default (first) organisation's.
+    org_state const* org = authenticate(req);
+    auto const& l = (org != nullptr ? org->org : cfg_.orgs.front()).limits;
     auto path = req.path();
     counter c = path.starts_with("/v1/playback")    ? counter::playback
                 : path.starts_with("/v1/catalog")   ? counter::catalog
@@ -397,6 +411,11 @@ http_reply service::fault_reply(fault_rule const& rule, http_request const& req)
 
 void service::install_faults(std::vector<fault_rule> rules) {
   std::lock_guard lock(mutex_);
+  // Every request scans the rules: their number is bounded, and a script that would pass the bound is refused whole.
+  if (rules.size() > max_fault_rules - faults_.size()) {
+    throw config_error("rules: at most " + std::to_string(max_fault_rules) + " fault rules may be installed at once (" +
+                       std::to_string(faults_.size()) + " are, " + std::to_string(rules.size()) + " more given)");
+  }
   for (auto& r : rules) {
     faults_.push_back(std::move(r));
   }

@@ -43,6 +43,13 @@ inline constexpr auto idempotency_memory = std::chrono::hours(24);
 inline constexpr std::size_t max_idempotency_entries = 100000;
 inline constexpr std::size_t max_reuse_entries = 200000;
 inline constexpr std::size_t max_last_good_entries = 100000;
+/// The idempotency store is bounded in bytes too (keys and stored answers), since an answer quotes the film refs of
+/// its request: 100,000 answers of up to 64 KiB each would be 6 GiB. With ordinary answers (1-2 KB) this bound keeps
+/// some 40,000 keys, many minutes of any test's retries; past either bound the oldest finished keys are forgotten
+/// first (docs/protocol.md §4).
+inline constexpr std::size_t max_idempotency_bytes = std::size_t{64} * 1024 * 1024;
+/// docs/protocol.md §4: at most this many fault rules are installed at once (each request scans them).
+inline constexpr std::size_t max_fault_rules = 1000;
 /// docs/protocol.md §2: prefetch is shed below this fraction of the playback limit.
 inline constexpr double shed_level = 0.20;
 /// docs/protocol.md §1: at most this many episodes in one ticket batch.
@@ -141,6 +148,8 @@ private:
     std::uint64_t generation = 0;
     time_point created;
     http_reply reply;
+    /// What the entry counts against `max_idempotency_bytes`.
+    std::size_t cost = 0;
   };
 
   /// Outcome of one film lookup: found, not found, or (stale mode) no answer recent enough.
@@ -184,6 +193,7 @@ private:
                              std::string_view drm_kek, time_point now);
   std::string random_token(std::size_t chars);
   void purge_idempotency(time_point now);
+  void forget_idempotency(string_map<idempotency_entry>::iterator it);
 
   config cfg_;
   emulator_clock& clock_;
@@ -194,7 +204,7 @@ private:
   string_map<std::size_t> films_;
   std::vector<open_video> videos_;
   std::vector<creative> creatives_;
-  /// When each film_ref (known or not) was last answered by the "database": the stale_db mode's cache.
+  /// When each film of the catalogue was last answered by the "database": the stale_db mode's cache.
   expiring_map<time_point, time_point> last_good_{max_last_good_entries};
   /// Tickets by org, viewer_ref, union_info, film, episode and intent (docs/protocol.md §2 reuse).
   expiring_map<issued_ticket, time_point> reuse_{max_reuse_entries};
@@ -202,6 +212,8 @@ private:
   string_map<idempotency_entry> idempotency_;
   std::deque<std::pair<std::uint64_t, std::string>> idempotency_order_;
   std::uint64_t idempotency_generation_ = 0;
+  /// The sum of the entries' `cost`.
+  std::size_t idempotency_bytes_ = 0;
   std::vector<fault_rule> faults_;
   std::mt19937_64 rng_;
   std::int64_t expires_text_second_ = -1;

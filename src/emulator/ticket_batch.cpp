@@ -12,6 +12,13 @@
 #include <algorithm>
 
 namespace wandura::emulator::detail {
+namespace {
+
+/// What an idempotency entry takes besides its strings (the map node, the entry, its place in the eviction order),
+/// roughly: counted so that many entries with tiny keys and answers are bounded in bytes too.
+constexpr std::size_t idempotency_entry_overhead = 256;
+
+} // namespace
 
 struct service::batch_item {
   std::string_view film_ref;
@@ -81,7 +88,9 @@ asio::awaitable<http_reply> service::handle_tickets(http_request const& req, org
     reply = co_await execute_batch(req, org, stale_db, delay, granted);
   } catch (...) {
     std::lock_guard lock(mutex_);
-    idempotency_.erase(store_key);
+    if (auto it = idempotency_.find(store_key); it != idempotency_.end()) {
+      forget_idempotency(it);
+    }
     throw;
   }
   finish_idempotent(store_key, generation, reply, granted);
@@ -97,7 +106,7 @@ std::optional<http_reply> service::begin_idempotent(std::string const& store_key
   purge_idempotency(now);
   auto it = idempotency_.find(store_key);
   if (it != idempotency_.end() && now - it->second.created >= idempotency_memory) {
-    idempotency_.erase(it);
+    forget_idempotency(it);
     it = idempotency_.end();
   }
   if (it != idempotency_.end()) {
@@ -121,6 +130,9 @@ std::optional<http_reply> service::begin_idempotent(std::string const& store_key
   entry.digest = body_digest;
   entry.generation = generation;
   entry.created = now;
+  // The key is held twice (map and eviction order), plus what the nodes themselves take.
+  entry.cost = 2 * store_key.size() + idempotency_entry_overhead;
+  idempotency_bytes_ += entry.cost;
   idempotency_.emplace(store_key, std::move(entry));
   idempotency_order_.emplace_back(generation, store_key);
   return std::nullopt;
@@ -137,11 +149,21 @@ void service::finish_idempotent(std::string const& store_key, std::uint64_t gene
   }
   bool const failed = (reply.status >= 500 || reply.status == 429) && !granted;
   if (failed) {
-    idempotency_.erase(it);
-  } else {
-    it->second.running = false;
-    it->second.reply = reply;
+    forget_idempotency(it);
+    return;
   }
+  it->second.running = false;
+  it->second.reply = reply;
+  std::size_t const reply_cost = reply.body.size() + reply.headers.size();
+  it->second.cost += reply_cost;
+  idempotency_bytes_ += reply_cost;
+  // The bounds hold after every store, not only when the next key arrives.
+  purge_idempotency(clock_.now());
+}
+
+void service::forget_idempotency(string_map<idempotency_entry>::iterator it) {
+  idempotency_bytes_ -= it->second.cost;
+  idempotency_.erase(it);
 }
 
 void service::purge_idempotency(time_point now) {
@@ -150,12 +172,12 @@ void service::purge_idempotency(time_point now) {
     auto it = idempotency_.find(key);
     bool stale_record = it == idempotency_.end() || it->second.generation != generation;
     bool expired = !stale_record && now - it->second.created >= idempotency_memory;
-    bool over = idempotency_order_.size() > max_idempotency_entries;
+    bool over = idempotency_order_.size() > max_idempotency_entries || idempotency_bytes_ > max_idempotency_bytes;
     if (!stale_record && !expired && !over) {
       break;
     }
     if (!stale_record && (expired || (over && !it->second.running))) {
-      idempotency_.erase(it);
+      forget_idempotency(it);
     } else if (!stale_record) {
       break; // never evict a running request; it ends soon
     }

@@ -128,7 +128,7 @@ struct config {
   std::vector<film> films{};
   /// Lifetime of issued tickets in seconds.
   std::uint32_t ticket_ttl_s = 1800;
-  /// Faults installed at start.
+  /// Faults installed at start (at most 1000, as for `server::install_faults`).
   std::vector<fault_rule> faults{};
   /// Seed of every random choice (ticket ids, request ids, fault probabilities). None = seeded from the OS.
   std::optional<std::uint64_t> seed{};
@@ -147,8 +147,9 @@ struct config {
   double overshoot = 0.025;
   /// Longest time a play item is held waiting for room before it is refused (docs/protocol.md §2: about 0.5 s).
   std::chrono::milliseconds hold_window{500};
-  /// Connections idle this long (no byte read or written, and no request being answered) are closed. A request
-  /// worked on for longer (a `delay` fault, a held play) still gets its answer.
+  /// Connections idle this long (no byte read or written, and no request being answered) are closed, and so are
+  /// those whose request has not fully arrived this long after its first byte. A request worked on for longer (a
+  /// `delay` fault, a held play) still gets its answer. At least 1 ms: 0 does not mean "no timeout".
   std::chrono::milliseconds idle_timeout{60000};
 };
 
@@ -209,7 +210,8 @@ struct stats_snapshot {
 class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
-  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film without episodes).
+  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film without episodes, an
+  ///         `idle_timeout` below 1 ms, more than 1000 fault rules).
   /// @throws std::system_error when the address cannot be bound.
   [[nodiscard]] static std::unique_ptr<server> start(config cfg);
 
@@ -228,10 +230,12 @@ public:
   [[nodiscard]] std::string stats_json() const;
 
   /// Appends scripted fault rules, as `POST /_emulator/faults` does. Rules are tried in order; the first that hits a
-  /// request applies, and only one applies per request.
-  /// @throws config_error when the JSON is not a valid rule list (nothing is installed then).
+  /// request applies, and only one applies per request. At most 1000 rules are installed at once.
+  /// @throws config_error when the JSON is not a valid rule list, or when its rules would make more than 1000
+  ///         installed (nothing is installed then).
   void install_faults(std::string_view json);
   /// Appends typed fault rules.
+  /// @throws config_error when they would make more than 1000 installed (nothing is installed then).
   void install_faults(std::vector<fault_rule> rules);
   /// Removes every fault rule, as `DELETE /_emulator/faults` does.
   void clear_faults();

@@ -93,6 +93,49 @@ TEST_CASE("faults: status 429 carries the rate-limit headers and a custom error_
   CHECK(c.get("/v1/config").status == 200);
 }
 
+TEST_CASE("faults: an injected 429 reports the limit of the organisation whose key made the request") {
+  config cfg;
+  cfg.manual_clock = true;
+  cfg.orgs.push_back(organisation{"org_small", {"small-key"}, limits{}});
+  cfg.orgs[1].limits.config = 42;
+  auto emu = server::start(cfg);
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":429,"retry_after":1}]})");
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/config", "small-key").header("x-ratelimit-limit") == "42");
+  CHECK(c.get("/v1/config", "test-key").header("x-ratelimit-limit") == "600");
+  // A fault answers before authentication: without a known key the default (first) organisation's limit is told.
+  auto anonymous = c.get("/v1/config", "no-such-key");
+  CHECK(anonymous.status == 429);
+  CHECK(anonymous.header("x-ratelimit-limit") == "600");
+}
+
+TEST_CASE("faults: at most 1000 rules are installed, and a script that would pass that is refused whole, naming it") {
+  auto rules = [](std::size_t n) {
+    std::string json = R"({"rules":[)";
+    for (std::size_t i = 0; i < n; ++i) {
+      json.append(i == 0 ? "" : ",").append(R"({"path":"/v1/videos","kind":"status","status":502,"count":1})");
+    }
+    return json.append("]}");
+  };
+  auto emu = start_manual();
+  CHECK_THROWS_WITH(emu->install_faults(rules(1001)), Catch::Contains("1000"));
+  emu->install_faults(rules(999));
+  emu->install_faults(rules(1));
+  CHECK_THROWS_WITH(emu->install_faults(rules(1)), Catch::Contains("1000"));
+  http_test_client c(emu->port());
+  auto over_http = c.request("POST", "/_emulator/faults", rules(1));
+  CHECK(over_http.status == 400);
+  CHECK_THAT(over_http.json()["error"].get<std::string>(), Catch::Contains("1000"));
+  // Nothing of a refused script was installed: the 1000 rules hit once each, then nothing.
+  CHECK(c.get("/v1/videos").status == 502);
+  emu->clear_faults();
+  CHECK(c.get("/v1/videos").status == 200);
+  // The same limit holds for the rules of a configuration.
+  config cfg;
+  cfg.faults = parse_fault_rules(rules(1001));
+  CHECK_THROWS_WITH(server::start(cfg), Catch::Contains("1000"));
+}
+
 TEST_CASE("faults: path matching covers sub-paths and never the admin API") {
   auto emu = start_manual();
   emu->install_faults(R"({"rules":[{"path":"/v1/catalog/films","kind":"status","status":502},

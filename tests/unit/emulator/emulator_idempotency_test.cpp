@@ -117,6 +117,30 @@ TEST_CASE("idempotency: keys are remembered for 24 hours") {
   CHECK(emu->stats().tickets_counted == 2);
 }
 
+TEST_CASE("idempotency: stored answers are bounded in bytes, and past 64 MiB the oldest finished keys go first") {
+  // Answers echo the film refs a client sent: 100,000 answers of 64 KiB each would be 6 GiB.
+  auto emu = start_manual();
+  http_test_client c(emu->port());
+  REQUIRE(c.tickets(play(1), "test-key", "oldest").status == 200);
+  // Three unknown films with refs of 21,000 bytes: each 404 answer quotes them (about 63 KB) and is kept.
+  std::string const filler(21000, 'x');
+  int const answers = 64 * 1024 * 1024 / 63000 + 50;
+  std::string last_body;
+  for (int i = 0; i < answers; ++i) {
+    auto const n = std::to_string(i);
+    last_body =
+        batch_body({{n + "a" + filler, 1, "play"}, {n + "b" + filler, 1, "play"}, {n + "c" + filler, 1, "play"}});
+    REQUIRE(c.tickets(last_body, "test-key", "big-" + n).status == 404);
+  }
+  auto const newest = c.tickets(last_body, "test-key", "big-" + std::to_string(answers - 1));
+  CHECK(newest.status == 404);
+  CHECK(newest.header("idempotency-replayed") == "true");
+  auto const oldest = c.tickets(play(1), "test-key", "oldest");
+  CHECK(oldest.status == 200);
+  CHECK_FALSE(oldest.has_header("idempotency-replayed"));
+  CHECK(emu->stats().tickets_counted == 2);
+}
+
 TEST_CASE("idempotency: a key that is not 1-200 visible ASCII characters is 400") {
   auto emu = start_manual();
   http_test_client c(emu->port());

@@ -424,6 +424,38 @@ TEST_CASE("server: a connection idle longer than idle_timeout is closed, others 
   CHECK(fresh.get("/v1/config").status == 200);
 }
 
+TEST_CASE("server: a request head dripped a byte at a time is closed idle_timeout after its first byte") {
+  // Each byte is traffic, so the idle timer alone kept such a connection open for as long as the peer dripped.
+  config cfg;
+  cfg.idle_timeout = 300ms;
+  auto emu = server::start(cfg);
+  asio::io_context io;
+  asio::ip::tcp::socket peer(io);
+  peer.connect({asio::ip::make_address("127.0.0.1"), emu->port()});
+  std::string const head = "GET /v1/config HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(200, 'a');
+  auto const start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (std::size_t i = 0; i < head.size() && std::chrono::steady_clock::now() - start < 5s; ++i) {
+    // The server sends nothing before a request is complete: readable means closed.
+    pollfd pfd{peer.native_handle(), POLLIN, 0};
+    if (::poll(&pfd, 1, 50) > 0) {
+      closed = true;
+      break;
+    }
+    std::error_code ec;
+    asio::write(peer, asio::buffer(head.data() + i, 1), ec);
+  }
+  auto const lasted = std::chrono::steady_clock::now() - start;
+  CHECK(closed);
+  CHECK(lasted >= 250ms);
+  CHECK(lasted < 3s);
+  // A request that completes in time on a kept-alive connection is answered, the next one too.
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/config").status == 200);
+  std::this_thread::sleep_for(200ms);
+  CHECK(c.get("/v1/config").status == 200);
+}
+
 TEST_CASE("server: a peer that stops reading its reply is idle, and closed after idle_timeout") {
   // Only the service's work on a request keeps a connection open past the idle timeout; writing its reply does
   // not: a 512 MiB reply to a peer that reads nothing ends at the timeout, not when the peer goes away.

@@ -152,6 +152,51 @@ TEST_CASE("emulator server: an inconsistent configuration is refused at start") 
   CHECK_THROWS_AS(server::start(bad_host), config_error);
 }
 
+TEST_CASE("emulator config: an idle_timeout of 0 is refused, from a file and in-process, naming the field") {
+  // Nothing documents 0 as "no timeout"; accepted, it closed every connection before its first reply.
+  CHECK_THROWS_WITH(parse_config(R"({"idle_timeout_ms":0})"),
+                    Catch::Contains("idle_timeout_ms") && Catch::Contains("at least 1"));
+  CHECK(parse_config(R"({"idle_timeout_ms":1})").idle_timeout == std::chrono::milliseconds(1));
+  config zero;
+  zero.idle_timeout = std::chrono::milliseconds(0);
+  CHECK_THROWS_WITH(server::start(zero), Catch::Contains("idle_timeout") && Catch::Contains("at least 1"));
+  config negative;
+  negative.idle_timeout = std::chrono::milliseconds(-5);
+  CHECK_THROWS_AS(server::start(negative), config_error);
+}
+
+TEST_CASE("http: a HEAD gets the headers a GET would, Content-Length included, and no body") {
+  config cfg;
+  cfg.manual_clock = true;
+  auto emu = server::start(cfg);
+  http_test_client c(emu->port());
+  std::vector<std::pair<std::string, std::string>> const auth = {{"Authorization", "Bearer test-key"}};
+  auto const get = c.get("/v1/config");
+  REQUIRE(get.status == 200);
+  auto const head = c.request("HEAD", "/v1/config", {}, auth);
+  CHECK(head.status == 200);
+  CHECK(head.header("content-type") == "application/json");
+  CHECK(head.header("content-length") == std::to_string(get.body.size())); // request ids have one length
+  CHECK(head.has_header("x-request-id"));
+  CHECK(head.body.empty());
+  // Stray body bytes would be read as the start of the next response on this keep-alive connection.
+  auto const after_get = c.get("/v1/config");
+  CHECK(after_get.status == 200);
+  CHECK(after_get.is_json());
+  // An error answer and an admin answer end at their headers too.
+  auto const refused = c.request("HEAD", "/v1/playback/tickets", {}, auth);
+  CHECK(refused.status == 405);
+  CHECK(refused.header("content-length") != "0");
+  CHECK(refused.body.empty());
+  auto const stats = c.request("HEAD", "/_emulator/stats");
+  CHECK(stats.status == 200);
+  CHECK(stats.body.empty());
+  auto const last = c.get("/v1/videos");
+  CHECK(last.status == 200);
+  CHECK(last.is_json());
+  CHECK(c.connected());
+}
+
 TEST_CASE("emulator server: starts on an ephemeral port, serves, and stops cleanly") {
   auto emu = server::start({});
   REQUIRE(emu->port() != 0);

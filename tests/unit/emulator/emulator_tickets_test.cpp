@@ -402,6 +402,24 @@ TEST_CASE("stale_db: catalog and licence checks come from the last good answer u
   CHECK(c.tickets(batch_body({{"long-saga", 1, "play"}})).status == 200);
 }
 
+TEST_CASE("stale_db: only films of the catalogue are remembered, and an unknown one is unavailable, not a cached 404") {
+  // Refs of unknown films are whatever bytes clients send: remembering them for the stale mode grew the server
+  // without bound (up to 100,000 refs of up to 64 KiB), for answers a slow database could not give anyway.
+  auto emu = start_manual();
+  http_test_client c(emu->port());
+  REQUIRE(c.get("/v1/catalog/films/no-such-film").status == 404);
+  REQUIRE(c.tickets(batch_body({{"no-such-ticket-film", 1, "play"}})).status == 404);
+  REQUIRE(c.get("/v1/catalog/films/the-heiress-returns").status == 200);
+  emu->install_faults(R"({"rules":[{"kind":"stale_db"}]})");
+  auto const film = c.get("/v1/catalog/films/no-such-film");
+  CHECK(film.status == 503);
+  CHECK(film.header("retry-after") == "1");
+  auto const batch = c.tickets(batch_body({{"no-such-ticket-film", 1, "play"}}));
+  CHECK(batch.status == 503);
+  CHECK(batch.json()["items"][0]["error_code"] == "service_unavailable");
+  CHECK(c.get("/v1/catalog/films/the-heiress-returns").status == 200);
+}
+
 TEST_CASE("tickets: the same seed gives the same ticket ids") {
   auto ids = [](std::uint64_t seed) {
     config cfg;

@@ -65,7 +65,11 @@ public:
       raw.append("\r\n");
     }
     raw.append("\r\n").append(body);
-    return send_raw(raw);
+    // A response to HEAD has a Content-Length but no body (RFC 9110 §9.3.2): the parser must not wait for one.
+    head_ = method == "HEAD";
+    auto result = send_raw(raw);
+    head_ = false;
+    return result;
   }
 
   /// `POST /v1/playback/tickets` with the bearer key and, when given, an idempotency key.
@@ -110,7 +114,7 @@ public:
   /// Reads one response on the current connection.
   http_result read_response() {
     http_result r;
-    parse_state st{&r, {}, {}, false};
+    parse_state st{&r, {}, {}, false, head_};
     http_parser parser;
     http_parser_init(&parser, HTTP_RESPONSE);
     parser.data = &st;
@@ -135,7 +139,7 @@ public:
         ps.commit();
       }
       ps.r->status = static_cast<int>(p->status_code);
-      return 0;
+      return ps.no_body ? 1 : 0; // 1: the message ends at its headers
     };
     s.on_body = [](http_parser* p, char const* at, std::size_t n) {
       static_cast<parse_state*>(p->data)->r->body.append(at, n);
@@ -200,6 +204,7 @@ private:
     std::string field;
     std::string value;
     bool in_value = false;
+    bool no_body = false;
     void commit() {
       for (auto& c : field) {
         c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -249,6 +254,7 @@ private:
   std::chrono::milliseconds timeout_;
   std::unique_ptr<asio::ip::tcp::socket> socket_;
   std::string pending_;
+  bool head_ = false;
 };
 
 /// A ticket batch body. `items` are (film_ref, episode_no, intent).
