@@ -50,7 +50,7 @@ enum class errc {
   // --- resilience: the retry loop around the attempts ----------------------------------------------------
   /// The call's total deadline passed, or the next retry would have ended past it.
   deadline_exceeded = 20,
-  /// The client's retry budget (10 % of the last minute's requests, at least 10 a minute) refused a retry.
+  /// The client's retry budget (10 % of the requests of the current minute's window, at least 10) refused a retry.
   budget_exhausted = 21,
   /// A caller-chosen idempotency key is not 1-200 visible ASCII characters (0x21-0x7E). docs/protocol.md §1 code 90010.
   invalid_idempotency_key = 22,

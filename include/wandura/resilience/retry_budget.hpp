@@ -1,5 +1,5 @@
-// The client's retry budget (docs/protocol.md §3 `RetryBudget`, docs/protocol.md §3): retries may be at most 10 % of
-// the requests of the last minute, never fewer than 10 a minute.
+// The client's retry budget (docs/protocol.md §3 `RetryBudget`): retries may be at most 10 % of the requests of the
+// last minute, never fewer than 10 a minute, counted in windows of a minute that each start afresh (the rule below).
 #pragma once
 
 #include <atomic>
@@ -50,7 +50,7 @@ public:
   retry_budget(retry_budget const&) = delete;
   retry_budget& operator=(retry_budget const&) = delete;
 
-  /// Counts one logical call (seed `noteRequest`). Requests saturate at 2^31 per window, retries at 2^24 - 1.
+  /// Counts one logical call (seed `noteRequest`). Requests saturate at 2^31 - 1 per window, retries at 2^24 - 1.
   /// One `fetch_add` unless a window has just ended.
   void note_request(time_point now) noexcept;
 

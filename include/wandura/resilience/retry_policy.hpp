@@ -23,8 +23,7 @@ enum class backoff_kind {
   /// to full jitter.
   full_jitter,
   /// docs/protocol.md §3 `delay(n) = min(max_delay, initial_delay * multiplier^(n-1)) * (1 + U(-jitter, +jitter))`;
-  /// with a
-  /// `Retry-After`, `max(delay, min(retry_after, max_retry_after))`.
+  /// with a `Retry-After`, `max(delay, min(retry_after, max_retry_after))`.
   exponential,
 };
 
@@ -32,9 +31,8 @@ enum class backoff_kind {
 enum class retry_classifier {
   /// docs/protocol.md §3 `isRetryable`: network errors, 429, 500, 502, and 503 unless the body's code is `not_ready`.
   seed_default,
-  /// docs/protocol.md §3 standard list: the above plus 408, 425, 504 and the retryable numeric codes 40901, 42900,
-  /// 42901,
-  /// 50000 and 50200.
+  /// docs/protocol.md §3 standard list: the above plus 408, 425, 504 and the retryable numeric codes 42900, 42901,
+  /// 50000 and 50200. A 409 `idempotency_in_progress` (40901) is retried under both classifiers (classify.hpp).
   standard,
 };
 
@@ -62,7 +60,8 @@ struct retry_policy {
   /// Whether a `Retry-After` header changes the wait (docs/protocol.md §3 `respectRetryAfter`).
   bool respect_retry_after = true;
   /// Largest `Retry-After` honoured; larger values are capped to it (docs/protocol.md §3 `maxRetryAfterMs`).
-  /// docs/protocol.md §3 names no cap; its presets use 24 h, so in practice the deadline decides.
+  /// 24 h by default and in `interactive()`, `background()` and `none()` (docs/protocol.md §3 names no cap for
+  /// them), so that in practice the deadline decides; `standard()` caps it at 30 s.
   std::chrono::milliseconds max_retry_after{std::chrono::hours(24)};
   /// Limit of one attempt (connect, send, full response). docs/protocol.md §3 `timeoutMs`. 0 or less: none of its
   /// own, the deadline bounds each attempt (see `call_options::attempt_timeout`).
