@@ -174,11 +174,13 @@ public:
   /// - `invalid_request`: `errc::invalid_idempotency_key`, nothing sent;
   /// - `shed`: the admission gate dropped a prefetch-only request (the counter is under its reserve); `note` says so.
   ///
-  /// A call that cannot be admitted before its deadline ends `deadline_exceeded` with `note` saying how long it was
-  /// queued behind the counter's limit (or that the counter's 429 hold-off outlasts the deadline).
+  /// A call that cannot be admitted before its deadline (or before `traits.min_time_left` of it is left) ends
+  /// `deadline_exceeded`, its error `errc::rate_limited`, with `note` saying how long it was queued behind the
+  /// counter's limit (or that the counter's 429 hold-off outlasts the deadline).
   /// @param request moved into the call's state; for writes the engine adds `Idempotency-Key` (unless the request
-  ///        already has one, which is then validated as a caller key; a request with two or more is refused with
-  ///        `errc::invalid_idempotency_key`). The body is sent byte-identical each time.
+  ///        already has one, which is then validated as a caller key and wins over `call_options::idempotency_key`;
+  ///        a request with two or more is refused with `errc::invalid_idempotency_key`). The body is sent
+  ///        byte-identical each time.
   /// @param traits the counter and whether it is a write.
   /// @param settings from `settings_for`; taken by value and kept in the call's state.
   /// @par Cancellation

@@ -36,7 +36,7 @@ struct http_request {
   /// `errc::invalid_argument` and nothing is sent, as does a name that is not an HTTP token or a value with a
   /// control byte (see `transport::async_send`).
   std::vector<http_header> headers;
-  /// Request body; sent byte-identical on every attempt. Empty for GET.
+  /// Request body; sent byte-identical on every attempt. A GET is sent without one: a body set on a GET is not sent.
   std::string body;
 };
 
