@@ -160,6 +160,14 @@ std::error_code check_ticket_batch(ticket_batch const& batch, std::string* messa
     if (e.intent != intent::play && e.intent != intent::prefetch) {
       return refuse(message, episode_path(i, "intent") + " is neither play nor prefetch");
     }
+    // One outcome per episode: the same episode asked twice with one intent would have the server issue (and count)
+    // a ticket for each, of which the ticket store keeps one.
+    for (std::size_t j = 0; j < i; ++j) {
+      auto const& earlier = batch.episodes[j];
+      if (earlier.episode_no == e.episode_no && earlier.intent == e.intent && earlier.film_ref == e.film_ref) {
+        return refuse(message, "episodes[" + std::to_string(i) + "] repeats episodes[" + std::to_string(j) + "]");
+      }
+    }
   }
   if (batch.union_info.empty()) {
     return refuse(message, "union_info is empty");

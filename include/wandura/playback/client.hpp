@@ -201,7 +201,7 @@ public:
   ///         some items, above):
   ///         `errc::invalid_argument` (nothing sent: no episode or more than 3, empty
   ///         `union_info`/`drm_kek`/`film_ref`, a `viewer_ref` set but empty, `episode_no < 1`, `intent::other`,
-  ///         invalid UTF-8),
+  ///         invalid UTF-8, one film's episode named twice with one intent),
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
   ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, and the last answer
   ///         carries no items: none arrived, or a status without them such as a proxy's 503; the message names that

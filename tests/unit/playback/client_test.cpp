@@ -1181,9 +1181,10 @@ TEST_CASE("client: a per-viewer limit at the largest viewer_tickets_per_minute l
 
 TEST_CASE("client: each invalid batch field is refused with invalid_argument before anything is sent") {
   // issue_tickets @throws invalid_argument, "nothing sent": more than 3 episodes, empty union_info, drm_kek or
-  // film_ref, episode_no < 1, invalid UTF-8. start_episode throws as issue_tickets.
-  auto const what = GENERATE(as<std::string>{}, "empty drm_kek", "empty film_ref", "episode 0", "episode -1",
-                             "film_ref not UTF-8", "union_info not UTF-8", "viewer_ref not UTF-8");
+  // film_ref, episode_no < 1, invalid UTF-8, an episode named twice. start_episode throws as issue_tickets.
+  auto const what =
+      GENERATE(as<std::string>{}, "empty drm_kek", "empty film_ref", "episode 0", "episode -1", "film_ref not UTF-8",
+               "union_info not UTF-8", "viewer_ref not UTF-8", "episode named twice");
   CAPTURE(what);
   wandura::client_options options;
   options.viewer_tickets_per_minute = 3; // nothing may be taken for a batch that is refused
@@ -1205,6 +1206,8 @@ TEST_CASE("client: each invalid batch field is refused with invalid_argument bef
     batch.episodes[0].film_ref = "the-heiress\xff";
   } else if (what == "union_info not UTF-8") {
     batch.union_info = "dev\xc3";
+  } else if (what == "episode named twice") {
+    batch.episodes.push_back(batch.episodes[0]); // the server would issue, and count, a ticket for each
   } else {
     batch.viewer_ref = "viewer\xed\xa0\x80"; // an encoded surrogate is not UTF-8
   }

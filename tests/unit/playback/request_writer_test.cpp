@@ -202,3 +202,17 @@ TEST_CASE("request writer: the checks alone refuse what write_ticket_batch refus
   CHECK(wandura::detail::check_ticket_batch(batch, &message) == wandura::errc::invalid_argument);
   CHECK(message == "drm_kek is empty");
 }
+
+TEST_CASE("request writer: an episode named twice with one intent is refused, with another intent or film it is not") {
+  auto batch = sample_batch();
+  batch.episodes[2] = batch.episodes[0];
+  std::string message;
+  CHECK(wandura::detail::check_ticket_batch(batch, &message) == wandura::errc::invalid_argument);
+  CHECK(message == "episodes[2] repeats episodes[0]");
+  batch.episodes[2].intent =
+      batch.episodes[0].intent == wandura::intent::play ? wandura::intent::prefetch : wandura::intent::play;
+  CHECK_FALSE(wandura::detail::check_ticket_batch(batch, &message));
+  batch.episodes[2] = batch.episodes[0];
+  batch.episodes[2].film_ref += "-other";
+  CHECK_FALSE(wandura::detail::check_ticket_batch(batch, &message));
+}
