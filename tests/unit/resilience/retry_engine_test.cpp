@@ -508,11 +508,14 @@ TEST_CASE("deadline: no attempt starts in the request's min_time_left before the
   tickets.min_time_left = 1s;
   call_options o;
   o.total_timeout = 5s;
+  auto const answer_503 = [](harness& h, std::string retry_after) { // and no jitter
+    h.u = 0.0;
+    h.fake.push(fake_step::respond(503, "{}", {{"Retry-After", std::move(retry_after)}}));
+  };
 
-  // A retry that would start 4.2 s in, 0.8 s before the deadline: not made; the 503 stands.
+  // A retry that would start 4 s in, 1 s before the deadline: not made; the 503 stands.
   harness late;
-  late.u = 0.0;
-  late.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "4"}}));
+  answer_503(late, "4");
   auto const stopped = late.run(post(), tickets, o);
   CHECK(stopped.stopped == stop_reason::deadline_exceeded);
   CHECK(stopped.response.status == 503);
@@ -521,17 +524,15 @@ TEST_CASE("deadline: no attempt starts in the request's min_time_left before the
 
   // One that starts 3 s in, 2 s before it: made.
   harness in_time;
-  in_time.u = 0.0;
-  in_time.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "3"}}));
+  answer_503(in_time, "3");
   auto const retried = in_time.run(post(), tickets, o);
   REQUIRE(retried.ok());
   REQUIRE(in_time.fake.attempt_count() == 2);
   CHECK(in_time.fake.attempts()[1].options.timeout == 2000ms);
 
-  // Without a min_time_left the first retry goes, 0.8 s before the deadline.
+  // Without a min_time_left the first retry goes, 1 s before the deadline.
   harness none;
-  none.u = 0.0;
-  none.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "4"}}));
+  answer_503(none, "4");
   REQUIRE(none.run(post(), request_traits{"playback", true, 5s}, o).ok());
   CHECK(none.fake.attempt_count() == 2);
 
@@ -539,8 +540,7 @@ TEST_CASE("deadline: no attempt starts in the request's min_time_left before the
   call_options short_call;
   short_call.total_timeout = 1200ms;
   harness first;
-  first.u = 0.0;
-  first.fake.push(fake_step::respond(503, "{}", {{"Retry-After", "1"}}));
+  answer_503(first, "1");
   auto const short_result = first.run(post(), tickets, short_call);
   CHECK(first.fake.attempt_count() == 1); // the retry would start 1 s in
   CHECK(short_result.stopped == stop_reason::deadline_exceeded);
