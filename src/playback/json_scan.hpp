@@ -334,8 +334,12 @@ template <class OnField> bool for_each_field(reader& r, location const& where, o
     }
     std::string_view key(key_begin, static_cast<std::size_t>(end - key_begin));
     if (r.may_have_escapes() && std::memchr(key.data(), '\\', key.size()) != nullptr) {
-      if (auto e = field.unescaped_key().get(key)) {
-        return r.fail_json(where, {}, e);
+      // A key whose escapes do not unescape (`"x\q"`, a lone surrogate) names no field the reader knows: it keeps
+      // its raw text and is skipped as any unknown key is, rather than failing the document. The failed unescape
+      // leaves the iterator where it was.
+      std::string_view unescaped;
+      if (field.unescaped_key().get(unescaped) == simdjson::SUCCESS) {
+        key = unescaped;
       }
     }
     if (!on_field(key, field.value())) {
