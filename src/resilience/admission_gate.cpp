@@ -34,6 +34,9 @@ constexpr std::array<std::string_view, 6> spec_counters{"playback", "catalog", "
 /// `options` unchanged, or `errc::invalid_argument` naming the first field outside its range: a factor out of range
 /// would turn the rule around (a `decrease` of 1.5 raises the rate on every 429) or stall a counter (a pacing rate of
 /// 0 releases nothing until each deadline).
+/// The longest duration an option is taken as (admission_gate_options).
+constexpr std::chrono::milliseconds longest_option = std::chrono::hours(24 * 365 * 100);
+
 admission_gate_options checked(admission_gate_options options) {
   auto const refuse = [](std::string_view what) {
     throw error(errc::invalid_argument, "admission gate: " + std::string(what));
@@ -61,6 +64,12 @@ admission_gate_options checked(admission_gate_options options) {
     if (value < ms::zero()) {
       refuse(std::string(name) + " must not be negative");
     }
+  }
+  // Compared with the clock's nanoseconds: beyond ~292 years they would overflow (a calm period of
+  // milliseconds::max() read as calm at once). 100 years is for ever here.
+  for (ms* value : {&options.calm_period, &options.burst, &options.long_wait, &options.shared_pace_refresh,
+                    &options.shared_pace_timeout, &options.shared_pace_retry}) {
+    *value = std::min(*value, longest_option);
   }
   return options;
 }

@@ -121,7 +121,7 @@ struct admission_wait_event {
 
 /// Tuning of an `admission_gate`. The defaults suit the Wandura API. Each field's range is below; the gate's
 /// constructor refuses a value outside it (NaN included) with `errc::invalid_argument`, and every duration must be
-/// >= 0.
+/// >= 0; a duration over 100 years is taken as 100 years (for ever, and within the clock's range).
 struct admission_gate_options {
   /// Time without a 429 or a shed, with nothing queued, after which a counter is uncongested again.
   std::chrono::milliseconds calm_period{10000};

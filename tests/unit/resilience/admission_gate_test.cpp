@@ -830,6 +830,22 @@ TEST_CASE("admission gate: options outside their range are refused by name, NaN 
   CHECK(refusal_of(opts{}).empty()); // the defaults
 }
 
+TEST_CASE("admission gate: a calm period of milliseconds::max() keeps a counter congested, not calm at once") {
+  // Compared with the clock's nanoseconds, a calm period over ~292 years overflowed and read as already passed.
+  for (auto const calm :
+       {std::chrono::milliseconds::max(), std::chrono::milliseconds(std::chrono::hours(24 * 365 * 300))}) {
+    wandura::admission_gate_options o;
+    o.calm_period = calm;
+    gate_harness h(o);
+    h.gate.observe("playback", refused(600, 1s));
+    h.advance(2s);
+    CHECK(h.gate.congested("playback"));
+    CHECK(h.playback().congested);
+    h.advance(std::chrono::hours(24 * 365));
+    CHECK(h.gate.congested("playback"));
+  }
+}
+
 TEST_CASE("admission gate: the ranges' edges are taken and pace as documented") {
   SECTION("decrease just under 1 and a floor of the whole refill: a 429 while pacing leaves the rate at the refill") {
     wandura::admission_gate_options o;
