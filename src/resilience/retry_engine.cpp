@@ -315,12 +315,17 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
   // cap still holds the counter): both must end before the deadline, or the retry is not made at all.
   auto const start_in = std::max(step.wait, held);
   step.starts_in = start_in;
-  if (!fits_deadline(last_start(settings, traits), now, start_in)) {
-    // Stop when now + delay passes the total deadline, and report the last real error (docs/protocol.md §3).
+  if (auto const last = last_start(settings, traits); !fits_deadline(last, now, start_in)) {
+    // Stop when now + delay passes the total deadline (or its last `min_time_left`), and report the last real error
+    // (docs/protocol.md §3).
     step.stop = stop_reason::deadline_exceeded;
-    step.note = "the next retry in " +
-                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(start_in).count()) +
-                " ms would end past it";
+    auto const ms = [](clock::duration d) {
+      return std::to_string(std::chrono::floor<std::chrono::milliseconds>(d).count()) + " ms";
+    };
+    step.note = "the next retry in " + ms(start_in) +
+                (fits_deadline(settings.deadline, now, start_in)
+                     ? " would start in the deadline's last " + ms(settings.deadline - last)
+                     : std::string(" would end past it"));
     return step;
   }
   if (!budget_.try_retry(now)) {
@@ -595,7 +600,7 @@ void retry_engine::too_late_for_attempt(call_result& result, int attempt, admiss
   }
   result.note = waited.queued > clock::duration::zero()
                     ? describe(waited, counter)
-                    : "the " + counter + " counter is held back after a 429 until past the deadline";
+                    : "the " + counter + " counter is held back after a 429 until too late for the deadline";
 }
 
 retry_engine::next_step retry_engine::after_attempt(call_result& result, attempt_summary const& facts,

@@ -519,6 +519,7 @@ TEST_CASE("deadline: no attempt starts in the request's min_time_left before the
   auto const stopped = late.run(post(), tickets, o);
   CHECK(stopped.stopped == stop_reason::deadline_exceeded);
   CHECK(stopped.response.status == 503);
+  CHECK(stopped.note == "the next retry in 4000 ms would start in the deadline's last 1000 ms");
   CHECK(late.fake.attempt_count() == 1);
   CHECK(late.clock->elapsed() == 0ms);
 
@@ -643,7 +644,7 @@ TEST_CASE("admission: a 429 hold-off that outlasts the deadline fails the call a
   CHECK_FALSE(e.code() == wandura::condition::timeout);
   CHECK(std::string(e.what()) ==
         "issue_tickets: deadline of 5000 ms reached before any attempt (the playback "
-        "counter is held back after a 429 until past the deadline) (POST /v1/playback/tickets on 127.0.0.1:1)");
+        "counter is held back after a 429 until too late for the deadline) (POST /v1/playback/tickets on 127.0.0.1:1)");
 }
 
 TEST_CASE("cancellation: cancelling during a backoff sleep ends the call at once with operation_aborted") {
