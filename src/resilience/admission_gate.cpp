@@ -31,12 +31,12 @@ std::shared_ptr<wandura::clock> default_clock() {
 constexpr std::array<std::string_view, 6> spec_counters{"playback", "catalog", "creatives",
                                                         "videos",   "video",   "config"};
 
-/// `options` unchanged, or `errc::invalid_argument` naming the first field outside its range: a factor out of range
-/// would turn the rule around (a `decrease` of 1.5 raises the rate on every 429) or stall a counter (a pacing rate of
-/// 0 releases nothing until each deadline).
 /// The longest duration an option is taken as (admission_gate_options).
 constexpr std::chrono::milliseconds longest_option = std::chrono::hours(24 * 365 * 100);
 
+/// `options` (durations over `longest_option` taken as it), or `errc::invalid_argument` naming the first field outside
+/// its range: a factor out of range would turn the rule around (a `decrease` of 1.5 raises the rate on every 429) or
+/// stall a counter (a pacing rate of 0 releases nothing until each deadline).
 admission_gate_options checked(admission_gate_options options) {
   auto const refuse = [](std::string_view what) {
     throw error(errc::invalid_argument, "admission gate: " + std::string(what));
