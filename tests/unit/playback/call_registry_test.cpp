@@ -413,12 +413,15 @@ TEST_CASE("call registry: a waiter's deadline timer is not started once the wait
   asio::io_context io; // Asio's default hint: each operation gets a strand of its own
   call_registry calls(io.get_executor());
   auto clock = std::make_shared<wandura::testing::manual_clock>();
-  auto work = [&clock]() -> asio::awaitable<int> {
-    (void)co_await clock->sleep_until(clock->now() + 5s);
+  // The clock is a parameter, copied into the coroutine's frame: a capture would live in the lambda, which
+  // join_or_start copies and destroys before the coroutine runs.
+  auto sleep_then_7 = [](std::shared_ptr<wandura::testing::manual_clock> c) -> asio::awaitable<int> {
+    (void)co_await c->sleep_until(c->now() + 5s);
     co_return 7;
   };
-  auto [op, joined] =
-      calls.join_or_start<int>(std::nullopt, io.get_executor(), clock->now() + 10s, work, [](int v) { return v; });
+  auto [op, joined] = calls.join_or_start<int>(
+      std::nullopt, io.get_executor(), clock->now() + 10s, [&] { return sleep_then_7(clock); },
+      [](int v) { return v; });
   REQUIRE_FALSE(joined);
   std::vector<std::string> out;
   auto record = [&out](char const* who) {
