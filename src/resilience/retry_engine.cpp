@@ -86,6 +86,11 @@ clock::time_point last_start(call_settings const& settings, request_traits const
   return settings.deadline - std::min<clock::duration>(traits.min_time_left, settings.total_timeout / 2);
 }
 
+/// A duration as a note says it: whole milliseconds, "1565 ms".
+std::string ms_text(clock::duration d) {
+  return std::to_string(std::chrono::floor<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
 /// Whether a wait of `delay` from `now` ends before `deadline`: one ending exactly at it leaves no time to send.
 bool fits_deadline(clock::time_point deadline, clock::time_point now, clock::duration delay) noexcept {
   return now < deadline && delay < deadline - now;
@@ -319,12 +324,9 @@ retry_engine::retry_step retry_engine::plan_retry(call_settings const& settings,
     // Stop when now + delay passes the total deadline (or its last `min_time_left`), and report the last real error
     // (docs/protocol.md §3).
     step.stop = stop_reason::deadline_exceeded;
-    auto const ms = [](clock::duration d) {
-      return std::to_string(std::chrono::floor<std::chrono::milliseconds>(d).count()) + " ms";
-    };
-    step.note = "the next retry in " + ms(start_in) +
+    step.note = "the next retry in " + ms_text(start_in) +
                 (fits_deadline(settings.deadline, now, start_in)
-                     ? " would start in the deadline's last " + ms(settings.deadline - last)
+                     ? " would start in the deadline's last " + ms_text(settings.deadline - last)
                      : std::string(" would end past it"));
     return step;
   }
@@ -484,10 +486,7 @@ retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission
   start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.last_start, now);
   if (start.stop && attempt == 1 && now >= s.last_start && now < s.settings.deadline) {
     // Stopped before the deadline itself, by `min_time_left`: said so, since the deadline has not passed yet.
-    auto const ms = [](clock::duration d) {
-      return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(d).count()) + " ms";
-    };
-    std::string why = "not sent in the deadline's last " + ms(s.settings.deadline - s.last_start);
+    std::string why = "not sent in the deadline's last " + ms_text(s.settings.deadline - s.last_start);
     s.result.note = s.result.note.empty() ? std::move(why) : s.result.note + "; " + why;
   }
   if (start.stop) {
