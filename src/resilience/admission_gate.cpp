@@ -291,7 +291,12 @@ void admission_gate::set_limit(std::string_view counter, rate_limit limit) {
 }
 
 bool admission_gate::under_reserve(std::string_view counter) const noexcept {
-  return under_reserve(counter, clock_->now());
+  auto* found = find(counter);
+  if (found == nullptr || !found->congested()) {
+    return false; // calm: one atomic load, no clock read
+  }
+  auto const now = clock_->now();
+  return found->congested_at(now) && found->under_reserve(now);
 }
 
 bool admission_gate::under_reserve(std::string_view counter, clock::time_point now) const noexcept {
