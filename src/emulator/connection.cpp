@@ -143,7 +143,7 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
       continue;
     }
     if (what == request_reader::event::refused) {
-      co_await send_bad_request(reader_.refusal());
+      co_await send_refusal(reader_.refusal_status(), reader_.refusal());
       co_await linger_close();
       break;
     }
@@ -157,10 +157,10 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
   close();
 }
 
-asio::awaitable<connection::outcome> connection::send_bad_request(std::string_view why) {
-  head_only_ = false; // no request was read: whatever the bytes said, the 400 has a body
-  http_reply r = svc_.error_reply(400, "invalid_request", "Malformed HTTP request: " + std::string(why) + ".");
-  svc_.note_response(400);
+asio::awaitable<connection::outcome> connection::send_refusal(int status, std::string_view why) {
+  head_only_ = false; // no request was read: whatever the bytes said, the refusal has a body
+  http_reply r = svc_.error_reply(status, "invalid_request", "Malformed HTTP request: " + std::string(why) + ".");
+  svc_.note_response(status);
   co_return co_await send(r, false);
 }
 

@@ -44,7 +44,8 @@ private:
 
   asio::awaitable<bool> write(std::string_view bytes);
   asio::awaitable<outcome> send(http_reply const& r, bool keep_alive);
-  asio::awaitable<outcome> send_bad_request(std::string_view why);
+  /// Answers bytes that are not an acceptable request with `status` (400, 413, ...) and an `invalid_request` body.
+  asio::awaitable<outcome> send_refusal(int status, std::string_view why);
   asio::awaitable<void> linger_close();
   asio::awaitable<outcome> handle_request();
   asio::awaitable<outcome> deliver(http_reply r, std::optional<fault_rule> const& fault, bool keep_alive);

@@ -40,16 +40,24 @@ request_reader::result request_reader::feed(std::string_view bytes) {
     http_parser_pause(&parser_, 0);
     if (parser_.upgrade != 0 || req_.method == std::string_view("CONNECT")) {
       refusal_ = "protocol upgrades are not supported";
+      refusal_status_ = 400;
       return {event::refused, consumed};
     }
     return {event::request, consumed};
   }
   if (err != HPE_OK) {
-    refusal_ = bad_request_.empty() ? std::string(http_errno_description(err)) : bad_request_;
+    if (bad_request_.empty()) {
+      refusal_ = http_errno_description(err);
+      refusal_status_ = err == HPE_HEADER_OVERFLOW ? 431 : 400;
+    } else {
+      refusal_ = bad_request_;
+      refusal_status_ = bad_request_status_;
+    }
     return {event::refused, consumed};
   }
   if (parser_.upgrade != 0) {
     refusal_ = "protocol upgrades are not supported";
+    refusal_status_ = 400;
     return {event::refused, consumed};
   }
   return {event::need_more, bytes.size()}; // everything was consumed; read more
@@ -85,6 +93,8 @@ int request_reader::on_message_begin(http_parser* p) {
   r.value_.clear();
   r.in_value_ = false;
   r.bad_request_.clear();
+  r.bad_request_status_ = 400;
+  r.has_host_ = false;
   r.expect_continue_ = false;
   r.sent_continue_ = false;
   return 0;
@@ -93,8 +103,7 @@ int request_reader::on_message_begin(http_parser* p) {
 int request_reader::on_url(http_parser* p, char const* at, std::size_t n) {
   auto& r = self(p);
   if (r.req_.target.size() + n > max_target_bytes) {
-    r.bad_request_ = "request target longer than 8192 bytes";
-    return -1;
+    return r.refuse(414, "request target longer than 8192 bytes");
   }
   r.req_.target.append(at, n);
   return 0;
@@ -113,8 +122,7 @@ int request_reader::on_header_value(http_parser* p, char const* at, std::size_t 
   auto& r = self(p);
   r.in_value_ = true;
   if (r.value_.size() + n > max_header_value_bytes) {
-    r.bad_request_ = "header value longer than 8192 bytes";
-    return -1;
+    return r.refuse(431, "header value longer than 8192 bytes");
   }
   r.value_.append(at, n);
   return 0;
@@ -126,12 +134,13 @@ int request_reader::on_headers_complete(http_parser* p) {
     return -1;
   }
   if (p->http_major != 1) {
-    r.bad_request_ = "HTTP version not supported";
-    return -1;
+    return r.refuse(505, "HTTP version not supported");
+  }
+  if (p->http_minor >= 1 && !r.has_host_) {
+    return r.refuse(400, "an HTTP/1.1 request without a Host header"); // RFC 9112 §3.2
   }
   if ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length > max_body_bytes) {
-    r.bad_request_ = "request body larger than 65536 bytes";
-    return -1;
+    return r.refuse(413, "request body larger than 65536 bytes");
   }
   r.req_.method = http_method_str(static_cast<http_method>(p->method));
   r.req_.keep_alive = http_should_keep_alive(p) != 0;
@@ -143,8 +152,7 @@ int request_reader::on_headers_complete(http_parser* p) {
 int request_reader::on_body(http_parser* p, char const* at, std::size_t n) {
   auto& r = self(p);
   if (r.req_.body.size() + n > max_body_bytes) {
-    r.bad_request_ = "request body larger than 65536 bytes";
-    return -1;
+    return r.refuse(413, "request body larger than 65536 bytes");
   }
   r.req_.body.append(at, n);
   return 0;
@@ -156,36 +164,51 @@ int request_reader::on_message_complete(http_parser* p) {
   return 0;
 }
 
+int request_reader::refuse(int status, std::string why) {
+  bad_request_ = std::move(why);
+  bad_request_status_ = status;
+  return -1;
+}
+
 bool request_reader::commit_header() {
   in_value_ = false;
   while (!value_.empty() && (value_.back() == ' ' || value_.back() == '\t')) {
     value_.pop_back();
   }
-  auto set_once = [&](bool& has, std::string& slot, std::string_view name) {
+  auto set_once = [&](bool& has, std::string* slot, std::string_view name) {
     if (has) {
-      bad_request_ = "repeated " + std::string(name) + " header";
+      refuse(400, "repeated " + std::string(name) + " header");
       return false;
     }
     has = true;
-    slot = value_;
+    if (slot != nullptr) {
+      *slot = value_;
+    }
     return true;
   };
   // http_parser (non-strict build) tolerates some bad header bytes; RFC 9110 does not.
   if (field_.empty() || !std::all_of(field_.begin(), field_.end(), tchar)) {
-    bad_request_ = "invalid header name";
+    refuse(400, "invalid header name");
     return false;
   }
   if (std::any_of(value_.begin(), value_.end(), control_byte)) {
-    bad_request_ = "invalid header value";
+    refuse(400, "invalid header value");
     return false;
   }
   bool ok = true;
   if (iequals(field_, "authorization")) {
-    ok = set_once(req_.has_authorization, req_.authorization, "Authorization");
+    ok = set_once(req_.has_authorization, &req_.authorization, "Authorization");
   } else if (iequals(field_, "idempotency-key")) {
-    ok = set_once(req_.has_idempotency_key, req_.idempotency_key, "Idempotency-Key");
+    ok = set_once(req_.has_idempotency_key, &req_.idempotency_key, "Idempotency-Key");
+  } else if (iequals(field_, "host")) {
+    ok = set_once(has_host_, nullptr, "Host"); // RFC 9112 §3.2: more than one is a 400
   } else if (iequals(field_, "expect")) {
     expect_continue_ = iequals(value_, "100-continue");
+  } else if (iequals(field_, "transfer-encoding") && !iequals(value_, "chunked")) {
+    // http_parser reads `gzip, chunked` as chunked alone and would hand on a body still coded: only chunked is
+    // understood (RFC 9112 §6.1: 501 for a coding the server does not know).
+    refuse(501, "transfer coding other than chunked");
+    ok = false;
   }
   field_.clear();
   value_.clear();

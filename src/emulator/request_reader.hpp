@@ -15,7 +15,7 @@
 
 namespace wandura::emulator::detail {
 
-/// Request bodies above 64 KiB are refused with 400.
+/// Request bodies above 64 KiB are refused with 413, targets above 8 KiB with 414, header values above 8 KiB with 431.
 inline constexpr std::size_t max_body_bytes = std::size_t{64} * 1024;
 inline constexpr std::size_t max_target_bytes = std::size_t{8} * 1024;
 inline constexpr std::size_t max_header_value_bytes = std::size_t{8} * 1024;
@@ -42,8 +42,11 @@ public:
 
   /// The complete request after `event::request`; valid until the next `feed`.
   [[nodiscard]] http_request& request() noexcept { return req_; }
-  /// Why the bytes were refused, after `event::refused` (for the 400 body).
+  /// Why the bytes were refused, after `event::refused` (for the error body).
   [[nodiscard]] std::string const& refusal() const noexcept { return refusal_; }
+  /// The status that refusal is answered with, after `event::refused`: 413 (body too large), 414 (target too
+  /// long), 431 (a header too large), 501 (a transfer coding other than chunked), 505 (not HTTP/1.x), else 400.
+  [[nodiscard]] int refusal_status() const noexcept { return refusal_status_; }
   /// True once per request that sent `Expect: 100-continue`, when the interim `100 Continue` is due.
   [[nodiscard]] bool take_continue() noexcept;
 
@@ -59,6 +62,8 @@ private:
   static int on_message_complete(http_parser* p);
 
   bool commit_header();
+  /// Records why the request is refused (and with which status); returns -1, http_parser's "stop".
+  int refuse(int status, std::string why);
 
   http_parser parser_{};
   http_request req_;
@@ -68,8 +73,11 @@ private:
   bool complete_ = false;
   bool expect_continue_ = false;
   bool sent_continue_ = false;
+  bool has_host_ = false;
   std::string bad_request_;
+  int bad_request_status_ = 400;
   std::string refusal_;
+  int refusal_status_ = 400;
 };
 
 } // namespace wandura::emulator::detail

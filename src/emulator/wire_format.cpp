@@ -244,13 +244,17 @@ std::string_view reason_phrase(int status) noexcept {
   case 405: return "Method Not Allowed";
   case 408: return "Request Timeout";
   case 409: return "Conflict";
-  case 413: return "Payload Too Large";
+  case 413: return "Content Too Large";
+  case 414: return "URI Too Long";
   case 425: return "Too Early";
   case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
   case 502: return "Bad Gateway";
   case 503: return "Service Unavailable";
   case 504: return "Gateway Timeout";
+  case 505: return "HTTP Version Not Supported";
   default: return "Status";
   }
 }

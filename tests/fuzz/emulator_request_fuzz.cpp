@@ -2,7 +2,7 @@
 // reads (1-64 bytes, or all at once); the rest is what a client sent on one connection. Every request the reader
 // completes goes through `service::handle` (authentication, idempotency, the ticket batch's JSON, the catalogue),
 // then the next pipelined one, as a connection does. Checks: a reply has a valid status, a JSON body, and header
-// lines that each end in CRLF; a refusal has a reason.
+// lines that each end in CRLF; a refusal has a reason and one of the reader's statuses.
 #include "emulator/clock.hpp"
 #include "emulator/request_reader.hpp"
 #include "emulator/service.hpp"
@@ -70,6 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     wire.remove_prefix(consumed);
     if (what == emu::detail::request_reader::event::refused) {
       expect(!reader.refusal().empty());
+      int const status = reader.refusal_status();
+      expect(status == 400 || status == 413 || status == 414 || status == 431 || status == 501 || status == 505);
       break;
     }
     if (what != emu::detail::request_reader::event::request) {

@@ -314,24 +314,26 @@ TEST_CASE("robustness: random bytes get a 400 and leave the server serving") {
   require_serving(*emu);
 }
 
-TEST_CASE("robustness: malformed requests get a 400 JSON error") {
+TEST_CASE("robustness: malformed requests get a JSON error with the status that says why, and a close") {
   auto emu = start_manual();
-  std::vector<std::string> bad = {
-      "GARBAGE / HTTP/1.1\r\n\r\n",
-      "GET /v1/config HTTP/9.9\r\n\r\n",
-      "GET /v1/config HTTP/1.1\r\nBad Header Name: x\r\n\r\n",
-      "POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
-      "POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: 10485760\r\n\r\n",
-      "POST /v1/playback/tickets HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-      "GET /v1/config HTTP/1.1\r\nX-Big: " + std::string(100 * 1024, 'a') + "\r\n\r\n",
-      "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\n\r\n",
-      "GET /v1/config HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+  std::vector<std::pair<std::string, int>> bad = {
+      {"GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+      {"GET /v1/config HTTP/9.9\r\nHost: x\r\n\r\n", 505},
+      {"GET /v1/config HTTP/1.1\r\nHost: x\r\nBad Header Name: x\r\n\r\n", 400},
+      {"GET /v1/config HTTP/1.1\r\nAuthorization: Bearer test-key\r\n\r\n", 400}, // no Host
+      {"POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400},
+      {"POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n", 413},
+      {"POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
+      {"POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+      {"GET /v1/config HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(100 * 1024, 'a') + "\r\n\r\n", 431},
+      {"GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414},
+      {"GET /v1/config HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 400},
   };
-  for (auto const& raw : bad) {
+  for (auto const& [raw, status] : bad) {
     CAPTURE(raw.substr(0, 80));
     http_test_client c(emu->port(), std::chrono::milliseconds(5000));
     auto r = c.send_raw(raw);
-    CHECK(r.status == 400);
+    CHECK(r.status == status);
     CHECK(r.header("connection") == "close");
     REQUIRE(r.is_json());
     CHECK(r.json()["error_code"] == "invalid_request");
@@ -350,12 +352,12 @@ TEST_CASE("robustness: a 10 MB body is refused and the server keeps serving") {
   http_test_client c(emu->port(), std::chrono::milliseconds(5000));
   auto r = c.send_raw(raw); // the server refuses after 64 KiB and closes; the write may fail midway
   if (r.status != 0) {
-    CHECK(r.status == 400);
+    CHECK(r.status == 413);
   }
   http_test_client declared(emu->port(), std::chrono::milliseconds(5000));
-  auto d = declared.send_raw("POST /v1/playback/tickets HTTP/1.1\r\nContent-Length: 10485760\r\n\r\n" +
+  auto d = declared.send_raw("POST /v1/playback/tickets HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n" +
                              huge_body.substr(0, 100000));
-  CHECK(d.status == 400);
+  CHECK(d.status == 413);
   CHECK_THAT(d.json()["error"].get<std::string>(), Catch::Contains("65536"));
   require_serving(*emu);
 }

@@ -11,8 +11,8 @@ using event = request_reader::event;
 
 namespace {
 
-/// Feeds `wire` in pieces of `chunk` bytes; returns the targets of the requests read, then "refused: <why>" if the
-/// reader refused.
+/// Feeds `wire` in pieces of `chunk` bytes; returns the targets of the requests read, then "refused <status>: <why>"
+/// if the reader refused.
 std::vector<std::string> read_all(std::string_view wire, std::size_t chunk) {
   request_reader reader;
   std::vector<std::string> seen;
@@ -24,7 +24,7 @@ std::vector<std::string> read_all(std::string_view wire, std::size_t chunk) {
       seen.push_back(std::string(reader.request().method) + " " + reader.request().target + " " +
                      reader.request().body);
     } else if (what == event::refused) {
-      seen.push_back("refused: " + reader.refusal());
+      seen.push_back("refused " + std::to_string(reader.refusal_status()) + ": " + reader.refusal());
       break;
     }
   }
@@ -44,33 +44,56 @@ TEST_CASE("request reader: pipelined requests are read one at a time, however th
 
 TEST_CASE("request reader: Authorization and Idempotency-Key are read once, a repeat is refused") {
   request_reader reader;
-  auto const r = reader.feed("GET / HTTP/1.1\r\nauthorization: Bearer k\r\nIdempotency-Key: a\r\n\r\n");
+  auto const r = reader.feed("GET / HTTP/1.1\r\nHost: x\r\nauthorization: Bearer k\r\nIdempotency-Key: a\r\n\r\n");
   REQUIRE(r.what == event::request);
   CHECK(reader.request().authorization == "Bearer k");
   CHECK(reader.request().idempotency_key == "a");
-  CHECK(read_all("GET / HTTP/1.1\r\nAuthorization: a\r\nAuthorization: b\r\n\r\n", 64) ==
-        std::vector<std::string>{"refused: repeated Authorization header"});
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\nAuthorization: b\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: repeated Authorization header"});
 }
 
 TEST_CASE("request reader: control bytes in a header value and bad header names are refused") {
   // http_parser refuses most control bytes itself; the reader's own check backs it up. Either way: refused.
-  CHECK(read_all("GET / HTTP/1.1\r\nX-A: a\x7fz\r\n\r\n", 64).back().starts_with("refused: "));
-  CHECK(read_all("GET / HTTP/1.1\r\nX-A: a\rX-B: b\r\n\r\n", 64).back().starts_with("refused: "));
-  CHECK(read_all("GET / HTTP/1.1\r\nX(A): a\r\n\r\n", 64).back().starts_with("refused: "));
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fz\r\n\r\n", 64).back().starts_with("refused 400: "));
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rX-B: b\r\n\r\n", 64).back().starts_with("refused 400: "));
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nX(A): a\r\n\r\n", 64).back().starts_with("refused 400: "));
 }
 
-TEST_CASE("request reader: bodies over 64 KiB, HTTP/2 and upgrades are refused") {
-  CHECK(read_all("POST / HTTP/1.1\r\nContent-Length: 65537\r\n\r\n", 64) ==
-        std::vector<std::string>{"refused: request body larger than 65536 bytes"});
-  CHECK(read_all("GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 64) ==
-        std::vector<std::string>{"refused: protocol upgrades are not supported"});
-  CHECK(read_all("CONNECT a:1 HTTP/1.1\r\n\r\n", 64) ==
-        std::vector<std::string>{"refused: protocol upgrades are not supported"});
+TEST_CASE("request reader: what is too large, HTTP/2, other codings and upgrades are refused with their status") {
+  CHECK(read_all("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 65537\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 413: request body larger than 65536 bytes"});
+  std::string const chunked_body = std::string("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n") +
+                                   "10001\r\n" + std::string(0x10001, 'a') + "\r\n0\r\n\r\n";
+  CHECK(read_all(chunked_body, 4096) == std::vector<std::string>{"refused 413: request body larger than 65536 bytes"});
+  CHECK(read_all("GET /" + std::string(8192, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 1000) ==
+        std::vector<std::string>{"refused 414: request target longer than 8192 bytes"});
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(8193, 'a') + "\r\n\r\n", 1000) ==
+        std::vector<std::string>{"refused 431: header value longer than 8192 bytes"});
+  CHECK(read_all("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 505: HTTP version not supported"});
+  // http_parser takes `gzip, chunked` as chunked alone: the body would arrive still gzip-coded.
+  CHECK(read_all("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 501: transfer coding other than chunked"});
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: protocol upgrades are not supported"});
+  CHECK(read_all("CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: protocol upgrades are not supported"});
+}
+
+TEST_CASE("request reader: an HTTP/1.1 request needs one Host header, an HTTP/1.0 one none") {
+  CHECK(read_all("GET /v1/config HTTP/1.1\r\nAuthorization: a\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: an HTTP/1.1 request without a Host header"});
+  CHECK(read_all("GET /v1/config HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: repeated Host header"});
+  CHECK(read_all("GET /v1/config HTTP/1.0\r\n\r\n", 64) == std::vector<std::string>{"GET /v1/config "});
+  // Pipelined: the second request's missing Host refuses it, not the first.
+  CHECK(read_all("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n\r\n", 64) ==
+        std::vector<std::string>{"GET /a ", "refused 400: an HTTP/1.1 request without a Host header"});
 }
 
 TEST_CASE("request reader: Expect: 100-continue asks for one interim response per request") {
   request_reader reader;
-  auto const r = reader.feed("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+  auto const r = reader.feed("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
   CHECK(r.what == event::need_more);
   CHECK(reader.take_continue());
   CHECK_FALSE(reader.take_continue());
