@@ -25,6 +25,27 @@ bool control_byte(char ch) noexcept {
   return (u < 0x20 && u != '\t') || u == 0x7F;
 }
 
+/// The origin form (`/v1/config?x`) of a request target: an absolute-form one (`http://host/v1/config?x`, which RFC
+/// 9112 §3.2.2 has servers accept) loses its scheme and authority; any other form is kept as it is.
+std::string origin_form(std::string target) {
+  std::string_view const t = target;
+  std::size_t skip = 0;
+  if (t.size() >= 7 && iequals(t.substr(0, 7), "http://")) {
+    skip = 7;
+  } else if (t.size() >= 8 && iequals(t.substr(0, 8), "https://")) {
+    skip = 8;
+  } else {
+    return target;
+  }
+  std::size_t const path = t.find_first_of("/?", skip);
+  if (path == std::string_view::npos) {
+    return "/";
+  }
+  std::string out = t[path] == '?' ? "/" : "";
+  out.append(t.substr(path));
+  return out;
+}
+
 } // namespace
 
 request_reader::request_reader() {
@@ -142,6 +163,7 @@ int request_reader::on_headers_complete(http_parser* p) {
   if ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length > max_body_bytes) {
     return r.refuse(413, "request body larger than 65536 bytes");
   }
+  r.req_.target = origin_form(std::move(r.req_.target));
   r.req_.method = http_method_str(static_cast<http_method>(p->method));
   r.req_.keep_alive = http_should_keep_alive(p) != 0;
   r.req_.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(p->content_length, max_body_bytes)) +

@@ -341,6 +341,16 @@ TEST_CASE("robustness: malformed requests get a JSON error with the status that 
   require_serving(*emu);
 }
 
+TEST_CASE("http: a request with an absolute-form target is served as its path") {
+  auto emu = start_manual();
+  http_test_client c(emu->port(), std::chrono::milliseconds(5000));
+  auto r = c.send_raw("GET http://127.0.0.1:" + std::to_string(emu->port()) +
+                      "/v1/config HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-key\r\n\r\n");
+  CHECK(r.status == 200);
+  REQUIRE(r.is_json());
+  CHECK(r.json().contains("limits"));
+}
+
 TEST_CASE("robustness: a 10 MB body is refused and the server keeps serving") {
   auto emu = start_manual();
   std::string huge_body(10 * 1024 * 1024, 'x');

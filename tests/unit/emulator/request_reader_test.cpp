@@ -99,3 +99,15 @@ TEST_CASE("request reader: Expect: 100-continue asks for one interim response pe
   CHECK_FALSE(reader.take_continue());
   CHECK(reader.feed("{}").what == event::request);
 }
+
+TEST_CASE("request reader: an absolute-form target is read as its path and query") {
+  CHECK(read_all("GET http://127.0.0.1:8080/v1/config?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n", 64) ==
+        std::vector<std::string>{"GET /v1/config?a=1 "});
+  CHECK(read_all("GET HTTPS://api.example/v1/videos HTTP/1.1\r\nHost: api.example\r\n\r\n", 64) ==
+        std::vector<std::string>{"GET /v1/videos "});
+  CHECK(read_all("GET http://api.example HTTP/1.1\r\nHost: api.example\r\n\r\n", 64) ==
+        std::vector<std::string>{"GET / "});
+  CHECK(read_all("GET http://api.example?x HTTP/1.1\r\nHost: api.example\r\n\r\n", 64) ==
+        std::vector<std::string>{"GET /?x "});
+  CHECK(read_all("GET /http://x/y HTTP/1.1\r\nHost: x\r\n\r\n", 64) == std::vector<std::string>{"GET /http://x/y "});
+}
