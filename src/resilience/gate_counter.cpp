@@ -272,6 +272,13 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
       waiter->done = true;
     } else {
       waiter->enqueued = now;
+      auto counted = std::find_if(queued_on_.begin(), queued_on_.end(),
+                                  [&](auto const& entry) { return entry.first == waiter->context; });
+      if (counted == queued_on_.end()) {
+        queued_on_.emplace_back(waiter->context, 1);
+      } else {
+        ++counted->second;
+      }
       auto& queue = waiter->cls == request_class::play ? plays_ : prefetches_;
       waiter->in_queue = queue.insert(queue.end(), waiter);
       waiter->in_deadlines = deadlines_.emplace(waiter->deadline, waiter.get());
@@ -302,6 +309,7 @@ void gate_counter::abandon(asio::execution_context& context) noexcept {
     }
     // Its timers will never fire: forgotten, so that `pump` arms others.
     std::erase_if(alarms_, [&](auto const& pending) { return pending.second.context == &context; });
+    std::erase_if(queued_on_, [&](auto const& entry) { return entry.first == &context; });
     bool const on_context = executor_ && &context_of(executor_) == &context;
     if (on_context) {
       executor_ = {};
@@ -318,10 +326,8 @@ void gate_counter::abandon(asio::execution_context& context) noexcept {
       }
     }
     // Requests still queued from other contexts are released by timers on one of theirs from now on.
-    for (auto* queue : {&plays_, &prefetches_}) {
-      if (on_context && !queue->empty()) {
-        executor_ = queue->front()->executor;
-      }
+    if (auto const* next = head(); on_context && next != nullptr) {
+      executor_ = next->executor;
     }
     if (executor_ && (!plays_.empty() || !prefetches_.empty())) {
       try {
@@ -434,8 +440,29 @@ void gate_counter::finish(gate_waiter& waiter, admission_verdict verdict, clock:
   auto& queue = waiter.cls == request_class::play ? plays_ : prefetches_;
   auto keep = std::move(*waiter.in_queue); // the list node owns the waiter: erase it last
   queue.erase(waiter.in_queue);
+  auto counted = std::find_if(queued_on_.begin(), queued_on_.end(),
+                              [&](auto const& entry) { return entry.first == waiter.context; });
+  if (counted != queued_on_.end() && --counted->second == 0) {
+    queued_on_.erase(counted);
+    left_context(waiter.context, out);
+  }
   if (options_->on_long_wait && queued_ms >= options_->long_wait) {
     out.long_waits.push_back({name_, keep->cls, verdict, queued_ms, plays_.size() + prefetches_.size()});
+  }
+}
+
+void gate_counter::left_context(asio::execution_context* context, after_unlock& out) {
+  for (auto it = alarms_.begin(); it != alarms_.end();) {
+    if (it->second.context == context) {
+      out.disarmed.push_back(std::move(it->second.timer));
+      it = alarms_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (executor_ && &context_of(executor_) == context) {
+    auto const* next = head();
+    executor_ = next != nullptr ? next->executor : asio::any_io_executor();
   }
 }
 

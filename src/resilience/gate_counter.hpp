@@ -150,6 +150,9 @@ private:
   [[nodiscard]] bool maybe_calm(clock::time_point now);
   [[nodiscard]] gate_waiter* head() const noexcept;
   void finish(gate_waiter& waiter, admission_verdict verdict, clock::time_point now, after_unlock& out);
+  /// The last request queued from `context` has left: its timers are cancelled (they are not waited for) and, when
+  /// they ran there, the timers run on the executor of a request still queued from now on; `pump` re-arms there.
+  void left_context(asio::execution_context* context, after_unlock& out);
   void record_wait(clock::duration waited);
   void pump(clock::time_point now, after_unlock& out);
   void arm(clock::time_point when, after_unlock& out);
@@ -221,7 +224,12 @@ private:
   std::multimap<clock::time_point, gate_waiter*> deadlines_;
   /// Wake-ups of timers still pending, with the context each runs on.
   std::multimap<clock::time_point, armed> alarms_;
-  asio::any_io_executor executor_;               ///< Of the latest queued request; runs the timers.
+  /// Of the latest queued request, or of a request still queued once none is queued from the latest one's context
+  /// (`left_context`); runs the timers.
+  asio::any_io_executor executor_;
+  /// How many requests are queued from each context (a few contexts at most): the timers run on a context with a
+  /// request queued, never on one whose requests have all left (which may have stopped running since).
+  std::vector<std::pair<asio::execution_context*, std::size_t>> queued_on_;
   asio::execution_context* parked_on_ = nullptr; ///< The context last registered with (`context_shutdown`).
 
   // The fleet's shared pace (under the lock; unused without one).

@@ -769,6 +769,56 @@ TEST_CASE("admission gate: when the last queued request leaves or the gate goes,
   }
 }
 
+TEST_CASE("admission gate: once every request from a context has left, the timers run on a context with one queued") {
+  // The timers ran on the executor of the latest request to queue and stayed there: after a request from a second
+  // io_context queued, then left and that context stopped running, the requests still queued from the first were
+  // released only when the second ran again, their deadlines not kept either (a trial: a play held 20 s past a
+  // hold-off of 3 s, its deadline 15 s).
+  asio::io_context mine;
+  asio::io_context other; // its request leaves, then it never runs again
+  auto clock = std::make_shared<wandura::testing::manual_clock>();
+  wandura::admission_gate gate(clock);
+  gate.observe("playback", refused(60, 3s)); // held 3 s, then a ticket a second
+  std::vector<std::pair<char, admission_verdict>> verdicts;
+  auto spawn = [&](asio::io_context& io, char who, wandura::clock::time_point deadline,
+                   asio::cancellation_signal* cancel) {
+    auto record = [&verdicts, who](std::exception_ptr e, admission a) {
+      REQUIRE_FALSE(e);
+      verdicts.emplace_back(who, a.verdict);
+    };
+    auto op = gate.admit("playback", request_class::play, 1, deadline);
+    if (cancel != nullptr) {
+      asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(cancel->slot(), record));
+    } else {
+      asio::co_spawn(io, std::move(op), record);
+    }
+  };
+  auto poll = [](asio::io_context& io) {
+    io.restart();
+    io.poll();
+  };
+  asio::cancellation_signal cancel_a;
+  spawn(other, 'A', clock->now() + 60s, &cancel_a);
+  poll(other);
+  spawn(mine, 'B', clock->now() + 15s, nullptr);
+  poll(mine);
+  spawn(mine, 'C', clock->now() + 3500ms, nullptr); // the release after B's comes past its deadline
+  poll(mine);
+  REQUIRE(verdicts.empty());
+  cancel_a.emit(asio::cancellation_type::terminal); // on `other`'s thread, which runs it once more to complete A
+  poll(other);
+  REQUIRE(verdicts == std::vector<std::pair<char, admission_verdict>>{{'A', admission_verdict::cancelled}});
+  // From here on only `mine` runs.
+  for (int i = 0; i < 60 && verdicts.size() < 3; ++i) {
+    clock->advance(100ms);
+    poll(mine);
+  }
+  CHECK(verdicts == std::vector<std::pair<char, admission_verdict>>{{'A', admission_verdict::cancelled},
+                                                                    {'B', admission_verdict::admitted},
+                                                                    {'C', admission_verdict::deadline_exceeded}});
+  CHECK(clock->elapsed() <= 3600ms);
+}
+
 namespace {
 
 /// The gate's constructor's verdict on `options`: the message of the `invalid_argument` it threw, or "" if none.
