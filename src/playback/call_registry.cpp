@@ -36,18 +36,17 @@ bool runs_on_one_thread(asio::io_context& context) {
 } // namespace
 
 void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id,
-                                std::shared_ptr<waiter_timer> timer, std::shared_ptr<wandura::clock> time,
-                                clock::time_point deadline) {
-  // Spawned on the operation's executor, where `release` emits its cancellation: co_spawn installs the sleep's
+                                std::shared_ptr<waiter_timer> timer, asio::any_io_executor const& executor,
+                                std::shared_ptr<wandura::clock> time, clock::time_point deadline) {
+  // Spawned on the waiter's timer executor, where `release` emits its cancellation: co_spawn installs the sleep's
   // cancellation state in the slot on the thread that spawns it.
-  asio::dispatch(op->executor, [weak = std::weak_ptr<state>(state_), op, id, timer = std::move(timer),
-                                time = std::move(time), deadline]() mutable {
+  asio::dispatch(executor, [weak = std::weak_ptr<state>(state_), op, id, timer = std::move(timer), executor,
+                            time = std::move(time), deadline]() mutable {
     if (timer->latch.start()) {
       return; // the waiter was released first: nothing to time
     }
     auto sleep = sleep_on(std::move(time), deadline);
     auto slot = timer->signal.slot();
-    auto const& executor = op->executor;
     asio::co_spawn(executor, std::move(sleep),
                    asio::bind_cancellation_slot(slot, [weak = std::move(weak), op, id, keep = std::move(timer)](
                                                           std::exception_ptr, std::error_code ec) {

@@ -162,13 +162,14 @@ private:
 /// Every member function may be called from any thread at once. Waiters are completed on their own executors; an
 /// operation's cancellation is emitted on its own executor (the Asio rule for cancellation slots).
 ///
-/// An operation's executor serialises its handlers: emitting its cancellation, its waiters' deadline timers and its
-/// own resumptions never run at once (Asio's cancellation slots are not thread-safe: a handler being emitted on one
-/// thread while the operation, resumed on another, replaces it is a data race). It is the caller's executor when
-/// that already serialises (a strand, or an `io_context` made with concurrency hint 1, which its user promises to
-/// run on one thread), and a strand of it otherwise, made for the operation (two allocations). The operation's start
-/// and each deadline timer's run there too, and a cancellation asked for before them is handed to them
-/// (`start_latch`).
+/// An operation's executor serialises its handlers: emitting its cancellation and its own resumptions never run at
+/// once (Asio's cancellation slots are not thread-safe: a handler being emitted on one thread while the operation,
+/// resumed on another, replaces it is a data race). It is the caller's executor when that already serialises (a
+/// strand, or an `io_context` made with concurrency hint 1, which its user promises to run on one thread), and a
+/// strand of it otherwise, made for the operation (two allocations). The operation's start runs there too. A
+/// waiter whose deadline is earlier than the operation's has a deadline timer on its own executor, serialised the
+/// same way, so that it fires even when the operation's context has stopped running (its callers may all have
+/// left). A cancellation asked for before the operation's start or a timer's is handed to it (`start_latch`).
 class call_registry {
   struct operation_base;
 
@@ -282,7 +283,7 @@ private:
     std::atomic<int> state_{idle};
   };
 
-  /// A waiter's deadline timer: its signal, emitted on the operation's executor only, and its start.
+  /// A waiter's deadline timer: its signal, emitted on the waiter's `timer_executor` only, and its start.
   struct waiter_timer {
     asio::cancellation_signal signal;
     start_latch latch;
@@ -412,7 +413,8 @@ private:
   void enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time, clock::time_point deadline,
                Handler handler);
   void start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id, std::shared_ptr<waiter_timer> timer,
-                   std::shared_ptr<wandura::clock> time, clock::time_point deadline);
+                   asio::any_io_executor const& executor, std::shared_ptr<wandura::clock> time,
+                   clock::time_point deadline);
   static void leave(std::weak_ptr<state> weak, std::shared_ptr<operation_base> op, std::uint64_t id,
                     std::error_code why);
   static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
@@ -547,6 +549,14 @@ template <class Handler>
 void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time,
                             clock::time_point deadline, Handler handler) {
   auto slot = asio::get_associated_cancellation_slot(handler);
+  // A waiter leaving before the operation ends has a deadline timer, on its own executor (serialised as the
+  // operation's is): it must fire however the operation's executor fares, which may be another context's that has
+  // stopped running since its own callers left. Made before the lock (a strand may be made).
+  asio::any_io_executor timer_executor;
+  if (deadline < op->deadline) {
+    bool own_strand = false;
+    timer_executor = serialized(asio::get_associated_executor(handler, op->executor), own_strand);
+  }
   std::unique_lock lock(state_->mutex);
   if (op->arriving > 0) {
     --op->arriving; // this caller has arrived (a second wait of one caller finds none left: nothing to undo)
@@ -580,15 +590,15 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
       }
     });
   }
-  if (deadline >= op->deadline) {
+  if (!timer_executor) {
     return;
   }
   w.timer = std::make_shared<waiter_timer>();
-  w.timer_executor = op->executor;
+  w.timer_executor = timer_executor;
   auto timer = w.timer;
   auto const id = w.id;
   lock.unlock();
-  start_timer(op, id, std::move(timer), std::move(time), deadline);
+  start_timer(op, id, std::move(timer), timer_executor, std::move(time), deadline);
 }
 
 } // namespace wandura::detail

@@ -136,7 +136,10 @@ struct client_stats {
 /// they owned it. Calls may come from coroutines of other io_contexts than the client's; as with any Asio I/O
 /// object used across contexts, each of those contexts, and the client's own, must then run until those calls
 /// end: destroying one while calls involving another are pending is not supported (the calls of the other may
-/// never complete).
+/// never complete). A context whose calls have all ended is not needed by the others: the admission gate's timers
+/// and a call's deadline run on the context of a call still waiting. A shared request (`coalesce`) runs on its
+/// first caller's context, though, even after that caller left: a caller that joined it from another context
+/// still leaves at its own deadline or cancellation, but gets the shared result only while that context runs.
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a

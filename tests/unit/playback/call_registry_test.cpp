@@ -182,6 +182,34 @@ TEST_CASE("call registry: a joiner with a shorter deadline leaves at its own dea
   CHECK(f.clock->elapsed() == 3s);
 }
 
+TEST_CASE("call registry: a joiner's deadline timer runs on its own context, not the operation's") {
+  // The timer ran on the operation's executor: with the first caller on another io_context, which its caller left
+  // and which then stopped running, the joiner waited past its deadline until that context ran again (a trial:
+  // still waiting at 10 s with a deadline of 1.5 s).
+  asio::io_context other; // outlives the fixture: the clock's sleeps on it end when the fixture's clock goes
+  fixture f;
+  std::vector<std::string> out;
+  asio::cancellation_signal leader_leaves;
+  asio::co_spawn(other, f.caller("k", 3s, 10s, out),
+                 asio::bind_cancellation_slot(leader_leaves.slot(), asio::detached));
+  other.poll();
+  asio::co_spawn(f.io, f.caller("k", 3s, 300ms, out), asio::detached);
+  f.io.poll();
+  REQUIRE(f.calls.waiting() == 2);
+  leader_leaves.emit(asio::cancellation_type::terminal);
+  other.restart();
+  other.poll(); // completes the leader; then `other` stops running
+  REQUIRE(out == std::vector<std::string>{"aborted"});
+  f.drive(2, out); // runs only the fixture's context
+  CHECK(out == std::vector<std::string>{"aborted", "deadline"});
+  CHECK(f.clock->elapsed() == 300ms);
+  // Nobody waits any more: the operation is cancelled once its own context runs.
+  other.restart();
+  other.poll();
+  CHECK(f.cancelled == 1);
+  CHECK(f.calls.in_flight() == 0);
+}
+
 TEST_CASE("call registry: cancel_all completes every waiter, cancels every operation, refuses new calls") {
   fixture f;
   std::vector<std::string> out;
