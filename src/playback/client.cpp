@@ -192,7 +192,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
   try {
     detail::ticket_call& call = *shared_call;
     detail::ticket_settlement settle(*self);
-    detail::prepare(*self, call);
+    detail::prepare(*self, call, options);
     // The deadline counts from the call's start, the ticket store's time included (its waits end at it too). The
     // store is awaited only when used: a call without reuse (the benchmark's) awaits nothing but its operation, and
     // reads the clock again only after an await (a real clock read costs tens to hundreds of ns on a VM).

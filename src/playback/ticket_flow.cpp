@@ -16,6 +16,7 @@
 #include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/resilience/classify.hpp"
+#include "wandura/resilience/idempotency.hpp"
 
 namespace wandura::detail {
 namespace {
@@ -516,10 +517,17 @@ ticket_item_result& item_at(ticket_call& call, std::size_t i) {
 
 } // namespace
 
-void prepare(client::impl& self, ticket_call& call) {
+void prepare(client::impl& self, ticket_call& call, call_options const& options) {
   std::string message;
   if (auto ec = check_ticket_batch(call.batch, &message)) {
     throw error(ec, std::string(call.operation) + ": " + message);
+  }
+  // The retry engine checks it too, before sending; checked here as well, so that a call the store answers
+  // refuses it alike.
+  if (options.idempotency_key && validate_idempotency_key(*options.idempotency_key)) {
+    throw error(errc::invalid_idempotency_key, std::string(call.operation) + ": the idempotency key must be 1-" +
+                                                   std::to_string(max_idempotency_key_length) +
+                                                   " characters 0x21-0x7E");
   }
   call.has_viewer = call.batch.viewer_ref.has_value() && !call.batch.viewer_ref->empty();
   call.reuses = call.has_viewer && self.options.reuse_tickets;

@@ -113,9 +113,11 @@ private:
   bool settled_ = false;
 };
 
-/// Validates `call.batch` (throws `wandura::error` `invalid_argument` before anything is taken); sets
+/// Validates the call's arguments before anything is looked up or taken, whether or not a request is sent later
+/// (the store or the per-viewer limit may answer every episode): `call.batch` (throws `wandura::error`
+/// `invalid_argument`) and the caller's idempotency key in `options` (`invalid_idempotency_key`). Sets
 /// `call.has_viewer` and `call.reuses`. The body is written by `send`, once, for what is still pending then.
-void prepare(client::impl& self, ticket_call& call);
+void prepare(client::impl& self, ticket_call& call, call_options const& options);
 
 /// Answers from the ticket store every episode it holds a reusable ticket for (one lookup for the batch). Awaited
 /// only when `call.reuses`, after `call.settings` is set: a lookup still running at its deadline is cancelled.

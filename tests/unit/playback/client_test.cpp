@@ -1159,6 +1159,35 @@ TEST_CASE("client: a caller's key of 1 or 200 visible characters is sent on ever
   CHECK(h.fake->attempt_count() == sent);
 }
 
+TEST_CASE("client: an invalid caller key is refused when the store or the viewer limit would answer every episode "
+          "too") {
+  // call_options::idempotency_key: an invalid key fails the call with invalid_idempotency_key. It was checked only
+  // by the retry engine: a start answered wholly from the ticket store, or refused wholly by the per-viewer limit,
+  // sent nothing and succeeded with the same key (a soak trial: 17 of 154 such calls returned a ticket).
+  bool const from_store = GENERATE(true, false);
+  CAPTURE(from_store);
+  wandura::client_options client_options;
+  client_options.viewer_tickets_per_minute = 1;
+  harness h(client_options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  REQUIRE(h.start(4, 4).play.outcome == item_outcome::granted); // stored; the viewer's ticket of the minute taken
+  int const episode = from_store ? 4 : 5;                       // 4: in the store; 5: refused by the limit
+  REQUIRE(h.start(episode, episode).play.outcome ==
+          (from_store ? item_outcome::granted : item_outcome::viewer_limited));
+  REQUIRE(h.fake->attempt_count() == 1);
+  wandura::call_options options;
+  options.idempotency_key = "has space";
+  try {
+    (void)h.start(episode, episode, "dev-1", options);
+    FAIL("expected invalid_idempotency_key");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == wandura::errc::invalid_idempotency_key);
+    CHECK(e.attempts() == 0);
+    CHECK_THAT(e.what(), Catch::Contains("start_episode: the idempotency key must be 1-200 characters 0x21-0x7E"));
+  }
+  CHECK(h.fake->attempt_count() == 1);
+}
+
 TEST_CASE("client: a per-viewer limit at the largest viewer_tickets_per_minute lets every episode through") {
   // client_options::viewer_tickets_per_minute: 0 is refused, any other value is a rate; its largest value is a rate
   // too, not a wrapped-around small one.
