@@ -23,7 +23,9 @@
 namespace wandura {
 
 /// A completion token: `inner` completes the operation, and `*details` receives the error's details first.
-/// Understood by the `wandura::client::async_` forms only (not a general Asio token adapter).
+/// Understood by the `wandura::client::async_` forms only (not a general Asio token adapter), so it must be the
+/// outermost token: other adapters go inside it, `with_error_info(asio::bind_cancellation_slot(slot, token),
+/// details)`, not around it.
 template <typename CompletionToken> struct error_info_token {
   /// The token the operation completes with, e.g. `asio::use_future` or `asio::redirect_error(...)`.
   CompletionToken inner;

@@ -214,6 +214,33 @@ TEST_CASE("async forms: cancellation through a bound slot completes with operati
   CHECK(h.fake->attempt_count() == 1);
 }
 
+TEST_CASE("async forms: with_error_info outside a bound slot lets the cancellation through and writes the details") {
+  // error_info_token.hpp: with_error_info is the outermost token, other adapters inside it.
+  harness h;
+  h.fake->set_default(fake_step::stall());
+  asio::cancellation_signal signal;
+  bool done = false;
+  std::error_code code;
+  wandura::error_info details;
+  details.http_status = 599; // reset by the operation
+  h.api->async_issue_tickets(single_play_batch(), wandura::call_options{},
+                             wandura::with_error_info(asio::bind_cancellation_slot(signal.slot(),
+                                                                                   [&](std::error_code ec, auto) {
+                                                                                     code = ec;
+                                                                                     done = true;
+                                                                                   }),
+                                                      details));
+  h.io.restart();
+  h.io.poll();
+  REQUIRE(h.fake->attempt_count() == 1);
+  signal.emit(asio::cancellation_type::terminal);
+  drive(h, done);
+  REQUIRE(done);
+  CHECK(code == asio::error::operation_aborted);
+  CHECK(details.http_status == 0);
+  CHECK(details.attempts == 1);
+}
+
 namespace {
 /// Starts form `form` with `handler` bound to `executor`, through `with_error_info` when `details` is not null.
 template <typename Executor, typename Handler>
