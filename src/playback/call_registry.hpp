@@ -167,9 +167,10 @@ private:
 /// resumed on another, replaces it is a data race). It is the caller's executor when that already serialises (a
 /// strand, or an `io_context` made with concurrency hint 1, which its user promises to run on one thread), and a
 /// strand of it otherwise, made for the operation (two allocations). The operation's start runs there too. A
-/// waiter whose deadline is earlier than the operation's has a deadline timer on its own executor, serialised the
-/// same way, so that it fires even when the operation's context has stopped running (its callers may all have
-/// left). A cancellation asked for before the operation's start or a timer's is handed to it (`start_latch`).
+/// waiter whose deadline is earlier than the operation's, or who waits from another context, has a deadline timer
+/// on its own executor, serialised the same way, so that it fires even when the operation's context has stopped
+/// running (its callers may all have left). A cancellation asked for before the operation's start or a timer's is
+/// handed to it (`start_latch`).
 class call_registry {
   struct operation_base;
 
@@ -549,13 +550,15 @@ template <class Handler>
 void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time,
                             clock::time_point deadline, Handler handler) {
   auto slot = asio::get_associated_cancellation_slot(handler);
-  // A waiter leaving before the operation ends has a deadline timer, on its own executor (serialised as the
-  // operation's is): it must fire however the operation's executor fares, which may be another context's that has
-  // stopped running since its own callers left. Made before the lock (a strand may be made).
+  // A waiter has a deadline timer of its own, on its own executor (serialised as the operation's is), when its
+  // deadline comes before the operation's, or when it waits from another context than the operation runs on: the
+  // operation's deadline is kept there, which may have stopped running since the callers of its own left. Made
+  // before the lock (a strand may be made).
   asio::any_io_executor timer_executor;
-  if (deadline < op->deadline) {
+  asio::any_io_executor const waits_on = asio::get_associated_executor(handler, op->executor);
+  if (deadline < op->deadline || &context_of(waits_on) != &context_of(op->executor)) {
     bool own_strand = false;
-    timer_executor = serialized(asio::get_associated_executor(handler, op->executor), own_strand);
+    timer_executor = serialized(waits_on, own_strand);
   }
   std::unique_lock lock(state_->mutex);
   if (op->arriving > 0) {

@@ -185,15 +185,18 @@ TEST_CASE("call registry: a joiner with a shorter deadline leaves at its own dea
 TEST_CASE("call registry: a joiner's deadline timer runs on its own context, not the operation's") {
   // The timer ran on the operation's executor: with the first caller on another io_context, which its caller left
   // and which then stopped running, the joiner waited past its deadline until that context ran again (a trial:
-  // still waiting at 10 s with a deadline of 1.5 s).
+  // still waiting at 10 s with a deadline of 1.5 s). A joiner from another context whose deadline is the
+  // operation's or later had no timer at all: the operation's deadline, kept on the stopped context, was its only one.
+  auto const joiner_deadline = GENERATE(300ms, 10000ms, 10100ms);
+  CAPTURE(joiner_deadline.count());
   asio::io_context other; // outlives the fixture: the clock's sleeps on it end when the fixture's clock goes
   fixture f;
   std::vector<std::string> out;
   asio::cancellation_signal leader_leaves;
-  asio::co_spawn(other, f.caller("k", 3s, 10s, out),
+  asio::co_spawn(other, f.caller("k", 30s, 10s, out),
                  asio::bind_cancellation_slot(leader_leaves.slot(), asio::detached));
   other.poll();
-  asio::co_spawn(f.io, f.caller("k", 3s, 300ms, out), asio::detached);
+  asio::co_spawn(f.io, f.caller("k", 30s, joiner_deadline, out), asio::detached);
   f.io.poll();
   REQUIRE(f.calls.waiting() == 2);
   leader_leaves.emit(asio::cancellation_type::terminal);
@@ -202,7 +205,7 @@ TEST_CASE("call registry: a joiner's deadline timer runs on its own context, not
   REQUIRE(out == std::vector<std::string>{"aborted"});
   f.drive(2, out); // runs only the fixture's context
   CHECK(out == std::vector<std::string>{"aborted", "deadline"});
-  CHECK(f.clock->elapsed() == 300ms);
+  CHECK(f.clock->elapsed() == joiner_deadline);
   // Nobody waits any more: the operation is cancelled once its own context runs.
   other.restart();
   other.poll();
