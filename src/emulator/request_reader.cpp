@@ -116,6 +116,7 @@ int request_reader::on_message_begin(http_parser* p) {
   r.bad_request_.clear();
   r.bad_request_status_ = 400;
   r.has_host_ = false;
+  r.has_transfer_encoding_ = false;
   r.expect_continue_ = false;
   r.sent_continue_ = false;
   return 0;
@@ -156,6 +157,9 @@ int request_reader::on_headers_complete(http_parser* p) {
   }
   if (p->http_major != 1) {
     return r.refuse(505, "HTTP version not supported");
+  }
+  if (p->http_minor == 0 && r.has_transfer_encoding_) {
+    return r.refuse(400, "Transfer-Encoding in an HTTP/1.0 request"); // RFC 9112 §6.1: faulty framing
   }
   if (p->http_minor >= 1 && !r.has_host_) {
     return r.refuse(400, "an HTTP/1.1 request without a Host header"); // RFC 9112 §3.2
@@ -223,14 +227,27 @@ bool request_reader::commit_header() {
   } else if (iequals(field_, "idempotency-key")) {
     ok = set_once(req_.has_idempotency_key, &req_.idempotency_key, "Idempotency-Key");
   } else if (iequals(field_, "host")) {
-    ok = set_once(has_host_, nullptr, "Host"); // RFC 9112 §3.2: more than one is a 400
+    // RFC 9112 §3.2: more than one, or one that is not `host[:port]`, is a 400 (an empty one is allowed).
+    ok = set_once(has_host_, nullptr, "Host");
+    if (ok && std::any_of(value_.begin(), value_.end(), [](char ch) {
+          return std::string_view(" \t/?#@\\\"<>{}|^`").find(ch) != std::string_view::npos;
+        })) {
+      refuse(400, "invalid Host header");
+      ok = false;
+    }
   } else if (iequals(field_, "expect")) {
     expect_continue_ = iequals(value_, "100-continue");
-  } else if (iequals(field_, "transfer-encoding") && !iequals(value_, "chunked")) {
-    // http_parser reads `gzip, chunked` as chunked alone and would hand on a body still coded: only chunked is
-    // understood (RFC 9112 §6.1: 501 for a coding the server does not know).
-    refuse(501, "transfer coding other than chunked");
-    ok = false;
+  } else if (iequals(field_, "transfer-encoding")) {
+    // http_parser reads `gzip, chunked` as chunked alone and would hand on a body still coded: only chunked, once,
+    // is understood (RFC 9112 §6.1: 501 for a coding the server does not know; chunked twice is malformed).
+    ok = set_once(has_transfer_encoding_, nullptr, "Transfer-Encoding");
+    if (ok && value_.empty()) {
+      refuse(400, "empty Transfer-Encoding header");
+      ok = false;
+    } else if (ok && !iequals(value_, "chunked")) {
+      refuse(501, "transfer coding other than chunked");
+      ok = false;
+    }
   }
   field_.clear();
   value_.clear();

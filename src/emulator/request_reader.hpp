@@ -74,6 +74,7 @@ private:
   bool expect_continue_ = false;
   bool sent_continue_ = false;
   bool has_host_ = false;
+  bool has_transfer_encoding_ = false;
   std::string bad_request_;
   int bad_request_status_ = 400;
   std::string refusal_;

@@ -74,6 +74,14 @@ TEST_CASE("request reader: what is too large, HTTP/2, other codings and upgrades
   // http_parser takes `gzip, chunked` as chunked alone: the body would arrive still gzip-coded.
   CHECK(read_all("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 64) ==
         std::vector<std::string>{"refused 501: transfer coding other than chunked"});
+  CHECK(read_all("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 64) ==
+        std::vector<std::string>{"POST / {}"});
+  CHECK(read_all("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                 64) == std::vector<std::string>{"refused 400: repeated Transfer-Encoding header"});
+  CHECK(read_all("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: empty Transfer-Encoding header"});
+  CHECK(read_all("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 64) ==
+        std::vector<std::string>{"refused 400: Transfer-Encoding in an HTTP/1.0 request"});
   CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 64) ==
         std::vector<std::string>{"refused 400: protocol upgrades are not supported"});
   CHECK(read_all("CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n", 64) ==
@@ -86,6 +94,14 @@ TEST_CASE("request reader: an HTTP/1.1 request needs one Host header, an HTTP/1.
   CHECK(read_all("GET /v1/config HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 64) ==
         std::vector<std::string>{"refused 400: repeated Host header"});
   CHECK(read_all("GET /v1/config HTTP/1.0\r\n\r\n", 64) == std::vector<std::string>{"GET /v1/config "});
+  CHECK(read_all("GET /v1/config HTTP/1.1\r\nHost:\r\n\r\n", 64) == std::vector<std::string>{"GET /v1/config "});
+  CHECK(read_all("GET /v1/config HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 64) ==
+        std::vector<std::string>{"GET /v1/config "});
+  for (std::string const host : {"x, y", "a/b", "u@h", "a b"}) {
+    CAPTURE(host);
+    CHECK(read_all("GET /v1/config HTTP/1.1\r\nHost: " + host + "\r\n\r\n", 64) ==
+          std::vector<std::string>{"refused 400: invalid Host header"});
+  }
   // Pipelined: the second request's missing Host refuses it, not the first.
   CHECK(read_all("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n\r\n", 64) ==
         std::vector<std::string>{"GET /a ", "refused 400: an HTTP/1.1 request without a Host header"});
