@@ -272,9 +272,7 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
       waiter->done = true;
     } else {
       waiter->enqueued = now;
-      auto counted = std::find_if(queued_on_.begin(), queued_on_.end(),
-                                  [&](auto const& entry) { return entry.first == waiter->context; });
-      if (counted == queued_on_.end()) {
+      if (auto counted = queued_from(waiter->context); counted == queued_on_.end()) {
         queued_on_.emplace_back(waiter->context, 1);
       } else {
         ++counted->second;
@@ -310,10 +308,6 @@ void gate_counter::abandon(asio::execution_context& context) noexcept {
     // Its timers will never fire: forgotten, so that `pump` arms others.
     std::erase_if(alarms_, [&](auto const& pending) { return pending.second.context == &context; });
     std::erase_if(queued_on_, [&](auto const& entry) { return entry.first == &context; });
-    bool const on_context = executor_ && &context_of(executor_) == &context;
-    if (on_context) {
-      executor_ = {};
-    }
     for (auto* queue : {&plays_, &prefetches_}) {
       for (auto it = queue->begin(); it != queue->end();) {
         auto next = std::next(it);
@@ -326,9 +320,7 @@ void gate_counter::abandon(asio::execution_context& context) noexcept {
       }
     }
     // Requests still queued from other contexts are released by timers on one of theirs from now on.
-    if (auto const* next = head(); on_context && next != nullptr) {
-      executor_ = next->executor;
-    }
+    move_timers_off(&context);
     if (executor_ && (!plays_.empty() || !prefetches_.empty())) {
       try {
         pump(clock_->now(), out);
@@ -440,9 +432,7 @@ void gate_counter::finish(gate_waiter& waiter, admission_verdict verdict, clock:
   auto& queue = waiter.cls == request_class::play ? plays_ : prefetches_;
   auto keep = std::move(*waiter.in_queue); // the list node owns the waiter: erase it last
   queue.erase(waiter.in_queue);
-  auto counted = std::find_if(queued_on_.begin(), queued_on_.end(),
-                              [&](auto const& entry) { return entry.first == waiter.context; });
-  if (counted != queued_on_.end() && --counted->second == 0) {
+  if (auto counted = queued_from(waiter.context); counted != queued_on_.end() && --counted->second == 0) {
     queued_on_.erase(counted);
     left_context(waiter.context, out);
   }
@@ -460,10 +450,18 @@ void gate_counter::left_context(asio::execution_context* context, after_unlock& 
       ++it;
     }
   }
+  move_timers_off(context);
+}
+
+void gate_counter::move_timers_off(asio::execution_context const* context) {
   if (executor_ && &context_of(executor_) == context) {
     auto const* next = head();
     executor_ = next != nullptr ? next->executor : asio::any_io_executor();
   }
+}
+
+auto gate_counter::queued_from(asio::execution_context const* context) -> queued_counts::iterator {
+  return std::find_if(queued_on_.begin(), queued_on_.end(), [&](auto const& entry) { return entry.first == context; });
 }
 
 void gate_counter::record_wait(clock::duration waited) {

@@ -153,6 +153,10 @@ private:
   /// The last request queued from `context` has left: its timers are cancelled (they are not waited for) and, when
   /// they ran there, the timers run on the executor of a request still queued from now on; `pump` re-arms there.
   void left_context(asio::execution_context* context, after_unlock& out);
+  /// When the timers run on `context`, they run on the executor of the queue's head from now on (none when empty).
+  void move_timers_off(asio::execution_context const* context);
+  using queued_counts = std::vector<std::pair<asio::execution_context*, std::size_t>>;
+  [[nodiscard]] queued_counts::iterator queued_from(asio::execution_context const* context);
   void record_wait(clock::duration waited);
   void pump(clock::time_point now, after_unlock& out);
   void arm(clock::time_point when, after_unlock& out);
@@ -229,7 +233,7 @@ private:
   asio::any_io_executor executor_;
   /// How many requests are queued from each context (a few contexts at most): the timers run on a context with a
   /// request queued, never on one whose requests have all left (which may have stopped running since).
-  std::vector<std::pair<asio::execution_context*, std::size_t>> queued_on_;
+  queued_counts queued_on_;
   asio::execution_context* parked_on_ = nullptr; ///< The context last registered with (`context_shutdown`).
 
   // The fleet's shared pace (under the lock; unused without one).
