@@ -136,7 +136,10 @@ int request_reader::on_header_field(http_parser* p, char const* at, std::size_t 
   if (r.in_value_ && !r.commit_header()) {
     return -1;
   }
-  r.field_.append(at, std::min<std::size_t>(n, 256));
+  if (r.field_.size() + n > max_header_name_bytes) {
+    return r.refuse(431, "header name longer than 256 bytes");
+  }
+  r.field_.append(at, n);
   return 0;
 }
 

@@ -15,9 +15,11 @@
 
 namespace wandura::emulator::detail {
 
-/// Request bodies above 64 KiB are refused with 413, targets above 8 KiB with 414, header values above 8 KiB with 431.
+/// Request bodies above 64 KiB are refused with 413, targets above 8 KiB with 414, header names above 256 bytes and
+/// header values above 8 KiB with 431.
 inline constexpr std::size_t max_body_bytes = std::size_t{64} * 1024;
 inline constexpr std::size_t max_target_bytes = std::size_t{8} * 1024;
+inline constexpr std::size_t max_header_name_bytes = 256;
 inline constexpr std::size_t max_header_value_bytes = std::size_t{8} * 1024;
 
 class request_reader {

@@ -69,6 +69,11 @@ TEST_CASE("request reader: what is too large, HTTP/2, other codings and upgrades
         std::vector<std::string>{"refused 414: request target longer than 8192 bytes"});
   CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(8193, 'a') + "\r\n\r\n", 1000) ==
         std::vector<std::string>{"refused 431: header value longer than 8192 bytes"});
+  // A name arriving in pieces is counted whole: 256 bytes are read, 257 refused.
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\n" + std::string(256, 'n') + ": v\r\n\r\n", 100) ==
+        std::vector<std::string>{"GET / "});
+  CHECK(read_all("GET / HTTP/1.1\r\nHost: x\r\n" + std::string(257, 'n') + ": v\r\n\r\n", 100) ==
+        std::vector<std::string>{"refused 431: header name longer than 256 bytes"});
   CHECK(read_all("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 64) ==
         std::vector<std::string>{"refused 505: HTTP version not supported"});
   // http_parser takes `gzip, chunked` as chunked alone: the body would arrive still gzip-coded.
