@@ -57,13 +57,29 @@ void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::
   });
 }
 
-call_registry::call_registry(asio::any_io_executor const& home) : state_(std::make_shared<state>()) {
+call_registry::call_registry(asio::any_io_executor const& home)
+    : state_(std::make_shared<state>()), home_executor_(home) {
+  if (home) {
+    home_context_ = &context_of(home);
+  }
   if (auto const* io = held_executor<asio::io_context::executor_type>(home)) {
     home_ = &io->context();
     if (runs_on_one_thread(io->context())) {
       one_thread_home_ = home_;
     }
   }
+}
+
+asio::any_io_executor const& call_registry::runs_on(asio::any_io_executor const& caller) const noexcept {
+  return home_context_ == nullptr || &context_of(caller) == home_context_ ? caller : home_executor_;
+}
+
+asio::any_io_executor call_registry::operation_executor(asio::any_io_executor const& caller, bool& enter_here) const {
+  auto const& where = runs_on(caller);
+  bool own_strand = false;
+  auto executor = serialized(where, own_strand);
+  enter_here = !own_strand && &where == &caller;
+  return executor;
 }
 
 asio::any_io_executor call_registry::serialized(asio::any_io_executor const& caller, bool& own_strand) const {
@@ -84,7 +100,7 @@ asio::any_io_executor call_registry::serialized(asio::any_io_executor const& cal
   return asio::make_strand(caller);
 }
 
-void call_registry::launch(std::shared_ptr<operation_base> const& op, bool own_strand,
+void call_registry::launch(std::shared_ptr<operation_base> const& op, bool enter_here,
                            asio::awaitable<asio::detail::awaitable_thread_entry_point> body) {
   // On the operation's executor, where `cancel_operation` emits: the thread's cancellation state is installed in the
   // operation's slot there, and a cancellation asked for before (the operation was listed, and so open to
@@ -98,12 +114,13 @@ void call_registry::launch(std::shared_ptr<operation_base> const& op, bool own_s
     }
     thread.launch();
   };
-  if (!own_strand) {
+  if (enter_here) {
     start(); // on the caller's executor, which runs this
     return;
   }
-  // Nothing runs in the new strand yet: dispatching to it from a thread running its context runs the body here, at
-  // once, inside the strand (from elsewhere it is queued there).
+  // A strand made for the operation, where nothing runs yet: dispatching to it from a thread running its context
+  // runs the body here, at once, inside the strand; from elsewhere (the client's context, for a caller on another)
+  // it is queued there.
   asio::dispatch(op->executor, std::move(start));
 }
 
@@ -140,12 +157,8 @@ void call_registry::leave(std::weak_ptr<state> weak, std::shared_ptr<operation_b
   }
   // The last waiter, and no caller given the operation is still on its way to wait for it (`arriving`).
   bool const last = op->waiters.empty() && op->arriving == 0 && !op->done;
-  if (last && op->key) {
-    // Nobody waits for it any more: nobody may join it either, and it sends nothing more.
-    auto k = s->by_key.find(key_view{*op->key, op->key_hash});
-    if (k != s->by_key.end() && k->second == op) {
-      s->by_key.erase(k);
-    }
+  if (last) {
+    s->forget_key(*op); // nobody waits for it any more: nobody may join it either, and it sends nothing more
   }
   lock.unlock();
   release(*w, why);
@@ -164,12 +177,7 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
     }
     std::lock_guard lock(s->mutex);
     op->done = true;
-    if (op->key) {
-      auto k = s->by_key.find(key_view{*op->key, op->key_hash});
-      if (k != s->by_key.end() && k->second == op) {
-        s->by_key.erase(k);
-      }
-    }
+    s->forget_key(*op);
     // O(1): the last operation takes this one's place. (An operation dropped by `abandon` is no longer there.)
     auto& running = s->running;
     if (op->running_index < running.size() && running[op->running_index] == op) {
@@ -223,6 +231,7 @@ void call_registry::state::abandon(asio::execution_context& context) noexcept {
   std::vector<std::shared_ptr<operation_base>> dropped;
   std::vector<waiter_list> lists;
   std::vector<pending_completion> idle;
+  std::vector<std::shared_ptr<operation_base>> orphaned; // running elsewhere, their last waiters freed here
   {
     std::lock_guard lock(mutex);
     if (parked_on == &context) {
@@ -232,8 +241,13 @@ void call_registry::state::abandon(asio::execution_context& context) noexcept {
     try {
       lists.reserve(running.size());
       dropped.reserve(running.size());
+      orphaned.reserve(running.size());
       for (auto const& op : running) {
         lists.push_back(on_context(op) ? op->waiters.take_all() : op->waiters.take_from(context));
+        if (!on_context(op) && !lists.back().empty() && op->waiters.empty() && op->arriving == 0 && !op->done) {
+          orphaned.push_back(op); // as when its last waiter leaves: nobody joins it, it sends nothing more
+          forget_key(*op);
+        }
       }
       auto keep = std::partition(running.begin(), running.end(), [&](auto const& op) { return !on_context(op); });
       std::move(keep, running.end(), std::back_inserter(dropped));
@@ -242,12 +256,7 @@ void call_registry::state::abandon(asio::execution_context& context) noexcept {
         running[i]->running_index = i;
       }
       for (auto const& op : dropped) {
-        if (op->key) {
-          auto k = by_key.find(key_view{*op->key, op->key_hash});
-          if (k != by_key.end() && k->second == op) {
-            by_key.erase(k);
-          }
-        }
+        forget_key(*op);
       }
       idle.reserve(idle_waiters.size());
       auto mine = std::partition(idle_waiters.begin(), idle_waiters.end(),
@@ -264,6 +273,21 @@ void call_registry::state::abandon(asio::execution_context& context) noexcept {
         release(w, asio::error::operation_aborted);
       }
     });
+  }
+  for (auto const& op : orphaned) {
+    try {
+      cancel_operation(op);
+    } catch (...) { // out of memory while posting: it runs to its own end, unwaited
+    }
+  }
+}
+
+void call_registry::state::forget_key(operation_base const& op) noexcept {
+  if (op.key) {
+    auto k = by_key.find(key_view{*op.key, op.key_hash});
+    if (k != by_key.end() && k->second.get() == &op) {
+      by_key.erase(k);
+    }
   }
 }
 

@@ -1,12 +1,12 @@
 // The calls in flight of one client: singleflight with per-waiter semantics (docs/protocol.md §3 "a concurrent
 // identical request joins the one in flight"), and the one list that `~client()` and `client::shutdown()` cancel.
 //
-// Every call of a client runs its work as an *operation*: a coroutine spawned detached on the caller's executor,
-// with its own cancellation signal, owning everything it uses. Every caller, the one that started it included, is
-// a *waiter*: it waits under its own deadline and its own cancellation slot, and leaves alone. An operation started
-// with a key may be joined by later callers with an equal key while it runs; one started without a key is never
-// shared. When the last waiter of an operation leaves, the operation is cancelled (terminal) and forgotten by its
-// key, so that it sends nothing more and nobody joins it.
+// Every call of a client runs its work as an *operation*: a coroutine spawned detached on the caller's executor (on
+// the client's when the caller runs on another context), with its own cancellation signal, owning everything it uses.
+// Every caller, the one that started it included, is a *waiter*: it waits under its own deadline and its own
+// cancellation slot, and leaves alone. An operation started with a key may be joined by later callers with an equal key
+// while it runs; one started without a key is never shared. When the last waiter of an operation leaves, the operation
+// is cancelled (terminal) and forgotten by its key, so that it sends nothing more and nobody joins it.
 #pragma once
 
 #include <algorithm>
@@ -166,7 +166,10 @@ private:
 /// once (Asio's cancellation slots are not thread-safe: a handler being emitted on one thread while the operation,
 /// resumed on another, replaces it is a data race). It is the caller's executor when that already serialises (a
 /// strand, or an `io_context` made with concurrency hint 1, which its user promises to run on one thread), and a
-/// strand of it otherwise, made for the operation (two allocations). The operation's start runs there too. A
+/// strand of it otherwise, made for the operation (two allocations). The operation's start runs there too. A caller
+/// on another context than the client's (`home`) has its operation run on the client's executor, serialised the
+/// same way: what the operation parks (a transport's sends, a place at the admission gate, a Redis command) then
+/// belongs to the client's context, and the caller's context, when it is destroyed, frees only the caller's wait. A
 /// waiter whose deadline is earlier than the operation's, or who waits from another context, has a deadline timer
 /// on its own executor, serialised the same way, so that it fires even when the operation's context has stopped
 /// running (its callers may all have left). A cancellation asked for before the operation's start or a timer's is
@@ -249,6 +252,12 @@ public:
         token);
   }
 
+  /// Where an operation started by a caller on `caller` runs, before it is serialised: `caller` when it belongs to
+  /// the client's context (or the registry has no `home`), the client's executor otherwise.
+  [[nodiscard]] asio::any_io_executor const& runs_on(asio::any_io_executor const& caller) const noexcept;
+  /// The executor of an operation started by a caller on `caller`: `runs_on(caller)`, serialised. `enter_here`
+  /// tells whether the caller runs in it already (it is `caller` itself), so that the operation may start at once.
+  [[nodiscard]] asio::any_io_executor operation_executor(asio::any_io_executor const& caller, bool& enter_here) const;
   /// The executor of an operation started by a caller on `caller` (see the class comment); `own_strand` tells
   /// whether it is a strand made for it. Any thread.
   [[nodiscard]] asio::any_io_executor serialized(asio::any_io_executor const& caller, bool& own_strand) const;
@@ -396,9 +405,12 @@ private:
 
   /// Registered with `context_shutdown` for each context a waiter parks a handler of: at that context's shutdown,
   /// `abandon` frees its waiters unrun and drops the operations running on it (their coroutines are freed where
-  /// they are suspended); waiters of other contexts on those operations complete with `operation_aborted`.
+  /// they are suspended); waiters of other contexts on those operations complete with `operation_aborted`. An
+  /// operation running elsewhere that is left without waiters is cancelled, as when its last waiter leaves.
   struct state final : parked_handlers {
     void abandon(asio::execution_context& context) noexcept override;
+    /// Drops `op` from `by_key` when it is there (under `mutex`).
+    void forget_key(operation_base const& op) noexcept;
     mutable std::mutex mutex;
     /// Keyed by a view of the operation's own `key` (it is not modified while the operation is here): the key, a
     /// whole request body, is not copied a second time.
@@ -430,9 +442,9 @@ private:
   run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awaitable<R> work, Finish finish);
   /// Starts `body` on the operation's executor at once, as `co_spawn` would, with the operation's signal as its
   /// cancellation slot. Without `co_spawn`'s wrapper: no second frame, no completion handler to move the result
-  /// through. `own_strand`: the executor is a strand made for the operation, entered first (at once when called on
-  /// a thread running its context); otherwise it is the caller's own, which runs the body here.
-  static void launch(std::shared_ptr<operation_base> const& op, bool own_strand,
+  /// through. `enter_here`: the executor is the caller's own, which runs the body here; otherwise it is entered
+  /// first (at once when called on a thread running it).
+  static void launch(std::shared_ptr<operation_base> const& op, bool enter_here,
                      asio::awaitable<asio::detail::awaitable_thread_entry_point> body);
 
   std::shared_ptr<state> state_;
@@ -440,6 +452,10 @@ private:
   asio::execution_context const* one_thread_home_ = nullptr;
   /// The client's `io_context`, whichever its hint; null when the client's executor is of another kind.
   asio::execution_context const* home_ = nullptr;
+  /// The client's executor and its execution context (of any kind; null without a `home`): where the operations of
+  /// callers on other contexts run.
+  asio::any_io_executor home_executor_;
+  asio::execution_context const* home_context_ = nullptr;
 };
 
 template <class T> class call_registry::operation : public call_registry::operation_base {
@@ -494,7 +510,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
   using context_type = std::decay_t<decltype(make_context())>;
   std::shared_ptr<call_registry_detail::operation_with<T, context_type>> op;
   key_view const wanted = key ? view_of(*key) : key_view{};
-  bool own_strand = false;
+  bool enter_here = false;
   {
     std::lock_guard lock(state_->mutex);
     if (state_->closed) {
@@ -508,7 +524,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
       }
     }
     op = std::make_shared<call_registry_detail::operation_with<T, context_type>>(make_context);
-    op->executor = serialized(executor, own_strand);
+    op->executor = operation_executor(executor, enter_here);
     op->deadline = deadline;
     op->arriving = 1; // its first caller, until its async_wait
     if (key) {
@@ -520,7 +536,7 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     state_->running.push_back(op);
   }
   auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
-  launch(op, own_strand, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
+  launch(op, enter_here, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
   return {op, false};
 }
 

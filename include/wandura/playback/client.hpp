@@ -120,7 +120,8 @@ struct client_stats {
 /// requests, waits and hooks, a shared request's included) runs serialised: on the caller's executor when that
 /// runs one handler at a time already (a strand, or an `io_context` made with concurrency hint 1,
 /// `asio::io_context(1)`, which must then be run by one thread only), on a strand of it made for the call otherwise
-/// (two allocations per call), so that the client's own cancellations (a last waiter leaving a shared request,
+/// (two allocations per call); for a caller on another `io_context` than the client's, the same on the client's
+/// executor (only the completion runs on the caller's), so that the client's own cancellations (a last waiter leaving a shared request,
 /// `~client()`) never run at once with the work they cancel. A service that runs its `io_context` on one thread
 /// saves that strand by making the context with concurrency hint 1.
 /// @par Lifetime
@@ -133,13 +134,12 @@ struct client_stats {
 /// work, is what says so. A context destroyed with work of the client still pending destroys that work without
 /// completing it, as Asio destroys its own pending operations: calls waiting to send, at the admission gate, for a
 /// shared request or on the fleet's Redis commands are freed with their coroutines, and the client with them when
-/// they owned it. Calls may come from coroutines of other io_contexts than the client's; as with any Asio I/O
-/// object used across contexts, each of those contexts, and the client's own, must then run until those calls
-/// end: destroying one while calls involving another are pending is not supported (the calls of the other may
-/// never complete). A context whose calls have all ended is not needed by the others: the admission gate's timers
-/// and a call's deadline run on the context of a call still waiting. A shared request (`coalesce`) runs on its
-/// first caller's context, though, even after that caller left: a caller that joined it from another context
-/// still leaves at its own deadline or cancellation, but gets the shared result only while that context runs.
+/// they owned it. Calls may come from coroutines of other io_contexts than the client's: their work runs on the
+/// client's context, which must run for any call to make progress, and each caller's context must run for it to
+/// get its completion (a call's deadline timer runs there). Another context destroyed with calls pending frees
+/// those callers' waits unrun, as Asio frees its own pending operations; a request no caller waits for any more
+/// is then cancelled, and the client and its other callers go on. A shared request (`coalesce`) runs on the
+/// client's context whichever caller started it.
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a

@@ -12,6 +12,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
@@ -480,10 +481,9 @@ TEST_CASE("lifetime: an io_context destroyed with calls queued at the admission 
 
 TEST_CASE("lifetime: another io_context destroyed with calls queued at the gate leaves the client's own calls to "
           "be released") {
-  // Calls queued behind a held-off counter from the client's context and from another one, in either order: the
-  // first queued arms the counter's timer on its context, the last queued runs the timers after it. Destroying the
-  // other context frees its call; the client's own is still released when the hold-off ends (and then fails to
-  // connect: nothing listens).
+  // Calls queued behind a held-off counter from the client's context and from another one, in either order (the
+  // other's request queues on the client's context, where it runs). Destroying the other context frees its call;
+  // the client's own is still released when the hold-off ends (and then fails to connect: nothing listens).
   bool const other_first = GENERATE(true, false);
   INFO("the other context's call queued " << (other_first ? "first" : "last"));
   asio::io_context own;
@@ -509,6 +509,7 @@ TEST_CASE("lifetime: another io_context destroyed with calls queued at the gate 
     }
     asio::co_spawn(other, api->issue_tickets(play_batch(5)), asio::detached);
     other.poll();
+    own.poll(); // its request, started there, runs to the gate
     if (other_first) {
       queue_own();
     }
@@ -523,6 +524,74 @@ TEST_CASE("lifetime: another io_context destroyed with calls queued at the gate 
     own.run_for(10ms);
   }
   CHECK(own_done);
+}
+
+TEST_CASE("lifetime: a call from another io_context runs on the client's, so that context may stop or go with the "
+          "call pending") {
+  // The first caller runs on another io_context, which stops running once its call has started, against a server
+  // that never answers: the request runs on the client's context, where a caller that joined it from there leaves
+  // at its own deadline. The other context is then destroyed with its call pending (its wait is freed; the request,
+  // with no caller left, is cancelled) and the client still serves and shuts down; destroying the client's context
+  // afterwards touches nothing of the other's (the request's attempt was once parked there, with its coroutine).
+  asio::io_context own;
+  asio::ip::tcp::acceptor silent(own, {asio::ip::make_address("127.0.0.1"), 0}); // listens, never answers
+  wandura::client_options options;
+  options.base_url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/";
+  options.api_key = "test-key";
+  auto api = std::make_shared<wandura::client>(own.get_executor(), std::move(options));
+  auto const run_own_until = [&](auto const& done) {
+    for (int i = 0; i < 400 && !done(); ++i) { // bounded: 4 s
+      own.restart();
+      own.run_for(10ms);
+    }
+  };
+  auto const spawn_on_own = [&](wandura::call_options call, std::optional<std::error_code>& error) {
+    asio::co_spawn(own, api->issue_tickets(play_batch(4), std::move(call)),
+                   [&error](std::exception_ptr failure, wandura::ticket_batch_result) {
+                     try {
+                       if (failure) {
+                         std::rethrow_exception(failure);
+                       }
+                       error = std::error_code();
+                     } catch (wandura::error const& e) {
+                       error = e.code();
+                     }
+                   });
+  };
+  bool leader_done = false;
+  {
+    asio::io_context other;
+    wandura::call_options leader_options;
+    leader_options.total_timeout = 10s;
+    asio::co_spawn(other, api->issue_tickets(play_batch(4), leader_options),
+                   [&](std::exception_ptr, wandura::ticket_batch_result) { leader_done = true; });
+    other.poll(); // the call is made; `other` runs no more
+    wandura::call_options joiner_options;
+    joiner_options.total_timeout = 300ms;
+    std::optional<std::error_code> joiner_error;
+    auto const started = std::chrono::steady_clock::now();
+    spawn_on_own(joiner_options, joiner_error);
+    run_own_until([&] { return joiner_error.has_value(); });
+    auto const waited = std::chrono::steady_clock::now() - started;
+    REQUIRE(joiner_error);
+    CHECK(*joiner_error == wandura::errc::deadline_exceeded);
+    CHECK(waited >= 300ms);
+    CHECK(waited < 1300ms);
+    CHECK(api->stats().metrics.coalesced == 1);
+  } // `other` goes with its call pending
+  CHECK_FALSE(leader_done);
+  wandura::call_options short_call;
+  short_call.total_timeout = 200ms;
+  std::optional<std::error_code> later_error;
+  spawn_on_own(short_call, later_error);
+  run_own_until([&] { return later_error.has_value(); });
+  REQUIRE(later_error);
+  CHECK(*later_error == wandura::errc::deadline_exceeded);
+  CHECK(api->stats().metrics.coalesced == 1); // a request of its own: the other's was cancelled with its caller
+  bool shut = false;
+  asio::co_spawn(own, api->shutdown(), [&](std::exception_ptr) { shut = true; });
+  run_own_until([&] { return shut; });
+  CHECK(shut);
 }
 
 TEST_CASE("lifetime: when the caller that started a shared request leaves, a caller still waiting reports its fresh "
