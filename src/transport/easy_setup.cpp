@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -105,23 +104,14 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
   return t.facts.has_length && t.facts.length > t.max_body_bytes && !(t.decodes_body && t.content_encoded);
 }
 
-/// The status code of a status line ("HTTP/1.1 103 Early Hints", "HTTP/2 200 "), 0 when it holds none.
-[[nodiscard]] int status_code_of(std::string_view status_line) noexcept {
-  auto const space = status_line.find(' ');
-  if (space == std::string_view::npos || status_line.size() < space + 4) {
-    return 0;
-  }
-  char const* digits = status_line.data() + space + 1;
-  int code = 0;
-  auto const [end, ec] = std::from_chars(digits, digits + 3, code);
-  return ec == std::errc() && end == digits + 3 ? code : 0;
-}
-
 /// A status line: a new response begins (an interim 1xx one, or the final one after it). Only the final response's
-/// headers are the response's.
-void start_response(transfer& t, std::string_view status_line) noexcept {
+/// headers are the response's. The status line is the first line of each header block, and its code libcurl's
+/// reading of it (which allows what a parse of our own might not: several blanks, a lowercase `http/`), so that the
+/// two never disagree on where a response begins.
+void start_response(transfer& t) noexcept {
   t.response.headers.clear();
-  int const status = status_code_of(status_line);
+  long code = 0;
+  int const status = curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK ? static_cast<int>(code) : 0;
   t.interim_response = status >= 100 && status < 200;
   t.bodyless = t.interim_response || status == 204 || status == 304;
   t.facts.has_length = false;
@@ -151,14 +141,16 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     // into the header section (RFC 9110 §6.5.1). Nothing reads trailers: they are dropped (counted above).
     return n;
   }
-  if (line.starts_with("HTTP/")) {
-    start_response(*t, line);
+  bool const status_line = std::exchange(t->at_block_start, false);
+  if (status_line) {
+    start_response(*t);
   }
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
     line.remove_suffix(1);
   }
   if (line.empty()) {
     t->facts.headers_complete = true; // end of a header block
+    t->at_block_start = true;
     if (length_over_cap(*t)) {
       t->facts.body_too_large = true;
       return 0; // refuse before reading the body
@@ -166,7 +158,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     return n;
   }
   auto colon = line.find(':');
-  if (line.starts_with("HTTP/") || colon == std::string_view::npos || colon == 0) {
+  if (status_line || colon == std::string_view::npos || colon == 0) {
     return n; // the status line, or not a header field (obsolete line folding, garbage libcurl tolerated)
   }
   auto const name = line.substr(0, colon);

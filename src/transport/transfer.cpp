@@ -15,6 +15,7 @@ void transfer::reset_request() noexcept {
   content_encoded = false;
   header_bytes = 0;
   interim_response = false;
+  at_block_start = true;
   bodyless = false;
   error_text[0] = '\0';
   unadopted_sockets.clear();

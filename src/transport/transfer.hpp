@@ -67,6 +67,7 @@ struct transfer {
   bool content_encoded = false;   ///< the response names a Content-Encoding (not identity): its length is wire bytes
   std::size_t header_bytes = 0;   ///< of every header block so far, interim (1xx) responses' included
   bool interim_response = false;  ///< the response being read is an interim (1xx) one: another follows it
+  bool at_block_start = true;     ///< the next header line begins a header block: it is a status line
   /// The response being read ends with its header block (1xx, 204, 304: RFC 9112 §6.3), so its Content-Length
   /// frames nothing.
   bool bodyless = false;

@@ -282,6 +282,29 @@ TEST_CASE("transport: the Content-Length of a 1xx, 204 or 304 response frames no
   CHECK(no_content.response.status == 204);
 }
 
+TEST_CASE("transport: a response begins where libcurl says, at the first line of a header block") {
+  // libcurl reads a status line with several blanks before its code, or a lowercase `http/`; a header whose name
+  // begins with `HTTP/` is no status line. Each must leave the final response's own headers read and checked.
+  auto const spaced = answered_with("HTTP/1.1  103 Early\r\nLink: </a>\r\n\r\n"
+                                    "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3\r\nX-Request-Id: r1\r\n"
+                                    "Content-Length: 0\r\n\r\n");
+  REQUIRE_FALSE(spaced.error);
+  CHECK(spaced.response.status == 503);
+  CHECK(spaced.response.headers.find("retry-after") == std::optional<std::string_view>("3"));
+  CHECK(spaced.response.headers.find("x-request-id") == std::optional<std::string_view>("r1"));
+  CHECK(spaced.response.headers.find("link") == std::nullopt); // the 103's
+  // Two different lengths after such an interim response are still refused before the body.
+  CHECK(answered_with("HTTP/1.1  103 Early\r\n\r\n" + with_lengths({" 96", " 97"})).error == errc::protocol_error);
+  // A header named `HTTP/1.1` between two lengths: the second is still seen.
+  CHECK(answered_with("HTTP/1.1 200 OK\r\nContent-Length: 10\r\nHTTP/1.1: x\r\nContent-Length: 64\r\n\r\n" +
+                      std::string(64, 'a'))
+            .error == errc::protocol_error);
+  auto const lower = answered_with("http/1.1 200 OK\r\nX-Request-Id: r2\r\n" + with_lengths({" 96"}).substr(17));
+  REQUIRE_FALSE(lower.error);
+  CHECK(lower.response.status == 200);
+  CHECK(lower.response.headers.find("x-request-id") == std::optional<std::string_view>("r2"));
+}
+
 TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256 KiB cap: response_too_large") {
   std::string const pad = "X-Pad: " + std::string(991, 'h') + "\r\n"; // 1,000 bytes
   auto lines = [&](int count) {
