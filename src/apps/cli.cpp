@@ -1,5 +1,6 @@
 #include "apps/cli.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -38,6 +39,14 @@ std::optional<std::pair<std::string, std::string>> ca_bundle_source(std::optiona
     }
   }
   return std::nullopt;
+}
+
+/// Whether `base_url` is https:// (its scheme case-insensitively; the client checks the rest).
+bool uses_tls(std::string_view base_url) noexcept {
+  constexpr std::string_view https = "https:";
+  return base_url.size() >= https.size() &&
+         std::equal(https.begin(), https.end(), base_url.begin(),
+                    [](char a, char b) { return a == (b >= 'A' && b <= 'Z' ? static_cast<char>(b - 'A' + 'a') : b); });
 }
 
 /// Refuses a flag given as an empty string.
@@ -91,8 +100,9 @@ client_options connection::to_client_options() const {
     std::fputs("WARNING: --insecure: the server's certificate and host name are NOT verified; anyone on the "
                "network path can read and change this traffic, the API key included\n",
                stderr);
-  } else if (auto ca = ca_bundle_source(ca_bundle)) {
-    // The transport's own check, asked here to say where the path came from.
+  } else if (auto ca = ca_bundle_source(ca_bundle); ca && (ca_bundle || uses_tls(o.base_url))) {
+    // The transport's own check, asked here to say where the path came from. A bundle named by the environment only
+    // for https://: a variable set machine-wide must not stop a plain-HTTP run (as with curl).
     if (auto why = detail::ca_bundle_refusal(ca->first); !why.empty()) {
       throw usage_error(ca->second + ": the CA bundle " + why);
     }

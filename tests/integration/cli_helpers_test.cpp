@@ -143,6 +143,7 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
   ::unsetenv("SSL_CERT_FILE");
   wandura::cli::connection c;
   c.api_key = "k";
+  c.base_url = "HTTPS://api.wandura.example";
   CHECK(c.to_client_options().transport.ca_bundle.empty()); // the system's bundle
   CHECK(c.to_client_options().transport.verify_peer);
 
@@ -153,6 +154,13 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
                     Catch::StartsWith(R"(CURL_CA_BUNDLE: the CA bundle "/nonexistent/ca.pem": cannot be opened)"));
   c.ca_bundle = readable;
   CHECK(c.to_client_options().transport.ca_bundle == readable);
+  // For plain HTTP the environment's bundle is not read (a variable set machine-wide must not stop such a run);
+  // the flag still is.
+  c.base_url = "http://127.0.0.1:8787";
+  c.ca_bundle.reset();
+  CHECK(c.to_client_options().transport.ca_bundle.empty());
+  c.ca_bundle = "/nonexistent/ca.pem";
+  CHECK_THROWS_WITH(c.to_client_options(), Catch::StartsWith("--ca-bundle: the CA bundle"));
   ::unsetenv("CURL_CA_BUNDLE");
   ::unsetenv("SSL_CERT_FILE");
 
@@ -166,6 +174,7 @@ TEST_CASE("cli connection: the CA bundle comes from --ca-bundle, else CURL_CA_BU
   std::string const no_certificate = dir.write("no-certificate.pem", "not a certificate\n");
   wandura::cli::connection other;
   other.api_key = "k";
+  other.base_url = "https://api.wandura.example";
   other.ca_bundle = directory;
   CHECK_THROWS_WITH(other.to_client_options(),
                     Catch::StartsWith("--ca-bundle: " + quoted(directory) + ": is a directory; give one PEM file"));

@@ -57,6 +57,12 @@ expect_rc 0 "granted play"
 [ "$(grep -c ' granted ' out.txt)" -eq 3 ] || { cat out.txt; fail "expected three granted items"; }
 expect_out "attempts: 1, replayed: no"
 
+# A CA bundle named by the environment is for https:// only: a stale one set machine-wide leaves plain HTTP alone.
+( export CURL_CA_BUNDLE=/nonexistent/ca.pem SSL_CERT_FILE=/nonexistent/ca.pem; run config
+  expect_rc 0 "plain HTTP with a stale CURL_CA_BUNDLE and SSL_CERT_FILE" )
+( export CURL_CA_BUNDLE=/nonexistent/ca.pem; run config --base-url "https://127.0.0.1:1"
+  expect_rc 2 "https with a stale CURL_CA_BUNDLE"; expect_err "CURL_CA_BUNDLE: the CA bundle" )
+
 # The same viewer and device again: the server reuses the tickets (counted once), --json shape.
 run tickets --film the-heiress-returns --episode 4 --unlocked-through 12 --viewer-secret s3cret --user u-1 --install i-1 --json
 expect_rc 0 "reused play"
