@@ -1,5 +1,6 @@
 #include "transport/easy_setup.hpp"
 
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -48,6 +49,38 @@ bool is_replayable(http_request const& request) noexcept {
                      [](http_header const& h) { return iequals(h.name, "Idempotency-Key"); });
 }
 
+/// Whether the connection `t` is about to send on is multiplexed: HTTP/2 chosen by ALPN (never over plain TCP
+/// here: no prior knowledge). An idle HTTP/2 connection may hold the server's frames (a PING, new SETTINGS).
+bool multiplexed(transfer const& t) noexcept {
+  curl_tlssessioninfo* tls = nullptr;
+  if (curl_easy_getinfo(t.easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK || tls == nullptr ||
+      tls->backend != CURLSSLBACKEND_OPENSSL || tls->internals == nullptr) {
+    return false;
+  }
+  unsigned char const* protocol = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(static_cast<SSL*>(tls->internals), &protocol, &length);
+  return std::string_view(reinterpret_cast<char const*>(protocol), protocol != nullptr ? length : 0) == "h2";
+}
+
+/// A reused HTTP/1.x connection with bytes waiting before the request has gone out: they answer nothing asked (a
+/// stray or repeated response, a 408 sent before closing an idle connection) and would be read as this request's
+/// answer, shifting every later one (libcurl 7.88 reuses such a connection: curl#10646). It is shut down, so that
+/// libcurl's write of the request fails and it sends the request on a new connection, as for any reused connection
+/// found dead before the request went out: nothing of it reached this one.
+bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int local_port) noexcept {
+  curl_socket_t const fd = t.sockets->find_connection(peer, peer_port, local_port);
+  if (fd == CURL_SOCKET_BAD || multiplexed(t)) {
+    return false;
+  }
+  char byte = 0;
+  if (::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
+    return false; // nothing waiting (or the peer closed: libcurl finds that itself)
+  }
+  ::shutdown(fd, SHUT_RDWR);
+  return true;
+}
+
 /// Connected (TLS included), the request is about to be sent. The connection's socket is the last one this
 /// transfer opened in the address family of `local_ip`: libcurl tries the addresses of one family one after the
 /// other, and closes the other family's attempt when one wins. From now on a connection owns it and closes it
@@ -57,8 +90,12 @@ bool is_replayable(http_request const& request) noexcept {
 /// keep-alive connection it went out on closed before any byte of the response (or an HTTP/2 server refused the
 /// stream). The server may have read the first copy, so only a replayable request goes again; any other ends here,
 /// as the connection reset it is (transport.hpp, "Retries and idempotency").
-int on_prereq(void* clientp, char* /*primary_ip*/, char* local_ip, int /*primary_port*/, int /*local_port*/) noexcept {
+int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port, int local_port) noexcept {
   auto* t = static_cast<transfer*>(clientp);
+  bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
+  if (reused && !t->facts.request_started && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
+    return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
+  }
   if (!t->unadopted_sockets.empty()) {
     int const family = std::strchr(local_ip, ':') != nullptr ? AF_INET6 : AF_INET;
     auto& v = t->unadopted_sockets;

@@ -1,5 +1,7 @@
 #include "transport/socket_set.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,6 +61,49 @@ opened_socket socket_set::open(curl_sockaddr const& address, bool may_multiplex)
     return {};
   }
   return s;
+}
+
+curl_socket_t socket_set::find_connection(char const* peer, int peer_port, int local_port) noexcept {
+  int family = AF_INET;
+  std::array<unsigned char, 16> wanted{};
+  if (::inet_pton(AF_INET, peer, wanted.data()) != 1) {
+    family = AF_INET6;
+    if (::inet_pton(AF_INET6, peer, wanted.data()) != 1) {
+      return CURL_SOCKET_BAD;
+    }
+  }
+  for (auto& [fd, e] : sockets_) {
+    if (e.foreign || e.socket.family != family) {
+      continue;
+    }
+    if (e.local_port == 0) {
+      sockaddr_storage local{};
+      sockaddr_storage remote{};
+      socklen_t local_size = sizeof local;
+      socklen_t remote_size = sizeof remote;
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+          ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_size) != 0) {
+        continue; // not connected yet
+      }
+      if (family == AF_INET) {
+        auto const& l = reinterpret_cast<sockaddr_in const&>(local);
+        auto const& r = reinterpret_cast<sockaddr_in const&>(remote);
+        e.local_port = ntohs(l.sin_port);
+        e.peer_port = ntohs(r.sin_port);
+        std::memcpy(e.peer.data(), &r.sin_addr, sizeof r.sin_addr);
+      } else {
+        auto const& l = reinterpret_cast<sockaddr_in6 const&>(local);
+        auto const& r = reinterpret_cast<sockaddr_in6 const&>(remote);
+        e.local_port = ntohs(l.sin6_port);
+        e.peer_port = ntohs(r.sin6_port);
+        std::memcpy(e.peer.data(), &r.sin6_addr, sizeof r.sin6_addr);
+      }
+    }
+    if (e.local_port == local_port && e.peer_port == peer_port && e.peer == wanted) {
+      return fd;
+    }
+  }
+  return CURL_SOCKET_BAD;
 }
 
 int socket_set::close(curl_socket_t fd) noexcept {

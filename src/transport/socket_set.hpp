@@ -84,6 +84,10 @@ public:
   /// Cancels the wait and closes the set's descriptor.
   void shut() noexcept;
 
+  /// The socket made by `open` whose connection runs from `local_port` to `peer`:`peer_port` (as libcurl's
+  /// pre-request callback names them), or CURL_SOCKET_BAD. Each socket's addresses are read once (getsockname,
+  /// getpeername), the first time it is looked for. On the strand.
+  [[nodiscard]] curl_socket_t find_connection(char const* peer, int peer_port, int local_port) noexcept;
   /// Sockets open now (connecting, in use, or idle in libcurl's pool); libcurl's own descriptors are not counted.
   [[nodiscard]] std::size_t size() const noexcept { return sockets_.size() - foreign_; }
 
@@ -94,6 +98,11 @@ private:
     std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT in the set (may exceed `wanted`); 0 when not in it
     bool may_multiplex = false;   ///< its connection may carry HTTP/2 streams
     bool foreign = false;         ///< libcurl's own descriptor (not made by `open`), recorded by `want`
+    /// Its connection's ports and peer address (an IPv4 or IPv6 address's bytes), once `find_connection` has read
+    /// them; 0 until then.
+    std::uint16_t local_port = 0;
+    std::uint16_t peer_port = 0;
+    std::array<unsigned char, 16> peer{};
   };
   /// What `to_select` returns for an event libcurl wants nothing of.
   static constexpr int no_action = -1;

@@ -51,6 +51,9 @@ enum class server_behaviour {
   large_header_block, ///< Header lines of 1,000 bytes each, `oversized_bytes` in all, then an ordinary response.
   raw,                ///< The bytes of `set_body` as the whole reply, verbatim (a crafted response), then a close.
   raw_then_stall,     ///< The bytes of `set_body`, verbatim, then nothing more (the connection stays open).
+  /// As `respond`, then at once a second, unasked-for response (body `stray`) on the idle keep-alive connection,
+  /// which stays open: a server (or a proxy) out of step with its client.
+  stray_after_reply,
 };
 
 class test_http_server {
@@ -176,6 +179,7 @@ private:
     auto const b = behaviour_.load();
     std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
     switch (b) {
+    case server_behaviour::stray_after_reply:
     case server_behaviour::respond: {
       if (int const status = status_.load(); status != 200) {
         // The reason phrase is free text: clients read the code only.
@@ -189,6 +193,13 @@ private:
         head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
       }
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
+      if (!ec && b == server_behaviour::stray_after_reply) {
+        // Later, not in the same segment: libcurl gives up a connection whose answer came with excess bytes.
+        asio::steady_timer t(io_, std::chrono::milliseconds(20));
+        co_await t.async_wait(tuple);
+        std::string const stray = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray";
+        co_await asio::async_write(socket, asio::buffer(stray), tuple);
+      }
       co_return !ec;
     }
     case server_behaviour::reset_mid_body: {

@@ -148,7 +148,10 @@ public:
   /// result). Any other request then fails with `errc::connection_reset`: the server may have read it, and it is
   /// never put on the wire twice. `connect_failed` guarantees the request was not sent (always safe to retry,
   /// docs/protocol.md §1); a connect that fails for that second copy is `connection_reset`. Every other error may
-  /// follow a request the server executed.
+  /// follow a request the server executed. A pooled HTTP/1.1 connection that holds bytes before the request goes
+  /// out (a stray or repeated response, a 408 sent before closing it as idle) answers nothing asked: it is given
+  /// up unused, and the request, whatever it is, goes on a new connection (nothing of it was sent), so that such
+  /// bytes are never read as its response.
   template <class CompletionToken>
   auto async_send(http_request const& request, attempt_options options, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, http_response)>(

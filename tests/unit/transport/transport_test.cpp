@@ -978,6 +978,27 @@ TEST_CASE("transport: a request on a reused connection closed before any respons
   CHECK(third.response.status == 200);
 }
 
+TEST_CASE("transport: bytes waiting on an idle pooled connection are never read as the next request's answer") {
+  // A server out of step with its client (a stray or repeated response, a 408 before closing an idle connection)
+  // leaves bytes on a pooled HTTP/1.1 connection before the next request goes out on it: that connection is given up
+  // and the request goes on a new one, which answers it. Nothing of the request reached the poisoned connection, so
+  // a write without a key goes too.
+  test_http_server server(server_behaviour::stray_after_reply);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const request = post(server.url());
+  for (std::size_t i = 1; i <= 3; ++i) {
+    INFO("request " << i);
+    auto const result = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(result.error);
+    CHECK(result.response.status == 200);
+    CHECK(result.response.body.view() == server.body());
+    std::this_thread::sleep_for(50ms); // the stray answer arrives while the connection is idle
+    CHECK(server.connections_accepted() == i);
+    CHECK(server.requests_read() == i);
+  }
+}
+
 TEST_CASE("transport: destroying it with idle pooled connections closes them") {
   test_http_server server;
   asio::io_context io;
