@@ -62,7 +62,7 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noex
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
   }
-  if (facts.invalid_length) {
+  if (facts.invalid_length || facts.unasked_upgrade) {
     return make_error_code(errc::protocol_error);
   }
   if (facts.resend_refused) {
@@ -103,6 +103,8 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = "response body over transport_options::max_response_bytes";
   } else if (facts.invalid_length) {
     out = "a Content-Length that is not one length (two different values, or not a decimal number)";
+  } else if (facts.unasked_upgrade) {
+    out = "a 101 Switching Protocols response to a request that asked for no upgrade";
   } else if (facts.resend_refused) {
     out = "the reused connection closed before any response byte, and a request without an idempotency key is not "
           "sent again";

@@ -33,6 +33,9 @@ struct transfer_facts {
   /// libcurl set out to send the request again on a new connection (its reused one closed before any response
   /// byte), and the transport refused: the request is not replayable (easy_setup.cpp, `on_prereq`).
   bool resend_refused = false;
+  /// A `101 Switching Protocols` arrived, which no request of the transport asks for (it offers no upgrade): the
+  /// connection would speak another protocol from then on.
+  bool unasked_upgrade = false;
 };
 
 /// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success,

@@ -85,13 +85,13 @@ private:
   void disarm() noexcept;
 
   asio::steady_timer timer_;
-  std::optional<clock::time_point> deadline_; ///< libcurl's deadline; none after -1 or 0
+  std::optional<clock::time_point> deadline_;          ///< libcurl's deadline; none after -1 or 0
   clock::time_point owner_ = clock::time_point::max(); ///< the owner's deadline; max for none
-  bool armed_ = false;                        ///< a wait is pending on timer_...
-  clock::time_point armed_at_;                ///< ...expiring then
-  std::uint64_t generation_ = 0;              ///< of the current wait; older completions are stale
-  bool immediate_wanted_ = false;             ///< libcurl asked for an immediate action, not yet run
-  bool immediate_posted_ = false;             ///< ...and a handler for it is posted
+  bool armed_ = false;                                 ///< a wait is pending on timer_...
+  clock::time_point armed_at_;                         ///< ...expiring then
+  std::uint64_t generation_ = 0;                       ///< of the current wait; older completions are stale
+  bool immediate_wanted_ = false;                      ///< libcurl asked for an immediate action, not yet run
+  bool immediate_posted_ = false;                      ///< ...and a handler for it is posted
   bool defer_immediate_ = false;
 };
 

@@ -75,6 +75,21 @@ wandura::attempt_result answered_with(std::string const& reply, std::string* mes
   return result;
 }
 
+/// As `answered_with`, the server keeping the connection open after `reply`; the attempt times out after 5 s.
+wandura::attempt_result answered_with_stall(std::string const& reply, std::string* message) {
+  test_http_server server(server_behaviour::raw_then_stall);
+  server.set_body(reply);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::http_request request;
+  request.url = server.url("/v1/config");
+  wandura::attempt_options options;
+  options.timeout = std::chrono::seconds(5);
+  auto result = run(io, tr.send_attempt(request, options));
+  *message = result.detail;
+  return result;
+}
+
 std::vector<std::string> const injected_values = {
     "Bearer k\r\nX-Injected: yes", "Bearer k\nX-Injected: yes",
     "Bearer k\rX-Injected: yes",   std::string("Bearer k\0X-Injected: yes", 24),
@@ -303,6 +318,16 @@ TEST_CASE("transport: a response begins where libcurl says, at the first line of
   REQUIRE_FALSE(lower.error);
   CHECK(lower.response.status == 200);
   CHECK(lower.response.headers.find("x-request-id") == std::optional<std::string_view>("r2"));
+}
+
+TEST_CASE("transport: a 101 Switching Protocols, never asked for, is a protocol_error at once") {
+  // libcurl would wait, until the attempt's timeout, for an answer in the protocol switched to.
+  std::string message;
+  auto const started = std::chrono::steady_clock::now();
+  auto const result = answered_with_stall("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", &message);
+  CHECK(result.error == errc::protocol_error);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  CHECK(message.find("101 Switching Protocols") != std::string::npos);
 }
 
 TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256 KiB cap: response_too_large") {
