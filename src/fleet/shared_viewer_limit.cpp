@@ -1,8 +1,10 @@
 #include "wandura/fleet/shared_viewer_limit.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -54,8 +56,11 @@ struct shared_viewer_limit::impl {
         return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
       }
       it = buckets.emplace(viewer_ref, detail::token_bucket{}).first;
+      auto const answer = detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n);
+      next_sweep_ms = std::min(next_sweep_ms, full_at(it->second));
+      return answer;
     }
-    return detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n);
+    return detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n); // fuller later, never sooner
   }
 
   /// Gives `n` tickets back to the local bucket of a viewer it tracks.
@@ -63,7 +68,13 @@ struct shared_viewer_limit::impl {
     auto const it = buckets.find(viewer_ref);
     if (it != buckets.end()) {
       detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, -n);
+      next_sweep_ms = std::min(next_sweep_ms, full_at(it->second)); // fuller sooner
     }
+  }
+
+  /// When `b` is full again at the refill rate (ms since the epoch).
+  [[nodiscard]] double full_at(detail::token_bucket const& b) const noexcept {
+    return b.at_ms + (capacity - b.tokens) / rate_per_ms;
   }
 
   /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back).
@@ -73,11 +84,25 @@ struct shared_viewer_limit::impl {
              detail::number_text(n)}};
   }
 
+  /// Drops the buckets that are full by `now_ms` (a full bucket is the same as none). A walk of every bucket, so
+  /// made only once one can be full: until `next_sweep_ms` (the soonest any is full again, kept as buckets are made
+  /// and given back to) a viewer beyond `local_capacity` is granted untracked at once, so that an outage with many
+  /// viewers costs one walk per refill, not one per new viewer.
   void drop_full(double now_ms) {
-    for (auto it = buckets.begin(); it != buckets.end();) {
-      bool const full = it->second.tokens + (now_ms - it->second.at_ms) * rate_per_ms >= capacity;
-      it = full ? buckets.erase(it) : std::next(it);
+    if (now_ms < next_sweep_ms) {
+      return;
     }
+    double soonest = std::numeric_limits<double>::infinity();
+    for (auto it = buckets.begin(); it != buckets.end();) {
+      double const full = full_at(it->second);
+      if (full <= now_ms) {
+        it = buckets.erase(it);
+      } else {
+        soonest = std::min(soonest, full);
+        ++it;
+      }
+    }
+    next_sweep_ms = soonest;
   }
 
   redis_client& redis;
@@ -91,6 +116,7 @@ struct shared_viewer_limit::impl {
   detail::fallback_guard guard;
   detail::redis_script script;
   std::unordered_map<std::string, detail::token_bucket> buckets;
+  double next_sweep_ms = 0; ///< No bucket is full before then (`drop_full`).
   viewer_limit_stats stats;
 };
 

@@ -448,6 +448,19 @@ TEST_CASE("shared viewer limit: with Redis down, beyond local_capacity viewers a
   CHECK(take("d", 2).granted);       // a's full bucket made room for d
   CHECK_FALSE(take("d", 1).granted); // and d is tracked
   CHECK_FALSE(take("b", 1).granted); // b still is
+  // Later, as the buckets refill (2 a minute): at 30 s neither is full and another viewer goes untracked; by 60 s
+  // both are, and are dropped for the next ones, which are tracked again.
+  auto take_at = [&](std::string const& viewer, int n, std::chrono::milliseconds later) {
+    return test_support::run(io, limit.try_acquire(viewer, n, t0 + later));
+  };
+  for (int i = 0; i < 3; ++i) {
+    CHECK(take_at("e", 2, 30s).granted);
+  }
+  CHECK(take_at("f", 2, 61s).granted);
+  CHECK_FALSE(take_at("f", 1, 61s).granted);
+  CHECK(take_at("g", 2, 61s).granted);
+  CHECK_FALSE(take_at("g", 1, 61s).granted);
+  CHECK(take_at("h", 2, 61s).granted); // f and g are spent: untracked again
 }
 
 TEST_CASE("shared viewer limit: a paused Redis costs one command per probe interval, however many calls are in "
