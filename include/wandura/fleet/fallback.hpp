@@ -2,7 +2,8 @@
 //
 // Degrade, never block: every operation of `shared_ticket_cache`, `shared_viewer_limit` and
 // `shared_counter_pace` that cannot get its answer from Redis within `redis_options::command_timeout` answers from
-// the class's local, in-process equivalent instead. After a failure the class keeps answering locally for
+// the class's local, in-process equivalent instead (a command waiting for a connection being made waits for it
+// first, up to `redis_options::connect_timeout`: see fleet.hpp). After a failure the class keeps answering locally for
 // `probe_interval`, then lets one operation ask Redis again (the probe) while the others go on answering locally
 // until its outcome is known, so a paused Redis costs one timeout per interval, not one per call; Redis's answer
 // ends the fallback by itself. A Redis may answer reads and refuse writes (a read-only replica, `OOM` under
