@@ -2,6 +2,7 @@
 #include "wandura/emulator/emulator.hpp"
 
 #include "emulator/catalogue.hpp"
+#include "emulator/service.hpp"
 
 #include <simdjson.h>
 
@@ -51,6 +52,65 @@ std::string_view to_string(fault_kind k) noexcept {
   }
   return "unknown";
 }
+
+namespace detail {
+
+void check_fault_rule(fault_rule const& r, std::string const& where) {
+  auto const fail_at = [&](char const* field, std::string_view what) {
+    throw config_error(where + "." + field + ": " + std::string(what));
+  };
+  if (r.status < 200 || r.status > 599) { // a 1xx is interim, never the answer to a request
+    fail_at("status", "expected a final HTTP status (200-599)");
+  }
+  if (r.retry_after && *r.retry_after > 86400) {
+    fail_at("retry_after", "must be at most 86400");
+  }
+  if (r.ms > 600000) {
+    fail_at("ms", "must be at most 600000");
+  }
+  if (r.bytes > (std::uint64_t{1} << 30)) {
+    fail_at("bytes", "must be at most 1073741824");
+  }
+  if (r.bytes_per_s == 0 || r.bytes_per_s > (std::uint64_t{1} << 30)) {
+    fail_at("bytes_per_s", r.bytes_per_s == 0 ? "must be at least 1" : "must be at most 1073741824");
+  }
+  if (r.item > 1000) {
+    fail_at("item", "must be at most 1000");
+  }
+  if (r.count && *r.count == 0) {
+    fail_at("count", "must be at least 1 (leave `count` out for a rule that hits every matching request)");
+  }
+  if (r.probability && !(*r.probability >= 0.0 && *r.probability <= 1.0)) {
+    fail_at("probability", "must be in [0,1]");
+  }
+}
+
+void check_config(config const& cfg) {
+  if (cfg.threads == 0) {
+    throw config_error("threads: must be at least 1");
+  }
+  if (!(cfg.overshoot >= 0.0 && cfg.overshoot <= 1.0)) {
+    throw config_error("overshoot: must be in [0,1]");
+  }
+  if (cfg.hold_window < std::chrono::milliseconds::zero() || cfg.hold_window > std::chrono::minutes(1)) {
+    throw config_error("hold_window: must be 0-60000 ms");
+  }
+  for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
+    static constexpr std::array counters = {counter::playback, counter::catalog, counter::creatives,
+                                            counter::videos,   counter::video,   counter::config};
+    for (auto c : counters) {
+      if (cfg.orgs[i].limits.of(c) == 0) {
+        throw config_error("orgs[" + std::to_string(i) + "].limits." + std::string(to_string(c)) +
+                           ": must be at least 1");
+      }
+    }
+  }
+  for (std::size_t i = 0; i < cfg.faults.size(); ++i) {
+    check_fault_rule(cfg.faults[i], "faults[" + std::to_string(i) + "]");
+  }
+}
+
+} // namespace detail
 
 namespace {
 
@@ -141,9 +201,6 @@ fault_rule parse_rule(element e, std::string const& where) {
       has_kind = true;
     } else if (k == "status") {
       r.status = static_cast<int>(get_unsigned(v, at, 599));
-      if (r.status < 200) { // a 1xx is interim, never the answer to a request
-        fail(at, "expected a final HTTP status (200-599)");
-      }
     } else if (k == "retry_after") {
       r.retry_after = static_cast<std::uint32_t>(get_unsigned(v, at, 86400));
     } else if (k == "error_code") {
@@ -154,27 +211,18 @@ fault_rule parse_rule(element e, std::string const& where) {
       r.bytes = get_unsigned(v, at, std::uint64_t{1} << 30);
     } else if (k == "bytes_per_s") {
       r.bytes_per_s = get_unsigned(v, at, std::uint64_t{1} << 30);
-      if (r.bytes_per_s == 0) {
-        fail(at, "must be at least 1");
-      }
     } else if (k == "item") {
       r.item = static_cast<std::uint32_t>(get_unsigned(v, at, 1000));
     } else if (k == "count") {
       r.count = get_unsigned(v, at, std::uint64_t{1} << 53);
-      if (*r.count == 0) {
-        fail(at, "must be at least 1 (leave `count` out for a rule that hits every matching request)");
-      }
     } else if (k == "probability") {
-      double p = get_number(v, at);
-      if (p < 0.0 || p > 1.0) {
-        fail(at, "must be in [0,1]");
-      }
-      r.probability = p;
+      r.probability = get_number(v, at);
     }
   }
   if (!has_kind) {
     fail(where + ".kind", "missing");
   }
+  detail::check_fault_rule(r, where);
   return r;
 }
 
@@ -200,13 +248,7 @@ limits parse_limits(element e, std::string const& where) {
   limits l;
   for (auto [k, v] : get_object(e, where)) {
     std::string at = where + "." + std::string(k);
-    auto value = [&] {
-      auto n = static_cast<std::uint32_t>(get_unsigned(v, at, 100000000));
-      if (n == 0) {
-        fail(at, "must be at least 1");
-      }
-      return n;
-    };
+    auto value = [&] { return static_cast<std::uint32_t>(get_unsigned(v, at, 100000000)); }; // >= 1: check_config
     if (k == "playback") {
       l.playback = value();
     } else if (k == "catalog") {
@@ -298,10 +340,7 @@ config parse_config(std::string_view json) {
     } else if (k == "seed") {
       cfg.seed = get_unsigned(v, at, UINT64_MAX);
     } else if (k == "overshoot") {
-      cfg.overshoot = get_number(v, at);
-      if (cfg.overshoot < 0.0 || cfg.overshoot > 1.0) {
-        fail(at, "must be in [0,1]");
-      }
+      cfg.overshoot = get_number(v, at); // in [0,1]: check_config
     } else if (k == "hold_window_ms") {
       cfg.hold_window = std::chrono::milliseconds(get_unsigned(v, at, 60000));
     } else if (k == "idle_timeout_ms") {
@@ -311,6 +350,7 @@ config parse_config(std::string_view json) {
       }
     }
   }
+  detail::check_config(cfg);
   return cfg;
 }
 

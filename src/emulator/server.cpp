@@ -76,7 +76,8 @@ server::~server() {
 }
 
 std::unique_ptr<server> server::start(config cfg) {
-  unsigned threads = std::max(1u, cfg.threads);
+  detail::check_config(cfg);
+  unsigned const threads = cfg.threads;
   auto host = cfg.host;
   auto port = cfg.port;
   auto p = std::make_unique<impl>(std::move(cfg));

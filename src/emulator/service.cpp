@@ -410,6 +410,9 @@ http_reply service::fault_reply(fault_rule const& rule, http_request const& req)
 }
 
 void service::install_faults(std::vector<fault_rule> rules) {
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    check_fault_rule(rules[i], "rules[" + std::to_string(i) + "]");
+  }
   std::lock_guard lock(mutex_);
   // Every request scans the rules: their number is bounded, and a script that would pass the bound is refused whole.
   if (rules.size() > max_fault_rules - faults_.size()) {

@@ -33,6 +33,14 @@
 
 namespace wandura::emulator::detail {
 
+/// The ranges of a typed fault rule, as the JSON forms read them (status 200-599, `bytes_per_s` at least 1, a
+/// `count` at least 1, a `probability` in [0,1], ...). `where` names it in the message (`faults[2]`).
+/// @throws config_error naming the first field out of range.
+void check_fault_rule(fault_rule const& r, std::string const& where);
+/// The ranges of a typed configuration: `threads` and each organisation's limits at least 1, `overshoot` in [0,1],
+/// `hold_window` 0-60 s, and every fault rule's (`check_fault_rule`). @throws config_error.
+void check_config(config const& cfg);
+
 /// docs/protocol.md §2: a reused ticket must have at least this long left.
 inline constexpr auto reuse_margin = std::chrono::minutes(5);
 /// docs/protocol.md §2: in stale_db mode answers may be this old.

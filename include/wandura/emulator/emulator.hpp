@@ -211,7 +211,9 @@ class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
   /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film without episodes, an
-  ///         `idle_timeout` below 1 ms, more than 1000 fault rules).
+  ///         `idle_timeout` below 1 ms, more than 1000 fault rules) or a field is out of the range its JSON form
+  ///         allows (no thread, a limit of 0, an `overshoot` outside [0,1], a fault rule's status outside 200-599,
+  ///         ...).
   /// @throws std::system_error when the address cannot be bound.
   [[nodiscard]] static std::unique_ptr<server> start(config cfg);
 
@@ -235,7 +237,8 @@ public:
   ///         installed (nothing is installed then).
   void install_faults(std::string_view json);
   /// Appends typed fault rules.
-  /// @throws config_error when they would make more than 1000 installed (nothing is installed then).
+  /// @throws config_error when a rule is out of the ranges its JSON form allows, or when they would make more than
+  ///         1000 installed (nothing is installed then).
   void install_faults(std::vector<fault_rule> rules);
   /// Removes every fault rule, as `DELETE /_emulator/faults` does.
   void clear_faults();

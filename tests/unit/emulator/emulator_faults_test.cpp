@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
 
 using namespace wandura::emulator;
@@ -167,6 +168,61 @@ TEST_CASE("faults: a rule list refused by install_faults installs none of its ru
   CHECK(c.get("/v1/videos").status == 502);
   CHECK(c.get("/v1/videos").status == 200);
   CHECK(emu->stats().faults_injected == 1);
+}
+
+TEST_CASE("faults: typed rules and configurations are held to the ranges of their JSON forms") {
+  // emulator.hpp: server::start and install_faults(std::vector<fault_rule>) throw config_error for a field out of
+  // the range its JSON form allows. Unchecked, a status of 42 went out as a malformed status line, 0 bytes per
+  // second or a probability of 2 were taken as given.
+  struct bad_rule {
+    char const* says;
+    fault_rule rule;
+  };
+  auto with = [](auto change) {
+    fault_rule r;
+    r.path = "/v1/config";
+    change(r);
+    return r;
+  };
+  std::vector<bad_rule> const rules = {
+      {"rules[0].status: expected a final HTTP status (200-599)", with([](fault_rule& r) { r.status = 42; })},
+      {"rules[0].status: expected a final HTTP status (200-599)", with([](fault_rule& r) { r.status = 101; })},
+      {"rules[0].status: expected a final HTTP status (200-599)", with([](fault_rule& r) { r.status = 600; })},
+      {"rules[0].bytes_per_s: must be at least 1", with([](fault_rule& r) {
+         r.kind = fault_kind::slow_body;
+         r.bytes_per_s = 0;
+       })},
+      {"rules[0].count: must be at least 1", with([](fault_rule& r) { r.count = 0; })},
+      {"rules[0].probability: must be in [0,1]", with([](fault_rule& r) { r.probability = 2.0; })},
+      {"rules[0].probability: must be in [0,1]", with([](fault_rule& r) { r.probability = std::nan(""); })},
+      {"rules[0].ms: must be at most 600000", with([](fault_rule& r) { r.ms = 600001; })}};
+  auto emu = start_manual();
+  for (auto const& [says, rule] : rules) {
+    CAPTURE(says);
+    CHECK_THROWS_WITH(emu->install_faults(std::vector<fault_rule>{rule}), Catch::StartsWith(says));
+  }
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/config").status == 200); // none was installed
+  auto refused_start = [](auto change) {
+    config cfg;
+    cfg.manual_clock = true;
+    change(cfg);
+    try {
+      (void)server::start(cfg);
+    } catch (config_error const& e) {
+      return std::string(e.what());
+    }
+    return std::string("started");
+  };
+  CHECK(refused_start([](config& cfg) { cfg.threads = 0; }) == "threads: must be at least 1");
+  CHECK(refused_start([](config& cfg) { cfg.overshoot = std::nan(""); }) == "overshoot: must be in [0,1]");
+  CHECK(refused_start([](config& cfg) { cfg.orgs[0].limits.video = 0; }) == "orgs[0].limits.video: must be at least 1");
+  CHECK(refused_start([](config& cfg) {
+          cfg.faults.push_back(fault_rule{});
+          cfg.faults.back().status = 100;
+        }) == "faults[0].status: expected a final HTTP status (200-599)");
+  CHECK(refused_start([](config& cfg) { cfg.hold_window = std::chrono::milliseconds(-1); }) ==
+        "hold_window: must be 0-60000 ms");
 }
 
 TEST_CASE("faults: probability 0 never hits and probability 1 always does") {
