@@ -24,7 +24,7 @@ public:
     case errc::connection_reset: return "connection reset";
     case errc::tls_failed: return "TLS failure";
     case errc::response_too_large: return "response too large";
-    case errc::protocol_error: return "invalid protocol data from peer (HTTP, or RESP from Redis)";
+    case errc::protocol_error: return "the peer sent data its protocol does not allow";
     case errc::transport_failed: return "transport failure";
     case errc::deadline_exceeded: return "deadline exceeded";
     case errc::budget_exhausted: return "retry budget exhausted";

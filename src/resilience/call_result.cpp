@@ -110,7 +110,7 @@ error to_error(call_result const& r, std::string_view operation) {
     why = r.note.empty() ? std::string("failed after ") + attempts_text(r.attempts) : r.note;
     break;
   case stop_reason::retries_exhausted:
-    why = r.attempts <= 1 ? std::string("not retried: retries are off for this call")
+    why = r.attempts <= 1 ? std::string("not retried: this call allows no retry")
                           : "retries exhausted after " + attempts_text(r.attempts);
     break;
   case stop_reason::budget_exhausted: why = "retry budget exhausted after " + attempts_text(r.attempts); break;

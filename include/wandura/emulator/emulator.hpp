@@ -244,7 +244,8 @@ public:
   void clear_faults();
 
   /// Moves the manual clock forward, as `POST /_emulator/clock` does. Refill, fixed windows, ticket expiry and the
-  /// idempotency memory all follow it. A negative `by` is ignored: the clock never runs backwards.
+  /// idempotency memory all follow it. A negative `by` is ignored here: the clock never runs backwards (the HTTP
+  /// endpoint, reading a number from a request, refuses one with 400 instead).
   /// @throws std::logic_error when the server was not started with `manual_clock`.
   /// @throws std::system_error with `std::errc::invalid_argument` when `by` would move the clock past
   ///         2200-01-01T00:00:00Z (`milliseconds::max()` does); the clock is then left where it was.

@@ -121,7 +121,8 @@ struct client_stats {
 /// runs one handler at a time already (a strand, or an `io_context` made with concurrency hint 1,
 /// `asio::io_context(1)`, which must then be run by one thread only), on a strand of it made for the call otherwise
 /// (two allocations per call); for a caller on another `io_context` than the client's, the same on the client's
-/// executor (only the completion runs on the caller's), so that the client's own cancellations (a last waiter leaving a shared request,
+/// executor (only the completion runs on the caller's), so that the client's own cancellations (a last waiter leaving a
+/// shared request,
 /// `~client()`) never run at once with the work they cancel. A service that runs its `io_context` on one thread
 /// saves that strand by making the context with concurrency hint 1.
 /// @par Lifetime
@@ -157,7 +158,8 @@ public:
   ///         userinfo; the message never quotes userinfo), an empty `api_key`, an `api_key` or
   ///         `transport.user_agent` holding a control byte other than HTAB (0x00-0x08, 0x0A-0x1F: CR, LF and NUL
   ///         included) or DEL (0x7F), which RFC 9110 does not allow in a field value (the message names the header,
-  ///         the byte as `\xHH` and its offset, never the key; HTAB and bytes 0x80-0xFF pass), a
+  ///         the byte (CR, LF and NUL by name, the others as `\xHH`) and its offset, never the key; HTAB and bytes
+  ///         0x80-0xFF pass), a
   ///         `transport.ca_bundle` naming no readable file of PEM certificates (transport.hpp), a zero
   ///         `viewer_tickets_per_minute`, or a `retry.admission` option outside its range (admission_gate.hpp).
   client(asio::any_io_executor executor, client_options options);
@@ -400,7 +402,9 @@ public:
   /// Counters: calls, attempts, retries, budget denials, queued at the gate, outcomes by kind, cache hits, coalesced.
   /// How long calls take is in `metrics_text` (`wandura_call_duration_seconds`, by operation and outcome).
   [[nodiscard]] client_stats stats() const;
-  /// The same counters in the Prometheus text exposition format (prefix `wandura_`).
+  /// The same counters in the Prometheus text exposition format (prefix `wandura_`), followed by the client's
+  /// `http_client_metrics` families (`http_client_request_duration_seconds`, ...): serve this text alone, not
+  /// beside `http_client_metrics::to_prometheus()`, which would give those families twice in one scrape.
   [[nodiscard]] std::string metrics_text() const;
   /// The retry engine (budget, hold-offs) shared by every call of this client.
   [[nodiscard]] retry_engine& engine() noexcept;

@@ -81,9 +81,10 @@ TEST_CASE("call result: final statuses map to codes a caller can match") {
         errc::http_error);
   CHECK(what(http_failure(stop_reason::retries_exhausted, 503, "", 4))
             .rfind("issue_tickets: retries exhausted after 4 attempts: HTTP 503", 0) == 0);
-  // One attempt and no retry: retries were off (policy none, or disable_retries), nothing was exhausted.
+  // One attempt and no retry: retries were off (policy none, disable_retries, a prefetch-only request without
+  // retry_prefetch), nothing was exhausted.
   CHECK(what(http_failure(stop_reason::retries_exhausted, 503, "", 1)) ==
-        "issue_tickets: not retried: retries are off for this call: HTTP 503");
+        "issue_tickets: not retried: this call allows no retry: HTTP 503");
 }
 
 TEST_CASE("call result: cancellation, refusal before sending and hold-back past the deadline") {
