@@ -49,9 +49,14 @@ bool is_replayable(http_request const& request) noexcept {
                      [](http_header const& h) { return iequals(h.name, "Idempotency-Key"); });
 }
 
-/// Whether the connection `t` is about to send on is multiplexed: HTTP/2 chosen by ALPN (never over plain TCP
-/// here: no prior knowledge). An idle HTTP/2 connection may hold the server's frames (a PING, new SETTINGS).
-bool multiplexed(transfer const& t) noexcept {
+/// Whether the connection `t` is about to send on speaks HTTP/1.x for sure: its request cannot multiplex (plain
+/// http:// without prior knowledge), or TLS agreed on no `h2` by ALPN (as OpenSSL tells). In doubt (prior knowledge,
+/// another TLS backend) it is taken for HTTP/2, whose idle connection may hold the server's frames (a PING, new
+/// SETTINGS) that are no stray answer.
+bool speaks_http1(transfer const& t) noexcept {
+  if (!t.may_multiplex) {
+    return true;
+  }
   curl_tlssessioninfo* tls = nullptr;
   if (curl_easy_getinfo(t.easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK || tls == nullptr ||
       tls->backend != CURLSSLBACKEND_OPENSSL || tls->internals == nullptr) {
@@ -60,7 +65,7 @@ bool multiplexed(transfer const& t) noexcept {
   unsigned char const* protocol = nullptr;
   unsigned int length = 0;
   SSL_get0_alpn_selected(static_cast<SSL*>(tls->internals), &protocol, &length);
-  return std::string_view(reinterpret_cast<char const*>(protocol), protocol != nullptr ? length : 0) == "h2";
+  return std::string_view(reinterpret_cast<char const*>(protocol), protocol != nullptr ? length : 0) != "h2";
 }
 
 /// A reused HTTP/1.x connection with bytes waiting before the request has gone out: they answer nothing asked (a
@@ -69,8 +74,11 @@ bool multiplexed(transfer const& t) noexcept {
 /// libcurl's write of the request fails and it sends the request on a new connection, as for any reused connection
 /// found dead before the request went out: nothing of it reached this one.
 bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int local_port) noexcept {
+  if (!speaks_http1(t)) {
+    return false;
+  }
   curl_socket_t const fd = t.sockets->find_connection(peer, peer_port, local_port);
-  if (fd == CURL_SOCKET_BAD || multiplexed(t)) {
+  if (fd == CURL_SOCKET_BAD) {
     return false;
   }
   char byte = 0;

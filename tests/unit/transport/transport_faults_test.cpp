@@ -60,24 +60,12 @@ std::string with_lengths(std::vector<std::string> const& lengths) {
   return out + "\r\n" + body96;
 }
 
-/// One GET of a fresh transport, answered with `reply` verbatim (then a close); `message` gets send()'s message.
-wandura::attempt_result answered_with(std::string const& reply, std::string* message = nullptr) {
-  test_http_server server(server_behaviour::raw);
-  server.set_body(reply);
-  asio::io_context io;
-  wandura::transport tr(io.get_executor());
-  wandura::http_request request;
-  request.url = server.url("/v1/config");
-  auto result = run(io, tr.send_attempt(request, {}));
-  if (message != nullptr) {
-    *message = send_message(io, tr, request);
-  }
-  return result;
-}
-
-/// As `answered_with`, the server keeping the connection open after `reply`; the attempt times out after 5 s.
-wandura::attempt_result answered_with_stall(std::string const& reply, std::string* message) {
-  test_http_server server(server_behaviour::raw_then_stall);
+/// One GET of a fresh transport (attempt timeout 5 s), answered with `reply` verbatim, then a close (`raw`) or
+/// nothing more (`raw_then_stall`); `message` gets send()'s message (a second GET) after a close, the attempt's
+/// detail otherwise.
+wandura::attempt_result answered_with(std::string const& reply, std::string* message = nullptr,
+                                      server_behaviour then = server_behaviour::raw) {
+  test_http_server server(then);
   server.set_body(reply);
   asio::io_context io;
   wandura::transport tr(io.get_executor());
@@ -86,7 +74,9 @@ wandura::attempt_result answered_with_stall(std::string const& reply, std::strin
   wandura::attempt_options options;
   options.timeout = std::chrono::seconds(5);
   auto result = run(io, tr.send_attempt(request, options));
-  *message = result.detail;
+  if (message != nullptr) {
+    *message = then == server_behaviour::raw ? send_message(io, tr, request) : result.detail;
+  }
   return result;
 }
 
@@ -324,7 +314,8 @@ TEST_CASE("transport: a 101 Switching Protocols, never asked for, is a protocol_
   // libcurl would wait, until the attempt's timeout, for an answer in the protocol switched to.
   std::string message;
   auto const started = std::chrono::steady_clock::now();
-  auto const result = answered_with_stall("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", &message);
+  auto const result = answered_with("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", &message,
+                                    server_behaviour::raw_then_stall);
   CHECK(result.error == errc::protocol_error);
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
   CHECK(message.find("101 Switching Protocols") != std::string::npos);
