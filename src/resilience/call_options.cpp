@@ -7,13 +7,15 @@
 namespace wandura {
 
 call_settings merge_options(call_options const& per_call, retry_options const& client, clock::time_point now) {
+  if (per_call.policy) {
+    check_retry_policy(*per_call.policy); // the client's own was checked when the engine was made
+  }
   call_settings s;
   // Policy: per-call > client (the client's defaults to the INTERACTIVE preset).
   s.policy = per_call.policy ? *per_call.policy : client.policy;
   if (per_call.disable_retries) {
     s.policy.max_retries = 0;
   }
-  s.policy.max_retries = std::max(s.policy.max_retries, 0);
 
   // Each time limit: per-call field > per-call policy > client field > client policy (preset).
   auto pick = [&](std::optional<std::chrono::milliseconds> call_field, std::chrono::milliseconds retry_policy::*member,

@@ -12,6 +12,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "wandura/detail/printable.hpp"
+#include "wandura/error.hpp"
 #include "wandura/resilience/classify.hpp"
 #include "wandura/resilience/idempotency.hpp"
 #include "wandura/resilience/retry_after.hpp"
@@ -157,6 +158,21 @@ attempt_options attempt_limits(std::chrono::milliseconds attempt_limit, clock::t
   return options;
 }
 
+/// `options` once its policy and budget are checked (their refusals are documented on the constructor). The budget
+/// class itself takes any value leniently (retry_budget.hpp); a client refuses what it could only have meant by
+/// mistake.
+retry_options checked(retry_options options) {
+  check_retry_policy(options.policy);
+  auto const& budget = options.budget;
+  if (budget.min_retries < 0 || budget.percent < 0) {
+    throw error(errc::invalid_argument, "retry budget: min_retries and percent must be >= 0");
+  }
+  if (budget.window < std::chrono::milliseconds(1)) {
+    throw error(errc::invalid_argument, "retry budget: window must be at least 1 ms");
+  }
+  return options;
+}
+
 } // namespace
 
 void response_reader::read_counter_feedback(call_result const& response, counter_feedback& feedback) {
@@ -164,7 +180,7 @@ void response_reader::read_counter_feedback(call_result const& response, counter
 }
 
 retry_engine::retry_engine(http_sender& sender, retry_options options)
-    : sender_(sender), options_(std::move(options)),
+    : sender_(sender), options_(checked(std::move(options))),
       clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget),
       gate_(clock_, options_.admission) {}
 

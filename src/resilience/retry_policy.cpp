@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <string_view>
+
+#include "wandura/error.hpp"
 
 namespace wandura {
 
@@ -47,6 +51,35 @@ retry_policy retry_policy::none() noexcept {
   retry_policy p = interactive();
   p.max_retries = 0;
   return p;
+}
+
+void check_retry_policy(retry_policy const& policy) {
+  auto const refuse = [](std::string_view what) {
+    throw error(errc::invalid_argument, "retry policy: " + std::string(what));
+  };
+  if (policy.max_retries < 0) {
+    refuse("max_retries must be >= 0");
+  }
+  if (policy.backoff != backoff_kind::full_jitter && policy.backoff != backoff_kind::exponential) {
+    refuse("backoff must be full_jitter or exponential");
+  }
+  if (policy.classifier != retry_classifier::seed_default && policy.classifier != retry_classifier::standard) {
+    refuse("classifier must be seed_default or standard");
+  }
+  for (auto const& [value, name] : {std::pair{policy.initial_delay, std::string_view("initial_delay")},
+                                    {policy.max_delay, "max_delay"},
+                                    {policy.max_retry_after, "max_retry_after"}}) {
+    if (value < std::chrono::milliseconds::zero()) {
+      refuse(std::string(name) + " must not be negative");
+    }
+  }
+  // Written so that NaN fails each check.
+  if (!(policy.multiplier >= 1.0 && std::isfinite(policy.multiplier))) {
+    refuse("multiplier must be finite and >= 1");
+  }
+  if (!(policy.jitter >= 0.0 && policy.jitter < 1.0)) {
+    refuse("jitter must be >= 0 and < 1");
+  }
 }
 
 namespace {

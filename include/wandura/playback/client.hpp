@@ -161,7 +161,8 @@ public:
   ///         the byte (CR, LF and NUL by name, the others as `\xHH`) and its offset, never the key; HTAB and bytes
   ///         0x80-0xFF pass), a
   ///         `transport.ca_bundle` naming no readable file of PEM certificates (transport.hpp), a zero
-  ///         `viewer_tickets_per_minute`, or a `retry.admission` option outside its range (admission_gate.hpp).
+  ///         `viewer_tickets_per_minute`, a `retry.admission` option outside its range (admission_gate.hpp), or
+  ///         a `retry.policy` or `retry.budget` value the retry engine refuses (retry_engine.hpp).
   client(asio::any_io_executor executor, client_options options);
   /// A client over another sender (e.g. `wandura::testing::fake_transport`); shares its ownership.
   /// @throws wandura::error `errc::invalid_argument` for a null `sender`, or as the constructor above except for
@@ -206,7 +207,8 @@ public:
   ///         some items, above):
   ///         `errc::invalid_argument` (nothing sent: no episode or more than 3, empty
   ///         `union_info`/`drm_kek`/`film_ref`, a `viewer_ref` set but empty, `episode_no < 1`, `intent::other`,
-  ///         invalid UTF-8, one film's episode named twice with one intent),
+  ///         invalid UTF-8, one film's episode named twice with one intent, an `options.policy` that
+  ///         `check_retry_policy` refuses),
   ///         `errc::invalid_idempotency_key` (90010), `errc::unauthorized` (401), `errc::deadline_exceeded` and
   ///         `errc::budget_exhausted` (the retries stopped for the deadline or the retry budget, and the last answer
   ///         carries no items: none arrived, or a status without them such as a proxy's 503; the message names that
@@ -242,11 +244,11 @@ public:
   [[nodiscard]] asio::awaitable<org_config> get_config(call_options options = {});
   /// `GET /v1/catalog/films/{film_ref}` (counter `catalog`); `film_ref` goes into the path percent-encoded (RFC
   /// 3986 unreserved bytes as they are). @throws wandura::error, `errc::invalid_argument` (nothing sent) for an
-  /// empty `film_ref`, a dot segment (`.` or `..`, which would name another path) or one whose encoded form is
-  /// over `max_path_segment_bytes` (8,000 bytes: servers refuse longer request lines), `errc::http_error` with
-  /// status 404 for an unknown film, `errc::invalid_response` when the last attempt's 2xx could not be read or named
-  /// another film (its `film_ref` is compared byte for byte with the one asked for; such an answer is retried as
-  /// an unreadable one is, within the call's retry policy).
+  /// `options.policy` that `check_retry_policy` refuses, an empty `film_ref`, a dot segment (`.` or `..`, which would
+  /// name another path) or one whose encoded form is over `max_path_segment_bytes` (8,000 bytes: servers refuse longer
+  /// request lines), `errc::http_error` with status 404 for an unknown film, `errc::invalid_response` when the last
+  /// attempt's 2xx could not be read or named another film (its `film_ref` is compared byte for byte with the one asked
+  /// for; such an answer is retried as an unreadable one is, within the call's retry policy).
   [[nodiscard]] asio::awaitable<film> get_film(std::string film_ref, call_options options = {});
   /// `GET /v1/videos` (counter `videos`): the open videos.
   [[nodiscard]] asio::awaitable<std::vector<video>> list_videos(call_options options = {});

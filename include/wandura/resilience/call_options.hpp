@@ -34,7 +34,8 @@ struct call_options {
   /// characters 0x21-0x7E, else the call fails with `errc::invalid_idempotency_key` (90010) and nothing is sent.
   /// Ignored for reads.
   std::optional<std::string> idempotency_key{};
-  /// Replaces the client's policy for this call (its time limits included, unless set explicitly below).
+  /// Replaces the client's policy for this call (its time limits included, unless set explicitly below). One that
+  /// `check_retry_policy` refuses fails the call with `errc::invalid_argument`, nothing sent.
   std::optional<retry_policy> policy{};
   /// Turns retries off for this call (`max_retries = 0`) while keeping the effective time limits.
   bool disable_retries = false;
@@ -48,7 +49,8 @@ struct call_options {
 
 /// Client-level options of the retry loop.
 struct retry_options {
-  /// Default policy of every call (docs/protocol.md §3 INTERACTIVE unless changed).
+  /// Default policy of every call (docs/protocol.md §3 INTERACTIVE unless changed); refused when the engine (the
+  /// client) is made if `check_retry_policy` refuses it.
   retry_policy policy = retry_policy::interactive();
   /// Client-wide total deadline; overrides `policy.total_timeout` when set. 0 or less as in `call_options`.
   std::optional<std::chrono::milliseconds> total_timeout{};
@@ -59,7 +61,8 @@ struct retry_options {
   /// and no follow-up request is made (`follow_up`: the per-item retries of `client::issue_tickets`), since each
   /// needs an automatic key of its own.
   bool auto_idempotency_keys = true;
-  /// The retry budget's parameters (docs/protocol.md §3: 10 %, at least 10, per 60 s).
+  /// The retry budget's parameters (docs/protocol.md §3: 10 %, at least 10, per 60 s). A negative `min_retries` or
+  /// `percent`, or a `window` under 1 ms, is refused when the engine (the client) is made.
   retry_budget::config budget{};
   /// Tuning of the admission gate every attempt passes (admission_gate.hpp): how it paces a counter after a 429 or
   /// a shed, and the hook for long waits (`on_long_wait`). The defaults suit the Wandura API.
@@ -104,6 +107,8 @@ struct call_settings {
 
 /// Merges per-call and client options (precedence in the file comment); `deadline = now + total_timeout`,
 /// saturating instead of overflowing.
+/// @throws wandura::error `errc::invalid_argument` for a `per_call.policy` that `check_retry_policy` refuses (the
+///         client's policy is checked once, when its engine is made).
 [[nodiscard]] call_settings merge_options(call_options const& per_call, retry_options const& client,
                                           clock::time_point now);
 

@@ -154,7 +154,8 @@ public:
   /// @param sender the transport seam; not owned, must outlive the engine.
   /// @param options client-level defaults and services (clock, random, logger, hook, budget parameters).
   /// @throws wandura::error `errc::invalid_argument` for an `options.admission` option outside its range
-  ///         (admission_gate.hpp).
+  ///         (admission_gate.hpp), an `options.policy` that `check_retry_policy` refuses, or an `options.budget`
+  ///         with a negative `min_retries` or `percent` or a `window` under 1 ms.
   explicit retry_engine(http_sender& sender, retry_options options = {});
   retry_engine(retry_engine const&) = delete;
   retry_engine& operator=(retry_engine const&) = delete;

@@ -84,6 +84,16 @@ struct retry_policy {
   friend bool operator==(retry_policy const&, retry_policy const&) = default;
 };
 
+/// Refuses a policy that would turn its own rule around or read as nonsense: a negative `max_retries`, a `backoff`
+/// or `classifier` that is none of the enumerators, a negative `initial_delay`, `max_delay` or `max_retry_after`,
+/// a `multiplier` under 1 or not finite (the steps would shrink), a `jitter` outside [0, 1) or NaN. The time limits
+/// take any value (0 or less has its documented meaning). The client's constructor and the retry engine's check
+/// the client-wide policy; `merge_options` checks a per-call one, so such a call fails before anything is sent.
+/// `compute_backoff` itself reads any policy leniently (below).
+/// @throws wandura::error `errc::invalid_argument` naming the first field out of range ("retry policy: jitter must
+///         be >= 0 and < 1").
+void check_retry_policy(retry_policy const& policy);
+
 /// Where a retry's wait came from.
 enum class delay_source {
   backoff,     ///< The policy's formula alone.

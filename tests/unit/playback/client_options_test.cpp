@@ -2,11 +2,14 @@
 // requests to a URL other than the one written: nothing is made, nothing is sent.
 #include "wandura/playback/client.hpp"
 
+#include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -210,6 +213,57 @@ TEST_CASE("client options: hooks that throw never end or lose a call, and are co
   CHECK(log_calls == 2);
   CHECK(api.stats().engine.hook_errors == 4);
   CHECK(api.metrics_text().find("\nwandura_hook_errors_total 4\n") != std::string::npos);
+}
+
+TEST_CASE("client options: a retry policy or budget out of range is refused at construction, by either constructor") {
+  auto jitter = valid_options();
+  jitter.retry.policy = wandura::retry_policy::standard();
+  jitter.retry.policy.jitter = 1.0; // a factor of (1 + U(-1, 1)) could wait 0 on every retry
+  auto window = valid_options();
+  window.retry.budget.window = std::chrono::milliseconds(0);
+  auto retries = valid_options();
+  retries.retry.policy.max_retries = -2;
+  for (auto const& [options, field] : {std::pair{jitter, "jitter"}, {window, "window"}, {retries, "max_retries"}}) {
+    INFO(field);
+    CHECK_THAT(refusal(options), Catch::Contains(field));
+    CHECK_THAT(refusal_with_transport(options), Catch::Contains(field));
+  }
+}
+
+TEST_CASE("client options: a per-call policy out of range fails that call before anything is sent or taken") {
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 3;
+  client_harness::harness h(options);
+  wandura::viewer v{"vr-1", "dev-1", "kek"};
+  wandura::call_options bad;
+  bad.policy = wandura::retry_policy::interactive();
+  bad.policy->multiplier = std::nan("");
+  auto const refused = [&](auto op) {
+    try {
+      (void)h.run(std::move(op));
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains("multiplier"));
+    }
+  };
+  refused(h.api->start_episode(v, "the-heiress-returns", 4, 6, bad));
+  refused(h.api->get_config(bad));
+  refused(h.api->get_film("the-heiress-returns", bad));
+  CHECK(h.fake->attempt_count() == 0);
+  // Nothing of the viewer's allowance was taken: the whole batch still goes out and is granted.
+  using client_harness::granted_item;
+  h.fake->push(
+      fake_step::respond(200, client_harness::batch_body({granted_item("the-heiress-returns", 4, "play", "t4"),
+                                                          granted_item("the-heiress-returns", 5, "prefetch", "t5"),
+                                                          granted_item("the-heiress-returns", 6, "prefetch", "t6")})));
+  auto const start = h.run(h.api->start_episode(v, "the-heiress-returns", 4, 6));
+  CHECK(start.play.outcome == wandura::item_outcome::granted);
+  REQUIRE(start.prefetch.size() == 2);
+  CHECK(start.prefetch[1].outcome == wandura::item_outcome::granted);
+  CHECK(h.fake->attempt_count() == 1);
+  CHECK(h.api->stats().metrics.call_failures == 3);
+  CHECK(h.api->stats().metrics.calls == 4);
 }
 
 TEST_CASE("client options: a null sender is refused with invalid_argument, valid options or not") {

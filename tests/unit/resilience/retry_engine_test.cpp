@@ -579,6 +579,56 @@ TEST_CASE("budget: a denied retry stops the call and says so") {
   CHECK(h.engine->budget().snapshot(h.clock->now()).requests == 2); // counted per logical call
 }
 
+TEST_CASE(
+    "retry loop: a policy or budget out of range is refused when the engine is made, a per-call one at the call") {
+  wandura::testing::manual_clock clock;
+  asio::io_context io;
+  wandura::testing::fake_transport fake{io.get_executor(), clock};
+  auto const refused = [&](wandura::retry_options const& options, std::string_view field) {
+    INFO(field);
+    try {
+      wandura::retry_engine engine(fake, options);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(std::string(field)));
+    }
+  };
+  wandura::retry_options options;
+  options.policy.jitter = 1.5;
+  refused(options, "jitter");
+  options = {};
+  options.budget.window = 0ms;
+  refused(options, "window");
+  options = {};
+  options.budget.min_retries = -1;
+  refused(options, "min_retries");
+  options = {};
+  options.budget.percent = -10;
+  refused(options, "percent");
+  options = {};
+  options.budget.window = 1ms;
+  options.budget.min_retries = 0;
+  options.budget.percent = 0;
+  CHECK_NOTHROW(wandura::retry_engine(fake, options));
+
+  harness h;
+  call_options per_call;
+  per_call.policy = wandura::retry_policy::standard();
+  per_call.policy->initial_delay = -200ms;
+  try {
+    (void)h.engine->settings_for(per_call);
+    FAIL("accepted");
+  } catch (wandura::error const& e) {
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains("initial_delay"));
+  }
+  CHECK(h.fake.attempt_count() == 0);
+  per_call.policy->initial_delay = 0ms;
+  h.fake.push(fake_step::respond(200, "{}"));
+  CHECK(h.run(get(), reads(), per_call).stopped == stop_reason::success);
+}
+
 /// Requests that queued at the engine's admission gate for `counter`.
 std::uint64_t gate_waits(wandura::retry_engine const& engine, std::string_view counter) {
   for (auto const& c : engine.gate().stats()) {

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "wandura/error.hpp"
+
 using namespace std::chrono_literals;
 using wandura::backoff_kind;
 using wandura::compute_backoff;
@@ -105,4 +107,54 @@ TEST_CASE("backoff: a jitter of NaN reads as none, as a negative one does") {
   CHECK(d.delay.count() == Approx(200.0));
   p.jitter = -0.5;
   CHECK(compute_backoff(p, 1, std::nullopt, 0.9).delay.count() == Approx(200.0));
+}
+
+TEST_CASE("retry policy: check_retry_policy takes the presets and refuses each field out of range by name") {
+  for (auto const& preset :
+       {retry_policy::interactive(), retry_policy::background(), retry_policy::standard(), retry_policy::none()}) {
+    CHECK_NOTHROW(wandura::check_retry_policy(preset));
+  }
+  struct bad_value {
+    char const* field;
+    void (*spoil)(retry_policy&);
+  };
+  bad_value const cases[] = {
+      {"max_retries", [](retry_policy& p) { p.max_retries = -1; }},
+      {"backoff", [](retry_policy& p) { p.backoff = static_cast<backoff_kind>(7); }},
+      {"classifier", [](retry_policy& p) { p.classifier = static_cast<wandura::retry_classifier>(-1); }},
+      {"initial_delay", [](retry_policy& p) { p.initial_delay = -1ms; }},
+      {"max_delay", [](retry_policy& p) { p.max_delay = -1ms; }},
+      {"max_retry_after", [](retry_policy& p) { p.max_retry_after = -1ms; }},
+      {"multiplier", [](retry_policy& p) { p.multiplier = 0.5; }},
+      {"multiplier", [](retry_policy& p) { p.multiplier = std::nan(""); }},
+      {"multiplier", [](retry_policy& p) { p.multiplier = INFINITY; }},
+      {"jitter", [](retry_policy& p) { p.jitter = 1.0; }},
+      {"jitter", [](retry_policy& p) { p.jitter = -0.1; }},
+      {"jitter", [](retry_policy& p) { p.jitter = std::nan(""); }},
+  };
+  for (auto const& c : cases) {
+    INFO(c.field);
+    auto p = retry_policy::standard();
+    c.spoil(p);
+    try {
+      wandura::check_retry_policy(p);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(c.field));
+    }
+  }
+  // The edges of each range, and the time limits' documented meanings for 0 and less, are accepted.
+  auto edge = retry_policy::standard();
+  edge.max_retries = 0;
+  edge.initial_delay = 0ms;
+  edge.max_delay = 0ms;
+  edge.max_retry_after = 0ms;
+  edge.multiplier = 1.0;
+  edge.jitter = 0.0;
+  edge.attempt_timeout = -5ms;
+  edge.total_timeout = 0ms;
+  CHECK_NOTHROW(wandura::check_retry_policy(edge));
+  edge.jitter = std::nextafter(1.0, 0.0);
+  CHECK_NOTHROW(wandura::check_retry_policy(edge));
 }
