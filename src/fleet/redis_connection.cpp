@@ -270,10 +270,10 @@ void redis_connection::start(std::span<std::string_view const> args, std::shared
   (void)holder.release(); // hiredis owns it now; on_reply deletes it
   ++stats_.pending;
   watch_cancellation(op);
-  if (ready_) {
-    arm_timeout(op);
+  if (ready_ || charge_connecting_) {
+    arm_timeout(op); // on a reconnect, the wait for it counts: redis_options::command_timeout
   } else {
-    awaiting_ready_.push_back(op); // connecting is not charged to the command: see on_ready
+    awaiting_ready_.push_back(op); // the client's first connection is not charged to the command: see on_ready
   }
 }
 
@@ -401,6 +401,8 @@ bool redis_connection::open_context(std::error_code& ec) {
   }
   ac_ = ac;
   ac->data = this;
+  charge_connecting_ = opened_before_;
+  opened_before_ = true;
   guard_replies(ac);
   connected_ = false;
   ready_ = false;

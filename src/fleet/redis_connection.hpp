@@ -108,9 +108,13 @@ private:
   std::deque<std::shared_ptr<redis_command_op>> deadlines_;
   asio::steady_timer deadline_timer_;
   bool deadline_timer_armed_ = false;
-  /// Commands sent while the connection is not ready yet (connecting, or AUTH/SELECT unanswered): their timeouts
-  /// start when it is (`on_ready`); connecting is bounded by `connect_timeout` instead.
+  /// Commands sent while the client's first connection is not ready yet (connecting, or AUTH/SELECT unanswered):
+  /// their timeouts start when it is (`on_ready`); connecting is bounded by `connect_timeout` instead. On every
+  /// later connection (`charge_connecting_`) a command's timeout runs from its initiation, so this stays empty and
+  /// `deadlines_` in initiation order.
   std::deque<std::shared_ptr<redis_command_op>> awaiting_ready_;
+  bool opened_before_ = false;     ///< a connection was opened before the current one
+  bool charge_connecting_ = false; ///< the current connection is a reconnect: its making counts against commands
   bool connected_ = false;
   bool ready_ = false;    ///< connected, and AUTH/SELECT answered
   int setup_pending_ = 0; ///< AUTH/SELECT replies still to come on this connection

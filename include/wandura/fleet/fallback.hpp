@@ -2,13 +2,13 @@
 //
 // Degrade, never block: every operation of `shared_ticket_cache`, `shared_viewer_limit` and
 // `shared_counter_pace` that cannot get its answer from Redis within `redis_options::command_timeout` answers from
-// the class's local, in-process equivalent instead (a command waiting for a connection being made waits for it
-// first, up to `redis_options::connect_timeout`: see fleet.hpp). After a failure the class keeps answering locally for
-// `probe_interval`, then lets one operation ask Redis again (the probe) while the others go on answering locally
-// until its outcome is known, so a paused Redis costs one timeout per interval, not one per call; Redis's answer
-// ends the fallback by itself. A Redis may answer reads and refuse writes (a read-only replica, `OOM` under
-// `noeviction`, an ACL): a fallback that a refused write started is ended only by a write Redis accepts, so only a
-// writing operation probes it and reads answer locally meanwhile; one that a read started, by either.
+// the class's local, in-process equivalent instead (a reconnect included; the commands waiting for the fleet's first
+// connection wait for it first, up to `redis_options::connect_timeout`: see fleet.hpp). After a failure the class keeps
+// answering locally for `probe_interval`, then lets one operation ask Redis again (the probe) while the others go on
+// answering locally until its outcome is known, so a paused Redis costs one timeout per interval, not one per call;
+// Redis's answer ends the fallback by itself. A Redis may answer reads and refuse writes (a read-only replica, `OOM`
+// under `noeviction`, an ACL): a fallback that a refused write started is ended only by a write Redis accepts, so only
+// a writing operation probes it and reads answer locally meanwhile; one that a read started, by either.
 //
 // What is a failure of Redis, and what of one call: no reply (timeout, reset, refused or failed connection), a
 // reply of the wrong shape, and every error reply about the server (`NOAUTH`, `NOPERM`, `OOM`, `READONLY`,

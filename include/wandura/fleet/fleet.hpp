@@ -10,10 +10,10 @@
 // per-viewer ticket limit, and each rate-limit counter's hold-off and pace, so that N processes release requests at
 // the counter's refill together, not N times it. When Redis is slow, down or failing, each of them answers from
 // this process's local state within `redis.command_timeout` (degrade, never block) and goes back to Redis by itself.
-// One wait is longer: while a connection is being made (after a failed one, once per reconnect wait), the calls
-// that come meanwhile wait for it, up to `redis.connect_timeout` (200 ms by default), before their command's
-// timeout starts; a Redis host that does not answer the connect, or a server that accepts and never answers the
-// URL's `AUTH`, costs that much to those calls, then the process answers locally (redis_client.hpp).
+// A reconnect is within that bound too (a Redis host that stops answering the connect, or answers it and never
+// the URL's `AUTH`, costs a call `command_timeout`). One wait is longer, once per process: the calls that come
+// while the fleet's first connection is being made wait for it, up to `redis.connect_timeout` (200 ms by default),
+// before their command's timeout starts (redis_client.hpp).
 //
 // A fleet keeps Redis connections open (the commands' and, once a ticket is kept locally, the erase subscription's,
 // reconnected for as long as the fleet lives), so `io_context::run()` does not return by itself: call

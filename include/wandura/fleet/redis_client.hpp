@@ -35,10 +35,13 @@ struct redis_options {
   /// `redis://[user:password@]host[:port][/db]` (see `redis_url`). `AUTH` and `SELECT` are sent on every connect.
   /// hiredis 0.14 resolves a host name with a blocking `getaddrinfo`: give an address or a name in /etc/hosts.
   std::string url = "redis://127.0.0.1:6379";
-  /// How long one command waits for its reply once it is on a ready connection: from initiation when the
-  /// connection is up, or else from the moment the connection it opened (or waits for) became ready. Connecting
-  /// is never charged to a command: a process's first commands get the same few milliseconds as every other.
-  /// The shared state is an optimisation: a few milliseconds, then the caller answers from local state.
+  /// How long one command waits for its reply, from its initiation, the wait for a reconnect included (a Redis
+  /// host that stops answering, or answers the TCP connect and never the URL's `AUTH`, costs each command this,
+  /// not `connect_timeout`). One exception: the client's first connection is not charged to the commands that
+  /// wait for it (their timeouts start when it is ready), so that a process's first commands get the same few
+  /// milliseconds as every other. A command that times out while a reconnect is under way stays queued: it is
+  /// sent if the connection becomes ready (its late reply is dropped, or compensated: below). The shared state is
+  /// an optimisation: a few milliseconds, then the caller answers from local state.
   std::chrono::milliseconds command_timeout{5};
   /// How long a new connection may take to become ready (TCP connect, and the replies to the URL's `AUTH` and
   /// `SELECT`) before it is dropped as failed; the commands sent meanwhile then complete with
@@ -143,7 +146,8 @@ public:
   ///
   /// Completes with `(error_code{}, reply)` for every non-error reply (`nil` included), or with:
   /// - `fleet_errc::server_error` and the error reply (its text says which: `NOSCRIPT`, `WRONGTYPE`, ...);
-  /// - `errc::attempt_timeout`: no byte of the reply within `redis_options::command_timeout`, and
+  /// - `errc::attempt_timeout`: no byte of the reply within `redis_options::command_timeout` (a reconnect's wait
+  ///   included, see there), and
   ///   `errc::response_timeout` when a part of it arrived, not all (the reply, if it comes later, is dropped, or
   ///   given to the compensation of the overload below; the connection stays while the late reply stays within
   ///   `redis_options::max_reply_bytes`);

@@ -1,12 +1,13 @@
 // `wandura::redis_client` at the ends of a connection's life: `close()` (what `fleet::shutdown` relies on), and a
-// slow connection setup that is not charged to the first commands' timeout, through a proxy that holds back the
-// server's side of each connection for a while.
+// slow connection setup, not charged to the first commands' timeout but charged on a reconnect, through a proxy
+// that holds back the server's side of a connection for a while.
 #include "wandura/fleet/redis_client.hpp"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
@@ -86,10 +88,13 @@ struct slow_proxy {
   asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
   asio::ip::tcp::endpoint upstream;
   std::chrono::milliseconds delay;
+  std::size_t fast_connections; ///< the first ones accepted are forwarded at once, not held back
+  std::vector<std::weak_ptr<proxied>> links;
   std::thread thread;
 
-  slow_proxy(std::uint16_t server_port, std::chrono::milliseconds hold_back)
-      : upstream(asio::ip::make_address("127.0.0.1"), server_port), delay(hold_back) {
+  slow_proxy(std::uint16_t server_port, std::chrono::milliseconds hold_back, std::size_t forwarded_at_once = 0)
+      : upstream(asio::ip::make_address("127.0.0.1"), server_port), delay(hold_back),
+        fast_connections(forwarded_at_once) {
     asio::co_spawn(io, accept_all(), asio::detached);
     thread = std::thread([this] { io.run(); });
   }
@@ -112,10 +117,29 @@ struct slow_proxy {
     }
   }
 
+  /// Closes every connection it forwards (the client sees its connection reset). From any thread; waits for it.
+  void drop_all() {
+    std::promise<void> done;
+    asio::post(io, [&] {
+      for (auto const& weak : links) {
+        if (auto link = weak.lock()) {
+          std::error_code ignored;
+          link->client.close(ignored);
+          link->server.close(ignored);
+        }
+      }
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
   asio::awaitable<void> serve(asio::ip::tcp::socket socket) {
     auto link = std::make_shared<proxied>(proxied{std::move(socket), asio::ip::tcp::socket(io)});
-    asio::steady_timer hold(io, delay);
-    co_await hold.async_wait(as_tuple);
+    links.push_back(link);
+    if (links.size() > fast_connections) {
+      asio::steady_timer hold(io, delay);
+      co_await hold.async_wait(as_tuple);
+    }
     auto [ec] = co_await link->server.async_connect(upstream, as_tuple);
     if (ec) {
       co_return;
@@ -459,6 +483,56 @@ TEST_CASE("redis client: the first commands' timeout starts when AUTH and SELECT
   CHECK(took >= 300);
   CHECK(client.stats().timeouts == 0);
   CHECK(client.stats().connects == 1);
+}
+
+TEST_CASE("redis client: a reconnect counts against the command's timeout, and the command goes out once connected") {
+  auto redis = test_support::start_redis_or_skip({"--requirepass", "s3cret-pw"});
+  if (!redis) {
+    return;
+  }
+  // The first connection is forwarded at once; each later one's setup is answered 400 ms late.
+  slow_proxy proxy(redis->port(), 400ms, 1);
+  asio::io_context io;
+  std::string const url = "redis://:s3cret-pw@127.0.0.1:" + std::to_string(proxy.port());
+  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 50ms, .connect_timeout = 5s});
+  REQUIRE(ping_until_answered(io, client));
+  REQUIRE(client.stats().connects == 1);
+
+  proxy.drop_all();
+  // The break is seen by a command on the broken connection, or by the read that finds it closed.
+  for (int i = 0; i < 100 && client.stats().disconnects == 0; ++i) {
+    (void)run_command(io, client, {"PING"});
+  }
+  REQUIRE(client.stats().disconnects == 1);
+  auto const timeouts_before = client.stats().timeouts;
+
+  // Initiated while the reconnect's AUTH waits: times out at its own 50 ms, not at the 400 ms of the setup nor at
+  // the connect timeout.
+  auto const start = std::chrono::steady_clock::now();
+  auto const [ec, reply] = run_command(io, client, {"SET", "reconnect-key", "written"});
+  auto const took = elapsed_ms(start);
+  INFO("a command during a reconnect whose setup takes 400 ms: " << took << " ms, " << ec.message());
+  CHECK(ec == wandura::errc::attempt_timeout);
+  CHECK(took >= 45);
+  CHECK(took < 350);
+  CHECK(client.stats().timeouts == timeouts_before + 1);
+
+  // The command stayed queued: once the connection is ready it ran, and later commands are answered in time.
+  auto const [get_ec, value] = [&] {
+    outcome last;
+    for (int i = 0; i < 100; ++i) {
+      last = run_command(io, client, {"GET", "reconnect-key"});
+      if (!std::get<0>(last) && std::get<1>(last).text == "written") {
+        break;
+      }
+    }
+    return last;
+  }();
+  CHECK_FALSE(get_ec);
+  CHECK(value.text == "written");
+  CHECK(client.stats().connects == 2);
+  client.close();
+  CHECK(test_support::run_returns_within(io, 5000ms));
 }
 
 TEST_CASE("redis client: a connection whose setup is not answered within connect_timeout fails as connect_failed") {
