@@ -21,6 +21,14 @@ std::size_t ticket_key_hash::operator()(ticket_key const& key) const noexcept {
 
 namespace {
 
+/// What one entry costs, roughly: the key's and the ticket's characters, and their structures with the map's and
+/// the recency list's nodes around them (a fixed part, measured rather than exact).
+std::size_t entry_bytes(ticket_key const& key, ticket const& t) noexcept {
+  constexpr std::size_t fixed = sizeof(ticket_key) + sizeof(ticket) + 96;
+  return fixed + key.viewer_ref.size() + key.union_info.size() + key.film_ref.size() + t.ticket_id.size() +
+         t.manifest_url.size() + t.license_url.size() + t.expires_at_text.size() + t.drm_payload.size();
+}
+
 std::shared_ptr<wandura::clock> or_real_clock(std::shared_ptr<wandura::clock> time) {
   return time ? std::move(time) : std::make_shared<real_clock>();
 }
@@ -33,7 +41,7 @@ struct memory_ticket_store::storage : detail::sharded_lru<ticket_key, ticket, ti
 
 memory_ticket_store::memory_ticket_store(memory_ticket_store_options options) : options_(std::move(options)) {
   options_.time_source = or_real_clock(std::move(options_.time_source));
-  entries_ = std::make_unique<storage>(options_.max_entries, options_.shards);
+  entries_ = std::make_unique<storage>(options_.max_entries, options_.shards, options_.max_bytes);
 }
 
 memory_ticket_store::~memory_ticket_store() = default;
@@ -102,18 +110,8 @@ void memory_ticket_store::insert_now(ticket_key const& key, ticket&& value) {
   if (options_.max_entries == 0) {
     return; // a store of no entries keeps none (the LRU under it always holds at least one)
   }
-  bool inserted = false;
-  entries_->find_or_insert(
-      key,
-      [&] {
-        inserted = true;
-        return std::move(value);
-      },
-      [&](ticket& stored) {
-        if (!inserted) {
-          stored = std::move(value);
-        }
-      });
+  auto const weight = entry_bytes(key, value);
+  (void)entries_->put(key, std::move(value), weight); // one larger than a shard's share of max_bytes is declined
 }
 
 asio::awaitable<void> memory_ticket_store::erase(ticket_key key) {
@@ -123,6 +121,10 @@ asio::awaitable<void> memory_ticket_store::erase(ticket_key key) {
 
 std::size_t memory_ticket_store::size() const {
   return entries_->size();
+}
+
+std::size_t memory_ticket_store::bytes() const {
+  return entries_->weight();
 }
 
 void memory_ticket_store::clear() {

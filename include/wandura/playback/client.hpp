@@ -55,7 +55,7 @@ struct client_options {
   /// Retry policy, budget, hooks, logger, clock and random source shared by every call of the client. The default
   /// policy is docs/protocol.md §3 INTERACTIVE: a viewer is waiting.
   retry_options retry{};
-  /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries). A
+  /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries or 64 MiB). A
   /// fleet of processes shares one through Redis (`wandura::fleet::configure`). Looked up once per call (every
   /// episode of the batch at once) and written once per fresh ticket, only when `reuse_tickets` is on and the
   /// batch has a `viewer_ref`.

@@ -107,6 +107,12 @@ struct memory_ticket_store_options {
   /// The most tickets kept; the least recently used goes first. Rounded up to a multiple of the shard count.
   /// 0 keeps none: every insert is declined.
   std::size_t max_entries = 10'000;
+  /// The most bytes the tickets kept may take, roughly (their keys' and fields' characters, plus a fixed ~370 bytes
+  /// per entry for the structures around them); the least recently used go first. Split evenly over the shards: a
+  /// ticket larger than `max_bytes / shards` (4 MiB at the defaults) is not kept. 64 MiB holds the 10,000 entries
+  /// of `max_entries` up to ~6 KiB each; without it, tickets carrying large `drm_payload`s (hundreds of KiB) would
+  /// grow the store to gigabytes before `max_entries` bounds it.
+  std::size_t max_bytes = 64 * 1024 * 1024;
   /// A ticket is reused only while `now < expires_at - reuse_margin` (docs/protocol.md §3: 5 minutes). A negative
   /// margin counts as none (never reused at or past `expires_at`); one longer than the clock can count (about 292
   /// years) reuses nothing.
@@ -122,7 +128,8 @@ struct memory_ticket_store_options {
 /// ticket's `expires_at`.
 ///
 /// `insert` declines keys with an empty `viewer_ref` or `union_info` and tickets already inside the margin. `find`
-/// drops an entry it finds expired. Memory is bounded by `max_entries` tickets (plus the unordered_map overhead).
+/// drops an entry it finds expired. Memory is bounded by `max_entries` tickets and by `max_bytes`, whichever binds
+/// first.
 ///
 /// Its operations never suspend: `try_find` and `try_insert_many` always answer, and awaiting the others costs a
 /// coroutine frame, no hop to another executor.
@@ -148,6 +155,8 @@ public:
 
   /// Tickets currently held, expired ones not yet dropped included.
   [[nodiscard]] std::size_t size() const;
+  /// Bytes they take, as `memory_ticket_store_options::max_bytes` counts them.
+  [[nodiscard]] std::size_t bytes() const;
   /// Forgets every ticket.
   void clear();
 

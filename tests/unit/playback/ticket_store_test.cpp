@@ -369,3 +369,63 @@ TEST_CASE("ticket store: max_entries at its largest value keeps every ticket, fo
     CHECK(found->ticket_id == "t" + std::to_string(i));
   }
 }
+
+TEST_CASE("ticket store: max_bytes bounds what the tickets take, least recently used first, whatever the entries") {
+  fake_wall_clock clock;
+  auto const expires = clock.now() + hours(1);
+  auto const big = [&](std::string id, std::size_t payload) {
+    ticket t = make_ticket(std::move(id), expires);
+    t.drm_payload.assign(payload, 'p');
+    return t;
+  };
+  memory_ticket_store memory({.max_entries = 1000, .max_bytes = 1024 * 1024, .shards = 1, .time_source = clock.source});
+  through_interface store(memory);
+  for (int episode = 1; episode <= 20; ++episode) {
+    store.insert(key("v", "d", episode), big("t" + std::to_string(episode), 100 * 1024));
+    CHECK(memory.bytes() <= 1024 * 1024);
+    if (episode == 15) {
+      REQUIRE(store.find(key("v", "d", 6))); // the least recent of 6-15 becomes the most recent
+    }
+  }
+  CHECK(memory.size() == 10); // eleven tickets of 100 KiB and their structures are over 1 MiB
+  CHECK(store.find(key("v", "d", 6)));
+  CHECK_FALSE(store.find(key("v", "d", 7)));
+  CHECK_FALSE(store.find(key("v", "d", 11)));
+  CHECK(store.find(key("v", "d", 12)));
+  CHECK(store.find(key("v", "d", 20)));
+
+  // A ticket over a shard's share is not kept, and the ticket its key had stays.
+  auto const before = memory.bytes();
+  store.insert(key("v", "d", 20), big("huge", 2 * 1024 * 1024));
+  CHECK(store.find(key("v", "d", 20))->ticket_id == "t20");
+  CHECK(memory.bytes() == before);
+
+  // A replacement is weighed anew: a larger ticket for a kept key evicts others, a smaller one gives bytes back.
+  store.insert(key("v", "d", 20), big("t20b", 500 * 1024));
+  CHECK(memory.bytes() <= 1024 * 1024);
+  CHECK(memory.size() < 10);
+  CHECK(store.find(key("v", "d", 20))->ticket_id == "t20b");
+  auto const with_large = memory.bytes();
+  store.insert(key("v", "d", 20), big("t20c", 10));
+  CHECK(memory.bytes() == with_large - 500 * 1024 + 10);
+  store.erase(key("v", "d", 20));
+  CHECK(memory.bytes() < with_large - 500 * 1024);
+  memory.clear();
+  CHECK(memory.bytes() == 0);
+  CHECK(memory.size() == 0);
+}
+
+TEST_CASE("ticket store: by default, tickets with payloads of hundreds of KiB stay within 64 MiB") {
+  fake_wall_clock clock;
+  memory_ticket_store memory({.time_source = clock.source});
+  through_interface store(memory);
+  ticket t = make_ticket("t", clock.now() + hours(1));
+  t.drm_payload.assign(340 * 1024, 'p'); // an outside trial's ticket: 1,000 of them grew the process to 1 GB
+  for (int viewer = 0; viewer < 1000; ++viewer) {
+    store.insert(key("viewer-" + std::to_string(viewer), "d", 1), t);
+  }
+  CHECK(memory.bytes() <= 64 * 1024 * 1024);
+  CHECK(memory.size() <= 64 * 1024 / 340);
+  CHECK(memory.size() >= 100);                  // the shards share the bytes, the hash shares the viewers
+  CHECK(store.find(key("viewer-999", "d", 1))); // the last one in is kept
+}
