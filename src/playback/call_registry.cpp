@@ -40,32 +40,44 @@ void call_registry::start_timer(std::shared_ptr<operation_base> const& op, std::
                                 std::shared_ptr<wandura::clock> time, clock::time_point deadline) {
   // Spawned on the waiter's timer executor, where `release` emits its cancellation: co_spawn installs the sleep's
   // cancellation state in the slot on the thread that spawns it.
-  asio::dispatch(executor, [weak = std::weak_ptr<state>(state_), op, id, timer = std::move(timer), executor,
-                            time = std::move(time), deadline]() mutable {
+  // The operation is held weakly: a timer on another context must not keep it (and the client's internals its work
+  // owns) past the client's context, whose destruction frees it (`state::abandon`).
+  asio::dispatch(executor, [weak = std::weak_ptr<state>(state_), weak_op = std::weak_ptr<operation_base>(op), id,
+                            timer = std::move(timer), executor, time = std::move(time), deadline]() mutable {
     if (timer->latch.start()) {
       return; // the waiter was released first: nothing to time
     }
     auto sleep = sleep_on(std::move(time), deadline);
     auto slot = timer->signal.slot();
-    asio::co_spawn(executor, std::move(sleep),
-                   asio::bind_cancellation_slot(slot, [weak = std::move(weak), op, id, keep = std::move(timer)](
-                                                          std::exception_ptr, std::error_code ec) {
-                     if (!ec) {
-                       leave(weak, op, id, errc::deadline_exceeded);
-                     }
-                   }));
+    asio::co_spawn(
+        executor, std::move(sleep),
+        asio::bind_cancellation_slot(slot, [weak = std::move(weak), weak_op = std::move(weak_op), id,
+                                            keep = std::move(timer)](std::exception_ptr, std::error_code ec) {
+          if (auto still = weak_op.lock(); still && !ec) {
+            leave(weak, std::move(still), id, errc::deadline_exceeded);
+          }
+        }));
   });
 }
 
 call_registry::call_registry(asio::any_io_executor const& home)
     : state_(std::make_shared<state>()), home_executor_(home) {
   if (home) {
-    home_context_ = &context_of(home);
-  }
-  if (auto const* io = held_executor<asio::io_context::executor_type>(home)) {
-    home_ = &io->context();
-    if (runs_on_one_thread(io->context())) {
-      one_thread_home_ = home_;
+    asio::execution_context& context = context_of(home);
+    home_context_ = &context;
+    // Operations of callers on other contexts run on this one, where no waiter of theirs registers: registered
+    // here, its destruction frees them too (their frames own the client's internals, and the operations so the
+    // list that holds them).
+    context_shutdown::add(context, std::weak_ptr<state>(state_));
+    state_->parked_on = &context;
+    asio::io_context* io = nullptr;
+    if (auto const* plain = held_executor<asio::io_context::executor_type>(home)) {
+      io = &plain->context();
+    } else if (auto const* strand = held_executor<asio::strand<asio::io_context::executor_type>>(home)) {
+      io = &strand->get_inner_executor().context();
+    }
+    if (io != nullptr && runs_on_one_thread(*io)) {
+      one_thread_home_ = io;
     }
   }
 }
@@ -90,7 +102,7 @@ asio::any_io_executor call_registry::serialized(asio::any_io_executor const& cal
   }
   if (auto const* io = held_executor<asio::io_context::executor_type>(caller)) {
     asio::io_context& context = io->context();
-    if (&context == one_thread_home_ || (&context != home_ && runs_on_one_thread(context))) {
+    if (&context == one_thread_home_ || (&context != home_context_ && runs_on_one_thread(context))) {
       return caller;
     }
     own_strand = true;

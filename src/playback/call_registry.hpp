@@ -403,7 +403,8 @@ private:
     virtual ~operation_base() = default;
   };
 
-  /// Registered with `context_shutdown` for each context a waiter parks a handler of: at that context's shutdown,
+  /// Registered with `context_shutdown` for the home context (where the operations of callers on other contexts
+  /// run) and for each context a waiter parks a handler of: at that context's shutdown,
   /// `abandon` frees its waiters unrun and drops the operations running on it (their coroutines are freed where
   /// they are suspended); waiters of other contexts on those operations complete with `operation_aborted`. An
   /// operation running elsewhere that is left without waiters is cancelled, as when its last waiter leaves.
@@ -448,10 +449,9 @@ private:
                      asio::awaitable<asio::detail::awaitable_thread_entry_point> body);
 
   std::shared_ptr<state> state_;
-  /// The client's `io_context` when it runs on one thread (concurrency hint 1), read once; null otherwise.
+  /// The client's context when it is an `io_context` run on one thread (concurrency hint 1), read once; null
+  /// otherwise.
   asio::execution_context const* one_thread_home_ = nullptr;
-  /// The client's `io_context`, whichever its hint; null when the client's executor is of another kind.
-  asio::execution_context const* home_ = nullptr;
   /// The client's executor and its execution context (of any kind; null without a `home`): where the operations of
   /// callers on other contexts run.
   asio::any_io_executor home_executor_;

@@ -594,6 +594,48 @@ TEST_CASE("lifetime: a call from another io_context runs on the client's, so tha
   CHECK(shut);
 }
 
+TEST_CASE("lifetime: the client destroyed, then its io_context without running, with a request of another "
+          "context's caller in flight, frees that request and tells its caller") {
+  // The request of a caller on another context runs on the client's context (against a server that never
+  // answers). The client is destroyed: its caller is told operation_aborted on its own context, which runs that
+  // completion; then the client's context is destroyed without running again: the request's coroutine is freed
+  // with it, and nothing of the client may stay behind (its ticket store, which only the client holds besides
+  // this test, is freed with it).
+  asio::io_context other;
+  auto own = std::make_unique<asio::io_context>();
+  asio::ip::tcp::acceptor silent(*own, {asio::ip::make_address("127.0.0.1"), 0}); // listens, never answers
+  auto store = std::make_shared<wandura::memory_ticket_store>();
+  wandura::client_options options;
+  options.base_url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/";
+  options.api_key = "test-key";
+  options.tickets = store;
+  auto api = std::make_unique<wandura::client>(own->get_executor(), std::move(options));
+  std::optional<std::error_code> caller_error;
+  asio::co_spawn(other, api->issue_tickets(play_batch(4)),
+                 [&](std::exception_ptr failure, wandura::ticket_batch_result) {
+                   try {
+                     if (failure) {
+                       std::rethrow_exception(failure);
+                     }
+                     caller_error = std::error_code();
+                   } catch (wandura::error const& e) {
+                     caller_error = e.code();
+                   }
+                 });
+  other.poll();        // the call is made: its request is queued on the client's context
+  own->run_for(100ms); // where it connects and sends, and waits for an answer that never comes
+  api.reset();
+  for (int i = 0; i < 100 && !caller_error; ++i) {
+    other.restart();
+    other.run_for(10ms);
+  }
+  REQUIRE(caller_error);
+  CHECK(*caller_error == asio::error::operation_aborted);
+  CHECK(store.use_count() > 1);  // the request, cancelled on a context that does not run, holds the client's state
+  own.reset();                   // never run again
+  CHECK(store.use_count() == 1); // nothing of the client is left
+}
+
 TEST_CASE("lifetime: when the caller that started a shared request leaves, a caller still waiting reports its fresh "
           "tickets and stores them") {
   // Each fresh ticket is reported fresh once, by the first caller to take the request's result: the one that
