@@ -140,7 +140,13 @@ struct client_stats {
 /// get its completion (a call's deadline timer runs there). Another context destroyed with calls pending frees
 /// those callers' waits unrun, as Asio frees its own pending operations; a request no caller waits for any more
 /// is then cancelled, and the client and its other callers go on. A shared request (`coalesce`) runs on the
-/// client's context whichever caller started it.
+/// client's context whichever caller started it. A call from another context holds the client's internals (its
+/// transport's I/O objects among them) until its completion has run there: destroy the client's own context last,
+/// once the other contexts have run those completions or have been destroyed themselves (the client's context
+/// destroyed then frees its requests still pending, and with them the client). As everywhere in Asio, a context
+/// must not be destroyed while another thread may still post to it: a call's completion is posted to its caller's
+/// context from the thread that runs the client's, so destroy a caller's context while calls of it are pending
+/// only when the client's context is not running on another thread (stopped, or run by this thread).
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
 /// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
@@ -177,7 +183,9 @@ public:
   /// Items answered from the ticket store or refused by the per-viewer limit are not sent. The rest go in one
   /// request; an identical request already in flight is joined instead (`coalesce`): the joiner still waits under
   /// its own deadline (`options.total_timeout`) and cancellation, and leaves alone (`errc::deadline_exceeded`,
-  /// `operation_aborted`); the shared request runs under its first caller's options. The whole request is retried by
+  /// `operation_aborted`); the shared request runs under its first caller's options (a joiner's later deadline does
+  /// not extend it: the joiner gets the request's ending as its own; a caller-chosen idempotency key never joins).
+  /// The whole request is retried by
   /// the retry engine (429, 5xx, network errors; `Retry-After`; budget; deadline); after a 2xx, failed items that
   /// are needed (play, and prefetch when `retry_prefetch`) and retryable by the policy's rule applied to the item's
   /// own status and code (classify.hpp: 429, 500, 502, 503 except `not_ready`, ...) are retried alone, in a new

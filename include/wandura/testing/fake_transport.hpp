@@ -64,7 +64,8 @@ struct recorded_attempt {
 /// the given clock, so with `manual_clock` they complete only when the test advances it.
 class fake_transport final : public http_sender {
 public:
-  /// @param executor returned by `get_executor`.
+  /// @param executor returned by `get_executor`; a client over the fake runs there the work of calls made from other
+  ///        contexts (http_sender.hpp), so a test that makes such calls runs it too.
   /// @param time_source used for latencies and stalls; not owned, must outlive the fake.
   fake_transport(asio::any_io_executor executor, wandura::clock& time_source);
 

@@ -54,7 +54,9 @@ public:
   [[nodiscard]] virtual asio::awaitable<attempt_result> send_attempt(http_request const& request,
                                                                      attempt_options const& options) = 0;
 
-  /// The executor completions are delivered on when the caller has none of its own.
+  /// The executor completions are delivered on when the caller has none of its own. A `client` over this sender
+  /// takes it as its own executor: the work of calls made from other execution contexts runs there, so it must be
+  /// run (a sender whose executor nobody runs leaves such calls waiting until their deadlines).
   [[nodiscard]] virtual asio::any_io_executor get_executor() const = 0;
 };
 
