@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -24,8 +26,28 @@ namespace wandura {
 using std::chrono::system_clock;
 
 namespace {
-bool is_pair(redis_reply const& reply) {
-  return detail::integer_pair(reply).has_value();
+/// The bucket script's answer: granted or not, the wait when refused, and what the bucket held afterwards.
+struct bucket_reply {
+  bool granted = false;
+  std::int64_t wait_ms = 0;
+  double tokens_left = 0;
+};
+
+std::optional<bucket_reply> read_bucket_reply(redis_reply const& reply) noexcept {
+  if (reply.type != redis_reply::kind::array || reply.elements.size() != 3) {
+    return std::nullopt;
+  }
+  for (auto const& e : reply.elements) {
+    if (e.type != redis_reply::kind::integer) {
+      return std::nullopt;
+    }
+  }
+  return bucket_reply{reply.elements[0].integer == 1, reply.elements[1].integer,
+                      static_cast<double>(reply.elements[2].integer) / 1000.0};
+}
+
+bool is_bucket_reply(redis_reply const& reply) {
+  return read_bucket_reply(reply).has_value();
 }
 
 /// The script's key and arguments for one viewer and `n` (> 0 takes, < 0 gives back); shared with a take's
@@ -61,6 +83,26 @@ struct shared_viewer_limit::impl {
       return answer;
     }
     return detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n); // fuller later, never sooner
+  }
+
+  /// Makes the local bucket of `viewer_ref` what Redis said the viewer's bucket held at `now_ms`, so that a fallback
+  /// goes on from the fleet's count, not from a full bucket: each process would otherwise give every viewer a whole
+  /// fresh allowance the moment Redis stalls. Within `local_capacity`, as `take_locally`.
+  void mirror(std::string const& viewer_ref, double now_ms, double tokens_left) {
+    auto it = buckets.find(viewer_ref);
+    if (it == buckets.end()) {
+      if (buckets.size() >= local_capacity) {
+        drop_full(now_ms);
+      }
+      if (buckets.size() >= local_capacity) {
+        return;
+      }
+      it = buckets.emplace(viewer_ref, detail::token_bucket{}).first;
+    } else if (it->second.at_ms > now_ms) {
+      return; // a later answer (or a later local take) was mirrored already
+    }
+    it->second = {std::clamp(tokens_left, 0.0, capacity), now_ms, true};
+    next_sweep_ms = std::min(next_sweep_ms, full_at(it->second));
   }
 
   /// Gives `n` tickets back to the local bucket of a viewer it tracks.
@@ -149,8 +191,8 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
   // what it took: the decision was made without it.
   redis_compensation give_back = [self, command](redis_reply const& late) -> std::vector<std::string> {
-    auto const answer = detail::integer_pair(late);
-    if (!answer || answer->first != 1) {
+    auto const answer = read_bucket_reply(late);
+    if (!answer || !answer->granted) {
       return {}; // refused, or failed: nothing was taken
     }
     std::array<std::string, 4> undo = command->text;
@@ -159,13 +201,14 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   };
   auto const keys = command->keys();
   auto const args = command->args();
-  auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_pair, "viewer limit",
-                                          std::move(give_back)); // named: GCC 12 and co_await
+  auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_bucket_reply,
+                                          "viewer limit", std::move(give_back)); // named: GCC 12 and co_await
   auto const reply = co_await std::move(pending);
   viewer_limit_decision decision;
   if (reply) {
-    auto const answer = detail::integer_pair(*reply);
-    decision = {answer->first == 1, std::chrono::milliseconds(answer->second), viewer_limit::account::primary};
+    auto const answer = *read_bucket_reply(*reply);
+    self->mirror(viewer_ref, now_ms, answer.tokens_left);
+    decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
     auto const local = self->take_locally(viewer_ref, now_ms, tickets);
     decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(local.wait_ms)),
@@ -202,6 +245,9 @@ asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int t
   auto const [ec, reply] = co_await std::move(pending);
   if (ec == asio::error::operation_aborted) {
     throw error(ec, "viewer limit: give-back cancelled");
+  }
+  if (auto const answer = ec ? std::nullopt : read_bucket_reply(reply)) {
+    self->mirror(viewer_ref, now_ms, answer->tokens_left); // what Redis holds now that they are back
   }
 }
 

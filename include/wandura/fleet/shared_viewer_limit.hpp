@@ -22,8 +22,8 @@ struct viewer_limit_options {
   double tickets_per_minute = 30;
   /// The most tickets at once from idle; 0 means `tickets_per_minute`.
   double burst = 0;
-  /// The most viewers the local fallback tracks (full buckets are dropped first; beyond it unknown viewers are
-  /// granted without tracking rather than blocked).
+  /// The most viewers the local fallback tracks, those Redis answered for included (full buckets are dropped first;
+  /// beyond it unknown viewers are granted without tracking rather than blocked).
   std::size_t local_capacity = 100'000;
   fallback_options fallback{};
 };
@@ -58,8 +58,11 @@ struct viewer_limit_stats {
 /// another rate or burst have their own, so a 3-a-minute limit never takes from, or caps, a 30-a-minute one.
 ///
 /// @par Degrade, never block
-/// When Redis is slow, down or failing, decisions come from a local bucket per viewer with the same limit (the
-/// process then enforces the limit for what it sees alone); see `fallback_options`. The local buckets belong to
+/// When Redis is slow, down or failing, decisions come from a local bucket per viewer with the same limit; see
+/// `fallback_options`. Every answer from Redis sets the local bucket of its viewer to what the viewer's bucket in
+/// Redis held, so a fallback goes on from the fleet's count for the viewers this process asked about (a stall gives
+/// them no fresh allowance); a viewer it never asked about starts full (the process then enforces the limit for what
+/// it sees alone). The local buckets belong to
 /// this limiter, so limits of different rates stay apart there too.
 ///
 /// @par A key the SDK did not write
