@@ -77,10 +77,11 @@ public:
   }
 
   /// Makes `value`, of `weight`, the entry of `key` and the most recent, the shard's least recently used entries
-  /// going first while it holds too many entries or too much weight; false, and nothing changed, when `weight`
-  /// alone is over a shard's share of `max_weight` (`value` is then left as it was).
+  /// going first while it holds too many entries or too much weight; false when `weight` alone is over a shard's
+  /// share of `max_weight`: `key` then has no entry (the one it had is removed) and `value` is left as it was.
   template <class K> bool put(K const& key, Value&& value, std::size_t weight) {
     if (weight > per_shard_weight_) {
+      erase(key);
       return false;
     }
     auto& s = shard_for(key);

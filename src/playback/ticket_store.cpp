@@ -105,13 +105,15 @@ void memory_ticket_store::insert_now(ticket_key const& key, ticket&& value) {
     return; // no viewer or no device: nothing may be reused (docs/protocol.md §4)
   }
   if (options_.time_source->system_now() >= detail::saturating_sub(value.expires_at, options_.reuse_margin)) {
-    return; // already inside the reuse margin
+    entries_->erase(key); // already inside the reuse margin: declined, and the earlier ticket is replaced by none
+    return;
   }
   if (options_.max_entries == 0) {
     return; // a store of no entries keeps none (the LRU under it always holds at least one)
   }
   auto const weight = entry_bytes(key, value);
-  (void)entries_->put(key, std::move(value), weight); // one larger than a shard's share of max_bytes is declined
+  // One larger than a shard's share of max_bytes is declined, and the earlier ticket of its key forgotten.
+  (void)entries_->put(key, std::move(value), weight);
 }
 
 asio::awaitable<void> memory_ticket_store::erase(ticket_key key) {

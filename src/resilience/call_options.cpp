@@ -16,6 +16,7 @@ call_settings merge_options(call_options const& per_call, retry_options const& c
   if (per_call.disable_retries) {
     s.policy.max_retries = 0;
   }
+  s.policy.max_retries = std::max(s.policy.max_retries, 0); // a client policy merged here unchecked, read as none
 
   // Each time limit: per-call field > per-call policy > client field > client policy (preset).
   auto pick = [&](std::optional<std::chrono::milliseconds> call_field, std::chrono::milliseconds retry_policy::*member,

@@ -37,15 +37,15 @@ struct redis_options {
   std::string url = "redis://127.0.0.1:6379";
   /// How long one command waits for its reply, from its initiation, the wait for a reconnect included (a Redis
   /// host that stops answering, or answers the TCP connect and never the URL's `AUTH`, costs each command this,
-  /// not `connect_timeout`). One exception: the client's first connection is not charged to the commands that
-  /// wait for it (their timeouts start when it is ready), so that a process's first commands get the same few
-  /// milliseconds as every other. A command that times out while a reconnect is under way stays queued: it is
-  /// sent if the connection becomes ready (its late reply is dropped, or compensated: below). The shared state is
-  /// an optimisation: a few milliseconds, then the caller answers from local state.
+  /// not `connect_timeout`). One exception: the first connection the client opens (ready or not in the end) is not
+  /// charged to the commands that wait for it (their timeouts start when it is ready), so that a process's first
+  /// commands get the same few milliseconds as every other. A command that times out while a reconnect is under way
+  /// stays queued: it is sent if the connection becomes ready (its late reply is dropped, or compensated: below). The
+  /// shared state is an optimisation: a few milliseconds, then the caller answers from local state.
   std::chrono::milliseconds command_timeout{5};
   /// How long a new connection may take to become ready (TCP connect, and the replies to the URL's `AUTH` and
-  /// `SELECT`) before it is dropped as failed; the commands sent meanwhile then complete with
-  /// `errc::connect_failed`.
+  /// `SELECT`) before it is dropped as failed; the commands still waiting for it then complete with
+  /// `errc::connect_failed` (on a reconnect, those have mostly timed out already: see `command_timeout`).
   std::chrono::milliseconds connect_timeout{200};
   /// The wait before the first reconnect after a failed connect; doubled after each further failure up to
   /// `max_reconnect_backoff`, back to this after a successful connect. A connection that was up and broke is

@@ -77,8 +77,9 @@ public:
   /// may still be reused, nullopt otherwise. The result has `keys.size()` elements.
   /// @param keys the episodes of one batch (at most `ticket_batch::max_episodes`); owned by the operation.
   [[nodiscard]] virtual asio::awaitable<std::vector<std::optional<ticket>>> find(std::vector<ticket_key> keys) = 0;
-  /// Stores `t` for `key`, replacing any earlier one. Implementations may decline (a ticket too close to expiry, a
-  /// key without viewer or device), in which case `find` keeps returning nullopt for it.
+  /// Stores `t` for `key`, replacing any earlier one. Implementations may decline (a ticket too close to expiry or
+  /// too large to keep, a key without viewer or device), in which case `find` returns nullopt for the key: a
+  /// declined ticket still replaces the earlier one, by none.
   /// @param key what `t` is for; owned by the operation. @param t the ticket; owned by the operation.
   [[nodiscard]] virtual asio::awaitable<void> insert(ticket_key key, ticket t) = 0;
   /// Stores each of `tickets` as `insert` does. The client stores a call's fresh tickets with one call to this, so
@@ -127,7 +128,8 @@ struct memory_ticket_store_options {
 /// The default `ticket_store`: a sharded in-memory LRU whose entries also expire `reuse_margin` before the
 /// ticket's `expires_at`.
 ///
-/// `insert` declines keys with an empty `viewer_ref` or `union_info` and tickets already inside the margin. `find`
+/// `insert` declines keys with an empty `viewer_ref` or `union_info`, tickets already inside the margin and tickets
+/// over `max_bytes / shards` (forgetting the key's earlier ticket for the latter two). `find`
 /// drops an entry it finds expired. Memory is bounded by `max_entries` tickets and by `max_bytes`, whichever binds
 /// first.
 ///

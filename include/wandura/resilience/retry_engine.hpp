@@ -162,7 +162,8 @@ public:
   ~retry_engine();
 
   /// Merges `per_call` over the client options (call_options.hpp) and fixes the deadline from now.
-  /// Call once per logical call.
+  /// Call once per logical call. @throws wandura::error `errc::invalid_argument` for a `per_call.policy` that
+  /// `check_retry_policy` refuses.
   [[nodiscard]] call_settings settings_for(call_options const& per_call = {}) const;
 
   /// Runs one logical call: admission, attempts, classification, backoff, budget, hooks (see the file comment).

@@ -86,7 +86,8 @@ struct retry_policy {
 
 /// Refuses a policy that would turn its own rule around or read as nonsense: a negative `max_retries`, a `backoff`
 /// or `classifier` that is none of the enumerators, a negative `initial_delay`, `max_delay` or `max_retry_after`,
-/// a `multiplier` under 1 or not finite (the steps would shrink), a `jitter` outside [0, 1) or NaN. The time limits
+/// a `multiplier` under 1 or not finite (the steps would shrink), a `jitter` outside [0, 1) or NaN (these two
+/// whatever the `backoff`, though `full_jitter` reads neither: a policy is valid as a whole). The time limits
 /// take any value (0 or less has its documented meaning). The client's constructor and the retry engine's check
 /// the client-wide policy; `merge_options` checks a per-call one, so such a call fails before anything is sent.
 /// `compute_backoff` itself reads any policy leniently (below).

@@ -171,6 +171,12 @@ TEST_CASE("ticket store: declines tickets already inside the margin and keys wit
   store.insert(key("v", "", 4), make_ticket("t", clock.now() + hours(1)));
   CHECK(memory.size() == 0);
   CHECK_FALSE(store.find(key("", "d", 3)));
+  // A declined ticket replaces the key's earlier one by none.
+  store.insert(key("v", "d", 1), make_ticket("earlier", clock.now() + hours(1)));
+  REQUIRE(store.find(key("v", "d", 1)));
+  store.insert(key("v", "d", 1), make_ticket("later", clock.now() + minutes(4)));
+  CHECK_FALSE(store.find(key("v", "d", 1)));
+  CHECK(memory.size() == 0);
 }
 
 TEST_CASE("ticket store: the memory store always answers at once, by the same rules as its awaitable operations") {
@@ -394,11 +400,13 @@ TEST_CASE("ticket store: max_bytes bounds what the tickets take, least recently 
   CHECK(store.find(key("v", "d", 12)));
   CHECK(store.find(key("v", "d", 20)));
 
-  // A ticket over a shard's share is not kept, and the ticket its key had stays.
+  // A ticket over a shard's share is not kept, and replaces the ticket its key had by none (a superseded ticket
+  // is never handed out for it).
   auto const before = memory.bytes();
-  store.insert(key("v", "d", 20), big("huge", 2 * 1024 * 1024));
-  CHECK(store.find(key("v", "d", 20))->ticket_id == "t20");
-  CHECK(memory.bytes() == before);
+  store.insert(key("v", "d", 19), big("huge", 2 * 1024 * 1024));
+  CHECK_FALSE(store.find(key("v", "d", 19)));
+  CHECK(memory.bytes() < before);
+  CHECK(memory.size() == 9);
 
   // A replacement is weighed anew: a larger ticket for a kept key evicts others, a smaller one gives bytes back.
   store.insert(key("v", "d", 20), big("t20b", 500 * 1024));
