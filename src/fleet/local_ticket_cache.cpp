@@ -33,8 +33,13 @@ template <class T> void reserve_for(std::vector<T>& v, std::size_t n) {
 
 } // namespace
 
-local_ticket_cache::local_ticket_cache(std::size_t capacity, hasher hash)
-    : capacity_(std::min<std::size_t>(capacity, no_slot::empty() - 1)), hash_(hash) {}
+local_ticket_cache::local_ticket_cache(std::size_t capacity, hasher hash, std::size_t max_bytes)
+    : capacity_(std::min<std::size_t>(capacity, no_slot::empty() - 1)), hash_(hash), max_bytes_(max_bytes) {}
+
+std::size_t local_ticket_cache::entry_bytes(ticket_identity_view who, local_ticket const& value) noexcept {
+  return sizeof(entry) + sizeof(expiry) + 2 * sizeof(slot_index) + who.viewer_ref.size() + who.union_info.size() +
+         who.film_ref.size() + who.intent.size() + value.cached.payload.size();
+}
 
 void local_ticket_cache::packed_identity::assign(ticket_identity_view who) {
   text.clear(); // its capacity kept: a reused slot's identity usually fits where the last one was
@@ -65,9 +70,14 @@ void local_ticket_cache::store(ticket_key_id key, ticket_identity_view who, loca
                                std::uint64_t unwritten) {
   // A later store replaces: the same identity (or one of the same hash), or another identity under the same key.
   auto const hash = hash_(who);
+  auto const weight = entry_bytes(who, value);
   if (auto const* const same = by_identity_.find(hash)) {
     auto& e = entries_[*same];
-    if (e.key == key && e.who == who) { // stored again (read again, or a newer ticket): replaced in place
+    // Stored again (read again, or a newer ticket) and within the bytes: replaced in place. A larger one that does
+    // not fit is stored as a new one, below, where room is made.
+    if (e.key == key && e.who == who && bytes_ - e.bytes + weight <= max_bytes_) {
+      bytes_ = bytes_ - e.bytes + weight;
+      e.bytes = weight;
       e.reuse_until = reuse_until;
       e.generation = generation;
       e.unwritten = unwritten;
@@ -87,8 +97,17 @@ void local_ticket_cache::store(ticket_key_id key, ticket_identity_view who, loca
   if (auto const* const same_key = by_key_.find(key)) {
     drop(*same_key);
   }
-  if (size() >= capacity_) {
+  if (weight > max_bytes_) {
+    return; // never fits: not kept
+  }
+  if (size() >= capacity_ || bytes_ + weight > max_bytes_) {
     drop_expired(now);
+  }
+  while (bytes_ + weight > max_bytes_) { // some are kept (this one fits alone): the same order as below
+    if (reuse_until < heap_.front().reuse_until) {
+      return;
+    }
+    drop(heap_.front().slot);
   }
   if (size() >= capacity_) {
     // Full of live tickets: the one with the least reuse time left goes, the earliest stored of those with as little
@@ -126,6 +145,8 @@ void local_ticket_cache::store(ticket_key_id key, ticket_identity_view who, loca
   e.unwritten = unwritten;
   e.key = key;
   e.value = std::move(value);
+  e.bytes = weight;
+  bytes_ += weight;
   heap_.push_back(expiry{reuse_until, ++stores_, at});
   heap_at_[at] = static_cast<slot_index>(heap_.size() - 1);
   heap_sift_up(heap_.size() - 1); // one comparison: a ticket issued now nearly always goes last
@@ -136,6 +157,8 @@ void local_ticket_cache::drop(slot_index at) noexcept {
   by_identity_.erase(e.hash);
   by_key_.erase(e.key);
   heap_erase(heap_at_[at]);
+  bytes_ -= e.bytes;
+  e.bytes = 0;
   e.value = {};        // the ticket's memory now; the identity's buffer stays for the slot's next use
   free_.push_back(at); // cannot throw: `free_` has room for every slot
 }

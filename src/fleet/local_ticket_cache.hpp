@@ -69,17 +69,25 @@ public:
   /// How an identity is hashed: `ticket_identity_hash` unless a test makes identities collide.
   using hasher = std::size_t (*)(ticket_identity_view) noexcept;
 
-  /// `capacity` above 2^32 - 2 tickets is taken as that many.
-  explicit local_ticket_cache(std::size_t capacity, hasher hash = &hash_identity);
+  /// `capacity` above 2^32 - 2 tickets is taken as that many. `max_bytes`: the most bytes the tickets kept may take
+  /// (`entry_bytes` each), whichever of the two bounds binds first.
+  explicit local_ticket_cache(std::size_t capacity, hasher hash = &hash_of, std::size_t max_bytes = SIZE_MAX);
+
+  /// `ticket_identity_hash`: the hasher of every cache but a test's.
+  static std::size_t hash_of(ticket_identity_view who) noexcept { return ticket_identity_hash{}(who); }
+
+  /// What one ticket kept costs, as `max_bytes` counts it: its payload, its identity and the slot around them.
+  [[nodiscard]] static std::size_t entry_bytes(ticket_identity_view who, local_ticket const& value) noexcept;
 
   /// Keeps `value` for `who` until `reuse_until`, under the id of its Redis key `key` (`ticket_key_id_of`: what
   /// erase notifications name, and the store's write ends under), as a near copy of subscription `generation` (0: a
   /// fallback copy only), and with a non-zero `unwritten` token as a copy of this process's own store whose write to
   /// Redis has not ended yet (`written`): served near whatever its generation, as Redis would serve it once written.
   /// A later store for `who`, or for `key`, replaces it; so does one for another identity of the same hash (64 bits:
-  /// in practice never; it would cost the replaced identity a Redis lookup, never a wrong ticket). When full, tickets
-  /// past their reuse limit at `now` make room; if none is, the ticket with the least reuse time left goes (of
-  /// several with as little, the earliest stored), or this one is not kept if it has less than all.
+  /// in practice never; it would cost the replaced identity a Redis lookup, never a wrong ticket). When full (of
+  /// tickets or of bytes), tickets past their reuse limit at `now` make room; if none is, the tickets with the least
+  /// reuse time left go (of several with as little, the earliest stored), or this one is not kept if it has less
+  /// than they. A ticket over `max_bytes` alone is not kept (and still replaces the earlier one, by none).
   /// @throws std::bad_alloc (then `value` is not kept; tickets this store replaced or dropped to make room are gone).
   void store(ticket_key_id key, ticket_identity_view who, local_ticket value,
              std::chrono::system_clock::time_point reuse_until, std::chrono::system_clock::time_point now,
@@ -98,10 +106,10 @@ public:
   [[nodiscard]] local_ticket const* find_near(ticket_identity_view who, std::chrono::system_clock::time_point now,
                                               std::uint64_t generation) const;
   [[nodiscard]] std::size_t size() const noexcept { return by_identity_.size(); }
+  /// What the tickets kept take, as `max_bytes` counts it.
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
 private:
-  static std::size_t hash_identity(ticket_identity_view who) noexcept { return ticket_identity_hash{}(who); }
-
   using slot_index = std::uint32_t;
   struct no_slot {
     static constexpr slot_index empty() noexcept { return ~slot_index{0}; }
@@ -130,6 +138,7 @@ private:
     ticket_key_id key = 0;       ///< its Redis key's id: its id in `by_key_`
     packed_identity who;
     local_ticket value;
+    std::size_t bytes = 0; ///< `entry_bytes` of what it holds, while in use
   };
 
   /// An element of the eviction heap: the entry's reuse limit and store order, copied here so that the heap is
@@ -158,6 +167,8 @@ private:
 
   std::size_t capacity_;
   hasher hash_;
+  std::size_t max_bytes_;
+  std::size_t bytes_ = 0;                     ///< of the entries in use
   std::vector<entry> entries_;                ///< slots, in use or free; never more than `capacity_`
   std::vector<slot_index> free_;              ///< the free slots of `entries_`
   std::vector<expiry> heap_;                  ///< every entry in use, soonest reuse limit first

@@ -86,7 +86,8 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
   impl(redis_client& r, std::string o, ticket_cache_options opts)
       : redis(r), org(std::move(o)),
         erase_channel(fleet_keys::ticket_erasures(org, redis_url::parse(detail::options_of(r).url).db)),
-        options(std::move(opts)), local(options.local_capacity),
+        options(std::move(opts)),
+        local(options.local_capacity, &detail::local_ticket_cache::hash_of, options.local_max_bytes),
         known(options.near_cache ? options.known_keys_capacity : 0),
         guard("ticket_cache", r.server_name(), options.fallback, "ticket"),
         put_script(detail::lua::ticket_put, detail::redis_access::write),

@@ -38,6 +38,10 @@ struct ticket_cache_options {
   /// past their reuse limit go first, then the one with the least reuse time left (the earliest stored of several
   /// with as little), unless the new one has less: then it is not kept locally. Either way it is still in Redis.
   std::size_t local_capacity = 10'000;
+  /// The most bytes the local copy's tickets may take (their serialized payloads and identities, plus ~230 bytes
+  /// each for the structures around them), as `memory_ticket_store_options::max_bytes`: whichever of the two bounds
+  /// binds first, evicting in the same order. A ticket larger than this is not kept locally (it is in Redis).
+  std::size_t local_max_bytes = 64 * 1024 * 1024;
   /// Answer lookups from the local copy while Redis is up too (a near cache), so that a ticket this process stored
   /// or already read costs no round trip. Sound because a stored ticket never changes (a store that replaces it
   /// stores another valid ticket for the same identity) and every erase is published: the cache subscribes to

@@ -405,3 +405,40 @@ TEST_CASE("local ticket cache: identities of one hash replace each other and are
   };
   agree_with_rules(12, many, 3000, few_hashes);
 }
+
+TEST_CASE("local ticket cache: max_bytes bounds what its tickets take, in the order entries are evicted") {
+  using wandura::detail::local_ticket_cache;
+  auto const payload = [](std::size_t n) { return std::string(n, 'p'); };
+  std::size_t const one = local_ticket_cache::entry_bytes(viewer_on("device-0"), kept(payload(10'000), t0));
+  local_ticket_cache cache(100, &local_ticket_cache::hash_of, 3 * one); // room for three such tickets
+  // Stored with reuse limits 21-25 min: the earliest limits go first when room is made.
+  for (int i = 0; i < 5; ++i) {
+    auto const device = "device-" + std::to_string(i);
+    cache.store(key(device), viewer_on(device), kept(payload(10'000), t0 + 30min), t0 + 21min + i * 1min, t0);
+    CHECK(cache.bytes() <= 3 * one);
+  }
+  CHECK(cache.size() == 3);
+  CHECK(cache.bytes() == 3 * one);
+  CHECK_FALSE(cache.find(viewer_on("device-0"), t0));
+  CHECK_FALSE(cache.find(viewer_on("device-1"), t0));
+  CHECK(cache.find(viewer_on("device-4"), t0));
+  // A ticket with less reuse time left than all those kept is not kept, when room would have to be made for it.
+  cache.store(key("device-9"), viewer_on("device-9"), kept(payload(10'000), t0 + 30min), t0 + 1min, t0);
+  CHECK_FALSE(cache.find(viewer_on("device-9"), t0));
+  CHECK(cache.size() == 3);
+  // A larger ticket for a kept identity makes room for itself; a smaller one gives bytes back in place.
+  cache.store(key("device-4"), viewer_on("device-4"), kept(payload(15'000), t0 + 30min), t0 + 26min, t0);
+  CHECK(cache.bytes() <= 3 * one);
+  CHECK(cache.find(viewer_on("device-4"), t0)->cached.payload.size() == 15'000);
+  CHECK(cache.size() == 2);
+  auto const before = cache.bytes();
+  cache.store(key("device-4"), viewer_on("device-4"), kept(payload(100), t0 + 30min), t0 + 26min, t0);
+  CHECK(cache.bytes() == before - 14'900);
+  // One over max_bytes alone is not kept, and replaces its identity's ticket by none.
+  cache.store(key("device-4"), viewer_on("device-4"), kept(payload(4 * one), t0 + 30min), t0 + 26min, t0);
+  CHECK_FALSE(cache.find(viewer_on("device-4"), t0));
+  CHECK(cache.size() == 1);
+  cache.erase(key("device-3"));
+  CHECK(cache.size() == 0);
+  CHECK(cache.bytes() == 0);
+}
