@@ -60,9 +60,11 @@ struct viewer_limit_stats {
 /// @par Degrade, never block
 /// When Redis is slow, down or failing, decisions come from a local bucket per viewer with the same limit; see
 /// `fallback_options`. Every answer from Redis sets the local bucket of its viewer to what the viewer's bucket in
-/// Redis held, so a fallback goes on from the fleet's count for the viewers this process asked about (a stall gives
-/// them no fresh allowance); a viewer it never asked about starts full (the process then enforces the limit for what
-/// it sees alone). The local buckets belong to
+/// Redis held, so a fallback goes on from the fleet's count as this process last saw it: a stall gives no viewer
+/// it asked about a fresh allowance, though each process may spend the rest it last saw (N processes: up to N
+/// times what was left), and a copy taken before another process gave tickets back may refuse until it refills.
+/// A viewer it never asked about starts full (the process then enforces the limit for what it sees alone). Tickets
+/// granted locally are not written to Redis afterwards: once Redis answers again, its count goes on without them. The local buckets belong to
 /// this limiter, so limits of different rates stay apart there too.
 ///
 /// @par A key the SDK did not write
