@@ -601,9 +601,10 @@ TEST_CASE("lifetime: the client destroyed, then its io_context without running, 
   // completion; then the client's context is destroyed without running again: the request's coroutine is freed
   // with it, and nothing of the client may stay behind (its ticket store, which only the client holds besides
   // this test, is freed with it).
+  asio::io_context listener; // the server's, never run: the kernel accepts, nothing answers
+  asio::ip::tcp::acceptor silent(listener, {asio::ip::make_address("127.0.0.1"), 0});
   asio::io_context other;
   auto own = std::make_unique<asio::io_context>();
-  asio::ip::tcp::acceptor silent(*own, {asio::ip::make_address("127.0.0.1"), 0}); // listens, never answers
   auto store = std::make_shared<wandura::memory_ticket_store>();
   wandura::client_options options;
   options.base_url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/";
