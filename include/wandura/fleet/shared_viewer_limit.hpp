@@ -64,8 +64,8 @@ struct viewer_limit_stats {
 /// it asked about a fresh allowance, though each process may spend the rest it last saw (N processes: up to N
 /// times what was left), and a copy taken before another process gave tickets back may refuse until it refills.
 /// A viewer it never asked about starts full (the process then enforces the limit for what it sees alone). Tickets
-/// granted locally are not written to Redis afterwards: once Redis answers again, its count goes on without them. The local buckets belong to
-/// this limiter, so limits of different rates stay apart there too.
+/// granted locally are not written to Redis afterwards: once Redis answers again, its count goes on without them.
+/// The local buckets belong to this limiter, so limits of different rates stay apart there too.
 ///
 /// @par A key the SDK did not write
 /// A viewer's key holding anything the SDK never writes (another type than a hash, a `t` that is not a number
