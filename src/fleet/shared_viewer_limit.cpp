@@ -68,41 +68,41 @@ struct shared_viewer_limit::impl {
         guard("viewer_limit", r.server_name(), std::move(opts.fallback), "viewer bucket"),
         script(detail::lua::viewer_take, detail::redis_access::write) {}
 
-  detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
-    auto it = buckets.find(viewer_ref);
-    if (it == buckets.end()) {
-      if (buckets.size() >= local_capacity) {
-        drop_full(now_ms);
-      }
-      if (buckets.size() >= local_capacity) {
-        return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
-      }
-      it = buckets.emplace(viewer_ref, detail::token_bucket{}).first;
-      auto const answer = detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n);
-      next_sweep_ms = std::min(next_sweep_ms, full_at(it->second));
-      return answer;
+  /// The local bucket of `viewer_ref`, made (not yet `exists`) when it has none and there is room within
+  /// `local_capacity` (full buckets dropped first); null when there is none: the viewer is not tracked.
+  detail::token_bucket* track(std::string const& viewer_ref, double now_ms) {
+    if (auto const it = buckets.find(viewer_ref); it != buckets.end()) {
+      return &it->second;
     }
-    return detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, n); // fuller later, never sooner
+    if (buckets.size() >= local_capacity) {
+      drop_full(now_ms);
+    }
+    if (buckets.size() >= local_capacity) {
+      return nullptr;
+    }
+    return &buckets.emplace(viewer_ref, detail::token_bucket{}).first->second;
+  }
+
+  detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
+    auto* const bucket = track(viewer_ref, now_ms);
+    if (bucket == nullptr) {
+      return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
+    }
+    auto const answer = detail::bucket_take(*bucket, now_ms, rate_per_ms, capacity, n);
+    next_sweep_ms = std::min(next_sweep_ms, full_at(*bucket)); // a new bucket's; a take never makes one full sooner
+    return answer;
   }
 
   /// Makes the local bucket of `viewer_ref` what Redis said the viewer's bucket held at `now_ms`, so that a fallback
   /// goes on from the fleet's count, not from a full bucket: each process would otherwise give every viewer a whole
   /// fresh allowance the moment Redis stalls. Within `local_capacity`, as `take_locally`.
   void mirror(std::string const& viewer_ref, double now_ms, double tokens_left) {
-    auto it = buckets.find(viewer_ref);
-    if (it == buckets.end()) {
-      if (buckets.size() >= local_capacity) {
-        drop_full(now_ms);
-      }
-      if (buckets.size() >= local_capacity) {
-        return;
-      }
-      it = buckets.emplace(viewer_ref, detail::token_bucket{}).first;
-    } else if (it->second.at_ms > now_ms) {
-      return; // a later answer (or a later local take) was mirrored already
+    auto* const bucket = track(viewer_ref, now_ms);
+    if (bucket == nullptr || (bucket->exists && bucket->at_ms > now_ms)) {
+      return; // untracked, or a later answer (or a later local take) was mirrored already
     }
-    it->second = {std::clamp(tokens_left, 0.0, capacity), now_ms, true};
-    next_sweep_ms = std::min(next_sweep_ms, full_at(it->second));
+    *bucket = {std::clamp(tokens_left, 0.0, capacity), now_ms, true};
+    next_sweep_ms = std::min(next_sweep_ms, full_at(*bucket));
   }
 
   /// Gives `n` tickets back to the local bucket of a viewer it tracks.
