@@ -337,7 +337,18 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
       return make_error_code(errc::transport_failed);
     }
     set_constant_options(t);
+  } else if (t.renew_handle) {
+    // libcurl lets a request be sent again on a new connection when its reused one dies before the response, five
+    // times per request, but 7.72 to 8.16 count those resends per easy handle and reset the count only when one
+    // fails or the handle is reset (curl#18926): a pooled handle would fail every sixth resend of its life with
+    // CURLE_SEND_ERROR. A resend goes on a new connection, so a handle whose last request opened one is reset, and
+    // set up again, before its next request. (A resend that finds another pooled connection alive opens none and
+    // stays counted: a server closing several at once as each request reaches it, which only its sixth meets.)
+    curl_easy_reset(t.easy);
+    set_constant_options(t);
+    t.url.clear(); // the URL options go again
   }
+  t.renew_handle = false;
   t.max_body_bytes = options_.max_response_bytes;
   t.decodes_body = options_.accept_compressed;
   // Timeouts: what is left of the attempt's (the request may have waited in the queue). Rounded up, so that

@@ -39,6 +39,9 @@ enum class server_behaviour {
   /// As `close_before_reply` for one request, then `respond` again: a keep-alive connection the server closed as
   /// idle just as a request arrived on it.
   close_once_before_reply,
+  /// As `respond` for each connection's first request; reads the next and closes without a byte: every reuse of a
+  /// connection dies as in `close_once_before_reply`, on every connection.
+  close_on_reuse,
   stall,              ///< Reads the request and never answers (the connection stays open).
   never_read,         ///< Accepts and never reads: a large request body fills the socket buffers and stalls.
   slow_body,          ///< Headers at once, then the body 10 bytes every `chunk_delay`.
@@ -130,6 +133,7 @@ private:
     using asio::use_awaitable;
     auto tuple = asio::experimental::as_tuple(use_awaitable);
     std::string buffer;
+    std::size_t on_connection = 0; // requests read on this connection
     for (;;) {
       if (behaviour_.load() == server_behaviour::never_read) {
         asio::steady_timer t(io_, std::chrono::hours(1));
@@ -159,6 +163,12 @@ private:
         last_head_ = head;
       }
       ++requests_;
+      if (++on_connection > 1 && behaviour_.load() == server_behaviour::close_on_reuse) {
+        std::error_code ignored;
+        socket.shutdown(asio::socket_base::shutdown_both, ignored);
+        socket.close(ignored);
+        co_return;
+      }
       if (!co_await reply(socket)) {
         co_return;
       }
@@ -180,6 +190,7 @@ private:
     std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
     switch (b) {
     case server_behaviour::stray_after_reply:
+    case server_behaviour::close_on_reuse:
     case server_behaviour::respond: {
       if (int const status = status_.load(); status != 200) {
         // The reason phrase is free text: clients read the code only.

@@ -978,6 +978,27 @@ TEST_CASE("transport: a request on a reused connection closed before any respons
   CHECK(third.response.status == 200);
 }
 
+TEST_CASE("transport: every request's resend on a new connection goes, however many its pooled handle made before") {
+  // libcurl allows a transfer five such resends, but from 7.72 to 8.16 counts them per easy handle and never resets
+  // the count while the handle is reused: each sixth resend on one pooled handle failed with "Connection died,
+  // tried 5 times before giving up". Here every reuse of a connection dies, so each request but the first resends.
+  test_http_server server(server_behaviour::close_on_reuse);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  request.headers.push_back({"Idempotency-Key", "order-1"});
+  std::size_t const requests = 20;
+  for (std::size_t i = 1; i <= requests; ++i) {
+    INFO("request " << i);
+    auto const result = run(io, tr.send_attempt(request, {}));
+    REQUIRE_FALSE(result.error);
+    CHECK(result.response.status == 200);
+  }
+  CHECK(server.connections_accepted() == requests);   // one for each: the pooled one died each time
+  CHECK(server.requests_read() == 2 * requests - 1); // each request but the first twice
+  CHECK(tr.stats().connections_opened == requests);
+}
+
 TEST_CASE("transport: bytes waiting on an idle pooled connection are never read as the next request's answer") {
   // A server out of step with its client (a stray or repeated response, a 408 before closing an idle connection)
   // leaves bytes on a pooled HTTP/1.1 connection before the next request goes out on it: that connection is given up
