@@ -195,7 +195,8 @@ public:
   /// @returns the operation and whether this caller joined one in flight. The caller is expected to `async_wait`
   /// for it next, without suspending in between: until it does, the operation is not cancelled when its other
   /// waiters leave (one that never waits leaves the operation to run to its end, unless the others stay).
-  /// @throws wandura::error `operation_aborted` once the registry is closed (`cancel_all`).
+  /// @throws wandura::error `operation_aborted` once the registry is closed (`cancel_all`); whatever `make` throws
+  ///         (the operation is then not listed: a later call with its key starts one).
   template <class T, class Make, class Finish>
   std::pair<std::shared_ptr<operation<T>>, bool> join_or_start(std::optional<std::string> key,
                                                                asio::any_io_executor const& executor,
@@ -535,8 +536,18 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     op->running_index = state_->running.size();
     state_->running.push_back(op);
   }
-  auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
-  launch(op, enter_here, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
+  asio::awaitable<asio::detail::awaitable_thread_entry_point> body;
+  try {
+    auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
+    body = run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish));
+  } catch (...) {
+    // Nothing started: the operation is unlisted, so that later calls with its key start afresh and
+    // `async_wait_idle` is not held. A caller that joined it meanwhile gets the same exception from `take`.
+    op->error = std::current_exception();
+    publish(std::weak_ptr<state>(state_), op);
+    throw;
+  }
+  launch(op, enter_here, std::move(body));
   return {op, false};
 }
 

@@ -123,6 +123,29 @@ TEST_CASE("call registry: concurrent callers with one key share one operation an
   CHECK(f.calls.in_flight() == 0);
 }
 
+TEST_CASE("call registry: an operation whose making throws is not left listed: the key starts afresh, idle comes") {
+  // `make` may throw before anything started (out of memory for the work's frame, say): the caller gets the
+  // exception, and the operation it listed must not stay, where later callers with its key would join an operation
+  // that never ends and `async_wait_idle` would never complete.
+  fixture f;
+  auto const until = f.clock->now() + 10s;
+  auto finish = [](int v) { return v; };
+  auto failing = []() -> asio::awaitable<int> { throw std::bad_alloc(); };
+  CHECK_THROWS_AS(f.calls.join_or_start<int>("k", f.io.get_executor(), until, failing, finish), std::bad_alloc);
+  CHECK(f.calls.in_flight() == 0);
+  bool idle = false;
+  f.calls.async_wait_idle(asio::bind_executor(f.io, [&](std::error_code) { idle = true; }));
+  f.io.poll();
+  CHECK(idle);
+
+  std::vector<std::string> out;
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::detached);
+  f.drive(1, out);
+  CHECK(out == std::vector<std::string>{"led 42"}); // started afresh, not joined
+  CHECK(f.started == 1);
+  CHECK(f.calls.in_flight() == 0);
+}
+
 TEST_CASE("call registry: operations without a key are never shared") {
   fixture f;
   std::vector<std::string> out;
