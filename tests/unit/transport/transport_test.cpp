@@ -994,7 +994,7 @@ TEST_CASE("transport: every request's resend on a new connection goes, however m
     REQUIRE_FALSE(result.error);
     CHECK(result.response.status == 200);
   }
-  CHECK(server.connections_accepted() == requests);   // one for each: the pooled one died each time
+  CHECK(server.connections_accepted() == requests);  // one for each: the pooled one died each time
   CHECK(server.requests_read() == 2 * requests - 1); // each request but the first twice
   CHECK(tr.stats().connections_opened == requests);
 }
