@@ -43,7 +43,11 @@ std::string default_process_id() {
   return host + ":" + std::to_string(::getpid());
 }
 
+/// `options` checked (what the parts made later would refuse, refused here), with the default process id.
 fleet_options with_process_id(fleet_options options) {
+  if (!(options.viewer_local_share > 0) || options.viewer_local_share > 1) {
+    throw error(errc::invalid_argument, "fleet: viewer_local_share must be in (0, 1]");
+  }
   if (options.process_id.empty()) {
     options.process_id = default_process_id();
   }
@@ -83,6 +87,7 @@ shared_viewer_limit& fleet_state::viewer_limit_for(std::uint32_t per_minute) {
     viewer_limit_options lo;
     lo.tickets_per_minute = static_cast<double>(per_minute);
     lo.fallback = options.fallback;
+    lo.local_share = options.viewer_local_share;
     limit = std::make_unique<shared_viewer_limit>(redis, options.org, std::move(lo));
   }
   return *limit;

@@ -21,9 +21,13 @@ struct bucket_answer {
   double wait_ms = 0; ///< when refused: how long until `n` tokens are there
 };
 
-/// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at capacity). More than the
-/// capacity is always refused, with the time until the bucket is full again.
-inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per_ms, double capacity, double n) {
+/// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at `capacity`), from a bucket that
+/// holds `capacity` when full and refills at `rate_per_ms`. `most` is the largest request that may ever go, at least
+/// `capacity`: a request above `capacity` but within `most` goes when the bucket is full and leaves it in debt
+/// (below 0 tokens, refilled before anything else goes), as a process's share of a larger bucket must let such a
+/// request go, or it never would. More than `most` is always refused, with the time until the bucket is full.
+inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per_ms, double capacity, double n,
+                                 double most) {
   if (!b.exists) {
     b = {capacity, now_ms, true};
   }
@@ -35,14 +39,20 @@ inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per
     b.tokens = std::min(capacity, b.tokens - n);
     return {true, 0};
   }
-  if (n > capacity) {
+  if (n > most) {
     return {false, std::ceil((capacity - b.tokens) / rate_per_ms)}; // never fits: the time to refill completely
   }
-  if (n > b.tokens) {
-    return {false, std::ceil((n - b.tokens) / rate_per_ms)};
+  double const needed = std::min(n, capacity); // above the capacity: a full bucket
+  if (needed > b.tokens) {
+    return {false, std::ceil((needed - b.tokens) / rate_per_ms)};
   }
   b.tokens -= n;
   return {true, 0};
+}
+
+/// `bucket_take` of a whole bucket: more than `capacity` is always refused.
+inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per_ms, double capacity, double n) {
+  return bucket_take(b, now_ms, rate_per_ms, capacity, n, capacity);
 }
 
 /// GCRA state of one counter: the theoretical arrival time and a hold-off (both ms since the epoch).

@@ -64,7 +64,8 @@ struct shared_viewer_limit::impl {
   impl(redis_client& r, std::string o, viewer_limit_options opts)
       : redis(r), org(std::move(o)), rate_per_ms(opts.tickets_per_minute / 60000.0),
         capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), key_rate{opts.tickets_per_minute, capacity},
-        local_capacity(opts.local_capacity),
+        local_rate_per_ms(rate_per_ms * opts.local_share), local_burst(capacity * opts.local_share),
+        local_share(opts.local_share), local_capacity(opts.local_capacity),
         guard("viewer_limit", r.server_name(), std::move(opts.fallback), "viewer bucket"),
         script(detail::lua::viewer_take, detail::redis_access::write) {}
 
@@ -88,20 +89,21 @@ struct shared_viewer_limit::impl {
     if (bucket == nullptr) {
       return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
     }
-    auto const answer = detail::bucket_take(*bucket, now_ms, rate_per_ms, capacity, n);
+    auto const answer = detail::bucket_take(*bucket, now_ms, local_rate_per_ms, local_burst, n, capacity);
     next_sweep_ms = std::min(next_sweep_ms, full_at(*bucket)); // a new bucket's; a take never makes one full sooner
     return answer;
   }
 
-  /// Makes the local bucket of `viewer_ref` what Redis said the viewer's bucket held at `now_ms`, so that a fallback
-  /// goes on from the fleet's count, not from a full bucket: each process would otherwise give every viewer a whole
-  /// fresh allowance the moment Redis stalls. Within `local_capacity`, as `take_locally`.
+  /// Makes the local bucket of `viewer_ref` this process's share of what Redis said the viewer's bucket held at
+  /// `now_ms`, so that a fallback goes on from the fleet's count, not from a full bucket: each process would
+  /// otherwise give every viewer a whole fresh allowance the moment Redis stalls. Within `local_capacity`, as
+  /// `take_locally`.
   void mirror(std::string const& viewer_ref, double now_ms, double tokens_left) {
     auto* const bucket = track(viewer_ref, now_ms);
     if (bucket == nullptr || (bucket->exists && bucket->at_ms > now_ms)) {
       return; // untracked, or a later answer (or a later local take) was mirrored already
     }
-    *bucket = {std::clamp(tokens_left, 0.0, capacity), now_ms, true};
+    *bucket = {std::clamp(tokens_left * local_share, 0.0, local_burst), now_ms, true};
     next_sweep_ms = std::min(next_sweep_ms, full_at(*bucket));
   }
 
@@ -109,14 +111,14 @@ struct shared_viewer_limit::impl {
   void give_back_locally(std::string const& viewer_ref, double now_ms, double n) {
     auto const it = buckets.find(viewer_ref);
     if (it != buckets.end()) {
-      detail::bucket_take(it->second, now_ms, rate_per_ms, capacity, -n);
+      detail::bucket_take(it->second, now_ms, local_rate_per_ms, local_burst, -n, capacity);
       next_sweep_ms = std::min(next_sweep_ms, full_at(it->second)); // fuller sooner
     }
   }
 
-  /// When `b` is full again at the refill rate (ms since the epoch).
+  /// When the local bucket `b` is full again at its refill rate (ms since the epoch).
   [[nodiscard]] double full_at(detail::token_bucket const& b) const noexcept {
-    return b.at_ms + (capacity - b.tokens) / rate_per_ms;
+    return b.at_ms + (local_burst - b.tokens) / local_rate_per_ms;
   }
 
   /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back).
@@ -154,6 +156,10 @@ struct shared_viewer_limit::impl {
   /// What the viewer keys are named after: limits of other rates or bursts have buckets of their own in Redis, as
   /// they have in process (each limiter's `buckets`).
   viewer_rate key_rate;
+  // The local buckets (the fallback's): this process's share of the rate and the burst (`local_share`).
+  double local_rate_per_ms;
+  double local_burst;
+  double local_share;
   std::size_t local_capacity;
   detail::fallback_guard guard;
   detail::redis_script script;
@@ -168,6 +174,9 @@ shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view o
       !std::isfinite(options.burst)) {
     throw error(errc::invalid_argument,
                 "viewer limit: tickets_per_minute must be finite and > 0, burst finite and >= 0");
+  }
+  if (!(options.local_share > 0) || options.local_share > 1) {
+    throw error(errc::invalid_argument, "viewer limit: local_share must be in (0, 1]");
   }
   impl_ = std::make_shared<impl>(redis, std::string(org), std::move(options));
 }

@@ -50,6 +50,13 @@ struct fleet_options {
   std::string process_id{};
   /// How each shared part logs and probes while it answers locally.
   fallback_options fallback{};
+  /// This process's share of each viewer's limit while it answers locally (Redis away):
+  /// `viewer_limit_options::local_share`. 1 (the default) lets each process spend a viewer's whole limit alone, so
+  /// N processes may together grant up to N times it during an outage; 1/N keeps N processes within it together,
+  /// and a process then grants a viewer 1/N of it even where it serves that viewer alone. In (0, 1]. (Counters are
+  /// paced by each process's admission gate alone while Redis is away, at the rate it learnt: the API's own 429s
+  /// and `Retry-After` then hold it back.)
+  double viewer_local_share = 1.0;
   /// The most ticket keys of the organisation this process keeps track of, to answer a lookup of a key no process
   /// stored without asking Redis: `ticket_cache_options::known_keys_capacity` (16-byte slots, at most three quarters
   /// full: 8 MiB at most at the default; 0: every lookup the near cache cannot answer asks Redis).
@@ -91,8 +98,8 @@ public:
   /// @param executor where Redis commands run: the fleet uses a strand of it, so a multi-threaded io_context is
   ///        fine. It must outlive the fleet and every client it configured.
   /// @param options the Redis server and timeouts, the organisation, this process's id and the fallback; copied.
-  /// @throws wandura::error `errc::invalid_argument` for a bad `org` or Redis URL. Never for Redis being down: the
-  ///         first commands then fall back to local state.
+  /// @throws wandura::error `errc::invalid_argument` for a bad `org`, Redis URL or `viewer_local_share`. Never for
+  ///         Redis being down: the first commands then fall back to local state.
   fleet(asio::any_io_executor executor, fleet_options options);
   fleet(fleet const&) = delete;
   fleet& operator=(fleet const&) = delete;

@@ -25,6 +25,13 @@ struct viewer_limit_options {
   /// The most viewers the local fallback tracks, those Redis answered for included (full buckets are dropped first;
   /// beyond it unknown viewers are granted without tracking rather than blocked).
   std::size_t local_capacity = 100'000;
+  /// This process's share of each viewer's limit while it answers alone (Redis away): its local bucket of a viewer
+  /// refills at `local_share` of the rate, holds `local_share` of the burst, and starts from `local_share` of what
+  /// Redis last said the viewer's bucket held. 1 (the default) lets each process spend all of it; 1/N keeps N
+  /// processes within the limit together (a viewer served by one process alone then gets 1/N of it). A request of
+  /// more tickets than the share's burst but within the burst goes when the local bucket is full, leaving it in
+  /// debt. In (0, 1].
+  double local_share = 1.0;
   fallback_options fallback{};
 };
 
@@ -63,7 +70,9 @@ struct viewer_limit_stats {
 /// Redis held, so a fallback goes on from the fleet's count as this process last saw it: a stall gives no viewer
 /// it asked about a fresh allowance, though each process may spend the rest it last saw (N processes: up to N
 /// times what was left), and a copy taken before another process gave tickets back may refuse until it refills.
-/// A viewer it never asked about starts full (the process then enforces the limit for what it sees alone). Tickets
+/// A viewer it never asked about starts full (the process then enforces the limit for what it sees alone).
+/// `viewer_limit_options::local_share` of 1/N scales all three (the rest, the refill, the burst) so that N
+/// processes stay within the limit together while Redis is away, at the cost of a viewer served by one of them. Tickets
 /// granted locally are not written to Redis afterwards: once Redis answers again, its count goes on without them.
 /// The local buckets belong to this limiter, so limits of different rates stay apart there too.
 ///
@@ -83,8 +92,8 @@ class shared_viewer_limit {
 public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
   /// @param options the per-viewer rate and burst, and the fallback; copied.
-  /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, a rate that is not finite and > 0, or a
-  ///         burst that is not finite and >= 0.
+  /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, a rate that is not finite and > 0, a
+  ///         burst that is not finite and >= 0, or a `local_share` outside (0, 1].
   shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
   ~shared_viewer_limit();
   shared_viewer_limit(shared_viewer_limit const&) = delete;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -1089,6 +1090,36 @@ TEST_CASE("fleet client: configure gives every client the fleet's one store kind
     FAIL("a zero rate was accepted");
   } catch (wandura::error const& e) {
     CHECK(e.code() == wandura::errc::invalid_argument);
+  }
+}
+
+TEST_CASE("fleet: viewer_local_share gives each process its share of every viewer limit while Redis is away and "
+          "one outside 0 to 1 is refused") {
+  asio::io_context io;
+  auto granted = [&](double share) { // tickets granted to one viewer at once
+    wandura::fleet_options fo;
+    fo.redis.url = "redis://127.0.0.1:1"; // nothing listens: every part answers locally
+    fo.fallback.log = [](std::string_view) {};
+    fo.viewer_local_share = share;
+    wandura::fleet shared(io.get_executor(), fo);
+    wandura::client_options options;
+    options.viewer_tickets_per_minute = 30;
+    shared.configure(options);
+    int tickets = 0;
+    while (tickets < 40 && test_support::run(io, options.viewer_limit->acquire("viewer:1", 1)).allowed) {
+      ++tickets;
+    }
+    return tickets;
+  };
+  CHECK(granted(1.0) == 30);
+  CHECK(granted(0.5) == 15);
+  CHECK(granted(0.1) == 3);
+  for (double const bad : {0.0, -1.0, 1.01, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    wandura::fleet_options fo;
+    fo.redis.url = "redis://127.0.0.1:1";
+    fo.viewer_local_share = bad;
+    CHECK(test_support::refused_as_invalid([&] { wandura::fleet shared(io.get_executor(), fo); }));
   }
 }
 

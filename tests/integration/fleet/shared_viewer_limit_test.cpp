@@ -214,6 +214,70 @@ TEST_CASE("shared viewer limit: a give-back goes to the bucket its tickets were 
   redis->resume();
 }
 
+TEST_CASE("shared viewer limit: with a local_share of 1/2 a process answering alone spends half of what Redis last "
+          "said was left and refills at half the rate and gives a viewer it never asked about half the burst") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  double const share = GENERATE(1.0, 0.5);
+  CAPTURE(share);
+  two_processes fleet(redis->url());
+  wandura::redis_client fast(fleet.io.get_executor(), {.url = redis->url(), .command_timeout = 20ms});
+  wandura::viewer_limit_options options{.tickets_per_minute = 6, .local_share = share};
+  options.fallback.probe_interval = 10s; // once paused, every take below answers locally
+  wandura::shared_viewer_limit limit(fast, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto take = [&](std::string const& viewer, int n, system_clock::time_point at) {
+    return test_support::run(fleet.io, limit.try_acquire(viewer, n, at));
+  };
+  auto granted_of_one = [&](std::string const& viewer, system_clock::time_point at) { // ones granted until refused
+    int granted = 0;
+    while (granted < 10 && take(viewer, 1, at).granted) {
+      ++granted;
+    }
+    return granted;
+  };
+  for (int i = 0; i < 40 && take("warm-up", 1, t0).taken_from != wandura::viewer_limit::account::primary; ++i) {
+    test_support::wait(fleet.io, 50ms); // connected: Redis decides
+  }
+  auto const first = take("viewer:1", 2, t0);
+  REQUIRE(first.taken_from == wandura::viewer_limit::account::primary); // 4 of 6 left in Redis
+  redis->pause();
+  REQUIRE(take("probe", 1, t0).taken_from == wandura::viewer_limit::account::fallback);
+  REQUIRE(limit.stats().degraded);
+  CHECK(granted_of_one("viewer:1", t0) == (share == 1.0 ? 4 : 2));
+  // Refilled at the share of the rate: 6 a minute, so one ticket in 10 s, or in 20 s at half.
+  CHECK(granted_of_one("viewer:1", t0 + 10s) == (share == 1.0 ? 1 : 0));
+  CHECK(granted_of_one("viewer:1", t0 + 30s) == (share == 1.0 ? 2 : 1));
+  // Never asked about: the share of the burst.
+  CHECK(granted_of_one("viewer:new", t0) == (share == 1.0 ? 6 : 3));
+  // Above the share's burst but within the burst: goes from a full local bucket, in debt.
+  CHECK(take("viewer:big", 5, t0).granted);
+  auto const next = take("viewer:big", 1, t0);
+  if (share == 1.0) {
+    CHECK(next.granted); // the sixth
+  } else {
+    CHECK_FALSE(next.granted);
+    CHECK(next.retry_after == 60s); // the debt of 2 and the ticket, 20 s each at half the rate
+  }
+  CHECK(granted_of_one("viewer:big", t0) == 0);
+  CHECK_FALSE(take("viewer:bigger", 7, t0).granted); // above the burst: never
+  redis->resume();
+}
+
+TEST_CASE("shared viewer limit: a local_share outside 0 to 1 is refused with invalid_argument") {
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"});
+  for (double const bad : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    CHECK(test_support::refused_as_invalid(
+        [&] { wandura::shared_viewer_limit limit(client, "org_demo", {.local_share = bad}); }));
+  }
+  wandura::shared_viewer_limit fine(client, "org_demo", {.local_share = 0.25});
+  CHECK(fine.stats().granted == 0);
+}
+
 TEST_CASE("shared viewer limit: takes and give-backs while Redis stalls and recovers over and over leave its bucket "
           "where the kept tickets left it") {
   auto redis = test_support::start_redis_or_skip();

@@ -27,6 +27,31 @@ TEST_CASE("token bucket: all or nothing, refilled continuously, released up to c
   CHECK_FALSE(bucket_take(b, 2000, rate, 30, 31).granted);
 }
 
+TEST_CASE("token bucket: a share of a larger bucket lets a request above the share go when full and in debt") {
+  // A process's half of a 6-ticket bucket: holds 3, refills at half the rate; a request of up to 6 may go.
+  wandura::detail::token_bucket b;
+  double const rate = 3.0 / 60000.0; // half of 6 a minute: one every 20 s
+  auto const early = bucket_take(b, 0, rate, 3, 7, 6);
+  CHECK_FALSE(early.granted); // above the whole bucket: never, with the time until full (it is full)
+  CHECK(early.wait_ms == 0);
+  CHECK(bucket_take(b, 0, rate, 3, 5, 6).granted); // full: goes, 2 in debt
+  CHECK(b.tokens == -2);
+  auto const owed = bucket_take(b, 0, rate, 3, 1, 6);
+  CHECK_FALSE(owed.granted);
+  CHECK(owed.wait_ms == 60000); // the debt and the ticket: 3 refills of 20 s
+  CHECK_FALSE(bucket_take(b, 59999, rate, 3, 1, 6).granted);
+  CHECK(bucket_take(b, 60000, rate, 3, 1, 6).granted);
+  auto const big = bucket_take(b, 60000, rate, 3, 4, 6); // above the share: waits until the bucket is full
+  CHECK_FALSE(big.granted);
+  CHECK(big.wait_ms == 60000);
+  bucket_take(b, 60000, rate, 3, -10, 6); // given back: up to the share's capacity
+  CHECK(b.tokens == 3);
+  // With `most` equal to the capacity it is the whole bucket's rule.
+  wandura::detail::token_bucket whole;
+  CHECK_FALSE(bucket_take(whole, 0, rate, 3, 4, 3).granted);
+  CHECK(bucket_take(whole, 0, rate, 3, 3, 3).granted);
+}
+
 TEST_CASE("gcra: a whole burst from idle, then one unit per emission interval") {
   wandura::detail::gcra g;
   double const em = 100; // 600 a minute
