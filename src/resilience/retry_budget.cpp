@@ -17,7 +17,11 @@ namespace {
 //
 // note_request, 90 % of the traffic, is one fetch_add on the fast path: the increment lands in whatever counts are
 // current, and only when those turn out to belong to an older window does the caller take the CAS path, which
-// resets them (discarding the stray increment) and counts the request again in the new window.
+// resets them (discarding the stray increment) and counts the request again in the new window. Past
+// `requests_fast_limit` requests in one window (2^31: not reached at any real rate) the CAS path saturates the
+// count below the limit, which also absorbs the increments of the callers that went past it meanwhile (at most
+// one per thread), so the field never reaches its top. No load before the fetch_add: under contention it would
+// fetch the line once more before taking it.
 constexpr std::uint64_t gen_mask = 0xFFFF;
 constexpr std::uint64_t counts_gen_mask = 0xFF;
 constexpr std::uint64_t retries_mask = 0xFF'FFFF;
@@ -92,11 +96,9 @@ std::uint64_t retry_budget::current_window(std::uint64_t now_ms) noexcept {
 
 void retry_budget::note_request(time_point now) noexcept {
   std::uint64_t const now_ms = elapsed_ms(now);
-  if (counts_requests(counts_.load(std::memory_order_relaxed)) < requests_fast_limit) {
-    std::uint64_t const before = counts_.fetch_add(requests_one, std::memory_order_seq_cst);
-    if (counts_gen(before) == window_gen(current_window(now_ms))) {
-      return; // counted in the current window
-    }
+  std::uint64_t const before = counts_.fetch_add(requests_one, std::memory_order_seq_cst);
+  if (counts_requests(before) < requests_fast_limit && counts_gen(before) == window_gen(current_window(now_ms))) {
+    return; // counted in the current window
   }
   std::uint64_t c = counts_.load(std::memory_order_seq_cst);
   for (;;) {
