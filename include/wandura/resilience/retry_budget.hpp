@@ -2,8 +2,10 @@
 // last minute, never fewer than 10 a minute, counted in windows of a minute that each start afresh (the rule below).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace wandura {
@@ -29,9 +31,11 @@ struct retry_budget_config {
 /// hand-stepped clock. Times are measured in whole milliseconds since `start`; earlier times count as `start`.
 ///
 /// @par Thread safety
-/// All member functions may be called from any number of threads at once. No mutex: the state is two 64-bit atomic
-/// words (window start + generation; counts), updated with fetch_add and compare-and-swap, and no interleaving lets
-/// more retries through than the rule allows.
+/// All member functions may be called from any number of threads at once. No mutex: the state is 64-bit atomic
+/// words (the window's start and generation; the retries; the requests in `stripes` words, each on its own cache
+/// line, a thread counting into one of them), updated with fetch_add and compare-and-swap, and no interleaving lets
+/// more retries through than the rule allows. Threads that count requests at once touch lines of their own: a
+/// request costs one uncontended fetch_add, a retry reads the stripes and updates the retries.
 class retry_budget {
 public:
   using time_point = std::chrono::steady_clock::time_point;
@@ -51,7 +55,7 @@ public:
   retry_budget& operator=(retry_budget const&) = delete;
 
   /// Counts one logical call (seed `noteRequest`). Requests saturate at 2^31 - 1 per window, retries at 2^24 - 1.
-  /// One `fetch_add` unless a window has just ended.
+  /// One `fetch_add` on this thread's stripe unless a window has just ended.
   void note_request(time_point now) noexcept;
 
   /// Asks for one retry (seed `tryRetry`): true and counted when the rule allows it, false otherwise.
@@ -62,17 +66,30 @@ public:
 
   [[nodiscard]] config const& settings() const noexcept { return config_; }
 
+  /// How many words the requests are counted in (threads beyond it share them).
+  static constexpr std::size_t stripes = 8;
+
 private:
+  /// One word on a cache line of its own.
+  struct alignas(64) line {
+    std::atomic<std::uint64_t> word{0};
+  };
+
   [[nodiscard]] std::uint64_t elapsed_ms(time_point now) const noexcept;
   [[nodiscard]] std::uint64_t current_window(std::uint64_t now_ms) noexcept;
+  /// The requests of window generation `gen` (mod 256), summed over the stripes.
+  [[nodiscard]] std::uint64_t requests_of(std::uint64_t gen) const noexcept;
+  /// Writes zero counts of the current window into every word still holding an older window's.
+  void clear_old_counts() noexcept;
 
   config config_;
   time_point start_;
   /// Window start in ms since `start_` (high 48 bits) and the window's generation (low 16 bits).
-  std::atomic<std::uint64_t> window_;
-  /// Generation mod 256 (high 8 bits), requests (middle 32 bits), retries (low 24 bits) of the window they
-  /// belong to.
-  std::atomic<std::uint64_t> counts_;
+  line window_;
+  /// Generation mod 256 (high 8 bits) and retries (low 24 bits) of the window they belong to.
+  line retries_;
+  /// Generation mod 256 (high 8 bits) and requests (low 56 bits, at most 2^31 each) of the window they belong to.
+  std::array<line, stripes> requests_;
 };
 
 } // namespace wandura

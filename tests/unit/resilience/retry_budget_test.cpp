@@ -250,3 +250,46 @@ TEST_CASE("retry budget: refusals over 256 windows and more never revive an old 
     REQUIRE(b.snapshot(at).requests == 0);
   }
 }
+
+TEST_CASE("retry budget: requests counted by more threads than it has stripes are all counted, once, and a new "
+          "window starts every stripe afresh") {
+  // Each thread counts into one of `retry_budget::stripes` words; threads beyond them share words. The rule reads
+  // their sum, and a window's roll clears the words of threads that counted in the last one and are gone.
+  retry_budget b(t0);
+  constexpr int threads = static_cast<int>(retry_budget::stripes) + 4;
+  constexpr int requests_per_thread = 1000;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      while (!go.load()) {
+      }
+      for (int i = 0; i < requests_per_thread; ++i) {
+        b.note_request(t0 + 1s);
+      }
+    });
+  }
+  go = true;
+  for (auto& w : workers) {
+    w.join();
+  }
+  int const total = threads * requests_per_thread;
+  CHECK(b.snapshot(t0 + 1s).requests == total);
+  int allowed = 0;
+  while (allowed <= total && b.try_retry(t0 + 2s)) {
+    ++allowed;
+  }
+  CHECK(allowed == total / 10);
+  // The next window: none of those requests (their threads are gone), the floor of 10 only.
+  auto const next = t0 + 62s;
+  CHECK(b.snapshot(next).requests == 0);
+  int later = 0;
+  while (later <= total && b.try_retry(next)) {
+    ++later;
+  }
+  CHECK(later == 10);
+  CHECK(b.snapshot(next).requests == 0);
+  CHECK(b.snapshot(next).retries == 10);
+  b.note_request(next);
+  CHECK(b.snapshot(next).requests == 1);
+}
