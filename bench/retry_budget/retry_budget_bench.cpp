@@ -1,8 +1,8 @@
-// Operations per second of wandura::retry_budget (two atomic words, CAS) against the seed's RetryBudget guarded by
-// a std::mutex, with 1 and 2 threads hammering one shared budget, as every call of a client does. Both get the same
-// operation mix (9 note_request : 1 try_retry) and the same time inputs (advancing 1 ms per 64 operations, so the
-// 60 s window rolls during the run). Runs alternate (lock-free, mutex, lock-free, ...) and the median of each is
-// compared, so machine noise hits both alike.
+// Operations per second of wandura::retry_budget (atomic words, CAS; requests in per-thread stripes) against the
+// seed's RetryBudget guarded by a std::mutex, with 1 and 2 threads hammering one shared budget, as every call of a
+// client does. Both get the same operation mix (9 note_request : 1 try_retry) and the same time inputs (advancing
+// 1 ms per 64 operations, so the 60 s window rolls during the run). Runs alternate (lock-free, mutex, lock-free,
+// ...) and the median of each is compared, so machine noise hits both alike.
 //
 // Prints: retry_budget_vs_mutex threads=N: ratio=R (lock-free X Mops/s, mutex Y Mops/s)   (ratio > 1: faster)
 #include <algorithm>
