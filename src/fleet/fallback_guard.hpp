@@ -51,6 +51,12 @@ public:
   /// obliges the caller to report the outcome through it (`redis_turn`).
   [[nodiscard]] redis_turn ask_redis(std::chrono::steady_clock::time_point now, redis_access access);
 
+  /// Redis answered an operation that takes no turn (the ticket cache's read of every key, which nothing awaits):
+  /// ends an outage as an answered turn of `access` would, with its INFO line. Without it a part whose operations
+  /// all find their answers locally once Redis is back (a ticket cache whose replica of keys answers every lookup)
+  /// would stay `degraded` with nothing left to probe Redis.
+  void answered_without_turn(redis_access access) { redis_answered(access); }
+
   /// Answers that came from local state since construction.
   [[nodiscard]] std::uint64_t fallbacks() const noexcept { return fallbacks_; }
   /// True while the class answers locally.

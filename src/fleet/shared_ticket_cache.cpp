@@ -324,6 +324,9 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         }
       }
       if (done) {
+        // Every page was read: Redis answers reads (an outage a failed lookup opened is over, though every lookup
+        // may now be answered from the replica without asking).
+        self->guard.answered_without_turn(detail::redis_access::read);
         backoff = std::chrono::milliseconds(0);
         continue; // complete unless it lost track meanwhile
       }

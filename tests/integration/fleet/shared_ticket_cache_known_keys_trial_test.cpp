@@ -411,6 +411,39 @@ TEST_CASE("known keys, trial: redis killed and restarted empty: nothing from bef
   CHECK(cache_a.stats().known_keys == 2);
 }
 
+TEST_CASE("known keys, trial: after a restart the read whole ends the outage a failed lookup opened, though no lookup "
+          "asks Redis any more") {
+  // Once the replica is complete again every lookup of a key no process stored is answered absent without a
+  // command: nothing would probe Redis, and the cache would stay degraded with no INFO line.
+  std::vector<std::string> lines;
+  wandura::ticket_cache_options options;
+  options.fallback = {.log = [&](std::string_view line) { lines.emplace_back(line); }, .probe_interval = 100ms};
+  auto started = two_caches::start_or_skip(options);
+  if (!started) {
+    return;
+  }
+  auto& [redis, fleet, cache_a, cache_b] = *started;
+  auto const now = system_clock::now();
+  test_support::run(fleet.io, cache_a.put(viewer_on("device-1"), {"tkt_1", now + 30min}, now));
+  REQUIRE(keys_known(fleet.io, cache_a));
+  auto const resyncs = cache_a.stats().known_keys_resyncs;
+  redis->kill();
+  REQUIRE(wait_until(fleet.io, [&] { return !cache_a.stats().known_keys_complete; }));
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-9"), now))); // asks, fails, falls back
+  REQUIRE(cache_a.stats().degraded);
+  CHECK(test_support::count_starting(lines, "WARN fleet ticket_cache: redis 127.0.0.1:") == 1);
+  redis->start();
+  REQUIRE(wait_until(
+      fleet.io, [&] { return cache_a.stats().known_keys_resyncs > resyncs && cache_a.stats().known_keys_complete; },
+      10s));
+  CHECK_FALSE(cache_a.stats().degraded);
+  CHECK(test_support::count_starting(lines, "INFO fleet ticket_cache: redis 127.0.0.1:") == 1);
+  auto const fallbacks = cache_a.stats().fallbacks;
+  CHECK_FALSE(test_support::run(fleet.io, cache_a.get(viewer_on("device-8"), now))); // known absent: no command
+  CHECK(cache_a.stats().fallbacks == fallbacks);
+  CHECK(cache_a.stats().known_absent >= 1);
+}
+
 TEST_CASE("known keys, trial: get_many counts each item once whatever answered it") {
   auto started = two_caches::start_or_skip();
   if (!started) {

@@ -224,6 +224,28 @@ TEST_CASE("fallback guard: an outage a read opened is ended by a read or a write
   CHECK(guard.degraded()); // only a write answered ends it now
 }
 
+TEST_CASE("fallback guard: an answer without a turn ends an outage as a turn of its kind would, before the probe "
+          "interval and without counting a fallback") {
+  std::vector<std::string> lines;
+  wandura::detail::fallback_guard guard(
+      "ticket_cache", "h:1", {.log = [&](std::string_view l) { lines.emplace_back(l); }, .probe_interval = 10s},
+      "key");
+  auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
+  turn_at(guard, t0, redis_access::write).failed(wandura::fleet_errc::server_error, t0, "READONLY no");
+  guard.answered_without_turn(redis_access::read); // reads answered say nothing of refused writes
+  CHECK(guard.degraded());
+  auto const fallbacks = guard.fallbacks();
+  guard.answered_without_turn(redis_access::write);
+  CHECK_FALSE(guard.degraded());
+  CHECK(guard.fallbacks() == fallbacks);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].starts_with("INFO fleet ticket_cache: redis h:1 is back after "));
+  turn_at(guard, t0 + 1s, redis_access::read).failed(wandura::errc::attempt_timeout, t0 + 1s);
+  guard.answered_without_turn(redis_access::read); // a read's outage: ended by a read
+  CHECK_FALSE(guard.degraded());
+  CHECK(lines.size() == 4);
+}
+
 TEST_CASE("fallback guard: one probe in flight, and the operations started meanwhile answer locally") {
   // Every operation started after the interval while the probe waited went to the paused Redis: 32 calls in flight
   // timed out 775 commands in 6 s and filled max_pending.
