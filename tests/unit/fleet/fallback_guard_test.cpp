@@ -228,8 +228,7 @@ TEST_CASE("fallback guard: an answer without a turn ends an outage as a turn of 
           "interval and without counting a fallback") {
   std::vector<std::string> lines;
   wandura::detail::fallback_guard guard(
-      "ticket_cache", "h:1", {.log = [&](std::string_view l) { lines.emplace_back(l); }, .probe_interval = 10s},
-      "key");
+      "ticket_cache", "h:1", {.log = [&](std::string_view l) { lines.emplace_back(l); }, .probe_interval = 10s}, "key");
   auto const t0 = std::chrono::steady_clock::time_point{} + 1h;
   turn_at(guard, t0, redis_access::write).failed(wandura::fleet_errc::server_error, t0, "READONLY no");
   guard.answered_without_turn(redis_access::read); // reads answered say nothing of refused writes
