@@ -117,8 +117,8 @@ struct ticket_cache_stats {
 /// When Redis is slow (command timeout), down or answers errors, the operation answers from a local cache of the
 /// tickets this process stored or read, with the same rule; see `fallback_options`. Stores always go to the local
 /// cache too, so that what this process issued is still reused while Redis is away. Besides an operation's probe,
-/// a completed read of every ticket key (the replica's, below) ends an outage that a read opened: once the replica
-/// is complete, lookups of keys no process stored ask Redis nothing that could.
+/// a completed read of every ticket key (the replica's, "Keys known absent" above) ends an outage that a read
+/// opened: once the replica is complete, lookups of keys no process stored ask Redis nothing that could.
 ///
 /// @par Thread safety
 /// As `redis_client`: use an object from the client's executor only, except `find_near`, `near_hits`, `known_absent`,
