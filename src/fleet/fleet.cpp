@@ -44,7 +44,7 @@ std::string default_process_id() {
 }
 
 /// `options` checked (what the parts made later would refuse, refused here), with the default process id.
-fleet_options with_process_id(fleet_options options) {
+fleet_options checked_with_defaults(fleet_options options) {
   if (!(options.viewer_local_share > 0) || options.viewer_local_share > 1) {
     throw error(errc::invalid_argument, "fleet: viewer_local_share must be in (0, 1]");
   }
@@ -75,7 +75,7 @@ asio::any_io_executor make_fleet_strand(asio::any_io_executor const& executor) {
 } // namespace
 
 fleet_state::fleet_state(asio::any_io_executor const& executor, fleet_options opts)
-    : strand(make_fleet_strand(executor)), options(with_process_id(std::move(opts))), redis(strand, options.redis),
+    : strand(make_fleet_strand(executor)), options(checked_with_defaults(std::move(opts))), redis(strand, options.redis),
       tickets(redis, options.org, cache_options(options)) {}
 
 fleet_state::~fleet_state() = default;

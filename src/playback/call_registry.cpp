@@ -179,7 +179,8 @@ void call_registry::leave(std::weak_ptr<state> weak, std::shared_ptr<operation_b
   }
 }
 
-void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op) {
+void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op,
+                            bool on_its_executor) {
   std::vector<pending_completion> idle;
   waiter_list waiters = [&] {
     auto s = weak.lock();
@@ -204,7 +205,7 @@ void call_registry::publish(std::weak_ptr<state> const& weak, std::shared_ptr<op
   }();
   // Called at the end of the operation, on its executor, with no lock held: a waiter on that executor (the one
   // that started it, most often) resumes at once instead of through one more round of the scheduler.
-  waiters.for_each([](waiter& w) { release(w, {}, true); });
+  waiters.for_each([on_its_executor](waiter& w) { release(w, {}, on_its_executor); });
   for (auto& c : idle) {
     std::move(c).complete({});
   }

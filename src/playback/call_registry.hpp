@@ -432,7 +432,10 @@ private:
                    clock::time_point deadline);
   static void leave(std::weak_ptr<state> weak, std::shared_ptr<operation_base> op, std::uint64_t id,
                     std::error_code why);
-  static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op);
+  /// @param on_its_executor called at the operation's end, on its executor: a waiter on that executor may resume at
+  ///        once (false: every waiter's completion is posted).
+  static void publish(std::weak_ptr<state> const& weak, std::shared_ptr<operation_base> const& op,
+                      bool on_its_executor = true);
   /// Completes `w` with `ec` and stops its timer; `may_run_here`: see `pending_completion::complete_here`.
   static void release(waiter& w, std::error_code ec, bool may_run_here = false);
   static void cancel_operation(std::shared_ptr<operation_base> const& op);
@@ -536,18 +539,18 @@ call_registry::join_or_start_with(std::optional<std::string> key, asio::any_io_e
     op->running_index = state_->running.size();
     state_->running.push_back(op);
   }
-  asio::awaitable<asio::detail::awaitable_thread_entry_point> body;
   try {
     auto work = make(op->context); // named before spawning: GCC 12 and temporaries in coroutine calls
-    body = run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish));
+    launch(op, enter_here, run(std::weak_ptr<state>(state_), op, std::move(work), std::move(finish)));
   } catch (...) {
-    // Nothing started: the operation is unlisted, so that later calls with its key start afresh and
-    // `async_wait_idle` is not held. A caller that joined it meanwhile gets the same exception from `take`.
+    // Nothing started (`make`, the body's frame or `launch` ran out of memory, or `make` threw): the operation is
+    // unlisted, so that later calls with its key start afresh and `async_wait_idle` is not held. A caller that
+    // joined it meanwhile gets the same exception from `take`, its completion posted (this is not the operation's
+    // executor).
     op->error = std::current_exception();
-    publish(std::weak_ptr<state>(state_), op);
+    publish(std::weak_ptr<state>(state_), op, false);
     throw;
   }
-  launch(op, enter_here, std::move(body));
   return {op, false};
 }
 

@@ -16,7 +16,10 @@ namespace {
 // generation into every word still holding an older one (`clear_old_counts`), so no word falls a full cycle of
 // 256 generations behind the window, and an old window's counts never read as the current one's. Every allowed
 // retry was checked against requests of its own window: read before its retry is counted, they can only have grown
-// since (a roll reads as fewer, never more).
+// since (a roll reads as fewer, never more). One exception (retry_budget.hpp, "Thread safety"): a request is added
+// to its word before its caller looks at the window, so a caller whose `now` ends the window adds it to the ending
+// window's word first; a retry reading that word meanwhile counts it there, and the caller then counts it again in
+// the new window.
 //
 // note_request, 90 % of the traffic, is one fetch_add on the fast path, on the word of the caller's thread (threads
 // are given stripes in turn): the increment lands in whatever counts the word holds, and only when those turn out

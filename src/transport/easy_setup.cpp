@@ -102,7 +102,11 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   auto* t = static_cast<transfer*>(clientp);
   bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
   if (reused && !t->facts.request_started && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
+    t->renew_handle = true; // libcurl counts the resend that follows against the handle (easy_setup::configure)
     return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
+  }
+  if (t->facts.request_started) {
+    t->renew_handle = true; // a resend, counted against the handle (easy_setup::configure)
   }
   if (!t->unadopted_sockets.empty()) {
     int const family = std::strchr(local_ip, ':') != nullptr ? AF_INET6 : AF_INET;
@@ -339,11 +343,11 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
     set_constant_options(t);
   } else if (t.renew_handle) {
     // libcurl lets a request be sent again on a new connection when its reused one dies before the response, five
-    // times per request, but 7.72 to 8.16 count those resends per easy handle and reset the count only when one
-    // fails or the handle is reset (curl#18926): a pooled handle would fail every sixth resend of its life with
-    // CURLE_SEND_ERROR. A resend goes on a new connection, so a handle whose last request opened one is reset, and
-    // set up again, before its next request. (A resend that finds another pooled connection alive opens none and
-    // stays counted: a server closing several at once as each request reaches it, which only its sixth meets.)
+    // times per request, but 7.72 to 8.16 count those resends per easy handle and reset the count only when the
+    // sixth fails or the handle is reset (curl#18926): a pooled handle would fail every sixth resend of its life
+    // with CURLE_SEND_ERROR. A handle whose last request was sent again (its pre-request callback ran twice, or gave
+    // up a poisoned connection) or failed (a resend whose connect failed never reaches that callback) is reset, and
+    // set up again, before its next request.
     curl_easy_reset(t.easy);
     set_constant_options(t);
     t.url.clear(); // the URL options go again

@@ -61,8 +61,8 @@ struct transfer {
   bool cancel_requested = false; ///< cancelled while `starting`
   /// Its URL may get an HTTP/2 connection (https, or h2c with prior knowledge that can be reused): set with the URL.
   bool may_multiplex = false;
-  /// The last request opened a connection, so libcurl may have counted a resend against the handle: reset it before
-  /// the next request (easy_setup::configure).
+  /// The last request was sent again, or failed, so libcurl may have counted a resend against the handle: reset it
+  /// before the next request (easy_setup::configure).
   bool renew_handle = false;
   transfer_facts facts;
   std::size_t max_body_bytes = 0; ///< transport_options::max_response_bytes

@@ -341,7 +341,6 @@ void transport_impl::remove_active(transfer* t) noexcept {
   long connects = 0; // of this request only: libcurl resets the count when a transfer starts
   if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {
     connections_opened_.fetch_add(static_cast<std::uint64_t>(connects), std::memory_order_relaxed);
-    t->renew_handle = true; // a resend goes on a new connection: see easy_setup::configure
   }
   curl_multi_remove_handle(multi_, t->easy);
   queue_.deactivated();
@@ -365,6 +364,7 @@ void transport_impl::complete(transfer* t, std::error_code ec, std::string_view 
   t->response.headers = http_headers();
   if (ec) {
     response = http_response();
+    t->renew_handle = true; // it may have been sent again, on a connection that failed: see easy_setup::configure
   }
   std::string detail_copy;
   try {

@@ -30,7 +30,8 @@ struct viewer_limit_options {
   /// Redis last said the viewer's bucket held. 1 (the default) lets each process spend all of it; 1/N keeps N
   /// processes within the limit together (a viewer served by one process alone then gets 1/N of it). A request of
   /// more tickets than the share's burst but within the burst goes when the local bucket is full, leaving it in
-  /// debt. In (0, 1].
+  /// debt: such requests may take up to one burst per process at an outage's start, so the bound holds exactly for
+  /// requests of at most `local_share` of the burst. In (0, 1].
   double local_share = 1.0;
   fallback_options fallback{};
 };
@@ -72,7 +73,8 @@ struct viewer_limit_stats {
 /// times what was left), and a copy taken before another process gave tickets back may refuse until it refills.
 /// A viewer it never asked about starts full (the process then enforces the limit for what it sees alone).
 /// `viewer_limit_options::local_share` of 1/N scales all three (the rest, the refill, the burst) so that N
-/// processes stay within the limit together while Redis is away, at the cost of a viewer served by one of them. Tickets
+/// processes stay within the limit together while Redis is away (for requests of at most 1/N of the burst), at the
+/// cost of a viewer served by one of them. Tickets
 /// granted locally are not written to Redis afterwards: once Redis answers again, its count goes on without them.
 /// The local buckets belong to this limiter, so limits of different rates stay apart there too.
 ///

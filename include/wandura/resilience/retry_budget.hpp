@@ -32,10 +32,13 @@ struct retry_budget_config {
 ///
 /// @par Thread safety
 /// All member functions may be called from any number of threads at once. No mutex: the state is 64-bit atomic
-/// words (the window's start and generation; the retries; the requests in `stripes` words, each on its own cache
-/// line, a thread counting into one of them), updated with fetch_add and compare-and-swap, and no interleaving lets
-/// more retries through than the rule allows. Threads that count requests at once touch lines of their own: a
-/// request costs one uncontended fetch_add, a retry reads the stripes and updates the retries.
+/// words (the window's start and generation; the retries; the requests in `stripes` words, each on a cache line of
+/// its own), updated with fetch_add and compare-and-swap. Threads are given request words in turn as they first
+/// count (the ninth thread of a process shares the first's word), so a few threads counting at once mostly touch
+/// lines of their own: a request costs one fetch_add, a retry reads the request words and updates the retries.
+/// No interleaving lets more retries through than the rule allows, but for one: a request counted by a thread whose
+/// `now` ends the window may also be read, by a retry of another thread with an earlier `now`, as one of the ending
+/// window's requests (at most one per thread counting at that moment, with times that disagree).
 class retry_budget {
 public:
   using time_point = std::chrono::steady_clock::time_point;
@@ -70,9 +73,12 @@ public:
   static constexpr std::size_t stripes = 8;
 
 private:
-  /// One word on a cache line of its own.
-  struct alignas(64) line {
+  /// One word, and room after it: two words of the budget are 64 bytes apart at least, so never on one cache line.
+  /// Padded rather than over-aligned, so that a budget (or an object holding one) may live where allocation gives
+  /// only the default alignment, as GCC 12's coroutine frames do.
+  struct line {
     std::atomic<std::uint64_t> word{0};
+    char room[56]{};
   };
 
   [[nodiscard]] std::uint64_t elapsed_ms(time_point now) const noexcept;
@@ -88,7 +94,8 @@ private:
   line window_;
   /// Generation mod 256 (high 8 bits) and retries (low 24 bits) of the window they belong to.
   line retries_;
-  /// Generation mod 256 (high 8 bits) and requests (low 56 bits, at most 2^31 each) of the window they belong to.
+  /// Generation mod 256 (high 8 bits) and requests (low 56 bits: at most 2^31, and one more per thread sharing the
+  /// word) of the window they belong to.
   std::array<line, stripes> requests_;
 };
 

@@ -224,9 +224,11 @@ TEST_CASE("shared viewer limit: with a local_share of 1/2 a process answering al
   CAPTURE(share);
   two_processes fleet(redis->url());
   wandura::redis_client fast(fleet.io.get_executor(), {.url = redis->url(), .command_timeout = 20ms});
+  wandura::redis_client fast_b(fleet.io.get_executor(), {.url = redis->url(), .command_timeout = 20ms});
   wandura::viewer_limit_options options{.tickets_per_minute = 6, .local_share = share};
   options.fallback.probe_interval = 10s; // once paused, every take below answers locally
   wandura::shared_viewer_limit limit(fast, "org_demo", options);
+  wandura::shared_viewer_limit limit_b(fast_b, "org_demo", options); // a second process
   auto const t0 = at_ms(1'764'590'400'000);
   auto take = [&](std::string const& viewer, int n, system_clock::time_point at) {
     return test_support::run(fleet.io, limit.try_acquire(viewer, n, at));
@@ -238,15 +240,31 @@ TEST_CASE("shared viewer limit: with a local_share of 1/2 a process answering al
     }
     return granted;
   };
+  auto take_b = [&](std::string const& viewer, int n, system_clock::time_point at) {
+    return test_support::run(fleet.io, limit_b.try_acquire(viewer, n, at));
+  };
   for (int i = 0; i < 40 && take("warm-up", 1, t0).taken_from != wandura::viewer_limit::account::primary; ++i) {
     test_support::wait(fleet.io, 50ms); // connected: Redis decides
   }
-  auto const first = take("viewer:1", 2, t0);
-  REQUIRE(first.taken_from == wandura::viewer_limit::account::primary); // 4 of 6 left in Redis
+  for (int i = 0; i < 40 && take_b("warm-up", 1, t0).taken_from != wandura::viewer_limit::account::primary; ++i) {
+    test_support::wait(fleet.io, 50ms);
+  }
+  REQUIRE(take("viewer:1", 2, t0).taken_from == wandura::viewer_limit::account::primary);   // 4 of 6 left
+  REQUIRE(take_b("viewer:1", 1, t0).taken_from == wandura::viewer_limit::account::primary); // 3 left
   redis->pause();
   REQUIRE(take("probe", 1, t0).taken_from == wandura::viewer_limit::account::fallback);
+  REQUIRE(take_b("probe", 1, t0).taken_from == wandura::viewer_limit::account::fallback);
   REQUIRE(limit.stats().degraded);
-  CHECK(granted_of_one("viewer:1", t0) == (share == 1.0 ? 4 : 2));
+  REQUIRE(limit_b.stats().degraded);
+  // Each process from its share of what Redis last said was left: at a half, the two grant 2 + 1 = 3, the rest
+  // the fleet had (at 1, 4 + 3 = 7).
+  int const a_granted = granted_of_one("viewer:1", t0);
+  int b_granted = 0;
+  while (b_granted < 10 && take_b("viewer:1", 1, t0).granted) {
+    ++b_granted;
+  }
+  CHECK(a_granted == (share == 1.0 ? 4 : 2));
+  CHECK(b_granted == (share == 1.0 ? 3 : 1));
   // Refilled at the share of the rate: 6 a minute, so one ticket in 10 s, or in 20 s at half.
   CHECK(granted_of_one("viewer:1", t0 + 10s) == (share == 1.0 ? 1 : 0));
   CHECK(granted_of_one("viewer:1", t0 + 30s) == (share == 1.0 ? 2 : 1));

@@ -123,7 +123,8 @@ TEST_CASE("call registry: concurrent callers with one key share one operation an
   CHECK(f.calls.in_flight() == 0);
 }
 
-TEST_CASE("call registry: an operation whose making throws is not left listed: the key starts afresh, idle comes") {
+TEST_CASE("call registry: an operation whose making throws is not left listed so its key starts afresh and idle "
+          "comes") {
   // `make` may throw before anything started (out of memory for the work's frame, say): the caller gets the
   // exception, and the operation it listed must not stay, where later callers with its key would join an operation
   // that never ends and `async_wait_idle` would never complete.

@@ -238,7 +238,8 @@ TEST_CASE("retry budget: min_retries and percent are taken within [0, 2^30] and 
 }
 
 TEST_CASE("retry budget: refusals over 256 windows and more never revive an old window's counts") {
-  // Only a refusal rolls a window without writing its counts; the counts carry 8 bits of the window's generation.
+  // Counts carry 8 bits of the window's generation: every roll writes zero counts of the new window into the words
+  // of older ones, so that no word is a full cycle behind when the generation comes round again.
   retry_budget b(t0, {.min_retries = 0, .percent = 10, .window = 1s});
   for (int i = 0; i < 100; ++i) {
     b.note_request(t0);
@@ -251,8 +252,8 @@ TEST_CASE("retry budget: refusals over 256 windows and more never revive an old 
   }
 }
 
-TEST_CASE("retry budget: requests counted by more threads than it has stripes are all counted, once, and a new "
-          "window starts every stripe afresh") {
+TEST_CASE("retry budget: requests counted by more threads than it has stripes are all counted once and every "
+          "stripe is cleared by later windows") {
   // Each thread counts into one of `retry_budget::stripes` words; threads beyond them share words. The rule reads
   // their sum, and a window's roll clears the words of threads that counted in the last one and are gone.
   retry_budget b(t0);
@@ -292,4 +293,29 @@ TEST_CASE("retry budget: requests counted by more threads than it has stripes ar
   CHECK(b.snapshot(next).retries == 10);
   b.note_request(next);
   CHECK(b.snapshot(next).requests == 1);
+}
+
+TEST_CASE("retry budget: the words of threads that are gone are cleared by every roll and never read again as a "
+          "later window's") {
+  // Threads that counted once and left keep their words; 600 windows later (more than the 256 generations the
+  // words carry), a retry must still find none of their requests.
+  retry_budget b(t0, {.min_retries = 0, .percent = 100, .window = 1s});
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < retry_budget::stripes; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        b.note_request(t0);
+      }
+    });
+  }
+  for (auto& w : workers) {
+    w.join();
+  }
+  REQUIRE(b.snapshot(t0).requests == 50 * static_cast<std::int64_t>(retry_budget::stripes));
+  for (int w = 1; w <= 600; ++w) {
+    auto const at = t0 + w * 1001ms;
+    INFO("window " << w);
+    REQUIRE_FALSE(b.try_retry(at)); // no request in this window: 100 % of 0, and no floor
+    REQUIRE(b.snapshot(at).requests == 0);
+  }
 }
