@@ -102,7 +102,7 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   auto* t = static_cast<transfer*>(clientp);
   bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
   if (reused && !t->facts.request_started && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
-    t->renew_handle = true; // libcurl counts the resend that follows against the handle (easy_setup::configure)
+    t->renew_handle = true;    // libcurl counts the resend that follows against the handle (easy_setup::configure)
     return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
   }
   if (t->facts.request_started) {

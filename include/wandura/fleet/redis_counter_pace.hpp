@@ -81,7 +81,8 @@ public:
   /// `shared_counter_pace::set_rate` with the limit as units per minute and the burst of the options, started on
   /// the Redis client's executor; returns at once. A limit of 0, a window of 0 or a bad counter name (empty or over
   /// 64 characters) is ignored.
-  /// @param counter the counter's name in keys, 1-64 characters; copied. @param limit units per window, and the refill kind.
+  /// @param counter the counter's name in keys, 1-64 characters; copied.
+  /// @param limit units per window, and the refill kind.
   void set_limit(std::string_view counter, rate_limit const& limit) noexcept override;
 
   /// `shared_counter_pace::read` of the counter, on the Redis client's executor: the limit as units per 60 s.
