@@ -75,8 +75,8 @@ asio::any_io_executor make_fleet_strand(asio::any_io_executor const& executor) {
 } // namespace
 
 fleet_state::fleet_state(asio::any_io_executor const& executor, fleet_options opts)
-    : strand(make_fleet_strand(executor)), options(checked_with_defaults(std::move(opts))), redis(strand, options.redis),
-      tickets(redis, options.org, cache_options(options)) {}
+    : strand(make_fleet_strand(executor)), options(checked_with_defaults(std::move(opts))),
+      redis(strand, options.redis), tickets(redis, options.org, cache_options(options)) {}
 
 fleet_state::~fleet_state() = default;
 

@@ -106,10 +106,10 @@ inline constexpr std::string_view ticket_erase = "redis.call('DEL', KEYS[1])\n"
                                                  "return 1\n";
 
 /// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back).
-/// Returns {granted 0/1, wait_ms, tokens left in thousandths, rounded down}: the process keeps the last of these as
-/// its local bucket of the viewer (what it answers from while Redis does not). Mirrors bucket_take. A bucket whose
-/// `t` is not a number within [0, capacity] (the SDK never writes another), or whose `ts` is not one within ±2^53
-/// ms, starts full as a missing one does.
+/// Returns {granted 0/1, wait_ms (at most 10^12: ~31 years), tokens left in thousandths, rounded down}: the process
+/// keeps the last of these as its local bucket of the viewer (what it answers from while Redis does not). Mirrors
+/// bucket_take. A bucket whose `t` is not a number within [0, capacity] (the SDK never writes another), or whose
+/// `ts` is not one within ±2^53 ms, starts full as a missing one does.
 inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_FIELDS
     "local now, rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     "local s = fields(KEYS[1], {'t', 'ts'}, function(name, v)\n"
@@ -126,7 +126,7 @@ inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_F
     "else tokens = tokens - n end\n"
     "redis.call('HSET', KEYS[1], 't', tokens, 'ts', at)\n"
     "extend(KEYS[1], (cap - tokens) / rate + 60000)\n"
-    "return {granted, wait, math.floor(tokens * 1000)}\n";
+    "return {granted, math.min(wait, 1000000000000), math.floor(tokens * 1000)}\n";
 
 /// KEYS[1] pace key; ARGV: now_ms, cost, emission_ms, burst (the caller's rate, used unless one was set in the
 /// key), book_ms (units that conform within this time are booked for then). Returns {go 0/1, at_ms}: go with the

@@ -220,7 +220,8 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
     decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
     auto const local = self->take_locally(viewer_ref, now_ms, tickets);
-    decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(local.wait_ms)),
+    // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
+    decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),
                 viewer_limit::account::fallback};
   }
   ++(decision.granted ? self->stats.granted : self->stats.refused);

@@ -50,13 +50,17 @@ struct fleet_options {
   std::string process_id{};
   /// How each shared part logs and probes while it answers locally.
   fallback_options fallback{};
-  /// This process's share of each viewer's limit while it answers locally (Redis away):
-  /// `viewer_limit_options::local_share`. 1 (the default) lets each process spend a viewer's whole limit alone, so
-  /// N processes may together grant up to N times it during an outage; 1/N keeps N processes within it together
-  /// (for requests of at most 1/N of the burst; a larger one goes from a full local bucket, so up to one burst per
-  /// process at an outage's start), and a process then grants a viewer 1/N of it even where it serves that viewer
-  /// alone. In (0, 1]. (Counters are paced by each process's admission gate alone while Redis is away, at the rate
-  /// it learnt: the API's own 429s and `Retry-After` then hold it back.)
+  /// This process's share of each viewer's limit while it answers locally (Redis away, and until the next probe
+  /// `fallback.probe_interval` after a failure, however short the stall): `viewer_limit_options::local_share`. 1
+  /// (the default) lets each process spend the rest of a viewer's limit it last saw, so N processes may together
+  /// grant up to N times that rest during an outage; 1/N keeps what they grant during it within that rest and the
+  /// refill (for requests of at most 1/N of the burst; a larger one goes from a full local bucket, so up to one
+  /// burst per process at an outage's start), and a process then grants a viewer 1/N even where it serves that
+  /// viewer alone. Either way, tickets granted locally are not written to Redis afterwards: once it answers, the
+  /// viewer's bucket there still holds the rest, so over a window that spans an outage a viewer may get that rest
+  /// twice (at most twice the burst at 1/N; N + 1 times at 1). In (0, 1]. (Counters are paced by each process's
+  /// admission gate alone while Redis is away, at the rate it learnt: the API's own 429s and `Retry-After` then
+  /// hold it back.)
   double viewer_local_share = 1.0;
   /// The most ticket keys of the organisation this process keeps track of, to answer a lookup of a key no process
   /// stored without asking Redis: `ticket_cache_options::known_keys_capacity` (16-byte slots, at most three quarters

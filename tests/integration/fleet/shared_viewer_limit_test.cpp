@@ -284,6 +284,31 @@ TEST_CASE("shared viewer limit: with a local_share of 1/2 a process answering al
   redis->resume();
 }
 
+TEST_CASE("shared viewer limit: a wait past 31 years from a tiny rate or share is said as 10^12 ms in Redis and "
+          "locally") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(), {.url = redis->url(), .command_timeout = 500ms});
+  auto const t0 = at_ms(1'764'590'400'000);
+  wandura::shared_viewer_limit slow(client, "org_demo", {.tickets_per_minute = 1e-9, .burst = 1});
+  REQUIRE(test_support::run(io, slow.try_acquire("viewer:1", 1, t0)).granted);
+  auto const in_redis = test_support::run(io, slow.try_acquire("viewer:1", 1, t0));
+  CHECK_FALSE(in_redis.granted);
+  CHECK(in_redis.taken_from == wandura::viewer_limit::account::primary);
+  CHECK(in_redis.retry_after == std::chrono::milliseconds(1'000'000'000'000));
+
+  wandura::redis_client down(io.get_executor(), {.url = "redis://127.0.0.1:1"});
+  wandura::shared_viewer_limit tiny(down, "org_demo", {.tickets_per_minute = 3, .local_share = 1e-300});
+  (void)test_support::run(io, tiny.try_acquire("viewer:1", 1, t0)); // in debt from a full local bucket
+  auto const local = test_support::run(io, tiny.try_acquire("viewer:1", 1, t0));
+  CHECK_FALSE(local.granted);
+  CHECK(local.taken_from == wandura::viewer_limit::account::fallback);
+  CHECK(local.retry_after == std::chrono::milliseconds(1'000'000'000'000));
+}
+
 TEST_CASE("shared viewer limit: a local_share outside 0 to 1 is refused with invalid_argument") {
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"});
