@@ -105,15 +105,13 @@ inline constexpr std::string_view ticket_erase = "redis.call('DEL', KEYS[1])\n"
                                                  "redis.call('PUBLISH', ARGV[1], KEYS[1])\n"
                                                  "return 1\n";
 
-/// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back), owed (tickets the process
-/// granted from its local bucket while Redis did not answer: taken first, whatever the bucket holds, down to 0).
+/// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back).
 /// Returns {granted 0/1, wait_ms (at most 10^12: ~31 years), tokens left in thousandths, rounded down}: the process
 /// keeps the last of these as its local bucket of the viewer (what it answers from while Redis does not). Mirrors
 /// bucket_take. A bucket whose `t` is not a number within [0, capacity] (the SDK never writes another), or whose
 /// `ts` is not one within ±2^53 ms, starts full as a missing one does.
 inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_FIELDS
     "local now, rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-    "local owed = tonumber(ARGV[5]) or 0\n"
     "local s = fields(KEYS[1], {'t', 'ts'}, function(name, v)\n"
     "  if name == 't' then return v >= 0 and v <= cap end\n"
     "  return math.abs(v) <= 9007199254740992\n"
@@ -121,7 +119,6 @@ inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_F
     "local tokens, at = s.t, s.ts\n"
     "if not (tokens and at) then tokens, at = cap, now end\n"
     "if now > at then tokens = math.min(cap, tokens + (now - at) * rate); at = now end\n"
-    "if owed > 0 then tokens = math.max(0, tokens - owed) end\n"
     "local granted, wait = 1, 0\n"
     "if n < 0 then tokens = math.min(cap, tokens - n)\n"
     "elseif n > cap then granted = 0; wait = math.ceil((cap - tokens) / rate)\n"

@@ -19,7 +19,6 @@
 #include "rate_math.hpp"
 #include "redis_script.hpp"
 #include "wandura/error.hpp"
-#include "wandura/fleet/fleet_error.hpp"
 #include "wandura/fleet/key_layout.hpp"
 
 namespace wandura {
@@ -55,11 +54,9 @@ bool is_bucket_reply(redis_reply const& reply) {
 /// compensation, so that copying it (the script may be sent twice) copies two pointers, not the strings.
 struct bucket_command {
   std::string key;
-  std::array<std::string, 5> text; ///< now_ms, rate_per_ms, capacity, n, owed
+  std::array<std::string, 4> text; ///< now_ms, rate_per_ms, capacity, n
   [[nodiscard]] std::array<std::string_view, 1> keys() const noexcept { return {key}; }
-  [[nodiscard]] std::array<std::string_view, 5> args() const noexcept {
-    return {text[0], text[1], text[2], text[3], text[4]};
-  }
+  [[nodiscard]] std::array<std::string_view, 4> args() const noexcept { return {text[0], text[1], text[2], text[3]}; }
 };
 } // namespace
 
@@ -124,67 +121,11 @@ struct shared_viewer_limit::impl {
     return b.at_ms + (local_burst - b.tokens) / local_rate_per_ms;
   }
 
-  /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back) after the
-  /// `owed_by_process` tickets granted locally.
-  [[nodiscard]] bucket_command command(std::string_view viewer_ref, double now_ms, double n,
-                                       double owed_by_process = 0) const {
+  /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back).
+  [[nodiscard]] bucket_command command(std::string_view viewer_ref, double now_ms, double n) const {
     return {fleet_keys::viewer(org, key_rate, viewer_ref),
             {detail::number_text(now_ms), detail::number_text(rate_per_ms), detail::number_text(capacity),
-             detail::number_text(n), detail::number_text(owed_by_process)}};
-  }
-
-  /// Tickets granted to `viewer_ref` from its local bucket that Redis has not counted: taken out, to go with the
-  /// viewer's next take sent to Redis (and remembered as sent, for a give-back of them that comes after).
-  double take_owed(std::string const& viewer_ref) {
-    auto const it = owed.find(viewer_ref);
-    if (it == owed.end() || it->second.unsent <= 0) {
-      return 0;
-    }
-    double const n = std::exchange(it->second.unsent, 0.0);
-    it->second.sent += n;
-    return n;
-  }
-
-  /// Owed tickets that went with a take Redis surely did not run: owed again.
-  void unsend(std::string const& viewer_ref, double n) {
-    if (auto const it = owed.find(viewer_ref); it != owed.end()) {
-      it->second.sent -= n;
-      it->second.unsent += n;
-    }
-  }
-
-  /// `n` tickets granted to `viewer_ref` from its local bucket, for Redis to count at the viewer's next take.
-  /// Within `local_capacity` viewers (those with nothing unsent dropped first): beyond it a viewer's local grants go
-  /// uncounted in Redis, as every local grant did before.
-  void owe(std::string const& viewer_ref, double n) {
-    auto it = owed.find(viewer_ref);
-    if (it == owed.end()) {
-      if (owed.size() >= local_capacity) {
-        std::erase_if(owed, [](auto const& entry) { return entry.second.unsent <= 0; });
-      }
-      if (owed.size() >= local_capacity) {
-        return;
-      }
-      it = owed.emplace(viewer_ref, owed_tickets{}).first;
-    }
-    it->second.unsent += n;
-  }
-
-  /// `n` tickets granted from the local bucket given back: first from those still unsent; the rest, if they went
-  /// to Redis already, is returned (what Redis must give back); nothing for tickets Redis never had.
-  double unowe(std::string const& viewer_ref, double n) {
-    auto const it = owed.find(viewer_ref);
-    if (it == owed.end()) {
-      return 0;
-    }
-    double const unsent = std::min(it->second.unsent, n);
-    it->second.unsent -= unsent;
-    double const sent = std::min(it->second.sent, n - unsent);
-    it->second.sent -= sent;
-    if (it->second.unsent <= 0 && it->second.sent <= 0) {
-      owed.erase(it);
-    }
-    return sent;
+             detail::number_text(n)}};
   }
 
   /// Drops the buckets that are full by `now_ms` (a full bucket is the same as none). A walk of every bucket, so
@@ -223,14 +164,6 @@ struct shared_viewer_limit::impl {
   detail::fallback_guard guard;
   detail::redis_script script;
   std::unordered_map<std::string, detail::token_bucket> buckets;
-  /// Tickets granted from a viewer's local bucket: not yet sent to Redis, and sent with a take (given back there if
-  /// they are given back).
-  struct owed_tickets {
-    double unsent = 0;
-    double sent = 0;
-  };
-  /// By viewer (`owe`, `take_owed`, `unsend`, `unowe`).
-  std::unordered_map<std::string, owed_tickets> owed;
   double next_sweep_ms = 0; ///< No bucket is full before then (`drop_full`).
   viewer_limit_stats stats;
 };
@@ -263,24 +196,18 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  // Tickets this process granted the viewer locally go with the take, taken in Redis first: once Redis answers
-  // again its count includes them, so the rest it held is not handed out a second time.
-  double const owed = self->take_owed(viewer_ref);
-  auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets, owed));
+  auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets));
   // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
-  // what it took: the decision was made without it. What it took for the owed tickets stays taken: they were
-  // granted.
+  // what it took: the decision was made without it.
   redis_compensation give_back = [self, command](redis_reply const& late) -> std::vector<std::string> {
     auto const answer = read_bucket_reply(late);
     if (!answer || !answer->granted) {
       return {}; // refused, or failed: nothing was taken
     }
-    std::array<std::string, 5> undo = command->text;
+    std::array<std::string, 4> undo = command->text;
     undo[3] = "-" + undo[3];
-    undo[4] = "0";
     return self->script.eval_command(std::span(&command->key, 1), undo);
   };
-  auto const failures = self->guard.failures();
   auto const keys = command->keys();
   auto const args = command->args();
   auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_bucket_reply,
@@ -292,20 +219,10 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
     self->mirror(viewer_ref, now_ms, answer.tokens_left);
     decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
-    // Owed tickets Redis surely did not take (nothing sent, or an error reply: the script did not run) are owed
-    // still; after a timeout or a lost connection the script may have run, and they count as taken (never twice).
-    auto const why = self->guard.last_failure();
-    if (owed > 0 && (self->guard.failures() == failures || why == fleet_errc::server_error ||
-                     why == fleet_errc::auth_failed || why == fleet_errc::overloaded)) {
-      self->unsend(viewer_ref, owed);
-    }
     auto const local = self->take_locally(viewer_ref, now_ms, tickets);
     // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
     decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),
                 viewer_limit::account::fallback};
-    if (decision.granted) {
-      self->owe(viewer_ref, tickets);
-    }
   }
   ++(decision.granted ? self->stats.granted : self->stats.refused);
   co_return decision;
@@ -324,19 +241,14 @@ asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int t
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  double in_redis = tickets;
   if (taken_from == viewer_limit::account::fallback) {
-    self->give_back_locally(viewer_ref, now_ms, tickets);
-    // Redis counts them only if they went with a take meanwhile: then they are given back there too.
-    in_redis = self->unowe(viewer_ref, tickets);
-    if (in_redis <= 0) {
-      co_return;
-    }
+    self->give_back_locally(viewer_ref, now_ms, tickets); // Redis never counted them
+    co_return;
   }
   // Taken in Redis: given back there, whether or not the guard would ask Redis now (the local bucket never had
   // them). Not a fallback when it fails: nothing is answered from local state; the tickets stay spent in Redis
   // until the bucket refills. A give-back that runs late is what was wanted.
-  auto const command = self->command(viewer_ref, now_ms, -in_redis);
+  auto const command = self->command(viewer_ref, now_ms, -tickets);
   auto const keys = command.keys();
   auto const args = command.args();
   auto pending = self->script.run(self->redis, keys, args); // named: GCC 12 and co_await temporaries
