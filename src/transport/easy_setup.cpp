@@ -124,11 +124,16 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   return CURL_PREREQFUNC_OK;
 }
 
-/// Records Content-Length and reserves the body (up to the cap); false (the transfer ends) when the response
-/// gave a value that is not one valid length (`parse_content_length`: RFC 9110 section 8.6) or already gave a
-/// different length, or when memory runs out. Nothing is left to libcurl, which reads the digits a value starts
-/// with (`5, 500` as 5, `+96` as 96) and keeps the last of several. Whether the length is over the cap is decided
-/// at the end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes may come after it.
+/// Most of a declared Content-Length reserved before its bytes come: a length is a promise, not bytes, and a
+/// header line must not claim memory the body never fills (a larger body grows as it arrives).
+constexpr std::size_t max_reserved_body_bytes = std::size_t{1} << 20U;
+
+/// Records Content-Length and reserves the body (up to the cap and `max_reserved_body_bytes`); false (the
+/// transfer ends) when the response gave a value that is not one valid length (`parse_content_length`: RFC 9110
+/// section 8.6) or already gave a different length, or when memory runs out. Nothing is left to libcurl, which reads
+/// the digits a value starts with (`5, 500` as 5, `+96` as 96) and keeps the last of several. Whether the length is
+/// over the cap is decided at the end of the header block (`length_over_cap`): a Content-Encoding that libcurl decodes
+/// may come after it.
 bool take_content_length(transfer& t, std::string_view value, std::size_t max_bytes) noexcept {
   auto const length = parse_content_length(value);
   if (!length || (t.facts.has_length && t.facts.length != *length)) {
@@ -138,7 +143,8 @@ bool take_content_length(transfer& t, std::string_view value, std::size_t max_by
   t.facts.has_length = true;
   t.facts.length = *length;
   try {
-    t.response.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*length, max_bytes)));
+    t.response.body.reserve(
+        static_cast<std::size_t>(std::min<std::uint64_t>({*length, max_bytes, max_reserved_body_bytes})));
   } catch (...) {
     return false;
   }

@@ -64,11 +64,12 @@ std::string with_lengths(std::vector<std::string> const& lengths) {
 /// nothing more (`raw_then_stall`); `message` gets send()'s message (a second GET) after a close, the attempt's
 /// detail otherwise.
 wandura::attempt_result answered_with(std::string const& reply, std::string* message = nullptr,
-                                      server_behaviour then = server_behaviour::raw) {
+                                      server_behaviour then = server_behaviour::raw,
+                                      wandura::transport_options const& transport_options = {}) {
   test_http_server server(then);
   server.set_body(reply);
   asio::io_context io;
-  wandura::transport tr(io.get_executor());
+  wandura::transport tr(io.get_executor(), transport_options);
   wandura::http_request request;
   request.url = server.url("/v1/config");
   wandura::attempt_options options;
@@ -259,6 +260,16 @@ TEST_CASE("transport: a Content-Length that is not one decimal length is a proto
   }
   // 2^63 - 1 is a length (over any cap); one more is not.
   CHECK(answered_with(with_lengths({" 9223372036854775807"})).error == errc::response_too_large);
+  // With no practical cap (SIZE_MAX), a declared length is a promise, not bytes: a body that ends short of
+  // 2^63 - 1 is a truncated body, not memory claimed up front (a reserve of the declared length threw).
+  wandura::transport_options unlimited;
+  unlimited.max_response_bytes = SIZE_MAX;
+  for (auto const* length : {" 9223372036854775807", " 1099511627776", " 200000"}) {
+    INFO("Content-Length" << length);
+    auto const truncated = answered_with(with_lengths({length}), nullptr, server_behaviour::raw, unlimited);
+    CHECK(truncated.error == errc::connection_reset);
+    CHECK(truncated.error == wandura::condition::retryable);
+  }
   // One number, as a list of itself, on several lines, between white space: the body is read whole.
   for (std::vector<std::string> const& lengths : std::vector<std::vector<std::string>>{
            {"96"}, {" \t96 \t"}, {" 96, 96"}, {" 96,096"}, {" 96", " 96"}, {" 96", " 96, 96"}}) {
