@@ -284,6 +284,11 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     auto const self = shared_from_this();
     std::chrono::milliseconds backoff{0};
     std::optional<steady_clock::time_point> wait_until;
+    // Where the pass of `resume_of` stopped: a pass that failed resumes there, not from the first page (SCAN's
+    // guarantee holds over the pages of one iteration however long apart, and the keys of the pages read are kept
+    // while the subscription stays the one begun; a store or erase meanwhile comes as a message).
+    std::string resume_at = "0";
+    std::optional<std::uint64_t> resume_of;
     for (;;) {
       std::uint64_t resyncing = 0;
       {
@@ -300,7 +305,8 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
           if (steady_clock::now() < due) {
             wait_until = due;
           } else {
-            self->known.begin(self->known.generation());
+            self->known.begin(self->known.generation()); // everything held dropped: read from the first page
+            resume_of.reset();
           }
         }
         resyncing = self->known.generation();
@@ -311,11 +317,18 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
         (void)ec; // expired or cancelled: the loop's first check decides
         continue;
       }
-      auto pass = self->read_all_keys(resyncing); // named: GCC 12 and co_await temporaries
-      bool const read = co_await std::move(pass);
+      if (resume_of != resyncing) {
+        resume_at = "0";
+      }
+      auto pass = self->read_all_keys(resyncing, std::move(resume_at)); // named: GCC 12 and co_await temporaries
+      auto const [read, stopped_at] = co_await std::move(pass);
       bool done = false;
       {
         std::lock_guard lock(self->local_mutex);
+        // A pass that failed with the subscription it read for still live and syncing resumes where it stopped.
+        bool const resumable = !read && self->known.generation() == resyncing && self->known.syncing();
+        resume_of = resumable ? std::optional(resyncing) : std::nullopt;
+        resume_at = resumable ? stopped_at : "0";
         done = read && self->known.resynced(resyncing);
         ++(done ? self->resyncs : self->resync_failures);
         self->last_read_ended = steady_clock::now();
@@ -341,10 +354,16 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
     }
   }
 
-  /// One pass of the resync of subscription `resyncing`: every page until `SCAN`'s cursor comes back to 0. False
-  /// when a command failed or answered something else, or the subscription changed (the caller reads again).
-  asio::awaitable<bool> read_all_keys(std::uint64_t resyncing) {
-    std::string cursor = "0";
+  /// How a pass of the resync ended: every page read, or not, and then the cursor of the first page not read.
+  struct resync_pass {
+    bool read = false;
+    std::string stopped_at;
+  };
+
+  /// One pass of the resync of subscription `resyncing`: every page from `cursor` (`"0"`: the first) until `SCAN`'s
+  /// cursor comes back to 0. Not read when a command failed (stopped at its page) or answered something else, or
+  /// the subscription changed (stopped at the first page; the caller reads again).
+  asio::awaitable<resync_pass> read_all_keys(std::uint64_t resyncing, std::string cursor) {
     do {
       std::array<std::string_view, 3> const args{cursor, scan_pattern, resync_page};
       auto page = scan_script.run(redis, {}, args); // named: GCC 12 and co_await temporaries
@@ -352,14 +371,17 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       if (own_commands_done) {
         own_commands_done();
       }
-      if (stopped() || ec || reply.type != redis_reply::kind::array || reply.elements.empty() ||
-          reply.elements.size() % 2 != 1 || reply.elements[0].type != redis_reply::kind::string) {
-        co_return false;
+      if (stopped() || ec) {
+        co_return resync_pass{false, std::move(cursor)}; // late, or the connection lost: that page again
+      }
+      if (reply.type != redis_reply::kind::array || reply.elements.empty() || reply.elements.size() % 2 != 1 ||
+          reply.elements[0].type != redis_reply::kind::string) {
+        co_return resync_pass{false, "0"}; // an answer of another shape (an error): no cursor trusted
       }
       auto const now = steady_clock::now();
       std::lock_guard lock(local_mutex);
       if (known.generation() != resyncing || !known.syncing()) {
-        co_return false;
+        co_return resync_pass{false, "0"};
       }
       for (std::size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
         auto const& key = reply.elements[i];
@@ -371,7 +393,7 @@ struct shared_ticket_cache::impl : std::enable_shared_from_this<impl> {
       }
       cursor = std::move(reply.elements[0].text);
     } while (cursor != "0");
-    co_return true;
+    co_return resync_pass{true, "0"};
   }
 
   /// The cache's end, or the fleet's shutdown: no resync goes on.

@@ -109,7 +109,8 @@ struct ticket_cache_stats {
 /// Whenever the replica may be wrong it errs on the side of asking: with the subscription down, before the read ends,
 /// after a message it cannot read (then it is read again, at most every 2 s, so that a message anyone can publish does
 /// not make the fleet read every key back to back), past its capacity, or where the read fails (behind a cluster proxy
-/// that refuses `SCAN`: then, after a backoff of 1 s doubling to 5 min, it is tried again), every near miss asks Redis
+/// that refuses `SCAN`: then, after a backoff of 1 s doubling to 5 min, it is tried again, from the page that failed
+/// while the subscription is the same one), every near miss asks Redis
 /// as without the replica; a key it holds that Redis no longer has costs an `MGET` that drops it. A wrong answer can
 /// cost a reuse, never serve a ticket to anyone else: a ticket is only ever served as read, with its identity checked.
 ///

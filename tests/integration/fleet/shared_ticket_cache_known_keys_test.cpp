@@ -8,6 +8,7 @@
 
 #include <asio/io_context.hpp>
 
+#include "fleet/ticket_cache_access.hpp"
 #include "fleet_test_support.hpp"
 #include "wandura/fleet/key_layout.hpp"
 #include "wandura/fleet/shared_ticket_cache.hpp"
@@ -322,4 +323,59 @@ TEST_CASE("known keys: a cache destroyed while its read whole waits out a backof
   auto const started = std::chrono::steady_clock::now();
   CHECK(test_support::run_returns_within(io, 3000ms));
   CHECK(test_support::elapsed_ms(started) < 500); // not the backoff's second
+}
+
+TEST_CASE("known keys: a read whole that fails on a late page resumes from that page and not from the first") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  asio::io_context io;
+  wandura::redis_client client(io.get_executor(),
+                               wandura::redis_options{.url = redis->url(), .command_timeout = 300ms});
+  asio::io_context side_io; // the test's own connection, run inside the cache's hook
+  wandura::redis_client side(side_io.get_executor(),
+                             wandura::redis_options{.url = redis->url(), .command_timeout = 3000ms});
+  // 2,000 tickets of the organisation written behind the cache's back: the read whole takes several pages.
+  for (int i = 0; i < 2000; ++i) {
+    raw(side_io, side,
+        {"SET", wandura::fleet_keys::ticket("org_demo", viewer_on("device-" + std::to_string(i))), "x", "PX",
+         "600000"});
+  }
+  wandura::shared_ticket_cache cache(client, "org_demo");
+  int pages = 0;
+  int pause_after = 0; // the page after which Redis stops answering for 800 ms (0: none)
+  wandura::detail::ticket_cache_access::after_own_commands(cache, [&] {
+    if (++pages == pause_after) {
+      raw(side_io, side, {"CLIENT", "PAUSE", "800", "ALL"}); // the next page waits past its 300 ms
+    }
+  });
+  auto const now = system_clock::now();
+  test_support::run(io, cache.put(viewer_on("device-a"), {"tkt_a", now + 30min}, now)); // subscribes
+  REQUIRE(keys_known(io, cache));
+  int const whole = pages; // the pages of one read whole, none failing
+  REQUIRE(whole >= 5);
+  CHECK(cache.stats().known_keys == 2001);
+
+  // A message it cannot read makes it read whole again; its third page is late.
+  pages = 0;
+  pause_after = 2;
+  auto const resyncs = cache.stats().known_keys_resyncs;
+  raw(side_io, side, {"PUBLISH", wandura::fleet_keys::ticket_erasures("org_demo"), "+garbage 100\n"});
+  SECTION("the same subscription: resumed at the late page") {
+    REQUIRE(wait_until(io, [&] { return cache.stats().known_keys_resyncs == resyncs + 1; }));
+    CHECK(cache.stats().known_keys_complete);
+    CHECK(cache.stats().known_keys == 2001);
+    // Two pages, the late one, then the rest from the late one: one page more than a read whole (from the first
+    // page again it would be two pages and the late one more).
+    CHECK(pages == whole + 1);
+  }
+  SECTION("a new subscription meanwhile: read from the first page") {
+    REQUIRE(wait_until(io, [&] { return pages == 3; }));      // the late page failed; the next pass waits 1 s
+    raw(side_io, side, {"CLIENT", "KILL", "TYPE", "pubsub"}); // once the pause ends: the subscription is lost
+    REQUIRE(wait_until(io, [&] { return cache.stats().known_keys_resyncs == resyncs + 1; }));
+    CHECK(cache.stats().known_keys_complete);
+    CHECK(cache.stats().known_keys == 2001);
+    CHECK(pages == 3 + whole);
+  }
 }
