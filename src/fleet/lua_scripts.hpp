@@ -105,13 +105,16 @@ inline constexpr std::string_view ticket_erase = "redis.call('DEL', KEYS[1])\n"
                                                  "redis.call('PUBLISH', ARGV[1], KEYS[1])\n"
                                                  "return 1\n";
 
-/// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back).
-/// Returns {granted 0/1, wait_ms (at most 10^12: ~31 years), tokens left in thousandths, rounded down}: the process
-/// keeps the last of these as its local bucket of the viewer (what it answers from while Redis does not). Mirrors
+/// KEYS[1] viewer key; ARGV: now_ms, rate_per_ms, capacity, n (n < 0 gives -n back), owed (tickets the process
+/// granted locally while Redis did not answer, > 0, or absent: none). Owed tickets are taken first, down to an
+/// empty bucket and no further (the rest is forgiven). Returns {granted 0/1, wait_ms (at most 10^12: ~31 years),
+/// tokens left in thousandths, rounded down, owed tickets taken in thousandths, rounded down}: the process keeps
+/// the tokens left as its local bucket of the viewer (what it answers from while Redis does not). Mirrors
 /// bucket_take. A bucket whose `t` is not a number within [0, capacity] (the SDK never writes another), or whose
 /// `ts` is not one within ±2^53 ms, starts full as a missing one does.
 inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_FIELDS
     "local now, rate, cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "local owed = tonumber(ARGV[5])\n"
     "local s = fields(KEYS[1], {'t', 'ts'}, function(name, v)\n"
     "  if name == 't' then return v >= 0 and v <= cap end\n"
     "  return math.abs(v) <= 9007199254740992\n"
@@ -119,6 +122,9 @@ inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_F
     "local tokens, at = s.t, s.ts\n"
     "if not (tokens and at) then tokens, at = cap, now end\n"
     "if now > at then tokens = math.min(cap, tokens + (now - at) * rate); at = now end\n"
+    "if not (finite(owed) and owed > 0) then owed = 0 end\n"
+    "owed = math.min(owed, tokens)\n"
+    "tokens = tokens - owed\n"
     "local granted, wait = 1, 0\n"
     "if n < 0 then tokens = math.min(cap, tokens - n)\n"
     "elseif n > cap then granted = 0; wait = math.ceil((cap - tokens) / rate)\n"
@@ -126,7 +132,7 @@ inline constexpr std::string_view viewer_take = WANDURA_LUA_EXTEND WANDURA_LUA_F
     "else tokens = tokens - n end\n"
     "redis.call('HSET', KEYS[1], 't', tokens, 'ts', at)\n"
     "extend(KEYS[1], (cap - tokens) / rate + 60000)\n"
-    "return {granted, math.min(wait, 1000000000000), math.floor(tokens * 1000)}\n";
+    "return {granted, math.min(wait, 1000000000000), math.floor(tokens * 1000), math.floor(owed * 1000)}\n";
 
 /// KEYS[1] pace key; ARGV: now_ms, cost, emission_ms, burst (the caller's rate, used unless one was set in the
 /// key), book_ms (units that conform within this time are booked for then). Returns {go 0/1, at_ms}: go with the

@@ -21,6 +21,14 @@ struct bucket_answer {
   double wait_ms = 0; ///< when refused: how long until `n` tokens are there
 };
 
+/// Refills `b` (which must exist) up to `now_ms` at `rate_per_ms`, to `capacity` at most.
+inline void bucket_refill(token_bucket& b, double now_ms, double rate_per_ms, double capacity) noexcept {
+  if (now_ms > b.at_ms) {
+    b.tokens = std::min(capacity, b.tokens + (now_ms - b.at_ms) * rate_per_ms);
+    b.at_ms = now_ms;
+  }
+}
+
 /// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at `capacity`), from a bucket that
 /// holds `capacity` when full and refills at `rate_per_ms`. `most` is the largest request that may ever go, at least
 /// `capacity`: a request above `capacity` but within `most` goes when the bucket is full and leaves it in debt
@@ -31,10 +39,7 @@ inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per
   if (!b.exists) {
     b = {capacity, now_ms, true};
   }
-  if (now_ms > b.at_ms) {
-    b.tokens = std::min(capacity, b.tokens + (now_ms - b.at_ms) * rate_per_ms);
-    b.at_ms = now_ms;
-  }
+  bucket_refill(b, now_ms, rate_per_ms, capacity);
   if (n < 0) {
     b.tokens = std::min(capacity, b.tokens - n);
     return {true, 0};

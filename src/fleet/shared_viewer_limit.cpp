@@ -13,6 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/this_coro.hpp>
+
 #include "fallback_guard.hpp"
 #include "fleet_values.hpp"
 #include "lua_scripts.hpp"
@@ -26,15 +30,17 @@ namespace wandura {
 using std::chrono::system_clock;
 
 namespace {
-/// The bucket script's answer: granted or not, the wait when refused, and what the bucket held afterwards.
+/// The bucket script's answer: granted or not, the wait when refused, what the bucket held afterwards, and how
+/// many of the owed tickets the command carried it took.
 struct bucket_reply {
   bool granted = false;
   std::int64_t wait_ms = 0;
   double tokens_left = 0;
+  double owed_taken = 0;
 };
 
 std::optional<bucket_reply> read_bucket_reply(redis_reply const& reply) noexcept {
-  if (reply.type != redis_reply::kind::array || reply.elements.size() != 3) {
+  if (reply.type != redis_reply::kind::array || reply.elements.size() != 4) {
     return std::nullopt;
   }
   for (auto const& e : reply.elements) {
@@ -43,20 +49,24 @@ std::optional<bucket_reply> read_bucket_reply(redis_reply const& reply) noexcept
     }
   }
   return bucket_reply{reply.elements[0].integer == 1, reply.elements[1].integer,
-                      static_cast<double>(reply.elements[2].integer) / 1000.0};
+                      static_cast<double>(reply.elements[2].integer) / 1000.0,
+                      static_cast<double>(reply.elements[3].integer) / 1000.0};
 }
 
 bool is_bucket_reply(redis_reply const& reply) {
   return read_bucket_reply(reply).has_value();
 }
 
-/// The script's key and arguments for one viewer and `n` (> 0 takes, < 0 gives back); shared with a take's
-/// compensation, so that copying it (the script may be sent twice) copies two pointers, not the strings.
+/// The script's key and arguments for one viewer, `n` (> 0 takes, < 0 gives back) and the owed tickets it carries;
+/// shared with a take's compensation, so that copying it (the script may be sent twice) copies two pointers, not
+/// the strings.
 struct bucket_command {
   std::string key;
-  std::array<std::string, 4> text; ///< now_ms, rate_per_ms, capacity, n
+  std::array<std::string, 5> text; ///< now_ms, rate_per_ms, capacity, n, owed
   [[nodiscard]] std::array<std::string_view, 1> keys() const noexcept { return {key}; }
-  [[nodiscard]] std::array<std::string_view, 4> args() const noexcept { return {text[0], text[1], text[2], text[3]}; }
+  [[nodiscard]] std::array<std::string_view, 5> args() const noexcept {
+    return {text[0], text[1], text[2], text[3], text[4]};
+  }
 };
 } // namespace
 
@@ -69,84 +79,185 @@ struct shared_viewer_limit::impl {
         guard("viewer_limit", r.server_name(), std::move(opts.fallback), "viewer bucket"),
         script(detail::lua::viewer_take, detail::redis_access::write) {}
 
-  /// The local bucket of `viewer_ref`, made (not yet `exists`) when it has none and there is room within
+  /// What this process knows of one viewer locally.
+  struct local_viewer {
+    /// The local bucket: what the fallback answers from.
+    detail::token_bucket bucket;
+    /// What the local bucket would hold had this process granted nothing locally since Redis last answered (the
+    /// same share of Redis's rest, refill and burst). It holds more than `bucket` by the tickets granted locally
+    /// that Redis has not counted (`owed`), less what refilling to the burst absorbed meanwhile: a bucket full
+    /// again owes nothing.
+    detail::token_bucket unspent;
+    /// Owed tickets carried by takes still waiting for Redis.
+    double carried = 0;
+    /// Of `carried`, tickets given back meanwhile: where they go waits for the take's answer.
+    double returned = 0;
+    /// Owed tickets Redis took (the script's count) that have not come back since: a give-back of locally granted
+    /// tickets returns these to Redis.
+    double paid = 0;
+  };
+
+  /// The local state of `viewer_ref`, made (its buckets full) when it has none and there is room within
   /// `local_capacity` (full buckets dropped first); null when there is none: the viewer is not tracked.
-  detail::token_bucket* track(std::string const& viewer_ref, double now_ms) {
-    if (auto const it = buckets.find(viewer_ref); it != buckets.end()) {
+  local_viewer* track(std::string const& viewer_ref, double now_ms) {
+    if (auto const it = viewers.find(viewer_ref); it != viewers.end()) {
       return &it->second;
     }
-    if (buckets.size() >= local_capacity) {
+    if (viewers.size() >= local_capacity) {
       drop_full(now_ms);
     }
-    if (buckets.size() >= local_capacity) {
+    if (viewers.size() >= local_capacity) {
       return nullptr;
     }
-    return &buckets.emplace(viewer_ref, detail::token_bucket{}).first->second;
+    detail::token_bucket const full{local_burst, now_ms, true};
+    return &viewers.emplace(viewer_ref, local_viewer{.bucket = full, .unspent = full}).first->second;
+  }
+
+  /// The tickets `v` owes Redis at `now_ms` (both buckets refilled to then).
+  [[nodiscard]] double owed(local_viewer& v, double now_ms) const noexcept {
+    detail::bucket_refill(v.bucket, now_ms, local_rate_per_ms, local_burst);
+    detail::bucket_refill(v.unspent, now_ms, local_rate_per_ms, local_burst);
+    return std::max(0.0, v.unspent.tokens - v.bucket.tokens);
+  }
+
+  /// The tickets `viewer_ref` owes Redis at `now_ms`, now carried by a take to Redis (no longer owed locally);
+  /// `settle_carried` ends that when the take ends.
+  double carry_owed(std::string const& viewer_ref, double now_ms) {
+    auto const it = viewers.find(viewer_ref);
+    if (it == viewers.end()) {
+      return 0;
+    }
+    auto& v = it->second;
+    double const n = owed(v, now_ms);
+    v.unspent.tokens -= n;
+    v.carried += n;
+    return n;
+  }
+
+  /// A take that carried `carried` owed tickets of `viewer_ref` ended: Redis took `taken` of them, or did not answer
+  /// (`nullopt`: they are owed again; if it runs late, its compensation gives them back in Redis). Those given
+  /// back meanwhile go where the take's answer says they were (returned: how many to give back in Redis now).
+  double settle_carried(std::string const& viewer_ref, double now_ms, double carried, std::optional<double> taken) {
+    auto const it = viewers.find(viewer_ref);
+    if (!(carried > 0) || it == viewers.end()) {
+      return 0;
+    }
+    auto& v = it->second;
+    v.carried = std::max(0.0, v.carried - carried);
+    double const given_back = std::min(v.returned, carried);
+    v.returned -= given_back;
+    double to_redis = 0;
+    if (taken) {
+      to_redis = std::min(given_back, *taken); // given back out of those Redis took; the rest Redis forgave
+      v.paid += *taken - to_redis;
+    } else {
+      detail::bucket_take(v.unspent, now_ms, local_rate_per_ms, local_burst, -carried, capacity); // owed again
+    }
+    if (given_back > to_redis) {
+      detail::bucket_take(v.bucket, now_ms, local_rate_per_ms, local_burst, -(given_back - to_redis), capacity);
+    }
+    return to_redis;
   }
 
   detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
-    auto* const bucket = track(viewer_ref, now_ms);
-    if (bucket == nullptr) {
+    auto* const v = track(viewer_ref, now_ms);
+    if (v == nullptr) {
       return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
     }
-    auto const answer = detail::bucket_take(*bucket, now_ms, local_rate_per_ms, local_burst, n, capacity);
-    next_sweep_ms = std::min(next_sweep_ms, full_at(*bucket)); // a new bucket's; a take never makes one full sooner
+    auto const answer = detail::bucket_take(v->bucket, now_ms, local_rate_per_ms, local_burst, n, capacity);
+    next_sweep_ms = std::min(next_sweep_ms, full_at(*v)); // a new bucket's; a take never makes one full sooner
     return answer;
   }
 
   /// Makes the local bucket of `viewer_ref` this process's share of what Redis said the viewer's bucket held at
-  /// `now_ms`, so that a fallback goes on from the fleet's count, not from a full bucket: each process would
-  /// otherwise give every viewer a whole fresh allowance the moment Redis stalls. Within `local_capacity`, as
-  /// `take_locally`.
+  /// `now_ms`, less what it still owes, so that a fallback goes on from the fleet's count, not from a full bucket:
+  /// each process would otherwise give every viewer a whole fresh allowance the moment Redis stalls. Within
+  /// `local_capacity`, as `take_locally`.
   void mirror(std::string const& viewer_ref, double now_ms, double tokens_left) {
-    auto* const bucket = track(viewer_ref, now_ms);
-    if (bucket == nullptr || (bucket->exists && bucket->at_ms > now_ms)) {
+    auto* const v = track(viewer_ref, now_ms);
+    if (v == nullptr || v->bucket.at_ms > now_ms) {
       return; // untracked, or a later answer (or a later local take) was mirrored already
     }
-    *bucket = {std::clamp(tokens_left * local_share, 0.0, local_burst), now_ms, true};
-    next_sweep_ms = std::min(next_sweep_ms, full_at(*bucket));
+    double const still_owed = owed(*v, now_ms);
+    v->unspent = {std::clamp(tokens_left * local_share, 0.0, local_burst), now_ms, true};
+    v->bucket = {v->unspent.tokens - still_owed, now_ms, true};
+    next_sweep_ms = std::min(next_sweep_ms, full_at(*v));
   }
 
-  /// Gives `n` tickets back to the local bucket of a viewer it tracks.
-  void give_back_locally(std::string const& viewer_ref, double now_ms, double n) {
-    auto const it = buckets.find(viewer_ref);
-    if (it != buckets.end()) {
-      detail::bucket_take(it->second, now_ms, local_rate_per_ms, local_burst, -n, capacity);
-      next_sweep_ms = std::min(next_sweep_ms, full_at(it->second)); // fuller sooner
+  /// Gives `n` locally granted tickets of `viewer_ref` back: those still owed to its local bucket, then those Redis
+  /// took as owed to Redis (returned: how many), then those a take carries to Redis when its answer comes
+  /// (`settle_carried`), the rest to its local bucket. Unknown viewers are ignored.
+  double give_back_locally(std::string const& viewer_ref, double now_ms, double n) {
+    auto const it = viewers.find(viewer_ref);
+    if (it == viewers.end()) {
+      return 0;
     }
+    auto& v = it->second;
+    double const still_owed = std::min(n, owed(v, now_ms));
+    double const to_redis = std::min(n - still_owed, v.paid);
+    v.paid -= to_redis;
+    double const with_a_take = std::min(n - still_owed - to_redis, v.carried - v.returned);
+    v.returned += with_a_take;
+    if (n > to_redis + with_a_take) {
+      detail::bucket_take(v.bucket, now_ms, local_rate_per_ms, local_burst, -(n - to_redis - with_a_take), capacity);
+    }
+    next_sweep_ms = std::min(next_sweep_ms, full_at(v)); // fuller sooner
+    return to_redis;
   }
 
-  /// When the local bucket `b` is full again at its refill rate (ms since the epoch).
-  [[nodiscard]] double full_at(detail::token_bucket const& b) const noexcept {
-    return b.at_ms + (local_burst - b.tokens) / local_rate_per_ms;
+  /// When the local bucket of `v` is full again at its refill rate (ms since the epoch); `unspent`, never below it
+  /// when full, is full by then too, so a viewer then owes nothing.
+  [[nodiscard]] double full_at(local_viewer const& v) const noexcept {
+    return v.bucket.at_ms + (local_burst - v.bucket.tokens) / local_rate_per_ms;
   }
 
-  /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back).
-  [[nodiscard]] bucket_command command(std::string_view viewer_ref, double now_ms, double n) const {
+  /// The bucket script's key and arguments for `viewer_ref` at `now_ms`, taking `n` (< 0 gives back) after the
+  /// `owed` tickets.
+  [[nodiscard]] bucket_command command(std::string_view viewer_ref, double now_ms, double n, double owed = 0) const {
     return {fleet_keys::viewer(org, key_rate, viewer_ref),
             {detail::number_text(now_ms), detail::number_text(rate_per_ms), detail::number_text(capacity),
-             detail::number_text(n)}};
+             detail::number_text(n), detail::number_text(owed)}};
   }
 
-  /// Drops the buckets that are full by `now_ms` (a full bucket is the same as none). A walk of every bucket, so
-  /// made only once one can be full: until `next_sweep_ms` (the soonest any is full again, kept as buckets are made
-  /// and given back to) a viewer beyond `local_capacity` is granted untracked at once, so that an outage with many
-  /// viewers costs one walk per refill, not one per new viewer.
+  /// Drops the viewers whose local bucket is full by `now_ms` (a full bucket is the same as none, but for owed
+  /// tickets Redis took that a give-back would have returned: those stay taken until Redis's bucket refills). A walk of
+  /// every bucket, so made only once one can be full: until `next_sweep_ms` (the soonest any is full again, kept as
+  /// buckets are made and given back to) a viewer beyond `local_capacity` is granted untracked at once, so that an
+  /// outage with many viewers costs one walk per refill, not one per new viewer.
   void drop_full(double now_ms) {
     if (now_ms < next_sweep_ms) {
       return;
     }
     double soonest = std::numeric_limits<double>::infinity();
-    for (auto it = buckets.begin(); it != buckets.end();) {
+    for (auto it = viewers.begin(); it != viewers.end();) {
       double const full = full_at(it->second);
-      if (full <= now_ms) {
-        it = buckets.erase(it);
+      if (full <= now_ms && !(it->second.carried > 0)) { // a take in flight settles with it
+        it = viewers.erase(it);
       } else {
         soonest = std::min(soonest, full);
         ++it;
       }
     }
     next_sweep_ms = soonest;
+  }
+
+  /// Gives `tickets` back to the viewer's bucket in Redis, whether or not the guard would ask Redis now (the local
+  /// bucket never had them). Not a fallback when it fails: nothing is answered from local state; the tickets stay
+  /// spent in Redis until the bucket refills. A give-back that runs late is what was wanted.
+  /// @throws wandura::error with `operation_aborted` when cancelled.
+  static asio::awaitable<void> give_back_in_redis(std::shared_ptr<impl> self, std::string viewer_ref, double now_ms,
+                                                  double tickets) {
+    auto const command = self->command(viewer_ref, now_ms, -tickets);
+    auto const keys = command.keys();
+    auto const args = command.args();
+    auto pending = self->script.run(self->redis, keys, args); // named: GCC 12 and co_await temporaries
+    auto const [ec, reply] = co_await std::move(pending);
+    if (ec == asio::error::operation_aborted) {
+      throw error(ec, "viewer limit: give-back cancelled");
+    }
+    if (auto const answer = ec ? std::nullopt : read_bucket_reply(reply)) {
+      self->mirror(viewer_ref, now_ms, answer->tokens_left); // what Redis holds now that they are back
+    }
   }
 
   redis_client& redis;
@@ -163,7 +274,7 @@ struct shared_viewer_limit::impl {
   std::size_t local_capacity;
   detail::fallback_guard guard;
   detail::redis_script script;
-  std::unordered_map<std::string, detail::token_bucket> buckets;
+  std::unordered_map<std::string, local_viewer> viewers;
   double next_sweep_ms = 0; ///< No bucket is full before then (`drop_full`).
   viewer_limit_stats stats;
 };
@@ -196,29 +307,46 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets));
+  // The tickets this process granted the viewer locally that Redis has not counted go with the take, taken first.
+  double const owed = self->carry_owed(viewer_ref, now_ms);
+  auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets, owed));
   // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
-  // what it took: the decision was made without it.
-  redis_compensation give_back = [self, command](redis_reply const& late) -> std::vector<std::string> {
+  // what it took, owed tickets included: the decision was made without it, and they are owed again.
+  redis_compensation give_back = [self, command, tickets](redis_reply const& late) -> std::vector<std::string> {
     auto const answer = read_bucket_reply(late);
-    if (!answer || !answer->granted) {
-      return {}; // refused, or failed: nothing was taken
+    double const taken = answer ? (answer->granted ? tickets : 0) + answer->owed_taken : 0;
+    if (!(taken > 0)) {
+      return {}; // took nothing, or failed
     }
-    std::array<std::string, 4> undo = command->text;
-    undo[3] = "-" + undo[3];
+    std::array<std::string, 5> undo = command->text;
+    undo[3] = detail::number_text(-taken);
+    undo[4] = "0";
     return self->script.eval_command(std::span(&command->key, 1), undo);
   };
   auto const keys = command->keys();
   auto const args = command->args();
   auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_bucket_reply,
                                           "viewer limit", std::move(give_back)); // named: GCC 12 and co_await
-  auto const reply = co_await std::move(pending);
+  std::optional<redis_reply> reply;
+  try {
+    reply = co_await std::move(pending);
+  } catch (...) {
+    self->settle_carried(viewer_ref, now_ms, owed, std::nullopt); // cancelled: as unanswered
+    throw;
+  }
   viewer_limit_decision decision;
   if (reply) {
     auto const answer = *read_bucket_reply(*reply);
     self->mirror(viewer_ref, now_ms, answer.tokens_left);
+    // The rest of `owed` was forgiven (the bucket had no more). Tickets given back while it was carried and that
+    // Redis took go back there, without holding up this decision.
+    if (double const back = self->settle_carried(viewer_ref, now_ms, owed, answer.owed_taken); back > 0) {
+      asio::co_spawn(co_await asio::this_coro::executor, impl::give_back_in_redis(self, viewer_ref, now_ms, back),
+                     asio::detached);
+    }
     decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
+    self->settle_carried(viewer_ref, now_ms, owed, std::nullopt); // if it runs late, `give_back` undoes it there
     auto const local = self->take_locally(viewer_ref, now_ms, tickets);
     // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
     decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),
@@ -241,24 +369,16 @@ asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int t
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
+  double to_redis = tickets;
   if (taken_from == viewer_limit::account::fallback) {
-    self->give_back_locally(viewer_ref, now_ms, tickets); // Redis never counted them
-    co_return;
+    // Redis counted them only if a later take carried them as owed.
+    to_redis = self->give_back_locally(viewer_ref, now_ms, tickets);
+    if (!(to_redis > 0)) {
+      co_return;
+    }
   }
-  // Taken in Redis: given back there, whether or not the guard would ask Redis now (the local bucket never had
-  // them). Not a fallback when it fails: nothing is answered from local state; the tickets stay spent in Redis
-  // until the bucket refills. A give-back that runs late is what was wanted.
-  auto const command = self->command(viewer_ref, now_ms, -tickets);
-  auto const keys = command.keys();
-  auto const args = command.args();
-  auto pending = self->script.run(self->redis, keys, args); // named: GCC 12 and co_await temporaries
-  auto const [ec, reply] = co_await std::move(pending);
-  if (ec == asio::error::operation_aborted) {
-    throw error(ec, "viewer limit: give-back cancelled");
-  }
-  if (auto const answer = ec ? std::nullopt : read_bucket_reply(reply)) {
-    self->mirror(viewer_ref, now_ms, answer->tokens_left); // what Redis holds now that they are back
-  }
+  auto back = impl::give_back_in_redis(self, std::move(viewer_ref), now_ms, to_redis); // named: GCC 12 and co_await
+  co_await std::move(back);
 }
 
 viewer_limit_stats shared_viewer_limit::stats() const noexcept {

@@ -56,9 +56,10 @@ struct fleet_options {
   /// grant up to N times that rest during an outage; 1/N keeps what they grant during it within that rest and the
   /// refill (for requests of at most 1/N of the burst; a larger one goes from a full local bucket, so up to one
   /// burst per process at an outage's start), and a process then grants a viewer 1/N even where it serves that
-  /// viewer alone. Either way, tickets granted locally are not written to Redis afterwards: once it answers, the
-  /// viewer's bucket there still holds the rest, so over a window that spans an outage a viewer may get that rest
-  /// twice (at most twice the burst at 1/N; N + 1 times at 1). In (0, 1]. (Counters are paced by each process's
+  /// viewer alone. Either way, tickets granted locally are charged to the viewer's bucket in Redis at its next
+  /// take Redis answers, less what the refill to the burst absorbed meanwhile (`shared_viewer_limit`, "Owed
+  /// tickets"), so a window that spans an outage does not give a viewer the rest twice. In (0, 1]. (Counters are
+  /// paced by each process's
   /// admission gate alone while Redis is away, at the rate it learnt: the API's own 429s and `Retry-After` then
   /// hold it back.)
   double viewer_local_share = 1.0;

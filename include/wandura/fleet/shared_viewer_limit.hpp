@@ -31,9 +31,9 @@ struct viewer_limit_options {
   /// processes within the limit together (a viewer served by one process alone then gets 1/N of it). A request of
   /// more tickets than the share's burst but within the burst goes when the local bucket is full, leaving it in
   /// debt: such requests may take up to one burst per process at an outage's start, so the bound holds exactly for
-  /// requests of at most `local_share` of the burst (with a burst share under one ticket, every request). The bound
-  /// is the outage's: tickets granted locally are not written to Redis afterwards ("Degrade, never block"). In
-  /// (0, 1].
+  /// requests of at most `local_share` of the burst (with a burst share under one ticket, every request). Tickets
+  /// granted locally are charged in Redis once it answers again ("Degrade, never block"): the share bounds what the
+  /// processes grant together while Redis is away, the charge what a window spanning the outage gives. In (0, 1].
   double local_share = 1.0;
   fallback_options fallback{};
 };
@@ -76,11 +76,24 @@ struct viewer_limit_stats {
 /// A viewer it never asked about starts full (the process then enforces the limit for what it sees alone).
 /// `viewer_limit_options::local_share` of 1/N scales all three (the rest, the refill, the burst) so that N
 /// processes stay within the limit together while Redis is away (for requests of at most 1/N of the burst), at the
-/// cost of a viewer served by one of them. Since local grants are not replayed, a window that spans an outage may
-/// still give a viewer the rest twice: once locally, once from Redis after (an outside trial at 120 a minute over
-/// three processes and a 1 s stall: 162 against a bound of 140 at 1/3, 168-173 at 1). Tickets
-/// granted locally are not written to Redis afterwards: once Redis answers again, its count goes on without them.
-/// The local buckets belong to this limiter, so limits of different rates stay apart there too.
+/// cost of a viewer served by one of them. The local buckets belong to this limiter, so limits of different rates
+/// stay apart there too.
+///
+/// @par Owed tickets
+/// Tickets granted locally are owed to Redis: the viewer's next take that Redis answers carries them, and its
+/// script takes them first, down to an empty bucket and no further (the rest is forgiven), then decides the take.
+/// What a viewer owes is how much less its local bucket holds than it would have without those grants (both
+/// refilled at the share of the rate up to the share of the burst), so a refill to the burst meanwhile absorbs them
+/// as it would have in Redis: a viewer whose local bucket is full again owes nothing, and a viewer one process
+/// served alone through the outage comes back to Redis with the count that process kept. So a window that spans
+/// an outage does not give a viewer the rest twice (once locally, once from Redis after). Locally granted tickets
+/// given back (`release` with `account::fallback`) go to the local bucket while still owed, to Redis once Redis
+/// took them, and, given back while a take carries them, where its answer says. A take carrying owed tickets that
+/// Redis does not answer leaves them owed; if Redis runs it later, its give-back (below) returns them with the
+/// take's own. What is left over: a viewer granted untracked beyond `local_capacity` owes nothing; owed tickets
+/// Redis took are forgotten with the viewer's local state once its local bucket is full (a give-back after that
+/// stays local); and a take Redis ran whose late reply was lost with its connection stays spent in Redis, owed
+/// tickets included, as any take's.
 ///
 /// @par A key the SDK did not write
 /// A viewer's key holding anything the SDK never writes (another type than a hash, a `t` that is not a number

@@ -439,9 +439,11 @@ TEST_CASE("shared viewer limit: with redis down at start it answers locally, the
 
   redis->start();
   wait(io, 100ms);
-  // Redis decides again: its bucket for "v" is fresh (the local spending stayed local), and is shared.
-  CHECK(test_support::run(io, limit_a.try_acquire("v", 7, t0)).granted);
-  CHECK_FALSE(test_support::run(io, limit_b.try_acquire("v", 4, t0)).granted);
+  // Redis decides again, and is shared: its bucket for "v" is fresh, and the first take carries the 8 granted
+  // locally (taken first), so 2 are left.
+  CHECK_FALSE(test_support::run(io, limit_a.try_acquire("v", 3, t0)).granted);
+  CHECK(test_support::run(io, limit_b.try_acquire("v", 2, t0)).granted);
+  CHECK_FALSE(test_support::run(io, limit_a.try_acquire("v", 1, t0)).granted);
   CHECK(limit_a.stats().fallbacks == 2);
   CHECK_FALSE(limit_a.stats().degraded);
   CHECK(count_starting(lines, "INFO fleet viewer_limit: ") == 1);
@@ -625,4 +627,213 @@ TEST_CASE("shared viewer limit: a paused Redis costs one command per probe inter
     return !limit.stats().degraded;
   };
   CHECK(test_support::wait_until(io, back, 2s));
+}
+
+namespace {
+
+/// One limiter of 6 tickets a minute (burst 6) on its own client, and a look at its viewers' buckets in Redis.
+struct owed_setup {
+  explicit owed_setup(test_support::redis_server& server, std::chrono::milliseconds command_timeout = 20ms)
+      : redis(server), fleet(server.url()),
+        client(fleet.io.get_executor(), {.url = server.url(), .command_timeout = command_timeout}),
+        limit(client, "org_demo", options()) {}
+
+  static wandura::viewer_limit_options options() {
+    wandura::viewer_limit_options out{.tickets_per_minute = 6};
+    out.fallback.probe_interval = 100ms;
+    return out;
+  }
+  wandura::viewer_limit_decision take(std::string const& viewer, int n, system_clock::time_point at) {
+    return test_support::run(fleet.io, limit.try_acquire(viewer, n, at));
+  }
+  void give_back(std::string const& viewer, int n, wandura::viewer_limit::account from, system_clock::time_point at) {
+    test_support::run(fleet.io, limit.release(viewer, n, from, at));
+  }
+  /// The tokens of `viewer`'s bucket in Redis.
+  double tokens(std::string const& viewer) {
+    return std::stod(
+        raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {6, 6}, viewer), "t"}).text);
+  }
+  /// Until Redis decides a take (of a viewer of its own) again, after the probe interval.
+  void until_redis_decides() {
+    for (int i = 0; i < 100; ++i) {
+      if (take("probe:" + std::to_string(i), 1, at_ms(1'764'590'400'000)).taken_from ==
+          wandura::viewer_limit::account::primary) {
+        return;
+      }
+      wait(fleet.io, 50ms);
+    }
+    FAIL("Redis never decided again");
+  }
+  /// Redis paused, and a take (of a viewer of its own) answered locally: takes answer locally for 100 ms.
+  void pause_redis() {
+    redis.pause();
+    REQUIRE(take("paused", 1, at_ms(1'764'590'400'000)).taken_from == wandura::viewer_limit::account::fallback);
+  }
+  bool settled() { return client.stats().pending == 0; }
+
+  test_support::redis_server& redis;
+  two_processes fleet; // b: to look at the buckets
+  wandura::redis_client client;
+  wandura::shared_viewer_limit limit;
+};
+
+} // namespace
+
+TEST_CASE("shared viewer limit: tickets granted locally while Redis was away are taken from its bucket first when "
+          "it answers again less what the refill to the burst absorbed meanwhile") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis);
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  for (std::string const viewer : {"viewer:1", "viewer:2", "viewer:3"}) {
+    REQUIRE(s.take(viewer, 2, t0).taken_from == account::primary); // 4 of 6 left
+  }
+  s.pause_redis();
+  for (std::string const viewer : {"viewer:1", "viewer:2", "viewer:3"}) {
+    auto const local = s.take(viewer, 3, t0); // 1 left locally; Redis still holds 4
+    CHECK(local.granted);
+    CHECK(local.taken_from == account::fallback);
+  }
+  redis->resume();
+  s.until_redis_decides();
+  // At once: the 3 are taken first, then the 1 asked for: nothing left, as if Redis had decided all along.
+  auto const at_once = s.take("viewer:1", 1, t0);
+  CHECK(at_once.granted);
+  CHECK(at_once.taken_from == account::primary);
+  CHECK(s.tokens("viewer:1") == Approx(0).margin(1e-9));
+  CHECK_FALSE(s.take("viewer:1", 1, t0).granted);
+  // 30 s later (3 refilled): Redis's bucket would hold 7 but stops at the burst of 6, and so does the bucket this
+  // process would have had without its 3 (4 + 3), while its own holds 1 + 3: 2 are still owed, and 6 - 2 - 1 = 3
+  // are left after the ticket, what the local bucket holds.
+  CHECK(s.take("viewer:2", 1, t0 + 30s).granted);
+  CHECK(s.tokens("viewer:2") == Approx(3).margin(1e-6));
+  // A minute later both are full: nothing is owed any more.
+  CHECK(s.take("viewer:3", 1, t0 + 60s).granted);
+  CHECK(s.tokens("viewer:3") == Approx(5).margin(1e-6));
+  CHECK(s.limit.stats().fallbacks >= 4);
+}
+
+TEST_CASE("shared viewer limit: owed tickets are taken down to an empty bucket and no further") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis);
+  wandura::shared_viewer_limit other(s.fleet.b, "org_demo", owed_setup::options()); // another process
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  REQUIRE(s.take("viewer:1", 1, t0).taken_from == account::primary); // 5 left
+  s.pause_redis();
+  REQUIRE(s.take("viewer:1", 4, t0).taken_from == account::fallback); // owed 4; 1 left locally
+  redis->resume();
+  REQUIRE(test_support::run(s.fleet.io, other.try_acquire("viewer:1", 3, t0)).granted); // 2 left in Redis
+  s.until_redis_decides();
+  auto const refused = s.take("viewer:1", 1, t0); // 2 of the 4 owed taken, the rest forgiven: empty
+  CHECK_FALSE(refused.granted);
+  CHECK(refused.taken_from == account::primary);
+  CHECK(refused.retry_after == 10000ms);
+  CHECK(s.tokens("viewer:1") == Approx(0).margin(1e-9));
+  // Of the 4 granted locally, given back: the 2 Redis took go back to Redis, the 2 it forgave to the local bucket.
+  s.give_back("viewer:1", 4, account::fallback, t0);
+  CHECK(s.tokens("viewer:1") == Approx(2).margin(1e-9));
+}
+
+TEST_CASE("shared viewer limit: locally granted tickets given back go to the local bucket while owed and to Redis "
+          "once Redis took them") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis);
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
+  s.pause_redis();
+  REQUIRE(s.take("viewer:1", 3, t0).taken_from == account::fallback); // owed 3
+  s.give_back("viewer:1", 1, account::fallback, t0);                  // owed 2: Redis never counted it
+  redis->resume();
+  s.until_redis_decides();
+  CHECK(s.tokens("viewer:1") == Approx(4).margin(1e-9));
+  CHECK(s.take("viewer:1", 1, t0).granted); // the 2 owed, then 1
+  CHECK(s.tokens("viewer:1") == Approx(1).margin(1e-9));
+  s.give_back("viewer:1", 2, account::fallback, t0); // Redis took them: back to Redis
+  CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-9));
+  s.give_back("viewer:1", 1, account::fallback, t0); // more than Redis took: to the local bucket only
+  CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-9));
+  // 2 + 3 + 1 taken, 3 given back: 3 left, counted once.
+}
+
+TEST_CASE("shared viewer limit: a take carrying owed tickets that Redis runs late gives them back with its own and "
+          "they are owed again") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis);
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
+  s.pause_redis();
+  REQUIRE(s.take("viewer:1", 3, t0).taken_from == account::fallback); // owed 3
+  redis->resume();
+  s.until_redis_decides();
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
+  auto const compensations = s.client.stats().compensations;
+  redis->pause();
+  auto const late = s.take("viewer:1", 1, t0); // sent with the 3 owed, timed out: decided locally, owed 4
+  CHECK(late.taken_from == account::fallback);
+  CHECK(late.granted);
+  redis->resume();
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
+  CHECK(s.client.stats().compensations == compensations + 1);
+  CHECK(s.tokens("viewer:1") == Approx(4).margin(1e-9)); // it ran (4 - 3 - 1) and gave the 4 back
+  s.until_redis_decides();
+  auto const after = s.take("viewer:1", 1, t0); // the 4 owed first: nothing left, as 2 + 3 + 1 of 6 leave
+  CHECK_FALSE(after.granted);
+  CHECK(after.taken_from == account::primary);
+  CHECK(s.tokens("viewer:1") == Approx(0).margin(1e-9));
+}
+
+TEST_CASE("shared viewer limit: locally granted tickets given back while a take carries them go where its answer "
+          "says") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis, 2000ms); // a take waits for a paused Redis rather than answering locally
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
+  // Owed 3: granted locally after the take timed out (it ran late and was given back).
+  redis->pause();
+  REQUIRE(s.take("viewer:1", 3, t0).taken_from == account::fallback);
+  redis->resume();
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
+  REQUIRE(s.tokens("viewer:1") == Approx(4).margin(1e-9));
+  s.until_redis_decides();
+
+  redis->pause();
+  std::optional<wandura::viewer_limit_decision> carrying;
+  asio::co_spawn(s.fleet.io, s.limit.try_acquire("viewer:1", 1, t0),
+                 [&](std::exception_ptr, wandura::viewer_limit_decision d) { carrying = d; });
+  s.fleet.io.restart();
+  s.fleet.io.run_for(50ms); // sent with the 3 owed, waiting on the paused server
+  REQUIRE_FALSE(carrying);
+  s.give_back("viewer:1", 2, account::fallback, t0); // 2 of the 3 it carries
+  redis->resume();
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return carrying.has_value(); }));
+  CHECK(carrying->granted);
+  CHECK(carrying->taken_from == account::primary);
+  // Redis took the 3 and the 1; the 2 given back meanwhile follow to Redis: 2 + 3 + 1 taken, 2 back.
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.tokens("viewer:1") > 1; }));
+  CHECK(s.tokens("viewer:1") == Approx(2).margin(1e-9));
 }
