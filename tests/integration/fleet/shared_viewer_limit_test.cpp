@@ -671,6 +671,19 @@ struct owed_setup {
     REQUIRE(take("paused", 1, at_ms(1'764'590'400'000)).taken_from == wandura::viewer_limit::account::fallback);
   }
   bool settled() { return client.stats().pending == 0; }
+  /// `viewer` takes `in_redis` tickets Redis decides, then `locally` while Redis is paused (owed, from its local
+  /// bucket), all at `at`; then Redis is resumed, decides again, and every command has its answer.
+  void owe(std::string const& viewer, int in_redis, int locally, system_clock::time_point at) {
+    until_redis_decides();
+    REQUIRE(take(viewer, in_redis, at).taken_from == wandura::viewer_limit::account::primary);
+    pause_redis();
+    auto const local = take(viewer, locally, at);
+    REQUIRE(local.granted);
+    REQUIRE(local.taken_from == wandura::viewer_limit::account::fallback);
+    redis.resume();
+    until_redis_decides();
+    REQUIRE(test_support::run_until(fleet.io, [&] { return settled(); }));
+  }
 
   test_support::redis_server& redis;
   two_processes fleet; // b: to look at the buckets
@@ -753,13 +766,8 @@ TEST_CASE("shared viewer limit: locally granted tickets given back go to the loc
   using account = wandura::viewer_limit::account;
   owed_setup s(*redis);
   auto const t0 = at_ms(1'764'590'400'000);
-  s.until_redis_decides();
-  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
-  s.pause_redis();
-  REQUIRE(s.take("viewer:1", 3, t0).taken_from == account::fallback); // owed 3
-  s.give_back("viewer:1", 1, account::fallback, t0);                  // owed 2: Redis never counted it
-  redis->resume();
-  s.until_redis_decides();
+  s.owe("viewer:1", 2, 3, t0);                       // 4 left in Redis, 3 owed
+  s.give_back("viewer:1", 1, account::fallback, t0); // owed 2: Redis never counted it
   CHECK(s.tokens("viewer:1") == Approx(4).margin(1e-9));
   CHECK(s.take("viewer:1", 1, t0).granted); // the 2 owed, then 1
   CHECK(s.tokens("viewer:1") == Approx(1).margin(1e-9));
@@ -779,13 +787,7 @@ TEST_CASE("shared viewer limit: a take carrying owed tickets that Redis runs lat
   using account = wandura::viewer_limit::account;
   owed_setup s(*redis);
   auto const t0 = at_ms(1'764'590'400'000);
-  s.until_redis_decides();
-  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
-  s.pause_redis();
-  REQUIRE(s.take("viewer:1", 3, t0).taken_from == account::fallback); // owed 3
-  redis->resume();
-  s.until_redis_decides();
-  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
+  s.owe("viewer:1", 2, 3, t0); // 4 left in Redis, 3 owed
   auto const compensations = s.client.stats().compensations;
   redis->pause();
   auto const late = s.take("viewer:1", 1, t0); // sent with the 3 owed, timed out: decided locally, owed 4
@@ -811,15 +813,8 @@ TEST_CASE("shared viewer limit: locally granted tickets given back while a take 
   using account = wandura::viewer_limit::account;
   owed_setup s(*redis, 2000ms); // a take waits for a paused Redis rather than answering locally
   auto const t0 = at_ms(1'764'590'400'000);
-  s.until_redis_decides();
-  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
-  // Owed 3: granted locally after the take timed out (it ran late and was given back).
-  redis->pause();
-  REQUIRE(s.take("viewer:1", 3, t0).taken_from == account::fallback);
-  redis->resume();
-  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
+  s.owe("viewer:1", 2, 3, t0); // 4 left in Redis (the local take ran late and was given back), 3 owed
   REQUIRE(s.tokens("viewer:1") == Approx(4).margin(1e-9));
-  s.until_redis_decides();
 
   redis->pause();
   std::optional<wandura::viewer_limit_decision> carrying;
