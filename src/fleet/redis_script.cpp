@@ -68,12 +68,15 @@ std::vector<std::string> redis_script::eval_command(std::span<std::string const>
 asio::awaitable<std::optional<redis_reply>>
 run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
                  std::span<std::string_view const> keys, std::span<std::string_view const> args,
-                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate) {
+                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate, bool* asked) {
   // Cancelled (with the reply, or by Asio at the co_await when already cancelled) or out of memory, the operation
   // ends without an outcome, and `turn` releases its probe as it goes.
   auto turn = guard.ask_redis(std::chrono::steady_clock::now(), script.access());
   if (!turn) {
     co_return std::nullopt;
+  }
+  if (asked != nullptr) {
+    *asked = true;
   }
   auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
   if (ec == asio::error::operation_aborted) {

@@ -48,11 +48,13 @@ private:
 /// accepts; nothing otherwise: a fallback counted by `guard`. An error reply about this call's keys
 /// (`concerns_one_call`) falls back for this call alone (`redis_turn::call_failed`); any other failure starts
 /// or prolongs an outage (`redis_turn::failed`, one WARN line per outage). `compensate` undoes what
-/// the script did when Redis runs it after all, once the caller answered locally or was cancelled.
+/// the script did when Redis runs it after all, once the caller answered locally or was cancelled. `asked`, if
+/// given, is set once the script is sent (the guard let it ask Redis): unset, nothing was sent.
 /// @throws wandura::error with `operation_aborted` when cancelled; `what` names the operation in its message.
 [[nodiscard]] asio::awaitable<std::optional<redis_reply>>
 run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
                  std::span<std::string_view const> keys, std::span<std::string_view const> args,
-                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate = {});
+                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate = {},
+                 bool* asked = nullptr);
 
 } // namespace wandura::detail

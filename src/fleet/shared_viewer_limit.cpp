@@ -13,10 +13,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
-#include <asio/this_coro.hpp>
-
 #include "fallback_guard.hpp"
 #include "fleet_values.hpp"
 #include "lua_scripts.hpp"
@@ -81,20 +77,25 @@ struct shared_viewer_limit::impl {
 
   /// What this process knows of one viewer locally.
   struct local_viewer {
-    /// The local bucket: what the fallback answers from.
+    /// The local bucket (this process's share of the rate and burst): what the fallback answers from.
     detail::token_bucket bucket;
-    /// What the local bucket would hold had this process granted nothing locally since Redis last answered (the
-    /// same share of Redis's rest, refill and burst). It holds more than `bucket` by the tickets granted locally
-    /// that Redis has not counted (`owed`), less what refilling to the burst absorbed meanwhile: a bucket full
-    /// again owes nothing.
+    /// The viewer's bucket in Redis as last said, at the full rate and burst, without this process's local grants
+    /// since (`spent`: with them). What the viewer owes Redis is how much more `unspent` holds than `spent`:
+    /// Redis's own refill to the burst absorbs local grants as it would have absorbed them in Redis, so a viewer
+    /// whose bucket is full again owes nothing. At the full rate, never a share of it: a process that served the
+    /// viewer alone owes nothing its refill covered, and where several did, each counts all of the refill for its
+    /// own grants (some tickets go uncounted; none is counted twice).
     detail::token_bucket unspent;
-    /// Owed tickets carried by takes still waiting for Redis.
-    double carried = 0;
-    /// Of `carried`, tickets given back meanwhile: where they go waits for the take's answer.
-    double returned = 0;
+    detail::token_bucket spent;
     /// Owed tickets Redis took (the script's count) that have not come back since: a give-back of locally granted
     /// tickets returns these to Redis.
     double paid = 0;
+    /// Takes in flight that carry owed tickets, the tickets they carry, and those given back to Redis while they
+    /// did (not paid again when a take's answer says Redis took them). Reset when the last of those takes ends, so
+    /// no rounding residue is kept.
+    int carrying = 0;
+    double carried = 0;
+    double returned = 0;
   };
 
   /// The local state of `viewer_ref`, made (its buckets full) when it has none and there is room within
@@ -109,54 +110,80 @@ struct shared_viewer_limit::impl {
     if (viewers.size() >= local_capacity) {
       return nullptr;
     }
-    detail::token_bucket const full{local_burst, now_ms, true};
-    return &viewers.emplace(viewer_ref, local_viewer{.bucket = full, .unspent = full}).first->second;
+    detail::token_bucket const full{capacity, now_ms, true};
+    return &viewers
+                .emplace(viewer_ref,
+                         local_viewer{.bucket = {local_burst, now_ms, true}, .unspent = full, .spent = full})
+                .first->second;
   }
 
-  /// The tickets `v` owes Redis at `now_ms` (both buckets refilled to then).
+  /// Gives `n` tickets back to `b` (a bucket of `rate` and `burst`): refilled to `now_ms` first, `burst` at most.
+  static void put_back(detail::token_bucket& b, double now_ms, double rate, double burst, double n) {
+    if (n > 0) {
+      detail::bucket_refill(b, now_ms, rate, burst);
+      b.tokens = std::min(burst, b.tokens + n);
+    }
+  }
+
+  /// The tickets `v` owes Redis at `now_ms`.
   [[nodiscard]] double owed(local_viewer& v, double now_ms) const noexcept {
-    detail::bucket_refill(v.bucket, now_ms, local_rate_per_ms, local_burst);
-    detail::bucket_refill(v.unspent, now_ms, local_rate_per_ms, local_burst);
-    return std::max(0.0, v.unspent.tokens - v.bucket.tokens);
+    detail::bucket_refill(v.unspent, now_ms, rate_per_ms, capacity);
+    detail::bucket_refill(v.spent, now_ms, rate_per_ms, capacity);
+    return std::max(0.0, v.unspent.tokens - v.spent.tokens);
   }
 
-  /// The tickets `viewer_ref` owes Redis at `now_ms`, now carried by a take to Redis (no longer owed locally);
-  /// `settle_carried` ends that when the take ends.
-  double carry_owed(std::string const& viewer_ref, double now_ms) {
+  /// The tickets `viewer_ref` owes Redis at `now_ms` (0 for a viewer not tracked).
+  double owed_by(std::string const& viewer_ref, double now_ms) {
     auto const it = viewers.find(viewer_ref);
-    if (it == viewers.end()) {
-      return 0;
-    }
-    auto& v = it->second;
-    double const n = owed(v, now_ms);
-    v.unspent.tokens -= n;
-    v.carried += n;
-    return n;
+    return it == viewers.end() ? 0 : owed(it->second, now_ms);
   }
 
-  /// A take that carried `carried` owed tickets of `viewer_ref` ended: Redis took `taken` of them, or did not answer
-  /// (`nullopt`: they are owed again; if it runs late, its compensation gives them back in Redis). Those given
-  /// back meanwhile go where the take's answer says they were (returned: how many to give back in Redis now).
-  double settle_carried(std::string const& viewer_ref, double now_ms, double carried, std::optional<double> taken) {
+  /// `n` owed tickets of `viewer_ref` (`owed_by` at the same `now_ms`) are carried by a take: no longer owed
+  /// locally. `settle_carried` ends that when the take ends.
+  void carry(std::string const& viewer_ref, double n) noexcept {
     auto const it = viewers.find(viewer_ref);
-    if (!(carried > 0) || it == viewers.end()) {
-      return 0;
+    if (n > 0 && it != viewers.end()) {
+      it->second.unspent.tokens -= n;
+      ++it->second.carrying;
+      it->second.carried += n;
+    }
+  }
+
+  /// How a take that carried owed tickets ended.
+  enum class carry_end {
+    not_sent, ///< nothing was sent (the guard answered locally): owed again
+    unknown,  ///< sent, no answer (timed out, broke, cancelled): forgiven, never counted twice; if Redis ran it
+              ///< after all, they are counted there (`note_paid` from its compensation)
+    answered, ///< Redis took `taken` of them and forgave the rest (its bucket had no more)
+  };
+
+  void settle_carried(std::string const& viewer_ref, double now_ms, double n, carry_end end, double taken = 0) {
+    auto const it = viewers.find(viewer_ref);
+    if (!(n > 0) || it == viewers.end()) {
+      return;
     }
     auto& v = it->second;
-    v.carried = std::max(0.0, v.carried - carried);
-    double const given_back = std::min(v.returned, carried);
+    double const given_back = std::min(v.returned, n); // to Redis already, while carried
     v.returned -= given_back;
-    double to_redis = 0;
-    if (taken) {
-      to_redis = std::min(given_back, *taken); // given back out of those Redis took; the rest Redis forgave
-      v.paid += *taken - to_redis;
-    } else {
-      detail::bucket_take(v.unspent, now_ms, local_rate_per_ms, local_burst, -carried, capacity); // owed again
+    v.carried -= n;
+    if (--v.carrying <= 0) {
+      v = local_viewer{.bucket = v.bucket, .unspent = v.unspent, .spent = v.spent, .paid = v.paid};
     }
-    if (given_back > to_redis) {
-      detail::bucket_take(v.bucket, now_ms, local_rate_per_ms, local_burst, -(given_back - to_redis), capacity);
+    if (end == carry_end::not_sent) {
+      put_back(v.unspent, now_ms, rate_per_ms, capacity, n);
+      put_back(v.spent, now_ms, rate_per_ms, capacity, given_back); // given back to Redis, which never took them
+    } else if (end == carry_end::answered) {
+      v.paid += std::max(0.0, taken - given_back);
     }
-    return to_redis;
+  }
+
+  /// `n` owed tickets of `viewer_ref` were taken in Redis by a take that ran after its caller stopped waiting: a
+  /// give-back of locally granted tickets may return them there.
+  void note_paid(std::string const& viewer_ref, double n) {
+    auto const it = viewers.find(viewer_ref);
+    if (n > 0 && it != viewers.end()) {
+      it->second.paid += n;
+    }
   }
 
   detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
@@ -165,6 +192,10 @@ struct shared_viewer_limit::impl {
       return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
     }
     auto const answer = detail::bucket_take(v->bucket, now_ms, local_rate_per_ms, local_burst, n, capacity);
+    if (answer.granted) {
+      detail::bucket_refill(v->spent, now_ms, rate_per_ms, capacity);
+      v->spent.tokens -= n; // owed to Redis from now on
+    }
     next_sweep_ms = std::min(next_sweep_ms, full_at(*v)); // a new bucket's; a take never makes one full sooner
     return answer;
   }
@@ -179,14 +210,17 @@ struct shared_viewer_limit::impl {
       return; // untracked, or a later answer (or a later local take) was mirrored already
     }
     double const still_owed = owed(*v, now_ms);
-    v->unspent = {std::clamp(tokens_left * local_share, 0.0, local_burst), now_ms, true};
-    v->bucket = {v->unspent.tokens - still_owed, now_ms, true};
+    double const left = std::clamp(tokens_left, 0.0, capacity);
+    v->unspent = {left, now_ms, true};
+    v->spent = {left - still_owed, now_ms, true};
+    v->bucket = {std::clamp(left * local_share, 0.0, local_burst) - still_owed, now_ms, true};
     next_sweep_ms = std::min(next_sweep_ms, full_at(*v));
   }
 
-  /// Gives `n` locally granted tickets of `viewer_ref` back: those still owed to its local bucket, then those Redis
-  /// took as owed to Redis (returned: how many), then those a take carries to Redis when its answer comes
-  /// (`settle_carried`), the rest to its local bucket. Unknown viewers are ignored.
+  /// Gives `n` locally granted tickets of `viewer_ref` back: those still owed to its local buckets; then to Redis
+  /// (returned: how many) those Redis took as owed and those takes carry to it now (if Redis then takes fewer,
+  /// or none, the viewer gets them twice: never counted twice); the rest to its local bucket. Unknown viewers
+  /// are ignored.
   double give_back_locally(std::string const& viewer_ref, double now_ms, double n) {
     auto const it = viewers.find(viewer_ref);
     if (it == viewers.end()) {
@@ -194,15 +228,14 @@ struct shared_viewer_limit::impl {
     }
     auto& v = it->second;
     double const still_owed = std::min(n, owed(v, now_ms));
-    double const to_redis = std::min(n - still_owed, v.paid);
-    v.paid -= to_redis;
-    double const with_a_take = std::min(n - still_owed - to_redis, v.carried - v.returned);
-    v.returned += with_a_take;
-    if (n > to_redis + with_a_take) {
-      detail::bucket_take(v.bucket, now_ms, local_rate_per_ms, local_burst, -(n - to_redis - with_a_take), capacity);
-    }
+    put_back(v.spent, now_ms, rate_per_ms, capacity, still_owed);
+    double const paid_back = std::min(n - still_owed, v.paid);
+    v.paid -= paid_back;
+    double const carried_back = std::clamp(v.carried - v.returned, 0.0, n - still_owed - paid_back);
+    v.returned += carried_back;
+    put_back(v.bucket, now_ms, local_rate_per_ms, local_burst, n - paid_back - carried_back);
     next_sweep_ms = std::min(next_sweep_ms, full_at(v)); // fuller sooner
-    return to_redis;
+    return paid_back + carried_back;
   }
 
   /// When the local bucket of `v` is full again at its refill rate (ms since the epoch); `unspent`, never below it
@@ -231,7 +264,7 @@ struct shared_viewer_limit::impl {
     double soonest = std::numeric_limits<double>::infinity();
     for (auto it = viewers.begin(); it != viewers.end();) {
       double const full = full_at(it->second);
-      if (full <= now_ms && !(it->second.carried > 0)) { // a take in flight settles with it
+      if (full <= now_ms && it->second.carrying == 0) { // a take in flight settles with it
         it = viewers.erase(it);
       } else {
         soonest = std::min(soonest, full);
@@ -308,45 +341,49 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
   // The tickets this process granted the viewer locally that Redis has not counted go with the take, taken first.
-  double const owed = self->carry_owed(viewer_ref, now_ms);
+  // All that may throw is made before they are carried: from then on only the round trip ends the take.
+  double const owed = self->owed_by(viewer_ref, now_ms);
   auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets, owed));
-  // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back
-  // what it took, owed tickets included: the decision was made without it, and they are owed again.
-  redis_compensation give_back = [self, command, tickets](redis_reply const& late) -> std::vector<std::string> {
+  // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back the
+  // tickets it granted: the decision was made without it. The owed tickets it took stay taken (the call forgave
+  // them here, so they are counted once) and may come back there with a give-back.
+  redis_compensation give_back = [self, command, tickets,
+                                  viewer = viewer_ref](redis_reply const& late) -> std::vector<std::string> {
     auto const answer = read_bucket_reply(late);
-    double const taken = answer ? (answer->granted ? tickets : 0) + answer->owed_taken : 0;
-    if (!(taken > 0)) {
-      return {}; // took nothing, or failed
+    if (!answer) {
+      return {}; // failed: nothing was taken
+    }
+    self->note_paid(viewer, answer->owed_taken);
+    if (!answer->granted) {
+      return {};
     }
     std::array<std::string, 5> undo = command->text;
-    undo[3] = detail::number_text(-taken);
+    undo[3] = "-" + undo[3];
     undo[4] = "0";
     return self->script.eval_command(std::span(&command->key, 1), undo);
   };
   auto const keys = command->keys();
   auto const args = command->args();
+  bool asked = false;
   auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_bucket_reply,
-                                          "viewer limit", std::move(give_back)); // named: GCC 12 and co_await
+                                          "viewer limit", std::move(give_back), &asked); // named: GCC 12, co_await
+  self->carry(viewer_ref, owed);
+  using carry_end = impl::carry_end;
   std::optional<redis_reply> reply;
   try {
     reply = co_await std::move(pending);
-  } catch (...) {
-    self->settle_carried(viewer_ref, now_ms, owed, std::nullopt); // cancelled: as unanswered
+  } catch (...) { // cancelled
+    self->settle_carried(viewer_ref, now_ms, owed, asked ? carry_end::unknown : carry_end::not_sent);
     throw;
   }
   viewer_limit_decision decision;
   if (reply) {
     auto const answer = *read_bucket_reply(*reply);
     self->mirror(viewer_ref, now_ms, answer.tokens_left);
-    // The rest of `owed` was forgiven (the bucket had no more). Tickets given back while it was carried and that
-    // Redis took go back there, without holding up this decision.
-    if (double const back = self->settle_carried(viewer_ref, now_ms, owed, answer.owed_taken); back > 0) {
-      asio::co_spawn(co_await asio::this_coro::executor, impl::give_back_in_redis(self, viewer_ref, now_ms, back),
-                     asio::detached);
-    }
+    self->settle_carried(viewer_ref, now_ms, owed, carry_end::answered, answer.owed_taken);
     decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
-    self->settle_carried(viewer_ref, now_ms, owed, std::nullopt); // if it runs late, `give_back` undoes it there
+    self->settle_carried(viewer_ref, now_ms, owed, asked ? carry_end::unknown : carry_end::not_sent);
     auto const local = self->take_locally(viewer_ref, now_ms, tickets);
     // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
     decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),
@@ -371,7 +408,7 @@ asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int t
   double const now_ms = detail::to_epoch_ms(now);
   double to_redis = tickets;
   if (taken_from == viewer_limit::account::fallback) {
-    // Redis counted them only if a later take carried them as owed.
+    // Redis counted them only if a take carried them as owed.
     to_redis = self->give_back_locally(viewer_ref, now_ms, tickets);
     if (!(to_redis > 0)) {
       co_return;

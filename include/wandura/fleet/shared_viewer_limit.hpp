@@ -82,18 +82,20 @@ struct viewer_limit_stats {
 /// @par Owed tickets
 /// Tickets granted locally are owed to Redis: the viewer's next take that Redis answers carries them, and its
 /// script takes them first, down to an empty bucket and no further (the rest is forgiven), then decides the take.
-/// What a viewer owes is how much less its local bucket holds than it would have without those grants (both
-/// refilled at the share of the rate up to the share of the burst), so a refill to the burst meanwhile absorbs them
-/// as it would have in Redis: a viewer whose local bucket is full again owes nothing, and a viewer one process
-/// served alone through the outage comes back to Redis with the count that process kept. So a window that spans
-/// an outage does not give a viewer the rest twice (once locally, once from Redis after). Locally granted tickets
-/// given back (`release` with `account::fallback`) go to the local bucket while still owed, to Redis once Redis
-/// took them, and, given back while a take carries them, where its answer says. A take carrying owed tickets that
-/// Redis does not answer leaves them owed; if Redis runs it later, its give-back (below) returns them with the
-/// take's own. What is left over: a viewer granted untracked beyond `local_capacity` owes nothing; owed tickets
-/// Redis took are forgotten with the viewer's local state once its local bucket is full (a give-back after that
-/// stays local); and a take Redis ran whose late reply was lost with its connection stays spent in Redis, owed
-/// tickets included, as any take's.
+/// What a viewer owes is how much less Redis's bucket would hold with those grants than without them, both
+/// refilled from what Redis last said at the full rate up to the full burst: Redis's refill to the burst absorbs
+/// local grants as it would have had Redis counted them, so a viewer one process served alone through the outage
+/// owes nothing once its bucket would be full again, and comes back to Redis with the count that process kept.
+/// So a window that spans an outage does not give a viewer the rest twice (once locally, once from Redis after).
+/// The rule errs towards the viewer, never counting a ticket twice: where several processes granted a viewer
+/// locally, each counts all of Redis's refill against its own grants (some go uncounted); a take that carried owed
+/// tickets and was sent but not answered (timed out, connection lost, cancelled) leaves them forgiven here, since
+/// Redis may have taken them (if its late reply comes, they were, and count as taken there); only a take never
+/// sent (the fallback answered without asking Redis) leaves them owed. Locally granted tickets given back
+/// (`release` with `account::fallback`) go to the local bucket while still owed, and to Redis once Redis took them
+/// or while a take carries them (if that take's owed tickets are then forgiven, the viewer has them back twice). A
+/// viewer granted untracked beyond `local_capacity` owes nothing, and owed tickets Redis took are forgotten with
+/// the viewer's local state once its local bucket is full (a give-back after that stays local).
 ///
 /// @par A key the SDK did not write
 /// A viewer's key holding anything the SDK never writes (another type than a hash, a `t` that is not a number
@@ -137,8 +139,10 @@ public:
   /// are given back in Redis (sent even while this limiter answers locally, so awaiting it then takes up to the
   /// command timeout; a give-back waiting for a stalled Redis holds one of `redis_options::max_pending` until it
   /// runs; if Redis does not run it, or none is free, the tickets stay spent there until the bucket refills), and
-  /// tickets taken from the local bucket are given back to it (an unknown viewer's, e.g. one dropped when full or
-  /// never tracked beyond `local_capacity`, is ignored), never to Redis, which did not count them.
+  /// tickets taken from the local bucket are given back to it while Redis has not counted them (an unknown viewer's,
+  /// e.g. one dropped when full or never tracked beyond `local_capacity`, is ignored), and to Redis, as tickets taken
+  /// there, once a take carried them there as owed ("Owed tickets"): then awaiting it may take up to the command
+  /// timeout too.
   /// @param viewer_ref as given to `try_acquire`. @param tickets how many to give back.
   /// @param taken_from the `viewer_limit_decision::taken_from` of the takes. @param now the give-back's time.
   /// @throws as `try_acquire`.

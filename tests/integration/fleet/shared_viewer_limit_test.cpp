@@ -633,7 +633,7 @@ namespace {
 
 /// One limiter of 6 tickets a minute (burst 6) on its own client, and a look at its viewers' buckets in Redis.
 struct owed_setup {
-  explicit owed_setup(test_support::redis_server& server, std::chrono::milliseconds command_timeout = 20ms)
+  explicit owed_setup(test_support::redis_server& server, std::chrono::milliseconds command_timeout = 200ms)
       : redis(server), fleet(server.url()),
         client(fleet.io.get_executor(), {.url = server.url(), .command_timeout = command_timeout}),
         limit(client, "org_demo", options()) {}
@@ -778,8 +778,8 @@ TEST_CASE("shared viewer limit: locally granted tickets given back go to the loc
   // 2 + 3 + 1 taken, 3 given back: 3 left, counted once.
 }
 
-TEST_CASE("shared viewer limit: a take carrying owed tickets that Redis runs late gives them back with its own and "
-          "they are owed again") {
+TEST_CASE("shared viewer limit: owed tickets a take carried that Redis ran after the take timed out are counted "
+          "once: forgiven here and taken there") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
     return;
@@ -790,22 +790,26 @@ TEST_CASE("shared viewer limit: a take carrying owed tickets that Redis runs lat
   s.owe("viewer:1", 2, 3, t0); // 4 left in Redis, 3 owed
   auto const compensations = s.client.stats().compensations;
   redis->pause();
-  auto const late = s.take("viewer:1", 1, t0); // sent with the 3 owed, timed out: decided locally, owed 4
+  // Sent with the 3 owed and timed out: Redis may have run it, so the 3 are no longer owed here (Redis may count
+  // them, once); the ticket is decided locally, and owed.
+  auto const late = s.take("viewer:1", 1, t0);
   CHECK(late.taken_from == account::fallback);
   CHECK(late.granted);
   redis->resume();
   REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
   CHECK(s.client.stats().compensations == compensations + 1);
-  CHECK(s.tokens("viewer:1") == Approx(4).margin(1e-9)); // it ran (4 - 3 - 1) and gave the 4 back
+  CHECK(s.tokens("viewer:1") == Approx(1).margin(1e-9)); // it ran (4 - 3 - 1) and gave its own ticket back
   s.until_redis_decides();
-  auto const after = s.take("viewer:1", 1, t0); // the 4 owed first: nothing left, as 2 + 3 + 1 of 6 leave
+  auto const after = s.take("viewer:1", 1, t0); // the 1 owed first: nothing left, as 2 + 3 + 1 of 6 leave
   CHECK_FALSE(after.granted);
   CHECK(after.taken_from == account::primary);
   CHECK(s.tokens("viewer:1") == Approx(0).margin(1e-9));
+  // The 3 the late take counted came back to Redis with a give-back, as any Redis took.
+  s.give_back("viewer:1", 3, account::fallback, t0);
+  CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-9));
 }
 
-TEST_CASE("shared viewer limit: locally granted tickets given back while a take carries them go where its answer "
-          "says") {
+TEST_CASE("shared viewer limit: locally granted tickets given back while a take carries them go to Redis") {
   auto redis = test_support::start_redis_or_skip();
   if (!redis) {
     return;
@@ -823,12 +827,61 @@ TEST_CASE("shared viewer limit: locally granted tickets given back while a take 
   s.fleet.io.restart();
   s.fleet.io.run_for(50ms); // sent with the 3 owed, waiting on the paused server
   REQUIRE_FALSE(carrying);
-  s.give_back("viewer:1", 2, account::fallback, t0); // 2 of the 3 it carries
+  bool given_back = false; // 2 of the 3 it carries: sent to Redis behind it
+  asio::co_spawn(s.fleet.io, s.limit.release("viewer:1", 2, account::fallback, t0),
+                 [&](std::exception_ptr) { given_back = true; });
+  s.fleet.io.run_for(50ms);
   redis->resume();
-  REQUIRE(test_support::run_until(s.fleet.io, [&] { return carrying.has_value(); }));
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return carrying.has_value() && given_back; }));
   CHECK(carrying->granted);
   CHECK(carrying->taken_from == account::primary);
-  // Redis took the 3 and the 1; the 2 given back meanwhile follow to Redis: 2 + 3 + 1 taken, 2 back.
-  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.tokens("viewer:1") > 1; }));
+  // Redis took the 3 and the 1, then got the 2 back: 2 + 3 + 1 taken, 2 back.
   CHECK(s.tokens("viewer:1") == Approx(2).margin(1e-9));
+  s.give_back("viewer:1", 1, account::fallback, t0); // the last of the 3 Redis took: back there
+  CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-9));
+}
+
+TEST_CASE("shared viewer limit: at a local_share of 1/2 a process that served a viewer alone owes nothing Redis's "
+          "own refill covered") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  two_processes fleet(redis->url());
+  wandura::redis_client client(fleet.io.get_executor(), {.url = redis->url(), .command_timeout = 200ms});
+  wandura::viewer_limit_options options{.tickets_per_minute = 6, .local_share = 0.5};
+  options.fallback.probe_interval = 100ms;
+  wandura::shared_viewer_limit limit(client, "org_demo", options);
+  auto const t0 = at_ms(1'764'590'400'000);
+  auto take = [&](std::string const& viewer, int n, system_clock::time_point at) {
+    return test_support::run(fleet.io, limit.try_acquire(viewer, n, at));
+  };
+  auto tokens = [&](std::string const& viewer) {
+    return std::stod(
+        raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {6, 6}, viewer), "t"}).text);
+  };
+  auto until_redis_decides = [&] {
+    for (int i = 0; i < 100 && take("probe:" + std::to_string(i), 1, t0).taken_from != account::primary; ++i) {
+      wait(fleet.io, 50ms);
+    }
+  };
+  until_redis_decides();
+  for (std::string const viewer : {"viewer:1", "viewer:2"}) {
+    REQUIRE(take(viewer, 2, t0).taken_from == account::primary); // 4 left; locally half: 2
+  }
+  redis->pause();
+  REQUIRE(take("paused", 1, t0).taken_from == account::fallback);
+  for (std::string const viewer : {"viewer:1", "viewer:2"}) {
+    REQUIRE(take(viewer, 2, t0).taken_from == account::fallback); // owed 2; the local half is spent
+  }
+  redis->resume();
+  until_redis_decides();
+  // 20 s later Redis's bucket has refilled 2 (to the burst of 6): the 2 still owed, then the ticket.
+  CHECK(take("viewer:1", 1, t0 + 20s).granted);
+  CHECK(tokens("viewer:1") == Approx(3).margin(1e-6));
+  // 40 s later it would have been full with the 2 taken in Redis: nothing owed (at the share's rate, a process
+  // would still owe 1, half of the refill being another's).
+  CHECK(take("viewer:2", 1, t0 + 40s).granted);
+  CHECK(tokens("viewer:2") == Approx(5).margin(1e-6));
 }
