@@ -65,20 +65,43 @@ std::vector<std::string> redis_script::eval_command(std::span<std::string const>
   return command;
 }
 
-asio::awaitable<std::optional<redis_reply>>
-run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
-                 std::span<std::string_view const> keys, std::span<std::string_view const> args,
-                 bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate, bool* asked) {
+namespace {
+/// Whether Redis may have run a command that ended with `ec` and `reply` (redis_client::async_command's errors).
+script_ran ran_with(std::error_code ec, redis_reply const& reply) noexcept {
+  if (!ec) {
+    return reply.is_error() ? script_ran::no : script_ran::yes; // an error reply: the script did not run
+  }
+  if (ec == fleet_errc::server_error || ec == fleet_errc::overloaded || ec == fleet_errc::auth_failed ||
+      ec == asio::error::shut_down || ec == errc::invalid_argument) {
+    return script_ran::no; // refused before it was sent, or by Redis
+  }
+  if (ec == errc::connect_failed) {
+    // No connection: refused, or within the backoff after a failed connect. Also a connection that never became
+    // ready (its AUTH or SELECT unanswered within the connect timeout), though the command may then have been
+    // written behind them and run once Redis read them: taken as not run, the one case that may count twice.
+    return script_ran::no;
+  }
+  return script_ran::maybe; // timeouts, a broken connection, cancelled
+}
+} // namespace
+
+asio::awaitable<std::optional<redis_reply>> run_or_fall_back(redis_script const& script, redis_client& redis,
+                                                             fallback_guard& guard,
+                                                             std::span<std::string_view const> keys,
+                                                             std::span<std::string_view const> args,
+                                                             bool (*valid)(redis_reply const&), std::string_view what,
+                                                             redis_compensation compensate, script_ran* ran) {
   // Cancelled (with the reply, or by Asio at the co_await when already cancelled) or out of memory, the operation
   // ends without an outcome, and `turn` releases its probe as it goes.
   auto turn = guard.ask_redis(std::chrono::steady_clock::now(), script.access());
   if (!turn) {
     co_return std::nullopt;
   }
-  if (asked != nullptr) {
-    *asked = true;
-  }
+  script_ran unused = script_ran::no;
+  script_ran& outcome = ran != nullptr ? *ran : unused;
+  outcome = script_ran::maybe; // until the command ends: cancelled, it may have been written
   auto [ec, reply] = co_await script.run(redis, keys, args, std::move(compensate));
+  outcome = ran_with(ec, reply);
   if (ec == asio::error::operation_aborted) {
     throw error(ec, std::string(what) + ": cancelled");
   }

@@ -44,17 +44,24 @@ private:
   redis_access access_;
 };
 
+/// Whether Redis ran a script `run_or_fall_back` ended with.
+enum class script_ran {
+  no,    ///< not sent (the guard answered locally, no connection, the client refused it), or an error reply
+  maybe, ///< sent, no reply (timed out, the connection broke, cancelled)
+  yes,   ///< answered
+};
+
 /// Runs `script` unless `guard` says to answer locally. The reply when Redis answered with a reply `valid`
 /// accepts; nothing otherwise: a fallback counted by `guard`. An error reply about this call's keys
 /// (`concerns_one_call`) falls back for this call alone (`redis_turn::call_failed`); any other failure starts
 /// or prolongs an outage (`redis_turn::failed`, one WARN line per outage). `compensate` undoes what
-/// the script did when Redis runs it after all, once the caller answered locally or was cancelled. `asked`, if
-/// given, is set once the script is sent (the guard let it ask Redis): unset, nothing was sent.
+/// the script did when Redis runs it after all, once the caller answered locally or was cancelled. `ran`, if
+/// given, says whether Redis may have run the script (set before the operation ends, with an exception too).
 /// @throws wandura::error with `operation_aborted` when cancelled; `what` names the operation in its message.
 [[nodiscard]] asio::awaitable<std::optional<redis_reply>>
 run_or_fall_back(redis_script const& script, redis_client& redis, fallback_guard& guard,
                  std::span<std::string_view const> keys, std::span<std::string_view const> args,
                  bool (*valid)(redis_reply const&), std::string_view what, redis_compensation compensate = {},
-                 bool* asked = nullptr);
+                 script_ran* ran = nullptr);
 
 } // namespace wandura::detail

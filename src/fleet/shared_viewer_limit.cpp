@@ -151,13 +151,21 @@ struct shared_viewer_limit::impl {
 
   /// How a take that carried owed tickets ended.
   enum class carry_end {
-    not_sent, ///< nothing was sent (the guard answered locally): owed again
+    not_sent, ///< Redis did not run it (not sent, refused, an error reply): owed again
     unknown,  ///< sent, no answer (timed out, broke, cancelled): forgiven, never counted twice; if Redis ran it
               ///< after all, they are counted there (`note_paid` from its compensation)
     answered, ///< Redis took `taken` of them and forgave the rest (its bucket had no more)
   };
 
-  void settle_carried(std::string const& viewer_ref, double now_ms, double n, carry_end end, double taken = 0) {
+  /// What a take's compensation needs to know of how the take ended here.
+  struct take_end {
+    bool settled = false;  ///< the take ended here (unanswered) before its late reply came
+    double given_back = 0; ///< of its owed tickets, given back to Redis while it carried them
+  };
+
+  /// Ends the carry of `n` owed tickets of `viewer_ref` (`given_back` of them were given back to Redis meanwhile).
+  void settle_carried(std::string const& viewer_ref, double now_ms, double n, carry_end end, double taken = 0,
+                      take_end* ended = nullptr) {
     auto const it = viewers.find(viewer_ref);
     if (!(n > 0) || it == viewers.end()) {
       return;
@@ -174,6 +182,8 @@ struct shared_viewer_limit::impl {
       put_back(v.spent, now_ms, rate_per_ms, capacity, given_back); // given back to Redis, which never took them
     } else if (end == carry_end::answered) {
       v.paid += std::max(0.0, taken - given_back);
+    } else if (ended != nullptr) {
+      *ended = {true, given_back};
     }
   }
 
@@ -186,13 +196,15 @@ struct shared_viewer_limit::impl {
     }
   }
 
-  detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n) {
+  /// Decides a take of `n` from the local bucket; granted, the tickets are `owed` to Redis, or not (when Redis may
+  /// have counted them: the take was sent and not answered).
+  detail::bucket_answer take_locally(std::string const& viewer_ref, double now_ms, double n, bool owe) {
     auto* const v = track(viewer_ref, now_ms);
     if (v == nullptr) {
       return {true, 0}; // untracked rather than blocked: the limit protects the counter, not the viewer
     }
     auto const answer = detail::bucket_take(v->bucket, now_ms, local_rate_per_ms, local_burst, n, capacity);
-    if (answer.granted) {
+    if (answer.granted && owe) {
       detail::bucket_refill(v->spent, now_ms, rate_per_ms, capacity);
       v->spent.tokens -= n; // owed to Redis from now on
     }
@@ -340,20 +352,23 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   }
   auto const self = impl_; // the operation may outlive this limiter
   double const now_ms = detail::to_epoch_ms(now);
-  // The tickets this process granted the viewer locally that Redis has not counted go with the take, taken first.
-  // All that may throw is made before they are carried: from then on only the round trip ends the take.
-  double const owed = self->owed_by(viewer_ref, now_ms);
+  // The tickets this process granted the viewer locally that Redis has not counted go with the take, taken first,
+  // once Redis answers again (a probe of an outage carries none: unanswered, they would be forgiven). All that may
+  // throw is made before they are carried: from then on only the round trip ends the take.
+  double const owed = self->guard.degraded() ? 0 : self->owed_by(viewer_ref, now_ms);
   auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets, owed));
+  auto const ended = std::make_shared<impl::take_end>();
   // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back the
-  // tickets it granted: the decision was made without it. The owed tickets it took stay taken (the call forgave
+  // tickets it granted: the decision was made without it. The owed tickets it took stay taken (this call forgave
   // them here, so they are counted once) and may come back there with a give-back.
-  redis_compensation give_back = [self, command, tickets,
+  redis_compensation give_back = [self, command, ended, tickets,
                                   viewer = viewer_ref](redis_reply const& late) -> std::vector<std::string> {
     auto const answer = read_bucket_reply(late);
     if (!answer) {
       return {}; // failed: nothing was taken
     }
-    self->note_paid(viewer, answer->owed_taken);
+    // Those given back while carried went to Redis already (if the take has not ended here yet: none, so far).
+    self->note_paid(viewer, answer->owed_taken - ended->given_back);
     if (!answer->granted) {
       return {};
     }
@@ -364,16 +379,17 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   };
   auto const keys = command->keys();
   auto const args = command->args();
-  bool asked = false;
+  auto ran = detail::script_ran::no;
   auto pending = detail::run_or_fall_back(self->script, self->redis, self->guard, keys, args, &is_bucket_reply,
-                                          "viewer limit", std::move(give_back), &asked); // named: GCC 12, co_await
+                                          "viewer limit", std::move(give_back), &ran); // named: GCC 12, co_await
   self->carry(viewer_ref, owed);
   using carry_end = impl::carry_end;
   std::optional<redis_reply> reply;
   try {
     reply = co_await std::move(pending);
   } catch (...) { // cancelled
-    self->settle_carried(viewer_ref, now_ms, owed, asked ? carry_end::unknown : carry_end::not_sent);
+    self->settle_carried(viewer_ref, now_ms, owed,
+                         ran == detail::script_ran::no ? carry_end::not_sent : carry_end::unknown, 0, ended.get());
     throw;
   }
   viewer_limit_decision decision;
@@ -383,8 +399,11 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
     self->settle_carried(viewer_ref, now_ms, owed, carry_end::answered, answer.owed_taken);
     decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
-    self->settle_carried(viewer_ref, now_ms, owed, asked ? carry_end::unknown : carry_end::not_sent);
-    auto const local = self->take_locally(viewer_ref, now_ms, tickets);
+    bool const not_run = ran == detail::script_ran::no;
+    self->settle_carried(viewer_ref, now_ms, owed, not_run ? carry_end::not_sent : carry_end::unknown, 0, ended.get());
+    // Granted here after a take Redis may have run (its late reply is then given back, or lost with its
+    // connection), the tickets are not owed: counted in Redis at most once.
+    auto const local = self->take_locally(viewer_ref, now_ms, tickets, not_run);
     // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
     decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),
                 viewer_limit::account::fallback};

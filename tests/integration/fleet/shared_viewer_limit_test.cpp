@@ -439,10 +439,11 @@ TEST_CASE("shared viewer limit: with redis down at start it answers locally, the
 
   redis->start();
   wait(io, 100ms);
-  // Redis decides again, and is shared: its bucket for "v" is fresh, and the first take carries the 8 granted
-  // locally (taken first), so 2 are left.
-  CHECK_FALSE(test_support::run(io, limit_a.try_acquire("v", 3, t0)).granted);
-  CHECK(test_support::run(io, limit_b.try_acquire("v", 2, t0)).granted);
+  // Redis decides again, and is shared: its bucket for "v" is fresh. The probe that finds it back carries nothing
+  // (10 - 1); the next take carries the 8 granted locally, taken first, so 1 is left for the two processes.
+  CHECK(test_support::run(io, limit_a.try_acquire("v", 1, t0)).granted);
+  CHECK_FALSE(test_support::run(io, limit_a.try_acquire("v", 2, t0)).granted);
+  CHECK(test_support::run(io, limit_b.try_acquire("v", 1, t0)).granted);
   CHECK_FALSE(test_support::run(io, limit_a.try_acquire("v", 1, t0)).granted);
   CHECK(limit_a.stats().fallbacks == 2);
   CHECK_FALSE(limit_a.stats().degraded);
@@ -791,7 +792,7 @@ TEST_CASE("shared viewer limit: owed tickets a take carried that Redis ran after
   auto const compensations = s.client.stats().compensations;
   redis->pause();
   // Sent with the 3 owed and timed out: Redis may have run it, so the 3 are no longer owed here (Redis may count
-  // them, once); the ticket is decided locally, and owed.
+  // them, once); the ticket is decided locally, and not owed either (Redis may have counted the take).
   auto const late = s.take("viewer:1", 1, t0);
   CHECK(late.taken_from == account::fallback);
   CHECK(late.granted);
@@ -800,13 +801,41 @@ TEST_CASE("shared viewer limit: owed tickets a take carried that Redis ran after
   CHECK(s.client.stats().compensations == compensations + 1);
   CHECK(s.tokens("viewer:1") == Approx(1).margin(1e-9)); // it ran (4 - 3 - 1) and gave its own ticket back
   s.until_redis_decides();
-  auto const after = s.take("viewer:1", 1, t0); // the 1 owed first: nothing left, as 2 + 3 + 1 of 6 leave
-  CHECK_FALSE(after.granted);
+  // Nothing owed: the last one. The ticket granted here while the take's fate was unknown goes uncounted (it ran
+  // and gave its own back): 2 + 3 + 1 + 1 tickets of 6, erring towards the viewer.
+  auto const after = s.take("viewer:1", 1, t0);
+  CHECK(after.granted);
   CHECK(after.taken_from == account::primary);
   CHECK(s.tokens("viewer:1") == Approx(0).margin(1e-9));
-  // The 3 the late take counted came back to Redis with a give-back, as any Redis took.
+  // The 3 the late take counted go back to Redis with a give-back, as any Redis took.
   s.give_back("viewer:1", 3, account::fallback, t0);
   CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-9));
+}
+
+TEST_CASE("shared viewer limit: tickets granted locally while Redis was down are charged once it is up again, the "
+          "refused probes meanwhile carrying none") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis);
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
+  redis->kill();
+  REQUIRE(s.take("down", 1, t0).taken_from == account::fallback); // its connection broke: an outage begins
+  // One local take now and one after each probe interval: every probe is refused, none carries the owed.
+  for (int i = 0; i < 3; ++i) {
+    auto const local = s.take("viewer:1", 1, t0);
+    CHECK(local.granted);
+    CHECK(local.taken_from == account::fallback);
+    wait(s.fleet.io, 150ms);
+  }
+  redis->start(); // empty: the viewer's bucket starts full again
+  s.until_redis_decides();
+  CHECK(s.take("viewer:1", 1, t0).granted); // the 3 owed first, then 1
+  CHECK(s.tokens("viewer:1") == Approx(2).margin(1e-9));
 }
 
 TEST_CASE("shared viewer limit: locally granted tickets given back while a take carries them go to Redis") {
