@@ -237,6 +237,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
     }
     detail::finish_items(*self, call);
     settle.succeeded();
+    observed.succeeded();
     co_return std::move(call.result);
   } catch (...) {
     observed.fail(std::current_exception()); // the call's duration is observed on every exit, failures included
@@ -406,6 +407,7 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
     }
     T value = started.first->take();
     settle.succeeded();
+    observed.succeeded();
     co_return value;
   } catch (...) {
     observed.fail(std::current_exception()); // the call's duration is observed on every exit, failures included

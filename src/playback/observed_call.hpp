@@ -2,14 +2,18 @@
 // outcome and duration, failed calls included. Not public API.
 //
 //     detail::observed_call observed(observer, "get_config", *self->time);
-//     try { ... co_return value; } catch (...) { observed.fail(std::current_exception()); throw; }
+//     try { ...; observed.succeeded(); co_return value; }
+//     catch (...) { observed.fail(std::current_exception()); throw; }
 //
-// The destructor reports success unless `fail` was called. Nothing is allocated.
+// The destructor reports what `succeeded` or `fail` said; neither (the call's coroutine destroyed before it
+// completed: its io_context destroyed with the call in flight), `operation_aborted`. Nothing is allocated.
 #pragma once
 
 #include <exception>
 #include <string_view>
 #include <system_error>
+
+#include <asio/error.hpp>
 
 #include "wandura/detail/async_call.hpp"
 #include "wandura/resilience/attempt_observer.hpp"
@@ -30,6 +34,8 @@ public:
     }
   }
 
+  /// The call succeeds.
+  void succeeded() noexcept { error_.clear(); }
   /// The call fails with `failure`'s code (as the `async_` forms report it).
   void fail(std::exception_ptr const& failure) noexcept {
     try {
@@ -48,7 +54,7 @@ private:
   std::string_view operation_;
   clock& time_;
   clock::time_point started_;
-  std::error_code error_;
+  std::error_code error_ = make_error_code(asio::error::operation_aborted); ///< abandoned unless told otherwise
 };
 
 } // namespace wandura::detail

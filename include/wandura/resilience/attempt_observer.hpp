@@ -10,7 +10,8 @@
 // - `wandura::client` reports the end of each of its calls itself (its calls may be answered from its ticket cache
 //   without an engine call, or span several), and turns the engine's report off, so that a client call ends once.
 // A call whose coroutine is destroyed before it completes (its io_context destroyed with the call in flight), or
-// that ends with an exception (out of memory), reports no end from the engine.
+// that ends with an exception (out of memory), reports no end from the engine; from the client, it ends with
+// `asio::error::operation_aborted` (the call was abandoned, and counts as a failure, as in the client's stats).
 //
 //     struct span_observer final : wandura::attempt_observer {
 //       void* on_attempt_begin(wandura::attempt_begin const& a) noexcept override {

@@ -2,6 +2,7 @@
 // with calls in flight, and settling a call (allowance, failure count, latency) on every exit.
 #include "wandura/playback/client.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -635,6 +636,42 @@ TEST_CASE("lifetime: the client destroyed, then its io_context without running, 
   CHECK(store.use_count() > 1);  // the request, cancelled on a context that does not run, holds the client's state
   own.reset();                   // never run again
   CHECK(store.use_count() == 1); // nothing of the client is left
+}
+
+namespace {
+/// The operation and error of each call's end, as "<op> <error or ok>".
+struct call_end_recorder final : wandura::attempt_observer {
+  void* on_attempt_begin(wandura::attempt_begin const&) noexcept override { return nullptr; }
+  void on_attempt_end(void*, wandura::attempt_begin const&, wandura::attempt_end const&) noexcept override {}
+  void on_call_end(wandura::call_end const& c) noexcept override {
+    ends.push_back(std::string(c.operation) + " " + (c.error ? c.error.message() : "ok"));
+  }
+  std::vector<std::string> ends;
+};
+} // namespace
+
+TEST_CASE("lifetime: a call whose coroutine goes with its io_context ends operation_aborted for the observer, not as "
+          "a success") {
+  // attempt_observer.hpp: a client call whose coroutine is destroyed before it completes ends with
+  // operation_aborted (counted a failure, as in the client's stats).
+  asio::io_context listener; // the server's, never run: the kernel accepts, nothing answers
+  asio::ip::tcp::acceptor silent(listener, {asio::ip::make_address("127.0.0.1"), 0});
+  auto own = std::make_unique<asio::io_context>();
+  auto observer = std::make_shared<call_end_recorder>();
+  wandura::client_options options;
+  options.base_url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/";
+  options.api_key = "test-key";
+  options.retry.observer = observer;
+  auto api = std::make_unique<wandura::client>(own->get_executor(), std::move(options));
+  asio::co_spawn(*own, api->get_config(), asio::detached);
+  asio::co_spawn(*own, api->issue_tickets(play_batch(4)), asio::detached);
+  own->run_for(100ms); // both sent, waiting for answers that never come
+  CHECK(observer->ends.empty());
+  api.reset();
+  own.reset(); // never run again: the calls' coroutines are destroyed with it
+  std::sort(observer->ends.begin(), observer->ends.end());
+  auto const aborted = make_error_code(asio::error::operation_aborted).message();
+  CHECK(observer->ends == std::vector<std::string>{"get_config " + aborted, "issue_tickets " + aborted});
 }
 
 TEST_CASE("lifetime: when the caller that started a shared request leaves, a caller still waiting reports its fresh "
