@@ -111,9 +111,11 @@ enum class condition {
 /// The short stable name of a code, e.g. "connect_failed"; "unknown" for values outside the enum.
 [[nodiscard]] std::string_view to_string(errc e) noexcept;
 
-/// What the server said about a failed call, and how many attempts were made. Carried by `wandura::error`.
-/// Every member has a default, so that an initializer naming only some of them (designated or not, the last one
-/// added included) compiles without a -Wmissing-field-initializers warning.
+/// What the server said about a failed call, and how many attempts were made. Carried by `wandura::error`. A call
+/// its caller left before it ended (cancelled, or its deadline passed while an attempt or a retry wait went on)
+/// carries the attempts so far and the last response's status only: its `error_code`, `reason`, `request_id` and
+/// `server_message` are empty. Every member has a default, so that an initializer naming only some of them (designated
+/// or not, the last one added included) compiles without a -Wmissing-field-initializers warning.
 struct error_info {
   /// HTTP status of the last response; 0 when none was read whole: none arrived, or the transport gave it up
   /// (`response_too_large`, `response_timeout`, `connection_reset`, `protocol_error`), whatever its status line said.

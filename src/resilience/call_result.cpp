@@ -39,7 +39,7 @@ std::string last_error_text(call_result const& r) {
   } else if (r.error) {
     text = r.error.message();
   } else {
-    return "no attempt made";
+    return r.attempts == 0 ? "no attempt made" : "no answer yet"; // left with an attempt in flight
   }
   if (r.error && !r.detail.empty()) {
     text += ": " + r.detail; // printable and bounded where it was made (the transport, the retry loop)

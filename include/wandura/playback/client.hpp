@@ -154,7 +154,9 @@ struct client_stats {
 /// request in flight. Partial and total cancellation, when the awaiting coroutine lets them through
 /// (`asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation())`), end it the same way: a call
 /// cannot promise that nothing observable happened. A request that no caller waits for any more is cancelled too:
-/// it sends nothing more (an attempt already on the wire is aborted).
+/// it sends nothing more (an attempt already on the wire is aborted). A cancellation that comes after the answer
+/// (a 2xx read whole before the posted cancellation runs, as on a fast loopback right after the call starts) does
+/// not undo it: the call completes with its result.
 class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may

@@ -46,6 +46,18 @@ TEST_CASE("call result: a deadline stop says which deadline and keeps the last r
                                     0) == 0);
 }
 
+TEST_CASE("call result: a deadline reached with an attempt in flight says it had no answer yet, not that none was "
+          "made") {
+  call_result r;
+  r.stopped = stop_reason::deadline_exceeded;
+  r.total_timeout = std::chrono::milliseconds(700);
+  r.attempts = 1; // what a caller that left at its deadline knows: one attempt sent, nothing read
+  CHECK(std::string(wandura::to_error(r, "start_episode").what()) ==
+        "start_episode: deadline of 700 ms reached after 1 attempt: no answer yet");
+  r.attempts = 0;
+  CHECK(std::string(wandura::to_error(r, "start_episode").what()).find("no answer yet") == std::string::npos);
+}
+
 TEST_CASE("call result: an unkeyed write that failed mid-transfer says why it was not retried") {
   call_result r;
   r.stopped = stop_reason::not_retryable;
