@@ -11,7 +11,8 @@
 
 using namespace std::chrono_literals;
 
-TEST_CASE("observed call: a failed call is recorded with its code as outcome, a finished one as success") {
+TEST_CASE("observed call: a failed call is recorded with its code as outcome, a succeeded one as success, an "
+          "abandoned one as operation_aborted") {
   wandura::testing::manual_clock clock;
   wandura::http_client_metrics metrics;
   {
@@ -22,12 +23,20 @@ TEST_CASE("observed call: a failed call is recorded with its code as outcome, a 
   {
     wandura::detail::observed_call observed(&metrics, "get_config", clock);
     clock.advance(20ms);
+    observed.succeeded();
+  }
+  {
+    wandura::detail::observed_call observed(&metrics, "get_video", clock); // its coroutine destroyed mid-call
   }
   auto const text = metrics.to_prometheus();
   CAPTURE(text);
   CHECK(text.find("wandura_call_duration_seconds_bucket{operation=\"get_film\",outcome=\"http_error\",le=\"0.5\"} 1") !=
         std::string::npos);
   CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_config\",outcome=\"success\"} 1") !=
+        std::string::npos);
+  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_video\",outcome=\"success\"}") ==
+        std::string::npos);
+  CHECK(text.find("wandura_call_duration_seconds_count{operation=\"get_video\",outcome=\"operation_aborted\"} 1") !=
         std::string::npos);
   wandura::detail::observed_call unobserved(nullptr, "get_config", clock);
 }
