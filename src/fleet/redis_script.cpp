@@ -69,11 +69,16 @@ namespace {
 /// Whether Redis may have run a command that ended with `ec` and `reply` (redis_client::async_command's errors).
 script_ran ran_with(std::error_code ec, redis_reply const& reply) noexcept {
   if (!ec) {
-    return reply.is_error() ? script_ran::no : script_ran::yes; // an error reply: the script did not run
+    return script_ran::yes;
   }
-  if (ec == fleet_errc::server_error || ec == fleet_errc::overloaded || ec == fleet_errc::auth_failed ||
-      ec == asio::error::shut_down || ec == errc::invalid_argument) {
-    return script_ran::no; // refused before it was sent, or by Redis
+  if (ec == fleet_errc::server_error) {
+    // An error the script raised (Redis names it `user_script`) may come after a write of it; any other refused
+    // the command (NOSCRIPT, OOM, READONLY, BUSY, LOADING, NOPERM).
+    return std::string_view(reply.text).find("user_script") != std::string_view::npos ? script_ran::maybe
+                                                                                      : script_ran::no;
+  }
+  if (ec == fleet_errc::overloaded || ec == errc::invalid_argument) {
+    return script_ran::no; // refused by the client before it was sent
   }
   if (ec == errc::connect_failed) {
     // No connection: refused, or within the backoff after a failed connect. Also a connection that never became
@@ -81,7 +86,9 @@ script_ran ran_with(std::error_code ec, redis_reply const& reply) noexcept {
     // written behind them and run once Redis read them: taken as not run, the one case that may count twice.
     return script_ran::no;
   }
-  return script_ran::maybe; // timeouts, a broken connection, cancelled
+  // Timeouts, a broken connection, cancelled; a refused AUTH or SELECT (the commands pipelined behind them may
+  // have run, as the user already logged in or in database 0); the client closed with the command written.
+  return script_ran::maybe;
 }
 } // namespace
 

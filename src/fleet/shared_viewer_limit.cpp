@@ -153,19 +153,22 @@ struct shared_viewer_limit::impl {
   enum class carry_end {
     not_sent, ///< Redis did not run it (not sent, refused, an error reply): owed again
     unknown,  ///< sent, no answer (timed out, broke, cancelled): forgiven, never counted twice; if Redis ran it
-              ///< after all, they are counted there (`note_paid` from its compensation)
+              ///< after all, they are counted there (`settle_late` from its compensation)
     answered, ///< Redis took `taken` of them and forgave the rest (its bucket had no more)
   };
 
   /// What a take's compensation needs to know of how the take ended here.
   struct take_end {
-    bool settled = false;  ///< the take ended here (unanswered) before its late reply came
-    double given_back = 0; ///< of its owed tickets, given back to Redis while it carried them
+    bool settled = false;        ///< the take ended here unanswered (`settle_carried`)
+    double given_back = 0;       ///< then: of its owed tickets, those given back to Redis while it carried them
+    double late_owed_taken = -1; ///< its late reply came first: the owed tickets Redis took (else -1)
   };
 
-  /// Ends the carry of `n` owed tickets of `viewer_ref` (`given_back` of them were given back to Redis meanwhile).
-  void settle_carried(std::string const& viewer_ref, double now_ms, double n, carry_end end, double taken = 0,
-                      take_end* ended = nullptr) {
+  /// Ends the carry of `n` owed tickets of `viewer_ref` by a take that ended so (`ended`: shared with the take's
+  /// compensation).
+  void settle_carried(std::string const& viewer_ref, double now_ms, double n, carry_end end, double taken,
+                      take_end& ended) {
+    ended.settled = end == carry_end::unknown;
     auto const it = viewers.find(viewer_ref);
     if (!(n > 0) || it == viewers.end()) {
       return;
@@ -182,17 +185,25 @@ struct shared_viewer_limit::impl {
       put_back(v.spent, now_ms, rate_per_ms, capacity, given_back); // given back to Redis, which never took them
     } else if (end == carry_end::answered) {
       v.paid += std::max(0.0, taken - given_back);
-    } else if (ended != nullptr) {
-      *ended = {true, given_back};
+    } else {
+      ended.given_back = given_back;
+      if (ended.late_owed_taken >= 0) { // its late reply came first
+        v.paid += std::max(0.0, ended.late_owed_taken - given_back);
+      }
     }
   }
 
-  /// `n` owed tickets of `viewer_ref` were taken in Redis by a take that ran after its caller stopped waiting: a
-  /// give-back of locally granted tickets may return them there.
-  void note_paid(std::string const& viewer_ref, double n) {
+  /// The late reply of a take that ended unanswered: Redis took `owed_taken` of the owed tickets it carried (they
+  /// were forgiven here: counted there, and a give-back of locally granted tickets may return them there).
+  void settle_late(std::string const& viewer_ref, double owed_taken, take_end& ended) {
     auto const it = viewers.find(viewer_ref);
-    if (n > 0 && it != viewers.end()) {
-      it->second.paid += n;
+    if (it == viewers.end()) {
+      return;
+    }
+    if (ended.settled) {
+      it->second.paid += std::max(0.0, owed_taken - ended.given_back);
+    } else {
+      ended.late_owed_taken = owed_taken; // `settle_carried` takes out those given back meanwhile
     }
   }
 
@@ -250,8 +261,9 @@ struct shared_viewer_limit::impl {
     return paid_back + carried_back;
   }
 
-  /// When the local bucket of `v` is full again at its refill rate (ms since the epoch); `unspent`, never below it
-  /// when full, is full by then too, so a viewer then owes nothing.
+  /// When the local bucket of `v` is full again at its refill rate (ms since the epoch). `spent` is full by then
+  /// too (it lost no more than the local bucket did and refills at least as fast, relative to its burst), and
+  /// `unspent` never holds more than the burst: a viewer then owes nothing.
   [[nodiscard]] double full_at(local_viewer const& v) const noexcept {
     return v.bucket.at_ms + (local_burst - v.bucket.tokens) / local_rate_per_ms;
   }
@@ -359,16 +371,16 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
   auto const command = std::make_shared<bucket_command const>(self->command(viewer_ref, now_ms, tickets, owed));
   auto const ended = std::make_shared<impl::take_end>();
   // A take that Redis runs after this call stopped waiting (it answered locally, or was cancelled) gives back the
-  // tickets it granted: the decision was made without it. The owed tickets it took stay taken (this call forgave
-  // them here, so they are counted once) and may come back there with a give-back.
-  redis_compensation give_back = [self, command, ended, tickets,
+  // tickets it granted: the decision was made without it.
+  // The owed tickets it took stay taken (this call forgave them here, so they are counted once) and may come back
+  // there with a give-back.
+  redis_compensation give_back = [self, command, ended,
                                   viewer = viewer_ref](redis_reply const& late) -> std::vector<std::string> {
     auto const answer = read_bucket_reply(late);
     if (!answer) {
       return {}; // failed: nothing was taken
     }
-    // Those given back while carried went to Redis already (if the take has not ended here yet: none, so far).
-    self->note_paid(viewer, answer->owed_taken - ended->given_back);
+    self->settle_late(viewer, answer->owed_taken, *ended);
     if (!answer->granted) {
       return {};
     }
@@ -389,20 +401,20 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
     reply = co_await std::move(pending);
   } catch (...) { // cancelled
     self->settle_carried(viewer_ref, now_ms, owed,
-                         ran == detail::script_ran::no ? carry_end::not_sent : carry_end::unknown, 0, ended.get());
+                         ran == detail::script_ran::no ? carry_end::not_sent : carry_end::unknown, 0, *ended);
     throw;
   }
   viewer_limit_decision decision;
   if (reply) {
     auto const answer = *read_bucket_reply(*reply);
     self->mirror(viewer_ref, now_ms, answer.tokens_left);
-    self->settle_carried(viewer_ref, now_ms, owed, carry_end::answered, answer.owed_taken);
+    self->settle_carried(viewer_ref, now_ms, owed, carry_end::answered, answer.owed_taken, *ended);
     decision = {answer.granted, std::chrono::milliseconds(answer.wait_ms), viewer_limit::account::primary};
   } else {
     bool const not_run = ran == detail::script_ran::no;
-    self->settle_carried(viewer_ref, now_ms, owed, not_run ? carry_end::not_sent : carry_end::unknown, 0, ended.get());
-    // Granted here after a take Redis may have run (its late reply is then given back, or lost with its
-    // connection), the tickets are not owed: counted in Redis at most once.
+    self->settle_carried(viewer_ref, now_ms, owed, not_run ? carry_end::not_sent : carry_end::unknown, 0, *ended);
+    // Granted here after a take Redis may have run, the tickets are not owed: Redis may have counted them (if its
+    // late reply comes, the compensation gives them back there, and they count nowhere: erring towards the viewer).
     auto const local = self->take_locally(viewer_ref, now_ms, tickets, not_run);
     // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
     decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),

@@ -91,16 +91,19 @@ struct viewer_limit_stats {
 /// locally, each counts all of Redis's refill against its own grants (some go uncounted); owed tickets travel only
 /// once Redis answers again (a probe of an outage carries none); a take sent with owed tickets but not answered
 /// (timed out, connection lost, cancelled) forgives them here, since Redis may have taken them (if its late reply
-/// comes, they were, and count as taken there), and a ticket then granted locally for that take is not owed
-/// either (Redis may have counted the take). Tickets stay owed when the take carrying them was not run: not sent
-/// (no connection, the client refused it) or refused with an error reply. The one exception: a connection that
-/// never became ready (its `AUTH` or `SELECT` unanswered within the connect timeout) fails its commands as not
-/// sent though Redis may read and run them later, which counts such a take's owed tickets twice. Locally granted
-/// tickets given back (`release` with `account::fallback`) go to the local bucket while still owed, and to Redis
-/// once Redis took them or while a take carries them (if that take's owed tickets are then forgiven, the viewer
-/// has them back twice). A viewer granted untracked beyond `local_capacity` owes nothing, and owed tickets Redis
-/// took are forgotten with the viewer's local state once its local bucket is full (a give-back after that is
-/// ignored, as an unknown viewer's).
+/// comes, they were, and count as taken there). A ticket the local bucket grants for such a take is not owed
+/// either: Redis may have counted the take, whose late reply, if it comes, gives its own tickets back there, so
+/// such a ticket counts at most once (one per process and outage goes uncounted, or every ticket of a viewer asking
+/// once a probe interval or less, each being the outage's probe). Tickets stay owed when the take carrying them was not
+/// run: not sent (no connection, the client refused it) or refused by Redis with an error reply. The one exception: a
+/// connection that never became ready (its `AUTH` or `SELECT` unanswered within the connect timeout) fails its commands
+/// as not sent though Redis may read and run them later, which counts such a take's owed tickets twice. Locally granted
+/// tickets given back
+/// (`release` with `account::fallback`) go to the local bucket while still owed, and to Redis once Redis took them
+/// or while a take carries them (if that take's owed tickets are then forgiven or never sent, the viewer has them
+/// back twice). A viewer granted untracked beyond `local_capacity` owes nothing, and owed tickets Redis took are
+/// forgotten with the viewer's local state once its local bucket is full (a give-back after that is ignored, as an
+/// unknown viewer's).
 ///
 /// @par A key the SDK did not write
 /// A viewer's key holding anything the SDK never writes (another type than a hash, a `t` that is not a number

@@ -920,3 +920,49 @@ TEST_CASE("shared viewer limit: at a local_share of 1/2 a process that served a 
   CHECK(take("viewer:2", 1, t0 + 40s).granted);
   CHECK(tokens("viewer:2") == Approx(5).margin(1e-6));
 }
+
+TEST_CASE("shared viewer limit: a ticket granted here for a take that timed out is never owed: counted in Redis at "
+          "most once whether Redis granted the take late or refused it") {
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  using account = wandura::viewer_limit::account;
+  owed_setup s(*redis);
+  wandura::shared_viewer_limit other(s.fleet.b, "org_demo", owed_setup::options()); // another process
+  auto const t0 = at_ms(1'764'590'400'000);
+  s.until_redis_decides();
+  REQUIRE(s.take("viewer:1", 2, t0).taken_from == account::primary); // 4 left
+  REQUIRE(s.take("viewer:2", 2, t0).taken_from == account::primary); // 4 left, as this process last saw
+  auto const drained = test_support::run(s.fleet.io, other.try_acquire("viewer:2", 4, t0)); // none left in Redis
+  REQUIRE(drained.granted);
+  REQUIRE(drained.taken_from == account::primary);
+  auto const compensations = s.client.stats().compensations;
+  redis->pause();
+  // Each take is sent (the first while Redis seems well, the others as the probe of each interval: a viewer
+  // asking once an interval is every probe), times out and is granted here.
+  for (int i = 0; i < 3; ++i) {
+    auto const local = s.take("viewer:1", 1, t0);
+    CHECK(local.granted);
+    CHECK(local.taken_from == account::fallback);
+    wait(s.fleet.io, 150ms);
+  }
+  auto const only_here = s.take("viewer:2", 1, t0);
+  CHECK(only_here.granted);
+  CHECK(only_here.taken_from == account::fallback);
+  redis->resume();
+  REQUIRE(test_support::run_until(s.fleet.io, [&] { return s.settled(); }));
+  // viewer:1's three ran late, granted, and were given back there; viewer:2's was refused there (empty).
+  CHECK(s.client.stats().compensations == compensations + 3);
+  CHECK(s.tokens("viewer:1") == Approx(4).margin(1e-9));
+  CHECK(s.tokens("viewer:2") == Approx(0).margin(1e-9));
+  // Not owed: the next takes carry nothing (a lost late reply may have counted them in Redis; here they count
+  // nowhere, erring towards the viewer).
+  s.until_redis_decides();
+  CHECK(s.take("viewer:1", 1, t0).granted);
+  CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-9));
+  auto const refilled = s.take("viewer:2", 1, t0 + 10s); // 1 refilled, nothing owed: granted
+  CHECK(refilled.granted);
+  CHECK(refilled.taken_from == account::primary);
+  CHECK(s.tokens("viewer:2") == Approx(0).margin(1e-6));
+}
