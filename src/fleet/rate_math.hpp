@@ -29,6 +29,15 @@ inline void bucket_refill(token_bucket& b, double now_ms, double rate_per_ms, do
   }
 }
 
+/// Gives `n` tokens back to `b` (which must exist; nothing for n <= 0), refilled to `now_ms` first, to `capacity`
+/// at most.
+inline void bucket_give_back(token_bucket& b, double now_ms, double rate_per_ms, double capacity, double n) noexcept {
+  if (n > 0) {
+    bucket_refill(b, now_ms, rate_per_ms, capacity);
+    b.tokens = std::min(capacity, b.tokens + n);
+  }
+}
+
 /// Takes `n` tokens all-or-nothing (n > 0), or gives `-n` back (n < 0, capped at `capacity`), from a bucket that
 /// holds `capacity` when full and refills at `rate_per_ms`. `most` is the largest request that may ever go, at least
 /// `capacity`: a request above `capacity` but within `most` goes when the bucket is full and leaves it in debt
@@ -39,11 +48,11 @@ inline bucket_answer bucket_take(token_bucket& b, double now_ms, double rate_per
   if (!b.exists) {
     b = {capacity, now_ms, true};
   }
-  bucket_refill(b, now_ms, rate_per_ms, capacity);
   if (n < 0) {
-    b.tokens = std::min(capacity, b.tokens - n);
+    bucket_give_back(b, now_ms, rate_per_ms, capacity, -n);
     return {true, 0};
   }
+  bucket_refill(b, now_ms, rate_per_ms, capacity);
   if (n > most) {
     return {false, std::ceil((capacity - b.tokens) / rate_per_ms)}; // never fits: the time to refill completely
   }

@@ -46,7 +46,8 @@ private:
 
 /// Whether Redis ran a script `run_or_fall_back` ended with.
 enum class script_ran {
-  no,    ///< not sent (the guard answered locally, no connection, the client refused it), or an error reply
+  no,    ///< not sent (the guard answered locally, no connection, the client refused it), or refused by Redis
+         ///< with an error reply (not one the script itself raised)
   maybe, ///< sent, no reply (timed out, the connection broke, cancelled)
   yes,   ///< answered
 };

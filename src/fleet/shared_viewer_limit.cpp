@@ -117,14 +117,6 @@ struct shared_viewer_limit::impl {
                 .first->second;
   }
 
-  /// Gives `n` tickets back to `b` (a bucket of `rate` and `burst`): refilled to `now_ms` first, `burst` at most.
-  static void put_back(detail::token_bucket& b, double now_ms, double rate, double burst, double n) {
-    if (n > 0) {
-      detail::bucket_refill(b, now_ms, rate, burst);
-      b.tokens = std::min(burst, b.tokens + n);
-    }
-  }
-
   /// The tickets `v` owes Redis at `now_ms`.
   [[nodiscard]] double owed(local_viewer& v, double now_ms) const noexcept {
     detail::bucket_refill(v.unspent, now_ms, rate_per_ms, capacity);
@@ -181,8 +173,9 @@ struct shared_viewer_limit::impl {
       v = local_viewer{.bucket = v.bucket, .unspent = v.unspent, .spent = v.spent, .paid = v.paid};
     }
     if (end == carry_end::not_sent) {
-      put_back(v.unspent, now_ms, rate_per_ms, capacity, n);
-      put_back(v.spent, now_ms, rate_per_ms, capacity, given_back); // given back to Redis, which never took them
+      detail::bucket_give_back(v.unspent, now_ms, rate_per_ms, capacity, n);
+      detail::bucket_give_back(v.spent, now_ms, rate_per_ms, capacity,
+                               given_back); // given back to Redis, which never took them
     } else if (end == carry_end::answered) {
       v.paid += std::max(0.0, taken - given_back);
     } else {
@@ -251,12 +244,12 @@ struct shared_viewer_limit::impl {
     }
     auto& v = it->second;
     double const still_owed = std::min(n, owed(v, now_ms));
-    put_back(v.spent, now_ms, rate_per_ms, capacity, still_owed);
+    detail::bucket_give_back(v.spent, now_ms, rate_per_ms, capacity, still_owed);
     double const paid_back = std::min(n - still_owed, v.paid);
     v.paid -= paid_back;
     double const carried_back = std::clamp(v.carried - v.returned, 0.0, n - still_owed - paid_back);
     v.returned += carried_back;
-    put_back(v.bucket, now_ms, local_rate_per_ms, local_burst, n - paid_back - carried_back);
+    detail::bucket_give_back(v.bucket, now_ms, local_rate_per_ms, local_burst, n - paid_back - carried_back);
     next_sweep_ms = std::min(next_sweep_ms, full_at(v)); // fuller sooner
     return paid_back + carried_back;
   }
@@ -298,31 +291,12 @@ struct shared_viewer_limit::impl {
     next_sweep_ms = soonest;
   }
 
-  /// Gives `tickets` back to the viewer's bucket in Redis, whether or not the guard would ask Redis now (the local
-  /// bucket never had them). Not a fallback when it fails: nothing is answered from local state; the tickets stay
-  /// spent in Redis until the bucket refills. A give-back that runs late is what was wanted.
-  /// @throws wandura::error with `operation_aborted` when cancelled.
-  static asio::awaitable<void> give_back_in_redis(std::shared_ptr<impl> self, std::string viewer_ref, double now_ms,
-                                                  double tickets) {
-    auto const command = self->command(viewer_ref, now_ms, -tickets);
-    auto const keys = command.keys();
-    auto const args = command.args();
-    auto pending = self->script.run(self->redis, keys, args); // named: GCC 12 and co_await temporaries
-    auto const [ec, reply] = co_await std::move(pending);
-    if (ec == asio::error::operation_aborted) {
-      throw error(ec, "viewer limit: give-back cancelled");
-    }
-    if (auto const answer = ec ? std::nullopt : read_bucket_reply(reply)) {
-      self->mirror(viewer_ref, now_ms, answer->tokens_left); // what Redis holds now that they are back
-    }
-  }
-
   redis_client& redis;
   std::string org;
   double rate_per_ms;
   double capacity;
   /// What the viewer keys are named after: limits of other rates or bursts have buckets of their own in Redis, as
-  /// they have in process (each limiter's `buckets`).
+  /// they have in process (each limiter's `viewers`).
   viewer_rate key_rate;
   // The local buckets (the fallback's): this process's share of the rate and the burst (`local_share`).
   double local_rate_per_ms;
@@ -445,8 +419,20 @@ asio::awaitable<void> shared_viewer_limit::release(std::string viewer_ref, int t
       co_return;
     }
   }
-  auto back = impl::give_back_in_redis(self, std::move(viewer_ref), now_ms, to_redis); // named: GCC 12 and co_await
-  co_await std::move(back);
+  // Taken in Redis: given back there, whether or not the guard would ask Redis now (the local bucket never had
+  // them). Not a fallback when it fails: nothing is answered from local state; the tickets stay spent in Redis
+  // until the bucket refills. A give-back that runs late is what was wanted.
+  auto const command = self->command(viewer_ref, now_ms, -to_redis);
+  auto const keys = command.keys();
+  auto const args = command.args();
+  auto pending = self->script.run(self->redis, keys, args); // named: GCC 12 and co_await temporaries
+  auto const [ec, reply] = co_await std::move(pending);
+  if (ec == asio::error::operation_aborted) {
+    throw error(ec, "viewer limit: give-back cancelled");
+  }
+  if (auto const answer = ec ? std::nullopt : read_bucket_reply(reply)) {
+    self->mirror(viewer_ref, now_ms, answer->tokens_left); // what Redis holds now that they are back
+  }
 }
 
 viewer_limit_stats shared_viewer_limit::stats() const noexcept {
