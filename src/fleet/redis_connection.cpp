@@ -504,6 +504,11 @@ void redis_connection::bound_unfinished_reply() {
 }
 
 std::error_code redis_connection::failure_code(redisAsyncContext const* ac) const noexcept {
+  if (down_reason_ == errc::connect_failed && connected_) {
+    // Written behind an AUTH or SELECT unanswered within the connect timeout: Redis runs it if it reads them later.
+    // Not "not sent" (`connect_failed`): the connection closed before the reply, as any broken connection does.
+    return errc::connection_reset;
+  }
   if (down_reason_) {
     return down_reason_;
   }

@@ -81,12 +81,10 @@ script_ran ran_with(std::error_code ec, redis_reply const& reply) noexcept {
     return script_ran::no; // refused by the client before it was sent
   }
   if (ec == errc::connect_failed) {
-    // No connection: refused, or within the backoff after a failed connect. Also a connection that never became
-    // ready (its AUTH or SELECT unanswered within the connect timeout), though the command may then have been
-    // written behind them and run once Redis read them: taken as not run, the one case that may count twice.
-    return script_ran::no;
+    return script_ran::no; // no connection: refused, or within the backoff after a failed connect
   }
-  // Timeouts, a broken connection, cancelled; a refused AUTH or SELECT (the commands pipelined behind them may
+  // Timeouts, a broken connection (one whose AUTH or SELECT went unanswered within the connect timeout included: the
+  // command was written behind them), cancelled; a refused AUTH or SELECT (the commands pipelined behind them may
   // have run, as the user already logged in or in database 0); the client closed with the command written.
   return script_ran::maybe;
 }

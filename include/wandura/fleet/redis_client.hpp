@@ -45,7 +45,9 @@ struct redis_options {
   std::chrono::milliseconds command_timeout{5};
   /// How long a new connection may take to become ready (TCP connect, and the replies to the URL's `AUTH` and
   /// `SELECT`) before it is dropped as failed; the commands still waiting for it then complete with
-  /// `errc::connect_failed` (on a reconnect, those have mostly timed out already: see `command_timeout`).
+  /// `errc::connect_failed` when its TCP connect did not complete (not sent), and with `errc::connection_reset` when
+  /// it did (written behind `AUTH` and `SELECT`: Redis may run them). On a reconnect, those have mostly timed out
+  /// already: see `command_timeout`.
   std::chrono::milliseconds connect_timeout{200};
   /// The wait before the first reconnect after a failed connect; doubled after each further failure up to
   /// `max_reconnect_backoff`, back to this after a successful connect. A connection that was up and broke is
@@ -152,13 +154,14 @@ public:
   ///   given to the compensation of the overload below; the connection stays while the late reply stays within
   ///   `redis_options::max_reply_bytes`);
   /// - `errc::connect_failed`: no connection (refused, connect timeout, or within the reconnect backoff after one);
-  ///   not sent, or sent on a connection that did not become ready within `connect_timeout` (Redis may then have run
-  ///   it);
+  ///   not sent;
   /// - `fleet_errc::auth_failed`: `AUTH` or `SELECT` of the URL refused, with the refusal as the reply (an error
   ///   reply, e.g. `WRONGPASS invalid username-password pair or user is disabled.`); not executed. Commands within
   ///   the reconnect backoff after such a refusal fail the same way, not sent;
   /// - `fleet_errc::overloaded`: `max_pending` commands already wait for replies; not sent;
-  /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived;
+  /// - `errc::connection_reset`: the connection closed or broke before the whole reply arrived, a connection
+  ///   dropped because its `AUTH` or `SELECT` went unanswered within `connect_timeout` included (the command was
+  ///   written behind them: Redis may run it when it reads them);
   /// - `errc::protocol_error`: the server sent bytes that are not RESP2, a reply no command waits for, or a reply
   ///   longer than `redis_options::max_reply_bytes` or whose arrays declare more than
   ///   `redis_options::max_reply_elements` elements (or than `max_reply_bytes` could carry)

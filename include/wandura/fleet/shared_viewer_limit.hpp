@@ -95,10 +95,9 @@ struct viewer_limit_stats {
 /// either: Redis may have counted the take, whose late reply, if it comes, gives its own tickets back there, so
 /// such a ticket counts at most once (one per process and outage goes uncounted, or every ticket of a viewer asking
 /// once a probe interval or less, each being the outage's probe). Tickets stay owed when the take carrying them was not
-/// run: not sent (no connection, the client refused it) or refused by Redis with an error reply. The one exception: a
-/// connection that never became ready (its `AUTH` or `SELECT` unanswered within the connect timeout) fails its commands
-/// as not sent though Redis may read and run them later, which counts such a take's owed tickets twice. Locally granted
-/// tickets given back
+/// run: not sent (no connection, the client refused it) or refused by Redis with an error reply; a take written on a
+/// connection whose `AUTH` or `SELECT` went unanswered within the connect timeout may run later, and forgives them.
+/// Locally granted tickets given back
 /// (`release` with `account::fallback`) go to the local bucket while still owed, and to Redis once Redis took them
 /// or while a take carries them (if that take's owed tickets are then forgiven or never sent, the viewer has them
 /// back twice). A viewer granted untracked beyond `local_capacity` owes nothing, and owed tickets Redis took are
