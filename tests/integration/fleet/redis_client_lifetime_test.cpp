@@ -554,7 +554,7 @@ TEST_CASE("redis client: a command written behind a setup not answered within co
   CHECK(ec == wandura::errc::connection_reset);
   CHECK(ec == wandura::condition::retryable);
   CHECK(took >= 90);
-  CHECK(took < 550); // the connect timeout, not the command's 5 s nor the proxy's 600 ms
+  CHECK(took < 550);                           // the connect timeout, not the command's 5 s nor the proxy's 600 ms
   CHECK(client.stats().connect_failures == 1); // the connection failed to become ready
   CHECK(client.stats().disconnects == 0);
   CHECK(client.stats().timeouts == 0);

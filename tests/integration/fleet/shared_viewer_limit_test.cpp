@@ -634,13 +634,14 @@ namespace {
 
 /// One limiter of 6 tickets a minute (burst 6) on its own client, and a look at its viewers' buckets in Redis.
 struct owed_setup {
-  explicit owed_setup(test_support::redis_server& server, std::chrono::milliseconds command_timeout = 200ms)
+  explicit owed_setup(test_support::redis_server& server, std::chrono::milliseconds command_timeout = 200ms,
+                      double local_share = 1)
       : redis(server), fleet(server.url()),
         client(fleet.io.get_executor(), {.url = server.url(), .command_timeout = command_timeout}),
-        limit(client, "org_demo", options()) {}
+        limit(client, "org_demo", options(local_share)) {}
 
-  static wandura::viewer_limit_options options() {
-    wandura::viewer_limit_options out{.tickets_per_minute = 6};
+  static wandura::viewer_limit_options options(double local_share = 1) {
+    wandura::viewer_limit_options out{.tickets_per_minute = 6, .local_share = local_share};
     out.fallback.probe_interval = 100ms;
     return out;
   }
@@ -879,46 +880,25 @@ TEST_CASE("shared viewer limit: at a local_share of 1/2 a process that served a 
     return;
   }
   using account = wandura::viewer_limit::account;
-  two_processes fleet(redis->url());
-  wandura::redis_client client(fleet.io.get_executor(), {.url = redis->url(), .command_timeout = 200ms});
-  wandura::viewer_limit_options options{.tickets_per_minute = 6, .local_share = 0.5};
-  options.fallback.probe_interval = 100ms;
-  wandura::shared_viewer_limit limit(client, "org_demo", options);
+  owed_setup s(*redis, 200ms, 0.5);
   auto const t0 = at_ms(1'764'590'400'000);
-  auto take = [&](std::string const& viewer, int n, system_clock::time_point at) {
-    return test_support::run(fleet.io, limit.try_acquire(viewer, n, at));
-  };
-  auto tokens = [&](std::string const& viewer) {
-    return std::stod(
-        raw(fleet.io, fleet.b, {"HGET", wandura::fleet_keys::viewer("org_demo", {6, 6}, viewer), "t"}).text);
-  };
-  auto until_redis_decides = [&] {
-    for (int i = 0; i < 100; ++i) {
-      if (take("probe:" + std::to_string(i), 1, t0).taken_from == account::primary) {
-        return;
-      }
-      wait(fleet.io, 50ms);
-    }
-    FAIL("Redis never decided again");
-  };
-  until_redis_decides();
+  s.until_redis_decides();
   for (std::string const viewer : {"viewer:1", "viewer:2"}) {
-    REQUIRE(take(viewer, 2, t0).taken_from == account::primary); // 4 left; locally half: 2
+    REQUIRE(s.take(viewer, 2, t0).taken_from == account::primary); // 4 left; locally half: 2
   }
-  redis->pause();
-  REQUIRE(take("paused", 1, t0).taken_from == account::fallback);
+  s.pause_redis();
   for (std::string const viewer : {"viewer:1", "viewer:2"}) {
-    REQUIRE(take(viewer, 2, t0).taken_from == account::fallback); // owed 2; the local half is spent
+    REQUIRE(s.take(viewer, 2, t0).taken_from == account::fallback); // owed 2; the local half is spent
   }
   redis->resume();
-  until_redis_decides();
+  s.until_redis_decides();
   // 20 s later Redis's bucket has refilled 2 (to the burst of 6): the 2 still owed, then the ticket.
-  CHECK(take("viewer:1", 1, t0 + 20s).granted);
-  CHECK(tokens("viewer:1") == Approx(3).margin(1e-6));
+  CHECK(s.take("viewer:1", 1, t0 + 20s).granted);
+  CHECK(s.tokens("viewer:1") == Approx(3).margin(1e-6));
   // 40 s later it would have been full with the 2 taken in Redis: nothing owed (at the share's rate, a process
   // would still owe 1, half of the refill being another's).
-  CHECK(take("viewer:2", 1, t0 + 40s).granted);
-  CHECK(tokens("viewer:2") == Approx(5).margin(1e-6));
+  CHECK(s.take("viewer:2", 1, t0 + 40s).granted);
+  CHECK(s.tokens("viewer:2") == Approx(5).margin(1e-6));
 }
 
 TEST_CASE("shared viewer limit: a ticket granted here for a take that timed out is never owed: counted in Redis at "
