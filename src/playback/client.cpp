@@ -17,6 +17,7 @@
 #include "playback/observed_call.hpp"
 #include "playback/response_parser.hpp"
 #include "playback/viewer_limiter.hpp"
+#include "resilience/checked_options.hpp"
 #include "ticket_flow.hpp"
 #include "wandura/detail/base_url.hpp"
 #include "wandura/detail/header_value.hpp"
@@ -34,16 +35,22 @@ detail::response_parser& detail::thread_parser() {
 
 namespace {
 
-// Refuses, before anything is made or sent, options that would put a broken or injected header on the wire (issue
-// 14): an empty API key (it would go out as "Bearer "), and a key or user agent holding a control byte other than
-// HTAB, or DEL (detail::find_forbidden_header_byte). The base
-// URL is checked by detail::checked_base_url when the client's state is made.
-void check_header_options(client_options const& options) {
+// Every refusal of the constructors' `@throws` but the transport's own, before anything is made or sent: the
+// transport, once made, posts its shutdown to the context when it goes, which a client refused after making it would
+// leave behind. Among them the options that would put a broken or injected header on the wire: an empty API key (it
+// would go out as "Bearer "), and a key or user agent holding a control byte other than HTAB, or DEL
+// (detail::find_forbidden_header_byte).
+void check_options(client_options const& options) {
   if (options.api_key.empty()) {
     throw error(errc::invalid_argument, "client: api_key must not be empty; refused, nothing sent");
   }
   detail::check_header_value("Authorization", options.api_key);
   detail::check_header_value("User-Agent", options.transport.user_agent);
+  (void)detail::checked_base_url(options.base_url);
+  (void)detail::checked_retry_options(options.retry);
+  if (options.viewer_tickets_per_minute == 0U) {
+    throw error(errc::invalid_argument, "client: viewer_tickets_per_minute must be > 0");
+  }
 }
 
 // Percent-encodes a path segment (RFC 3986 unreserved characters pass through).
@@ -67,11 +74,8 @@ std::shared_ptr<wandura::clock> client_clock(retry_options const& options) {
   return options.time_source ? options.time_source : std::make_shared<real_clock>();
 }
 
-// The given limit, else the local one at `viewer_tickets_per_minute`, else none.
+// The given limit, else the local one at `viewer_tickets_per_minute` (checked: check_options), else none.
 std::shared_ptr<viewer_limit> make_limit(client_options const& options, std::shared_ptr<wandura::clock> const& time) {
-  if (options.viewer_tickets_per_minute == 0U) {
-    throw error(errc::invalid_argument, "client: viewer_tickets_per_minute must be > 0");
-  }
   if (options.viewer_limit) {
     return options.viewer_limit;
   }
@@ -127,7 +131,7 @@ http_request client::impl::make_request(http_method method, std::string url, std
 }
 
 client::client(asio::any_io_executor executor, client_options options) : executor_(std::move(executor)) {
-  check_header_options(options);
+  check_options(options);
   impl_ = std::make_shared<impl>(std::make_shared<transport>(executor_, options.transport), std::move(options));
 }
 
@@ -136,7 +140,7 @@ client::client(std::shared_ptr<http_sender> sender, client_options options)
   if (!sender) {
     throw error(errc::invalid_argument, "client: sender must not be null");
   }
-  check_header_options(options);
+  check_options(options);
   impl_ = std::make_shared<impl>(std::move(sender), std::move(options));
 }
 

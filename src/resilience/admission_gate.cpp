@@ -16,6 +16,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "gate_counter.hpp"
+#include "resilience/checked_options.hpp"
 #include "wandura/error.hpp"
 #include "wandura/transport/http_response.hpp"
 
@@ -33,46 +34,6 @@ constexpr std::array<std::string_view, 6> spec_counters{"playback", "catalog", "
 
 /// The longest duration an option is taken as (admission_gate_options).
 constexpr std::chrono::milliseconds longest_option = std::chrono::hours(24 * 365 * 100);
-
-/// `options` (durations over `longest_option` taken as it), or `errc::invalid_argument` naming the first field outside
-/// its range: a factor out of range would turn the rule around (a `decrease` of 1.5 raises the rate on every 429) or
-/// stall a counter (a pacing rate of 0 releases nothing until each deadline).
-admission_gate_options checked(admission_gate_options options) {
-  auto const refuse = [](std::string_view what) {
-    throw error(errc::invalid_argument, "admission gate: " + std::string(what));
-  };
-  // Written so that NaN fails every check.
-  if (!(options.decrease > 0.0 && options.decrease < 1.0)) {
-    refuse("decrease must be > 0 and < 1");
-  }
-  if (!(options.increase >= 0.0 && std::isfinite(options.increase))) {
-    refuse("increase must be finite and >= 0");
-  }
-  if (!(options.min_rate_fraction >= 0.0 && options.min_rate_fraction <= 1.0)) {
-    refuse("min_rate_fraction must be >= 0 and <= 1");
-  }
-  if (!(options.unknown_limit_rate > 0.0 && std::isfinite(options.unknown_limit_rate))) {
-    refuse("unknown_limit_rate must be finite and > 0");
-  }
-  using ms = std::chrono::milliseconds;
-  for (auto const& [value, name] : {std::pair<ms, std::string_view>{options.calm_period, "calm_period"},
-                                    {options.burst, "burst"},
-                                    {options.long_wait, "long_wait"},
-                                    {options.shared_pace_refresh, "shared_pace_refresh"},
-                                    {options.shared_pace_timeout, "shared_pace_timeout"},
-                                    {options.shared_pace_retry, "shared_pace_retry"}}) {
-    if (value < ms::zero()) {
-      refuse(std::string(name) + " must not be negative");
-    }
-  }
-  // Compared with the clock's nanoseconds: beyond ~292 years they would overflow (a calm period of
-  // milliseconds::max() read as calm at once). 100 years is for ever here.
-  for (ms* value : {&options.calm_period, &options.burst, &options.long_wait, &options.shared_pace_refresh,
-                    &options.shared_pace_timeout, &options.shared_pace_retry}) {
-    *value = std::min(*value, longest_option);
-  }
-  return options;
-}
 
 /// Whether `name` may be a counter's: 1-64 characters of [A-Za-z0-9._:-], as every counter of the protocol is. A
 /// counter's name goes into metrics labels, log lines and the fleet's Redis keys, and may come from the server (the
@@ -183,9 +144,53 @@ std::string describe(admission const& a, std::string_view counter) {
   return {};
 }
 
+namespace detail {
+
+/// `options` (durations over `longest_option` taken as it), or `errc::invalid_argument` naming the first field outside
+/// its range: a factor out of range would turn the rule around (a `decrease` of 1.5 raises the rate on every 429) or
+/// stall a counter (a pacing rate of 0 releases nothing until each deadline).
+admission_gate_options checked_admission_options(admission_gate_options options) {
+  auto const refuse = [](std::string_view what) {
+    throw error(errc::invalid_argument, "admission gate: " + std::string(what));
+  };
+  // Written so that NaN fails every check.
+  if (!(options.decrease > 0.0 && options.decrease < 1.0)) {
+    refuse("decrease must be > 0 and < 1");
+  }
+  if (!(options.increase >= 0.0 && std::isfinite(options.increase))) {
+    refuse("increase must be finite and >= 0");
+  }
+  if (!(options.min_rate_fraction >= 0.0 && options.min_rate_fraction <= 1.0)) {
+    refuse("min_rate_fraction must be >= 0 and <= 1");
+  }
+  if (!(options.unknown_limit_rate > 0.0 && std::isfinite(options.unknown_limit_rate))) {
+    refuse("unknown_limit_rate must be finite and > 0");
+  }
+  using ms = std::chrono::milliseconds;
+  for (auto const& [value, name] : {std::pair<ms, std::string_view>{options.calm_period, "calm_period"},
+                                    {options.burst, "burst"},
+                                    {options.long_wait, "long_wait"},
+                                    {options.shared_pace_refresh, "shared_pace_refresh"},
+                                    {options.shared_pace_timeout, "shared_pace_timeout"},
+                                    {options.shared_pace_retry, "shared_pace_retry"}}) {
+    if (value < ms::zero()) {
+      refuse(std::string(name) + " must not be negative");
+    }
+  }
+  // Compared with the clock's nanoseconds: beyond ~292 years they would overflow (a calm period of
+  // milliseconds::max() read as calm at once). 100 years is for ever here.
+  for (ms* value : {&options.calm_period, &options.burst, &options.long_wait, &options.shared_pace_refresh,
+                    &options.shared_pace_timeout, &options.shared_pace_retry}) {
+    *value = std::min(*value, longest_option);
+  }
+  return options;
+}
+
+} // namespace detail
+
 admission_gate::admission_gate(std::shared_ptr<wandura::clock> time_source, admission_gate_options options)
     : clock_(time_source ? std::move(time_source) : default_clock()),
-      options_(std::make_shared<admission_gate_options const>(checked(std::move(options)))) {
+      options_(std::make_shared<admission_gate_options const>(detail::checked_admission_options(std::move(options)))) {
   for (auto name : spec_counters) {
     (void)find_or_add(name);
   }

@@ -17,6 +17,7 @@
 #include "wandura/resilience/idempotency.hpp"
 #include "wandura/resilience/retry_after.hpp"
 
+#include "resilience/checked_options.hpp"
 #include "resilience/error_body.hpp"
 #include "resilience/observed_attempt.hpp"
 #include "resilience/request_target.hpp"
@@ -158,10 +159,17 @@ attempt_options attempt_limits(std::chrono::milliseconds attempt_limit, clock::t
   return options;
 }
 
-/// `options` once its policy and budget are checked (their refusals are documented on the constructor). The budget
-/// class itself takes any value leniently (retry_budget.hpp); a client refuses what it could only have meant by
-/// mistake.
-retry_options checked(retry_options options) {
+} // namespace
+
+void response_reader::read_counter_feedback(call_result const& response, counter_feedback& feedback) {
+  count_by_status(response, feedback);
+}
+
+namespace detail {
+
+// The budget class itself takes any value leniently (retry_budget.hpp); a client refuses what it could only have
+// meant by mistake.
+retry_options checked_retry_options(retry_options options) {
   check_retry_policy(options.policy);
   auto const& budget = options.budget;
   if (budget.min_retries < 0 || budget.percent < 0) {
@@ -170,17 +178,14 @@ retry_options checked(retry_options options) {
   if (budget.window < std::chrono::milliseconds(1)) {
     throw error(errc::invalid_argument, "retry budget: window must be at least 1 ms");
   }
+  options.admission = checked_admission_options(std::move(options.admission));
   return options;
 }
 
-} // namespace
-
-void response_reader::read_counter_feedback(call_result const& response, counter_feedback& feedback) {
-  count_by_status(response, feedback);
-}
+} // namespace detail
 
 retry_engine::retry_engine(http_sender& sender, retry_options options)
-    : sender_(sender), options_(checked(std::move(options))),
+    : sender_(sender), options_(detail::checked_retry_options(std::move(options))),
       clock_(options_.time_source ? options_.time_source : default_clock()), budget_(clock_->now(), options_.budget),
       gate_(clock_, options_.admission) {}
 

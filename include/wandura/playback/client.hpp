@@ -161,7 +161,7 @@ class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may
   /// be run by several threads.
-  /// @throws wandura::error `errc::invalid_argument`, nothing sent, for a `base_url` that
+  /// @throws wandura::error `errc::invalid_argument`, nothing made (no transport) or sent, for a `base_url` that
   ///         `detail::checked_base_url` refuses (not http(s), no host, port outside 1-65535, a query, a fragment or
   ///         userinfo; the message never quotes userinfo), an empty `api_key`, an `api_key` or
   ///         `transport.user_agent` holding a control byte other than HTAB (0x00-0x08, 0x0A-0x1F: CR, LF and NUL

@@ -63,6 +63,7 @@ std::string refusal_with_transport(wandura::client_options const& options) {
     FAIL("accepted");
   } catch (wandura::error const& e) {
     CHECK(e.code() == wandura::errc::invalid_argument);
+    CHECK(io.poll() == 0); // no transport was made: its shutdown, posted as it goes, would run here
     return e.what();
   }
   return {};
@@ -215,7 +216,8 @@ TEST_CASE("client options: hooks that throw never end or lose a call, and are co
   CHECK(api.metrics_text().find("\nwandura_hook_errors_total 4\n") != std::string::npos);
 }
 
-TEST_CASE("client options: a retry policy or budget out of range is refused at construction, by either constructor") {
+TEST_CASE("client options: a retry policy, budget, admission option or viewer rate out of range is refused at "
+          "construction by either constructor") {
   auto jitter = valid_options();
   jitter.retry.policy = wandura::retry_policy::standard();
   jitter.retry.policy.jitter = 1.0; // a factor of (1 + U(-1, 1)) could wait 0 on every retry
@@ -223,11 +225,25 @@ TEST_CASE("client options: a retry policy or budget out of range is refused at c
   window.retry.budget.window = std::chrono::milliseconds(0);
   auto retries = valid_options();
   retries.retry.policy.max_retries = -2;
-  for (auto const& [options, field] : {std::pair{jitter, "jitter"}, {window, "window"}, {retries, "max_retries"}}) {
+  auto decrease = valid_options();
+  decrease.retry.admission.decrease = 1.5; // a 429 would raise the pacing rate
+  auto viewer_rate = valid_options();
+  viewer_rate.viewer_tickets_per_minute = 0;
+  for (auto const& [options, field] : {std::pair{jitter, "jitter"},
+                                       {window, "window"},
+                                       {retries, "max_retries"},
+                                       {decrease, "decrease"},
+                                       {viewer_rate, "viewer_tickets_per_minute"}}) {
     INFO(field);
     CHECK_THAT(refusal(options), Catch::Contains(field));
     CHECK_THAT(refusal_with_transport(options), Catch::Contains(field));
   }
+}
+
+TEST_CASE("client options: a ca_bundle naming no file is refused by the transport, which leaves nothing behind") {
+  auto options = valid_options();
+  options.transport.ca_bundle = "/nonexistent/wandura-ca.pem";
+  CHECK_THAT(refusal_with_transport(options), Catch::Contains("ca_bundle"));
 }
 
 TEST_CASE("client options: a per-call policy out of range fails that call before anything is sent or taken") {
