@@ -152,8 +152,10 @@ private:
 };
 
 /// A byte buffer that always keeps `body_padding` readable bytes after its end, copies and moved-from objects
-/// included, so that simdjson parses it in place: `capacity() >= size() + body_padding` at all times. An empty
-/// body allocates nothing (its data points to a shared, zeroed block of `body_padding` bytes). Growing throws
+/// included, so that simdjson parses it in place: `capacity() >= size() + body_padding` at all times, and those
+/// bytes are zeros (simdjson reads into them: a memory checker such as valgrind then sees no uninitialised byte
+/// decide anything). An empty body allocates nothing (its data points to a shared, zeroed block of `body_padding`
+/// bytes). Growing throws
 /// std::bad_alloc, or std::length_error past max_size(); the content is then unchanged.
 class response_body {
 public:
@@ -200,9 +202,15 @@ public:
       std::memmove(data_ + size_, data, n);
     }
     size_ += n;
+    std::memset(data_ + size_, 0, body_padding);
   }
   /// Empties the body, keeping its storage for reuse.
-  void clear() noexcept { size_ = 0; }
+  void clear() noexcept {
+    size_ = 0;
+    if (data_ != nullptr) {
+      std::memset(data_, 0, body_padding);
+    }
+  }
   /// Makes room for `n` bytes of content (plus the padding) without further allocation.
   void reserve(std::size_t n) {
     if (n > max_size()) {
@@ -235,6 +243,7 @@ private:
     if (n2 != 0) {
       std::memcpy(block + n1, second, n2);
     }
+    std::memset(block + n1 + n2, 0, body_padding);
     delete[] data_;
     data_ = block;
     capacity_ = capacity;

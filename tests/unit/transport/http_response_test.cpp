@@ -1,5 +1,6 @@
 #include "wandura/transport/http_response.hpp"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -9,9 +10,14 @@
 
 namespace {
 
-/// The promise simdjson relies on: `body_padding` readable bytes after the content, whatever happened before.
+/// The promise simdjson relies on: `body_padding` readable bytes after the content, whatever happened before, and
+/// zeros (simdjson reads them; uninitialised, a memory checker reports every parse).
 bool padded(wandura::response_body const& b) {
-  return b.data() != nullptr && b.capacity() >= b.size() + wandura::body_padding;
+  if (b.data() == nullptr || b.capacity() < b.size() + wandura::body_padding) {
+    return false;
+  }
+  char const* const padding = b.data() + b.size();
+  return std::all_of(padding, padding + wandura::body_padding, [](char c) { return c == 0; });
 }
 
 } // namespace
@@ -93,6 +99,12 @@ TEST_CASE("response_body: padded when empty, after growth, copies and moves") {
   CHECK(padded(b));
   b.reserve(5000);
   CHECK(b.capacity() >= 5000 + wandura::body_padding);
+  CHECK(padded(b));
+  b.assign("short");
+  CHECK(padded(b));
+  wandura::response_body reserved;
+  reserved.reserve(100); // storage, no content yet
+  CHECK(padded(reserved));
 }
 
 TEST_CASE("response_body: appending or assigning its own bytes, with and without growth") {
@@ -105,6 +117,7 @@ TEST_CASE("response_body: appending or assigning its own bytes, with and without
   CHECK(b.view() == "0123456789012345678956789");
   b.assign(b.view().substr(10, 5)); // overlapping, no growth
   CHECK(b.view() == "01234");
+  CHECK(padded(b)); // the old content after the new end is padding now
   wandura::response_body small;
   small.assign("abc");
   small.assign(small.view()); // the same bytes onto themselves
