@@ -44,6 +44,15 @@ namespace {
   }
 }
 
+/// A chunked body whose chunk sizes or framing break the chunked coding's grammar (RFC 9112 section 7.1): libcurl
+/// 7.88 says "<what> in chunked-encoding" (lib/transfer.c) with CURLE_RECV_ERROR. Its "Out of memory" there is not
+/// the peer's doing.
+[[nodiscard]] bool is_malformed_chunking(CURLcode rc, std::string_view curl_text) noexcept {
+  constexpr std::string_view suffix = " in chunked-encoding";
+  return rc == CURLE_RECV_ERROR && curl_text.size() > suffix.size() &&
+         curl_text.substr(curl_text.size() - suffix.size()) == suffix && curl_text.rfind("Out of memory", 0) != 0;
+}
+
 /// libcurl 7.88 reports a header line over its 100 KiB limit (CURL_MAX_HTTP_HEADER) as out of memory, before the
 /// header callback sees it: out of memory inside a header block is taken for that.
 [[nodiscard]] bool is_header_line_too_long(CURLcode rc, transfer_facts const& facts) noexcept {
@@ -52,7 +61,7 @@ namespace {
 
 } // namespace
 
-std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept {
+std::error_code map_curl_result(int curl_code, transfer_facts const& facts, std::string_view curl_text) noexcept {
   auto const rc = static_cast<CURLcode>(curl_code);
   if (rc == CURLE_OK) {
     // A status line and then the end of the connection: libcurl 7.88 calls that a complete response.
@@ -62,7 +71,7 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noex
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
   }
-  if (facts.invalid_length || facts.unasked_upgrade) {
+  if (facts.invalid_length || facts.unasked_upgrade || is_malformed_chunking(rc, curl_text)) {
     return make_error_code(errc::protocol_error);
   }
   if (facts.resend_refused) {
@@ -110,6 +119,8 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
           "sent again";
   } else if (facts.request_started && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)) {
     out = "the reused connection closed before any response byte, and the new one for sending again failed";
+  } else if (is_malformed_chunking(rc, curl_text)) {
+    out = "a chunked body that is not valid chunked coding";
   } else if (rc == CURLE_OK) {
     out = "connection closed inside the response headers";
   } else if (rc == CURLE_PARTIAL_FILE) {

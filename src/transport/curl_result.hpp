@@ -40,8 +40,11 @@ struct transfer_facts {
 
 /// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success,
 /// unless the response ended inside its header block (libcurl 7.88 takes "HTTP/1.1 200\r\n" then a close for a
-/// complete response).
-[[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts) noexcept;
+/// complete response). `curl_text` is libcurl's error text (`CURLOPT_ERRORBUFFER`): libcurl 7.88 reports a chunked
+/// body that breaks the chunked coding's grammar as CURLE_RECV_ERROR, as it does a failed read, and only its text
+/// tells them apart.
+[[nodiscard]] std::error_code map_curl_result(int curl_code, transfer_facts const& facts,
+                                              std::string_view curl_text = {}) noexcept;
 
 /// The message of a failed transfer: what happened in a few words, then libcurl's own text
 /// (`CURLOPT_ERRORBUFFER`, may be empty) or, without one, curl_easy_strerror's. libcurl's text, which may quote

@@ -272,7 +272,7 @@ void transport_impl::finish(transfer* t, CURLcode rc) {
   if (rc == CURLE_OPERATION_TIMEDOUT) {
     note_first_byte(*t);
   }
-  auto const ec = map_curl_result(static_cast<int>(rc), t->facts);
+  auto const ec = map_curl_result(static_cast<int>(rc), t->facts, t->error_text.data());
   if (!ec) {
     long status = 0;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);

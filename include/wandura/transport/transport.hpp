@@ -114,7 +114,9 @@ public:
   ///   length (RFC 9110 §8.6): its value must be `1*DIGIT` between optional white space, or a comma-separated list
   ///   of that one number (`96, 96`); a sign, white space inside a number, an empty value or list element, different
   ///   numbers in a list or on two header lines, or a number past 2^63 - 1 is refused before the body is read. The
-  ///   `Content-Length` of a 1xx, 204 or 304 response frames nothing (RFC 9112 §6.3) and is not checked.
+  ///   `Content-Length` of a 1xx, 204 or 304 response frames nothing (RFC 9112 §6.3) and is not checked. Also a
+  ///   chunked body that breaks the chunked coding (RFC 9112 §7.1): a chunk size that is not hexadecimal or is over
+  ///   64 bits, a chunk not followed by CR LF.
   /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds a byte RFC 9110 does
   ///   not allow in a field value: a control byte other than HTAB (0x00-0x08, 0x0A-0x1F; CR and LF would end the
   ///   header line and let the value add headers of its own) or DEL (0x7F). Visible ASCII, SP, HTAB and bytes

@@ -74,6 +74,14 @@ TEST_CASE("transport errors: a response cut short, and HTTP/2 failures, are retr
   CHECK(describe_curl_result(CURLE_PARTIAL_FILE, f.body, "transfer closed with 10 bytes remaining to read") ==
         "connection closed before the end of the response body (libcurl: transfer closed with 10 bytes remaining "
         "to read)");
+  // A read error is a reset; libcurl's words for a broken chunked coding make it a protocol error, but not its
+  // "Out of memory" there, nor the phrase elsewhere in the text.
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Illegal or missing hexadecimal sequence in chunked-encoding") ==
+        errc::protocol_error);
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Out of memory in chunked-encoding") == errc::connection_reset);
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Recv failure: Connection reset by peer") == errc::connection_reset);
+  CHECK(map_curl_result(CURLE_PARTIAL_FILE, f.body, "Malformed encoding found in chunked-encoding") ==
+        errc::connection_reset);
 }
 
 TEST_CASE("transport errors: oversized bodies and headers are final response_too_large naming which") {

@@ -415,6 +415,23 @@ TEST_CASE("transport: a body cut before its Content-Length or its last chunk is 
   }
 }
 
+TEST_CASE("transport: a chunked body that breaks the chunked coding is a protocol_error, final") {
+  std::string const head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (std::string const chunks : {"zz\r\n{}\r\n0\r\n\r\n", "-5\r\n{}\r\n0\r\n\r\n",
+                                   "ffffffffffffffffff\r\n{}\r\n0\r\n\r\n", "2\r\n{}XX0\r\n\r\n"}) {
+    INFO(chunks);
+    std::string message;
+    auto const result = answered_with(head + chunks, &message);
+    CHECK(result.error == errc::protocol_error);
+    CHECK_FALSE(result.error == wandura::condition::retryable);
+    CHECK(message.find("a chunked body that is not valid chunked coding") != std::string::npos);
+    CHECK(message.find("in chunked-encoding)") != std::string::npos); // libcurl's own words follow
+  }
+  // Cut before its last chunk, the same body is incomplete, not malformed.
+  auto const cut = answered_with(head + "2\r\n{}\r\n");
+  CHECK(cut.error == errc::connection_reset);
+}
+
 TEST_CASE("transport: an h2c request answered with bytes that are not HTTP/2 is a retryable connection_reset") {
   // libcurl sees no frame at all here (CURLE_GOT_NOTHING); its HTTP/2 session and stream errors (CURLE_HTTP2,
   // CURLE_HTTP2_STREAM) map the same way, which curl_result_test.cpp checks.
