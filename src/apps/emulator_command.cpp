@@ -8,7 +8,8 @@
 namespace wandura::cli {
 
 command add_emulator_command(CLI::App& wandura) {
-  auto* app = add_command(wandura, "emulator", "run the Wandura API emulator on loopback", "");
+  auto* app =
+      add_command(wandura, "emulator", "run the Wandura API emulator (on loopback unless --host says otherwise)", "");
   // Every argument after `emulator`, --help included, goes to the emulator's own command line.
   app->prefix_command();
   app->set_help_flag();

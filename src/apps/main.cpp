@@ -66,6 +66,8 @@ int run_main(int argc, char** argv) {
   commands.push_back(add_emulator_command(app));
 #endif
 
+  refuse_options_as_values(app);
+
   std::span<char* const> args(argv + 1, static_cast<std::size_t>(argc - 1));
 #ifndef WANDURA_CLI_EMULATOR
   if (!args.empty() && std::string_view(args[0]) == "emulator") {

@@ -178,6 +178,42 @@ inline std::string unexpected_arguments(CLI::App const& app, CLI::App const& whe
   return text;
 }
 
+/// The message of the validator `refuse_options_as_values` adds; `parse` reports it before any other.
+inline constexpr std::string_view value_missing = "value missing: got the option ";
+
+/// Makes every option of `app` and of its subcommands that takes a value refuse one that names an option of the
+/// same command (`--api-key --json`, `--film --episode=1`): CLI11 takes the next argument as the value whatever it
+/// looks like, and the command would then run with a key of "--json" or complain about an argument it did not
+/// expect. The message names the option, never a value.
+inline void refuse_options_as_values(CLI::App& app) {
+  std::vector<std::string> names{"--help", "-h"};
+  for (auto const* option : app.get_options()) {
+    for (auto const& n : option->get_lnames()) {
+      names.push_back("--" + n);
+    }
+    for (auto const& n : option->get_snames()) {
+      names.push_back("-" + n);
+    }
+  }
+  for (auto* option : app.get_options()) {
+    if (option->get_expected_min() == 0 || option->get_type_size_min() == 0) {
+      continue; // a flag
+    }
+    option->check(CLI::Validator(
+        [names](std::string& value) -> std::string {
+          std::string const head = value.substr(0, value.find('='));
+          if (std::find(names.begin(), names.end(), head) != names.end()) {
+            return std::string(value_missing) + head;
+          }
+          return {};
+        },
+        ""));
+  }
+  for (auto* sub : app.get_subcommands([](CLI::App const*) { return true; })) {
+    refuse_options_as_values(*sub);
+  }
+}
+
 /// Parses `args` (the arguments after the program name) into `app`. Returns the exit status when the command line
 /// ends the program: help or version printed on stdout (exit_ok, or exit_failed when stdout did not take it:
 /// `flush_stdout`), or a usage error printed on stderr in the format of `report_usage_error`, naming the subcommand
@@ -209,6 +245,10 @@ inline std::optional<int> parse(CLI::App& app, std::span<char* const> args) {
         auto const left = where->remaining();
         unexpected.insert(unexpected.end(), left.begin(), left.end());
       }
+    }
+    // An option that took the next option as its value left that option's own value unexpected: named first.
+    if (std::string_view(e.what()).find(value_missing) != std::string_view::npos) {
+      return report_usage_error(full_name(*where), e.what());
     }
     if (!unexpected.empty()) {
       return report_usage_error(full_name(*where), unexpected_arguments(app, *where, unexpected));

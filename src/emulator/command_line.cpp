@@ -56,6 +56,7 @@ std::unique_ptr<CLI::App> make_app(std::string_view program, flags& f) {
       ->transform(cli::number_in<unsigned>(1, 256));
   // The line `wandura --version` starts with: the emulator is built with the client, from the same version.
   app->set_version_flag("--version", std::string("wandura ") + WANDURA_VERSION, "print the version and exit");
+  cli::refuse_options_as_values(*app);
   return app;
 }
 
