@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "cli/style.hpp"
 #include "wandura/emulator/emulator.hpp"
@@ -147,16 +145,10 @@ void complete_options(demo_options& o) {
 std::vector<catalogue_film> load_catalogue(demo_options const& o) {
   std::vector<catalogue_film> films;
   if (o.catalogue_file) {
-    std::ifstream in(*o.catalogue_file, std::ios::binary);
-    if (!in) {
-      throw usage_error("--catalogue: cannot read " + *o.catalogue_file);
-    }
-    std::stringstream text;
-    text << in.rdbuf();
     // The emulator's configuration format, so the same file can be given to `wandura emulator --config`.
     wandura::emulator::config cfg;
     try {
-      cfg = wandura::emulator::parse_config(text.str());
+      cfg = wandura::emulator::load_config_file(*o.catalogue_file);
     } catch (wandura::emulator::config_error const& e) {
       throw usage_error("--catalogue: " + std::string(e.what()));
     }

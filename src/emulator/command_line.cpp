@@ -5,9 +5,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "cli/standard_streams.hpp"
@@ -64,16 +62,10 @@ std::unique_ptr<CLI::App> make_app(std::string_view program, flags& f) {
 config make_config(CLI::App const& app, flags const& f) {
   config cfg;
   if (app.count("--config") > 0) {
-    std::ifstream in(f.config_file, std::ios::binary);
-    if (!in) {
-      throw cli::usage_error("--config: cannot read " + f.config_file);
-    }
-    std::stringstream text;
-    text << in.rdbuf();
     try {
-      cfg = parse_config(text.str());
+      cfg = load_config_file(f.config_file);
     } catch (config_error const& e) {
-      throw cli::usage_error("--config: " + f.config_file + ": " + e.what());
+      throw cli::usage_error(std::string("--config: ") + e.what());
     }
   }
   cfg.port = f.port;

@@ -6,8 +6,14 @@
 
 #include <simdjson.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -120,6 +126,12 @@ using simdjson::dom::element;
   throw config_error(where + ": " + std::string(what));
 }
 
+/// A key the reader of `at`'s object does not know: refused, not ignored, so that a misspelt key (`fualts`, `stauts`)
+/// cannot leave a fault or a limit out without a word. `known` lists the keys it takes.
+[[noreturn]] void unknown_key(std::string const& at, std::string_view known) {
+  fail(at, "unknown key (known: " + std::string(known) + ")");
+}
+
 std::uint64_t get_unsigned(element e, std::string const& where, std::uint64_t max) {
   std::uint64_t v = 0;
   if (e.get_uint64().get(v) != simdjson::SUCCESS) {
@@ -217,6 +229,8 @@ fault_rule parse_rule(element e, std::string const& where) {
       r.count = get_unsigned(v, at, std::uint64_t{1} << 53);
     } else if (k == "probability") {
       r.probability = get_number(v, at);
+    } else {
+      unknown_key(at, "path, kind, status, retry_after, error_code, ms, bytes, bytes_per_s, item, count, probability");
     }
   }
   if (!has_kind) {
@@ -261,6 +275,8 @@ limits parse_limits(element e, std::string const& where) {
       l.video = value();
     } else if (k == "config") {
       l.config = value();
+    } else {
+      unknown_key(at, "playback, catalog, creatives, videos, video, config");
     }
   }
   return l;
@@ -279,6 +295,57 @@ std::vector<fault_rule> parse_fault_rules(std::string_view json) {
     fail("rules", "missing");
   }
   return parse_rules_array(rules, "rules");
+}
+
+namespace {
+
+/// The text of the file at `path`, or a config_error naming it and the system's reason or the bound it is over.
+std::string read_config_file(std::string const& path) {
+  auto const refuse = [&](std::string const& why) { throw config_error(path + ": " + why); };
+  int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    refuse(std::strerror(errno));
+  }
+  struct closer {
+    int fd;
+    explicit closer(int f) : fd(f) {}
+    closer(closer const&) = delete;
+    closer& operator=(closer const&) = delete;
+    ~closer() { ::close(fd); }
+  } const closing(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    refuse(std::strerror(EISDIR));
+  }
+  std::string text;
+  std::array<char, 65536> chunk{};
+  for (;;) {
+    ssize_t const n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      refuse(std::strerror(errno));
+    }
+    if (n == 0) {
+      return text;
+    }
+    if (text.size() + static_cast<std::size_t>(n) > max_config_file_bytes) {
+      refuse("over " + std::to_string(max_config_file_bytes >> 20U) + " MiB");
+    }
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+}
+
+} // namespace
+
+config load_config_file(std::string const& path) {
+  std::string const text = read_config_file(path);
+  try {
+    return parse_config(text);
+  } catch (config_error const& e) {
+    throw config_error(path + ": " + e.what());
+  }
 }
 
 config parse_config(std::string_view json) {
@@ -304,7 +371,12 @@ config parse_config(std::string_view json) {
             }
           } else if (ok == "limits") {
             org.limits = parse_limits(ov, oat);
+          } else {
+            unknown_key(oat, "id, keys, limits");
           }
+        }
+        if (org.keys.empty()) {
+          fail(where + ".keys", "missing or empty: no request could reach the organisation");
         }
         cfg.orgs.push_back(std::move(org));
       }
@@ -323,6 +395,8 @@ config parse_config(std::string_view json) {
             fm.episodes = static_cast<std::uint32_t>(get_unsigned(fv, fat, 100000));
           } else if (fk == "entitled") {
             fm.entitled = get_bool(fv, fat);
+          } else {
+            unknown_key(fat, "film_ref, title, episodes, entitled");
           }
         }
         if (fm.film_ref.empty()) {
@@ -332,6 +406,9 @@ config parse_config(std::string_view json) {
           fm.title = detail::title_from_ref(fm.film_ref);
         }
         cfg.films.push_back(std::move(fm));
+      }
+      if (i == 0) {
+        fail(at, "empty: give at least one film, or leave films out for the demo catalogue");
       }
     } else if (k == "ticket_ttl_s") {
       cfg.ticket_ttl_s = static_cast<std::uint32_t>(get_unsigned(v, at, 7 * 86400));
@@ -348,6 +425,8 @@ config parse_config(std::string_view json) {
       if (cfg.idle_timeout.count() == 0) { // not "no timeout": it would close every connection before its reply
         fail(at, "must be at least 1");
       }
+    } else {
+      unknown_key(at, "orgs, films, ticket_ttl_s, faults, seed, overshoot, hold_window_ms, idle_timeout_ms");
     }
   }
   detail::check_config(cfg);

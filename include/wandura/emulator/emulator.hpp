@@ -167,12 +167,22 @@ public:
 /// Reads a configuration in the JSON format of docs/protocol.md §4 (`orgs`, `films`, `ticket_ttl_s`, `faults`) plus the
 /// emulator's own optional fields `seed`, `overshoot` (fraction), `hold_window_ms` and `idle_timeout_ms`. Fields left
 /// out keep their defaults; a limit left out keeps its default; `films`, when given, replaces the demo catalogue.
-/// Unknown fields are ignored.
-/// @throws config_error when the text is not JSON or a field has the wrong type or range.
+/// Read strictly, unlike the API's bodies: a key no reader knows, at any level, is refused (a misspelt `fualts` or
+/// `stauts` would otherwise leave a fault out without a word).
+/// @throws config_error when the text is not JSON, a field has the wrong type or range, a key is unknown (the
+///         message names it and the keys known there), `films` is empty, or an organisation has no key.
 [[nodiscard]] config parse_config(std::string_view json);
 
+/// The most bytes `load_config_file` reads: 16 MiB.
+inline constexpr std::size_t max_config_file_bytes = std::size_t{16} << 20U;
+
+/// Reads the file at `path` and parses it as `parse_config` does.
+/// @throws config_error starting with `path`: the system's reason it cannot be read (no such file, a directory, no
+///         permission), a file over `max_config_file_bytes` (`/dev/zero` included), or `parse_config`'s error.
+[[nodiscard]] config load_config_file(std::string const& path);
+
 /// Reads the body of `POST /_emulator/faults`: `{"rules":[...]}` (a bare array is accepted too).
-/// @throws config_error when a rule has an unknown kind or a field has the wrong type or range.
+/// @throws config_error when a rule has an unknown kind, an unknown key, or a field has the wrong type or range.
 [[nodiscard]] std::vector<fault_rule> parse_fault_rules(std::string_view json);
 
 /// What the server counted since it started (docs/protocol.md §4 `GET /_emulator/stats`).

@@ -354,8 +354,15 @@ TEST_CASE("command line: bad arguments exit with status 2 and a message") {
   CHECK_THAT(missing_port.first_line(), Catch::Contains("--port"));
   CHECK(missing_port.wait_exit() == 2);
   emulator_process bad_config({"--port", "0", "--config", "/nonexistent/emulator.json"});
-  CHECK_THAT(bad_config.first_line(), Catch::Contains("cannot read"));
+  CHECK_THAT(bad_config.first_line(),
+             Catch::Contains("--config: /nonexistent/emulator.json: No such file or directory"));
   CHECK(bad_config.wait_exit() == 2);
+  emulator_process directory({"--port", "0", "--config", "/tmp"});
+  CHECK_THAT(directory.first_line(), Catch::Contains("--config: /tmp: Is a directory"));
+  CHECK(directory.wait_exit() == 2);
+  emulator_process endless({"--port", "0", "--config", "/dev/zero"}); // read up to its bound, not for ever
+  CHECK_THAT(endless.first_line(), Catch::Contains("--config: /dev/zero: over 16 MiB"));
+  CHECK(endless.wait_exit() == 2);
   emulator_process bad_port({"--port", "70000"});
   CHECK(bad_port.wait_exit() == 2);
 }
