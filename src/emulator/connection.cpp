@@ -7,7 +7,10 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <vector>
 
 namespace wandura::emulator::detail {
@@ -15,6 +18,8 @@ namespace {
 
 using asio::ip::tcp;
 constexpr auto use_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+/// How often a connection whose request is being answered checks that its peer is still there.
+constexpr std::chrono::milliseconds answering_check{250};
 
 /// 127.0.0.0/8 and ::1, and an IPv4 loopback peer as a dual-stack socket bound to `::` sees it (::ffff:127.0.0.1).
 bool is_loopback(asio::ip::address const& a) {
@@ -91,12 +96,26 @@ asio::awaitable<connection::outcome> connection::send(http_reply const& r, bool 
   co_return keep_alive ? outcome::keep_open : outcome::close;
 }
 
+bool connection::peer_gone() {
+  // Nothing is read while a request is answered: a peek tells an end of stream or an error from bytes of a request
+  // pipelined behind it, or none.
+  char byte = 0;
+  ssize_t const n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
   auto const idle = svc_.cfg().idle_timeout;
   while (!done_) {
-    // A request being answered (a delay fault, a held play) is not idleness: its reply is still to come.
+    // A request being answered (a delay fault, a held play) is not idleness: its reply is still to come, unless
+    // the peer closed or reset the connection meanwhile (it gave up waiting): then no one can read the reply, and
+    // the socket is closed at once rather than when the work ends (a delay fault may last ten minutes).
     if (answering_) {
-      watchdog_.expires_after(idle);
+      if (peer_gone()) {
+        close();
+        break;
+      }
+      watchdog_.expires_after(std::min(idle, answering_check));
     } else {
       auto due = last_activity_ + idle;
       if (request_started_) {
@@ -282,6 +301,7 @@ asio::awaitable<connection::outcome> connection::handle_request() {
   // While the service works on the request (a delay fault, a play held for room) the connection is not idle; its
   // writes are not covered: a peer that stops reading is idle, and the watchdog closes it.
   answering_ = true;
+  watchdog_.cancel(); // the watch looks at the peer from now on, not at the idle deadline it was armed for
   try {
     r = co_await svc.handle(reader_.request(), stale_db, delay);
   } catch (std::exception const& e) {

@@ -53,6 +53,8 @@ private:
   asio::awaitable<outcome> deliver_huge(http_reply const& r, std::uint64_t padding, bool keep_alive);
   asio::awaitable<outcome> deliver_slow(http_reply const& r, std::uint64_t bytes_per_s, bool keep_alive);
   http_reply handle_admin();
+  /// The peer closed or reset the connection (while nothing of it is being read).
+  bool peer_gone();
   http_reply handle_clock();
 
   asio::ip::tcp::socket socket_;

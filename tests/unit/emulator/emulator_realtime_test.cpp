@@ -10,10 +10,12 @@
 #include <asio/write.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdio>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <poll.h>
@@ -502,6 +504,46 @@ TEST_CASE("server: a request worked on for longer than idle_timeout (a delay fau
   auto closed = c.read_response();
   CHECK(closed.status == 0);
   CHECK(closed.closed_early);
+}
+
+TEST_CASE("server: a peer that closes while its request is delayed has its socket closed at once, not when the "
+          "delay ends") {
+  auto const open_descriptors = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator{});
+  };
+  auto emu = server::start({});
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"delay","ms":600000}]})");
+  asio::io_context io;
+  { asio::ip::tcp::socket warm(io, asio::ip::tcp::v4()); } // the context's own descriptors, made with its first socket
+  auto const before = open_descriptors();
+  std::string const request = "GET /v1/config HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-key\r\n\r\n";
+  for (int i = 0; i < 20; ++i) {
+    asio::ip::tcp::socket peer(io);
+    peer.connect({asio::ip::make_address("127.0.0.1"), emu->port()});
+    asio::write(peer, asio::buffer(request));
+  } // each closed here, its request still delayed
+  auto const until = std::chrono::steady_clock::now() + 5s;
+  while (open_descriptors() > before && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(open_descriptors() <= before); // the 600 s delay would have held 20 sockets
+
+  // A peer that waits is answered when the delay ends, whatever it pipelined behind its request.
+  emu->clear_faults();
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"delay","ms":700,"count":1}]})");
+  asio::ip::tcp::socket waiting(io);
+  waiting.connect({asio::ip::make_address("127.0.0.1"), emu->port()});
+  asio::write(waiting, asio::buffer(request + request));
+  std::string replies;
+  std::array<char, 4096> buffer{};
+  std::error_code ec;
+  auto const deadline = std::chrono::steady_clock::now() + 5s;
+  while (!ec && std::chrono::steady_clock::now() < deadline &&
+         std::count_if(replies.begin(), replies.end(), [](char c) { return c == '{'; }) < 2) {
+    replies.append(buffer.data(), waiting.read_some(asio::buffer(buffer), ec));
+  }
+  CHECK(replies.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(replies.find("HTTP/1.1 200", 1) != std::string::npos);
 }
 
 TEST_CASE("command line: --help and --version to a stdout that cannot take them exit 1, the reason on stderr") {
