@@ -58,8 +58,9 @@ enum class errc {
   /// it (400, 404, 409 `idempotency_conflict`, 501, ...; see `wandura::error::http_status`). Sending the same
   /// request again is not expected to help.
   http_error = 23,
-  /// The server refused for rate (HTTP 429) and the call stopped, or the client held it back after a 429 longer
-  /// than its deadline allowed.
+  /// The server refused for rate (HTTP 429) and the call stopped with no retry left, or the client held the call
+  /// back, nothing sent, until past its deadline (a 429's hold-off on its counter, or the counter's pace). A 429
+  /// whose own wait would end past the deadline ends the call as `deadline_exceeded`, the 429 as its status.
   rate_limited = 24,
   /// The server answered with a status the call's retry policy retries (500, 502, 503 and a 409
   /// `idempotency_in_progress`; STANDARD also 408, 425, 504 and the retryable numeric codes such as 50200), and no
@@ -90,7 +91,8 @@ enum class condition {
   retryable = 1,
   /// A timeout: attempt, response or the call's deadline (and `std::errc::timed_out` from the system or Asio).
   timeout = 2,
-  /// The server refused for rate (HTTP 429) or the client held the call back after a 429.
+  /// `errc::rate_limited`: the server refused for rate (HTTP 429) and the call stopped, or the client held the call
+  /// back until past its deadline.
   rate_limited = 3,
   /// The client's retry budget refused a retry.
   budget_exhausted = 4,

@@ -136,7 +136,11 @@ struct ticket_batch_result {
   /// The status of the last response read: after a retry of some items, that retry's (the server answers 200 when
   /// it granted anything in it); 0 when none arrived. The items' own outcomes say what was granted.
   int http_status = 0;
-  int attempts = 0;      ///< HTTP attempts made, the first included.
+  /// HTTP attempts this call sent, the first included: 0 when it sent none (every item answered before sending, or
+  /// the call joined an identical request in flight, `client_options::coalesce`, whose attempts are its starter's,
+  /// even when the starter left it early). A joiner's failure, thrown as `wandura::error`, carries the shared
+  /// request's attempts (`error::attempts()`), as its message says them.
+  int attempts = 0;
   bool replayed = false; ///< `Idempotency-Replayed: true`: a stored earlier result (docs/protocol.md §1).
 
   friend bool operator==(ticket_batch_result const&, ticket_batch_result const&) = default;
