@@ -60,6 +60,20 @@ TEST_CASE("faults: status answers before authentication, with Retry-After and th
   CHECK(s.requests["playback"] == 1); // faulted requests were answered before authentication
 }
 
+TEST_CASE("faults: a status RFC 9110 names has its phrase, one it does not has none") {
+  auto emu = start_manual();
+  emu->install_faults(R"({"rules":[{"path":"/v1/config","kind":"status","status":422,"count":1},)"
+                      R"({"path":"/v1/config","kind":"status","status":599,"count":1}]})");
+  http_test_client c(emu->port());
+  auto const named = c.get("/v1/config");
+  CHECK(named.status == 422);
+  CHECK(named.reason == "Unprocessable Content");
+  auto const unnamed = c.get("/v1/config");
+  CHECK(unnamed.status == 599);
+  CHECK(unnamed.reason.empty());
+  CHECK(unnamed.complete);
+}
+
 TEST_CASE("faults: status 204 and 304 carry no body and no Content-Length, and the next response is intact") {
   // RFC 9110 §6.4.1: a 204 or 304 ends at its headers; a body after them would be read as the next response.
   for (int const status : {204, 304}) {
@@ -70,6 +84,7 @@ TEST_CASE("faults: status 204 and 304 carry no body and no Content-Length, and t
     http_test_client c(emu->port());
     auto faulted = c.get("/v1/config");
     CHECK(faulted.status == status);
+    CHECK(faulted.reason == (status == 204 ? "No Content" : "Not Modified"));
     CHECK_FALSE(faulted.has_header("content-length"));
     CHECK(faulted.body.empty());
     auto next = c.get("/v1/config"); // same connection

@@ -27,6 +27,8 @@ namespace wandura::testing {
 struct http_result {
   /// 0 when no status line arrived (connection closed or reset first).
   int status = 0;
+  /// The status line's reason phrase, e.g. "OK".
+  std::string reason;
   /// Header names lower-cased.
   std::map<std::string, std::string> headers;
   std::string body;
@@ -119,6 +121,10 @@ public:
     http_parser_init(&parser, HTTP_RESPONSE);
     parser.data = &st;
     http_parser_settings s{};
+    s.on_status = [](http_parser* p, char const* at, std::size_t n) {
+      static_cast<parse_state*>(p->data)->r->reason.append(at, n);
+      return 0;
+    };
     s.on_header_field = [](http_parser* p, char const* at, std::size_t n) {
       auto& ps = *static_cast<parse_state*>(p->data);
       if (ps.in_value) {
