@@ -240,6 +240,19 @@ http_reply connection::handle_admin() {
   if (path == "/_emulator/clock" && (method == "POST" || get)) {
     return handle_clock();
   }
+  // An endpoint asked with a method it does not take: 405 with the methods it does (RFC 9110 §15.5.6), as the API's.
+  std::string_view allow;
+  if (path == "/_emulator/stats") {
+    allow = "GET, HEAD";
+  } else if (path == "/_emulator/faults") {
+    allow = "POST, DELETE";
+  } else if (path == "/_emulator/clock") {
+    allow = "GET, HEAD, POST";
+  }
+  if (!allow.empty()) {
+    return svc_.error_reply(405, "invalid_request", "Method not allowed on this endpoint.", {},
+                            "Allow: " + std::string(allow) + "\r\n");
+  }
   return svc_.error_reply(404, "not_found", "No such admin endpoint.");
 }
 

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <system_error>
+#include <tuple>
 
 #include <asio/error.hpp>
 #include <catch2/catch.hpp>
@@ -326,6 +327,22 @@ TEST_CASE("emulator admin: stats over HTTP match the in-process snapshot and exc
   CHECK(j["faults_injected"] == 0);
   CHECK(nlohmann::json::parse(emu->stats_json()) == j);
   CHECK(emu->stats().responses.size() == 1); // the admin GET was not counted
+}
+
+TEST_CASE("emulator admin: an endpoint asked with a method it does not take is a 405 naming those it does") {
+  auto emu = server::start({});
+  http_test_client client(emu->port());
+  for (auto const& [method, path, allow] : {std::tuple{"GET", "/_emulator/faults", "POST, DELETE"},
+                                            {"PUT", "/_emulator/faults", "POST, DELETE"},
+                                            {"POST", "/_emulator/stats", "GET, HEAD"},
+                                            {"DELETE", "/_emulator/clock", "GET, HEAD, POST"}}) {
+    INFO(method << " " << path);
+    auto const r = client.request(method, path);
+    CHECK(r.status == 405);
+    CHECK(r.header("allow") == allow);
+  }
+  CHECK(client.request("GET", "/_emulator/nothing").status == 404);
+  CHECK(client.request("GET", "/_emulator/stats").status == 200);
 }
 
 TEST_CASE("emulator admin: the clock moves only when told, and only in manual mode") {
