@@ -90,10 +90,15 @@ std::unique_ptr<server> server::start(config cfg) {
   }
   tcp::endpoint endpoint(address, port);
   p->acceptor.emplace(*p->ioc);
-  p->acceptor->open(endpoint.protocol());
-  p->acceptor->set_option(asio::socket_base::reuse_address(true));
-  p->acceptor->bind(endpoint);
-  p->acceptor->listen(asio::socket_base::max_listen_connections);
+  try {
+    p->acceptor->open(endpoint.protocol());
+    p->acceptor->set_option(asio::socket_base::reuse_address(true));
+    p->acceptor->bind(endpoint);
+    p->acceptor->listen(asio::socket_base::max_listen_connections);
+  } catch (std::system_error const& e) { // "bind: Address already in use" names neither
+    throw std::system_error(e.code(),
+                            "listening on " + (address.is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(port));
+  }
   p->port = p->acceptor->local_endpoint().port();
   p->host = host;
   asio::co_spawn(*p->ioc, p->accept_loop(), asio::detached);

@@ -224,7 +224,8 @@ public:
   ///         `idle_timeout` below 1 ms, more than 1000 fault rules) or a field is out of the range its JSON form
   ///         allows (no thread, a limit of 0, an `overshoot` outside [0,1], a fault rule's status outside 200-599,
   ///         ...).
-  /// @throws std::system_error when the address cannot be bound.
+  /// @throws std::system_error when the address cannot be bound; `what()` names it ("listening on 127.0.0.1:8787:
+  /// ...").
   [[nodiscard]] static std::unique_ptr<server> start(config cfg);
 
   /// Stops the server (see `stop`).

@@ -329,6 +329,19 @@ TEST_CASE("emulator admin: stats over HTTP match the in-process snapshot and exc
   CHECK(emu->stats().responses.size() == 1); // the admin GET was not counted
 }
 
+TEST_CASE("emulator server: a port already taken is refused naming the address and port") {
+  auto first = server::start({});
+  config again;
+  again.port = first->port();
+  try {
+    (void)server::start(again);
+    FAIL("started twice on one port");
+  } catch (std::system_error const& e) {
+    CHECK(e.code() == asio::error::address_in_use);
+    CHECK_THAT(e.what(), Catch::StartsWith("listening on 127.0.0.1:" + std::to_string(first->port()) + ": "));
+  }
+}
+
 TEST_CASE("emulator admin: an endpoint asked with a method it does not take is a 405 naming those it does") {
   auto emu = server::start({});
   http_test_client client(emu->port());
