@@ -128,7 +128,11 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
   } else {
     out = curl_easy_strerror(rc);
   }
-  if (!curl_text.empty() && rc != CURLE_OK) {
+  // A transfer the transport's own callbacks ended (a size cap, a Content-Length, an upgrade, a resend) gets libcurl's
+  // words for the callback's refusal ("Failed writing header"), which say nothing the message did not.
+  bool const refused_here = facts.body_too_large || facts.headers_too_large || facts.invalid_length ||
+                            facts.unasked_upgrade || facts.resend_refused;
+  if (!curl_text.empty() && rc != CURLE_OK && !refused_here) {
     // libcurl's text may quote what the server sent (a certificate's subject name): escaped here, once, for every
     // message built from it. Its buffer holds CURL_ERROR_SIZE bytes, so nothing libcurl wrote is cut.
     out.append(" (libcurl: ");

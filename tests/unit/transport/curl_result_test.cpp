@@ -95,8 +95,11 @@ TEST_CASE("transport errors: oversized bodies and headers are final response_too
   // libcurl 7.88 refuses a header line over 100 KiB as out of memory, before the header callback sees it.
   CHECK(map_curl_result(CURLE_OUT_OF_MEMORY, f.headers) == errc::response_too_large);
   CHECK_FALSE(map_curl_result(CURLE_WRITE_ERROR, big_headers) == wandura::condition::retryable);
+  // The transport's own refusal: libcurl's words for it ("Failed writing header") add nothing and are left out.
   CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_headers, "Failed writing header") ==
-        "response headers over 256 KiB (libcurl: Failed writing header)");
+        "response headers over 256 KiB");
+  CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_body, "Failed writing header") ==
+        "response body over transport_options::max_response_bytes");
   CHECK(describe_curl_result(CURLE_OUT_OF_MEMORY, f.headers, "") ==
         "a response header line over libcurl's 100 KiB limit");
   CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_body, "") ==
