@@ -77,6 +77,12 @@ void add_batch_options(CLI::App& app, tickets_args& a) {
 
 /// The checks between options that CLI11 cannot express one option at a time.
 void check(tickets_args const& a) {
+  if (a.film.empty()) {
+    throw usage_error("--film: must not be empty");
+  }
+  if (a.viewer_ref && a.viewer_ref->empty()) {
+    throw usage_error("--viewer-ref: must not be empty (leave it out to send none)");
+  }
   if (a.unlocked_through && *a.unlocked_through < a.episode) {
     throw usage_error("--unlocked-through must be at least --episode");
   }

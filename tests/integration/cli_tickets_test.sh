@@ -121,6 +121,15 @@ expect_rc 2 "base URL that is not http(s)"
 expect_err "base_url must be an http"
 run tickets --film $'\xff' --episode 1
 expect_rc 2 "film that is not UTF-8"
+run tickets --film "" --episode 1
+expect_rc 2 "empty film"
+expect_err "wandura tickets: --film: must not be empty"
+run tickets --film the-heiress-returns --episode 1 --viewer-ref ""
+expect_rc 2 "empty viewer_ref"
+expect_err "\-\-viewer-ref: must not be empty"
+run config --api-key --json
+expect_rc 2 "an option taken for --api-key's value"
+expect_err "wandura config: --api-key: value missing: got the option --json"
 run frobnicate
 expect_rc 2 "unknown command"
 run emulator
