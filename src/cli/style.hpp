@@ -199,7 +199,9 @@ inline void refuse_options_as_values(CLI::App& app) {
     if (option->get_expected_min() == 0 || option->get_type_size_min() == 0) {
       continue; // a flag
     }
-    option->check(CLI::Validator(
+    // A transform, which CLI11 runs before the checks and transforms added earlier (a number's range, a list of
+    // names): their messages would quote the value taken, which may be the next option's, `--api-key=SECRET`.
+    option->transform(CLI::Validator(
         [names](std::string& value) -> std::string {
           std::string const head = value.substr(0, value.find('='));
           if (std::find(names.begin(), names.end(), head) != names.end()) {

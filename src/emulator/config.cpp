@@ -7,13 +7,13 @@
 #include <simdjson.h>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -102,6 +102,10 @@ void check_config(config const& cfg) {
     throw config_error("hold_window: must be 0-60000 ms");
   }
   for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
+    if (cfg.orgs[i].keys.empty()) {
+      throw config_error("orgs[" + std::to_string(i) +
+                         "].keys: missing or empty: no request could reach the organisation");
+    }
     static constexpr std::array counters = {counter::playback, counter::catalog, counter::creatives,
                                             counter::videos,   counter::video,   counter::config};
     for (auto c : counters) {
@@ -290,11 +294,17 @@ std::vector<fault_rule> parse_fault_rules(std::string_view json) {
   if (doc.is_array()) {
     return parse_rules_array(doc, "rules");
   }
-  element rules;
-  if (get_object(doc, "json")["rules"].get(rules) != simdjson::SUCCESS) {
+  std::optional<std::vector<fault_rule>> rules;
+  for (auto [k, v] : get_object(doc, "json")) {
+    if (k != "rules") {
+      unknown_key(std::string(k), "rules");
+    }
+    rules = parse_rules_array(v, "rules");
+  }
+  if (!rules) {
     fail("rules", "missing");
   }
-  return parse_rules_array(rules, "rules");
+  return std::move(*rules);
 }
 
 namespace {
@@ -313,10 +323,6 @@ std::string read_config_file(std::string const& path) {
     closer& operator=(closer const&) = delete;
     ~closer() { ::close(fd); }
   } const closing(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    refuse(std::strerror(EISDIR));
-  }
   std::string text;
   std::array<char, 65536> chunk{};
   for (;;) {
@@ -374,9 +380,6 @@ config parse_config(std::string_view json) {
           } else {
             unknown_key(oat, "id, keys, limits");
           }
-        }
-        if (org.keys.empty()) {
-          fail(where + ".keys", "missing or empty: no request could reach the organisation");
         }
         cfg.orgs.push_back(std::move(org));
       }

@@ -314,7 +314,12 @@ asio::awaitable<connection::outcome> connection::handle_request() {
   // While the service works on the request (a delay fault, a play held for room) the connection is not idle; its
   // writes are not covered: a peer that stops reading is idle, and the watchdog closes it.
   answering_ = true;
-  watchdog_.cancel(); // the watch looks at the peer from now on, not at the idle deadline it was armed for
+  if (delay.count() > 0) {
+    // The watch looks at the peer from now on, not at the idle deadline it was armed for. Only for a delay fault,
+    // which may last minutes: a held play ends within `hold_window`, and every other request at once, so the
+    // common path keeps its one timer wait per idle period.
+    watchdog_.cancel();
+  }
   try {
     r = co_await svc.handle(reader_.request(), stale_db, delay);
   } catch (std::exception const& e) {

@@ -1,7 +1,8 @@
 // One keep-alive connection of the emulator: reads requests (request_reader), answers them one at a time (pipelined
 // requests in order), serves the admin API of docs/protocol.md §4, and delivers replies intact or damaged as a fault
 // rule says. Closes on error, on `Connection: close`, after `idle_timeout` without traffic while no request is
-// being answered, and when a request has not fully arrived `idle_timeout` after its first byte.
+// being answered, when a request has not fully arrived `idle_timeout` after its first byte, and when its client
+// closes its side while a request is being answered.
 #pragma once
 
 #include "emulator/clock.hpp"
@@ -68,7 +69,7 @@ private:
   bool peer_is_loopback_ = false;
   bool done_ = false;
   /// The service is working on a request (a delay fault, a play held for room): the watchdog leaves the connection
-  /// open. Not while its reply is written: a peer that stops reading is idle.
+  /// open while its peer is there (`peer_gone`). Not while its reply is written: a peer that stops reading is idle.
   bool answering_ = false;
   /// The request being answered is a HEAD: its reply is sent without its body (RFC 9110 §9.3.2).
   bool head_only_ = false;

@@ -96,8 +96,8 @@ std::unique_ptr<server> server::start(config cfg) {
     p->acceptor->bind(endpoint);
     p->acceptor->listen(asio::socket_base::max_listen_connections);
   } catch (std::system_error const& e) { // "bind: Address already in use" names neither
-    throw std::system_error(e.code(),
-                            "listening on " + (address.is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(port));
+    throw std::system_error(e.code(), "cannot listen on " + (address.is_v6() ? "[" + host + "]" : host) + ":" +
+                                          std::to_string(port));
   }
   p->port = p->acceptor->local_endpoint().port();
   p->host = host;

@@ -235,8 +235,8 @@ std::string http_date(time_point t) {
 }
 
 std::string_view reason_phrase(int status) noexcept {
-  // RFC 9110 section 15's phrases; none for a status it does not define (RFC 9112 section 4: the phrase may be
-  // empty, and a client ignores it).
+  // The registered phrases (RFC 9110 section 15, and RFC 6585's 428, 429 and 431, RFC 7725's 451, RFC 8470's 425);
+  // none for a status without one (RFC 9112 section 4: the phrase may be empty, and a client ignores it).
   switch (status) {
   case 200: return "OK";
   case 201: return "Created";
@@ -250,6 +250,7 @@ std::string_view reason_phrase(int status) noexcept {
   case 302: return "Found";
   case 303: return "See Other";
   case 304: return "Not Modified";
+  case 305: return "Use Proxy";
   case 307: return "Temporary Redirect";
   case 308: return "Permanent Redirect";
   case 400: return "Bad Request";

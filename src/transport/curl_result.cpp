@@ -44,13 +44,14 @@ namespace {
   }
 }
 
-/// A chunked body whose chunk sizes or framing break the chunked coding's grammar (RFC 9112 section 7.1): libcurl
-/// 7.88 says "<what> in chunked-encoding" (lib/transfer.c) with CURLE_RECV_ERROR. Its "Out of memory" there is not
-/// the peer's doing.
+/// A chunked body whose chunk sizes or framing break the chunked coding's grammar (RFC 9112 section 7.1), which
+/// libcurl reports as CURLE_RECV_ERROR, as it does a failed read: only its text tells them apart. 7.88 says "<what>
+/// in chunked-encoding" (lib/transfer.c); the 8.x parser "chunk hex-length char not a hex digit: 0x7a", "chunk
+/// hex-length longer than 16", "invalid chunk size: '...'" (lib/http_chunks.c). Its "Out of memory" there is not
+/// the peer's doing; a failed read's text never names a chunk.
 [[nodiscard]] bool is_malformed_chunking(CURLcode rc, std::string_view curl_text) noexcept {
-  constexpr std::string_view suffix = " in chunked-encoding";
-  return rc == CURLE_RECV_ERROR && curl_text.size() > suffix.size() &&
-         curl_text.substr(curl_text.size() - suffix.size()) == suffix && curl_text.rfind("Out of memory", 0) != 0;
+  auto const names = [&](std::string_view word) { return curl_text.find(word) != std::string_view::npos; };
+  return rc == CURLE_RECV_ERROR && (names("chunked-encoding") || names("chunk ")) && !names("Out of memory");
 }
 
 /// libcurl 7.88 reports a header line over its 100 KiB limit (CURL_MAX_HTTP_HEADER) as out of memory, before the

@@ -47,7 +47,9 @@ struct transfer_facts {
                                               std::string_view curl_text = {}) noexcept;
 
 /// The message of a failed transfer: what happened in a few words, then libcurl's own text
-/// (`CURLOPT_ERRORBUFFER`, may be empty) or, without one, curl_easy_strerror's. libcurl's text, which may quote
+/// (`CURLOPT_ERRORBUFFER`, may be empty) or, without one, curl_easy_strerror's; not libcurl's text when the
+/// transport's own callbacks ended the transfer (a size cap, a Content-Length, an upgrade, a resend refused), for
+/// which libcurl only says that a callback refused. libcurl's text, which may quote
 /// the server (a certificate's subject name), goes in through `detail::append_printable`, bounded at
 /// CURL_ERROR_SIZE bytes: the message is one line of printable ASCII, and every message built from it
 /// (`attempt_result::detail`, `transport::send`'s `what()`, the client's) quotes it as it is.

@@ -149,7 +149,8 @@ struct config {
   std::chrono::milliseconds hold_window{500};
   /// Connections idle this long (no byte read or written, and no request being answered) are closed, and so are
   /// those whose request has not fully arrived this long after its first byte. A request worked on for longer (a
-  /// `delay` fault, a held play) still gets its answer. At least 1 ms: 0 does not mean "no timeout".
+  /// `delay` fault, a held play) still gets its answer, unless its client closes its side meanwhile: the socket is
+  /// then closed (within 250 ms for a delay fault), and the work goes on. At least 1 ms: 0 does not mean "no timeout".
   std::chrono::milliseconds idle_timeout{60000};
 };
 
@@ -224,7 +225,7 @@ public:
   ///         `idle_timeout` below 1 ms, more than 1000 fault rules) or a field is out of the range its JSON form
   ///         allows (no thread, a limit of 0, an `overshoot` outside [0,1], a fault rule's status outside 200-599,
   ///         ...).
-  /// @throws std::system_error when the address cannot be bound; `what()` names it ("listening on 127.0.0.1:8787:
+  /// @throws std::system_error when the address cannot be bound; `what()` names it ("cannot listen on 127.0.0.1:8787:
   /// ...").
   [[nodiscard]] static std::unique_ptr<server> start(config cfg);
 

@@ -5,7 +5,9 @@
 //   backoff after such a failure has not passed yet); the command was not sent.
 // - `errc::attempt_timeout`: the command's timeout (`redis_options::command_timeout`) passed without a byte of the
 //   reply; `errc::response_timeout` when part of it had come.
-// - `errc::connection_reset`: Redis closed or reset the connection before the reply was complete.
+// - `errc::connection_reset`: the connection closed or broke before the reply was complete: Redis closed or reset
+//   it, or the client dropped it because its `AUTH` or `SELECT` went unanswered within the connect timeout. The
+//   command may have run.
 // - `errc::protocol_error`: Redis (or whatever listens on its port) sent bytes that are not RESP2.
 // - `errc::invalid_argument`: a bad `redis://` URL or argument; nothing was sent.
 // - `asio::error::operation_aborted`: cancelled through the awaiting coroutine's cancellation slot, or the client

@@ -183,6 +183,10 @@ public:
 
   /// Replaces the content with `bytes`, which may view this body itself.
   void assign(std::string_view bytes) {
+    if (bytes.empty()) {
+      clear(); // zeroes the padding, which append(…, 0) would leave holding the old content
+      return;
+    }
     size_ = 0;
     append(bytes.data(), bytes.size()); // append copies from `bytes` before it frees or overwrites anything
   }

@@ -547,7 +547,9 @@ TEST_CASE("redis client: a command written behind a setup not answered within co
   slow_proxy proxy(redis->port(), 600ms);
   asio::io_context io;
   std::string const url = "redis://127.0.0.1:" + std::to_string(proxy.port()) + "/1";
-  wandura::redis_client client(io.get_executor(), {.url = url, .command_timeout = 5s, .connect_timeout = 100ms});
+  // A reconnect backoff far longer than the test: the second command below falls within it however late it runs.
+  wandura::redis_client client(io.get_executor(),
+                               {.url = url, .command_timeout = 5s, .connect_timeout = 100ms, .reconnect_backoff = 10s});
   auto const start = std::chrono::steady_clock::now();
   auto [ec, reply] = run_command(io, client, {"SET", "written_behind_setup", "yes"});
   auto const took = elapsed_ms(start);

@@ -123,6 +123,12 @@ TEST_CASE("emulator config: a key no reader knows is refused at every level, nam
   } catch (config_error const& e) {
     CHECK_THAT(e.what(), Catch::StartsWith("rules[0].msec: unknown key"));
   }
+  try {
+    (void)parse_fault_rules(R"({"rules":[{"kind":"reset"}],"rule":[]})");
+    FAIL("accepted");
+  } catch (config_error const& e) {
+    CHECK_THAT(e.what(), Catch::StartsWith("rule: unknown key (known: rules)"));
+  }
 }
 
 TEST_CASE("emulator config: a fault status is a final one, 200-599, and a 1xx is refused with the range") {
@@ -338,7 +344,7 @@ TEST_CASE("emulator server: a port already taken is refused naming the address a
     FAIL("started twice on one port");
   } catch (std::system_error const& e) {
     CHECK(e.code() == asio::error::address_in_use);
-    CHECK_THAT(e.what(), Catch::StartsWith("listening on 127.0.0.1:" + std::to_string(first->port()) + ": "));
+    CHECK_THAT(e.what(), Catch::StartsWith("cannot listen on 127.0.0.1:" + std::to_string(first->port()) + ": "));
   }
 }
 

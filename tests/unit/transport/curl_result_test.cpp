@@ -78,6 +78,9 @@ TEST_CASE("transport errors: a response cut short, and HTTP/2 failures, are retr
   // "Out of memory" there, nor the phrase elsewhere in the text.
   CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Illegal or missing hexadecimal sequence in chunked-encoding") ==
         errc::protocol_error);
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "chunk hex-length char not a hex digit: 0x7a") ==
+        errc::protocol_error); // libcurl 8's words
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "invalid chunk size: '-5'") == errc::protocol_error);
   CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Out of memory in chunked-encoding") == errc::connection_reset);
   CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Recv failure: Connection reset by peer") == errc::connection_reset);
   CHECK(map_curl_result(CURLE_PARTIAL_FILE, f.body, "Malformed encoding found in chunked-encoding") ==
@@ -100,6 +103,16 @@ TEST_CASE("transport errors: oversized bodies and headers are final response_too
         "response headers over 256 KiB");
   CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_body, "Failed writing header") ==
         "response body over transport_options::max_response_bytes");
+  transfer_facts lengths = f.headers;
+  lengths.invalid_length = true;
+  transfer_facts upgrade = f.headers;
+  upgrade.unasked_upgrade = true;
+  transfer_facts resend = f.sent;
+  resend.resend_refused = true;
+  for (auto const* facts : {&lengths, &upgrade, &resend}) {
+    CHECK(describe_curl_result(CURLE_WRITE_ERROR, *facts, "Failed writing header").find("libcurl") ==
+          std::string::npos);
+  }
   CHECK(describe_curl_result(CURLE_OUT_OF_MEMORY, f.headers, "") ==
         "a response header line over libcurl's 100 KiB limit");
   CHECK(describe_curl_result(CURLE_WRITE_ERROR, big_body, "") ==

@@ -102,6 +102,10 @@ TEST_CASE("response_body: padded when empty, after growth, copies and moves") {
   CHECK(padded(b));
   b.assign("short");
   CHECK(padded(b));
+  b.assign("");
+  CHECK(padded(b));
+  b = wandura::response_body{} /* copy-assigned from an empty one */;
+  CHECK(padded(b));
   wandura::response_body reserved;
   reserved.reserve(100); // storage, no content yet
   CHECK(padded(reserved));
