@@ -414,8 +414,9 @@ public:
   /// Counters: calls, attempts, retries, budget denials, queued at the gate, outcomes by kind, cache hits, coalesced.
   /// How long calls take is in `metrics_text` (`wandura_call_duration_seconds`, by operation and outcome).
   [[nodiscard]] client_stats stats() const;
-  /// The same counters in the Prometheus text exposition format (prefix `wandura_`), followed by the client's
-  /// `http_client_metrics` families (`http_client_request_duration_seconds`, ...): serve this text alone, not
+  /// The same counters in the Prometheus text exposition format (prefix `wandura_`), followed by the admission
+  /// gate's families (`wandura_gate_*`, by counter) and the client's `http_client_metrics` families
+  /// (`http_client_request_duration_seconds`, ...); docs/testing.md lists them all. Serve this text alone, not
   /// beside `http_client_metrics::to_prometheus()`, which would give those families twice in one scrape.
   [[nodiscard]] std::string metrics_text() const;
   /// The retry engine (budget, hold-offs) shared by every call of this client.
