@@ -44,6 +44,20 @@ TEST_CASE("emulator config: designated initializers naming a few fields keep eve
   CHECK(org.limits.playback == 6000);
 }
 
+namespace {
+
+/// What parse_config says of `json`, or "no error".
+std::string config_message(std::string_view json) {
+  try {
+    (void)parse_config(json);
+  } catch (config_error const& e) {
+    return std::string(e.what());
+  }
+  return "no error";
+}
+
+} // namespace
+
 TEST_CASE("emulator config: a file overrides what it names and keeps the other defaults") {
   auto cfg = parse_config(R"({
     "orgs": [ {"id": "org_a", "keys": ["k1", "k2"], "limits": {"playback": 100, "config": 5}},
@@ -73,48 +87,34 @@ TEST_CASE("emulator config: a file overrides what it names and keeps the other d
 }
 
 TEST_CASE("emulator config: bad input is a config_error naming the field") {
-  auto message = [](std::string_view json) {
-    try {
-      (void)parse_config(json);
-    } catch (config_error const& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  CHECK_THAT(message("{"), Catch::Contains("json"));
-  CHECK_THAT(message("[]"), Catch::Contains("expected an object"));
-  CHECK_THAT(message(R"({"orgs":[{"keys":["k"],"limits":{"playback":-1}}]})"),
+  CHECK_THAT(config_message("{"), Catch::Contains("json"));
+  CHECK_THAT(config_message("[]"), Catch::Contains("expected an object"));
+  CHECK_THAT(config_message(R"({"orgs":[{"keys":["k"],"limits":{"playback":-1}}]})"),
              Catch::Contains("orgs[0].limits.playback"));
-  CHECK_THAT(message(R"({"orgs":[{"keys":["k"],"limits":{"playback":0}}]})"), Catch::Contains("at least 1"));
-  CHECK_THAT(message(R"({"orgs":[{"id":"a","keys":[]}]})"), Catch::Contains("orgs[0].keys: missing or empty"));
-  CHECK_THAT(message(R"({"orgs":[{"id":"a"}]})"), Catch::Contains("orgs[0].keys: missing or empty"));
-  CHECK_THAT(message(R"({"films":[]})"), Catch::Contains("films: empty"));
-  CHECK_THAT(message(R"({"films":[{"episodes":3}]})"), Catch::Contains("films[0].film_ref"));
-  CHECK_THAT(message(R"({"ticket_ttl_s":"long"})"), Catch::Contains("ticket_ttl_s"));
-  CHECK_THAT(message(R"({"faults":[{"kind":"meteor"}]})"), Catch::Contains("unknown fault kind"));
-  CHECK_THAT(message(R"({"faults":[{"kind":"status","probability":1.5}]})"), Catch::Contains("faults[0].probability"));
-  CHECK_THAT(message(R"({"faults":[{"path":"/v1/config"}]})"), Catch::Contains("faults[0].kind"));
-  CHECK_THAT(message(R"({"overshoot":2})"), Catch::Contains("overshoot"));
+  CHECK_THAT(config_message(R"({"orgs":[{"keys":["k"],"limits":{"playback":0}}]})"), Catch::Contains("at least 1"));
+  CHECK_THAT(config_message(R"({"orgs":[{"id":"a","keys":[]}]})"), Catch::Contains("orgs[0].keys: missing or empty"));
+  CHECK_THAT(config_message(R"({"orgs":[{"id":"a"}]})"), Catch::Contains("orgs[0].keys: missing or empty"));
+  CHECK_THAT(config_message(R"({"films":[]})"), Catch::Contains("films: empty"));
+  CHECK_THAT(config_message(R"({"films":[{"episodes":3}]})"), Catch::Contains("films[0].film_ref"));
+  CHECK_THAT(config_message(R"({"ticket_ttl_s":"long"})"), Catch::Contains("ticket_ttl_s"));
+  CHECK_THAT(config_message(R"({"faults":[{"kind":"meteor"}]})"), Catch::Contains("unknown fault kind"));
+  CHECK_THAT(config_message(R"({"faults":[{"kind":"status","probability":1.5}]})"),
+             Catch::Contains("faults[0].probability"));
+  CHECK_THAT(config_message(R"({"faults":[{"path":"/v1/config"}]})"), Catch::Contains("faults[0].kind"));
+  CHECK_THAT(config_message(R"({"overshoot":2})"), Catch::Contains("overshoot"));
 }
 
 TEST_CASE("emulator config: a key no reader knows is refused at every level, naming it and the known ones") {
   // A misspelt key must not leave a fault or a limit out without a word.
-  auto message = [](std::string_view json) {
-    try {
-      (void)parse_config(json);
-    } catch (config_error const& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  CHECK_THAT(message(R"({"fualts":[{"kind":"reset"}]})"), Catch::StartsWith("fualts: unknown key (known: orgs, films"));
-  CHECK_THAT(message(R"({"faults":[{"kind":"status","stauts":503}]})"),
+  CHECK_THAT(config_message(R"({"fualts":[{"kind":"reset"}]})"),
+             Catch::StartsWith("fualts: unknown key (known: orgs, films"));
+  CHECK_THAT(config_message(R"({"faults":[{"kind":"status","stauts":503}]})"),
              Catch::StartsWith("faults[0].stauts: unknown key (known: path, kind, status"));
-  CHECK_THAT(message(R"({"orgs":[{"id":"a","keys":["k"],"limit":{"playback":5}}]})"),
+  CHECK_THAT(config_message(R"({"orgs":[{"id":"a","keys":["k"],"limit":{"playback":5}}]})"),
              Catch::StartsWith("orgs[0].limit: unknown key (known: id, keys, limits)"));
-  CHECK_THAT(message(R"({"orgs":[{"id":"a","keys":["k"],"limits":{"playbacks":5}}]})"),
+  CHECK_THAT(config_message(R"({"orgs":[{"id":"a","keys":["k"],"limits":{"playbacks":5}}]})"),
              Catch::StartsWith("orgs[0].limits.playbacks: unknown key (known: playback, catalog"));
-  CHECK_THAT(message(R"({"films":[{"film_ref":"f","episode":3}]})"),
+  CHECK_THAT(config_message(R"({"films":[{"film_ref":"f","episode":3}]})"),
              Catch::StartsWith("films[0].episode: unknown key (known: film_ref, title, episodes, entitled)"));
   // The rules of the admin API are read by the same reader.
   try {
