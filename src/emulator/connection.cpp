@@ -109,7 +109,8 @@ asio::awaitable<void> connection::watch(std::shared_ptr<connection> /*self*/) {
   while (!done_) {
     // A request being answered (a delay fault, a held play) is not idleness: its reply is still to come, unless
     // the peer closed or reset the connection meanwhile (it gave up waiting): then no one can read the reply, and
-    // the socket is closed at once rather than when the work ends (a delay fault may last ten minutes).
+    // the socket is closed within `answering_check` (a delay fault wakes this loop as it starts) rather than when
+    // the work ends (a delay fault may last ten minutes).
     if (answering_) {
       if (peer_gone()) {
         close();
