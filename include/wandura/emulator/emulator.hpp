@@ -177,7 +177,8 @@ public:
 /// The most bytes `load_config_file` reads: 16 MiB.
 inline constexpr std::size_t max_config_file_bytes = std::size_t{16} << 20U;
 
-/// Reads the file at `path` and parses it as `parse_config` does.
+/// Reads the file at `path` and parses it as `parse_config` does. Blocking (one `read` per 64 KiB); like
+/// `parse_config` and `parse_fault_rules`, it keeps no state and may be called from any thread at once.
 /// @throws config_error starting with `path`: the system's reason it cannot be read (no such file, a directory, no
 ///         permission), a file over `max_config_file_bytes` (`/dev/zero` included), or `parse_config`'s error.
 [[nodiscard]] config load_config_file(std::string const& path);
