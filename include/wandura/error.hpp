@@ -41,8 +41,10 @@ enum class errc {
   /// its header lines exceeded 256 KiB, interim 1xx responses' included (one header line: 100 KiB). The same answer
   /// would come back: final.
   response_too_large = 6,
-  /// The peer sent something that is not valid HTTP (from Redis, in the fleet layer: not valid RESP, or a reply no
-  /// command waits for).
+  /// The peer sent something that is not valid HTTP: a status code outside 100-599, a `101 Switching Protocols`
+  /// no request asked for, a Content-Length that is not one length, a body that breaks its chunked coding, broken
+  /// framing. The same answer would come back: final. (From Redis, in the fleet layer: not valid RESP, or a reply
+  /// no command waits for.)
   protocol_error = 7,
   /// Any other transport failure (out of memory in libcurl, an unsupported URL, ...). The message says which.
   transport_failed = 8,

@@ -72,7 +72,7 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts, std:
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
   }
-  if (facts.invalid_length || facts.unasked_upgrade || is_malformed_chunking(rc, curl_text)) {
+  if (facts.invalid_length || facts.refused_status != 0 || is_malformed_chunking(rc, curl_text)) {
     return make_error_code(errc::protocol_error);
   }
   if (facts.resend_refused) {
@@ -113,8 +113,10 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = "response body over transport_options::max_response_bytes";
   } else if (facts.invalid_length) {
     out = "a Content-Length that is not one length (two different values, or not a decimal number)";
-  } else if (facts.unasked_upgrade) {
+  } else if (facts.refused_status == 101) {
     out = "a 101 Switching Protocols response to a request that asked for no upgrade";
+  } else if (facts.refused_status != 0) {
+    out = "a status code past 599 (" + std::to_string(facts.refused_status) + "), which HTTP does not define";
   } else if (facts.resend_refused) {
     out = "the reused connection closed before any response byte, and a request without an idempotency key is not "
           "sent again";
@@ -132,7 +134,7 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
   // A transfer the transport's own callbacks ended (a size cap, a Content-Length, an upgrade, a resend) gets libcurl's
   // words for the callback's refusal ("Failed writing header"), which say nothing the message did not.
   bool const refused_here = facts.body_too_large || facts.headers_too_large || facts.invalid_length ||
-                            facts.unasked_upgrade || facts.resend_refused;
+                            facts.refused_status != 0 || facts.resend_refused;
   if (!curl_text.empty() && rc != CURLE_OK && !refused_here) {
     // libcurl's text may quote what the server sent (a certificate's subject name): escaped here, once, for every
     // message built from it. Its buffer holds CURL_ERROR_SIZE bytes, so nothing libcurl wrote is cut.

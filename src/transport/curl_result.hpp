@@ -33,9 +33,10 @@ struct transfer_facts {
   /// libcurl set out to send the request again on a new connection (its reused one closed before any response
   /// byte), and the transport refused: the request is not replayable (easy_setup.cpp, `on_prereq`).
   bool resend_refused = false;
-  /// A `101 Switching Protocols` arrived, which no request of the transport asks for (it offers no upgrade): the
-  /// connection would speak another protocol from then on.
-  bool unasked_upgrade = false;
+  /// The status code of a status line the transport refuses, or 0: `101 Switching Protocols`, which no request of
+  /// the transport asks for (it offers no upgrade; the connection would speak another protocol from then on), or a
+  /// code past 599, which HTTP does not define (RFC 9110 §15: 100-599; libcurl itself refuses codes under 100).
+  int refused_status = 0;
 };
 
 /// Maps a CURLcode (as int, so that this header needs no curl.h) to the SDK's error code. 0 maps to success,

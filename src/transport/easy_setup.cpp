@@ -167,7 +167,7 @@ void start_response(transfer& t) noexcept {
   t.response.headers.clear();
   long code = 0;
   int const status = curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK ? static_cast<int>(code) : 0;
-  t.facts.unasked_upgrade = status == 101;
+  t.facts.refused_status = status == 101 || status > 599 ? status : 0;
   t.interim_response = status >= 100 && status < 200;
   t.bodyless = t.interim_response || status == 204 || status == 304;
   t.facts.has_length = false;
@@ -200,8 +200,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   bool const status_line = std::exchange(t->at_block_start, false);
   if (status_line) {
     start_response(*t);
-    if (t->facts.unasked_upgrade) {
-      return 0; // libcurl would wait for a response in the protocol switched to, until the attempt's timeout
+    if (t->facts.refused_status != 0) {
+      return 0; // after a 101, libcurl would wait for a response in the protocol switched to, until the timeout
     }
   }
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {

@@ -106,10 +106,12 @@ TEST_CASE("transport errors: oversized bodies and headers are final response_too
   transfer_facts lengths = f.headers;
   lengths.invalid_length = true;
   transfer_facts upgrade = f.headers;
-  upgrade.unasked_upgrade = true;
+  upgrade.refused_status = 101;
+  transfer_facts status = f.headers;
+  status.refused_status = 999;
   transfer_facts resend = f.sent;
   resend.resend_refused = true;
-  for (auto const* facts : {&lengths, &upgrade, &resend}) {
+  for (auto const* facts : {&lengths, &upgrade, &status, &resend}) {
     CHECK(describe_curl_result(CURLE_WRITE_ERROR, *facts, "Failed writing header").find("libcurl") ==
           std::string::npos);
   }

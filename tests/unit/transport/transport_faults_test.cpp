@@ -332,6 +332,20 @@ TEST_CASE("transport: a 101 Switching Protocols, never asked for, is a protocol_
   CHECK(message.find("101 Switching Protocols") != std::string::npos);
 }
 
+TEST_CASE("transport: a status code past 599 is a protocol_error, final, which names it") {
+  // libcurl reads any three digits; HTTP defines 100-599 (libcurl itself refuses a code under 100).
+  for (std::string const code : {"600", "999"}) {
+    std::string message;
+    auto const result = answered_with("HTTP/1.1 " + code + " Odd\r\nContent-Length: 2\r\n\r\n{}", &message);
+    CHECK(result.error == errc::protocol_error);
+    CHECK_FALSE(result.error == wandura::condition::retryable);
+    CHECK(message.find("a status code past 599 (" + code + ")") != std::string::npos);
+  }
+  auto const highest = answered_with("HTTP/1.1 599 Last\r\nContent-Length: 2\r\n\r\n{}");
+  REQUIRE_FALSE(highest.error);
+  CHECK(highest.response.status == 599);
+}
+
 TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256 KiB cap: response_too_large") {
   std::string const pad = "X-Pad: " + std::string(991, 'h') + "\r\n"; // 1,000 bytes
   auto lines = [&](int count) {
