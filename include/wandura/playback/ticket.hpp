@@ -91,7 +91,9 @@ struct ticket {
   std::string manifest_url; ///< Where the player fetches the stream manifest.
   std::string license_url;  ///< Where the player fetches the DRM licence.
   /// When the ticket stops working, from `expires_at` (RFC 3339, any offset, normalised to UTC). The SDK reuses a
-  /// ticket only until 5 minutes before this instant (docs/protocol.md §3).
+  /// ticket only until 5 minutes before this instant (docs/protocol.md §3). A ticket is reported as the server
+  /// granted it even when this instant has passed by the local clock (the server's clock decides; a local clock
+  /// ahead of it would otherwise turn every grant into an error); such a ticket is not kept for reuse.
   std::chrono::system_clock::time_point expires_at{};
   std::string expires_at_text; ///< `expires_at` exactly as the server wrote it, e.g. "2026-11-30T11:00:00Z".
   std::string drm_payload;     ///< Opaque DRM data for the player; passed through unchanged.

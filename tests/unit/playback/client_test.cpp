@@ -163,6 +163,22 @@ TEST_CASE("client: a granted ticket is reused for the same viewer and device, ne
   CHECK(h.api->stats().metrics.cache_hits == 1);
 }
 
+TEST_CASE("client: a ticket whose expires_at has passed by the local clock is granted, and not kept for reuse") {
+  // ticket.hpp: the server's clock decides; a local clock ahead of it must not turn grants into errors.
+  harness h;
+  h.fake->set_default(fake_step::respond(
+      200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4", false, "2000-01-01T00:00:00Z")})));
+  auto first = h.start(4, 0);
+  CHECK(first.play.outcome == item_outcome::granted);
+  REQUIRE(first.play.ticket);
+  CHECK(first.play.ticket->ticket_id == "t4");
+  CHECK(first.play.ticket->expires_at_text == "2000-01-01T00:00:00Z");
+  auto again = h.start(4, 0);
+  CHECK(h.fake->attempt_count() == 2); // asked again: the expired ticket was not reused
+  CHECK_FALSE(again.play.reused);
+  CHECK(h.api->stats().metrics.cache_hits == 0);
+}
+
 TEST_CASE("client: concurrent identical requests share one request") {
   harness h;
   auto step = fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")}));
