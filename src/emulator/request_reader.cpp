@@ -68,7 +68,9 @@ request_reader::result request_reader::feed(std::string_view bytes) {
   }
   if (err != HPE_OK) {
     if (bad_request_.empty()) {
-      refusal_ = http_errno_description(err);
+      // http_parser reports a chunk size past 2^64 - 1 as it does a bad Content-Length.
+      bool const chunk_overflow = err == HPE_INVALID_CONTENT_LENGTH && (parser_.flags & F_CHUNKED) != 0;
+      refusal_ = chunk_overflow ? "chunk size too large" : http_errno_description(err);
       refusal_status_ = err == HPE_HEADER_OVERFLOW ? 431 : 400;
     } else {
       refusal_ = bad_request_;
