@@ -656,6 +656,25 @@ TEST_CASE("transport: a body still arriving at the timeout is response_timeout")
   CHECK(r.error == wandura::condition::timeout);
 }
 
+TEST_CASE("transport: an attempt's timeout is the transport's to end even while its socket is busy") {
+  // libcurl checks its own deadline (no earlier than the transport's) whenever it acts on a socket; one it times
+  // out itself keeps its connection, an HTTP/2 stream's reset unsent (transport.hpp, Cancellation). A body arriving
+  // every millisecond keeps the socket busy across the deadline: the transport must still be the one to end it.
+  test_http_server server(server_behaviour::slow_body);
+  server.set_body(std::string(100'000, 'x'));
+  server.set_chunk_delay(1ms);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  wandura::attempt_options opts;
+  opts.timeout = 100ms;
+  for (int round = 0; round < 20; ++round) {
+    CAPTURE(round);
+    auto r = run(io, tr.send_attempt(post(server.url()), opts));
+    CHECK(r.error == errc::response_timeout);
+    CHECK_THAT(r.detail, Catch::StartsWith("attempt timeout of 100 ms passed"));
+  }
+}
+
 TEST_CASE("transport: bodies over the cap fail with response_too_large, by Content-Length or by bytes") {
   asio::io_context io;
   SECTION("announced by Content-Length") {
