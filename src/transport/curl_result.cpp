@@ -60,6 +60,15 @@ namespace {
   return rc == CURLE_OUT_OF_MEMORY && facts.response_started && !facts.headers_complete;
 }
 
+/// An HTTP/2 stream or connection ended with the error code PROTOCOL_ERROR: nghttp2 found the response malformed
+/// (two different `content-length` values, one that is not a number, a `:status` that is not three digits, a
+/// connection-specific header) and reset the stream itself, or the server reset it calling the request malformed.
+/// Either way the same request gets the same end. libcurl names the code in its text: 7.88 "HTTP/2 stream 1 was
+/// not closed cleanly: PROTOCOL_ERROR (err 1)", 8.x "... (error 0x1 PROTOCOL_ERROR)".
+[[nodiscard]] bool is_http2_protocol_error(CURLcode rc, std::string_view curl_text) noexcept {
+  return (rc == CURLE_HTTP2_STREAM || rc == CURLE_HTTP2) && curl_text.find("PROTOCOL_ERROR") != std::string_view::npos;
+}
+
 } // namespace
 
 std::error_code map_curl_result(int curl_code, transfer_facts const& facts, std::string_view curl_text) noexcept {
@@ -72,7 +81,8 @@ std::error_code map_curl_result(int curl_code, transfer_facts const& facts, std:
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
   }
-  if (facts.invalid_length || facts.refused_status != 0 || is_malformed_chunking(rc, curl_text)) {
+  if (facts.invalid_length || facts.refused_status != 0 || is_malformed_chunking(rc, curl_text) ||
+      is_http2_protocol_error(rc, curl_text)) {
     return make_error_code(errc::protocol_error);
   }
   if (facts.resend_refused) {
@@ -118,12 +128,22 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
   } else if (facts.refused_status != 0) {
     out = "a status code past 599 (" + std::to_string(facts.refused_status) + "), which HTTP does not define";
   } else if (facts.resend_refused) {
-    out = "the reused connection closed before any response byte, and a request without an idempotency key is not "
-          "sent again";
+    if (facts.resent) {
+      out = "sent twice in this attempt, and twice the connection closed or the HTTP/2 stream was refused before "
+            "any response byte: not sent a third time";
+    } else if (facts.response_started) {
+      out = "the HTTP/2 stream was refused after its response had begun: not sent again";
+    } else {
+      out = "the connection closed, or the HTTP/2 stream was refused, before any response byte, and a request "
+            "without an idempotency key is not sent again";
+    }
   } else if (facts.request_started && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)) {
-    out = "the reused connection closed before any response byte, and the new one for sending again failed";
+    out = "the connection closed, or the HTTP/2 stream was refused, before any response byte, and the new "
+          "connection for sending again failed";
   } else if (is_malformed_chunking(rc, curl_text)) {
     out = "a chunked body that is not valid chunked coding";
+  } else if (is_http2_protocol_error(rc, curl_text)) {
+    out = "an HTTP/2 protocol error: a malformed response, or a request the server called malformed";
   } else if (rc == CURLE_OK) {
     out = "connection closed inside the response headers";
   } else if (rc == CURLE_PARTIAL_FILE) {

@@ -30,9 +30,12 @@ struct transfer_facts {
   bool invalid_length = false;
   bool has_length = false; ///< a Content-Length header arrived (its value in `length`)
   std::uint64_t length = 0;
-  /// libcurl set out to send the request again on a new connection (its reused one closed before any response
-  /// byte), and the transport refused: the request is not replayable (easy_setup.cpp, `on_prereq`).
+  /// libcurl set out to send the request again on a new connection (its connection closed, or an HTTP/2 server
+  /// refused the stream), and the transport refused: the request is not replayable, went out twice already, or its
+  /// response had begun (easy_setup.cpp, `on_prereq`).
   bool resend_refused = false;
+  /// libcurl sent the request a second time within the attempt (the transport allows one such resend).
+  bool resent = false;
   /// The status code of a status line the transport refuses, or 0: `101 Switching Protocols`, which no request of
   /// the transport asks for (it offers no upgrade; the connection would speak another protocol from then on), or a
   /// code past 599, which HTTP does not define (RFC 9110 §15: 100-599; libcurl itself refuses codes under 100).

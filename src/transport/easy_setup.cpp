@@ -96,8 +96,8 @@ bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int lo
 ///
 /// A second call in one transfer is libcurl sending the request again on a new connection, because the reused
 /// keep-alive connection it went out on closed before any byte of the response (or an HTTP/2 server refused the
-/// stream). The server may have read the first copy, so only a replayable request goes again; any other ends here,
-/// as the connection reset it is (transport.hpp, "Retries and idempotency").
+/// stream). The server may have read the first copy, so only a replayable request goes again, once; any other
+/// ends here, as the connection reset it is (transport.hpp, "Retries and idempotency").
 int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port, int local_port) noexcept {
   auto* t = static_cast<transfer*>(clientp);
   bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
@@ -116,9 +116,15 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
       v.erase(std::next(it).base());
     }
   }
-  if (t->facts.request_started && !is_replayable(*t->request)) {
-    t->facts.resend_refused = true;
-    return CURL_PREREQFUNC_ABORT;
+  if (t->facts.request_started) {
+    // Once per attempt, before any response byte, and only a replayable request: libcurl itself would send it up
+    // to five more times (an HTTP/2 server refusing every stream), each on a new connection, outside the retry
+    // engine's budget and pacing, or after the answer had begun (a stream refused after its headers).
+    if (t->facts.resent || t->facts.response_started || !is_replayable(*t->request)) {
+      t->facts.resend_refused = true;
+      return CURL_PREREQFUNC_ABORT;
+    }
+    t->facts.resent = true;
   }
   t->facts.request_started = true;
   return CURL_PREREQFUNC_OK;

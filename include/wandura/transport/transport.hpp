@@ -109,14 +109,19 @@ public:
   /// - `errc::tls_failed`: handshake or certificate verification failed.
   /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`, or the response's
   ///   header lines exceeded 256 KiB, counted over every header block, interim (1xx) responses' included (one
-  ///   header line: libcurl's 100 KiB). Final: the same answer would come back.
+  ///   header line: libcurl's 100 KiB). Final: the same answer would come back. Over HTTP/2, libcurl 7.88 holds
+  ///   one header block to 128 KiB itself and fails the connection past that, before the transport sees a line:
+  ///   `connection_reset`, as any broken HTTP/2 connection.
   /// - `errc::protocol_error`: the server's reply is not valid HTTP, including a `Content-Length` that is not one
   ///   length (RFC 9110 §8.6): its value must be `1*DIGIT` between optional white space, or a comma-separated list
   ///   of that one number (`96, 96`); a sign, white space inside a number, an empty value or list element, different
   ///   numbers in a list or on two header lines, or a number past 2^63 - 1 is refused before the body is read. The
   ///   `Content-Length` of a 1xx, 204 or 304 response frames nothing (RFC 9112 §6.3) and is not checked. Also a
   ///   chunked body that breaks the chunked coding (RFC 9112 §7.1): a chunk size that is not hexadecimal or is over
-  ///   64 bits, a chunk not followed by CR LF.
+  ///   64 bits, a chunk not followed by CR LF. A status code outside 100-599, or a `101 Switching Protocols` (no
+  ///   request asks for an upgrade). Over HTTP/2, a stream or connection ended with the error code PROTOCOL_ERROR
+  ///   (nghttp2 refusing a malformed response: two `content-length`s, a bad `:status`, a connection-specific
+  ///   header; or the server calling the request malformed). Final: the same answer would come back.
   /// - `errc::invalid_argument`: a request header name is not an HTTP token, or a value holds a byte RFC 9110 does
   ///   not allow in a field value: a control byte other than HTAB (0x00-0x08, 0x0A-0x1F; CR and LF would end the
   ///   header line and let the value add headers of its own) or DEL (0x7F). Visible ASCII, SP, HTAB and bytes
@@ -145,7 +150,8 @@ public:
   /// No retries here, with one exception that HTTP clients make for pooled connections: when the reused keep-alive
   /// connection a request went out on closes before any byte of the response (the server closed it as idle while
   /// the request was on its way, or an HTTP/2 server refused the stream), libcurl sends the request once more on a
-  /// new connection, within the same attempt and its timeout. The transport lets it do so only for a replayable
+  /// new connection, within the same attempt and its timeout (once: libcurl itself would try up to five times, each
+  /// outside the retry budget). The transport lets it do so only for a replayable
   /// request: a GET, or one carrying an `Idempotency-Key` header (the server answers a repeat with the first
   /// result). Any other request then fails with `errc::connection_reset`: the server may have read it, and it is
   /// never put on the wire twice. `connect_failed` guarantees the request was not sent (always safe to retry,

@@ -85,6 +85,23 @@ TEST_CASE("transport errors: a response cut short, and HTTP/2 failures, are retr
   CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "Recv failure: Connection reset by peer") == errc::connection_reset);
   CHECK(map_curl_result(CURLE_PARTIAL_FILE, f.body, "Malformed encoding found in chunked-encoding") ==
         errc::connection_reset);
+  // An HTTP/2 stream or connection ended as a PROTOCOL_ERROR (nghttp2 refusing a malformed response, or the
+  // server a malformed request) is final; any other HTTP/2 error code stays a reset.
+  for (auto rc : {CURLE_HTTP2_STREAM, CURLE_HTTP2}) {
+    CHECK(map_curl_result(rc, f.headers, "HTTP/2 stream 1 was not closed cleanly: PROTOCOL_ERROR (err 1)") ==
+          errc::protocol_error);
+    CHECK(map_curl_result(rc, f.sent, "HTTP/2 stream 3 reset by server (error 0x1 PROTOCOL_ERROR)") ==
+          errc::protocol_error); // libcurl 8's words
+    CHECK(map_curl_result(rc, f.body, "HTTP/2 stream 1 was not closed cleanly: INTERNAL_ERROR (err 2)") ==
+          errc::connection_reset);
+    CHECK(map_curl_result(rc, f.sent, "HTTP/2 stream 1 was not closed cleanly: REFUSED_STREAM (err 7)") ==
+          errc::connection_reset);
+  }
+  CHECK(map_curl_result(CURLE_RECV_ERROR, f.body, "PROTOCOL_ERROR") == errc::connection_reset);
+  CHECK(describe_curl_result(CURLE_HTTP2_STREAM, f.sent,
+                             "HTTP/2 stream 1 was not closed cleanly: PROTOCOL_ERROR (err 1)") ==
+        "an HTTP/2 protocol error: a malformed response, or a request the server called malformed (libcurl: HTTP/2 "
+        "stream 1 was not closed cleanly: PROTOCOL_ERROR (err 1))");
 }
 
 TEST_CASE("transport errors: oversized bodies and headers are final response_too_large naming which") {
@@ -152,7 +169,16 @@ TEST_CASE("transport errors: a second copy of a request that could not go out is
   refused.resend_refused = true;
   CHECK(map_curl_result(CURLE_ABORTED_BY_CALLBACK, refused) == errc::connection_reset);
   CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, refused, "").find("not sent again") != std::string::npos);
-  CHECK(describe_curl_result(CURLE_COULDNT_CONNECT, f.sent, "").find("the new one for sending again failed") !=
+  CHECK(describe_curl_result(CURLE_COULDNT_CONNECT, f.sent, "").find("the new connection for sending again failed") !=
         std::string::npos);
+  // One resend per attempt, and none once the response has begun: each says so.
+  auto twice = refused;
+  twice.resent = true;
+  CHECK(map_curl_result(CURLE_ABORTED_BY_CALLBACK, twice) == errc::connection_reset);
+  CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, twice, "").find("not sent a third time") != std::string::npos);
+  auto answering = refused;
+  answering.response_started = true;
+  CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, answering, "") ==
+        "the HTTP/2 stream was refused after its response had begun: not sent again");
   CHECK(map_curl_result(CURLE_COULDNT_CONNECT, f.none) == errc::connect_failed);
 }
