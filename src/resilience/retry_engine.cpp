@@ -310,10 +310,20 @@ std::optional<std::chrono::milliseconds> take_outcome(call_result& result, attem
     result.request_id = header_id ? std::string(*header_id) : std::move(body.request_id);
   }
   result.replayed = result.response.idempotency_replayed();
-  if (auto raw = result.response.retry_after()) {
-    return parse_retry_after(*raw, result.response.date(), clk.system_now());
+  // `Retry-After` is a singleton field; a response with several (a server's error, or two layers each adding one)
+  // gets the longest wait any of them asks for, the cautious reading. No allocation: most responses have none.
+  std::optional<std::chrono::milliseconds> wait;
+  auto const& headers = result.response.headers;
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    auto const field = headers[i];
+    if (iequals(field.name, "retry-after")) {
+      auto const one = parse_retry_after(field.value, result.response.date(), clk.system_now());
+      if (one && (!wait || *one > *wait)) {
+        wait = one;
+      }
+    }
   }
-  return std::nullopt;
+  return wait;
 }
 
 } // namespace

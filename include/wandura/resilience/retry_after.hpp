@@ -16,6 +16,9 @@
 //   to it, so that adding the result to any `std::chrono` time point cannot overflow. The policy then caps it
 //   (`retry_policy::max_retry_after`).
 //
+// A response with several `Retry-After` headers (a singleton field: a server's error, or two layers each adding
+// one): the retry engine parses each and waits the longest any of them asks for; junk among them is ignored.
+//
 // Thread safety: pure functions.
 #pragma once
 

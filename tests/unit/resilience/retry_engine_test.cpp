@@ -441,6 +441,22 @@ TEST_CASE("retry loop: Retry-After decides the wait and is reported as its sourc
   junk.run(get(), reads());
   CHECK(junk.clock->elapsed() == 250ms);
   CHECK(junk.events[0].event.source == wandura::delay_source::backoff);
+
+  // Several Retry-After headers (a singleton field): the longest wait any asks for, junk among them ignored,
+  // whichever comes first.
+  for (auto const& values : {std::vector<std::string>{"1", "3", "5s"}, std::vector<std::string>{"5s", "3", "1"}}) {
+    harness many;
+    many.u = 0.25;
+    std::vector<wandura::http_header> headers;
+    for (auto const& v : values) {
+      headers.push_back({"Retry-After", v});
+    }
+    many.fake.push(fake_step::respond(503, "{}", headers));
+    many.run(get(), reads());
+    CHECK(many.clock->elapsed() == 3250ms);
+    REQUIRE(many.events.size() == 1);
+    CHECK(many.events[0].event.source == wandura::delay_source::retry_after);
+  }
 }
 
 TEST_CASE("deadline: deadline 5 s and a next backoff of 8 s fails at once with the last real error") {
