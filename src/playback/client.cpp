@@ -219,7 +219,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
         throw to_error(cancelled, call.operation);
       }
       detail::sending sent = detail::send(self, shared_call, executor);
-      if (sent.coalesced) {
+      if (sent.coalesced && call.settings.deadline > now) { // one whose deadline has passed leaves at once
         self->metrics.add_coalesced();
       }
       std::error_code waited;

@@ -241,6 +241,7 @@ TEST_CASE("client call options: a call that would join a request in flight ends 
   CHECK(first->items.at(0).outcome == wandura::item_outcome::granted);
   CHECK(h.fake->attempt_count() == 1);                     // the joiner sent nothing of its own
   CHECK(joiner_ended == wandura::clock::duration::zero()); // it did not wait for the request's 100 ms answer
+  CHECK(h.api->stats().metrics.coalesced == 0);            // nor did it join the request (metrics.hpp)
   REQUIRE(joiner_failure);
   try {
     std::rethrow_exception(joiner_failure);
