@@ -49,25 +49,6 @@ bool is_replayable(http_request const& request) noexcept {
                      [](http_header const& h) { return iequals(h.name, "Idempotency-Key"); });
 }
 
-/// Whether the connection `t` is about to send on speaks HTTP/1.x for sure: its request cannot multiplex (plain
-/// http:// without prior knowledge), or TLS agreed on no `h2` by ALPN (as OpenSSL tells). In doubt (prior knowledge,
-/// another TLS backend) it is taken for HTTP/2, whose idle connection may hold the server's frames (a PING, new
-/// SETTINGS) that are no stray answer.
-bool speaks_http1(transfer const& t) noexcept {
-  if (!t.may_multiplex) {
-    return true;
-  }
-  curl_tlssessioninfo* tls = nullptr;
-  if (curl_easy_getinfo(t.easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK || tls == nullptr ||
-      tls->backend != CURLSSLBACKEND_OPENSSL || tls->internals == nullptr) {
-    return false;
-  }
-  unsigned char const* protocol = nullptr;
-  unsigned int length = 0;
-  SSL_get0_alpn_selected(static_cast<SSL*>(tls->internals), &protocol, &length);
-  return std::string_view(reinterpret_cast<char const*>(protocol), protocol != nullptr ? length : 0) != "h2";
-}
-
 /// A reused HTTP/1.x connection with bytes waiting before the request has gone out: they answer nothing asked (a
 /// stray or repeated response, a 408 sent before closing an idle connection) and would be read as this request's
 /// answer, shifting every later one (libcurl 7.88 reuses such a connection: curl#10646). It is shut down, so that
@@ -323,6 +304,21 @@ void build_header_list(transfer& t, std::string_view user_agent_line) {
 }
 
 } // namespace
+
+bool speaks_http1(transfer const& t) noexcept {
+  if (!t.may_multiplex) {
+    return true;
+  }
+  curl_tlssessioninfo* tls = nullptr;
+  if (curl_easy_getinfo(t.easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK || tls == nullptr ||
+      tls->backend != CURLSSLBACKEND_OPENSSL || tls->internals == nullptr) {
+    return false;
+  }
+  unsigned char const* protocol = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(static_cast<SSL*>(tls->internals), &protocol, &length);
+  return std::string_view(reinterpret_cast<char const*>(protocol), protocol != nullptr ? length : 0) != "h2";
+}
 
 easy_setup::easy_setup(transport_options options, socket_set& sockets)
     : options_(std::move(options)), sockets_(sockets) {

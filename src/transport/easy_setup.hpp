@@ -11,6 +11,11 @@
 
 namespace wandura::detail {
 
+/// Whether the connection `t` is on (about to send, or sending) speaks HTTP/1.x for sure: its request cannot
+/// multiplex (plain http:// without prior knowledge), or TLS agreed on no `h2` by ALPN (as OpenSSL tells). In doubt
+/// (prior knowledge, another TLS backend) it is taken for HTTP/2. On the strand, while `t` is active.
+[[nodiscard]] bool speaks_http1(transfer const& t) noexcept;
+
 /// The transport-wide settings every easy handle gets, decided once at construction.
 ///
 /// @par Thread safety

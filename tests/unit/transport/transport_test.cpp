@@ -641,6 +641,18 @@ TEST_CASE("transport: a timeout before any response byte is attempt_timeout, aft
     CHECK(r.error == c.expected);
     CHECK_THAT(r.detail, Catch::Contains(c.words));
   }
+  // A body libcurl sends after the headers (past 64 KiB here; any body over HTTP/2) starts libcurl's first-byte
+  // clock as it goes out: without a response byte it is still attempt_timeout.
+  test_http_server server(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto large = post(server.url());
+  large.body = std::string(100'000, 'x');
+  wandura::attempt_options opts;
+  opts.timeout = 300ms;
+  auto r = run(io, tr.send_attempt(large, opts));
+  CHECK(r.error == errc::attempt_timeout);
+  CHECK_THAT(r.detail, Catch::Contains("before any response byte"));
 }
 
 TEST_CASE("transport: a body still arriving at the timeout is response_timeout") {
