@@ -144,10 +144,12 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
     out = "a chunked body that is not valid chunked coding";
   } else if (is_http2_protocol_error(rc, curl_text)) {
     out = "an HTTP/2 protocol error: a malformed response, or a request the server called malformed";
-  } else if (rc == CURLE_OK) {
-    out = "connection closed inside the response headers";
-  } else if (rc == CURLE_PARTIAL_FILE) {
-    out = "connection closed before the end of the response body";
+  } else if (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING) {
+    // libcurl's own words for these ("Server returned nothing (no headers, no data)" after a body's first bytes
+    // over HTTP/2) go by its state, not by what arrived: the facts say where the response ended.
+    out = facts.headers_complete   ? "connection closed before the end of the response body"
+          : facts.response_started ? "connection closed inside the response headers"
+                                   : "connection closed before any response byte";
   } else {
     out = curl_easy_strerror(rc);
   }

@@ -71,6 +71,11 @@ TEST_CASE("transport errors: a response cut short, and HTTP/2 failures, are retr
   // libcurl 7.88 returns CURLE_OK for a status line followed by the end of the connection.
   CHECK(map_curl_result(CURLE_OK, f.headers) == errc::connection_reset);
   CHECK(describe_curl_result(CURLE_OK, f.headers, "") == "connection closed inside the response headers");
+  // libcurl's words for an empty reply or a short body go by its state; the facts say where the response ended.
+  CHECK(describe_curl_result(CURLE_GOT_NOTHING, f.body, "") == "connection closed before the end of the response body");
+  CHECK(describe_curl_result(CURLE_GOT_NOTHING, f.sent, "Empty reply from server") ==
+        "connection closed before any response byte (libcurl: Empty reply from server)");
+  CHECK(describe_curl_result(CURLE_PARTIAL_FILE, f.sent, "") == "connection closed before any response byte");
   CHECK(describe_curl_result(CURLE_PARTIAL_FILE, f.body, "transfer closed with 10 bytes remaining to read") ==
         "connection closed before the end of the response body (libcurl: transfer closed with 10 bytes remaining "
         "to read)");
