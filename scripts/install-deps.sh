@@ -8,7 +8,7 @@ packages=(
   libasio-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev libhttp-parser-dev libcli11-dev
   catch2 nlohmann-json3-dev
   nginx-light openssl wrk curl
-  nghttp2-client
+  nghttp2-client python3-h2
   doxygen
   clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm
   redis-server libhiredis-dev
