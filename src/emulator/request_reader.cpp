@@ -68,8 +68,8 @@ request_reader::result request_reader::feed(std::string_view bytes) {
   }
   if (err != HPE_OK) {
     if (bad_request_.empty()) {
-      // http_parser reports a chunk size past 2^64 - 1 as it does a bad Content-Length.
-      bool const chunk_overflow = err == HPE_INVALID_CONTENT_LENGTH && (parser_.flags & F_CHUNKED) != 0;
+      // http_parser reports a chunk size past 2^64 - 1 as it does a bad Content-Length header.
+      bool const chunk_overflow = err == HPE_INVALID_CONTENT_LENGTH && in_body_ && (parser_.flags & F_CHUNKED) != 0;
       refusal_ = chunk_overflow ? "chunk size too large" : http_errno_description(err);
       refusal_status_ = err == HPE_HEADER_OVERFLOW ? 431 : 400;
     } else {
@@ -121,6 +121,7 @@ int request_reader::on_message_begin(http_parser* p) {
   r.has_transfer_encoding_ = false;
   r.expect_continue_ = false;
   r.sent_continue_ = false;
+  r.in_body_ = false;
   return 0;
 }
 
@@ -177,6 +178,7 @@ int request_reader::on_headers_complete(http_parser* p) {
   r.req_.keep_alive = http_should_keep_alive(p) != 0;
   r.req_.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(p->content_length, max_body_bytes)) +
                       simdjson::SIMDJSON_PADDING);
+  r.in_body_ = true;
   return 0;
 }
 

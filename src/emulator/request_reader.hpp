@@ -77,6 +77,7 @@ private:
   bool sent_continue_ = false;
   bool has_host_ = false;
   bool has_transfer_encoding_ = false;
+  bool in_body_ = false; ///< the request's headers were accepted: its body (if any) is being read
   std::string bad_request_;
   int bad_request_status_ = 400;
   std::string refusal_;

@@ -74,9 +74,10 @@ namespace {
 std::error_code map_curl_result(int curl_code, transfer_facts const& facts, std::string_view curl_text) noexcept {
   auto const rc = static_cast<CURLcode>(curl_code);
   if (rc == CURLE_OK) {
-    // A status line and then the end of the connection: libcurl 7.88 calls that a complete response.
-    return facts.response_started && !facts.headers_complete ? make_error_code(errc::connection_reset)
-                                                             : std::error_code();
+    // A status line (or an interim 1xx response) and then the end of the connection: libcurl 7.88 may call that a
+    // complete response.
+    bool const cut = (facts.response_started && !facts.headers_complete) || facts.interim_only;
+    return cut ? make_error_code(errc::connection_reset) : std::error_code();
   }
   if (facts.body_too_large || facts.headers_too_large || is_header_line_too_long(rc, facts)) {
     return make_error_code(errc::response_too_large);
@@ -128,11 +129,11 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
   } else if (facts.refused_status != 0) {
     out = "a status code past 599 (" + std::to_string(facts.refused_status) + "), which HTTP does not define";
   } else if (facts.resend_refused) {
-    if (facts.resent) {
+    if (facts.response_started) {
+      out = "the HTTP/2 stream was refused after its response had begun: not sent again";
+    } else if (facts.resent) {
       out = "sent twice in this attempt, and twice the connection closed or the HTTP/2 stream was refused before "
             "any response byte: not sent a third time";
-    } else if (facts.response_started) {
-      out = "the HTTP/2 stream was refused after its response had begun: not sent again";
     } else {
       out = "the connection closed, or the HTTP/2 stream was refused, before any response byte, and a request "
             "without an idempotency key is not sent again";
@@ -147,7 +148,8 @@ std::string describe_curl_result(int curl_code, transfer_facts const& facts, std
   } else if (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_GOT_NOTHING) {
     // libcurl's own words for these ("Server returned nothing (no headers, no data)" after a body's first bytes
     // over HTTP/2) go by its state, not by what arrived: the facts say where the response ended.
-    out = facts.headers_complete   ? "connection closed before the end of the response body"
+    out = facts.interim_only       ? "connection closed after an interim 1xx response, before the final one"
+          : facts.headers_complete ? "connection closed before the end of the response body"
           : facts.response_started ? "connection closed inside the response headers"
                                    : "connection closed before any response byte";
   } else {

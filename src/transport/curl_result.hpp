@@ -23,6 +23,7 @@ struct transfer_facts {
   /// from libcurl only when the attempt timed out before a status line arrived (`transport_impl`).
   bool response_bytes_arrived = false;
   bool headers_complete = false;  ///< ...and the empty line that ends its header block.
+  bool interim_only = false;      ///< ...which was an interim (1xx) response's: no final response has begun.
   bool headers_too_large = false; ///< the header callback refused headers over max_response_header_bytes.
   bool body_too_large = false;    ///< the header or write callback refused the body for the size cap.
   /// The Content-Length is not one valid length (RFC 9110 §8.6): two different values, or a value that is not
@@ -36,6 +37,13 @@ struct transfer_facts {
   bool resend_refused = false;
   /// libcurl sent the request a second time within the attempt (the transport allows one such resend).
   bool resent = false;
+  /// libcurl's first-byte time, once set, means a response byte arrived: the request went out whole with its
+  /// headers on an HTTP/1.x connection. libcurl also sets that time when its upload loop starts sending a body,
+  /// which it does for any body over HTTP/2 and for a POST body of 64 KiB or more over HTTP/1.1 (7.88's
+  /// MAX_INITIAL_POST_SIZE); HTTP/2 hands a status over with its whole HEADERS frame, so there the header callback
+  /// alone says whether a response began. Decided as the request goes out (easy_setup.cpp, `on_prereq`), where the
+  /// connection's protocol is known.
+  bool first_byte_time_is_response = false;
   /// The status code of a status line the transport refuses, or 0: `101 Switching Protocols`, which no request of
   /// the transport asks for (it offers no upgrade; the connection would speak another protocol from then on), or a
   /// code past 599, which HTTP does not define (RFC 9110 §15: 100-599; libcurl itself refuses codes under 100).

@@ -29,7 +29,8 @@ namespace wandura::detail {
 /// wait: libcurl may announce a deadline later than a request's own timeout (7.88, connecting with
 /// CURLOPT_TIMEOUT_MS of 1, replaces it by its 200 ms happy-eyeballs timer), so the owner's deadline cannot rely on
 /// libcurl's alone. A wait pending no later than `owner_tolerance` past it serves it too (libcurl's own deadline for
-/// a request is at most about a millisecond after the transport's), and the owner asks for one (`serve_owner`) only
+/// a request is at most `libcurl_timeout_margin` and a millisecond after the transport's), and the owner asks for
+/// one (`serve_owner`) only
 /// after the libcurl calls that follow a change have announced theirs: no second timer system call per request.
 ///
 /// `make_handler()` is called only when a wait is started; the handler it returns is called as
@@ -51,7 +52,17 @@ public:
   /// (libcurl's deadline has not come: re-armed for it if it has one; the owner's deadline may have), `due`
   /// (libcurl's deadline has come: the owner runs a timeout action).
   enum class wake { stale, early, due };
-  static constexpr std::chrono::milliseconds owner_tolerance{2};
+  /// How much later than a request's attempt deadline libcurl's own (CURLOPT_TIMEOUT_MS) is set. libcurl checks
+  /// its deadline in every action, and one it reaches first ends the request inside libcurl with its connection
+  /// kept, an HTTP/2 stream's reset unsent (docs/adr/0002); the transport ends its due requests before every
+  /// action, so libcurl's must come later by more than the time between the transport's clock read and libcurl's
+  /// within one action (microseconds, or a preemption on a loaded machine) plus libcurl 7.88's reading of elapsed
+  /// time up to 1 ms ahead (`Curl_timediff` truncates each part).
+  static constexpr std::chrono::milliseconds libcurl_timeout_margin{10};
+  /// A pending wait this much after the owner's deadline serves it: libcurl's own deadline for a request, which it
+  /// announces, is at most the margin and a millisecond of rounding after the transport's, so serving the owner
+  /// costs no second timer system call per request; a request the wait ends is ended that much late at most.
+  static constexpr std::chrono::milliseconds owner_tolerance = libcurl_timeout_margin + std::chrono::milliseconds(2);
 
   /// A wait completed: see `wake`.
   template <class MakeHandler>

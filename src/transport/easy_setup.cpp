@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "transport/content_length.hpp"
+#include "transport/curl_timer.hpp"
 #include "transport/header_check.hpp"
 #include "wandura/detail/ca_bundle.hpp"
 #include "wandura/detail/header_value.hpp"
@@ -48,6 +49,11 @@ bool is_replayable(http_request const& request) noexcept {
          std::any_of(request.headers.begin(), request.headers.end(),
                      [](http_header const& h) { return iequals(h.name, "Idempotency-Key"); });
 }
+
+/// libcurl 7.88 sends a POST body under 64 KiB in one write with the request's headers (MAX_INITIAL_POST_SIZE,
+/// without `Expect: 100-continue`, which the transport never sends); a larger one goes out afterwards, through its
+/// upload loop, as every body does over HTTP/2.
+constexpr std::size_t libcurl_initial_post_max = 64 * 1024;
 
 /// A reused HTTP/1.x connection with bytes waiting before the request has gone out: they answer nothing asked (a
 /// stray or repeated response, a 408 sent before closing an idle connection) and would be read as this request's
@@ -108,6 +114,9 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
     t->facts.resent = true;
   }
   t->facts.request_started = true;
+  bool const sent_with_headers =
+      t->request->method != http_method::post || t->request->body.size() < libcurl_initial_post_max;
+  t->facts.first_byte_time_is_response = sent_with_headers && speaks_http1(*t);
   return CURL_PREREQFUNC_OK;
 }
 
@@ -160,6 +169,7 @@ void start_response(transfer& t) noexcept {
   t.facts.has_length = false;
   t.facts.response_started = true;
   t.facts.headers_complete = false;
+  t.facts.interim_only = false;
   t.content_encoded = false;
 }
 
@@ -196,6 +206,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   }
   if (line.empty()) {
     t->facts.headers_complete = true; // end of a header block
+    t->facts.interim_only = t->interim_response;
     t->at_block_start = true;
     if (length_over_cap(*t)) {
       t->facts.body_too_large = true;
@@ -364,11 +375,9 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
   t.max_body_bytes = options_.max_response_bytes;
   t.decodes_body = options_.accept_compressed;
   // Timeouts: what is left of the attempt's (the request may have waited in the queue), rounded up, plus a margin,
-  // so that libcurl's own deadline always comes after the transport's (transport_impl::expire_attempts): libcurl
-  // 7.88 measures the time elapsed in whole milliseconds truncated per second and microsecond part
-  // (`Curl_timediff`), which can read up to 1 ms more than has passed, and times a transfer out at its first action
-  // past that (measured: 0.6 ms before the transport's deadline, 2 timeouts in 20 against a busy socket).
-  constexpr std::chrono::milliseconds libcurl_margin{2};
+  // so that libcurl's own deadline comes after the transport's (transport_impl::expire_attempts). Without it,
+  // libcurl 7.88, which reads elapsed time up to 1 ms ahead, timed 2 requests in 20 out itself against a busy
+  // socket, 0.6 ms before the transport's deadline (curl_timer::libcurl_timeout_margin).
   long timeout_ms = 0;
   if (t.deadline != std::chrono::steady_clock::time_point::max()) {
     auto const remaining = std::chrono::ceil<std::chrono::milliseconds>(t.deadline - now);
@@ -376,7 +385,7 @@ std::error_code easy_setup::configure(transfer& t, std::chrono::steady_clock::ti
       why = "attempt timeout passed while queued behind max_in_flight";
       return make_error_code(errc::attempt_timeout);
     }
-    timeout_ms = static_cast<long>((remaining + libcurl_margin).count());
+    timeout_ms = static_cast<long>((remaining + curl_timer::libcurl_timeout_margin).count());
   }
   auto const connect =
       t.options.connect_timeout.count() > 0 ? t.options.connect_timeout : options_.default_connect_timeout;

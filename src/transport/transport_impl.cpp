@@ -247,23 +247,11 @@ void transport_impl::cancel(transfer* t, std::uint64_t generation) {
 
 namespace {
 
-/// libcurl 7.88 sends a POST body under 64 KiB in one write with the request's headers (MAX_INITIAL_POST_SIZE);
-/// a larger one, and any body over HTTP/2, goes out afterwards, through its upload loop.
-constexpr std::size_t libcurl_initial_post_max = 64 * 1024;
-
 /// Before a timeout is told apart: whether some bytes of a response arrived although no whole status line did (a
-/// server sending one a byte at a time). libcurl keeps an unfinished line to itself; its first-byte time says, but
-/// only of a request sent whole with its headers: libcurl also sets that time when its upload loop starts sending a
-/// body (`readwrite_upload`), so for a body sent after its headers (over HTTP/2, or past 64 KiB) it says nothing
-/// of the response. There only the header callback does: HTTP/2 hands a status over with its whole HEADERS frame,
-/// and a large body's partial status line is taken for none.
+/// server sending one a byte at a time). libcurl keeps an unfinished line to itself; its first-byte time says, when
+/// it can (`transfer_facts::first_byte_time_is_response`, decided as the request went out).
 void note_first_byte(transfer& t) noexcept {
-  if (t.facts.response_started || t.easy == nullptr) {
-    return;
-  }
-  bool const sent_with_headers =
-      t.request->method != http_method::post || t.request->body.size() < libcurl_initial_post_max;
-  if (!sent_with_headers || !speaks_http1(t)) {
+  if (t.facts.response_started || !t.facts.first_byte_time_is_response || t.easy == nullptr) {
     return;
   }
   curl_off_t first_byte_us = 0;
@@ -319,6 +307,9 @@ void transport_impl::end_active(transfer* t, std::error_code ec, std::string_vie
 /// unsent (see end_active). Runs whenever libcurl's timer wait completes, which also serves the earliest attempt
 /// deadline (libcurl may announce a later one than a request's own timeout: see curl_timer).
 bool transport_impl::expire_attempts() {
+  if (earliest_deadline_ == clock::time_point::max()) {
+    return false; // no attempt has a deadline: not even a clock read (this runs before every libcurl action)
+  }
   auto const now = clock::now();
   if (now < earliest_deadline_) {
     return false;

@@ -13,11 +13,12 @@ void transport_impl::socket_action(curl_socket_t fd, int events) {
   if (multi_ == nullptr) {
     return;
   }
-  // Attempts whose timeout passed end here first. libcurl checks its own deadline (no earlier than the
-  // transport's) in every action, and a transfer it times out itself keeps its connection, with an HTTP/2
-  // stream's reset unsent (end_active); the transport's timer may fire up to 2 ms after an attempt's deadline
-  // (curl_timer), so a busy socket, or an action libcurl asked for at once, would otherwise let libcurl end it.
-  // One clock read when none is due; the slots of those ended go to queued requests in drain() below.
+  // Attempts whose timeout passed end here first. libcurl checks its own deadline (curl_timer::
+  // libcurl_timeout_margin after the transport's) in every action, and a transfer it times out itself keeps its
+  // connection, with an HTTP/2 stream's reset unsent (end_active); the transport's timer may fire up to
+  // `owner_tolerance` after an attempt's deadline (curl_timer), so a busy socket, or an action libcurl asked for at
+  // once, would otherwise let libcurl end it. At most one clock read; the slots of those ended go to queued requests
+  // in drain() below.
   if (state_ == state::running) {
     (void)expire_attempts();
   }

@@ -271,7 +271,8 @@ struct http_response {
   http_headers headers;
   response_body body;
 
-  /// Raw `Retry-After` text (delta-seconds or HTTP-date), unparsed; see resilience/retry_after.hpp.
+  /// Raw `Retry-After` text (delta-seconds or HTTP-date), unparsed; the first of several (the retry engine reads
+  /// them all and waits the longest: resilience/retry_after.hpp).
   [[nodiscard]] std::optional<std::string_view> retry_after() const noexcept { return headers.find("retry-after"); }
   /// Raw `Date` text, for correcting HTTP-date `Retry-After` values for clock skew.
   [[nodiscard]] std::optional<std::string_view> date() const noexcept { return headers.find("date"); }

@@ -104,8 +104,9 @@ public:
   /// - `errc::connection_reset`: after the request was (partly) sent, the connection was reset or closed, or the
   ///   response was cut before its end (a status line and then the close, a body shorter than its
   ///   `Content-Length`, a chunked body without its last chunk), or HTTP/2 failed on the stream or connection
-  ///   (`CURLE_HTTP2`, `CURLE_HTTP2_STREAM`). An incomplete response: worth another attempt when the request is
-  ///   safe to resend. Before the request went out, the same failures are `connect_failed`.
+  ///   (`CURLE_HTTP2`, `CURLE_HTTP2_STREAM`; with the error code PROTOCOL_ERROR it is `protocol_error`, below). An
+  ///   incomplete response: worth another attempt when the request is safe to resend. Before the request went out,
+  ///   the same failures are `connect_failed`.
   /// - `errc::tls_failed`: handshake or certificate verification failed.
   /// - `errc::response_too_large`: the body exceeded `transport_options::max_response_bytes`, or the response's
   ///   header lines exceeded 256 KiB, counted over every header block, interim (1xx) responses' included (one
@@ -149,9 +150,10 @@ public:
   /// @par Retries and idempotency
   /// No retries here, with one exception that HTTP clients make for pooled connections: when the reused keep-alive
   /// connection a request went out on closes before any byte of the response (the server closed it as idle while
-  /// the request was on its way, or an HTTP/2 server refused the stream), libcurl sends the request once more on a
-  /// new connection, within the same attempt and its timeout (once: libcurl itself would try up to five times, each
-  /// outside the retry budget). The transport lets it do so only for a replayable
+  /// the request was on its way, or an HTTP/2 server refused the stream), libcurl sends the request once more on
+  /// another connection, within the same attempt and its timeout (once, and only before any byte of a response:
+  /// libcurl itself would try up to five times, each outside the retry budget). The transport lets it do so only
+  /// for a replayable
   /// request: a GET, or one carrying an `Idempotency-Key` header (the server answers a repeat with the first
   /// result). Any other request then fails with `errc::connection_reset`: the server may have read it, and it is
   /// never put on the wire twice. `connect_failed` guarantees the request was not sent (always safe to retry,

@@ -76,6 +76,13 @@ TEST_CASE("transport errors: a response cut short, and HTTP/2 failures, are retr
   CHECK(describe_curl_result(CURLE_GOT_NOTHING, f.sent, "Empty reply from server") ==
         "connection closed before any response byte (libcurl: Empty reply from server)");
   CHECK(describe_curl_result(CURLE_PARTIAL_FILE, f.sent, "") == "connection closed before any response byte");
+  // An interim 1xx response and then the end: no final response began, whatever libcurl returns.
+  auto interim = f.body;
+  interim.interim_only = true;
+  CHECK(describe_curl_result(CURLE_GOT_NOTHING, interim, "") ==
+        "connection closed after an interim 1xx response, before the final one");
+  CHECK(map_curl_result(CURLE_GOT_NOTHING, interim) == errc::connection_reset);
+  CHECK(map_curl_result(CURLE_OK, interim) == errc::connection_reset);
   CHECK(describe_curl_result(CURLE_PARTIAL_FILE, f.body, "transfer closed with 10 bytes remaining to read") ==
         "connection closed before the end of the response body (libcurl: transfer closed with 10 bytes remaining "
         "to read)");
@@ -183,6 +190,9 @@ TEST_CASE("transport errors: a second copy of a request that could not go out is
   CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, twice, "").find("not sent a third time") != std::string::npos);
   auto answering = refused;
   answering.response_started = true;
+  CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, answering, "") ==
+        "the HTTP/2 stream was refused after its response had begun: not sent again");
+  answering.resent = true; // the second copy's answer had begun: said so, not "before any response byte"
   CHECK(describe_curl_result(CURLE_ABORTED_BY_CALLBACK, answering, "") ==
         "the HTTP/2 stream was refused after its response had begun: not sent again");
   CHECK(map_curl_result(CURLE_COULDNT_CONNECT, f.none) == errc::connect_failed);

@@ -346,6 +346,13 @@ TEST_CASE("transport: a status code past 599 is a protocol_error, final, which n
   CHECK(highest.response.status == 599);
 }
 
+TEST_CASE("transport: an interim 1xx response and then the end is a connection_reset that says so") {
+  std::string message;
+  auto const result = answered_with("HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n", &message);
+  CHECK(result.error == errc::connection_reset);
+  CHECK(message.find("after an interim 1xx response, before the final one") != std::string::npos);
+}
+
 TEST_CASE("transport: header bytes of interim 1xx responses count toward the 256 KiB cap: response_too_large") {
   std::string const pad = "X-Pad: " + std::string(991, 'h') + "\r\n"; // 1,000 bytes
   auto lines = [&](int count) {
