@@ -19,23 +19,16 @@
 #include "run_awaitable.hpp"
 #include "test_ca_certificate.hpp"
 #include "test_http_server.hpp"
+#include "transport_fixtures.hpp"
 #include "wandura/error.hpp"
 
 namespace {
 
+using test_support::post;
 using test_support::run;
 using wandura::errc;
 using wandura::testing::server_behaviour;
 using wandura::testing::test_http_server;
-
-wandura::http_request post(std::string url) {
-  wandura::http_request r;
-  r.method = wandura::http_method::post;
-  r.url = std::move(url);
-  r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
-  r.body = R"({"items":[{"film_ref":"f1","episode":1}]})";
-  return r;
-}
 
 /// The message `send()` throws with, or "" when it does not throw.
 std::string send_message(asio::io_context& io, wandura::transport& tr, wandura::http_request const& request) {

@@ -30,6 +30,7 @@
 #include <catch2/catch.hpp>
 
 #include "run_awaitable.hpp"
+#include "transport_fixtures.hpp"
 #include "wandura/error.hpp"
 
 extern char** environ; // NOLINT: POSIX; posix_spawn passes it on
@@ -37,36 +38,9 @@ extern char** environ; // NOLINT: POSIX; posix_spawn passes it on
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::nginx;
+using test_support::post;
 using test_support::run;
-
-std::map<std::string, std::string> const& nginx_env() {
-  static std::map<std::string, std::string> const env = [] {
-    std::map<std::string, std::string> out;
-    char const* dir = std::getenv("WANDURA_NGINX_DIR");
-    if (dir == nullptr) {
-      return out;
-    }
-    std::ifstream in(std::string(dir) + "/nginx.env");
-    std::string line;
-    while (std::getline(in, line)) {
-      auto eq = line.find('=');
-      if (eq != std::string::npos) {
-        out[line.substr(0, eq)] = line.substr(eq + 1);
-      }
-    }
-    return out;
-  }();
-  return env;
-}
-
-std::string nginx(std::string const& key) {
-  auto const& env = nginx_env();
-  auto it = env.find(key);
-  if (it == env.end()) {
-    FAIL("nginx is not running: run through ctest (fixture wandura_nginx) or set WANDURA_NGINX_DIR; missing " + key);
-  }
-  return it->second;
-}
 
 /// The fixture's certificate (also the CA the transport trusts) and its key, which nginx.sh writes beside it.
 std::string certificate() {
@@ -220,15 +194,6 @@ wandura::transport_options trusting_the_fixture() {
   wandura::transport_options options;
   options.ca_bundle = certificate();
   return options;
-}
-
-wandura::http_request post(std::string url, std::string body = R"({"items":[{"film_ref":"film_8f3a2c"}]})") {
-  wandura::http_request r;
-  r.method = wandura::http_method::post;
-  r.url = std::move(url);
-  r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
-  r.body = std::move(body);
-  return r;
 }
 
 } // namespace

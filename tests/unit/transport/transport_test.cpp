@@ -36,6 +36,7 @@
 #include "run_awaitable.hpp"
 #include "test_http_server.hpp"
 #include "transport/test_hooks.hpp"
+#include "transport_fixtures.hpp"
 #include "wandura/error.hpp"
 
 namespace {
@@ -46,16 +47,8 @@ using wandura::testing::server_behaviour;
 using wandura::testing::test_http_server;
 using clock_type = std::chrono::steady_clock;
 
+using test_support::post;
 using test_support::run;
-
-wandura::http_request post(std::string url, std::string body = R"({"items":[{"film_ref":"f1","episode":1}]})") {
-  wandura::http_request r;
-  r.method = wandura::http_method::post;
-  r.url = std::move(url);
-  r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
-  r.body = std::move(body);
-  return r;
-}
 
 std::size_t open_descriptors() {
   std::size_t n = 0;

@@ -28,51 +28,16 @@
 #include <curl/curl.h>
 
 #include "run_awaitable.hpp"
+#include "transport_fixtures.hpp"
 #include "wandura/error.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-std::map<std::string, std::string> const& nginx_env() {
-  static std::map<std::string, std::string> const env = [] {
-    std::map<std::string, std::string> out;
-    char const* dir = std::getenv("WANDURA_NGINX_DIR");
-    if (dir == nullptr) {
-      return out;
-    }
-    std::ifstream in(std::string(dir) + "/nginx.env");
-    std::string line;
-    while (std::getline(in, line)) {
-      auto eq = line.find('=');
-      if (eq != std::string::npos) {
-        out[line.substr(0, eq)] = line.substr(eq + 1);
-      }
-    }
-    return out;
-  }();
-  return env;
-}
-
-std::string nginx(std::string const& key) {
-  auto const& env = nginx_env();
-  auto it = env.find(key);
-  if (it == env.end()) {
-    FAIL("nginx is not running: run through ctest (fixture wandura_nginx) or set WANDURA_NGINX_DIR; missing " + key);
-  }
-  return it->second;
-}
-
+using test_support::nginx;
+using test_support::post;
 using test_support::run;
-
-wandura::http_request post(std::string url) {
-  wandura::http_request r;
-  r.method = wandura::http_method::post;
-  r.url = std::move(url);
-  r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
-  r.body = R"({"items":[{"film_ref":"film_8f3a2c","episode":1,"intent":"play"}],"viewer_ref":"vr_3b9d0e5a7c1f"})";
-  return r;
-}
 
 struct concurrent_result {
   int ok = 0;    ///< HTTP 200 over the expected HTTP version
