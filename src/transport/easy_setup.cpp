@@ -81,10 +81,10 @@ bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int lo
 /// other, and closes the other family's attempt when one wins. From now on a connection owns it and closes it
 /// through the close callback.
 ///
-/// A second call in one transfer is libcurl sending the request again on a new connection, because the reused
-/// keep-alive connection it went out on closed before any byte of the response (or an HTTP/2 server refused the
-/// stream). The server may have read the first copy, so only a replayable request goes again, once; any other
-/// ends here, as the connection reset it is (transport.hpp, "Retries and idempotency").
+/// A second call in one transfer is libcurl sending the request again on another connection, because the
+/// connection it went out on closed before any byte of the response (or an HTTP/2 server refused the stream). The
+/// server may have read the first copy, so only a replayable request goes again, once; any other ends here, as the
+/// connection reset it is (transport.hpp, "Retries and idempotency").
 int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port, int local_port) noexcept {
   auto* t = static_cast<transfer*>(clientp);
   bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
