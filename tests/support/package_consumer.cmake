@@ -99,7 +99,8 @@ function(expect_no_target target)
   endif()
 endfunction()
 
-probe(unknown FAIL "component nonsense: unknown component" ${WORK_DIR}/prefix "COMPONENTS nonsense")
+probe(unknown FAIL "component nonsense: unknown component \\(the components are: emulator, fleet, prometheus\\)"
+      ${WORK_DIR}/prefix "COMPONENTS nonsense")
 if(components)
   list(JOIN components " " wanted)
   probe(required PASS "probe target: wandura::wandura" ${WORK_DIR}/prefix "COMPONENTS ${wanted}")
