@@ -31,7 +31,7 @@ struct transfer_facts {
   bool invalid_length = false;
   bool has_length = false; ///< a Content-Length header arrived (its value in `length`)
   std::uint64_t length = 0;
-  /// libcurl set out to send the request again on a new connection (its connection closed, or an HTTP/2 server
+  /// libcurl set out to send the request again on another connection (its connection closed, or an HTTP/2 server
   /// refused the stream), and the transport refused: the request is not replayable, went out twice already, or its
   /// response had begun (easy_setup.cpp, `on_prereq`).
   bool resend_refused = false;

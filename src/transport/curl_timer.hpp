@@ -30,8 +30,8 @@ namespace wandura::detail {
 /// CURLOPT_TIMEOUT_MS of 1, replaces it by its 200 ms happy-eyeballs timer), so the owner's deadline cannot rely on
 /// libcurl's alone. A wait pending no later than `owner_tolerance` past it serves it too (libcurl's own deadline for
 /// a request is at most `libcurl_timeout_margin` and a millisecond after the transport's), and the owner asks for
-/// one (`serve_owner`) only
-/// after the libcurl calls that follow a change have announced theirs: no second timer system call per request.
+/// one (`serve_owner`) only after the libcurl calls that follow a change have announced theirs: no second timer
+/// system call per request.
 ///
 /// `make_handler()` is called only when a wait is started; the handler it returns is called as
 /// `handler(generation, ec)` on the strand: pass both to `on_fired`.

@@ -59,11 +59,10 @@ constexpr std::size_t libcurl_initial_post_max = 64 * 1024;
 /// stray or repeated response, a 408 sent before closing an idle connection) and would be read as this request's
 /// answer, shifting every later one (libcurl 7.88 reuses such a connection: curl#10646). It is shut down, so that
 /// libcurl's write of the request fails and it sends the request on a new connection, as for any reused connection
-/// found dead before the request went out: nothing of it reached this one.
+/// found dead before the request went out: nothing of it reached this one. The caller has checked that the
+/// connection speaks HTTP/1.x (`speaks_http1`): an idle HTTP/2 connection may hold the server's frames (a PING, new
+/// SETTINGS), which are no stray answer.
 bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int local_port) noexcept {
-  if (!speaks_http1(t)) {
-    return false;
-  }
   curl_socket_t const fd = t.sockets->find_connection(peer, peer_port, local_port);
   if (fd == CURL_SOCKET_BAD) {
     return false;
@@ -88,7 +87,8 @@ bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int lo
 int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port, int local_port) noexcept {
   auto* t = static_cast<transfer*>(clientp);
   bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
-  if (reused && !t->facts.request_started && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
+  bool const http1 = speaks_http1(*t);              // asked once: an ALPN query over TLS
+  if (reused && !t->facts.request_started && http1 && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
     t->renew_handle = true;    // libcurl counts the resend that follows against the handle (easy_setup::configure)
     return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
   }
@@ -116,7 +116,7 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   t->facts.request_started = true;
   bool const sent_with_headers =
       t->request->method != http_method::post || t->request->body.size() < libcurl_initial_post_max;
-  t->facts.first_byte_time_is_response = sent_with_headers && speaks_http1(*t);
+  t->facts.first_byte_time_is_response = sent_with_headers && http1;
   return CURL_PREREQFUNC_OK;
 }
 

@@ -88,11 +88,11 @@ void transport_impl::on_timer_fired(std::uint64_t generation, std::error_code ec
   if (wake == curl_timer::wake::stale) {
     return;
   }
-  bool const ended = expire_attempts(); // an attempt deadline may be why this wait ran (libcurl's can be later)
   if (wake == curl_timer::wake::due) {
-    socket_action(CURL_SOCKET_TIMEOUT, 0); // reaps, starts queued requests and updates the socket wait
+    socket_action(CURL_SOCKET_TIMEOUT, 0); // ends the due attempts first, reaps, starts queued requests
   } else {
-    if (ended) {
+    // An attempt deadline may be why this wait ran (libcurl's can be later).
+    if (expire_attempts()) {
       drain(); // the slots the ended attempts held go to queued requests
       update_socket_wait();
     }
