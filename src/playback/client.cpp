@@ -53,6 +53,15 @@ void check_options(client_options const& options) {
   }
 }
 
+/// A ticket call cancelled before anything was sent ends as `errc::cancelled`. Out of `issue_tickets_impl`: a
+/// `call_result` local (392 bytes) would be kept in its coroutine frame, over the 1,020 bytes Asio recycles.
+[[noreturn]] void throw_cancelled(detail::ticket_call const& call) {
+  call_result cancelled;
+  cancelled.stopped = stop_reason::cancelled;
+  cancelled.total_timeout = call.settings.total_timeout;
+  throw to_error(cancelled, call.operation);
+}
+
 // Percent-encodes a path segment (RFC 3986 unreserved characters pass through).
 void append_path_segment(std::string& out, std::string_view segment) {
   static constexpr char hex[] = "0123456789ABCDEF";
@@ -213,10 +222,7 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
         // Cancelled while the store answered: nothing is sent. Checked here, with nothing awaited between this and
         // the wait below, so that a caller given an operation always waits for it (call_registry: until it does,
         // the others' leaving does not cancel it).
-        call_result cancelled;
-        cancelled.stopped = stop_reason::cancelled;
-        cancelled.total_timeout = call.settings.total_timeout;
-        throw to_error(cancelled, call.operation);
+        throw_cancelled(call);
       }
       detail::sending sent = detail::send(self, shared_call, executor);
       if (sent.coalesced && call.settings.deadline > now) { // one whose deadline has passed leaves at once
@@ -249,15 +255,11 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
   }
 }
 
-asio::awaitable<episode_start> client::start_episode(viewer who, std::string film_ref, std::int32_t episode_no,
-                                                     std::int32_t unlocked_through, call_options options) {
-  return start_episode_impl(impl_, std::move(who), std::move(film_ref), episode_no, unlocked_through,
-                            std::move(options));
-}
+namespace {
 
-asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> self, viewer who, std::string film_ref,
-                                                          std::int32_t episode_no, std::int32_t unlocked_through,
-                                                          call_options options) {
+/// The batch `start_episode` sends: episode N as `play`, N+1 and N+2 as `prefetch` where unlocked.
+std::shared_ptr<detail::ticket_call> episode_call(viewer&& who, std::string const& film_ref, std::int32_t episode_no,
+                                                  std::int32_t unlocked_through) {
   ticket_batch batch;
   batch.union_info = std::move(who.union_info);
   batch.drm_kek = std::move(who.drm_kek);
@@ -271,17 +273,37 @@ asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> 
     }
     batch.episodes.push_back({film_ref, episode_no + next, intent::prefetch});
   }
-  auto shared_call = std::make_shared<detail::ticket_call>(std::move(batch));
-  shared_call->operation = "start_episode";
-  auto call = issue_tickets_impl(std::move(self), std::move(shared_call), std::move(options)); // named: GCC 12
-  auto result = co_await std::move(call);
+  auto call = std::make_shared<detail::ticket_call>(std::move(batch));
+  call->operation = "start_episode";
+  return call;
+}
+
+episode_start to_episode_start(ticket_batch_result&& result) {
   episode_start out;
   out.attempts = result.attempts;
   out.play = std::move(result.items.front());
   for (std::size_t i = 1; i < result.items.size(); ++i) {
     out.prefetch.push_back(std::move(result.items[i]));
   }
-  co_return out;
+  return out;
+}
+
+} // namespace
+
+asio::awaitable<episode_start> client::start_episode(viewer who, std::string film_ref, std::int32_t episode_no,
+                                                     std::int32_t unlocked_through, call_options options) {
+  // The batch is made here and the result read in plain functions: the coroutine's frame keeps only what lives
+  // across its one wait, within the 1,020 bytes Asio recycles.
+  return start_episode_impl(impl_, episode_call(std::move(who), film_ref, episode_no, unlocked_through),
+                            std::move(options));
+}
+
+asio::awaitable<episode_start> client::start_episode_impl(std::shared_ptr<impl> self,
+                                                          std::shared_ptr<detail::ticket_call> shared_call,
+                                                          call_options options) {
+  auto call = issue_tickets_impl(std::move(self), std::move(shared_call), std::move(options)); // named: GCC 12
+  auto result = co_await std::move(call);
+  co_return to_episode_start(std::move(result));
 }
 
 namespace {
@@ -359,57 +381,79 @@ private:
 
 // A GET through the engine as an operation of the client, parsed with `parse` (a member of response_parser);
 // throws `wandura::error`.
+/// A typed read once its request is started (or an identical one joined): what its caller's wait needs.
+template <class T, class Parse> struct typed_start {
+  std::shared_ptr<typed_reader<T, Parse>> reader;
+  std::shared_ptr<detail::call_registry::operation<T>> op;
+  clock::time_point deadline{};
+  decltype(call_settings::total_timeout) total{};
+};
+
+/// The part of a typed read before its wait, out of `get_typed`'s coroutine: every local here would be kept in its
+/// frame, which then stays within the 1,020 bytes Asio recycles.
+/// @throws wandura::error `invalid_argument` for a segment that cannot be sent; as `call_registry::join_or_start`.
+template <class T, class Parse>
+typed_start<T, Parse> start_typed(std::shared_ptr<client::impl> const& self, read_target const& target,
+                                  std::string const& segment, call_options const& options, Parse parse,
+                                  clock::time_point started, asio::any_io_executor const& executor) {
+  if (!target.segment_name.empty() && (segment.empty() || segment == "." || segment == "..")) {
+    // A dot segment would be taken out of the path (RFC 3986 §5.2.4) and ask for another resource.
+    throw error(errc::invalid_argument, std::string(target.operation) + ": " + std::string(target.segment_name) +
+                                            " must not be empty, \".\" or \"..\"");
+  }
+  std::string url = self->base_url + std::string(target.path);
+  if (!target.segment_name.empty()) {
+    url.push_back('/');
+    auto const before = url.size();
+    append_path_segment(url, segment);
+    if (url.size() - before > client::max_path_segment_bytes) {
+      throw error(errc::invalid_argument, std::string(target.operation) + ": " + std::string(target.segment_name) +
+                                              " is " + std::to_string(url.size() - before) +
+                                              " bytes percent-encoded; at most " +
+                                              std::to_string(client::max_path_segment_bytes) + " are sent");
+    }
+  }
+  call_settings settings = merge_options(options, self->engine.options(), started); // nothing awaited
+  typed_start<T, Parse> out;
+  out.deadline = settings.deadline;
+  out.total = settings.total_timeout;
+  // The reader lives as long as the operation's finish, which outlives the engine's call.
+  out.reader = std::make_shared<typed_reader<T, Parse>>(parse, segment);
+  auto* const reader = out.reader.get();
+  auto make = [&] {
+    http_request request = self->make_request(http_method::get, std::move(url), {});
+    request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}, target.operation};
+    return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader);
+  };
+  auto finish = [self, keep = out.reader, operation = target.operation](call_result&& sent) {
+    if (!sent.ok()) {
+      throw to_error(sent, operation);
+    }
+    return std::move(keep->value);
+  };
+  out.op = self->calls.join_or_start<T>(std::nullopt, executor, out.deadline, make, finish).first;
+  return out;
+}
+
 template <class T, class Parse>
 asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target target, std::string segment,
                              call_options options, Parse parse) {
   detail::observed_call observed(self->http_metrics.get(), target.operation, *self->time);
   try {
     read_settlement settle(*self); // first: a call refused for its arguments is a call that failed, as everywhere
-    if (!target.segment_name.empty() && (segment.empty() || segment == "." || segment == "..")) {
-      // A dot segment would be taken out of the path (RFC 3986 §5.2.4) and ask for another resource.
-      throw error(errc::invalid_argument, std::string(target.operation) + ": " + std::string(target.segment_name) +
-                                              " must not be empty, \".\" or \"..\"");
-    }
-    std::string url = self->base_url + std::string(target.path);
-    if (!target.segment_name.empty()) {
-      url.push_back('/');
-      auto const before = url.size();
-      append_path_segment(url, segment);
-      if (url.size() - before > client::max_path_segment_bytes) {
-        throw error(errc::invalid_argument, std::string(target.operation) + ": " + std::string(target.segment_name) +
-                                                " is " + std::to_string(url.size() - before) +
-                                                " bytes percent-encoded; at most " +
-                                                std::to_string(client::max_path_segment_bytes) + " are sent");
-      }
-    }
-    call_settings settings = merge_options(options, self->engine.options(), observed.started()); // nothing awaited
-    auto const deadline = settings.deadline;
-    auto const total = settings.total_timeout;
-    // The reader lives as long as the operation's finish, which outlives the engine's call.
-    auto reader = std::make_shared<typed_reader<T, Parse>>(parse, segment);
-    auto make = [&] {
-      http_request request = self->make_request(http_method::get, std::move(url), {});
-      request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}, target.operation};
-      return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader.get());
-    };
-    auto finish = [self, reader, operation = target.operation](call_result&& sent) {
-      if (!sent.ok()) {
-        throw to_error(sent, operation);
-      }
-      return std::move(reader->value);
-    };
     auto const executor = co_await asio::this_coro::executor;
-    auto started = self->calls.join_or_start<T>(std::nullopt, executor, deadline, make, finish);
+    auto started = start_typed<T>(self, target, segment, options, parse, observed.started(), executor);
     std::error_code waited;
-    auto op = started.first;
-    co_await self->calls.async_wait(std::move(op), self->time, deadline,
+    auto op = started.op;
+    co_await self->calls.async_wait(std::move(op), self->time, started.deadline,
                                     asio::redirect_error(asio::use_awaitable, waited));
     if (waited) { // the caller's own wait ended first: what the call had done by then
-      throw reader->progress.left_early(
+      throw started.reader->progress.left_early(
           target.operation,
-          waited == asio::error::operation_aborted ? stop_reason::cancelled : stop_reason::deadline_exceeded, total);
+          waited == asio::error::operation_aborted ? stop_reason::cancelled : stop_reason::deadline_exceeded,
+          started.total);
     }
-    T value = started.first->take();
+    T value = started.op->take();
     settle.succeeded();
     observed.succeeded();
     co_return value;

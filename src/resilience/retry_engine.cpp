@@ -396,6 +396,12 @@ struct retry_engine::call_state {
   std::optional<clock::time_point> clock_read;
   /// The last moment an attempt may start (`request_traits::min_time_left`); the deadline when it has none.
   clock::time_point last_start{};
+  // The attempt's steps, kept here rather than as locals of `run`, whose frame then stays within the 1,020 bytes
+  // Asio recycles (a larger one costs an allocation and a free on every call).
+  admission admitted;          ///< The admission gate's verdict for the next attempt.
+  attempt_options options;     ///< The attempt's limits (`start_attempt`).
+  bool deadline_bound = false; ///< The attempt's timeout is the time left before the deadline.
+  clock::time_point wake_at{}; ///< When the next attempt may start, after the retry's sleep (`end_attempt`).
 };
 
 asio::awaitable<call_result> retry_engine::call(http_request request, request_traits traits, call_settings settings,
@@ -414,17 +420,17 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
       co_return finish(s, stop_reason::cancelled);
     }
     // Most requests are decided at once (a calm counter, or room while pacing): no coroutine frame for the gate.
-    auto const decided = admit_now(s, co_await asio::this_coro::executor);
-    admission const admitted = decided ? *decided : co_await admit_later(s); // checked just above: cannot throw
-    if (!decided && is_cancelled(co_await asio::this_coro::cancellation_state)) {
-      co_return finish(s, stop_reason::cancelled); // cancelled as the gate let it go: not sent, no attempt counted
+    if (!admit_now(s, co_await asio::this_coro::executor)) {
+      s.admitted = co_await admit_later(s); // cancellation checked just above: cannot throw
+      if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
+        co_return finish(s, stop_reason::cancelled); // cancelled as the gate let it go: not sent, no attempt counted
+      }
     }
-    auto const start = start_attempt(s, admitted, attempt);
-    if (start.stop) {
-      co_return finish(s, *start.stop);
+    if (auto const stop = start_attempt(s, attempt)) {
+      co_return finish(s, *stop);
     }
     try {
-      s.outcome = co_await sender_.send_attempt(s.request, start.options);
+      s.outcome = co_await sender_.send_attempt(s.request, s.options);
     } catch (std::system_error const& e) {
       s.outcome.error = e.code();
     } catch (std::bad_alloc const&) {
@@ -434,16 +440,15 @@ asio::awaitable<call_result> retry_engine::run(std::unique_ptr<call_state> owned
     }
     // A cancellation that came with the answer (emitted after it was queued) ends the call with what it read.
     bool const cancelled_with_answer = is_cancelled(co_await asio::this_coro::cancellation_state);
-    auto const end = end_attempt(s, attempt, start.deadline_bound, cancelled_with_answer);
-    if (end.stop) {
-      co_return finish(s, *end.stop);
+    if (auto const stop = end_attempt(s, attempt, cancelled_with_answer)) {
+      co_return finish(s, *stop);
     }
     // A cancellation emitted after this frame's last resumption was queued (the attempt's answer, the backoff's
     // end) makes Asio throw from `co_await` itself, in this frame, before the awaited coroutine runs: caught here,
     // so that the call still ends as cancelled, with its result and its end reported, instead of escaping.
     bool cancelled = false;
     try {
-      cancelled = co_await sleep_on(*clock_, end.wake_at) || co_await yield_turn();
+      cancelled = co_await sleep_on(*clock_, s.wake_at) || co_await yield_turn();
     } catch (std::system_error const& e) {
       if (e.code() != asio::error::operation_aborted) {
         throw;
@@ -492,7 +497,7 @@ std::uint32_t cost_of(response_reader const* reader) {
 
 } // namespace
 
-std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_executor const& executor) {
+bool retry_engine::admit_now(call_state& s, asio::any_io_executor const& executor) {
   if (!s.clock_read) {
     s.clock_read = clock_->now(); // the attempt starts from it too, when admitted at once
   }
@@ -500,10 +505,16 @@ std::optional<admission> retry_engine::admit_now(call_state& s, asio::any_io_exe
     // The call's own deadline passed (or is too near: `min_time_left`) before the gate had a say (a deadline of 0,
     // a long wait before): not the rate limit's doing, whatever the counter's state. `not_admitted` ends the call
     // as a timeout; nothing is taken.
-    return admission{};
+    s.admitted = admission{};
+    return true;
   }
-  return gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start, executor,
-                         *s.clock_read);
+  auto decided =
+      gate_.try_admit(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start, executor, *s.clock_read);
+  if (!decided) {
+    return false;
+  }
+  s.admitted = *decided;
+  return true;
 }
 
 asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
@@ -511,19 +522,18 @@ asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
   return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start);
 }
 
-retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission const& admitted, int attempt) {
-  attempt_start start;
+std::optional<stop_reason> retry_engine::start_attempt(call_state& s, int attempt) {
   auto const now = s.clock_read ? *std::exchange(s.clock_read, std::nullopt) : clock_->now();
-  start.stop = not_admitted(s.result, admitted, attempt, s.traits.counter, s.last_start, now);
-  if (start.stop && attempt == 1 && now >= s.last_start && now < s.settings.deadline) {
+  auto const stop = not_admitted(s.result, s.admitted, attempt, s.traits.counter, s.last_start, now);
+  if (stop && attempt == 1 && now >= s.last_start && now < s.settings.deadline) {
     // Stopped before the deadline itself, by `min_time_left`: said so, since the deadline has not passed yet.
     std::string why = "not sent in the deadline's last " + ms_text(s.settings.deadline - s.last_start);
     s.result.note = s.result.note.empty() ? std::move(why) : s.result.note + "; " + why;
   }
-  if (start.stop) {
-    return start;
+  if (stop) {
+    return stop;
   }
-  start.options = attempt_limits(s.attempt_limit, s.settings.deadline, now, start.deadline_bound);
+  s.options = attempt_limits(s.attempt_limit, s.settings.deadline, now, s.deadline_bound);
   s.result.attempts = attempt;
   if (s.reader != nullptr) {
     s.reader->on_progress(attempt, s.result.response.status);
@@ -531,10 +541,10 @@ retry_engine::attempt_start retry_engine::start_attempt(call_state& s, admission
   counters_.attempts.fetch_add(1, std::memory_order_relaxed);
   s.outcome = attempt_result{};
   s.observed.emplace(options_.observer.get(), s.traits.operation, s.request, attempt - 1, *clock_, now);
-  return start;
+  return std::nullopt;
 }
 
-retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, bool deadline_bound, bool cancelled) {
+std::optional<stop_reason> retry_engine::end_attempt(call_state& s, int attempt, bool cancelled) {
   auto const ended = s.observed->end(s.outcome); // the clock as read for the observer, when there is one
   s.observed.reset();
   auto const transport_error = s.outcome.error;
@@ -543,14 +553,15 @@ retry_engine::attempt_end retry_engine::end_attempt(call_state& s, int attempt, 
     s.reader->on_progress(attempt, s.result.response.status);
   }
   note_response(s.traits.counter, s.result, retry_after, s.reader, ended);
-  auto next =
-      after_attempt(s.result, {transport_error, deadline_bound, retry_after, s.safety, attempt, &s.request, cancelled},
-                    s.reader, s.settings, s.traits);
+  auto next = after_attempt(s.result,
+                            {transport_error, s.deadline_bound, retry_after, s.safety, attempt, &s.request, cancelled},
+                            s.reader, s.settings, s.traits);
   s.follow_again = next.follow.again;
   if (s.follow_again) {
     s.follow_body = std::move(next.follow.body);
   }
-  return {next.stop, next.wake_at};
+  s.wake_at = next.wake_at;
+  return next.stop;
 }
 
 std::optional<stop_reason> retry_engine::start_follow_up(call_state& s) {

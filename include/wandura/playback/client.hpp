@@ -433,8 +433,8 @@ private:
   static asio::awaitable<ticket_batch_result> issue_tickets_impl(std::shared_ptr<impl> self,
                                                                  std::shared_ptr<detail::ticket_call> shared_call,
                                                                  call_options options);
-  static asio::awaitable<episode_start> start_episode_impl(std::shared_ptr<impl> self, viewer who, std::string film_ref,
-                                                           std::int32_t episode_no, std::int32_t unlocked_through,
+  static asio::awaitable<episode_start> start_episode_impl(std::shared_ptr<impl> self,
+                                                           std::shared_ptr<detail::ticket_call> shared_call,
                                                            call_options options);
   static asio::awaitable<void> shutdown_impl(std::shared_ptr<impl> self);
   /// Where an `async_` form runs its call: `executor_` when it runs one handler at a time, a strand of it made for

@@ -249,23 +249,18 @@ private:
 
   [[nodiscard]] asio::awaitable<call_result> run(std::unique_ptr<call_state> state);
 
-  /// The steps of `run` between its suspensions, out of its frame (their locals would all be kept in it).
-  struct attempt_start {
-    std::optional<stop_reason> stop;
-    attempt_options options;
-    bool deadline_bound = false; ///< The attempt's timeout is the time left before the deadline.
-  };
-  struct attempt_end {
-    std::optional<stop_reason> stop;
-    clock::time_point wake_at{}; ///< When the next attempt may start, after the retry's sleep.
-  };
+  // The steps of `run` between its suspensions, out of its frame (their locals would all be kept in it); what one
+  // step leaves for the next is kept in the call's state.
   /// The key of a write, the call counted in the budget. @returns why the call stops before sending, if it does.
   [[nodiscard]] std::optional<stop_reason> open_call(call_state& state);
-  /// The admission gate's decision when it is made at once, without waiting.
-  [[nodiscard]] std::optional<admission> admit_now(call_state& state, asio::any_io_executor const& executor);
+  /// The admission gate's decision when it is made at once, without waiting, into `state.admitted`. @returns
+  /// whether it was: false when the attempt must wait (`admit_later`).
+  [[nodiscard]] bool admit_now(call_state& state, asio::any_io_executor const& executor);
   [[nodiscard]] asio::awaitable<admission> admit_later(call_state& state);
-  [[nodiscard]] attempt_start start_attempt(call_state& state, admission const& admitted, int attempt);
-  [[nodiscard]] attempt_end end_attempt(call_state& state, int attempt, bool deadline_bound, bool cancelled);
+  /// After the gate's verdict: the attempt's limits, counted and observed. @returns why the call stops instead.
+  [[nodiscard]] std::optional<stop_reason> start_attempt(call_state& state, int attempt);
+  /// After the attempt: its outcome taken, the next step planned (`state.wake_at`). @returns why the call stops.
+  [[nodiscard]] std::optional<stop_reason> end_attempt(call_state& state, int attempt, bool cancelled);
   /// Puts a follow-up's body and key on the request. @returns why the call stops instead, if it does.
   [[nodiscard]] std::optional<stop_reason> start_follow_up(call_state& state);
   [[nodiscard]] double draw() const;
