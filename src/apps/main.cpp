@@ -75,6 +75,13 @@ int run_main(int argc, char** argv) {
     return exit_failed;
   }
 #endif
+  auto const known = [&commands](std::string_view name) {
+    return std::any_of(commands.begin(), commands.end(), [&](command const& c) { return c.app->get_name() == name; });
+  };
+  // A first word that is no option and no command: said so, as `help` says it, rather than as an argument.
+  if (!args.empty() && args[0][0] != '-' && std::string_view(args[0]) != "help" && !known(args[0])) {
+    return report_usage_error("wandura", "no command named \"" + std::string(args[0]) + "\"");
+  }
   // `wandura help` as `wandura --help`, and `wandura help COMMAND` as `wandura COMMAND --help`.
   std::string help_flag = "--help";
   std::vector<char*> help_args;
@@ -83,9 +90,7 @@ int run_main(int argc, char** argv) {
       std::fputs(app.help().c_str(), stdout);
       return exit_ok;
     }
-    bool const known =
-        std::any_of(commands.begin(), commands.end(), [&](command const& c) { return c.app->get_name() == args[1]; });
-    if (!known) {
+    if (!known(args[1])) {
       return report_usage_error("wandura", "help: no command named \"" + std::string(args[1]) + "\"");
     }
     if (args.size() > 2) {

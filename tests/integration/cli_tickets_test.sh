@@ -222,6 +222,12 @@ done
 run help frobnicate
 expect_rc 2 "help of an unknown command"
 expect_err "^wandura: help: no command named \"frobnicate\""
+run frobnicate --film x
+expect_rc 2 "an unknown command"
+expect_err "^wandura: no command named \"frobnicate\"$"
+run $'\x1b[2J'
+expect_rc 2 "a command name holding control bytes"
+expect_err '^wandura: no command named "\\x1b\[2J"$'
 
 # A connection flag given an empty value ("$UNSET_VARIABLE") is refused, never read as left out: the call would
 # otherwise go to $WANDURA_BASE_URL, or the default server, with $WANDURA_API_KEY.
