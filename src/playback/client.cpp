@@ -379,8 +379,6 @@ private:
   std::string asked_ref_;
 };
 
-// A GET through the engine as an operation of the client, parsed with `parse` (a member of response_parser);
-// throws `wandura::error`.
 /// A typed read once its request is started (or an identical one joined): what its caller's wait needs.
 template <class T, class Parse> struct typed_start {
   std::shared_ptr<typed_reader<T, Parse>> reader;
@@ -435,6 +433,8 @@ typed_start<T, Parse> start_typed(std::shared_ptr<client::impl> const& self, rea
   return out;
 }
 
+// A GET through the engine as an operation of the client, parsed with `parse` (a member of response_parser);
+// throws `wandura::error`.
 template <class T, class Parse>
 asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target target, std::string segment,
                              call_options options, Parse parse) {

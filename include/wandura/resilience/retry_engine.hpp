@@ -244,7 +244,7 @@ private:
   };
 
   /// What one call keeps while it runs, on the heap: the coroutine's own frame then stays small enough for Asio
-  /// to recycle (a frame over 1,020 bytes costs a memalign and a free on every call).
+  /// to recycle (a frame over 1,020 bytes costs an `aligned_alloc` and a free on every call).
   struct call_state;
 
   [[nodiscard]] asio::awaitable<call_result> run(std::unique_ptr<call_state> state);
