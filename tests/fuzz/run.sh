@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a `fuzz` build for a bounded time each, one job each, as many targets at once as
-# the machine has cores (FUZZ_PARALLEL overrides: 1 runs them one after the other).
+# the machine has cores (FUZZ_PARALLEL overrides: 1 runs them one after the other; set it where a CPU quota gives
+# the process fewer cores than `nproc` counts, or a target may hit its 10 s timeout for want of CPU).
 #   tests/fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]
 # Each target starts from its seed corpus (tests/fuzz/corpus/<target>/, read-only) and a scratch corpus under
 # BUILD_DIR/fuzz-work/<target>/, where a finding is written as crash-*, leak-*, timeout-* or oom-*. Prints one line
@@ -10,12 +11,19 @@ build_dir=${1:?build directory}
 seconds=${2:?seconds per target}
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
+targets=()
+if [ $# -eq 0 ]; then
   for dir in "$here"/corpus/*/; do
     targets+=("$(basename "$dir")")
   done
 fi
+# Each target once: two runs of one target at a time would share its scratch directory.
+for target in "$@"; do
+  case " ${targets[*]} " in
+    *" $target "*) ;;
+    *) targets+=("$target") ;;
+  esac
+done
 parallel=${FUZZ_PARALLEL:-$(nproc)}
 if ! [[ $parallel =~ ^[1-9][0-9]*$ ]]; then
   echo "FUZZ_PARALLEL must be a positive number, not \"$parallel\"" >&2
@@ -25,7 +33,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Symbolised stacks: the sanitizers look for llvm-symbolizer (Debian package llvm).
 if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && command -v llvm-symbolizer >/dev/null 2>&1; then
-  export ASAN_SYMBOLIZER_PATH=$(command -v llvm-symbolizer)
+  ASAN_SYMBOLIZER_PATH=$(command -v llvm-symbolizer)
+  export ASAN_SYMBOLIZER_PATH
 fi
 
 # One target: its exit status goes to fuzz-work/<target>/rc, its output to log.txt.
@@ -59,7 +68,12 @@ for target in "${targets[@]}"; do
   echo "fuzz: $target ${seconds}s rc=$rc executions=${runs:-?}"
   if [ "$rc" != 0 ]; then
     status=1
-    grep -E -A40 'ERROR|runtime error|deadly signal' "$log" | head -60 || tail -20 "$log"
+    report='ERROR|runtime error|deadly signal'
+    if grep -qE "$report" "$log"; then
+      grep -E -A40 "$report" "$log" | head -60
+    else
+      tail -20 "$log" # no sanitizer report: a missing binary, a killed process
+    fi
     ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null
   fi
 done
