@@ -62,9 +62,17 @@ constexpr std::size_t libcurl_initial_post_max = 64 * 1024;
 /// found dead before the request went out: nothing of it reached this one. The caller has checked that the
 /// connection speaks HTTP/1.x (`speaks_http1`): an idle HTTP/2 connection may hold the server's frames (a PING, new
 /// SETTINGS), which are no stray answer.
+///
+/// The socket set notices input on idle connections (socket_set::collect_idle_input: one read of the set per
+/// libcurl action, whatever the number of connections reused in it); only a connection it marked is looked up and
+/// read here, so a reuse with nothing waiting, the common case, costs no system call.
 bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int local_port) noexcept {
+  t.sockets->collect_idle_input();
+  if (!t.sockets->any_idle_input()) {
+    return false;
+  }
   curl_socket_t const fd = t.sockets->find_connection(peer, peer_port, local_port);
-  if (fd == CURL_SOCKET_BAD) {
+  if (fd == CURL_SOCKET_BAD || !t.sockets->idle_input_on(fd)) {
     return false;
   }
   char byte = 0;

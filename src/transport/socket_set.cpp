@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -146,12 +147,17 @@ bool socket_set::want(curl_socket_t fd, int what) noexcept {
   }
   int const before = e.wanted;
   e.wanted = wanted;
-  if (wanted != 0 && !widen_interest(e)) {
+  if (wanted != 0 && !widen_interest(e, epoll_events_for(wanted))) {
     e.wanted = before;
     if (e.foreign && before == 0) {
       erase(it);
     }
     return false;
+  }
+  if (wanted != 0) {
+    unmark(e); // input from now on is the transfer's
+  } else if (!widen_interest(e, EPOLLIN)) {
+    mark_idle_input(e, EPOLLERR); // unwatched while idle: whatever came must be looked at before reuse
   }
   if (before == 0 && wanted != 0) {
     ++watched_;
@@ -171,6 +177,7 @@ void socket_set::clear() noexcept {
   sockets_.clear();
   watched_ = 0;
   foreign_ = 0;
+  marked_ = 0;
 }
 
 bool socket_set::take_wake(std::uint64_t generation, std::error_code ec) noexcept {
@@ -188,14 +195,71 @@ void socket_set::shut() noexcept {
   watch_.close(ignored);
 }
 
-int socket_set::to_select(epoll_event const& event) noexcept {
+socket_set::map_type::iterator socket_set::find_reported(epoll_event const& event) noexcept {
   auto const fd = static_cast<curl_socket_t>(event.data.u64 & 0xffff'ffffU);
   auto const generation = static_cast<std::uint32_t>(event.data.u64 >> 32U);
   auto it = sockets_.find(fd);
-  if (it == sockets_.end() || it->second.socket.generation != generation) {
+  return it != sockets_.end() && it->second.socket.generation == generation ? it : sockets_.end();
+}
+
+bool socket_set::mark_idle_input(entry& e, std::uint32_t events) noexcept {
+  if (e.wanted != 0 || e.foreign || (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
+    return false;
+  }
+  if (!e.idle_input) {
+    e.idle_input = true;
+    ++marked_;
+  }
+  return true;
+}
+
+void socket_set::unmark(entry& e) noexcept {
+  if (e.idle_input) {
+    e.idle_input = false;
+    --marked_;
+  }
+}
+
+void socket_set::collect_idle_input() noexcept {
+  if (collected_) {
+    return;
+  }
+  collected_ = true;
+  std::array<epoll_event, 64> events{};
+  // Every ready socket is reported within size / 64 + 1 reads (a level-triggered event reported goes to the back).
+  std::size_t const rounds = sockets_.size() / events.size() + 1;
+  for (std::size_t round = 0; round < rounds; ++round) {
+    int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
+    if (n <= 0) {
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      auto const& event = events[static_cast<std::size_t>(i)];
+      if (auto it = find_reported(event); it != sockets_.end() && mark_idle_input(it->second, event.events)) {
+        trim_interest(it->second); // out of the set: reported once
+      }
+    }
+    if (n < static_cast<int>(events.size())) {
+      return;
+    }
+  }
+}
+
+bool socket_set::idle_input_on(curl_socket_t fd) const noexcept {
+  auto it = sockets_.find(fd);
+  return it != sockets_.end() && it->second.idle_input;
+}
+
+int socket_set::to_select(epoll_event const& event) noexcept {
+  auto it = find_reported(event);
+  if (it == sockets_.end()) {
     return no_action; // closed (and perhaps its number reused) by an action earlier in this batch
   }
   entry& e = it->second;
+  if (mark_idle_input(e, event.events)) {
+    trim_interest(e);
+    return no_action;
+  }
   bool const failed = (event.events & (EPOLLERR | EPOLLHUP)) != 0;
   int select = 0;
   if ((e.wanted & CURL_POLL_IN) != 0 && ((event.events & EPOLLIN) != 0 || failed)) {
@@ -228,9 +292,8 @@ void socket_set::trim_interest(entry& e) noexcept {
   }
 }
 
-bool socket_set::widen_interest(entry& e) noexcept {
-  std::uint32_t const needed = epoll_events_for(e.wanted);
-  if ((e.registered & needed) == needed) { // `needed` is never 0 here: libcurl wants something
+bool socket_set::widen_interest(entry& e, std::uint32_t needed) noexcept {
+  if ((e.registered & needed) == needed) { // `needed` is never 0
     return true;                           // the steady state: no system call
   }
   epoll_event ev{};
@@ -247,6 +310,7 @@ void socket_set::erase(map_type::iterator it) noexcept {
   if (it->second.wanted != 0) {
     --watched_;
   }
+  unmark(it->second);
   if (it->second.foreign) {
     --foreign_;
   }

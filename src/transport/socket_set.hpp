@@ -60,7 +60,10 @@ public:
   /// CURLOPT_CLOSESOCKETFUNCTION: takes `fd` out of the set and closes it. Returns close()'s result.
   int close(curl_socket_t fd) noexcept;
   /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it.
-  /// A descriptor not made by `open` is libcurl's own (see the class comment).
+  /// A descriptor not made by `open` is libcurl's own (see the class comment). A socket made by `open` that libcurl
+  /// stops watching (CURL_POLL_REMOVE: its connection idles in the pool) stays registered for input, so that bytes
+  /// arriving on it are seen (`collect_idle_input`); when that registration fails it is marked at once, so that its
+  /// next reuse looks at it.
   [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
 
   /// Forgets `s` if it is still recorded: libcurl closed it without the close callback.
@@ -84,6 +87,27 @@ public:
   /// Cancels the wait and closes the set's descriptor.
   void shut() noexcept;
 
+  // --- input on idle connections --------------------------------------------------------------------------
+
+  /// Bytes that arrive on a socket libcurl watches for nothing (a pooled connection: a stray or repeated response,
+  /// a 408 or a close_notify before an idle close, the end of the stream) answer no request. Each idle socket stays
+  /// registered for input (see `want`), and an event on it, reported by any read of the set, marks it; its
+  /// interest is then dropped, so it is reported once. Marks go when libcurl watches the socket again (its next
+  /// transfer's own input is no stray) or when it closes.
+  ///
+  /// Brings the marks up to date, at most once per libcurl action (`action_boundary`): reads the ready events of the
+  /// whole set without blocking, marks the idle sockets among them and leaves the rest (level-triggered, they are
+  /// reported again). So a batch of requests that libcurl starts in one action costs one system call, not one per
+  /// reused connection; bytes that arrive after it, within the same action, are not seen until the next (as bytes
+  /// that arrive just after any check are not).
+  void collect_idle_input() noexcept;
+  /// True when some socket is marked; false (the common case) needs no lookup and no system call.
+  [[nodiscard]] bool any_idle_input() const noexcept { return marked_ != 0; }
+  /// True when `fd` is marked.
+  [[nodiscard]] bool idle_input_on(curl_socket_t fd) const noexcept;
+  /// Called before and after each libcurl action: the next `collect_idle_input` reads the set again.
+  void action_boundary() noexcept { collected_ = false; }
+
   /// The socket made by `open` whose connection runs from `local_port` to `peer`:`peer_port` (as libcurl's
   /// pre-request callback names them), or CURL_SOCKET_BAD. Each socket's addresses are read once (getsockname,
   /// getpeername), the first time it is looked for. On the strand.
@@ -98,6 +122,7 @@ private:
     std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT in the set (may exceed `wanted`); 0 when not in it
     bool may_multiplex = false;   ///< its connection may carry HTTP/2 streams
     bool foreign = false;         ///< libcurl's own descriptor (not made by `open`), recorded by `want`
+    bool idle_input = false;      ///< input came while libcurl watched it for nothing (`collect_idle_input`)
     /// Its connection's ports and peer address (an IPv4 or IPv6 address's bytes), once `find_connection` has read
     /// them; 0 until then.
     std::uint16_t local_port = 0;
@@ -110,10 +135,16 @@ private:
 
   /// Reduces the interest to what libcurl wants now (leaves the set when it wants nothing).
   void trim_interest(entry& e) noexcept;
-  /// Makes the set report what libcurl wants of `e` (never removes interest).
-  [[nodiscard]] bool widen_interest(entry& e) noexcept;
-  /// The ev_bitmask for libcurl of one epoll event, or `no_action`; trims unwanted interest on the way.
+  /// Makes the set report `needed` (EPOLLIN / EPOLLOUT) of `e`, on top of what it reports now.
+  [[nodiscard]] bool widen_interest(entry& e, std::uint32_t needed) noexcept;
+  /// The ev_bitmask for libcurl of one epoll event, or `no_action`; trims unwanted interest on the way, and marks
+  /// input on an idle socket (`mark_idle_input`).
   [[nodiscard]] int to_select(epoll_event const& event) noexcept;
+  /// The entry of an epoll event's socket, or the end: closed (perhaps its number reused) since it was reported.
+  [[nodiscard]] map_type::iterator find_reported(epoll_event const& event) noexcept;
+  /// Marks `e` when `events` hold input or an error and libcurl watches it for nothing; false otherwise.
+  bool mark_idle_input(entry& e, std::uint32_t events) noexcept;
+  void unmark(entry& e) noexcept;
   void erase(map_type::iterator it) noexcept;
   [[nodiscard]] int epoll_fd() noexcept { return watch_.native_handle(); }
 
@@ -122,6 +153,8 @@ private:
   std::uint32_t generation_ = 0;
   std::size_t watched_ = 0; ///< entries with wanted != 0
   std::size_t foreign_ = 0; ///< entries that are libcurl's own descriptors
+  std::size_t marked_ = 0;  ///< entries with idle_input
+  bool collected_ = false;  ///< collect_idle_input has read the set in this action
   bool wait_pending_ = false;
   std::uint64_t wait_generation_ = 0;
 };

@@ -27,7 +27,9 @@ void transport_impl::socket_action(curl_socket_t fd, int events) {
   if (timeout_action) {
     timer_.begin_timeout_action();
   }
+  sockets_.action_boundary(); // input on idle connections is read again, once, if this action reuses one
   curl_multi_socket_action(multi_, fd, events, &running);
+  sockets_.action_boundary();
   if (timeout_action) {
     timer_.end_timeout_action();
   }

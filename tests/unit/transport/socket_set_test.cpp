@@ -1,11 +1,14 @@
 #include "transport/socket_set.hpp"
 
 // The transport's socket set against real descriptors (no network): what it watches for libcurl.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -39,6 +42,42 @@ std::vector<std::pair<curl_socket_t, int>> ready(wandura::detail::socket_set& se
   set.dispatch_ready([&acted](curl_socket_t fd, int bits) { acted.emplace_back(fd, bits); }, [] { return true; });
   return acted;
 }
+
+/// A TCP connection on loopback whose client end the set opened, as libcurl's open callback has it do.
+struct opened_connection {
+  explicit opened_connection(wandura::detail::socket_set& set) {
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), size) == 0);
+    REQUIRE(::listen(listener, 1) == 0);
+    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+    curl_sockaddr curl_address{};
+    curl_address.family = AF_INET;
+    curl_address.socktype = SOCK_STREAM;
+    curl_address.protocol = IPPROTO_TCP;
+    curl_address.addrlen = sizeof address;
+    std::memcpy(&curl_address.addr, &address, sizeof address);
+    fd = set.open(curl_address, false).fd;
+    REQUIRE(fd >= 0);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    peer = ::accept(listener, nullptr, nullptr);
+    REQUIRE(peer >= 0);
+  }
+  opened_connection(opened_connection const&) = delete;
+  opened_connection& operator=(opened_connection const&) = delete;
+  ~opened_connection() {
+    ::close(peer);
+    ::close(listener);
+  }
+  void peer_sends() const { REQUIRE(::write(peer, "x", 1) == 1); }
+  int listener = -1;
+  curl_socket_t fd = CURL_SOCKET_BAD; ///< closed by the set
+  int peer = -1;
+};
 
 } // namespace
 
@@ -74,4 +113,48 @@ TEST_CASE("socket set: a descriptor libcurl made itself, its resolver's, is watc
   io.restart();
   io.run_one_for(100ms);
   CHECK_FALSE(woken_again.has_value());
+}
+
+TEST_CASE("socket set: input on an idle connection is marked, once per action, until libcurl watches it again") {
+  asio::io_context io;
+  auto const strand = asio::make_strand(io.get_executor());
+  wandura::detail::socket_set set(strand);
+  opened_connection a(set);
+  opened_connection b(set);
+
+  // `a` was only ever watched for output (its connect): idle in the pool, it is still watched for input.
+  REQUIRE(set.want(a.fd, CURL_POLL_OUT));
+  REQUIRE(set.want(a.fd, CURL_POLL_REMOVE));
+  REQUIRE(set.want(b.fd, CURL_POLL_IN));
+  REQUIRE(set.want(b.fd, CURL_POLL_REMOVE));
+  set.action_boundary();
+  set.collect_idle_input();
+  CHECK_FALSE(set.any_idle_input()); // nothing came
+
+  a.peer_sends();
+  set.collect_idle_input(); // the same action: the set is not read again
+  CHECK_FALSE(set.any_idle_input());
+  set.action_boundary();
+  set.collect_idle_input();
+  CHECK(set.any_idle_input());
+  CHECK(set.idle_input_on(a.fd));
+  CHECK_FALSE(set.idle_input_on(b.fd));
+  CHECK(ready(set).empty()); // reported once: it left the set, and libcurl is told nothing
+
+  // An idle socket's input reported by the read that serves libcurl's own events is marked too.
+  REQUIRE(set.want(b.fd, CURL_POLL_REMOVE));
+  b.peer_sends();
+  CHECK(ready(set).empty());
+  CHECK(set.idle_input_on(b.fd));
+
+  // Watched again, by its next transfer: the mark goes, and what waits is that transfer's to read.
+  REQUIRE(set.want(a.fd, CURL_POLL_IN));
+  CHECK_FALSE(set.idle_input_on(a.fd));
+  CHECK(set.any_idle_input()); // b's still
+  CHECK(ready(set) == std::vector<std::pair<curl_socket_t, int>>{{a.fd, CURL_CSELECT_IN}});
+
+  // Closed, its mark goes with it.
+  CHECK(set.close(b.fd) == 0);
+  CHECK_FALSE(set.any_idle_input());
+  CHECK(set.close(a.fd) == 0);
 }

@@ -1044,6 +1044,86 @@ TEST_CASE("transport: bytes waiting on an idle pooled connection are never read 
   }
 }
 
+TEST_CASE("transport: bytes arriving on an idle pooled connection while it waits on another are never read as the "
+          "next request's answer") {
+  // The stray answer arrives while the transport waits on a held request's socket, so its own read of the epoll set
+  // reports it (not the read a reuse makes): the connection must still be given up when it is reused.
+  test_http_server server(server_behaviour::stray_after_reply);
+  test_http_server holder(server_behaviour::stall);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const request = post(server.url());
+  auto const first = run(io, tr.send_attempt(request, {}));
+  REQUIRE_FALSE(first.error);
+
+  std::optional<wandura::attempt_result> held;
+  wandura::attempt_options held_options;
+  held_options.timeout = 400ms;
+  auto const held_request = post(holder.url());
+  asio::co_spawn(io, tr.send_attempt(held_request, held_options),
+                 [&](std::exception_ptr, wandura::attempt_result r) { held = std::move(r); });
+  auto const never = [] { return false; };
+  test_support::run_until(io, never, 100ms); // the loop runs; the stray answer comes at 20 ms
+  REQUIRE_FALSE(held.has_value());
+  REQUIRE(holder.requests_read() == 1);
+
+  auto const second = run(io, tr.send_attempt(request, {}));
+  REQUIRE_FALSE(second.error);
+  CHECK(second.response.status == 200);
+  CHECK(second.response.body.view() == server.body());
+  CHECK(server.connections_accepted() == 2);
+  CHECK(server.requests_read() == 2);
+  auto const held_done = [&] { return held.has_value(); };
+  CHECK(test_support::run_until(io, held_done, 2000ms));
+  CHECK(held->error == errc::attempt_timeout);
+}
+
+TEST_CASE("transport: several idle pooled connections holding bytes, reused at once, are all given up") {
+  // One read of the epoll set serves every connection libcurl reuses in one action: each of the four marked ones is
+  // given up, none is read as an answer.
+  constexpr std::size_t parallel = 4;
+  test_http_server server(server_behaviour::stray_after_reply);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const request = post(server.url());
+  auto const batch = [&]() -> asio::awaitable<std::vector<wandura::attempt_result>> {
+    std::vector<std::optional<wandura::attempt_result>> results(parallel);
+    std::size_t done = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (std::size_t i = 0; i < parallel; ++i) {
+      asio::co_spawn(ex, tr.send_attempt(request, {}), [&, i](std::exception_ptr, wandura::attempt_result r) {
+        results[i] = std::move(r);
+        ++done;
+      });
+    }
+    asio::steady_timer tick(ex);
+    for (int i = 0; i < 500 && done < parallel; ++i) {
+      tick.expires_after(10ms);
+      co_await tick.async_wait(asio::use_awaitable);
+    }
+    std::vector<wandura::attempt_result> out;
+    for (auto& r : results) {
+      if (r) {
+        out.push_back(std::move(*r));
+      }
+    }
+    co_return out;
+  };
+  for (std::size_t round = 1; round <= 3; ++round) {
+    INFO("round " << round);
+    auto const results = run(io, batch());
+    REQUIRE(results.size() == parallel);
+    for (auto const& r : results) {
+      REQUIRE_FALSE(r.error);
+      CHECK(r.response.status == 200);
+      CHECK(r.response.body.view() == server.body());
+    }
+    std::this_thread::sleep_for(50ms); // each connection's stray answer arrives while it is idle
+    CHECK(server.requests_read() == round * parallel);
+    CHECK(server.connections_accepted() == round * parallel);
+  }
+}
+
 TEST_CASE("transport: destroying it with idle pooled connections closes them") {
   test_http_server server;
   asio::io_context io;
