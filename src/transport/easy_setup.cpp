@@ -108,6 +108,7 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
     auto& v = t->unadopted_sockets;
     auto it = std::find_if(v.rbegin(), v.rend(), [family](opened_socket const& s) { return s.family == family; });
     if (it != v.rend()) {
+      t->sockets->adopt(*it);
       v.erase(std::next(it).base());
     }
   }

@@ -156,7 +156,7 @@ bool socket_set::want(curl_socket_t fd, int what) noexcept {
   }
   if (wanted != 0) {
     unmark(e); // input from now on is the transfer's
-  } else if (!widen_interest(e, EPOLLIN)) {
+  } else if (e.adopted && !widen_interest(e, EPOLLIN)) {
     mark_idle_input(e, EPOLLERR); // unwatched while idle: whatever came must be looked at before reuse
   }
   if (before == 0 && wanted != 0) {
@@ -165,6 +165,12 @@ bool socket_set::want(curl_socket_t fd, int what) noexcept {
     --watched_;
   }
   return true;
+}
+
+void socket_set::adopt(opened_socket s) noexcept {
+  if (auto it = sockets_.find(s.fd); it != sockets_.end() && it->second.socket.generation == s.generation) {
+    it->second.adopted = true;
+  }
 }
 
 void socket_set::forget_closed(opened_socket s) noexcept {

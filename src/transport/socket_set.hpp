@@ -60,12 +60,16 @@ public:
   /// CURLOPT_CLOSESOCKETFUNCTION: takes `fd` out of the set and closes it. Returns close()'s result.
   int close(curl_socket_t fd) noexcept;
   /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it.
-  /// A descriptor not made by `open` is libcurl's own (see the class comment). A socket made by `open` that libcurl
-  /// stops watching (CURL_POLL_REMOVE: its connection idles in the pool) stays registered for input, so that bytes
-  /// arriving on it are seen (`collect_idle_input`); when that registration fails it is marked at once, so that its
-  /// next reuse looks at it.
+  /// A descriptor not made by `open` is libcurl's own (see the class comment). An adopted socket (`adopt`) that
+  /// libcurl stops watching (CURL_POLL_REMOVE: its connection idles in the pool) stays registered for input, so
+  /// that bytes arriving on it are seen (`collect_idle_input`); when that registration fails it is marked at once,
+  /// so that its next reuse looks at it. A socket not adopted is left as it is: libcurl may have closed it already
+  /// (it says REMOVE after a plain close() of a connect that failed), and its number may be another's by now.
   [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
 
+  /// `s` carries a connection now (its first request is about to be sent): libcurl closes it only through the
+  /// close callback from now on, so the set may register it while libcurl watches it for nothing (`want`).
+  void adopt(opened_socket s) noexcept;
   /// Forgets `s` if it is still recorded: libcurl closed it without the close callback.
   void forget_closed(opened_socket s) noexcept;
   /// Forgets every socket (after curl_multi_cleanup, which closed all the others through `close`).
@@ -123,6 +127,7 @@ private:
     bool may_multiplex = false;   ///< its connection may carry HTTP/2 streams
     bool foreign = false;         ///< libcurl's own descriptor (not made by `open`), recorded by `want`
     bool idle_input = false;      ///< input came while libcurl watched it for nothing (`collect_idle_input`)
+    bool adopted = false;         ///< carries a connection: closed only through `close` (`adopt`)
     /// Its connection's ports and peer address (an IPv4 or IPv6 address's bytes), once `find_connection` has read
     /// them; 0 until then.
     std::uint16_t local_port = 0;

@@ -45,7 +45,8 @@ std::vector<std::pair<curl_socket_t, int>> ready(wandura::detail::socket_set& se
 
 /// A TCP connection on loopback whose client end the set opened, as libcurl's open callback has it do.
 struct opened_connection {
-  explicit opened_connection(wandura::detail::socket_set& set) {
+  /// `adopted`: as after libcurl's pre-request callback, which hands the socket to its connection.
+  explicit opened_connection(wandura::detail::socket_set& set, bool adopted = true) {
     listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(listener >= 0);
     sockaddr_in address{};
@@ -61,9 +62,13 @@ struct opened_connection {
     curl_address.protocol = IPPROTO_TCP;
     curl_address.addrlen = sizeof address;
     std::memcpy(&curl_address.addr, &address, sizeof address);
-    fd = set.open(curl_address, false).fd;
+    auto const opened = set.open(curl_address, false);
+    fd = opened.fd;
     REQUIRE(fd >= 0);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    if (adopted) {
+      set.adopt(opened);
+    }
     peer = ::accept(listener, nullptr, nullptr);
     REQUIRE(peer >= 0);
   }
@@ -157,4 +162,15 @@ TEST_CASE("socket set: input on an idle connection is marked, once per action, u
   CHECK(set.close(b.fd) == 0);
   CHECK_FALSE(set.any_idle_input());
   CHECK(set.close(a.fd) == 0);
+
+  // A socket no connection adopted is not registered when libcurl stops watching it: libcurl may have closed it
+  // already (a connect that failed), and the number may be another descriptor's by then.
+  opened_connection c(set, false);
+  REQUIRE(set.want(c.fd, CURL_POLL_OUT));
+  REQUIRE(set.want(c.fd, CURL_POLL_REMOVE));
+  c.peer_sends();
+  set.action_boundary();
+  set.collect_idle_input();
+  CHECK_FALSE(set.any_idle_input());
+  CHECK(set.close(c.fd) == 0);
 }
