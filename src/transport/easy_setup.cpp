@@ -34,6 +34,7 @@ curl_socket_t on_open_socket(void* clientp, curlsocktype purpose, curl_sockaddr*
   opened_socket const s = t->sockets->open(*address, t->may_multiplex);
   if (s.fd != CURL_SOCKET_BAD) {
     t->unadopted_sockets.push_back(s);
+    ++t->sockets_opened_since_prereq;
   }
   return s.fd;
 }
@@ -63,16 +64,17 @@ constexpr std::size_t libcurl_initial_post_max = 64 * 1024;
 /// connection speaks HTTP/1.x (`speaks_http1`): an idle HTTP/2 connection may hold the server's frames (a PING, new
 /// SETTINGS), which are no stray answer.
 ///
-/// The socket set notices input on idle connections (socket_set::collect_idle_input: one read of the set per
-/// libcurl action, whatever the number of connections reused in it); only a connection it marked is looked up and
-/// read here, so a reuse with nothing waiting, the common case, costs no system call.
+/// The socket set notices input on idle connections (socket_set::collect_idle_input: one read of the set for the
+/// first such reuse in a libcurl action, whatever the number of connections reused in it); only a connection it
+/// marked is read here, so a reuse with nothing waiting costs no system call of its own. When the set cannot vouch
+/// for its marks (its read came back full), the connection is read here, as every reused one once was.
 bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int local_port) noexcept {
-  t.sockets->collect_idle_input();
-  if (!t.sockets->any_idle_input()) {
+  bool const vouched = t.sockets->collect_idle_input();
+  if (vouched && !t.sockets->any_idle_input()) {
     return false;
   }
-  curl_socket_t const fd = t.sockets->find_connection(peer, peer_port, local_port);
-  if (fd == CURL_SOCKET_BAD || !t.sockets->idle_input_on(fd)) {
+  curl_socket_t const fd = t.sockets->find_connection(peer, peer_port, local_port, vouched);
+  if (fd == CURL_SOCKET_BAD) {
     return false;
   }
   char byte = 0;
@@ -94,8 +96,11 @@ bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int lo
 /// connection reset it is (transport.hpp, "Retries and idempotency").
 int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port, int local_port) noexcept {
   auto* t = static_cast<transfer*>(clientp);
-  bool const reused = t->unadopted_sockets.empty(); // this transfer opened no socket: a pooled connection
-  bool const http1 = speaks_http1(*t);              // asked once: an ALPN query over TLS
+  // The sockets opened since the last call are this connection's candidates; none: a pooled connection. (Those of
+  // an earlier connect that lost are no candidates: libcurl closed them.)
+  std::size_t const opened = std::exchange(t->sockets_opened_since_prereq, 0);
+  bool const reused = opened == 0;
+  bool const http1 = speaks_http1(*t); // asked once: an ALPN query over TLS
   if (reused && !t->facts.request_started && http1 && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
     t->renew_handle = true;    // libcurl counts the resend that follows against the handle (easy_setup::configure)
     return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
@@ -103,11 +108,12 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   if (t->facts.request_started) {
     t->renew_handle = true; // a resend, counted against the handle (easy_setup::configure)
   }
-  if (!t->unadopted_sockets.empty()) {
+  if (!reused) {
     int const family = std::strchr(local_ip, ':') != nullptr ? AF_INET6 : AF_INET;
     auto& v = t->unadopted_sockets;
-    auto it = std::find_if(v.rbegin(), v.rend(), [family](opened_socket const& s) { return s.family == family; });
-    if (it != v.rend()) {
+    auto const candidates_end = v.rbegin() + static_cast<std::ptrdiff_t>(std::min(opened, v.size()));
+    auto it = std::find_if(v.rbegin(), candidates_end, [family](opened_socket const& s) { return s.family == family; });
+    if (it != candidates_end) {
       t->sockets->adopt(*it);
       v.erase(std::next(it).base());
     }

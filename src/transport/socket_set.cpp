@@ -64,7 +64,7 @@ opened_socket socket_set::open(curl_sockaddr const& address, bool may_multiplex)
   return s;
 }
 
-curl_socket_t socket_set::find_connection(char const* peer, int peer_port, int local_port) noexcept {
+curl_socket_t socket_set::find_connection(char const* peer, int peer_port, int local_port, bool marked_only) noexcept {
   int family = AF_INET;
   std::array<unsigned char, 16> wanted{};
   if (::inet_pton(AF_INET, peer, wanted.data()) != 1) {
@@ -74,8 +74,8 @@ curl_socket_t socket_set::find_connection(char const* peer, int peer_port, int l
     }
   }
   for (auto& [fd, e] : sockets_) {
-    if (e.foreign || e.socket.family != family) {
-      continue;
+    if (!e.adopted || (marked_only && !e.idle_input) || e.socket.family != family) {
+      continue; // a socket no connection adopted may be closed already: its number is not asked about
     }
     if (e.local_port == 0) {
       sockaddr_storage local{};
@@ -156,8 +156,12 @@ bool socket_set::want(curl_socket_t fd, int what) noexcept {
   }
   if (wanted != 0) {
     unmark(e); // input from now on is the transfer's
-  } else if (e.adopted && !widen_interest(e, EPOLLIN)) {
-    mark_idle_input(e, EPOLLERR); // unwatched while idle: whatever came must be looked at before reuse
+  } else if (e.adopted) {
+    // Idle: watched for input alone (a writable socket registered for output too would report it at once, and be
+    // trimmed). Gone idle after this action's read of the set, or not watchable: looked at directly at its reuse.
+    if (collected_ || !set_interest(e, EPOLLIN)) {
+      mark_idle_input(e, EPOLLERR);
+    }
   }
   if (before == 0 && wanted != 0) {
     ++watched_;
@@ -209,7 +213,7 @@ socket_set::map_type::iterator socket_set::find_reported(epoll_event const& even
 }
 
 bool socket_set::mark_idle_input(entry& e, std::uint32_t events) noexcept {
-  if (e.wanted != 0 || e.foreign || (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
+  if (e.wanted != 0 || !e.adopted || (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
     return false;
   }
   if (!e.idle_input) {
@@ -226,29 +230,25 @@ void socket_set::unmark(entry& e) noexcept {
   }
 }
 
-void socket_set::collect_idle_input() noexcept {
+bool socket_set::collect_idle_input() noexcept {
   if (collected_) {
-    return;
+    return vouched_;
+  }
+  std::array<epoll_event, 64> events{};
+  int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
+  if (n < 0) {
+    return false; // not read (EINTR): the next reuse in this action tries again
+  }
+  for (int i = 0; i < n; ++i) {
+    auto const& event = events[static_cast<std::size_t>(i)];
+    if (auto it = find_reported(event); it != sockets_.end() && mark_idle_input(it->second, event.events)) {
+      trim_interest(it->second); // out of the set: reported once
+    }
   }
   collected_ = true;
-  std::array<epoll_event, 64> events{};
-  // Every ready socket is reported within size / 64 + 1 reads (a level-triggered event reported goes to the back).
-  std::size_t const rounds = sockets_.size() / events.size() + 1;
-  for (std::size_t round = 0; round < rounds; ++round) {
-    int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
-    if (n <= 0) {
-      return;
-    }
-    for (int i = 0; i < n; ++i) {
-      auto const& event = events[static_cast<std::size_t>(i)];
-      if (auto it = find_reported(event); it != sockets_.end() && mark_idle_input(it->second, event.events)) {
-        trim_interest(it->second); // out of the set: reported once
-      }
-    }
-    if (n < static_cast<int>(events.size())) {
-      return;
-    }
-  }
+  // A full batch may have left ready sockets unread (busy ones fill it first): then no socket is vouched for.
+  vouched_ = n < static_cast<int>(events.size());
+  return vouched_;
 }
 
 bool socket_set::idle_input_on(curl_socket_t fd) const noexcept {
@@ -285,31 +285,36 @@ int socket_set::to_select(epoll_event const& event) noexcept {
 }
 
 void socket_set::trim_interest(entry& e) noexcept {
+  // What libcurl wants; input alone for an adopted idle socket not yet marked (want).
+  std::uint32_t const target =
+      e.wanted != 0 ? epoll_events_for(e.wanted) : (e.adopted && !e.idle_input ? std::uint32_t{EPOLLIN} : 0U);
+  (void)set_interest(e, target);
+}
+
+bool socket_set::set_interest(entry& e, std::uint32_t events) noexcept {
+  if (e.registered == events) {
+    return true;
+  }
   epoll_event ev{};
-  if (e.wanted == 0) {
+  if (events == 0) {
     ::epoll_ctl(epoll_fd(), EPOLL_CTL_DEL, e.socket.fd, &ev);
     e.registered = 0;
-    return;
+    return true;
   }
-  ev.events = epoll_events_for(e.wanted);
+  ev.events = events;
   ev.data.u64 = event_data(e.socket);
-  if (::epoll_ctl(epoll_fd(), EPOLL_CTL_MOD, e.socket.fd, &ev) == 0) {
-    e.registered = ev.events;
+  if (::epoll_ctl(epoll_fd(), e.registered != 0 ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, e.socket.fd, &ev) != 0) {
+    return false;
   }
+  e.registered = events;
+  return true;
 }
 
 bool socket_set::widen_interest(entry& e, std::uint32_t needed) noexcept {
   if ((e.registered & needed) == needed) { // `needed` is never 0
     return true;                           // the steady state: no system call
   }
-  epoll_event ev{};
-  ev.events = e.registered | needed;
-  ev.data.u64 = event_data(e.socket);
-  if (::epoll_ctl(epoll_fd(), e.registered != 0 ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, e.socket.fd, &ev) != 0) {
-    return false;
-  }
-  e.registered = ev.events;
-  return true;
+  return set_interest(e, e.registered | needed);
 }
 
 void socket_set::erase(map_type::iterator it) noexcept {

@@ -33,7 +33,8 @@ struct opened_socket {
 ///
 /// Interest is updated lazily: a direction libcurl stops wanting stays registered until the socket reports it
 /// (then it is trimmed), so the steady state of a keep-alive connection (IN wanted, REMOVE, IN again for the next
-/// request) costs no epoll_ctl. Every socket leaves the set when libcurl closes it: through
+/// request) costs no epoll_ctl. A connection's socket idle in libcurl's pool is watched for input alone, which marks
+/// it (see `collect_idle_input`). Every socket leaves the set when libcurl closes it: through
 /// `CURLOPT_CLOSESOCKETFUNCTION` (`close`), or, for a socket libcurl 7.88 closes with a plain close() (one that
 /// never finished connecting), through `forget_closed`, which touches no descriptor: the kernel has already taken
 /// a closed socket out of the epoll set. libcurl also asks to watch a descriptor of its own, its threaded
@@ -61,10 +62,11 @@ public:
   int close(curl_socket_t fd) noexcept;
   /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it.
   /// A descriptor not made by `open` is libcurl's own (see the class comment). An adopted socket (`adopt`) that
-  /// libcurl stops watching (CURL_POLL_REMOVE: its connection idles in the pool) stays registered for input, so
-  /// that bytes arriving on it are seen (`collect_idle_input`); when that registration fails it is marked at once,
-  /// so that its next reuse looks at it. A socket not adopted is left as it is: libcurl may have closed it already
-  /// (it says REMOVE after a plain close() of a connect that failed), and its number may be another's by now.
+  /// libcurl stops watching (CURL_POLL_REMOVE: its connection idles in the pool) is registered for input alone, so
+  /// that bytes arriving on it are seen (`collect_idle_input`); one that goes idle after this action's read of the
+  /// set, or cannot be registered, is marked at once, so that its reuse reads it. A socket not adopted is left as
+  /// it is: libcurl may have closed it already (it says REMOVE after a plain close() of a connect that failed), and
+  /// its number may be another's by now.
   [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
 
   /// `s` carries a connection now (its first request is about to be sent): libcurl closes it only through the
@@ -100,11 +102,12 @@ public:
   /// transfer's own input is no stray) or when it closes.
   ///
   /// Brings the marks up to date, at most once per libcurl action (`action_boundary`): reads the ready events of the
-  /// whole set without blocking, marks the idle sockets among them and leaves the rest (level-triggered, they are
-  /// reported again). So a batch of requests that libcurl starts in one action costs one system call, not one per
-  /// reused connection; bytes that arrive after it, within the same action, are not seen until the next (as bytes
-  /// that arrive just after any check are not).
-  void collect_idle_input() noexcept;
+  /// set without blocking (one batch of 64), marks the idle sockets among them and leaves the rest (level-triggered,
+  /// they are reported again). So a batch of requests that libcurl starts in one action costs one system call, not
+  /// one per reused connection. True when the marks can be trusted for the rest of the action: false when the read
+  /// failed or came back full (ready sockets may be left unread), and then each reuse reads its connection itself.
+  /// Bytes that reach a socket idle at the read before its reuse in the same action are not seen.
+  [[nodiscard]] bool collect_idle_input() noexcept;
   /// True when some socket is marked; false (the common case) needs no lookup and no system call.
   [[nodiscard]] bool any_idle_input() const noexcept { return marked_ != 0; }
   /// True when `fd` is marked.
@@ -112,10 +115,11 @@ public:
   /// Called before and after each libcurl action: the next `collect_idle_input` reads the set again.
   void action_boundary() noexcept { collected_ = false; }
 
-  /// The socket made by `open` whose connection runs from `local_port` to `peer`:`peer_port` (as libcurl's
-  /// pre-request callback names them), or CURL_SOCKET_BAD. Each socket's addresses are read once (getsockname,
-  /// getpeername), the first time it is looked for. On the strand.
-  [[nodiscard]] curl_socket_t find_connection(char const* peer, int peer_port, int local_port) noexcept;
+  /// The adopted socket whose connection runs from `local_port` to `peer`:`peer_port` (as libcurl's pre-request
+  /// callback names them), among the marked ones only if `marked_only`, or CURL_SOCKET_BAD. Each socket's addresses
+  /// are read once (getsockname, getpeername), the first time it is looked at. On the strand.
+  [[nodiscard]] curl_socket_t find_connection(char const* peer, int peer_port, int local_port,
+                                              bool marked_only) noexcept;
   /// Sockets open now (connecting, in use, or idle in libcurl's pool); libcurl's own descriptors are not counted.
   [[nodiscard]] std::size_t size() const noexcept { return sockets_.size() - foreign_; }
 
@@ -126,7 +130,7 @@ private:
     std::uint32_t registered = 0; ///< EPOLLIN / EPOLLOUT in the set (may exceed `wanted`); 0 when not in it
     bool may_multiplex = false;   ///< its connection may carry HTTP/2 streams
     bool foreign = false;         ///< libcurl's own descriptor (not made by `open`), recorded by `want`
-    bool idle_input = false;      ///< input came while libcurl watched it for nothing (`collect_idle_input`)
+    bool idle_input = false;      ///< marked: input came while idle, or it went unwatched (`want`, `to_select`)
     bool adopted = false;         ///< carries a connection: closed only through `close` (`adopt`)
     /// Its connection's ports and peer address (an IPv4 or IPv6 address's bytes), once `find_connection` has read
     /// them; 0 until then.
@@ -142,6 +146,8 @@ private:
   void trim_interest(entry& e) noexcept;
   /// Makes the set report `needed` (EPOLLIN / EPOLLOUT) of `e`, on top of what it reports now.
   [[nodiscard]] bool widen_interest(entry& e, std::uint32_t needed) noexcept;
+  /// Makes the set report exactly `events` of `e` (0: out of the set); no system call when it already does.
+  [[nodiscard]] bool set_interest(entry& e, std::uint32_t events) noexcept;
   /// The ev_bitmask for libcurl of one epoll event, or `no_action`; trims unwanted interest on the way, and marks
   /// input on an idle socket (`mark_idle_input`).
   [[nodiscard]] int to_select(epoll_event const& event) noexcept;
@@ -160,6 +166,7 @@ private:
   std::size_t foreign_ = 0; ///< entries that are libcurl's own descriptors
   std::size_t marked_ = 0;  ///< entries with idle_input
   bool collected_ = false;  ///< collect_idle_input has read the set in this action
+  bool vouched_ = false;    ///< and that read left no ready socket unread
   bool wait_pending_ = false;
   std::uint64_t wait_generation_ = 0;
 };

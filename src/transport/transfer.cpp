@@ -19,6 +19,7 @@ void transfer::reset_request() noexcept {
   bodyless = false;
   error_text[0] = '\0';
   unadopted_sockets.clear();
+  sockets_opened_since_prereq = 0;
 }
 
 void transfer::free_curl() noexcept {

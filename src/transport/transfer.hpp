@@ -80,6 +80,9 @@ struct transfer {
   /// Sockets this transfer opened that no connection has adopted yet. When the transfer ends, those still
   /// recorded were closed by libcurl without the close callback (docs/adr/0002, "Sockets").
   std::vector<opened_socket> unadopted_sockets;
+  /// How many of them were opened since libcurl's last pre-request call: the candidates for the connection the
+  /// next call names (0: it reuses a pooled connection).
+  std::size_t sockets_opened_since_prereq = 0;
 
   // The request header list, built in storage reused across requests: libcurl only reads a curl_slist.
   std::vector<std::string> header_lines;

@@ -356,6 +356,7 @@ void transport_impl::remove_active(transfer* t) noexcept {
     sockets_.forget_closed(s);
   }
   t->unadopted_sockets.clear();
+  t->sockets_opened_since_prereq = 0;
 }
 
 /// Hands the result to the operation and returns the transfer to the pool. The handler is posted, never run here.

@@ -1079,8 +1079,8 @@ TEST_CASE("transport: bytes arriving on an idle pooled connection while it waits
 }
 
 TEST_CASE("transport: several idle pooled connections holding bytes, reused at once, are all given up") {
-  // One read of the epoll set serves every connection libcurl reuses in one action: each of the four marked ones is
-  // given up, none is read as an answer.
+  // Four connections idle with a stray answer each, reused by four requests started together: each is given up
+  // and its request goes on a new connection, whichever read of the epoll set found its bytes.
   constexpr std::size_t parallel = 4;
   test_http_server server(server_behaviour::stray_after_reply);
   asio::io_context io;
