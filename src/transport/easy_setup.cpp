@@ -66,8 +66,8 @@ constexpr std::size_t libcurl_initial_post_max = 64 * 1024;
 ///
 /// The socket set notices input on idle connections (socket_set::collect_idle_input: one read of the set for the
 /// first such reuse in a libcurl action, whatever the number of connections reused in it); only a connection it
-/// marked is read here, so a reuse with nothing waiting costs no system call of its own. When the set cannot vouch
-/// for its marks (its read came back full), the connection is read here, as every reused one once was.
+/// marked is read here, so a reuse with nothing waiting costs no system call of its own. When the set could not be
+/// read, the connection is read here, as every reused one once was.
 bool give_up_poisoned(transfer const& t, char const* peer, int peer_port, int local_port) noexcept {
   bool const vouched = t.sockets->collect_idle_input();
   if (vouched && !t.sockets->any_idle_input()) {

@@ -232,23 +232,29 @@ void socket_set::unmark(entry& e) noexcept {
 
 bool socket_set::collect_idle_input() noexcept {
   if (collected_) {
-    return vouched_;
+    return true;
   }
   std::array<epoll_event, 64> events{};
-  int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
-  if (n < 0) {
-    return false; // not read (EINTR): the next reuse in this action tries again
-  }
-  for (int i = 0; i < n; ++i) {
-    auto const& event = events[static_cast<std::size_t>(i)];
-    if (auto it = find_reported(event); it != sockets_.end() && mark_idle_input(it->second, event.events)) {
-      trim_interest(it->second); // out of the set: reported once
+  // Successive reads go round the ready sockets (epoll_wait(2): a level-triggered event reported goes to the back
+  // of the ready list), so size / 64 + 1 reads report each at least once.
+  std::size_t const rounds = sockets_.size() / events.size() + 1;
+  for (std::size_t round = 0; round < rounds; ++round) {
+    int const n = ::epoll_wait(epoll_fd(), events.data(), static_cast<int>(events.size()), 0);
+    if (n < 0) {
+      return false; // not read (EINTR): the reuse reads its connection itself; the next tries the set again
+    }
+    for (int i = 0; i < n; ++i) {
+      auto const& event = events[static_cast<std::size_t>(i)];
+      if (auto it = find_reported(event); it != sockets_.end() && mark_idle_input(it->second, event.events)) {
+        trim_interest(it->second); // out of the set: reported once
+      }
+    }
+    if (n < static_cast<int>(events.size())) {
+      break;
     }
   }
   collected_ = true;
-  // A full batch may have left ready sockets unread (busy ones fill it first): then no socket is vouched for.
-  vouched_ = n < static_cast<int>(events.size());
-  return vouched_;
+  return true;
 }
 
 bool socket_set::idle_input_on(curl_socket_t fd) const noexcept {

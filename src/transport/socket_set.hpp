@@ -33,8 +33,9 @@ struct opened_socket {
 ///
 /// Interest is updated lazily: a direction libcurl stops wanting stays registered until the socket reports it
 /// (then it is trimmed), so the steady state of a keep-alive connection (IN wanted, REMOVE, IN again for the next
-/// request) costs no epoll_ctl. A connection's socket idle in libcurl's pool is watched for input alone, which marks
-/// it (see `collect_idle_input`). Every socket leaves the set when libcurl closes it: through
+/// request) costs no epoll_ctl. The exception is a connection's socket going idle in libcurl's pool: it is set to
+/// input alone at once (one epoll_ctl when it had output registered too), and input marks it (see
+/// `collect_idle_input`). Every socket leaves the set when libcurl closes it: through
 /// `CURLOPT_CLOSESOCKETFUNCTION` (`close`), or, for a socket libcurl 7.88 closes with a plain close() (one that
 /// never finished connecting), through `forget_closed`, which touches no descriptor: the kernel has already taken
 /// a closed socket out of the epoll set. libcurl also asks to watch a descriptor of its own, its threaded
@@ -64,7 +65,8 @@ public:
   /// A descriptor not made by `open` is libcurl's own (see the class comment). An adopted socket (`adopt`) that
   /// libcurl stops watching (CURL_POLL_REMOVE: its connection idles in the pool) is registered for input alone, so
   /// that bytes arriving on it are seen (`collect_idle_input`); one that goes idle after this action's read of the
-  /// set, or cannot be registered, is marked at once, so that its reuse reads it. A socket not adopted is left as
+  /// set, or cannot be registered, is instead marked at once (its registration left as it was), so that its reuse
+  /// reads it. A socket not adopted is left as
   /// it is: libcurl may have closed it already (it says REMOVE after a plain close() of a connect that failed), and
   /// its number may be another's by now.
   [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
@@ -102,11 +104,12 @@ public:
   /// transfer's own input is no stray) or when it closes.
   ///
   /// Brings the marks up to date, at most once per libcurl action (`action_boundary`): reads the ready events of the
-  /// set without blocking (one batch of 64), marks the idle sockets among them and leaves the rest (level-triggered,
-  /// they are reported again). So a batch of requests that libcurl starts in one action costs one system call, not
-  /// one per reused connection. True when the marks can be trusted for the rest of the action: false when the read
-  /// failed or came back full (ready sockets may be left unread), and then each reuse reads its connection itself.
-  /// Bytes that reach a socket idle at the read before its reuse in the same action are not seen.
+  /// set without blocking (batches of 64, as many as it takes to see every ready socket), marks the idle sockets
+  /// among them and leaves the rest (level-triggered, they are reported again). So a batch of requests that libcurl
+  /// starts in one action costs one system call, not one per reused connection. True when the marks can be trusted
+  /// for the rest of the action; false when the read failed (then the reuse reads its connection itself, and the
+  /// next call tries again). Bytes that reach a socket idle at the read before its reuse in the same action are
+  /// not seen.
   [[nodiscard]] bool collect_idle_input() noexcept;
   /// True when some socket is marked; false (the common case) needs no lookup and no system call.
   [[nodiscard]] bool any_idle_input() const noexcept { return marked_ != 0; }
@@ -166,7 +169,6 @@ private:
   std::size_t foreign_ = 0; ///< entries that are libcurl's own descriptors
   std::size_t marked_ = 0;  ///< entries with idle_input
   bool collected_ = false;  ///< collect_idle_input has read the set in this action
-  bool vouched_ = false;    ///< and that read left no ready socket unread
   bool wait_pending_ = false;
   std::uint64_t wait_generation_ = 0;
 };

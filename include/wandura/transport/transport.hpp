@@ -162,8 +162,8 @@ public:
   /// out (a stray or repeated response, a 408 sent before closing it as idle) answers nothing asked: it is given
   /// up unused, and the request, whatever it is, goes on a new connection (nothing of it was sent), so that such
   /// bytes are never read as its response. Idle connections are checked once for each batch of requests the
-  /// transport starts together: bytes that arrive in the microseconds while that batch goes out are not looked for
-  /// (and bytes that arrive after a request went out cannot be told from its answer).
+  /// transport starts together: bytes that arrive while that batch is being sent are not looked for (and bytes
+  /// that arrive after a request went out cannot be told from its answer).
   template <class CompletionToken>
   auto async_send(http_request const& request, attempt_options options, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, http_response)>(

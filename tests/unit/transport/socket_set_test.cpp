@@ -72,6 +72,11 @@ struct opened_connection {
     }
     peer = ::accept(listener, nullptr, nullptr);
     REQUIRE(peer >= 0);
+    peer_port = ntohs(address.sin_port);
+    sockaddr_in local{};
+    socklen_t local_size = sizeof local;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) == 0);
+    local_port = ntohs(local.sin_port);
   }
   opened_connection(opened_connection const&) = delete;
   opened_connection& operator=(opened_connection const&) = delete;
@@ -83,7 +88,18 @@ struct opened_connection {
   int listener = -1;
   curl_socket_t fd = CURL_SOCKET_BAD; ///< closed by the set
   int peer = -1;
+  int peer_port = 0;
+  int local_port = 0;
 };
+
+/// True when the set's wait wakes within `limit` (a socket it watches has an event).
+bool wakes(asio::io_context& io, wandura::detail::socket_set& set, std::chrono::milliseconds limit) {
+  std::optional<bool> woken;
+  set.update_wait([&](std::uint64_t generation, std::error_code ec) { woken = set.take_wake(generation, ec); });
+  io.restart();
+  io.run_one_for(limit);
+  return woken.value_or(false);
+}
 
 } // namespace
 
@@ -178,35 +194,67 @@ TEST_CASE("socket set: input on an idle connection is marked, once per action, u
   CHECK(set.close(a.fd) == 0);
 
   // A socket no connection adopted is not registered when libcurl stops watching it: libcurl may have closed it
-  // already (a connect that failed), and the number may be another descriptor's by then.
+  // already (a connect that failed), and the number may be another descriptor's by then. (Never watched before,
+  // so nothing of it is in the set: input on it wakes nothing.)
   opened_connection c(set, false);
-  REQUIRE(set.want(c.fd, CURL_POLL_OUT));
+  socket_pair quiet;
+  REQUIRE(set.want(quiet.fds[0], CURL_POLL_IN)); // keeps the set's wait pending
   REQUIRE(set.want(c.fd, CURL_POLL_REMOVE));
   c.peer_sends();
+  CHECK_FALSE(wakes(io, set, 100ms));
   set.action_boundary();
   CHECK(set.collect_idle_input());
   CHECK_FALSE(set.any_idle_input());
+  CHECK(set.find_connection("127.0.0.1", c.peer_port, c.local_port, false) == CURL_SOCKET_BAD);
   CHECK(set.close(c.fd) == 0);
 }
 
-TEST_CASE("socket set: a read of the set that comes back full vouches for no idle connection") {
-  // 64 busy sockets ready at once fill the read's one batch: an idle socket's input may be left unread, so the marks
-  // cannot be trusted for that action, and each reuse reads its connection itself.
+TEST_CASE("socket set: a reused connection is found among the marked ones, or among all when the set was not read") {
   asio::io_context io;
   auto const strand = asio::make_strand(io.get_executor());
   wandura::detail::socket_set set(strand);
+  opened_connection a(set);
+  REQUIRE(set.want(a.fd, CURL_POLL_IN));
+  REQUIRE(set.want(a.fd, CURL_POLL_REMOVE));
+  // Unmarked: not among the marked ones (its reuse reads nothing), but found when the set could not vouch.
+  CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port, true) == CURL_SOCKET_BAD);
+  CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port, false) == a.fd);
+  CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port + 1, false) == CURL_SOCKET_BAD);
+  CHECK(set.find_connection("::1", a.peer_port, a.local_port, false) == CURL_SOCKET_BAD);
+  a.peer_sends();
+  set.action_boundary();
+  CHECK(set.collect_idle_input());
+  CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port, true) == a.fd);
+  CHECK(set.close(a.fd) == 0);
+}
+
+TEST_CASE("socket set: idle input is found behind more ready sockets than one read returns") {
+  // 64 busy sockets ready at once fill a read's batch of 64; successive reads go round the ready sockets, so an idle
+  // connection's input is found in the same call, whether it came before the busy sockets' or after.
+  asio::io_context io;
+  auto const strand = asio::make_strand(io.get_executor());
+  wandura::detail::socket_set set(strand);
+  opened_connection first(set);
+  opened_connection last(set);
+  for (auto const* c : {&first, &last}) {
+    REQUIRE(set.want(c->fd, CURL_POLL_IN));
+    REQUIRE(set.want(c->fd, CURL_POLL_REMOVE));
+  }
+  first.peer_sends();
   std::vector<std::unique_ptr<socket_pair>> busy;
   for (int i = 0; i < 64; ++i) {
     busy.push_back(std::make_unique<socket_pair>());
     REQUIRE(set.want(busy.back()->fds[0], CURL_POLL_IN));
     busy.back()->make_readable();
   }
+  last.peer_sends();
   set.action_boundary();
-  CHECK_FALSE(set.collect_idle_input());
-  CHECK_FALSE(set.collect_idle_input()); // for the rest of the action
+  CHECK(set.collect_idle_input());
+  CHECK(set.idle_input_on(first.fd));
+  CHECK(set.idle_input_on(last.fd));
   for (auto const& p : busy) {
     REQUIRE(set.want(p->fds[0], CURL_POLL_REMOVE));
   }
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(set.close(first.fd) == 0);
+  CHECK(set.close(last.fd) == 0);
 }
