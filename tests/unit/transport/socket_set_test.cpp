@@ -92,6 +92,25 @@ struct opened_connection {
   int local_port = 0;
 };
 
+/// A socket set of its own, on an io_context that only the test runs.
+struct fresh_set {
+  asio::io_context io;
+  wandura::detail::socket_set::strand_type strand{asio::make_strand(io.get_executor())};
+  wandura::detail::socket_set set{strand};
+};
+
+/// A new libcurl action's first reuse: the set is read again. Returns what `collect_idle_input` returns.
+bool read_in_new_action(wandura::detail::socket_set& set) {
+  set.action_boundary();
+  return set.collect_idle_input();
+}
+
+/// Has the set see `c` as a connection libcurl watched for input and then put in its pool, idle.
+void go_idle(wandura::detail::socket_set& set, opened_connection const& c) {
+  REQUIRE(set.want(c.fd, CURL_POLL_IN));
+  REQUIRE(set.want(c.fd, CURL_POLL_REMOVE));
+}
+
 /// True when the set's wait wakes within `limit` (a socket it watches has an event).
 bool wakes(asio::io_context& io, wandura::detail::socket_set& set, std::chrono::milliseconds limit) {
   std::optional<bool> woken;
@@ -137,10 +156,8 @@ TEST_CASE("socket set: a descriptor libcurl made itself, its resolver's, is watc
   CHECK_FALSE(woken_again.has_value());
 }
 
-TEST_CASE("socket set: input on an idle connection is marked, once per action, until libcurl watches it again") {
-  asio::io_context io;
-  auto const strand = asio::make_strand(io.get_executor());
-  wandura::detail::socket_set set(strand);
+TEST_CASE_METHOD(fresh_set,
+                 "socket set: input on an idle connection is marked, once per action, until libcurl watches it again") {
   opened_connection a(set);
   opened_connection b(set);
 
@@ -148,18 +165,15 @@ TEST_CASE("socket set: input on an idle connection is marked, once per action, u
   // for output too, a writable socket would report it at once and leave the set).
   REQUIRE(set.want(a.fd, CURL_POLL_OUT));
   REQUIRE(set.want(a.fd, CURL_POLL_REMOVE));
-  REQUIRE(set.want(b.fd, CURL_POLL_IN));
-  REQUIRE(set.want(b.fd, CURL_POLL_REMOVE));
+  go_idle(set, b);
   CHECK(ready(set).empty());
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(read_in_new_action(set));
   CHECK_FALSE(set.any_idle_input()); // nothing came
 
   a.peer_sends();
   CHECK(set.collect_idle_input()); // the same action: the set is not read again
   CHECK_FALSE(set.any_idle_input());
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(read_in_new_action(set));
   CHECK(set.any_idle_input());
   CHECK(set.idle_input_on(a.fd));
   CHECK_FALSE(set.idle_input_on(b.fd));
@@ -179,8 +193,7 @@ TEST_CASE("socket set: input on an idle connection is marked, once per action, u
   // Gone idle after this action's read of the set: what reached it since is unknown, so it is marked at once.
   char drained = 0;
   REQUIRE(::recv(a.fd, &drained, 1, 0) == 1);
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(read_in_new_action(set));
   REQUIRE(set.want(a.fd, CURL_POLL_REMOVE));
   CHECK(set.idle_input_on(a.fd));
   REQUIRE(set.want(a.fd, CURL_POLL_IN));
@@ -202,44 +215,35 @@ TEST_CASE("socket set: input on an idle connection is marked, once per action, u
   REQUIRE(set.want(c.fd, CURL_POLL_REMOVE));
   c.peer_sends();
   CHECK_FALSE(wakes(io, set, 100ms));
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(read_in_new_action(set));
   CHECK_FALSE(set.any_idle_input());
   CHECK(set.find_connection("127.0.0.1", c.peer_port, c.local_port, false) == CURL_SOCKET_BAD);
   CHECK(set.close(c.fd) == 0);
 }
 
-TEST_CASE("socket set: a reused connection is found among the marked ones, or among all when the set was not read") {
-  asio::io_context io;
-  auto const strand = asio::make_strand(io.get_executor());
-  wandura::detail::socket_set set(strand);
+TEST_CASE_METHOD(
+    fresh_set,
+    "socket set: a reused connection is found among the marked ones, or among all when the set was not read") {
   opened_connection a(set);
-  REQUIRE(set.want(a.fd, CURL_POLL_IN));
-  REQUIRE(set.want(a.fd, CURL_POLL_REMOVE));
+  go_idle(set, a);
   // Unmarked: not among the marked ones (its reuse reads nothing), but found when the set could not vouch.
   CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port, true) == CURL_SOCKET_BAD);
   CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port, false) == a.fd);
   CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port + 1, false) == CURL_SOCKET_BAD);
   CHECK(set.find_connection("::1", a.peer_port, a.local_port, false) == CURL_SOCKET_BAD);
   a.peer_sends();
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(read_in_new_action(set));
   CHECK(set.find_connection("127.0.0.1", a.peer_port, a.local_port, true) == a.fd);
   CHECK(set.close(a.fd) == 0);
 }
 
-TEST_CASE("socket set: idle input is found behind more ready sockets than one read returns") {
+TEST_CASE_METHOD(fresh_set, "socket set: idle input is found behind more ready sockets than one read returns") {
   // 64 busy sockets ready at once fill a read's batch of 64; successive reads go round the ready sockets, so an idle
   // connection's input is found in the same call, whether it came before the busy sockets' or after.
-  asio::io_context io;
-  auto const strand = asio::make_strand(io.get_executor());
-  wandura::detail::socket_set set(strand);
   opened_connection first(set);
   opened_connection last(set);
-  for (auto const* c : {&first, &last}) {
-    REQUIRE(set.want(c->fd, CURL_POLL_IN));
-    REQUIRE(set.want(c->fd, CURL_POLL_REMOVE));
-  }
+  go_idle(set, first);
+  go_idle(set, last);
   first.peer_sends();
   std::vector<std::unique_ptr<socket_pair>> busy;
   for (int i = 0; i < 64; ++i) {
@@ -248,8 +252,7 @@ TEST_CASE("socket set: idle input is found behind more ready sockets than one re
     busy.back()->make_readable();
   }
   last.peer_sends();
-  set.action_boundary();
-  CHECK(set.collect_idle_input());
+  CHECK(read_in_new_action(set));
   CHECK(set.idle_input_on(first.fd));
   CHECK(set.idle_input_on(last.fd));
   for (auto const& p : busy) {
