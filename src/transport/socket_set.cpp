@@ -160,7 +160,7 @@ bool socket_set::want(curl_socket_t fd, int what) noexcept {
     // Idle: watched for input alone (a writable socket registered for output too would report it at once, and be
     // trimmed). Gone idle after this action's read of the set, or not watchable: looked at directly at its reuse.
     if (collected_ || !set_interest(e, EPOLLIN)) {
-      mark_idle_input(e, EPOLLERR);
+      mark(e);
     }
   }
   if (before == 0 && wanted != 0) {
@@ -216,11 +216,15 @@ bool socket_set::mark_idle_input(entry& e, std::uint32_t events) noexcept {
   if (e.wanted != 0 || !e.adopted || (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
     return false;
   }
+  mark(e);
+  return true;
+}
+
+void socket_set::mark(entry& e) noexcept {
   if (!e.idle_input) {
     e.idle_input = true;
     ++marked_;
   }
-  return true;
 }
 
 void socket_set::unmark(entry& e) noexcept {

@@ -158,6 +158,8 @@ private:
   [[nodiscard]] map_type::iterator find_reported(epoll_event const& event) noexcept;
   /// Marks `e` when `events` hold input or an error and libcurl watches it for nothing; false otherwise.
   bool mark_idle_input(entry& e, std::uint32_t events) noexcept;
+  /// Marks `e` (its reuse reads the connection) / takes the mark off; `marked_` counts them.
+  void mark(entry& e) noexcept;
   void unmark(entry& e) noexcept;
   void erase(map_type::iterator it) noexcept;
   [[nodiscard]] int epoll_fd() noexcept { return watch_.native_handle(); }
