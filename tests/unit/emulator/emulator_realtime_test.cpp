@@ -523,6 +523,11 @@ TEST_CASE("server: a peer that closes while its request is delayed has its socke
     asio::write(peer, asio::buffer(request));
   } // each closed here, its request still delayed
   auto const until = std::chrono::steady_clock::now() + 5s;
+  // Every request read first: a connection not yet accepted holds no descriptor here, and would open one after.
+  while (emu->stats().faults_injected < 20 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(emu->stats().faults_injected == 20);
   while (open_descriptors() > before && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(20ms);
   }
