@@ -129,6 +129,7 @@ bool socket_set::want(curl_socket_t fd, int what) noexcept {
     try {
       it = sockets_.emplace(fd, entry{opened_socket{fd, ++generation_, 0}, 0, 0, false, true}).first;
     } catch (...) {
+      errno = ENOMEM;
       return false;
     }
     ++foreign_;

@@ -9,6 +9,7 @@ void transfer::reset_request() noexcept {
   op = nullptr;
   request = nullptr;
   cancel_requested = false;
+  unwatchable = 0;
   queued_at = {};
   deadline = std::chrono::steady_clock::time_point::max();
   facts = {};

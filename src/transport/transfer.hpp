@@ -59,6 +59,9 @@ struct transfer {
   /// When the attempt timeout ends it (counted from the start, queue time included); max() without a timeout.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   bool cancel_requested = false; ///< cancelled while `starting`
+  /// Why the socket set could not watch a socket libcurl asked it to for this transfer (an errno), or 0: the
+  /// transfer is ended when libcurl's action returns (transport_impl::end_unwatchable).
+  int unwatchable = 0;
   /// Its URL may get an HTTP/2 connection (https, or h2c with prior knowledge that can be reused): set with the URL.
   bool may_multiplex = false;
   /// The last request was sent again, or failed, so libcurl may have counted a resend against the handle: reset it

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -341,6 +342,30 @@ bool transport_impl::expire_attempts() {
 /// then: libcurl closed them with a plain close() (docs/adr/0002, "Sockets"), so their records are dropped. Every
 /// active request ends here once, however it ends (finished, timed out, cancelled, transport destroyed): the
 /// connections it opened are counted here.
+/// Ends the requests whose socket the set could not watch in the last libcurl action (on_socket_callback): libcurl
+/// believes it watched, so they would wait for events that never come. A connection made for one of them is
+/// closed (end_active) and nothing was sent: connect_failed, which any request may retry. One that had been sent
+/// (its pooled connection's socket could not be watched again) may have been executed: transport_failed. Other
+/// requests on the same HTTP/2 connection go on with the interest the socket had.
+void transport_impl::end_unwatchable() {
+  unwatchable_ = false;
+  std::vector<transfer*> ended;
+  pool_.for_each([&](transfer& t) {
+    if (t.phase == transfer_phase::active && t.unwatchable != 0) {
+      ended.push_back(&t);
+    }
+  });
+  for (transfer* t : ended) {
+    std::string why =
+        "could not watch the connection's socket (epoll_ctl: " + std::system_category().message(t->unwatchable) + ")";
+    if (t->facts.request_started) {
+      end_active(t, make_error_code(errc::transport_failed), why + " after the request went out");
+    } else {
+      end_active(t, make_error_code(errc::connect_failed), why + ": nothing was sent");
+    }
+  }
+}
+
 void transport_impl::remove_active(transfer* t) noexcept {
   long connects = 0; // of this request only: libcurl resets the count when a transfer starts
   if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {

@@ -76,6 +76,7 @@ private:
   void finish(transfer* t, CURLcode rc);
   void end_active(transfer* t, std::error_code ec, std::string_view detail) noexcept;
   bool expire_attempts(); ///< true when it ended any
+  void end_unwatchable();
   void remove_active(transfer* t) noexcept;
   void complete(transfer* t, std::error_code ec, std::string_view detail = {}) noexcept;
   void shutdown();
@@ -116,6 +117,8 @@ private:
   state state_ = state::running;
   /// No active request's attempt deadline is earlier (a lower bound, made exact by expire_attempts).
   std::chrono::steady_clock::time_point earliest_deadline_ = std::chrono::steady_clock::time_point::max();
+  /// Some active transfer's socket could not be watched in the current libcurl action (`transfer::unwatchable`).
+  bool unwatchable_ = false;
 
   // What stats() reports. The two totals are event counters. The gauges describe strand-only state (the request
   // queue's counts, the socket set's size): publish_stats() copies them on the strand after every change a

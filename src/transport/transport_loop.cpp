@@ -2,6 +2,8 @@
 // socket set, libcurl's timer and the request queue (docs/adr/0002-transport-event-loop.md).
 #include "transport/transport_impl.hpp"
 
+#include <cerrno>
+
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
 
@@ -30,6 +32,9 @@ void transport_impl::socket_action(curl_socket_t fd, int events) {
   sockets_.action_boundary(); // input on idle connections is read again, once, if this action reuses one
   curl_multi_socket_action(multi_, fd, events, &running);
   sockets_.action_boundary();
+  if (unwatchable_) {
+    end_unwatchable();
+  }
   if (timeout_action) {
     timer_.end_timeout_action();
   }
@@ -114,23 +119,37 @@ void transport_impl::on_queue_deadline(std::uint64_t generation, std::error_code
   publish_stats();
 }
 
-// --- libcurl's multi callbacks: inside libcurl calls on the strand; never call libcurl, never throw ----------
+// --- libcurl's multi callbacks: inside libcurl calls on the strand; never call the multi handle, never throw ---
 
-int transport_impl::on_socket_callback(CURL* /*easy*/, curl_socket_t fd, int what, void* userp,
+// A callback returning -1 makes libcurl 7.88 mark the whole multi handle dead: every transfer of the transport,
+// later ones included, stalls until the transport's attempt timeout ends it. The socket callback never does (a
+// socket the kernel will not watch fails its transfer alone); the timer callback does only out of memory.
+
+int transport_impl::on_socket_callback(CURL* easy, curl_socket_t fd, int what, void* userp,
                                        void* /*socketp*/) noexcept {
   auto* self = static_cast<transport_impl*>(userp);
   if (self->state_ == state::closed) {
     return 0;
   }
   if (!self->sockets_.want(fd, what)) {
-    return -1; // cannot watch it: libcurl fails the transfers on this socket
+    // The kernel would not watch it (epoll_ctl: out of memory, or past fs.epoll.max_user_watches). The transfer
+    // that asked is ended when this action returns, alone (end_unwatchable); reading its private pointer does not
+    // touch the multi handle.
+    int const why = errno != 0 ? errno : ENOMEM;
+    transfer* t = nullptr;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
+    if (t != nullptr && t->phase == transfer_phase::active) {
+      t->unwatchable = why;
+      self->unwatchable_ = true;
+    }
+    return 0;
   }
   try {
     if (what != CURL_POLL_REMOVE) {
       self->update_socket_wait(); // only ever starts a wait here; stopping one waits until libcurl returns
     }
   } catch (...) {
-    return -1; // could not start the wait: libcurl fails the transfers on this socket
+    // Out of memory starting the set's wait: socket_action starts it again when libcurl returns.
   }
   return 0;
 }
@@ -146,7 +165,7 @@ int transport_impl::on_timer_callback(CURLM* /*multi*/, long timeout_ms, void* u
       asio::post(self->strand_, [s = self->shared_from_this()] { s->run_posted_immediate(); });
     }
   } catch (...) {
-    return -1;
+    return -1; // out of memory arming the wait or posting the action: libcurl marks the multi handle dead
   }
   return 0;
 }

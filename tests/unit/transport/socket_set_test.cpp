@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -154,6 +156,28 @@ TEST_CASE("socket set: a descriptor libcurl made itself, its resolver's, is watc
   io.restart();
   io.run_one_for(100ms);
   CHECK_FALSE(woken_again.has_value());
+}
+
+TEST_CASE_METHOD(fresh_set, "socket set: a descriptor the kernel will not watch is refused with its errno, the set "
+                            "as before") {
+  // epoll takes no regular file (EPERM): what the transport sees when the kernel refuses a socket (ENOMEM, or ENOSPC
+  // past fs.epoll.max_user_watches), on the path of a descriptor libcurl made itself.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::tmpfile(), &std::fclose);
+  REQUIRE(file != nullptr);
+  int const fd = ::fileno(file.get());
+  errno = 0;
+  CHECK_FALSE(set.want(fd, CURL_POLL_IN));
+  CHECK(errno == EPERM);
+  CHECK(set.size() == 0);
+  CHECK(ready(set).empty());
+  CHECK(set.want(fd, CURL_POLL_REMOVE)); // nothing was kept to let go of
+
+  // A socket it does watch is unaffected, and is the one that wakes the set.
+  socket_pair other;
+  REQUIRE(set.want(other.fds[0], CURL_POLL_IN));
+  other.make_readable();
+  CHECK(wakes(io, set, 2s));
+  CHECK(ready(set) == std::vector<std::pair<curl_socket_t, int>>{{other.fds[0], CURL_CSELECT_IN}});
 }
 
 TEST_CASE_METHOD(fresh_set,
