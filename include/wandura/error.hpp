@@ -23,8 +23,8 @@ namespace wandura {
 enum class errc {
   // --- transport: one HTTP attempt -------------------------------------------------------------------------
   /// The host name could not be resolved or no connection could be made (refused, unreachable, connect timeout, or
-  /// the system would not let the transport watch the new connection's socket: out of memory, or past
-  /// `fs.epoll.max_user_watches`). The request was never sent, so retrying it is always safe, even for writes
+  /// the system would not let the transport watch the new connection's socket or the name lookup's: out of memory,
+  /// or past `fs.epoll.max_user_watches`). The request was never sent, so retrying it is always safe, even for writes
   /// without an idempotency key.
   connect_failed = 1,
   /// The per-attempt timeout fired before any byte of a response arrived. The request may have been executed.

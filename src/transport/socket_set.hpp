@@ -62,8 +62,8 @@ public:
   /// CURLOPT_CLOSESOCKETFUNCTION: takes `fd` out of the set and closes it. Returns close()'s result.
   int close(curl_socket_t fd) noexcept;
   /// CURLMOPT_SOCKETFUNCTION: libcurl now wants `what` (CURL_POLL_*) of `fd`. False when the set cannot watch it,
-  /// with `errno` saying why (epoll_ctl's ENOMEM or ENOSPC; ENOMEM when the entry could not be allocated); the set
-  /// is then as before the call.
+  /// with `errno` saying why (epoll_ctl's: ENOMEM or ENOSPC for a socket, the kernel's limits; ENOMEM when the entry
+  /// could not be allocated); the set is then as before the call. Never false for CURL_POLL_REMOVE.
   /// A descriptor not made by `open` is libcurl's own (see the class comment). An adopted socket (`adopt`) that
   /// libcurl stops watching (CURL_POLL_REMOVE: its connection idles in the pool) is registered for input alone, so
   /// that bytes arriving on it are seen (`collect_idle_input`); one that goes idle after this action's read of the

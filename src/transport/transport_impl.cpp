@@ -338,17 +338,13 @@ bool transport_impl::expire_attempts() {
   return !expired.empty();
 }
 
-/// Takes an active transfer's easy handle out of libcurl. Sockets it opened that no connection adopted are gone
-/// then: libcurl closed them with a plain close() (docs/adr/0002, "Sockets"), so their records are dropped. Every
-/// active request ends here once, however it ends (finished, timed out, cancelled, transport destroyed): the
-/// connections it opened are counted here.
 /// Ends the requests whose socket the set could not watch in the last libcurl action (on_socket_callback): libcurl
-/// believes it watched, so they would wait for events that never come. A connection made for one of them is
-/// closed (end_active) and nothing was sent: connect_failed, which any request may retry. One that had been sent
-/// (its pooled connection's socket could not be watched again) may have been executed: transport_failed. Other
-/// requests on the same HTTP/2 connection go on with the interest the socket had.
+/// believes it watched, so they would wait for events that never come. One that had sent nothing (its new
+/// connection's socket, or its name lookup's, was refused) ends as connect_failed, which any request may retry; one
+/// that had (a socket registered again after it went out) may have been executed: transport_failed. A connection it
+/// had to itself is closed (end_active); other requests on a shared HTTP/2 connection go on with the interest the
+/// socket had. The flag is cleared last: if this throws (out of memory), the next action tries again.
 void transport_impl::end_unwatchable() {
-  unwatchable_ = false;
   std::vector<transfer*> ended;
   pool_.for_each([&](transfer& t) {
     if (t.phase == transfer_phase::active && t.unwatchable != 0) {
@@ -364,8 +360,13 @@ void transport_impl::end_unwatchable() {
       end_active(t, make_error_code(errc::connect_failed), why + ": nothing was sent");
     }
   }
+  unwatchable_ = false;
 }
 
+/// Takes an active transfer's easy handle out of libcurl. Sockets it opened that no connection adopted are gone
+/// then: libcurl closed them with a plain close() (docs/adr/0002, "Sockets"), so their records are dropped. Every
+/// active request ends here once, however it ends (finished, timed out, cancelled, transport destroyed): the
+/// connections it opened are counted here.
 void transport_impl::remove_active(transfer* t) noexcept {
   long connects = 0; // of this request only: libcurl resets the count when a transfer starts
   if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0) {

@@ -138,6 +138,8 @@ int transport_impl::on_socket_callback(CURL* easy, curl_socket_t fd, int what, v
     int const why = errno != 0 ? errno : ENOMEM;
     transfer* t = nullptr;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, &t);
+    // Always a transfer of ours: libcurl passes its closure handle (no private pointer) only with CURL_POLL_REMOVE,
+    // which the set never refuses.
     if (t != nullptr && t->phase == transfer_phase::active) {
       t->unwatchable = why;
       self->unwatchable_ = true;
