@@ -121,9 +121,9 @@ void transport_impl::on_queue_deadline(std::uint64_t generation, std::error_code
 
 // --- libcurl's multi callbacks: inside libcurl calls on the strand; never call the multi handle, never throw ---
 
-// A callback returning -1 makes libcurl 7.88 mark the whole multi handle dead: every transfer of the transport,
-// later ones included, stalls until the transport's attempt timeout ends it. The socket callback never does (a
-// socket the kernel will not watch fails its transfer alone); the timer callback does only out of memory.
+// A callback returning -1 makes libcurl 7.88 mark the whole multi handle dead: every transfer in it fails the next
+// time libcurl runs it, and none can be added until none is left. The socket callback never does (a socket the
+// kernel will not watch fails its transfer alone); the timer callback does only out of memory.
 
 int transport_impl::on_socket_callback(CURL* easy, curl_socket_t fd, int what, void* userp,
                                        void* /*socketp*/) noexcept {
