@@ -101,7 +101,10 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   std::size_t const opened = std::exchange(t->sockets_opened_since_prereq, 0);
   bool const reused = opened == 0;
   bool const http1 = speaks_http1(*t); // asked once: an ALPN query over TLS
-  if (reused && !t->facts.request_started && http1 && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
+  // Before the first send and before a resend alike: libcurl sends a request again on the next pooled connection
+  // when the one it went out on died, and that one may hold bytes too. Nothing goes out on a connection given up,
+  // so it is not counted as a resend; libcurl itself stops after five connections that fail so.
+  if (reused && http1 && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
     t->renew_handle = true;    // libcurl counts the resend that follows against the handle (easy_setup::configure)
     return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
   }

@@ -104,6 +104,9 @@ public:
   /// With `respond`: close each connection `d` after its response, without `Connection: close`, as servers close
   /// idle keep-alive connections. Negative: never (the default).
   void set_close_after_response(std::chrono::milliseconds d) { close_after_ms_.store(static_cast<int>(d.count())); }
+  /// With `respond` or `close_on_reuse`: the `n`th connection accepted (from 1) sends a stray answer after each of
+  /// its responses, as `stray_after_reply` has every connection do. 0: none (the default).
+  void set_stray_on_connection(std::size_t n) { stray_on_connection_.store(n); }
 
   [[nodiscard]] std::size_t connections_accepted() const { return accepted_.load(); }
   [[nodiscard]] std::size_t requests_read() const { return requests_.load(); }
@@ -124,12 +127,12 @@ private:
       if (ec) {
         co_return;
       }
-      ++accepted_;
-      asio::co_spawn(io_, session(std::move(socket)), asio::detached);
+      std::size_t const index = ++accepted_;
+      asio::co_spawn(io_, session(std::move(socket), index), asio::detached);
     }
   }
 
-  asio::awaitable<void> session(asio::ip::tcp::socket socket) {
+  asio::awaitable<void> session(asio::ip::tcp::socket socket, std::size_t index) {
     using asio::use_awaitable;
     auto tuple = asio::experimental::as_tuple(use_awaitable);
     std::string buffer;
@@ -169,7 +172,7 @@ private:
         socket.close(ignored);
         co_return;
       }
-      if (!co_await reply(socket)) {
+      if (!co_await reply(socket, index == stray_on_connection_.load())) {
         co_return;
       }
       if (int const close_after = close_after_ms_.load(); close_after >= 0) {
@@ -183,8 +186,8 @@ private:
     }
   }
 
-  /// Returns false when the connection is finished.
-  asio::awaitable<bool> reply(asio::ip::tcp::socket& socket) {
+  /// Returns false when the connection is finished. `stray_after`: a stray answer follows a response (`respond`).
+  asio::awaitable<bool> reply(asio::ip::tcp::socket& socket, bool stray_after) {
     auto tuple = asio::experimental::as_tuple(asio::use_awaitable);
     auto const b = behaviour_.load();
     std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
@@ -204,7 +207,7 @@ private:
         head += "Content-Length: " + std::to_string(body_.size()) + "\r\n\r\n" + body_;
       }
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(head), tuple);
-      if (!ec && b == server_behaviour::stray_after_reply) {
+      if (!ec && (stray_after || b == server_behaviour::stray_after_reply)) {
         // Later, not in the same segment: libcurl gives up a connection whose answer came with excess bytes.
         asio::steady_timer t(io_, std::chrono::milliseconds(20));
         co_await t.async_wait(tuple);
@@ -340,6 +343,7 @@ private:
   std::atomic<int> close_after_ms_{-1};
   std::atomic<std::size_t> oversized_bytes_{std::size_t{2} << 20U};
   std::atomic<std::size_t> accepted_{0};
+  std::atomic<std::size_t> stray_on_connection_{0};
   std::atomic<std::size_t> requests_{0};
   std::thread thread_;
 };

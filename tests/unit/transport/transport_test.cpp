@@ -1124,6 +1124,46 @@ TEST_CASE("transport: several idle pooled connections holding bytes, reused at o
   }
 }
 
+TEST_CASE("transport: a request sent again after its pooled connection died is not answered by bytes waiting on "
+          "the next pooled one") {
+  // Two idle connections: the first dies when the request arrives on it (a server closing it as idle just then),
+  // the second holds a stray answer. libcurl sends the request again on the second: that one too must be given up,
+  // not read, and the request answered on a new connection.
+  test_http_server server(server_behaviour::close_on_reuse);
+  server.set_stray_on_connection(2);
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto request = post(server.url());
+  request.headers.push_back({"Idempotency-Key", "resend-after-death"}); // replayable: libcurl may send it again
+  auto const both = [&]() -> asio::awaitable<int> {
+    int done = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 2; ++i) {
+      asio::co_spawn(ex, tr.send_attempt(request, {}), [&done](std::exception_ptr, wandura::attempt_result r) {
+        CHECK_FALSE(r.error);
+        ++done;
+      });
+    }
+    asio::steady_timer tick(ex);
+    for (int i = 0; i < 500 && done < 2; ++i) {
+      tick.expires_after(10ms);
+      co_await tick.async_wait(asio::use_awaitable);
+    }
+    co_return done;
+  };
+  REQUIRE(run(io, both()) == 2);
+  REQUIRE(server.connections_accepted() == 2);
+  std::this_thread::sleep_for(50ms); // the second connection's stray answer arrives while it is idle
+
+  auto const result = run(io, tr.send_attempt(request, {}));
+  INFO(result.detail);
+  REQUIRE_FALSE(result.error);
+  CHECK(result.response.status == 200);
+  CHECK(result.response.body.view() == server.body()); // not "stray"
+  CHECK(server.connections_accepted() == 3);
+  CHECK(server.requests_read() == 4); // two, then the first pooled connection's, then the new one's
+}
+
 TEST_CASE("transport: destroying it with idle pooled connections closes them") {
   test_http_server server;
   asio::io_context io;
