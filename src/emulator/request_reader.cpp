@@ -87,7 +87,9 @@ request_reader::result request_reader::feed(std::string_view bytes) {
 }
 
 bool request_reader::take_continue() noexcept {
-  if (!expect_continue_ || sent_continue_) {
+  // Only once the header section was read and accepted: a 100 sent before its end would invite a body that the
+  // rest of the headers may refuse (a Content-Length over the cap).
+  if (!expect_continue_ || sent_continue_ || !in_body_) {
     return false;
   }
   sent_continue_ = true;
@@ -176,6 +178,9 @@ int request_reader::on_headers_complete(http_parser* p) {
   r.req_.target = origin_form(std::move(r.req_.target));
   r.req_.method = http_method_str(static_cast<http_method>(p->method));
   r.req_.keep_alive = http_should_keep_alive(p) != 0;
+  if (p->http_minor == 0) {
+    r.expect_continue_ = false; // RFC 9110 §10.1.1: ignored from HTTP/1.0, which has no 1xx (§15.2)
+  }
   r.req_.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(p->content_length, max_body_bytes)) +
                       simdjson::SIMDJSON_PADDING);
   r.in_body_ = true;

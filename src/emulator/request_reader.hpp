@@ -49,7 +49,8 @@ public:
   /// The status that refusal is answered with, after `event::refused`: 413 (body too large), 414 (target too
   /// long), 431 (a header too large), 501 (a transfer coding other than chunked), 505 (not HTTP/1.x), else 400.
   [[nodiscard]] int refusal_status() const noexcept { return refusal_status_; }
-  /// True once per request that sent `Expect: 100-continue`, when the interim `100 Continue` is due.
+  /// True once per HTTP/1.1 request that sent `Expect: 100-continue`, when the interim `100 Continue` is due: its
+  /// header section read and accepted, its body not yet complete. An HTTP/1.0 request's expectation is ignored.
   [[nodiscard]] bool take_continue() noexcept;
 
 private:

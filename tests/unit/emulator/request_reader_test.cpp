@@ -129,6 +129,31 @@ TEST_CASE("request reader: Expect: 100-continue asks for one interim response pe
   CHECK(reader.feed("{}").what == event::request);
 }
 
+TEST_CASE("request reader: 100 Continue is due only once the header section is accepted, and never to HTTP/1.0") {
+  SECTION("headers in two reads: nothing is due after the first, whose Expect line the rest may still refuse") {
+    request_reader reader;
+    CHECK(reader.feed("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nX-More: 1").what == event::need_more);
+    CHECK_FALSE(reader.take_continue());
+    CHECK(reader.feed("\r\nContent-Length: 999999\r\n\r\n").what == event::refused);
+    CHECK(reader.refusal_status() == 413);
+    CHECK_FALSE(reader.take_continue());
+  }
+  SECTION("headers in two reads, accepted: due after the second") {
+    request_reader reader;
+    CHECK(reader.feed("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n").what == event::need_more);
+    CHECK_FALSE(reader.take_continue());
+    CHECK(reader.feed("Content-Length: 2\r\n\r\n").what == event::need_more);
+    CHECK(reader.take_continue());
+    CHECK(reader.feed("{}").what == event::request);
+  }
+  SECTION("HTTP/1.0: the expectation is ignored") {
+    request_reader reader;
+    CHECK(reader.feed("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n").what == event::need_more);
+    CHECK_FALSE(reader.take_continue());
+    CHECK(reader.feed("{}").what == event::request);
+  }
+}
+
 TEST_CASE("request reader: an absolute-form target is read as its path and query") {
   CHECK(read_all("GET http://127.0.0.1:8080/v1/config?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n", 64) ==
         std::vector<std::string>{"GET /v1/config?a=1 "});
