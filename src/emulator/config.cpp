@@ -65,6 +65,9 @@ void check_fault_rule(fault_rule const& r, std::string const& where) {
   auto const fail_at = [&](char const* field, std::string_view what) {
     throw config_error(where + "." + field + ": " + std::string(what));
   };
+  if (to_string(r.kind) == "unknown") {
+    fail_at("kind", "not a fault kind");
+  }
   if (r.status < 200 || r.status > 599) { // a 1xx is interim, never the answer to a request
     fail_at("status", "expected a final HTTP status (200-599)");
   }
@@ -101,6 +104,23 @@ void check_config(config const& cfg) {
   if (cfg.hold_window < std::chrono::milliseconds::zero() || cfg.hold_window > std::chrono::minutes(1)) {
     throw config_error("hold_window: must be 0-60000 ms");
   }
+  // 0 is not "no timeout" (it would close every connection before its first reply), and a day is the most: far
+  // past it, the deadline's arithmetic on the steady clock overflows into the past and does the same.
+  if (cfg.idle_timeout < std::chrono::milliseconds(1) || cfg.idle_timeout > std::chrono::hours(24)) {
+    throw config_error("idle_timeout: must be at least 1 ms and at most 86400000 ms (a day)");
+  }
+  if (cfg.ticket_ttl_s > 7 * 86400) { // far past it, expires_at wraps into the past
+    throw config_error("ticket_ttl_s: must be at most 604800 (a week)");
+  }
+  for (std::size_t i = 0; i < cfg.films.size(); ++i) {
+    std::string const where = "films[" + std::to_string(i) + "]";
+    if (cfg.films[i].film_ref.empty()) {
+      throw config_error(where + ".film_ref: missing or empty");
+    }
+    if (cfg.films[i].episodes == 0 || cfg.films[i].episodes > 100000) {
+      throw config_error(where + ".episodes: a film has 1-100000 episodes");
+    }
+  }
   for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
     if (cfg.orgs[i].keys.empty()) {
       throw config_error("orgs[" + std::to_string(i) +
@@ -109,9 +129,9 @@ void check_config(config const& cfg) {
     static constexpr std::array counters = {counter::playback, counter::catalog, counter::creatives,
                                             counter::videos,   counter::video,   counter::config};
     for (auto c : counters) {
-      if (cfg.orgs[i].limits.of(c) == 0) {
+      if (auto const limit = cfg.orgs[i].limits.of(c); limit == 0 || limit > 100000000) {
         throw config_error("orgs[" + std::to_string(i) + "].limits." + std::string(to_string(c)) +
-                           ": must be at least 1");
+                           (limit == 0 ? ": must be at least 1" : ": must be at most 100000000"));
       }
     }
   }

@@ -20,9 +20,6 @@ service::service(config cfg, emulator_clock& clock) : cfg_(std::move(cfg)), cloc
   if (cfg_.films.empty()) {
     cfg_.films = demo_catalogue();
   }
-  if (cfg_.idle_timeout <= std::chrono::milliseconds::zero()) {
-    throw config_error("idle_timeout: must be at least 1 ms (a connection would be closed before its first reply)");
-  }
   if (cfg_.faults.size() > max_fault_rules) {
     throw config_error("faults: at most " + std::to_string(max_fault_rules) + " fault rules may be installed, not " +
                        std::to_string(cfg_.faults.size()));
@@ -47,9 +44,6 @@ service::service(config cfg, emulator_clock& clock) : cfg_(std::move(cfg)), cloc
   }
   for (std::size_t i = 0; i < cfg_.films.size(); ++i) {
     auto const& f = cfg_.films[i];
-    if (f.episodes == 0) {
-      throw config_error("films[" + std::to_string(i) + "].episodes: a film has at least one episode");
-    }
     if (!films_.emplace(f.film_ref, i).second) {
       throw config_error("films[" + std::to_string(i) + "].film_ref: \"" + f.film_ref + "\" is listed twice");
     }

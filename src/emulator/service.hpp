@@ -33,12 +33,14 @@
 
 namespace wandura::emulator::detail {
 
-/// The ranges of a typed fault rule, as the JSON forms read them (status 200-599, `bytes_per_s` at least 1, a
-/// `count` at least 1, a `probability` in [0,1], ...). `where` names it in the message (`faults[2]`).
+/// The ranges of a typed fault rule, as the JSON forms read them (a known kind, status 200-599, `bytes_per_s` at
+/// least 1, a `count` at least 1, a `probability` in [0,1], ...). `where` names it in the message (`faults[2]`).
 /// @throws config_error naming the first field out of range.
 void check_fault_rule(fault_rule const& r, std::string const& where);
-/// The ranges of a typed configuration: `threads` and each organisation's limits at least 1, `overshoot` in [0,1],
-/// `hold_window` 0-60 s, and every fault rule's (`check_fault_rule`). @throws config_error.
+/// The ranges of a typed configuration, as its JSON form reads them: `threads` at least 1, each organisation's
+/// limits 1-100,000,000, `overshoot` in [0,1], `hold_window` 0-60 s, `idle_timeout` 1 ms to a day, `ticket_ttl_s`
+/// at most a week, each film a `film_ref` and 1-100,000 episodes, and every fault rule's (`check_fault_rule`).
+/// server::start and parse_config call it, so the two forms accept the same. @throws config_error.
 void check_config(config const& cfg);
 
 /// docs/protocol.md §2: a reused ticket must have at least this long left.
@@ -100,6 +102,9 @@ std::string_view reason_phrase(int status) noexcept;
 
 class service {
 public:
+  /// `cfg` within check_config's ranges (server::start and parse_config check them). @throws config_error for
+  /// what only the whole configuration shows: no organisation, an empty key or one two organisations share, a film
+  /// listed twice, more than `max_fault_rules` rules.
   service(config cfg, emulator_clock& clock);
 
   [[nodiscard]] config const& cfg() const noexcept { return cfg_; }

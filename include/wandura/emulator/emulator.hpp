@@ -126,7 +126,7 @@ struct config {
   std::vector<organisation> orgs = {organisation{}};
   /// The catalogue. Empty = the demo catalogue (about 50 films of 1-40 episodes, `the-heiress-returns` has 12).
   std::vector<film> films{};
-  /// Lifetime of issued tickets in seconds.
+  /// Lifetime of issued tickets in seconds, at most 604,800 (a week).
   std::uint32_t ticket_ttl_s = 1800;
   /// Faults installed at start (at most 1000, as for `server::install_faults`).
   std::vector<fault_rule> faults{};
@@ -150,7 +150,8 @@ struct config {
   /// Connections idle this long (no byte read or written, and no request being answered) are closed, and so are
   /// those whose request has not fully arrived this long after its first byte. A request worked on for longer (a
   /// `delay` fault, a held play) still gets its answer, unless its client closes its side meanwhile: the socket is
-  /// then closed (within 250 ms for a delay fault), and the work goes on. At least 1 ms: 0 does not mean "no timeout".
+  /// then closed (within 250 ms for a delay fault), and the work goes on. 1 ms to 86,400,000 ms (a day): 0 does not
+  /// mean "no timeout".
   std::chrono::milliseconds idle_timeout{60000};
 };
 
@@ -222,10 +223,11 @@ struct stats_snapshot {
 class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
-  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film without episodes, an
-  ///         `idle_timeout` below 1 ms, more than 1000 fault rules) or a field is out of the range its JSON form
-  ///         allows (no thread, a limit of 0, an `overshoot` outside [0,1], a fault rule's status outside 200-599,
-  ///         ...).
+  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film listed twice, more
+  ///         than 1000 fault rules) or a field is out of the range its JSON form allows (no thread, a limit of 0, an
+  ///         `overshoot` outside [0,1], an `idle_timeout` outside 1 ms to a day, a `ticket_ttl_s` over a week, a film
+  ///         without a `film_ref` or without episodes, a fault rule of no known kind or with a status outside
+  ///         200-599, ...).
   /// @throws std::system_error when the address cannot be bound; `what()` names it ("cannot listen on 127.0.0.1:8787:
   /// ...").
   [[nodiscard]] static std::unique_ptr<server> start(config cfg);

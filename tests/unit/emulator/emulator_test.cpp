@@ -1,8 +1,10 @@
 #include "wandura/emulator/emulator.hpp"
 
+#include <chrono>
 #include <string>
 #include <system_error>
 #include <tuple>
+#include <vector>
 
 #include <asio/error.hpp>
 #include <catch2/catch.hpp>
@@ -202,6 +204,54 @@ TEST_CASE("emulator config: an idle_timeout of 0 is refused, from a file and in-
   config negative;
   negative.idle_timeout = std::chrono::milliseconds(-5);
   CHECK_THROWS_AS(server::start(negative), config_error);
+}
+
+TEST_CASE("emulator config: a typed field past what its JSON form allows is refused by start, naming the field") {
+  // Each of these started once: `milliseconds::max()` as "no idle timeout" closed every connection unanswered (its
+  // deadline overflowed into the past), a TTL of 2^32 - 1 s issued tickets expired in 1728, a film without a ref
+  // could never be asked for, a fault of no kind hit requests and did nothing.
+  auto const refused = [](config const& cfg, std::string const& field) {
+    INFO(field);
+    CHECK_THROWS_WITH(server::start(cfg), Catch::Contains(field));
+  };
+  config endless;
+  endless.idle_timeout = std::chrono::milliseconds::max();
+  refused(endless, "idle_timeout");
+  config past_a_day;
+  past_a_day.idle_timeout = std::chrono::milliseconds(86400001);
+  refused(past_a_day, "idle_timeout");
+  config long_ttl;
+  long_ttl.ticket_ttl_s = 7 * 86400 + 1;
+  refused(long_ttl, "ticket_ttl_s");
+  config no_ref;
+  no_ref.films.push_back(film{"", "Untitled", 3, true});
+  refused(no_ref, "films[0].film_ref");
+  config many_episodes;
+  many_episodes.films.push_back(film{"long-one", "Long", 100001, true});
+  refused(many_episodes, "films[0].episodes");
+  config huge_limit;
+  huge_limit.orgs.front().limits.video = 100000001;
+  refused(huge_limit, "orgs[0].limits.video");
+  config no_kind;
+  fault_rule rule;
+  rule.kind = static_cast<fault_kind>(99);
+  no_kind.faults.push_back(rule);
+  refused(no_kind, "faults[0].kind");
+
+  // The edges themselves start, and serve.
+  config edges;
+  edges.idle_timeout = std::chrono::hours(24);
+  edges.ticket_ttl_s = 7 * 86400;
+  edges.films.push_back(film{"long-one", "Long", 100000, true});
+  edges.orgs.front().limits.video = 100000000;
+  auto emu = server::start(edges);
+  http_test_client c(emu->port());
+  CHECK(c.get("/v1/config").status == 200);
+  // A typed rule of no kind is refused by install_faults too, and nothing is installed.
+  fault_rule unavailable; // a 503 for every config call, were it installed
+  unavailable.path = "/v1/config";
+  CHECK_THROWS_WITH(emu->install_faults(std::vector<fault_rule>{unavailable, rule}), Catch::Contains("rules[1].kind"));
+  CHECK(c.get("/v1/config").status == 200);
 }
 
 TEST_CASE("http: a HEAD gets the headers a GET would, Content-Length included, and no body") {
