@@ -107,6 +107,11 @@ TEST_CASE("tickets: malformed batches get 400 invalid_request and count nothing"
     CHECK_FALSE(r.json()["error"].get<std::string>().empty());
   }
   CHECK(emu->stats().tickets_counted == 0);
+  // An episode number past 2^32 - 1 is told the range, not "at least 1".
+  auto const past = c.tickets(
+      R"({"episodes":[{"film_ref":"long-saga","episode_no":4294967296,"intent":"play"}],"union_info":"d","drm_kek":"k"})");
+  CHECK(past.status == 400);
+  CHECK_THAT(past.json()["error"].get<std::string>(), Catch::Contains("from 1 to 4294967295"));
 }
 
 TEST_CASE("tickets: unknown fields are ignored") {
