@@ -1,4 +1,5 @@
 // `wandura tickets`: asks for the tickets of one batch and prints each item's outcome.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -169,8 +170,17 @@ void print_json(ticket_batch_result const& r) {
 
 /// One row per item. Every cell the server wrote goes through `detail::printable`: a film ref, code or ticket id
 /// holding a line break or a terminal escape cannot add rows or reach the terminal as a control sequence.
+/// The film and episode columns are as wide as their widest cell (at least 28 and 4), so that long refs and
+/// episode numbers keep the columns after them aligned.
 void print_table(ticket_batch_result const& r) {
-  std::printf("%-28s %4s  %-8s  %-12s %6s  %s\n", "FILM", "EP", "INTENT", "OUTCOME", "STATUS", "DETAIL");
+  int film_width = 28;
+  int episode_width = 4;
+  for (auto const& it : r.items) {
+    film_width = std::max(film_width, static_cast<int>(detail::printable(it.film_ref).size()));
+    episode_width = std::max(episode_width, static_cast<int>(std::to_string(it.episode_no).size()));
+  }
+  std::printf("%-*s %*s  %-8s  %-12s %6s  %s\n", film_width, "FILM", episode_width, "EP", "INTENT", "OUTCOME", "STATUS",
+              "DETAIL");
   for (auto const& it : r.items) {
     std::string cell;
     if (it.ticket) {
@@ -191,9 +201,9 @@ void print_table(ticket_batch_result const& r) {
         cell += ": " + detail::printable(it.detail, 2 * detail::max_quoted_bytes);
       }
     }
-    std::printf("%-28s %4d  %-8s  %-12s %6d  %s\n", detail::printable(it.film_ref).c_str(), it.episode_no,
-                detail::printable(intent_text(it)).c_str(), std::string(to_string(it.outcome)).c_str(), it.status,
-                cell.c_str());
+    std::printf("%-*s %*d  %-8s  %-12s %6d  %s\n", film_width, detail::printable(it.film_ref).c_str(), episode_width,
+                it.episode_no, detail::printable(intent_text(it)).c_str(), std::string(to_string(it.outcome)).c_str(),
+                it.status, cell.c_str());
   }
   std::printf("attempts: %d, replayed: %s\n", r.attempts, r.replayed ? "yes" : "no");
 }

@@ -57,6 +57,22 @@ expect_rc 0 "granted play"
 [ "$(grep -c ' granted ' out.txt)" -eq 3 ] || { cat out.txt; fail "expected three granted items"; }
 expect_out "attempts: 1, replayed: no"
 
+# Columns stay aligned past the widths the table starts with: an episode number of 6 digits (refused, not_found,
+# exit 1) and a film ref of 40 characters start the INTENT column where the header does.
+intent_aligned() {
+  local header_at row_at
+  header_at=$(head -1 out.txt | grep -bo 'INTENT' | cut -d: -f1)
+  row_at=$(sed -n 2p out.txt | grep -bo ' play ' | head -1 | cut -d: -f1)
+  if [ -z "$header_at" ] || [ "$row_at" != "$((header_at - 1))" ]; then
+    cat out.txt
+    fail "$1: columns moved"
+  fi
+}
+run tickets --film the-heiress-returns --episode 123456 --viewer-secret s3cret --user u-1 --install i-1
+intent_aligned "episode 123456"
+run tickets --film a-film-ref-forty-characters-long-xxxxxxx --episode 1 --viewer-secret s3cret --user u-1 --install i-1
+intent_aligned "a long film ref"
+
 # A CA bundle named by the environment is for https:// only: a stale one set machine-wide leaves plain HTTP alone.
 ( export CURL_CA_BUNDLE=/nonexistent/ca.pem SSL_CERT_FILE=/nonexistent/ca.pem; run config
   expect_rc 0 "plain HTTP with a stale CURL_CA_BUNDLE and SSL_CERT_FILE" )
