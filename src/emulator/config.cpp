@@ -16,6 +16,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 
 namespace wandura::emulator {
 
@@ -196,10 +198,18 @@ bool get_bool(element e, std::string const& where) {
   return b;
 }
 
+/// Every object the configuration and the fault rules are read from comes through here: a key given twice is
+/// refused as strictly as an unknown one (JSON leaves duplicates to the reader, and the last would silently win).
 simdjson::dom::object get_object(element e, std::string const& where) {
   simdjson::dom::object o;
   if (e.get_object().get(o) != simdjson::SUCCESS) {
     fail(where, "expected an object");
+  }
+  std::unordered_set<std::string_view> seen;
+  for (auto [k, v] : o) {
+    if (!seen.insert(k).second) {
+      fail((where == "json" ? "" : where + ".") + std::string(k), "given twice");
+    }
   }
   return o;
 }

@@ -170,9 +170,10 @@ public:
 /// emulator's own optional fields `seed`, `overshoot` (fraction), `hold_window_ms` and `idle_timeout_ms`. Fields left
 /// out keep their defaults; a limit left out keeps its default; `films`, when given, replaces the demo catalogue.
 /// Read strictly, unlike the API's bodies: a key no reader knows, at any level, is refused (a misspelt `fualts` or
-/// `stauts` would otherwise leave a fault out without a word).
+/// `stauts` would otherwise leave a fault out without a word), and so is a key given twice in one object.
 /// @throws config_error when the text is not JSON, a field has the wrong type or range, a key is unknown (the
-///         message names it and the keys known there), `films` is empty, or an organisation has no key.
+///         message names it and the keys known there) or given twice, `films` is empty, or an organisation has no
+///         key.
 [[nodiscard]] config parse_config(std::string_view json);
 
 /// The most bytes `load_config_file` reads: 16 MiB.
@@ -185,7 +186,8 @@ inline constexpr std::size_t max_config_file_bytes = std::size_t{16} << 20U;
 [[nodiscard]] config load_config_file(std::string const& path);
 
 /// Reads the body of `POST /_emulator/faults`: `{"rules":[...]}` (a bare array is accepted too).
-/// @throws config_error when a rule has an unknown kind, an unknown key, or a field has the wrong type or range.
+/// @throws config_error when a rule has an unknown kind, an unknown key or one given twice, or a field has the wrong
+///         type or range.
 [[nodiscard]] std::vector<fault_rule> parse_fault_rules(std::string_view json);
 
 /// What the server counted since it started (docs/protocol.md §4 `GET /_emulator/stats`).

@@ -206,6 +206,20 @@ TEST_CASE("emulator config: an idle_timeout of 0 is refused, from a file and in-
   CHECK_THROWS_AS(server::start(negative), config_error);
 }
 
+TEST_CASE("emulator config: a key given twice is refused as an unknown one is, naming its place") {
+  CHECK_THROWS_WITH(parse_config(R"({"ticket_ttl_s":5,"ticket_ttl_s":7})"),
+                    Catch::StartsWith("ticket_ttl_s: given twice"));
+  CHECK_THROWS_WITH(parse_config(R"({"orgs":[{"id":"o","keys":["k"],"limits":{"video":5,"video":6}}]})"),
+                    Catch::StartsWith("orgs[0].limits.video: given twice"));
+  CHECK_THROWS_WITH(parse_config(R"({"films":[{"film_ref":"a","film_ref":"b"}]})"),
+                    Catch::StartsWith("films[0].film_ref: given twice"));
+  // Written differently, the same key: JSON escapes are read first.
+  CHECK_THROWS_WITH(parse_fault_rules(R"({"rules":[{"kind":"status","status":503,"k\u0069nd":"delay"}]})"),
+                    Catch::StartsWith("rules[0].kind: given twice"));
+  CHECK_THROWS_WITH(parse_fault_rules(R"({"rules":[],"rules":[]})"), Catch::StartsWith("rules: given twice"));
+  CHECK(parse_fault_rules(R"({"rules":[{"kind":"status","status":503}]})").size() == 1);
+}
+
 TEST_CASE("emulator config: a typed field past what its JSON form allows is refused by start, naming the field") {
   // Each of these started once: `milliseconds::max()` as "no idle timeout" closed every connection unanswered (its
   // deadline overflowed into the past), a TTL of 2^32 - 1 s issued tickets expired in 1728, a film without a ref
