@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -127,6 +128,13 @@ void check_config(config const& cfg) {
     if (cfg.orgs[i].keys.empty()) {
       throw config_error("orgs[" + std::to_string(i) +
                          "].keys: missing or empty: no request could reach the organisation");
+    }
+    for (auto const& key : cfg.orgs[i].keys) {
+      // Sent as `Authorization: Bearer <key>`: a key no client can put in that header could never be used.
+      if (key.empty() || std::any_of(key.begin(), key.end(), [](char ch) { return ch < 0x21 || ch > 0x7E; })) {
+        throw config_error("orgs[" + std::to_string(i) +
+                           "].keys: a key is 1 or more visible ASCII characters (0x21-0x7E): it is sent in a header");
+      }
     }
     static constexpr std::array counters = {counter::playback, counter::catalog, counter::creatives,
                                             counter::videos,   counter::video,   counter::config};

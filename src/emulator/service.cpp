@@ -34,9 +34,6 @@ service::service(config cfg, emulator_clock& clock) : cfg_(std::move(cfg)), cloc
                               fixed_window(l.creatives, over), fixed_window(l.videos, over),
                               fixed_window(l.video, over), fixed_window(l.config, over)});
     for (auto const& key : o.keys) {
-      if (key.empty()) {
-        throw config_error("orgs[" + std::to_string(i) + "].keys: an API key may not be empty");
-      }
       if (!key_to_org_.emplace(key, i).second) {
         throw config_error("orgs[" + std::to_string(i) + "].keys: key \"" + key + "\" belongs to two organisations");
       }

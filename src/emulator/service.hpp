@@ -103,8 +103,8 @@ std::string_view reason_phrase(int status) noexcept;
 class service {
 public:
   /// `cfg` within check_config's ranges (server::start and parse_config check them). @throws config_error for
-  /// what only the whole configuration shows: no organisation, an empty key or one two organisations share, a film
-  /// listed twice, more than `max_fault_rules` rules.
+  /// what only the whole configuration shows: no organisation, a key two organisations share, a film listed twice,
+  /// more than `max_fault_rules` rules.
   service(config cfg, emulator_clock& clock);
 
   [[nodiscard]] config const& cfg() const noexcept { return cfg_; }

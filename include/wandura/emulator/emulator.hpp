@@ -225,7 +225,8 @@ struct stats_snapshot {
 class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
-  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice, a film listed twice, more
+  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice or not 1 or more visible ASCII
+  ///         characters, a film listed twice, more
   ///         than 1000 fault rules) or a field is out of the range its JSON form allows (no thread, a limit of 0, an
   ///         `overshoot` outside [0,1], an `idle_timeout` outside 1 ms to a day, a `ticket_ttl_s` over a week, a film
   ///         without a `film_ref` or without episodes, a fault rule of no known kind or with a status outside

@@ -240,7 +240,8 @@ public:
   /// `prefetch` when they are `<= unlocked_through`. Failures of N+1 or N+2 never affect N.
   ///
   /// @param who the viewer and device the tickets are for. @param film_ref the film's catalog reference.
-  /// @param episode_no N, >= 1. @param unlocked_through the last episode the viewer may watch (0: only N).
+  /// @param episode_no N, >= 1. @param unlocked_through the last episode the viewer may watch (0, or any value
+  /// below N + 1: only N, which is asked for as `play` whatever this says; the server decides what a viewer may play).
   /// @param options per-call overrides of the client's retry settings.
   /// @throws as `issue_tickets`.
   [[nodiscard]] asio::awaitable<episode_start> start_episode(viewer who, std::string film_ref, std::int32_t episode_no,

@@ -246,6 +246,12 @@ TEST_CASE("emulator config: a typed field past what its JSON form allows is refu
   config huge_limit;
   huge_limit.orgs.front().limits.video = 100000001;
   refused(huge_limit, "orgs[0].limits.video");
+  config nul_key;
+  nul_key.orgs.front().keys = {std::string("key\0with-nul", 12)};
+  refused(nul_key, "orgs[0].keys");
+  config spaced_key;
+  spaced_key.orgs.front().keys = {"two words"};
+  refused(spaced_key, "orgs[0].keys");
   config no_kind;
   fault_rule rule;
   rule.kind = static_cast<fault_kind>(99);
