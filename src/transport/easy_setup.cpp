@@ -101,10 +101,14 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   std::size_t const opened = std::exchange(t->sockets_opened_since_prereq, 0);
   bool const reused = opened == 0;
   bool const http1 = speaks_http1(*t); // asked once: an ALPN query over TLS
+  // A resend the transport refuses (below) is refused here, on this connection: giving it up first would have
+  // libcurl open a new one only for that.
+  bool const refuse_resend = t->facts.request_started &&
+                              (t->facts.resent || t->facts.response_started || !is_replayable(*t->request));
   // Before the first send and before a resend alike: libcurl sends a request again on the next pooled connection
   // when the one it went out on died, and that one may hold bytes too. Nothing goes out on a connection given up,
   // so it is not counted as a resend; libcurl itself stops after five connections that fail so.
-  if (reused && http1 && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
+  if (reused && http1 && !refuse_resend && give_up_poisoned(*t, primary_ip, primary_port, local_port)) {
     t->renew_handle = true;    // libcurl counts the resend that follows against the handle (easy_setup::configure)
     return CURL_PREREQFUNC_OK; // libcurl's write fails; the request goes on a new connection (this call again)
   }
@@ -125,7 +129,7 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
     // Once per attempt, before any response byte, and only a replayable request: libcurl itself would send it up
     // to five more times (an HTTP/2 server refusing every stream), each on a new connection, outside the retry
     // engine's budget and pacing, or after the answer had begun (a stream refused after its headers).
-    if (t->facts.resent || t->facts.response_started || !is_replayable(*t->request)) {
+    if (refuse_resend) {
       t->facts.resend_refused = true;
       return CURL_PREREQFUNC_ABORT;
     }

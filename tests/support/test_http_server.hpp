@@ -110,6 +110,8 @@ public:
 
   [[nodiscard]] std::size_t connections_accepted() const { return accepted_.load(); }
   [[nodiscard]] std::size_t requests_read() const { return requests_.load(); }
+  /// Stray answers written (`stray_after_reply`, `set_stray_on_connection`).
+  [[nodiscard]] std::size_t strays_sent() const { return strays_.load(); }
   [[nodiscard]] std::string body() const {
     std::lock_guard lock(mutex_);
     return body_;
@@ -212,7 +214,10 @@ private:
         asio::steady_timer t(io_, std::chrono::milliseconds(20));
         co_await t.async_wait(tuple);
         std::string const stray = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray";
-        co_await asio::async_write(socket, asio::buffer(stray), tuple);
+        auto [stray_ec, written] = co_await asio::async_write(socket, asio::buffer(stray), tuple);
+        if (!stray_ec) {
+          ++strays_;
+        }
       }
       co_return !ec;
     }
@@ -344,6 +349,7 @@ private:
   std::atomic<std::size_t> oversized_bytes_{std::size_t{2} << 20U};
   std::atomic<std::size_t> accepted_{0};
   std::atomic<std::size_t> stray_on_connection_{0};
+  std::atomic<std::size_t> strays_{0};
   std::atomic<std::size_t> requests_{0};
   std::thread thread_;
 };
