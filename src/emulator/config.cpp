@@ -130,10 +130,12 @@ void check_config(config const& cfg) {
                          "].keys: missing or empty: no request could reach the organisation");
     }
     for (auto const& key : cfg.orgs[i].keys) {
-      // Sent as `Authorization: Bearer <key>`: a key no client can put in that header could never be used.
-      if (key.empty() || std::any_of(key.begin(), key.end(), [](char ch) { return ch < 0x21 || ch > 0x7E; })) {
+      // Sent as `Authorization: Bearer <key>`: a control byte cannot be in a header value, and white space at its
+      // ends is not part of one (RFC 9110 §5.5), so such a key could never be used.
+      auto const control = [](char ch) { return (ch >= 0 && ch < 0x20) || ch == 0x7F; };
+      if (key.empty() || std::any_of(key.begin(), key.end(), control) || key.front() == ' ' || key.back() == ' ') {
         throw config_error("orgs[" + std::to_string(i) +
-                           "].keys: a key is 1 or more visible ASCII characters (0x21-0x7E): it is sent in a header");
+                           "].keys: a key is sent in a header: not empty, no control bytes, no space at its ends");
       }
     }
     static constexpr std::array counters = {counter::playback, counter::catalog, counter::creatives,

@@ -198,6 +198,7 @@ int request_reader::on_body(http_parser* p, char const* at, std::size_t n) {
 
 int request_reader::on_message_complete(http_parser* p) {
   self(p).complete_ = true;
+  self(p).expect_continue_ = false; // answered or not, the request is whole: no 100 for it any more
   http_parser_pause(p, 1);
   return 0;
 }

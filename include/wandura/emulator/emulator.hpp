@@ -225,11 +225,11 @@ struct stats_snapshot {
 class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
-  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice or not 1 or more visible
-  ///         ASCII characters, a film listed twice, more than 1000 fault rules) or a field is out of the range its
-  ///         JSON form allows (no thread, a limit of 0, an `overshoot` outside [0,1], an `idle_timeout` outside 1 ms
-  ///         to a day, a `ticket_ttl_s` over a week, a film without a `film_ref` or without episodes, a fault rule of
-  ///         no known kind or with a status outside 200-599, ...).
+  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice or one no header can carry:
+  ///         empty, a control byte, a space at an end; a film listed twice, more than 1000 fault rules) or a field is
+  ///         out of the range its JSON form allows (no thread, a limit of 0, an `overshoot` outside [0,1], an
+  ///         `idle_timeout` outside 1 ms to a day, a `ticket_ttl_s` over a week, a film without a `film_ref` or
+  ///         without episodes, a fault rule of no known kind or with a status outside 200-599, ...).
   /// @throws std::system_error when the address cannot be bound; `what()` names it ("cannot listen on 127.0.0.1:8787:
   /// ...").
   [[nodiscard]] static std::unique_ptr<server> start(config cfg);

@@ -250,7 +250,7 @@ TEST_CASE("emulator config: a typed field past what its JSON form allows is refu
   nul_key.orgs.front().keys = {std::string("key\0with-nul", 12)};
   refused(nul_key, "orgs[0].keys");
   config spaced_key;
-  spaced_key.orgs.front().keys = {"two words"};
+  spaced_key.orgs.front().keys = {"padded "};
   refused(spaced_key, "orgs[0].keys");
   config no_kind;
   fault_rule rule;

@@ -146,6 +146,13 @@ TEST_CASE("request reader: 100 Continue is due only once the header section is a
     CHECK(reader.take_continue());
     CHECK(reader.feed("{}").what == event::request);
   }
+  SECTION("a request that arrived whole needs none, even when bytes follow it alone") {
+    request_reader reader;
+    CHECK(reader.feed("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}").what ==
+          event::request);
+    CHECK(reader.feed("\r\n").what == event::need_more); // a line break between requests, which RFC 9112 allows
+    CHECK_FALSE(reader.take_continue());
+  }
   SECTION("HTTP/1.0: the expectation is ignored") {
     request_reader reader;
     CHECK(reader.feed("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n").what == event::need_more);
