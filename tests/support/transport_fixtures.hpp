@@ -1,14 +1,29 @@
-// What the transport's tests share: the JSON POST they send, and the nginx fixture's ports and certificate.
+// What the transport's tests share: the JSON POST they send, requests sent together, and the nginx fixture's ports
+// and certificate.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
+#include "run_awaitable.hpp"
 #include "wandura/transport/http_request.hpp"
+#include "wandura/transport/transport.hpp"
 
 namespace test_support {
 
@@ -20,6 +35,32 @@ inline wandura::http_request post(std::string url, std::string body = R"({"items
   r.headers = {{"Authorization", "Bearer test-key"}, {"Content-Type", "application/json"}};
   r.body = std::move(body);
   return r;
+}
+
+/// Sends `n` copies of `request` at once on `io`; their results in the order sent, each empty when it had none
+/// within `limit`.
+inline std::vector<std::optional<wandura::attempt_result>>
+send_together(asio::io_context& io, wandura::transport& tr, wandura::http_request const& request, std::size_t n,
+              std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  std::vector<std::optional<wandura::attempt_result>> results(n);
+  auto const all_done = [&] {
+    return std::all_of(results.begin(), results.end(), [](auto const& r) { return r.has_value(); });
+  };
+  run(io, [&]() -> asio::awaitable<int> {
+    auto const ex = co_await asio::this_coro::executor;
+    for (auto& slot : results) {
+      asio::co_spawn(ex, tr.send_attempt(request, {}),
+                     [&slot](std::exception_ptr, wandura::attempt_result r) { slot = std::move(r); });
+    }
+    asio::steady_timer t(ex);
+    for (auto waited = std::chrono::milliseconds(0); waited < limit && !all_done();
+         waited += std::chrono::milliseconds(5)) {
+      t.expires_after(std::chrono::milliseconds(5));
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    co_return 0;
+  }());
+  return results;
 }
 
 /// The nginx fixture's settings (`wandura_nginx`, tests/support/nginx/nginx.sh): its nginx.env in WANDURA_NGINX_DIR,

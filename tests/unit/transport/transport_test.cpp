@@ -1136,24 +1136,10 @@ TEST_CASE("transport: a request sent again after its pooled connection died is n
   server.set_stray_on_connection(2);
   asio::io_context io;
   wandura::transport tr(io.get_executor());
-  auto const first = post(server.url());
-  auto const both = [&]() -> asio::awaitable<int> {
-    int done = 0;
-    auto ex = co_await asio::this_coro::executor;
-    for (int i = 0; i < 2; ++i) {
-      asio::co_spawn(ex, tr.send_attempt(first, {}), [&done](std::exception_ptr, wandura::attempt_result r) {
-        CHECK_FALSE(r.error);
-        ++done;
-      });
-    }
-    asio::steady_timer tick(ex);
-    for (int i = 0; i < 500 && done < 2; ++i) {
-      tick.expires_after(10ms);
-      co_await tick.async_wait(asio::use_awaitable);
-    }
-    co_return done;
-  };
-  REQUIRE(run(io, both()) == 2);
+  for (auto const& r : test_support::send_together(io, tr, post(server.url()), 2)) {
+    REQUIRE(r.has_value());
+    REQUIRE_FALSE(r->error);
+  }
   REQUIRE(server.connections_accepted() == 2);
   // The second connection's stray answer arrives while it is idle (sent 20 ms after its response).
   for (int i = 0; i < 200 && server.strays_sent() == 0; ++i) {
@@ -1428,25 +1414,8 @@ TEST_CASE("transport: max_connections_per_host caps the connections of concurren
   wandura::transport_options options;
   options.max_connections_per_host = 2;
   wandura::transport tr(io.get_executor(), options);
-  auto request = post(server.url());
-  auto ok = run(io, [&]() -> asio::awaitable<int> {
-    auto ex = co_await asio::this_coro::executor;
-    int good = 0;
-    int done = 0;
-    for (int i = 0; i < 8; ++i) {
-      asio::co_spawn(ex, tr.send_attempt(request, {}), [&](std::exception_ptr, wandura::attempt_result r) {
-        good += r.error ? 0 : 1;
-        ++done;
-      });
-    }
-    asio::steady_timer t(ex);
-    for (int i = 0; i < 1000 && done < 8; ++i) {
-      t.expires_after(10ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
-    co_return good;
-  }());
-  CHECK(ok == 8);
+  auto const results = test_support::send_together(io, tr, post(server.url()), 8, 10s);
+  CHECK(std::count_if(results.begin(), results.end(), [](auto const& r) { return r && !r->error; }) == 8);
   CHECK(server.connections_accepted() == 2);
   CHECK(tr.stats().connections_opened == 2);
 }

@@ -4,20 +4,14 @@
 // The kernel's refusal is made here by this executable's own `epoll_ctl`, which the dynamic linker binds before the
 // C library's for every call in the process: while a test arms it, it refuses to add the sockets the test names, and
 // passes every other call on. Its own executable, so that no other test runs with it.
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
-#include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -83,32 +77,10 @@ namespace {
 using namespace std::chrono_literals;
 using test_support::post;
 using test_support::run;
+using test_support::send_together;
 using wandura::errc;
 using wandura::testing::server_behaviour;
 using wandura::testing::test_http_server;
-
-/// Sends `n` copies of `request` at once; their results, in the order sent, once all have one (at most 5 s).
-std::vector<std::optional<wandura::attempt_result>> send_together(asio::io_context& io, wandura::transport& tr,
-                                                                  wandura::http_request const& request, std::size_t n) {
-  std::vector<std::optional<wandura::attempt_result>> results(n);
-  auto const all_done = [&] {
-    return std::all_of(results.begin(), results.end(), [](auto const& r) { return r.has_value(); });
-  };
-  run(io, [&]() -> asio::awaitable<int> {
-    auto const ex = co_await asio::this_coro::executor;
-    for (auto& slot : results) {
-      asio::co_spawn(ex, tr.send_attempt(request, {}),
-                     [&slot](std::exception_ptr, wandura::attempt_result r) { slot = std::move(r); });
-    }
-    asio::steady_timer t(ex);
-    for (int i = 0; i < 1000 && !all_done(); ++i) {
-      t.expires_after(5ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
-    co_return 0;
-  }());
-  return results;
-}
 
 TEST_CASE("transport: a new connection whose socket cannot be watched fails its request alone, as connect_failed") {
   // Each answer takes 100 ms or more (its body in three parts 50 ms apart): the second request cannot wait for the
