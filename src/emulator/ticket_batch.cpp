@@ -276,7 +276,8 @@ std::optional<http_reply> service::read_batch(http_request const& req, org_state
       return error_reply(400, "invalid_request", "Each episode needs a non-empty film_ref.");
     }
     if (o["episode_no"].get_uint64().get(ep) != simdjson::SUCCESS || ep == 0 || ep > UINT32_MAX) {
-      return error_reply(400, "invalid_request", "Each episode needs an episode_no, a whole number from 1 to 4294967295.");
+      return error_reply(400, "invalid_request",
+                         "Each episode needs an episode_no, a whole number from 1 to 4294967295.");
     }
     it.episode_no = static_cast<std::uint32_t>(ep);
     if (o["intent"].get_string().get(it.intent) != simdjson::SUCCESS ||

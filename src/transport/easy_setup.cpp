@@ -103,8 +103,8 @@ int on_prereq(void* clientp, char* primary_ip, char* local_ip, int primary_port,
   bool const http1 = speaks_http1(*t); // asked once: an ALPN query over TLS
   // A resend the transport refuses (below) is refused here, on this connection: giving it up first would have
   // libcurl open a new one only for that.
-  bool const refuse_resend = t->facts.request_started &&
-                              (t->facts.resent || t->facts.response_started || !is_replayable(*t->request));
+  bool const refuse_resend =
+      t->facts.request_started && (t->facts.resent || t->facts.response_started || !is_replayable(*t->request));
   // Before the first send and before a resend alike: libcurl sends a request again on the next pooled connection
   // when the one it went out on died, and that one may hold bytes too. Nothing goes out on a connection given up,
   // so it is not counted as a resend; libcurl itself stops after five connections that fail so.
