@@ -68,9 +68,8 @@ public:
   /// libcurl stops watching (CURL_POLL_REMOVE: its connection idles in the pool) is registered for input alone, so
   /// that bytes arriving on it are seen (`collect_idle_input`); one that goes idle after this action's read of the
   /// set, or cannot be registered, is instead marked at once (its registration left as it was), so that its reuse
-  /// reads it. A socket not adopted is left as
-  /// it is: libcurl may have closed it already (it says REMOVE after a plain close() of a connect that failed), and
-  /// its number may be another's by now.
+  /// reads it. A socket not adopted is left as it is: libcurl may have closed it already (it says REMOVE after a
+  /// plain close() of a connect that failed), and its number may be another's by now.
   [[nodiscard]] bool want(curl_socket_t fd, int what) noexcept;
 
   /// `s` carries a connection now (its first request is about to be sent): libcurl closes it only through the
