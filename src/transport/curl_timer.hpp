@@ -159,10 +159,15 @@ template <class MakeHandler> void curl_timer::serve_owner(MakeHandler const& mak
 }
 
 template <class MakeHandler> void curl_timer::arm(clock::time_point when, MakeHandler const& make_handler) {
+  // A pending wait is superseded whether or not the new one starts: its completion is stale by its generation.
+  // Marked armed only once the new wait is pending: a throw (out of memory making the handler or starting the
+  // wait) leaves the timer unarmed, so the next deadline arms it rather than trusting a wait that is not there.
+  armed_ = false;
+  auto const generation = ++generation_;
   timer_.expires_at(when);
+  timer_.async_wait([h = make_handler(), generation](std::error_code ec) { h(generation, ec); });
   armed_ = true;
   armed_at_ = when;
-  timer_.async_wait([h = make_handler(), generation = ++generation_](std::error_code ec) { h(generation, ec); });
 }
 
 } // namespace wandura::detail

@@ -124,9 +124,12 @@ template <class Handler> void request_queue::arm(clock::time_point deadline, Han
   if (armed_ && timer_.expiry() <= deadline) {
     return;
   }
-  armed_ = true;
+  // As curl_timer::arm: armed only once the wait is pending, so that a throw leaves the next push to arm it.
+  armed_ = false;
+  auto const generation = ++generation_;
   timer_.expires_at(deadline);
-  timer_.async_wait([h = handler, generation = ++generation_](std::error_code ec) { h(generation, ec); });
+  timer_.async_wait([h = handler, generation](std::error_code ec) { h(generation, ec); });
+  armed_ = true;
 }
 
 } // namespace wandura::detail
