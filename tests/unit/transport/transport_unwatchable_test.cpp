@@ -26,7 +26,9 @@
 
 namespace {
 
-std::atomic<int> refused_unless_port{0}; ///< armed when not 0: the test server's port
+std::atomic<int> refused_unless_port{0};    ///< armed when not 0: the test server's port
+std::atomic<int> refused_op{EPOLL_CTL_ADD}; ///< what is refused: adding a socket, or changing what it is watched for
+std::atomic<int> refused_errno{ENOSPC};
 std::atomic<int> refusals{0};
 
 using epoll_ctl_fn = int (*)(int, int, int, epoll_event*);
@@ -49,10 +51,13 @@ bool client_socket(int fd, int server_port) {
          ntohs(local.sin_port) != server_port;
 }
 
-/// While it lives, `epoll_ctl` refuses to add a client socket of the server on `server_port`.
+/// While it lives, `epoll_ctl` refuses to add a client socket of the server on `server_port` (ENOSPC: past
+/// fs.epoll.max_user_watches), or with `op` EPOLL_CTL_MOD to change one's events (ENOMEM).
 struct refusal {
-  explicit refusal(int server_port) {
+  explicit refusal(int server_port, int op = EPOLL_CTL_ADD) {
     refusals = 0;
+    refused_op = op;
+    refused_errno = op == EPOLL_CTL_ADD ? ENOSPC : ENOMEM;
     refused_unless_port = server_port;
   }
   ~refusal() { refused_unless_port = 0; }
@@ -64,9 +69,9 @@ struct refusal {
 
 extern "C" int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   int const port = refused_unless_port.load();
-  if (port != 0 && op == EPOLL_CTL_ADD && client_socket(fd, port)) {
+  if (port != 0 && op == refused_op.load() && client_socket(fd, port)) {
     refusals.fetch_add(1);
-    errno = ENOSPC; // what the kernel says past fs.epoll.max_user_watches
+    errno = refused_errno.load();
     return -1;
   }
   return next_epoll_ctl()(epfd, op, fd, event);
@@ -134,6 +139,37 @@ TEST_CASE("transport: a new connection whose socket cannot be watched fails its 
     CHECK(r->response.status == 200);
   }
   CHECK(server.requests_read() == 4);
+  CHECK(tr.stats().requests_in_flight == 0);
+}
+
+TEST_CASE("transport: a socket that cannot be watched once its request went out fails it as transport_failed") {
+  // A new connection is added to the set for output while it connects; once the request is written, libcurl waits
+  // for the answer, and watching for input too needs a change of the registration, which is refused.
+  test_http_server server;
+  asio::io_context io;
+  wandura::transport tr(io.get_executor());
+  auto const request = post(server.url());
+  auto const started = std::chrono::steady_clock::now();
+  std::optional<wandura::attempt_result> refused;
+  {
+    refusal const armed(server.port(), EPOLL_CTL_MOD);
+    refused = run(io, tr.send_attempt(request, {}));
+  }
+  CHECK(std::chrono::steady_clock::now() - started < 2s); // at once, not at a timeout
+  CHECK(refusals.load() >= 1);
+  INFO(refused->detail);
+  CHECK(refused->error == errc::transport_failed); // it may have been sent: only a keyed request may be retried
+  CHECK(refused->detail.find("could not watch") != std::string::npos);
+  CHECK(refused->detail.find("after the request went out") != std::string::npos);
+  CHECK(refused->detail.find("Cannot allocate memory") != std::string::npos);
+
+  // The connection the request was cut from is not reused (its answer would be read as the next request's): the
+  // next request gets a connection of its own and its own answer.
+  auto const next = run(io, tr.send_attempt(request, {}));
+  INFO(next.detail);
+  CHECK_FALSE(next.error);
+  CHECK(next.response.status == 200);
+  CHECK(server.connections_accepted() == 2);
   CHECK(tr.stats().requests_in_flight == 0);
 }
 
