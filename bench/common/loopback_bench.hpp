@@ -81,9 +81,6 @@ private:
   std::map<std::string, std::string> env_;
 };
 
-/// Makes a write to a connection the server has closed fail with EPIPE instead of killing the benchmark: libcurl
-/// with CURLOPT_NOSIGNAL (both sides set it) does not ignore SIGPIPE around TLS writes itself. A request that
-/// fails so is counted and named like any other failure.
 /// The concurrency hint of the io_context a benchmark runs its side on: 1, made for the one thread that runs it (as
 /// client.hpp advises a service run by one thread: a call's work then needs no strand of its own); Asio's default
 /// when WANDURA_BENCH_DEFAULT_HINT is set in the environment, as for a context several threads may run.
@@ -91,6 +88,9 @@ inline int io_concurrency_hint() {
   return std::getenv("WANDURA_BENCH_DEFAULT_HINT") != nullptr ? ASIO_CONCURRENCY_HINT_DEFAULT : 1;
 }
 
+/// Makes a write to a connection the server has closed fail with EPIPE instead of killing the benchmark: libcurl
+/// with CURLOPT_NOSIGNAL (both sides set it) does not ignore SIGPIPE around TLS writes itself. A request that
+/// fails so is counted and named like any other failure.
 inline void ignore_sigpipe() {
   std::signal(SIGPIPE, SIG_IGN);
 }
