@@ -139,13 +139,25 @@ std::error_code response_parser::read_film(simdjson::padded_string_view json, fi
           if (auto e = value.type().get(type)) {
             return r.fail_json({}, key, e);
           }
+          if (type == od::json_type::null) {
+            return true; // absent, as any optional field's null
+          }
           if (type == od::json_type::array) {
             od::array list;
             if (!r.array(value, {}, key, list)) {
               return false;
             }
             std::int64_t count = 0;
-            bool listed = for_each_element(r, "episodes", list, [&](std::size_t, od::value&) {
+            bool listed = for_each_element(r, "episodes", list, [&](std::size_t index, od::value& element) {
+              // One episode each: an object (its fields are not read) or a number. Anything else is not an episode.
+              od::json_type element_type{};
+              location const at{"episodes", index, true, {}};
+              if (auto e = element.type().get(element_type)) {
+                return r.fail_json(at, {}, e);
+              }
+              if (element_type != od::json_type::object && element_type != od::json_type::number) {
+                return r.fail_json(at, {}, simdjson::INCORRECT_TYPE, "an object or a number");
+              }
               ++count;
               return true;
             });

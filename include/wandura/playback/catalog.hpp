@@ -47,7 +47,8 @@ struct org_config {
 };
 
 /// `GET /v1/catalog/films/{film_ref}`: `{"film_ref":"...","title":"...","episodes":12}`. `episodes` may also be a
-/// list of objects or numbers; its length is then the count.
+/// list with one object or number per episode (an element of another type fails the read, `errc::invalid_response`);
+/// its length is then the count. As for every optional field, null reads as absent.
 struct film {
   std::string film_ref;           ///< Required.
   std::string title;              ///< May be empty.

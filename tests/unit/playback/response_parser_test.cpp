@@ -503,6 +503,23 @@ TEST_CASE("response parser: a film's episodes may be a count or a list") {
   CHECK(parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":-3})"), f) == wandura::errc::invalid_response);
 }
 
+TEST_CASE("response parser: a film's episodes null read as absent, a list's elements must be episodes") {
+  response_parser parser;
+  wandura::film f;
+  // null is absent for every optional field: the title's and the episodes' alike.
+  REQUIRE_FALSE(parser.parse_film(std::string_view(R"({"film_ref":"x","title":null,"episodes":null})"), f));
+  CHECK(f == wandura::film{"x", "", 0});
+  REQUIRE_FALSE(parser.parse_film(std::string_view(R"({"film_ref":"x","episodes":[]})"), f));
+  CHECK(f.episode_count == 0);
+  // An element that is neither an object nor a number is not an episode: the count would be a guess.
+  for (auto const* body : {R"({"film_ref":"x","episodes":[1,null]})", R"({"film_ref":"x","episodes":[1,"2"]})",
+                           R"({"film_ref":"x","episodes":[1,[2]]})", R"({"film_ref":"x","episodes":[1,true]})"}) {
+    INFO(body);
+    CHECK(parser.parse_film(std::string_view(body), f) == wandura::errc::invalid_response);
+    CHECK(parser.message() == "episodes[1]: expected an object or a number");
+  }
+}
+
 TEST_CASE("response parser: videos, one video and creatives") {
   response_parser parser;
   std::vector<wandura::video> videos;
