@@ -173,7 +173,9 @@ public:
       }
       auto& item = out_.items[p];
       item.outcome = item_outcome::viewer_limited;
-      item.retry_after = std::chrono::ceil<std::chrono::seconds>(decision.retry_after);
+      // A limit's negative wait (outside its contract) is no wait: an item's retry_after is never negative.
+      item.retry_after = std::chrono::ceil<std::chrono::seconds>(
+          std::max(decision.retry_after, decltype(decision.retry_after)::zero()));
     }
     allowed.sort();
     bool const narrowed = allowed.size() != pending_.size();

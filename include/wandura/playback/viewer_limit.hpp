@@ -44,7 +44,8 @@ public:
     /// Whether every ticket asked for was taken.
     bool allowed = false;
     /// When refused: how long until the same request would be allowed (whole milliseconds, rounded up); for a
-    /// request larger than the whole allowance, the time to refill it completely. Zero when allowed.
+    /// request larger than the whole allowance, the time to refill it completely. Zero when allowed. Not negative
+    /// (the client reads a negative one as zero).
     std::chrono::milliseconds retry_after{0};
     /// Where the tickets were taken from (meaningful when allowed); given back to `release` with them.
     account taken_from = account::primary;

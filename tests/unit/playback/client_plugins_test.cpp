@@ -37,7 +37,7 @@ public:
       from = accounts.front();
       accounts.pop_front();
     }
-    co_return decision{fits, fits ? 0ms : 1500ms, from};
+    co_return decision{fits, fits ? 0ms : refused_wait, from};
   }
   void release(std::string_view viewer_ref, std::uint32_t tickets, account taken_from) noexcept override {
     counted.emplace_back(viewer_ref);
@@ -46,6 +46,7 @@ public:
   }
 
   std::uint32_t allowance;
+  std::chrono::milliseconds refused_wait = 1500ms; ///< the retry_after of a refusal
   std::deque<account> accounts;
   std::vector<std::string> calls;
   std::vector<std::string> counted; ///< the viewer_ref of each acquire and release, in order
@@ -136,6 +137,21 @@ TEST_CASE("client viewer_limit: a short allowance goes to the play first, one ti
   }
   CHECK(limit->calls == std::vector<std::string>{"acquire 3 no", "acquire 1 yes", "acquire 1 no"});
   CHECK(limit->allowance == 0);
+}
+
+TEST_CASE("client viewer_limit: a refusal's wait is never negative on the item") {
+  auto limit = std::make_shared<recording_limit>(1);
+  limit->refused_wait = -5000ms; // outside the limit's contract
+  wandura::client_options options;
+  options.viewer_limit = limit;
+  harness h(options);
+  h.fake->push(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto s = h.start(4, 6);
+  CHECK(s.play.outcome == item_outcome::granted);
+  for (auto const& prefetch : s.prefetch) {
+    CHECK(prefetch.outcome == item_outcome::viewer_limited);
+    CHECK(prefetch.retry_after == 0s);
+  }
 }
 
 TEST_CASE("client viewer_limit: a call that fails as a whole gives back everything it took") {
