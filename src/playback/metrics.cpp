@@ -27,6 +27,7 @@ metrics_snapshot detail::playback_metrics::snapshot() const noexcept {
   s.cache_hits = cache_hits_.load(std::memory_order_relaxed);
   s.coalesced = coalesced_.load(std::memory_order_relaxed);
   s.call_failures = call_failures_.load(std::memory_order_relaxed);
+  s.store_errors = store_errors_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < outcomes_.size(); ++i) {
     s.outcomes[i] = outcomes_[i].load(std::memory_order_relaxed);
   }
@@ -53,6 +54,9 @@ std::string to_prometheus(metrics_snapshot const& s, std::string_view prefix) {
   append_counter(out, prefix, "call_failures_total", "Calls that ended with an error.", s.call_failures);
   append_counter(out, prefix, "hook_errors_total", "Exceptions thrown by the on_retry hook or the logger, ignored.",
                  s.hook_errors);
+  append_counter(out, prefix, "store_errors_total",
+                 "Ticket store failures a call went on without (nothing reused, or the tickets left unstored).",
+                 s.store_errors);
 
   out.append("# HELP ").append(prefix).append("_item_outcomes_total Ticket batch items by outcome.\n");
   out.append("# TYPE ").append(prefix).append("_item_outcomes_total counter\n");

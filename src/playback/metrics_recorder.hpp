@@ -27,6 +27,7 @@ public:
   void add_cache_hit() noexcept { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   void add_coalesced() noexcept { coalesced_.fetch_add(1, std::memory_order_relaxed); }
   void add_call_failure() noexcept { call_failures_.fetch_add(1, std::memory_order_relaxed); }
+  void add_store_error() noexcept { store_errors_.fetch_add(1, std::memory_order_relaxed); }
   /// Counts one batch item; values outside the enum are ignored.
   void add_outcome(item_outcome o) noexcept {
     auto const i = static_cast<std::size_t>(o);
@@ -44,6 +45,7 @@ private:
   std::atomic<std::uint64_t> cache_hits_{0};
   std::atomic<std::uint64_t> coalesced_{0};
   std::atomic<std::uint64_t> call_failures_{0};
+  std::atomic<std::uint64_t> store_errors_{0};
   std::array<std::atomic<std::uint64_t>, std::size(all_item_outcomes)> outcomes_{};
 };
 

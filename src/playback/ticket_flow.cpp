@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
+#include <optional>
 #include <span>
+#include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -13,6 +17,7 @@
 
 #include "playback/request_writer.hpp"
 #include "playback/response_parser.hpp"
+#include "wandura/detail/printable.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/resilience/classify.hpp"
@@ -552,16 +557,52 @@ asio::awaitable<produced_t<R>> call_owning(std::shared_ptr<ticket_store> store, 
   }
 }
 
+/// A failure of the store that the call goes on without (ticket_store.hpp, "Errors"): anything it threw but a
+/// cancellation. Counted (`store_errors`) and written to the client's logger.
+void note_store_failure(client::impl& self, char const* operation, std::exception_ptr const& failure) noexcept {
+  self.metrics.add_store_error();
+  if (!self.engine.options().log) {
+    return;
+  }
+  try {
+    std::string why = "an exception not derived from std::exception";
+    try {
+      std::rethrow_exception(failure);
+    } catch (std::exception const& e) {
+      why = printable(e.what());
+    } catch (...) {
+    }
+    self.engine.write_log(log_level::warn, std::string("ticket store: ") + operation + " threw (" + why +
+                                               "); the call goes on without the store");
+  } catch (...) {
+    // Out of memory writing the line: the failure is counted.
+  }
+}
+
+/// Whether `failure`, thrown by the store, is a cancellation (which ends the call as it would a request's).
+bool is_cancellation(std::exception_ptr const& failure) noexcept {
+  try {
+    std::rethrow_exception(failure);
+  } catch (std::system_error const& e) {
+    return e.code() == asio::error::operation_aborted;
+  } catch (...) {
+    return false;
+  }
+}
+
 /// Awaits `call(store)` (a store operation; `call` owns its arguments) as an operation of the client's call
 /// registry, as a request is awaited, so that the client's end reaches a call waiting on its store: `~client()`
 /// and `shutdown()` complete the call with `operation_aborted` at once and cancel the store's coroutine (through
 /// its cancellation slot), and `shutdown()` completes only once that coroutine has ended. Only for what the store
 /// declined to do at once (`try_find`, `try_insert_many`): that costs the call nothing more. The wait ends at the
 /// call's `deadline` (the store's operation is then cancelled, as when the call is).
-/// @throws what the store throws; `operation_aborted` when the call is cancelled or the client ends;
+/// @returns what the operation produced; nullopt when the store failed (anything it threw but a cancellation:
+///          counted and logged, `note_store_failure`).
+/// @throws `operation_aborted` when the call is cancelled or the client ends, or the store threw it;
 ///         `errc::deadline_exceeded` when the deadline passes first.
 template <class R, class Call>
-asio::awaitable<R> await_store(client::impl& self, Call call, clock::time_point deadline) {
+asio::awaitable<std::optional<produced_t<R>>> await_store(client::impl& self, char const* operation, Call call,
+                                                          clock::time_point deadline) {
   using produced = produced_t<R>;
   if (deadline != clock::time_point::max() && self.time->now() >= deadline) {
     // Nothing is started that the wait would cancel at once (a store out of process may already have written).
@@ -582,11 +623,17 @@ asio::awaitable<R> await_store(client::impl& self, Call call, clock::time_point 
   if (waited) {
     throw error(waited, "ticket store: the call ended while the store was at work");
   }
-  if constexpr (std::is_void_v<R>) {
-    (void)op->take(); // rethrows what the store threw
-  } else {
-    co_return op->take();
+  std::exception_ptr failure;
+  try {
+    co_return op->take(); // rethrows what the store threw
+  } catch (...) {
+    failure = std::current_exception();
   }
+  if (is_cancellation(failure)) {
+    std::rethrow_exception(failure);
+  }
+  note_store_failure(self, operation, failure);
+  co_return std::nullopt;
 }
 
 } // namespace
@@ -598,16 +645,26 @@ asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call) {
   for (auto const& e : batch.episodes) {
     keys.push_back(key_for(batch, e));
   }
-  auto found_at_once = self.store->try_find(keys);
+  std::optional<std::vector<std::optional<ticket>>> found_at_once;
+  try {
+    found_at_once = self.store->try_find(keys);
+  } catch (...) {
+    note_store_failure(self, "try_find", std::current_exception());
+    co_return; // nothing stored: every episode is asked of the server
+  }
   std::vector<std::optional<ticket>> found;
   if (found_at_once) {
     found = std::move(*found_at_once);
   } else {
     auto lookup = await_store<std::vector<std::optional<ticket>>>(
-        self, [keys = std::move(keys)](ticket_store& store) mutable { return store.find(std::move(keys)); },
+        self, "find", [keys = std::move(keys)](ticket_store& store) mutable { return store.find(std::move(keys)); },
         call.settings.deadline);
     try {
-      found = co_await std::move(lookup); // named: GCC 12 and temporaries in co_await expressions
+      auto answered = co_await std::move(lookup); // named: GCC 12 and temporaries in co_await expressions
+      if (!answered) {
+        co_return; // the store failed: nothing stored
+      }
+      found = std::move(*answered);
     } catch (error const& e) {
       if (e.code() != errc::deadline_exceeded) {
         throw;
@@ -798,21 +855,37 @@ std::vector<std::pair<ticket_key, ticket>> fresh_tickets(ticket_call const& call
 
 } // namespace
 
+namespace {
+
+/// `try_insert_many`; a store that throws has failed (counted, logged) and is taken as having stored the tickets:
+/// they stay the caller's, unstored.
+bool try_store_at_once(client::impl& self, std::vector<std::pair<ticket_key, ticket>>& fresh) {
+  try {
+    return self.store->try_insert_many(fresh);
+  } catch (...) {
+    note_store_failure(self, "try_insert_many", std::current_exception());
+    return true;
+  }
+}
+
+} // namespace
+
 void store_fresh_at_once(client::impl& self, ticket_call& call) {
   auto fresh = fresh_tickets(call);
-  (void)self.store->try_insert_many(fresh);
+  (void)try_store_at_once(self, fresh);
 }
 
 asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
   auto fresh = fresh_tickets(call);
-  if (self.store->try_insert_many(fresh)) {
+  if (try_store_at_once(self, fresh)) {
     co_return;
   }
   auto insert = await_store<void>(
-      self, [fresh = std::move(fresh)](ticket_store& store) mutable { return store.insert_many(std::move(fresh)); },
+      self, "insert_many",
+      [fresh = std::move(fresh)](ticket_store& store) mutable { return store.insert_many(std::move(fresh)); },
       call.settings.deadline);
   try {
-    co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions
+    (void)co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions; nullopt: failed
   } catch (error const& e) {
     if (e.code() != errc::deadline_exceeded) {
       throw;

@@ -216,7 +216,17 @@ void retry_engine::notify_retry(retry_event const& event) {
   }
   if (options_.log) {
     try {
-      options_.log(log_level::warn, format_retry_line(event));
+      write_log(log_level::warn, format_retry_line(event));
+    } catch (...) {
+      counters_.hook_errors.fetch_add(1, std::memory_order_relaxed); // out of memory formatting the line
+    }
+  }
+}
+
+void retry_engine::write_log(log_level level, std::string_view message) noexcept {
+  if (options_.log) {
+    try {
+      options_.log(level, message);
     } catch (...) {
       counters_.hook_errors.fetch_add(1, std::memory_order_relaxed);
     }

@@ -33,7 +33,7 @@ namespace wandura::detail {
 /// The code an awaitable call's exception carries; writes the details of a `wandura::error` to `details` (when not
 /// null), and a default `error_info` there on success or for other exceptions. Codes: the exception's own for a
 /// `std::system_error` (a `wandura::error` included), `std::errc::not_enough_memory` for `std::bad_alloc`,
-/// `std::errc::io_error` for anything else (the SDK throws nothing else).
+/// `std::errc::io_error` for anything else (the SDK throws nothing else; a `viewer_limit` of the user's may).
 inline std::error_code to_error_code(std::exception_ptr const& failure, error_info* details) {
   if (details != nullptr) {
     *details = error_info{};

@@ -32,6 +32,9 @@ struct metrics_snapshot {
   std::uint64_t coalesced = 0;     ///< Calls that joined an identical call in flight instead of sending.
   std::uint64_t call_failures = 0; ///< Calls that ended with an exception (auth, deadline, cancellation, budget).
   std::uint64_t hook_errors = 0;   ///< Exceptions thrown by `retry_options::on_retry` or `log`, caught and ignored.
+  /// Failures of the ticket store (an exception other than cancellation) that a call went on without: a lookup
+  /// taken as "nothing stored", tickets left unstored (ticket_store.hpp, "Errors").
+  std::uint64_t store_errors = 0;
   /// Ticket batch items by outcome, indexed by `item_outcome`.
   std::array<std::uint64_t, std::size(all_item_outcomes)> outcomes{};
 

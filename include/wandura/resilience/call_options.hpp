@@ -67,8 +67,9 @@ struct retry_options {
   /// Tuning of the admission gate every attempt passes (admission_gate.hpp): how it paces a counter after a 429 or
   /// a shed, and the hook for long waits (`on_long_wait`). The defaults suit the Wandura API.
   admission_gate_options admission{};
-  /// Receives one WARN line per retry; none when empty. Called on the call's coroutine, before the backoff sleep;
-  /// must be thread-safe. If it throws, the exception is caught and ignored: the retry goes ahead as if the line had
+  /// Receives one WARN line per retry (on the call's coroutine, before the backoff sleep) and one per failure of the
+  /// client's ticket store that a call went on without (ticket_store.hpp, "Errors"); none when empty. Must be
+  /// thread-safe. If it throws, the exception is caught and ignored: the retry goes ahead as if the line had
   /// been written (a throwing logger never ends, delays or loses a call), and `wandura_hook_errors_total` (the
   /// client's `metrics_text()`, `retry_engine_stats::hook_errors`) counts it.
   logger log{};

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <asio/awaitable.hpp>
@@ -223,6 +224,9 @@ public:
   [[nodiscard]] retry_options const& options() const noexcept { return options_; }
   [[nodiscard]] http_sender& sender() const noexcept { return sender_; }
   [[nodiscard]] retry_engine_stats stats() const noexcept;
+  /// Writes `message` through `options().log` at `level`, when a logger is set. A throwing logger is counted
+  /// (`retry_engine_stats::hook_errors`) and otherwise ignored. Thread-safe as the logger is.
+  void write_log(log_level level, std::string_view message) noexcept;
 
 private:
   struct counters {

@@ -59,6 +59,7 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE and labelled outcom
   CHECK(contains_line(text, "wandura_calls_total 1"));
   CHECK(contains_line(text, "wandura_retries_total 0"));
   CHECK(contains_line(text, "wandura_hook_errors_total 0"));
+  CHECK(contains_line(text, "wandura_store_errors_total 0"));
   CHECK(contains_line(text, "# TYPE wandura_item_outcomes_total counter"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"not_ready\"} 1"));
   CHECK(contains_line(text, "wandura_item_outcomes_total{outcome=\"granted\"} 0"));
@@ -84,7 +85,7 @@ TEST_CASE("metrics: the Prometheus exposition has HELP, TYPE and labelled outcom
     CHECK(line.find_first_not_of("0123456789.", space + 1) == std::string::npos);
     ++samples;
   }
-  CHECK(samples == 9 + 9); // nine counters, nine item outcomes
+  CHECK(samples == 10 + 9); // ten counters, nine item outcomes
 }
 
 TEST_CASE("metrics: counts past a billion are written in every digit") {
