@@ -32,6 +32,12 @@ namespace wandura::testing {
 /// Sleeps complete by `asio::post` to the sleeping coroutine's executor, never inline in `advance`.
 /// Cancellation of a sleep must be emitted on the thread that runs the sleeping coroutine (the Asio rule for any
 /// cancellation slot).
+///
+/// @par Lifetime
+/// The clock and the execution contexts of its sleepers may end in either order. A sleep pending when its
+/// coroutine's context is shut down or destroyed is dropped with it: the coroutine is destroyed, never resumed (as
+/// with Asio's own timers), so what it holds (a client holding the clock, say) is freed, and the sleep is no longer
+/// pending. Sleeps pending when the clock is destroyed complete with `asio::error::operation_aborted`.
 class manual_clock final : public wandura::clock {
 public:
   /// Starts at steady time `1000 h` after the steady epoch (never near zero, so "time before start" is testable)
@@ -52,16 +58,18 @@ public:
   /// Advances exactly to the earliest pending wake-up (the wall clock by as much, saturating like `advance`);
   /// returns false (and does nothing) when nobody sleeps.
   bool advance_to_next_wakeup();
-  /// Sleepers not yet woken or cancelled.
+  /// Sleepers not yet woken, cancelled or dropped with their context.
   [[nodiscard]] std::size_t pending_sleeps() const;
   /// The earliest pending wake-up, if any.
   [[nodiscard]] std::optional<time_point> next_wakeup() const;
-  /// Total time the clock was advanced since construction (what the sleeps "cost").
+  /// Total time the clock was advanced since construction (what the sleeps "cost"); `duration::max()` when that is
+  /// more than a duration holds (a start before the steady epoch, then an advance to the end of time).
   [[nodiscard]] duration elapsed() const;
 
 private:
   struct sleeper;
   void wake_due(std::unique_lock<std::mutex>& lock);
+  void forget_dropped(); ///< Takes out the sleepers dropped with their context. Called with `mutex_` held.
 
   mutable std::mutex mutex_;
   time_point start_;

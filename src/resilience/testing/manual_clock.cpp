@@ -1,5 +1,9 @@
 #include "wandura/testing/manual_clock.hpp"
 
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -7,7 +11,9 @@
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
+#include <asio/execution/context.hpp>
 #include <asio/execution/outstanding_work.hpp>
+#include <asio/execution_context.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
@@ -17,11 +23,80 @@
 
 namespace wandura::testing {
 
-/// One pending sleep. `complete` posts the coroutine's handler; it is called exactly once, by whoever removed the
-/// sleeper from the table (an advance or the cancellation handler).
+namespace {
+
+/// A sleep's completion: the sleeping coroutine's handler, posted to its executor. Taken exactly once, by whoever
+/// gets it first: the clock (an advance, a cancellation, the clock's end), which posts it, or the end of the
+/// context the coroutine runs on, which drops it.
+class sleep_completion {
+public:
+  explicit sleep_completion(std::function<void(std::error_code)> post) : post_(std::move(post)) {}
+  [[nodiscard]] std::function<void(std::error_code)> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(post_, {});
+  }
+  /// False once taken: completed, or dropped with its context.
+  [[nodiscard]] bool pending() {
+    std::lock_guard lock(mutex_);
+    return static_cast<bool>(post_);
+  }
+
+private:
+  std::mutex mutex_;
+  std::function<void(std::error_code)> post_;
+};
+
+/// The sleeps started by coroutines of one execution context, dropped when it shuts down. Their handlers are held
+/// by the clock, not by the context, so a context destroyed with sleeps pending would otherwise leave them to be
+/// posted into freed memory by a later advance (or the clock's end), and the coroutines, with all they hold (a
+/// client holding the clock, say), would never be freed.
+class sleeps_of_context final : public asio::execution_context::service {
+public:
+  static asio::execution_context::id id; // NOLINT: Asio's service identity
+  explicit sleeps_of_context(asio::execution_context& context) : asio::execution_context::service(context) {}
+
+  void add(std::shared_ptr<sleep_completion> const& c) {
+    std::lock_guard lock(mutex_);
+    if (sleeps_.size() >= 2 * live_after_prune_ + 16) { // drop the ones completed since: bounded by the live ones
+      std::erase_if(sleeps_, [](auto const& w) { return w.expired(); });
+      live_after_prune_ = sleeps_.size();
+    }
+    sleeps_.push_back(c);
+  }
+
+private:
+  void shutdown() override {
+    std::vector<std::weak_ptr<sleep_completion>> left;
+    {
+      std::lock_guard lock(mutex_);
+      left.swap(sleeps_);
+    }
+    for (auto const& w : left) {
+      if (auto c = w.lock()) {
+        (void)c->take(); // the handler is destroyed here, outside every lock: its coroutine may end the clock
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<std::weak_ptr<sleep_completion>> sleeps_;
+  std::size_t live_after_prune_ = 0;
+};
+
+asio::execution_context::id sleeps_of_context::id;
+
+void complete(sleep_completion& c, std::error_code ec) {
+  if (auto post = c.take()) {
+    post(ec);
+  }
+}
+
+} // namespace
+
+/// One pending sleep, in the clock's table until an advance, a cancellation or the clock's end completes it.
 struct manual_clock::sleeper {
   std::uint64_t id = 0;
-  std::function<void(std::error_code)> complete;
+  std::shared_ptr<sleep_completion> completion;
 };
 
 manual_clock::manual_clock()
@@ -39,7 +114,7 @@ manual_clock::~manual_clock() {
     left.swap(sleepers_);
   }
   for (auto& [when, s] : left) {
-    s->complete(asio::error::operation_aborted);
+    complete(*s->completion, asio::error::operation_aborted);
   }
 }
 
@@ -59,14 +134,16 @@ asio::awaitable<std::error_code> manual_clock::sleep_until(time_point when) {
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto executor = asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
     auto shared = std::make_shared<handler_type>(std::move(handler));
+    auto& context = asio::query(executor, asio::execution::context);
     auto s = std::make_shared<sleeper>();
-    s->complete = [shared, executor, slot](std::error_code ec) mutable {
+    s->completion = std::make_shared<sleep_completion>([shared, executor, slot](std::error_code ec) mutable {
       // Completion is posted, never run inline in advance(); the slot is cleared on the coroutine's own executor.
       asio::post(executor, [shared, slot, ec]() mutable {
         slot.clear();
         std::move (*shared)(ec);
       });
-    };
+    });
+    asio::use_service<sleeps_of_context>(context).add(s->completion);
     std::uint64_t id = 0;
     {
       std::unique_lock lock(mutex_);
@@ -91,7 +168,7 @@ asio::awaitable<std::error_code> manual_clock::sleep_until(time_point when) {
           }
         }
         if (found) {
-          found->complete(asio::error::operation_aborted);
+          complete(*found->completion, asio::error::operation_aborted);
         }
       });
     }
@@ -109,8 +186,9 @@ void manual_clock::wake_due(std::unique_lock<std::mutex>& lock) {
   }
   lock.unlock();
   for (auto& s : due) {
-    s->complete({});
+    complete(*s->completion, {});
   }
+  due.clear(); // before locking again: a completion that could not be posted ends its coroutine here
   lock.lock();
 }
 
@@ -124,8 +202,13 @@ void manual_clock::advance(duration d) {
   wake_due(lock);
 }
 
+void manual_clock::forget_dropped() {
+  std::erase_if(sleepers_, [](auto const& entry) { return !entry.second->completion->pending(); });
+}
+
 bool manual_clock::advance_to_next_wakeup() {
   std::unique_lock lock(mutex_);
+  forget_dropped();
   if (sleepers_.empty()) {
     return false;
   }
@@ -140,20 +223,28 @@ bool manual_clock::advance_to_next_wakeup() {
 
 std::size_t manual_clock::pending_sleeps() const {
   std::lock_guard lock(mutex_);
-  return sleepers_.size();
+  return static_cast<std::size_t>(std::count_if(sleepers_.begin(), sleepers_.end(),
+                                                [](auto const& entry) { return entry.second->completion->pending(); }));
 }
 
 std::optional<manual_clock::time_point> manual_clock::next_wakeup() const {
   std::lock_guard lock(mutex_);
-  if (sleepers_.empty()) {
-    return std::nullopt;
+  for (auto const& [when, s] : sleepers_) {
+    if (s->completion->pending()) {
+      return when;
+    }
   }
-  return sleepers_.begin()->first;
+  return std::nullopt;
 }
 
 manual_clock::duration manual_clock::elapsed() const {
   std::lock_guard lock(mutex_);
-  return now_ - start_;
+  auto const from = start_.time_since_epoch();
+  auto const to = now_.time_since_epoch(); // never before start_: time does not go back
+  if (from < duration::zero() && to > duration::max() + from) {
+    return duration::max(); // a start before the epoch and an advance to the end of time
+  }
+  return to - from;
 }
 
 } // namespace wandura::testing

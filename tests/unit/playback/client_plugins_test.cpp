@@ -366,7 +366,7 @@ private:
 };
 } // namespace
 
-TEST_CASE("client ticket store: a store that throws is gone without, counted and logged; the call is answered") {
+TEST_CASE("client ticket store: a store that throws is gone without, counted and logged, and the call is answered") {
   // ticket_store.hpp, Errors: anything but a cancellation that a store throws does not fail the call: a lookup that
   // threw answers nothing (every episode goes to the server), tickets whose store threw are returned unstored.
   auto const fault = GENERATE(store_fault::try_find, store_fault::find, store_fault::try_insert, store_fault::insert,

@@ -1,11 +1,14 @@
 #include "wandura/testing/manual_clock.hpp"
 
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include <asio/awaitable.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
@@ -109,4 +112,65 @@ TEST_CASE("manual clock: a huge advance saturates at the end of time and wakes a
   CHECK(other.system_now() == std::chrono::system_clock::time_point::max());
   other.advance(1s); // already at the end: stays there
   CHECK(other.now() == manual_clock::time_point::max());
+}
+
+TEST_CASE("manual clock: elapsed saturates where a duration cannot hold it") {
+  manual_clock clock(manual_clock::time_point(-1000h), std::chrono::system_clock::time_point{});
+  clock.advance(manual_clock::duration::max());
+  CHECK(clock.now() == manual_clock::time_point::max());
+  CHECK(clock.elapsed() == manual_clock::duration::max());
+}
+
+namespace {
+/// Counts its destruction; made inside a sleeping coroutine, so that the coroutine's end shows.
+struct end_marker {
+  int* ended;
+  manual_clock* clock;
+  ~end_marker() {
+    ++*ended;
+    (void)clock->now(); // what a client's destructor does (its gate reads the clock): must not deadlock
+  }
+};
+
+asio::awaitable<void> sleep_holding(std::shared_ptr<manual_clock> clock, int* ended) {
+  end_marker marker{ended, clock.get()};
+  (void)co_await clock->sleep_until(clock->now() + 1h);
+}
+} // namespace
+
+TEST_CASE("manual clock: a sleep whose context ends first is dropped with it, its coroutine freed") {
+  // The clock outlives the context (declared first, or shared): the pending sleep must not be posted later into the
+  // freed context, and the coroutine, which holds the clock, must not be kept alive by it (a cycle).
+  auto clock = std::make_shared<manual_clock>();
+  int ended = 0;
+  {
+    asio::io_context io;
+    asio::co_spawn(io, sleep_holding(clock, &ended), asio::detached);
+    io.poll();
+    REQUIRE(clock->pending_sleeps() == 1);
+    CHECK(clock.use_count() == 2); // the coroutine's copy
+    CHECK(ended == 0);
+  }
+  CHECK(ended == 1);
+  CHECK(clock.use_count() == 1);
+  CHECK(clock->pending_sleeps() == 0);
+  CHECK_FALSE(clock->next_wakeup().has_value());
+  CHECK_FALSE(clock->advance_to_next_wakeup());
+  clock->advance(2h); // nothing to wake, nothing posted anywhere
+  CHECK(ended == 1);
+
+  SECTION("a sleep that came due before the context ended is dropped too") {
+    asio::io_context io;
+    asio::co_spawn(io, sleep_holding(clock, &ended), asio::detached);
+    io.poll();
+    clock->advance(2h); // posted to the context, never run
+    CHECK(clock->pending_sleeps() == 0);
+  }
+  SECTION("the clock ends after the context, a sleep pending") {
+    asio::io_context io;
+    asio::co_spawn(io, sleep_holding(clock, &ended), asio::detached);
+    io.poll();
+  }
+  CHECK(ended == 2);
+  clock.reset(); // the clock's end finds the dropped sleep and posts nothing
 }
