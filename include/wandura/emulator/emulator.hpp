@@ -74,7 +74,9 @@ struct film {
 
 /// The kinds of scripted fault of docs/protocol.md §4.
 enum class fault_kind {
-  status,          ///< Answer with `status` (flat error body, `Retry-After` when given) without executing.
+  status,          ///< Answer with `status` without executing: the error body (`Retry-After` when given), and for
+                   ///< a well-formed ticket batch its items too, each with that status, as the API answers a batch
+                   ///< (docs/protocol.md §1). A client reads such an answer item by item, as it reads the API's.
   delay,           ///< Execute slowly: after authentication and after the idempotency key is registered, wait `ms`
                    ///< before deciding (a repeat meanwhile gets `409 idempotency_in_progress`).
   reset,           ///< Execute, send the headers and half of the body, then reset the connection.
