@@ -20,6 +20,15 @@ saturating_add(std::chrono::time_point<Clock, ClockDuration> from, std::chrono::
   if (from >= time_point::max()) {
     return time_point::max();
   }
+  if (from.time_since_epoch() < ClockDuration::zero()) {
+    // Before the epoch the room to max() is more than a duration holds: add what one holds, then the rest from there
+    // (at or after the epoch, less one tick, after at most two steps).
+    auto const whole = std::chrono::floor<std::chrono::duration<Rep, Period>>(ClockDuration::max());
+    if (d <= whole) {
+      return from + std::chrono::duration_cast<ClockDuration>(d); // negative plus at most max(): no overflow
+    }
+    return saturating_add(from + std::chrono::duration_cast<ClockDuration>(whole), d - whole);
+  }
   auto const room = time_point::max() - from; // > 0: no overflow
   // Compared in the coarser of the two units, rounded down, so that neither side is multiplied up past its range.
   if (d >= std::chrono::floor<std::chrono::duration<Rep, Period>>(room)) {

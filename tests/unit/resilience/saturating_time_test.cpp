@@ -40,6 +40,23 @@ TEST_CASE("saturating time: from + d as usual, time_point::max() where it would 
   CHECK(saturating_add(from, std::chrono::duration<double>(1e300)) == time_point::max());
 }
 
+TEST_CASE("saturating time: from a time point before the epoch, where the room to max() is past a duration's range") {
+  time_point const before{-1000h};
+  CHECK(saturating_add(before, 1500ms) == before + 1500ms);
+  CHECK(saturating_add(before, 2000h) == time_point{1000h});
+  CHECK(saturating_add(before, std::chrono::nanoseconds::max()) == before + std::chrono::nanoseconds::max());
+  CHECK(saturating_add(before, std::chrono::milliseconds::max()) == time_point::max());
+  CHECK(saturating_add(before, std::chrono::hours::max()) == time_point::max());
+  CHECK(saturating_add(time_point::min(), std::chrono::nanoseconds::max()) == time_point{-1ns});
+  CHECK(saturating_add(time_point::min(), std::chrono::hours::max()) == time_point::max());
+  CHECK(saturating_add(time_point::min(), std::chrono::duration<double>(1e300)) == time_point::max());
+  // A whole duration's worth lands 1000 h before the end: the rest of the room is exactly 1000 h.
+  CHECK(saturating_add(before, std::chrono::nanoseconds::max()) + 1000h == time_point::max());
+  auto const edge = saturating_add(before, std::chrono::nanoseconds::max());
+  CHECK(saturating_add(edge, 1000h) == time_point::max());
+  CHECK(saturating_add(edge, 999h) == time_point::max() - 1h);
+}
+
 TEST_CASE("saturating time: from - d as usual, time_point::min() where it would overflow, never after from") {
   using wandura::detail::saturating_sub;
   time_point const from{1000h};

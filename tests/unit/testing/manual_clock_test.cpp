@@ -116,9 +116,12 @@ TEST_CASE("manual clock: a huge advance saturates at the end of time and wakes a
 
 TEST_CASE("manual clock: elapsed saturates where a duration cannot hold it") {
   manual_clock clock(manual_clock::time_point(-1000h), std::chrono::system_clock::time_point{});
-  clock.advance(manual_clock::duration::max());
-  CHECK(clock.now() == manual_clock::time_point::max());
+  clock.advance(manual_clock::duration::max()); // a whole duration: 1000 h short of the end
+  CHECK(clock.now() == manual_clock::time_point::max() - 1000h);
   CHECK(clock.elapsed() == manual_clock::duration::max());
+  clock.advance(1000h);
+  CHECK(clock.now() == manual_clock::time_point::max());
+  CHECK(clock.elapsed() == manual_clock::duration::max()); // 1000 h more than a duration holds
 }
 
 namespace {
