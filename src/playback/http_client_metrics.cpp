@@ -125,8 +125,10 @@ http_client_metrics::http_client_metrics(std::shared_ptr<attempt_observer> trace
 
 http_client_metrics::~http_client_metrics() {
   for (auto& per_operation : attempts_) {
-    for (auto& slot : per_operation) {
-      delete slot.load(std::memory_order_relaxed);
+    for (auto& per_method : per_operation) {
+      for (auto& slot : per_method) {
+        delete slot.load(std::memory_order_relaxed);
+      }
     }
   }
   for (auto& per_operation : calls_) {
@@ -154,7 +156,6 @@ http_client_metrics::row* http_client_metrics::row_at(std::atomic<row*>& slot) n
 
 void* http_client_metrics::on_attempt_begin(attempt_begin const& attempt) noexcept {
   auto const op = operation_index(attempt.operation);
-  methods_[op].store(attempt.method == "POST" ? 2 : 1, std::memory_order_relaxed);
   auto const resend = attempt.resend_count < 0 ? std::size_t{0} : static_cast<std::size_t>(attempt.resend_count);
   resends_[op][resend < resend_slots ? resend : resend_slots - 1].fetch_add(1, std::memory_order_relaxed);
   return tracer_ ? tracer_->on_attempt_begin(attempt) : nullptr;
@@ -169,7 +170,8 @@ void http_client_metrics::on_attempt_end(void* context, attempt_begin const& att
   } else {
     slot = status_rows + (end.error_type.empty() ? other_index : error_type_index(end.error_type));
   }
-  if (auto* r = row_at(attempts_[op][slot])) {
+  std::size_t const method = attempt.method == methods[1] ? 1 : 0; // POST, else GET (`http_method` has no other)
+  if (auto* r = row_at(attempts_[op][method][slot])) {
     r->observe(end.duration);
   }
   if (tracer_) {
@@ -199,24 +201,25 @@ std::vector<metric_family> http_client_metrics::collect() const {
                       {}};
   for (std::size_t op = 0; op < operations.size(); ++op) {
     std::string const operation(operations[op]);
-    auto const method = methods_[op].load(std::memory_order_relaxed) == 2 ? "POST" : "GET";
-    for (std::size_t slot = 0; slot < attempt_slots; ++slot) {
-      auto const* r = attempts_[op][slot].load(std::memory_order_acquire);
-      if (r == nullptr) {
-        continue;
-      }
-      std::vector<std::pair<std::string, std::string>> labels{{"wandura_operation", operation},
-                                                              {"http_request_method", method}};
-      if (slot < status_rows) {
-        auto const status = std::to_string(slot + 100);
-        labels.emplace_back("http_response_status_code", status);
-        if (slot + 100 >= 400) {
-          labels.emplace_back("error_type", status);
+    for (std::size_t m = 0; m < methods.size(); ++m) {
+      for (std::size_t slot = 0; slot < attempt_slots; ++slot) {
+        auto const* r = attempts_[op][m][slot].load(std::memory_order_acquire);
+        if (r == nullptr) {
+          continue;
         }
-      } else {
-        labels.emplace_back("error_type", error_index_name(slot - status_rows));
+        std::vector<std::pair<std::string, std::string>> labels{{"wandura_operation", operation},
+                                                                {"http_request_method", std::string(methods[m])}};
+        if (slot < status_rows) {
+          auto const status = std::to_string(slot + 100);
+          labels.emplace_back("http_response_status_code", status);
+          if (slot + 100 >= 400) {
+            labels.emplace_back("error_type", status);
+          }
+        } else {
+          labels.emplace_back("error_type", error_index_name(slot - status_rows));
+        }
+        attempts.series.push_back(histogram_series(*r, std::move(labels)));
       }
-      attempts.series.push_back(histogram_series(*r, std::move(labels)));
     }
     for (std::size_t n = 0; n < resend_slots; ++n) {
       auto const value = resends_[op][n].load(std::memory_order_relaxed);

@@ -9,8 +9,10 @@
 // Series (the OpenTelemetry names, translated to Prometheus as the OpenTelemetry exporters do: dots become
 // underscores, the unit is a suffix):
 // - `http_client_request_duration_seconds`, one observation per HTTP attempt, labels `wandura_operation`,
-//   `http_request_method`, `http_response_status_code` (when a response arrived), `error_type` (when the attempt
-//   failed: the status, or the transport error's short name); buckets 0.005 ... 10 s, the conventions' defaults.
+//   `http_request_method`, `http_response_status_code` (when a response was read: an attempt whose response the
+//   transport gave up on, `response_too_large` or `connection_reset` say, has none, as `error_info::http_status`;
+//   nor does a status under 400 reported with an error), `error_type` (when the attempt failed: the status, or the
+//   error's short name); buckets 0.005 ... 10 s, the conventions' defaults.
 // - `wandura_http_client_attempts_total`, attempts by `wandura_operation` and `http_request_resend_count` (0 for
 //   first attempts, 1 for first retries, ...; "10" counts the tenth retry and later ones).
 // - `wandura_call_duration_seconds`, one observation per logical call, failed calls included, labels `operation`
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -95,10 +98,13 @@ private:
   row* row_at(std::atomic<row*>& slot) noexcept;
 
   std::shared_ptr<attempt_observer> tracer_;
-  std::array<std::array<std::atomic<row*>, attempt_slots>, operations.size()> attempts_{};
+  /// The methods an attempt's rows are kept apart by (`http_request_method`): `http_method`'s, GET and POST.
+  static constexpr std::array<std::string_view, 2> methods = {"GET", "POST"};
+  /// Rows by operation, then method, then status or error kind: one operation's attempts (above all "other"'s,
+  /// which gathers every operation the recorder does not know) may be sent with either method.
+  std::array<std::array<std::array<std::atomic<row*>, attempt_slots>, methods.size()>, operations.size()> attempts_{};
   std::array<std::array<std::atomic<row*>, call_slots>, operations.size()> calls_{};
   std::array<std::array<std::atomic<std::uint64_t>, resend_slots>, operations.size()> resends_{};
-  std::array<std::atomic<std::uint8_t>, operations.size()> methods_{}; // 0 unknown, 1 GET, 2 POST
 };
 
 /// `families` (from `http_client_metrics::collect()`, all or some of them) in the Prometheus text exposition format

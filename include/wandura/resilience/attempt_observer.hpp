@@ -104,8 +104,9 @@ public:
 /// The OpenTelemetry `error.type` of an attempt that ended with `status` (0: none) and `error`: "" on success
 /// (no error and a status of 100-399, or none), the status as three digits for a status of 400-599, else the short
 /// name of the error code (`to_string(errc)`, "operation_aborted" for cancellation), or "_OTHER" (another error, or
-/// a status outside 100-599 without one: `http_client_metrics` counts such an attempt under "_OTHER" too). Static
-/// storage; no allocation.
+/// a status outside 100-599 and not 0 without one: `http_client_metrics` counts such an attempt under "_OTHER" too,
+/// as it does one with neither a status nor an error, which the SDK never reports: an attempt without a response
+/// has an error). Static storage; no allocation.
 [[nodiscard]] std::string_view attempt_error_type(int status, std::error_code error) noexcept;
 
 /// `attempt_begin::method` for a method.

@@ -107,6 +107,21 @@ TEST_CASE("http client metrics: unknown operations count as other, the tenth ret
   CHECK(resends.series.back().value == 3);
 }
 
+TEST_CASE("http client metrics: one operation's attempts by each method are series of their own") {
+  // Two operations the recorder does not know are both "other": a POST of one and a GET of the other each keep
+  // their own method.
+  wandura::http_client_metrics m;
+  attempt(m, "my_custom_op", wandura::http_method::post, 0, 201, {}, 1ms);
+  attempt(m, "my_other_op", wandura::http_method::get, 0, 200, {}, 1ms);
+  attempt(m, "my_other_op", wandura::http_method::get, 0, 200, {}, 1ms);
+  auto const text = m.to_prometheus();
+  CHECK(text.find("http_client_request_duration_seconds_count{wandura_operation=\"other\",http_request_method=\"POST\","
+                  "http_response_status_code=\"201\"} 1\n") != std::string::npos);
+  CHECK(text.find("http_client_request_duration_seconds_count{wandura_operation=\"other\",http_request_method=\"GET\","
+                  "http_response_status_code=\"200\"} 2\n") != std::string::npos);
+  CHECK(text.find("http_request_method=\"GET\",http_response_status_code=\"201\"") == std::string::npos);
+}
+
 TEST_CASE("http client metrics: a sum that needs 17 significant digits is written exactly") {
   wandura::http_client_metrics m;
   m.on_call_end({"get_film", {}, std::chrono::nanoseconds{474'855'926'290'448'384}}); // about 15 years
