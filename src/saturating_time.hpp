@@ -4,12 +4,13 @@
 #pragma once
 
 #include <chrono>
+#include <type_traits>
 
 namespace wandura::detail {
 
-/// `from + d`, saturating at `time_point::max()` instead of overflowing, for any duration type (converted without
-/// overflow either). A negative or zero `d` gives `from`: a time point computed from a duration never lies before
-/// the moment it was computed from.
+/// `from + d`, saturating at `time_point::max()` instead of overflowing, for a duration of 64-bit integer or
+/// floating-point ticks no finer than the clock's (converted without overflow either). A negative or zero `d` gives
+/// `from`: a time point computed from a duration never lies before the moment it was computed from.
 template <typename Clock, typename ClockDuration, typename Rep, typename Period>
 [[nodiscard]] constexpr std::chrono::time_point<Clock, ClockDuration>
 saturating_add(std::chrono::time_point<Clock, ClockDuration> from, std::chrono::duration<Rep, Period> d) noexcept {
@@ -23,7 +24,9 @@ saturating_add(std::chrono::time_point<Clock, ClockDuration> from, std::chrono::
   if (from.time_since_epoch() < ClockDuration::zero()) {
     // Before the epoch the room to max() is more than a duration holds: add what one holds, then the rest from there
     // (at or after the epoch, less one tick, after at most two steps).
-    auto const whole = std::chrono::floor<std::chrono::duration<Rep, Period>>(ClockDuration::max());
+    // A floating-point duration cannot hold max() itself (it rounds up, one past it, 2^63 ticks): half of it.
+    auto const whole = std::chrono::floor<std::chrono::duration<Rep, Period>>(
+        std::is_floating_point_v<Rep> ? ClockDuration::max() / 2 : ClockDuration::max());
     if (d <= whole) {
       return from + std::chrono::duration_cast<ClockDuration>(d); // negative plus at most max(): no overflow
     }

@@ -579,27 +579,16 @@ void note_store_failure(client::impl& self, char const* operation, std::exceptio
   }
 }
 
-/// Whether `failure`, thrown by the store, is a cancellation (which ends the call as it would a request's).
-bool is_cancellation(std::exception_ptr const& failure) noexcept {
-  try {
-    std::rethrow_exception(failure);
-  } catch (std::system_error const& e) {
-    return e.code() == asio::error::operation_aborted;
-  } catch (...) {
-    return false;
-  }
-}
-
 /// Awaits `call(store)` (a store operation; `call` owns its arguments) as an operation of the client's call
 /// registry, as a request is awaited, so that the client's end reaches a call waiting on its store: `~client()`
 /// and `shutdown()` complete the call with `operation_aborted` at once and cancel the store's coroutine (through
 /// its cancellation slot), and `shutdown()` completes only once that coroutine has ended. Only for what the store
 /// declined to do at once (`try_find`, `try_insert_many`): that costs the call nothing more. The wait ends at the
 /// call's `deadline` (the store's operation is then cancelled, as when the call is).
-/// @returns what the operation produced; nullopt when the store failed (anything it threw but a cancellation:
-///          counted and logged, `note_store_failure`).
-/// @throws `operation_aborted` when the call is cancelled or the client ends, or the store threw it;
-///         `errc::deadline_exceeded` when the deadline passes first.
+/// @returns what the operation produced; nullopt when the store failed (it threw while the call was neither
+///          cancelled nor ended, even `operation_aborted`, its own then: counted and logged, `note_store_failure`).
+/// @throws `operation_aborted` when the call is cancelled or the client ends; `errc::deadline_exceeded` when the
+///         deadline passes first.
 template <class R, class Call>
 asio::awaitable<std::optional<produced_t<R>>> await_store(client::impl& self, char const* operation, Call call,
                                                           clock::time_point deadline) {
@@ -623,14 +612,12 @@ asio::awaitable<std::optional<produced_t<R>>> await_store(client::impl& self, ch
   if (waited) {
     throw error(waited, "ticket store: the call ended while the store was at work");
   }
+  // The call's own cancellation and end came through the wait above: whatever the store threw is its own failure.
   std::exception_ptr failure;
   try {
     co_return op->take(); // rethrows what the store threw
   } catch (...) {
     failure = std::current_exception();
-  }
-  if (is_cancellation(failure)) {
-    std::rethrow_exception(failure);
   }
   note_store_failure(self, operation, failure);
   co_return std::nullopt;

@@ -121,8 +121,8 @@ void prepare(client::impl& self, ticket_call& call, call_options const& options)
 
 /// Answers from the ticket store every episode it holds a reusable ticket for (one lookup for the batch). Awaited
 /// only when `call.reuses`, after `call.settings` is set: a lookup still running at its deadline is cancelled.
-/// @throws what the store throws (`operation_aborted` when cancelled), `errc::deadline_exceeded` when the deadline
-///         passes during the lookup.
+/// A store that throws answers nothing (counted in `store_errors`, logged). @throws `operation_aborted` when the
+/// call is cancelled or the client ends during the lookup, `errc::deadline_exceeded` when the deadline passes then.
 [[nodiscard]] asio::awaitable<void> reuse_stored(client::impl& self, ticket_call& call);
 
 /// Leaves in `call.pending` the episodes no stored ticket answered, minus the prefetches the playback counter has
@@ -163,7 +163,8 @@ void merge(ticket_call& call, sending& sent, std::error_code waited);
 
 /// Stores every fresh ticket of `call.result` in the ticket store, for reuse by later calls (of any process sharing
 /// the store). A store still at work when the call's deadline passes is cancelled and the tickets go unstored: the
-/// call keeps them. @throws what the store throws (`operation_aborted` when cancelled).
+/// call keeps them, as it does when the store throws (counted in `store_errors`, logged). @throws `operation_aborted`
+/// when the call is cancelled or the client ends while the store works.
 [[nodiscard]] asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call);
 
 /// `store_fresh` without waiting: the tickets the store takes at once (`try_insert_many`), else none. For a call

@@ -229,8 +229,9 @@ public:
   ///         `unreadable_item_code`) and retries ran out or may not be made (an unkeyed write), `errc::unavailable` for
   ///         a status without items that the policy retries when no retry is left (a proxy's 503 on every attempt),
   ///         `errc::http_error` for a final status without items (e.g. 400). Besides these, what a
-  ///         `client_options::viewer_limit` of the caller's throws, as thrown (viewer_limit.hpp, "Errors"); a
-  ///         ticket store's failures never fail a call (ticket_store.hpp, "Errors").
+  ///         `client_options::viewer_limit` of the caller's throws, as thrown (viewer_limit.hpp, "Errors"). What a
+  ///         ticket store throws never fails a call (ticket_store.hpp, "Errors"); the call's own deadline or
+  ///         cancellation while the store works does, as above.
   /// @par Retries and idempotency
   /// One automatic key per request (reused on every retry of that request), or `options.idempotency_key` for the
   /// first request; per-item retry requests always get fresh automatic keys, and none is made when

@@ -57,8 +57,9 @@ struct ticket_key_hash {
 /// @par Errors
 /// A store answers "nothing stored" rather than fail when its backing service is away (degrade, never block); it
 /// throws only `wandura::error` with `asio::error::operation_aborted` when the awaiting coroutine is cancelled
-/// (the client's call then fails the same way). Anything else it throws, from any operation, the client's call goes
-/// on without: a lookup that threw answers nothing (every episode is asked of the server), tickets whose store threw
+/// (the client's call then fails the same way, being cancelled itself). Anything a store throws while the call is
+/// not cancelled (an `operation_aborted` of its own included), from any operation, the client's call goes on
+/// without: a lookup that threw answers nothing (every episode is asked of the server), tickets whose store threw
 /// are returned unstored. Each such failure is counted (`metrics_snapshot::store_errors`,
 /// `wandura_store_errors_total`) and written as a WARN line to `retry_options::log`, with the exception's `what()`.
 /// @par Cancellation

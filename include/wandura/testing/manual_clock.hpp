@@ -37,7 +37,8 @@ namespace wandura::testing {
 /// The clock and the execution contexts of its sleepers may end in either order. A sleep pending when its
 /// coroutine's context is shut down or destroyed is dropped with it: the coroutine is destroyed, never resumed (as
 /// with Asio's own timers), so what it holds (a client holding the clock, say) is freed, and the sleep is no longer
-/// pending. Sleeps pending when the clock is destroyed complete with `asio::error::operation_aborted`.
+/// pending. Sleeps pending when the clock is destroyed complete with `asio::error::operation_aborted` (a
+/// cancellation emitted after that finds them done and touches nothing of the clock).
 class manual_clock final : public wandura::clock {
 public:
   /// Starts at steady time `1000 h` after the steady epoch (never near zero, so "time before start" is testable)
@@ -69,13 +70,13 @@ public:
 private:
   struct sleeper;
   void wake_due(std::unique_lock<std::mutex>& lock);
-  void forget_dropped(); ///< Takes out the sleepers dropped with their context. Called with `mutex_` held.
+  /// Takes out the sleepers cancelled or dropped with their context. Called with `mutex_` held.
+  void forget_dropped();
 
   mutable std::mutex mutex_;
   time_point start_;
   time_point now_;
   std::chrono::system_clock::time_point wall_now_;
-  std::uint64_t next_id_ = 0;
   /// Keyed by (wake-up time, registration order) so that wake-ups are ordered and ties stay in arrival order.
   std::multimap<time_point, std::shared_ptr<sleeper>> sleepers_;
 };

@@ -25,17 +25,31 @@ namespace wandura::testing {
 
 namespace {
 
-/// A sleep's completion: the sleeping coroutine's handler, posted to its executor. Taken exactly once, by whoever
-/// gets it first: the clock (an advance, a cancellation, the clock's end), which posts it, or the end of the
-/// context the coroutine runs on, which drops it.
+/// A sleep's completion: the sleeping coroutine's handler, posted to its executor. Done exactly once, by whoever
+/// comes first: the clock (an advance, the clock's end) or a cancellation, which post it, or the end of the context
+/// the coroutine runs on, which drops it. A post is made under the completion's lock, so that the context's end,
+/// which takes the same lock to drop it, cannot finish (and free the context) while a post into it is under way:
+/// the posted handler is then destroyed by the context's own shutdown.
 class sleep_completion {
 public:
   explicit sleep_completion(std::function<void(std::error_code)> post) : post_(std::move(post)) {}
-  [[nodiscard]] std::function<void(std::error_code)> take() {
+  /// Posts the handler with `ec`, unless it was done already.
+  void complete(std::error_code ec) {
+    std::function<void(std::error_code)> done; // destroyed after the lock is released (declared before it)
     std::lock_guard lock(mutex_);
-    return std::exchange(post_, {});
+    if (!post_) {
+      return;
+    }
+    done = std::exchange(post_, {});
+    done(ec);
   }
-  /// False once taken: completed, or dropped with its context.
+  /// Drops the handler (its coroutine is destroyed, never resumed), unless it was done already.
+  void drop() {
+    std::function<void(std::error_code)> dropped; // destroyed after the lock is released
+    std::lock_guard lock(mutex_);
+    dropped = std::exchange(post_, {});
+  }
+  /// False once done: completed, or dropped with its context.
   [[nodiscard]] bool pending() {
     std::lock_guard lock(mutex_);
     return static_cast<bool>(post_);
@@ -73,7 +87,7 @@ private:
     }
     for (auto const& w : left) {
       if (auto c = w.lock()) {
-        (void)c->take(); // the handler is destroyed here, outside every lock: its coroutine may end the clock
+        c->drop(); // the handler is destroyed outside every lock: its coroutine may end the clock
       }
     }
   }
@@ -85,17 +99,11 @@ private:
 
 asio::execution_context::id sleeps_of_context::id;
 
-void complete(sleep_completion& c, std::error_code ec) {
-  if (auto post = c.take()) {
-    post(ec);
-  }
-}
-
 } // namespace
 
-/// One pending sleep, in the clock's table until an advance, a cancellation or the clock's end completes it.
+/// One sleep, in the clock's table until an advance passes it or the clock ends. Cancelled or dropped with its
+/// context, it is no longer pending (`sleep_completion::pending`) and is taken out by the next advance.
 struct manual_clock::sleeper {
-  std::uint64_t id = 0;
   std::shared_ptr<sleep_completion> completion;
 };
 
@@ -114,7 +122,7 @@ manual_clock::~manual_clock() {
     left.swap(sleepers_);
   }
   for (auto& [when, s] : left) {
-    complete(*s->completion, asio::error::operation_aborted);
+    s->completion->complete(asio::error::operation_aborted);
   }
 }
 
@@ -144,31 +152,22 @@ asio::awaitable<std::error_code> manual_clock::sleep_until(time_point when) {
       });
     });
     asio::use_service<sleeps_of_context>(context).add(s->completion);
-    std::uint64_t id = 0;
+    std::weak_ptr<sleep_completion> const completion = s->completion;
     {
       std::unique_lock lock(mutex_);
-      id = s->id = ++next_id_;
-      sleepers_.emplace(when, s);
+      sleepers_.emplace(when, std::move(s));
       if (when <= now_) {
         wake_due(lock);
         return;
       }
     }
     if (slot.is_connected()) {
-      slot.assign([this, id](asio::cancellation_type) {
-        std::shared_ptr<sleeper> found;
-        {
-          std::lock_guard lock(mutex_);
-          for (auto it = sleepers_.begin(); it != sleepers_.end(); ++it) {
-            if (it->second->id == id) {
-              found = it->second;
-              sleepers_.erase(it);
-              break;
-            }
-          }
-        }
-        if (found) {
-          complete(*found->completion, asio::error::operation_aborted);
+      // The completion alone, not the clock: a cancellation may come after the clock's end (which posted the
+      // sleep's completion, and the slot is cleared only when that runs). Weak: the completion holds the coroutine,
+      // whose slot holds this.
+      slot.assign([completion](asio::cancellation_type) {
+        if (auto c = completion.lock()) {
+          c->complete(asio::error::operation_aborted);
         }
       });
     }
@@ -186,14 +185,15 @@ void manual_clock::wake_due(std::unique_lock<std::mutex>& lock) {
   }
   lock.unlock();
   for (auto& s : due) {
-    complete(*s->completion, {});
+    s->completion->complete({});
   }
-  due.clear(); // before locking again: a completion that could not be posted ends its coroutine here
+  due.clear(); // the sleepers, before locking again
   lock.lock();
 }
 
 void manual_clock::advance(duration d) {
   std::unique_lock lock(mutex_);
+  forget_dropped();
   if (d > duration::zero()) {
     // Saturating: a huge step (duration::max()) ends at the end of time rather than wrapping around before it.
     now_ = detail::saturating_add(now_, d);

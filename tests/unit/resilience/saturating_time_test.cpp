@@ -50,6 +50,9 @@ TEST_CASE("saturating time: from a time point before the epoch, where the room t
   CHECK(saturating_add(time_point::min(), std::chrono::nanoseconds::max()) == time_point{-1ns});
   CHECK(saturating_add(time_point::min(), std::chrono::hours::max()) == time_point::max());
   CHECK(saturating_add(time_point::min(), std::chrono::duration<double>(1e300)) == time_point::max());
+  CHECK(saturating_add(time_point{-1ns}, std::chrono::duration<double>(9.3e9)) == time_point::max());
+  CHECK(saturating_add(before, std::chrono::duration<float>(1e10F)) == time_point::max());
+  CHECK(saturating_add(before, std::chrono::duration<double>(3600.0)) == before + 1h);
   // A whole duration's worth lands 1000 h before the end: the rest of the room is exactly 1000 h.
   CHECK(saturating_add(before, std::chrono::nanoseconds::max()) + 1000h == time_point::max());
   auto const edge = saturating_add(before, std::chrono::nanoseconds::max());

@@ -177,3 +177,20 @@ TEST_CASE("manual clock: a sleep whose context ends first is dropped with it, it
   CHECK(ended == 2);
   clock.reset(); // the clock's end finds the dropped sleep and posts nothing
 }
+
+TEST_CASE("manual clock: a cancellation emitted after the clock's end finds the sleep done") {
+  // The clock's end posts operation_aborted; the sleep's cancellation slot is cleared only when that runs, so a
+  // cancellation emitted before it reaches the slot's handler, which must not touch the clock any more.
+  asio::io_context io;
+  auto clock = std::make_unique<manual_clock>();
+  asio::cancellation_signal signal;
+  std::vector<int> order;
+  sleep(io, *clock, clock->now() + 1h, order, 1, signal.slot());
+  io.poll();
+  REQUIRE(clock->pending_sleeps() == 1);
+  clock.reset();
+  signal.emit(asio::cancellation_type::terminal);
+  io.restart();
+  io.poll();
+  CHECK(order == std::vector<int>{-1}); // completed once, aborted
+}
