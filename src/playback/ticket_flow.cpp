@@ -557,8 +557,8 @@ asio::awaitable<produced_t<R>> call_owning(std::shared_ptr<ticket_store> store, 
   }
 }
 
-/// A failure of the store that the call goes on without (ticket_store.hpp, "Errors"): anything it threw but a
-/// cancellation. Counted (`store_errors`) and written to the client's logger.
+/// A failure of the store that the call goes on without (ticket_store.hpp, "Errors"): anything it threw while the
+/// call was not cancelled. Counted (`store_errors`) and written to the client's logger.
 void note_store_failure(client::impl& self, char const* operation, std::exception_ptr const& failure) noexcept {
   self.metrics.add_store_error();
   if (!self.engine.options().log) {
