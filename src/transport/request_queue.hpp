@@ -40,7 +40,9 @@ public:
   /// A request handed to libcurl left it (finished, cancelled or aborted).
   void deactivated() noexcept { --active_; }
 
-  /// Appends `t` (phase becomes `queued`); arms the deadline timer for its attempt timeout.
+  /// Appends `t` (phase becomes `queued`); arms the deadline timer for its attempt timeout. When it throws (out of
+  /// memory growing the queue or starting the wait), `t` is not queued; the timer may be left unarmed, for the next
+  /// push to arm (the requests queued before still get their slots as requests in flight end).
   template <class Handler> void push(transfer* t, Handler const& handler);
   /// The next request to activate when there is room, else nullptr; disarms the timer once the queue is empty.
   [[nodiscard]] transfer* pop_ready() noexcept;
@@ -74,12 +76,18 @@ private:
 };
 
 template <class Handler> void request_queue::push(transfer* t, Handler const& handler) {
-  t->phase = transfer_phase::queued;
-  t->queued_at = clock::now();
+  auto const queued_at = clock::now();
   queue_.push_back(t);
   if (t->options.timeout.count() > 0) {
-    arm(deadline_of(*t), handler);
+    try {
+      arm(attempt_deadline(queued_at, t->options.timeout), handler);
+    } catch (...) {
+      queue_.pop_back();
+      throw;
+    }
   }
+  t->phase = transfer_phase::queued;
+  t->queued_at = queued_at;
 }
 
 template <class Handler, class Expired>

@@ -174,7 +174,14 @@ void transport_impl::start(transfer* t) {
     return;
   }
   if (!queue_.has_room()) {
-    queue_.push(t, queue_handler());
+    try {
+      queue_.push(t, queue_handler());
+    } catch (...) {
+      // Out of memory: this request fails alone (left unqueued), rather than the exception leaving the strand's
+      // handler through io_context::run().
+      complete(t, make_error_code(errc::transport_failed), "out of memory queueing the request");
+      return;
+    }
     publish_stats();
     return;
   }

@@ -113,9 +113,14 @@ void transport_impl::on_queue_deadline(std::uint64_t generation, std::error_code
   if (state_ != state::running) {
     return;
   }
-  queue_.on_fired(generation, ec, queue_handler(), [this](transfer* t) {
-    complete(t, make_error_code(errc::attempt_timeout), "attempt timeout passed while queued behind max_in_flight");
-  });
+  try {
+    queue_.on_fired(generation, ec, queue_handler(), [this](transfer* t) {
+      complete(t, make_error_code(errc::attempt_timeout), "attempt timeout passed while queued behind max_in_flight");
+    });
+  } catch (...) {
+    // Out of memory re-arming the wait: the requests still queued get their slots as others end, and the next
+    // push arms the wait for their deadlines.
+  }
   publish_stats();
 }
 

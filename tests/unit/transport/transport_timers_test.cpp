@@ -119,7 +119,7 @@ TEST_CASE("curl_timer: a wait that failed to re-arm after an early wake is start
   CHECK(timer.on_fired(log[2].generation, log[2].ec, recording(log)) == curl_timer::wake::due);
 }
 
-TEST_CASE("request_queue: a deadline wait that failed to start does not hold back the next request's",
+TEST_CASE("request_queue: a push that failed leaves its request unqueued and does not hold back the next request's",
           "[transport][timer]") {
   asio::io_context io(1);
   auto strand = asio::make_strand(io.get_executor());
@@ -129,15 +129,21 @@ TEST_CASE("request_queue: a deadline wait that failed to start does not hold bac
   request_queue queue(s, 1);
   wandura::detail::transfer first(sockets, hooks);
   wandura::detail::transfer second(sockets, hooks);
+  wandura::detail::transfer third(sockets, hooks);
   first.options.timeout = 20ms;
   second.options.timeout = 40ms;
+  third.options.timeout = 20ms;
   bool fail = true;
   std::vector<fired> log;
   flaky_handler const handler(fail, log);
 
   queue.activated(); // the one slot is taken: both wait
   CHECK_THROWS_AS(queue.push(&first, handler), std::bad_alloc);
+  // Not queued: the transport fails that request alone, and it must not come out of the queue later as well.
+  CHECK(queue.waiting() == 0);
+  CHECK(first.phase != wandura::detail::transfer_phase::queued);
   fail = false;
+  queue.push(&third, handler);
   queue.push(&second, handler);
   CHECK(queue.waiting() == 2);
 
@@ -154,7 +160,7 @@ TEST_CASE("request_queue: a deadline wait that failed to start does not hold bac
     log.clear();
   }
   REQUIRE(expired.size() == 2);
-  CHECK(expired[0] == &first);
+  CHECK(expired[0] == &third);
   CHECK(expired[1] == &second);
   CHECK(queue.waiting() == 0);
 }
