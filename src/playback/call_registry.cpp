@@ -163,12 +163,30 @@ void call_registry::leave(std::weak_ptr<state> weak, std::shared_ptr<operation_b
     return;
   }
   std::unique_lock lock(s->mutex);
+  if (why == asio::error::operation_aborted) {
+    waiter* staying = op->waiters.find(id);
+    if (staying == nullptr || staying->cancelled) {
+      return; // already completed, or its cancellation is the operation's already
+    }
+    // The operation's last waiter, on its context: the cancellation goes to the operation, and the waiter completes
+    // with the operation's end, as the retry engine ends it (a 2xx read before the cancellation came stands: its
+    // tickets are the caller's, not spent for nothing). Cancelled, the operation ends within a few handlers of its
+    // context (it sends nothing more, an attempt on the wire is aborted, a wait ends).
+    if (staying->ends_with_operation && op->waiters.size() == 1 && op->arriving == 0 && !op->done) {
+      staying->cancelled = true;
+      s->forget_key(*op); // nobody may join it, and it sends nothing more
+      lock.unlock();
+      cancel_operation(op);
+      return;
+    }
+  }
   std::optional<waiter> w = op->waiters.remove(id);
   if (!w) {
     return; // already completed
   }
-  // The last waiter, and no caller given the operation is still on its way to wait for it (`arriving`).
-  bool const last = op->waiters.empty() && op->arriving == 0 && !op->done;
+  // The last waiter, and no caller given the operation is still on its way to wait for it (`arriving`); one whose
+  // cancellation went to the operation has cancelled it already.
+  bool const last = op->waiters.empty() && op->arriving == 0 && !op->done && !w->cancelled;
   if (last) {
     s->forget_key(*op); // nobody waits for it any more: nobody may join it either, and it sends nothing more
   }

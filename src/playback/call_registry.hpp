@@ -6,7 +6,10 @@
 // Every caller, the one that started it included, is a *waiter*: it waits under its own deadline and its own
 // cancellation slot, and leaves alone. An operation started with a key may be joined by later callers with an equal key
 // while it runs; one started without a key is never shared. When the last waiter of an operation leaves, the operation
-// is cancelled (terminal) and forgotten by its key, so that it sends nothing more and nobody joins it.
+// is cancelled (terminal) and forgotten by its key, so that it sends nothing more and nobody joins it. A request's
+// last waiter cancelled on the operation's own context does not leave at once: it completes with the operation's end,
+// so that an answer read before the cancellation came is its result (the retry engine's rule), not lost with nobody
+// to take it (`on_cancel`).
 #pragma once
 
 #include <algorithm>
@@ -221,17 +224,38 @@ public:
   join_or_start_with(std::optional<std::string> key, asio::any_io_executor const& executor, clock::time_point deadline,
                      MakeContext make_context, Make make, Finish finish);
 
+  /// What a waiter's cancellation does when the waiter is its operation's last and waits on the operation's context
+  /// (a waiter on another context, or one of several, always leaves at once: that context may not be running the
+  /// operation's, and the others take the operation's result).
+  enum class on_cancel : std::uint8_t {
+    /// The waiter completes with `operation_aborted` at once and the operation is cancelled (a ticket store's work:
+    /// the call ends at once, whatever the store does after).
+    leave,
+    /// The operation is cancelled and the waiter completes with its end: what the operation read before the
+    /// cancellation came is the waiter's (a request: a 2xx read stands, as the retry engine ends it, so that its
+    /// tickets are not issued for nobody). A cancelled request ends within a few handlers of its context: it sends
+    /// nothing more, an attempt on the wire is aborted, a wait ends.
+    end_with_operation,
+  };
+
   /// Waits for `op` as one waiter: completes with an empty code when the operation is done (its value or error is
-  /// then in `op`), `operation_aborted` when this waiter's cancellation slot is emitted or the registry is closed,
-  /// `errc::deadline_exceeded` when `deadline` passes on `time` first (a timer runs only when `deadline` is earlier
-  /// than the operation's).
+  /// then in `op`), `operation_aborted` when this waiter's cancellation slot is emitted (unless `cancelled` says it
+  /// ends with the operation) or the registry is closed, `errc::deadline_exceeded` when `deadline` passes on `time`
+  /// first (a timer runs only when `deadline` is earlier than the operation's).
+  ///
+  /// `cancelled_already`: the caller's cancellation was emitted before this wait began (from inside the operation's
+  /// start, which runs at once on the caller's executor: an attempt observer's hook, a sender that answers at once);
+  /// the waiter is then cancelled as it is added, as its slot would have been. (Such a caller must await this with
+  /// `asio::this_coro::throw_if_cancelled(false)`: Asio would throw from the `co_await` itself, and the operation
+  /// would run on with nobody waiting for it.)
   template <class T, class Token>
   auto async_wait(std::shared_ptr<operation<T>> op, std::shared_ptr<wandura::clock> time, clock::time_point deadline,
-                  Token&& token) {
+                  on_cancel cancelled, bool cancelled_already, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(
         [this](auto handler, std::shared_ptr<operation_base> target, std::shared_ptr<wandura::clock> t,
-               clock::time_point d) { this->enqueue(std::move(target), std::move(t), d, std::move(handler)); },
-        token, std::shared_ptr<operation_base>(std::move(op)), std::move(time), deadline);
+               clock::time_point d, on_cancel c,
+               bool already) { this->enqueue(std::move(target), std::move(t), d, c, already, std::move(handler)); },
+        token, std::shared_ptr<operation_base>(std::move(op)), std::move(time), deadline, cancelled, cancelled_already);
   }
 
   /// Closes the registry: new calls fail with `operation_aborted`; every waiter completes with `operation_aborted`
@@ -309,6 +333,10 @@ private:
     /// Cancels the waiter's deadline timer, when it has one (emitted on `timer_executor`).
     std::shared_ptr<waiter_timer> timer;
     asio::any_io_executor timer_executor;
+    /// `on_cancel::end_with_operation`, and it waits on the operation's context (see `leave`).
+    bool ends_with_operation = false;
+    /// Its cancellation went to the operation (`ends_with_operation`): it completes with the operation's end.
+    bool cancelled = false;
   };
 
   /// The waiters of one operation: the first in place (most operations have exactly one), the others in a vector.
@@ -317,6 +345,14 @@ private:
     waiter& add() { return first_ ? rest_.emplace_back() : first_.emplace(); }
     [[nodiscard]] bool empty() const noexcept { return !first_ && rest_.empty(); }
     [[nodiscard]] std::size_t size() const noexcept { return (first_ ? 1U : 0U) + rest_.size(); }
+    /// Waiter `id`; null when it is no longer there (it completed already).
+    [[nodiscard]] waiter* find(std::uint64_t id) noexcept {
+      if (first_ && first_->id == id) {
+        return &*first_;
+      }
+      auto it = std::find_if(rest_.begin(), rest_.end(), [id](waiter const& w) { return w.id == id; });
+      return it != rest_.end() ? &*it : nullptr;
+    }
     /// Removes and returns waiter `id`; nullopt when it is no longer there (it completed already).
     std::optional<waiter> remove(std::uint64_t id) {
       std::optional<waiter> out;
@@ -426,7 +462,7 @@ private:
 
   template <class Handler>
   void enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time, clock::time_point deadline,
-               Handler handler);
+               on_cancel cancelled, bool cancelled_already, Handler handler);
   void start_timer(std::shared_ptr<operation_base> const& op, std::uint64_t id, std::shared_ptr<waiter_timer> timer,
                    asio::any_io_executor const& executor, std::shared_ptr<wandura::clock> time,
                    clock::time_point deadline);
@@ -578,7 +614,7 @@ call_registry::run(std::weak_ptr<state> weak, std::shared_ptr<Op> op, asio::awai
 
 template <class Handler>
 void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<wandura::clock> time,
-                            clock::time_point deadline, Handler handler) {
+                            clock::time_point deadline, on_cancel cancelled, bool cancelled_already, Handler handler) {
   auto slot = asio::get_associated_cancellation_slot(handler);
   // A waiter has a deadline timer of its own, on its own executor (serialised as the operation's is), when its
   // deadline comes before the operation's, or when it waits from another context than the operation runs on: the
@@ -586,7 +622,8 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
   // before the lock (a strand may be made).
   asio::any_io_executor timer_executor;
   asio::any_io_executor const waits_on = asio::get_associated_executor(handler, op->executor);
-  if (deadline < op->deadline || &context_of(waits_on) != &context_of(op->executor)) {
+  bool const on_its_context = &context_of(waits_on) == &context_of(op->executor);
+  if (deadline < op->deadline || !on_its_context) {
     bool own_strand = false;
     timer_executor = serialized(waits_on, own_strand);
   }
@@ -602,6 +639,7 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
   }
   waiter& w = op->waiters.add();
   w.id = ++state_->next_waiter;
+  w.ends_with_operation = cancelled == on_cancel::end_with_operation && on_its_context;
   w.completion.emplace(std::move(handler));
   asio::execution_context& context = w.completion->context();
   if (std::exchange(state_->parked_on, &context) != &context) {
@@ -623,15 +661,19 @@ void call_registry::enqueue(std::shared_ptr<operation_base> op, std::shared_ptr<
       }
     });
   }
-  if (!timer_executor) {
-    return;
-  }
-  w.timer = std::make_shared<waiter_timer>();
-  w.timer_executor = timer_executor;
-  auto timer = w.timer;
   auto const id = w.id;
-  lock.unlock();
-  start_timer(op, id, std::move(timer), timer_executor, std::move(time), deadline);
+  if (timer_executor) {
+    w.timer = std::make_shared<waiter_timer>();
+    w.timer_executor = timer_executor;
+    auto timer = w.timer;
+    lock.unlock();
+    start_timer(op, id, std::move(timer), timer_executor, std::move(time), deadline);
+  } else {
+    lock.unlock();
+  }
+  if (cancelled_already) {
+    leave(std::weak_ptr<state>(state_), op, id, asio::error::operation_aborted); // as its slot would have
+  }
 }
 
 } // namespace wandura::detail

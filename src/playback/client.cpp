@@ -228,10 +228,22 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
       if (sent.coalesced && call.settings.deadline > now) { // one whose deadline has passed leaves at once
         self->metrics.add_coalesced();
       }
+      // The operation may have started here, at once, and a hook inside it (an attempt observer's) cancelled this
+      // call: the wait is then cancelled as it begins, and awaited without Asio's throw (call_registry::async_wait).
+      bool const cancelled_already =
+          (co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none;
+      bool const throws = cancelled_already && co_await asio::this_coro::throw_if_cancelled();
+      if (throws) {
+        co_await asio::this_coro::throw_if_cancelled(false);
+      }
       std::error_code waited;
       auto op = sent.op; // named: GCC 12 and class temporaries in co_await expressions
       co_await self->calls.async_wait(std::move(op), self->time, call.settings.deadline,
+                                      detail::call_registry::on_cancel::end_with_operation, cancelled_already,
                                       asio::redirect_error(asio::use_awaitable, waited));
+      if (throws) {
+        co_await asio::this_coro::throw_if_cancelled(true);
+      }
       detail::merge(call, sent, waited);
       if (detail::has_fresh_to_store(call, sent)) {
         // A caller cancelled after its wait ended has its result: it stores what the store takes at once and
@@ -443,10 +455,21 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
     read_settlement settle(*self); // first: a call refused for its arguments is a call that failed, as everywhere
     auto const executor = co_await asio::this_coro::executor;
     auto started = start_typed<T>(self, target, segment, options, parse, observed.started(), executor);
+    // As for a ticket call: the operation's start, here, may have cancelled the call.
+    asio::cancellation_state const state = co_await asio::this_coro::cancellation_state; // named: GCC 12, templates
+    bool const cancelled_already = state.cancelled() != asio::cancellation_type::none;
+    bool const throws = cancelled_already && co_await asio::this_coro::throw_if_cancelled();
+    if (throws) {
+      co_await asio::this_coro::throw_if_cancelled(false);
+    }
     std::error_code waited;
     auto op = started.op;
     co_await self->calls.async_wait(std::move(op), self->time, started.deadline,
+                                    detail::call_registry::on_cancel::end_with_operation, cancelled_already,
                                     asio::redirect_error(asio::use_awaitable, waited));
+    if (throws) {
+      co_await asio::this_coro::throw_if_cancelled(true);
+    }
     if (waited) { // the caller's own wait ended first: what the call had done by then
       throw started.reader->progress.left_early(
           target.operation,

@@ -354,6 +354,9 @@ private:
     if (sent.ok()) {
       return true;
     }
+    if (sent.stopped == stop_reason::cancelled) {
+      return false; // the items a response before the cancellation carried are not the call's result: it has none
+    }
     // Per-item outcomes are read from any final response that carries them, a final 429 or 503 included; one
     // without them (401, 400, a proxy's HTML) or no response at all fails the whole call.
     if (sent.has_response() && sent.response.status != 401) {
@@ -368,7 +371,7 @@ private:
       shed_locally();
       return true;
     }
-    if (narrowed_ && sent.stopped != stop_reason::cancelled) {
+    if (narrowed_) {
       // A retry of some items ended without an answer for them: what earlier answers said of the others stands
       // (one item's failure never takes another's result), and those still pending take what ended the retry.
       auto const failure = to_error(sent, operation_);
@@ -605,7 +608,8 @@ asio::awaitable<std::optional<produced_t<R>>> await_store(client::impl& self, ch
       [](produced&& p) { return std::move(p); });
   (void)joined; // never: an operation without a key is nobody else's
   std::error_code waited;
-  co_await self.calls.async_wait(op, self.time, deadline, asio::redirect_error(asio::use_awaitable, waited));
+  co_await self.calls.async_wait(op, self.time, deadline, call_registry::on_cancel::leave, false,
+                                 asio::redirect_error(asio::use_awaitable, waited));
   if (waited == errc::deadline_exceeded) {
     throw error(waited, "ticket store: the call's deadline passed while the store was at work");
   }

@@ -155,8 +155,12 @@ struct client_stats {
 /// (`asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation())`), end it the same way: a call
 /// cannot promise that nothing observable happened. A request that no caller waits for any more is cancelled too:
 /// it sends nothing more (an attempt already on the wire is aborted). A cancellation that comes after the answer
-/// (a 2xx read whole before the posted cancellation runs, as on a fast loopback right after the call starts) does
-/// not undo it: the call completes with its result.
+/// (a 2xx read whole before the cancellation reaches the request: on a fast loopback right after the call starts,
+/// or from an `attempt_observer` hook as the attempt ends) does not undo it: the call completes with its result, and
+/// its fresh tickets are stored as far as the ticket store takes them at once (`try_insert_many`). For that, a
+/// cancelled call that is its request's only caller ends with the request (which ends within a few handlers of the
+/// client's context once cancelled, nothing more awaited); a caller on another `io_context` than the request runs on,
+/// or one of several callers sharing a request, leaves at once (the others take the result).
 class client {
 public:
   /// A client with its own `wandura::transport` (one libcurl-multi loop) on `executor`. The executor's context may

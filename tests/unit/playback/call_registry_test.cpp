@@ -37,6 +37,8 @@ struct fixture {
   int started = 0;
   int finished = 0;  // operations that ran to their end
   int cancelled = 0; // operations that saw their cancellation
+  /// What the callers' cancellation does when they are an operation's last waiter.
+  call_registry::on_cancel on_cancel = call_registry::on_cancel::leave;
 
   /// An operation that sleeps `d` on the clock, then yields `value`; counts how it ended.
   asio::awaitable<int> work(std::chrono::milliseconds d, int value) {
@@ -65,7 +67,8 @@ struct fixture {
     auto [op, joined] = calls.join_or_start<int>(std::move(key), executor, until, make, finish);
     std::error_code waited;
     auto target = op;
-    co_await calls.async_wait(std::move(target), clock, until, asio::redirect_error(asio::use_awaitable, waited));
+    co_await calls.async_wait(std::move(target), clock, until, on_cancel, false,
+                              asio::redirect_error(asio::use_awaitable, waited));
     if (waited) {
       out.push_back(waited == asio::error::operation_aborted ? "aborted" : "deadline");
       co_return;
@@ -89,7 +92,8 @@ struct fixture {
     (void)co_await clock->sleep_until(clock->now() + late);
     std::error_code waited;
     auto target = op;
-    co_await calls.async_wait(std::move(target), clock, until, asio::redirect_error(asio::use_awaitable, waited));
+    co_await calls.async_wait(std::move(target), clock, until, on_cancel, false,
+                              asio::redirect_error(asio::use_awaitable, waited));
     try {
       out.push_back(waited ? "late: " + waited.message()
                            : std::string(joined ? "late joined " : "late led ") + std::to_string(op->take()));
@@ -191,6 +195,103 @@ TEST_CASE("call registry: when the last waiter leaves, the operation is cancelle
   f.drive(2, out);
   CHECK(out.back() == "led 42");
   CHECK(f.started == 2);
+}
+
+TEST_CASE("call registry: a last waiter that ends with its operation gets what the operation read before the "
+          "cancellation came") {
+  fixture f;
+  f.on_cancel = call_registry::on_cancel::end_with_operation;
+  std::vector<std::string> out;
+  asio::cancellation_signal signal;
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+  f.io.poll();
+  REQUIRE(f.clock->pending_sleeps() == 1);
+
+  SECTION("the answer is in: the cancellation comes behind it and does not undo it") {
+    f.clock->advance(100ms); // the operation's wake is queued
+    signal.emit(asio::cancellation_type::terminal);
+    f.io.restart();
+    f.io.poll();
+    CHECK(out == std::vector<std::string>{"led 42"});
+    CHECK(f.finished == 1);
+    CHECK(f.cancelled == 0);
+  }
+  SECTION("no answer yet: the operation is cancelled and the waiter gets its end") {
+    signal.emit(asio::cancellation_type::terminal);
+    CHECK(out.empty()); // not at once: with the operation's end
+    f.io.restart();
+    f.io.poll();
+    CHECK(out == std::vector<std::string>{"error Operation aborted."});
+    CHECK(f.cancelled == 1);
+    CHECK(f.clock->pending_sleeps() == 0);
+    signal.emit(asio::cancellation_type::terminal); // a second emission finds nothing to do
+    f.io.restart();
+    f.io.poll();
+    CHECK(out.size() == 1);
+  }
+  CHECK(f.calls.in_flight() == 0);
+  // Forgotten by its key as it was cancelled: the next caller starts afresh.
+  asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::detached);
+  f.drive(2, out);
+  CHECK(out.back() == "led 42");
+  CHECK(f.started == 2);
+}
+
+TEST_CASE("call registry: a waiter that would end with its operation still leaves at once when others wait for it "
+          "or at its own deadline") {
+  fixture f;
+  f.on_cancel = call_registry::on_cancel::end_with_operation;
+  std::vector<std::string> out;
+
+  SECTION("one of two: the other takes the result") {
+    asio::cancellation_signal signal;
+    asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+    asio::co_spawn(f.io, f.caller("k", 100ms, 10s, out), asio::detached);
+    f.io.poll();
+    signal.emit(asio::cancellation_type::terminal);
+    f.io.restart();
+    f.io.poll();
+    CHECK(out == std::vector<std::string>{"aborted"});
+    f.drive(2, out);
+    CHECK(out == std::vector<std::string>{"aborted", "joined 42"});
+    CHECK(f.cancelled == 0);
+  }
+  SECTION("cancelled, then its own deadline passes before the operation ends") {
+    // The operation ignores its cancellation for 5 s; the waiter's deadline (1 s) is earlier than the operation's.
+    f.on_cancel = call_registry::on_cancel::end_with_operation;
+    asio::cancellation_signal signal;
+    auto stubborn = [&f, &out]() -> asio::awaitable<void> {
+      auto executor = co_await asio::this_coro::executor;
+      auto const until = f.clock->now() + 1s;
+      auto make = [&f]() -> asio::awaitable<int> {
+        ++f.started;
+        co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+        (void)co_await f.clock->sleep_until(f.clock->now() + 5s);
+        co_return 7;
+      };
+      auto [op, joined] =
+          f.calls.join_or_start<int>("s", executor, f.clock->now() + 10s, make, [](int v) { return v; });
+      (void)joined;
+      std::error_code waited;
+      co_await f.calls.async_wait(op, f.clock, until, f.on_cancel, false,
+                                  asio::redirect_error(asio::use_awaitable, waited));
+      out.push_back(waited == wandura::errc::deadline_exceeded ? "deadline" : waited ? "other" : "value");
+    };
+    auto const t0 = f.clock->now();
+    asio::co_spawn(f.io, stubborn(), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+    f.io.poll();
+    signal.emit(asio::cancellation_type::terminal);
+    f.io.restart();
+    f.io.poll();
+    CHECK(out.empty());
+    f.drive(1, out);
+    CHECK(out == std::vector<std::string>{"deadline"});
+    CHECK(f.clock->now() - t0 < 5s); // at the waiter's deadline, not the operation's end
+    f.clock->advance(10s);
+    f.io.restart();
+    f.io.poll();
+    CHECK(f.calls.in_flight() == 0);
+  }
 }
 
 TEST_CASE("call registry: a joiner with a shorter deadline leaves at its own deadline") {
@@ -338,7 +439,8 @@ where_it_ran run_one(asio::io_context& io, call_registry& calls, asio::any_io_ex
     auto [op, joined] =
         calls.join_or_start<int>(std::nullopt, executor, clock->now() + 1s, make, [](int v) { return v; });
     std::error_code waited;
-    co_await calls.async_wait(op, clock, clock->now() + 1s, asio::redirect_error(asio::use_awaitable, waited));
+    co_await calls.async_wait(op, clock, clock->now() + 1s, call_registry::on_cancel::leave, false,
+                              asio::redirect_error(asio::use_awaitable, waited));
     CHECK_FALSE(waited);
     CHECK(op->take() == 7);
     done = true;
@@ -445,7 +547,8 @@ TEST_CASE("call registry: cancel_all between an operation's listing and its star
     };
     auto [op, joined] =
         calls.join_or_start<int>(std::nullopt, executor, clock->now() + 10s, make, [](int v) { return v; });
-    co_await calls.async_wait(op, clock, clock->now() + 10s, asio::redirect_error(asio::use_awaitable, waited));
+    co_await calls.async_wait(op, clock, clock->now() + 10s, call_registry::on_cancel::leave, false,
+                              asio::redirect_error(asio::use_awaitable, waited));
     if (!waited) { // the operation ended first: its error is the cancellation
       try {
         (void)op->take();
@@ -482,7 +585,8 @@ TEST_CASE("call registry: a caller's cancellation signal that outlives the io_co
       auto [op, joined] = keep->join_or_start<int>(std::nullopt, co_await asio::this_coro::executor, clock->now() + 1h,
                                                    make, [](int v) { return v; });
       std::error_code ec;
-      co_await keep->async_wait(op, clock, clock->now() + 1h, asio::redirect_error(asio::use_awaitable, ec));
+      co_await keep->async_wait(op, clock, clock->now() + 1h, call_registry::on_cancel::leave, false,
+                                asio::redirect_error(asio::use_awaitable, ec));
     };
     asio::co_spawn(io, caller(calls), asio::bind_cancellation_slot(signal.slot(), asio::detached));
     io.poll();
@@ -517,12 +621,13 @@ TEST_CASE("call registry: a waiter's deadline timer is not started once the wait
     return [&out, who](std::error_code ec) { out.push_back(std::string(who) + ": " + (ec ? ec.message() : "done")); };
   };
   // One waiter with no deadline of its own keeps the operation running; the other's deadline (1 s) starts a timer.
-  calls.async_wait(op, clock, clock->now() + 10s, asio::bind_executor(io, record("stays")));
+  calls.async_wait(op, clock, clock->now() + 10s, call_registry::on_cancel::leave, false,
+                   asio::bind_executor(io, record("stays")));
   asio::cancellation_signal leave;
-  calls.async_wait(op, clock, clock->now() + 1s,
+  calls.async_wait(op, clock, clock->now() + 1s, call_registry::on_cancel::leave, false,
                    asio::bind_cancellation_slot(leave.slot(), asio::bind_executor(io, record("early"))));
   asio::cancellation_signal leave_later;
-  calls.async_wait(op, clock, clock->now() + 2s,
+  calls.async_wait(op, clock, clock->now() + 2s, call_registry::on_cancel::leave, false,
                    asio::bind_cancellation_slot(leave_later.slot(), asio::bind_executor(io, record("later"))));
 
   SECTION("left before its timer started: no timer sleeps") {

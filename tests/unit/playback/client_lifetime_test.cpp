@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -22,6 +23,7 @@
 
 #include "wandura/error.hpp"
 #include "wandura/resilience/admission_gate.hpp"
+#include "wandura/resilience/attempt_observer.hpp"
 #include "wandura/testing/fake_transport.hpp"
 #include "wandura/testing/manual_clock.hpp"
 
@@ -66,6 +68,9 @@ struct call_end {
       attempts = err.attempts();
       http_status = err.http_status();
       what = err.what();
+    } catch (std::exception const& other) {
+      other_exception = true;
+      what = other.what();
     } catch (...) {
       other_exception = true;
     }
@@ -246,9 +251,74 @@ TEST_CASE("lifetime: a call cancelled while it waits to retry says how far it go
   CHECK(*end.error == asio::error::operation_aborted);
   CHECK(end.attempts == 1);
   CHECK(end.http_status == 503);
-  CHECK(end.what == call + ": cancelled after 1 attempt");
+  // The request's own end, as the retry engine says it (the waiter ended with the request, which it cancelled).
+  auto const target = call == "get_config" ? std::string(" (GET /v1/config on 127.0.0.1:1)")
+                                           : std::string(" (POST /v1/playback/tickets on 127.0.0.1:1)");
+  CHECK(end.what == call + ": cancelled after 1 attempt" + target);
   drain(h);
   CHECK(h.fake->attempt_count() == 1);
+}
+
+namespace {
+/// Emits `signal` (once) from inside the retry engine, as an attempt ends with a 2xx read whole: a cancellation that
+/// comes after the answer.
+struct cancel_at_answer final : wandura::attempt_observer {
+  asio::cancellation_signal* signal = nullptr;
+  void* on_attempt_begin(wandura::attempt_begin const&) noexcept override { return nullptr; }
+  void on_attempt_end(void*, wandura::attempt_begin const&, wandura::attempt_end const& e) noexcept override {
+    if (signal != nullptr && e.status_code / 100 == 2) {
+      std::exchange(signal, nullptr)->emit(asio::cancellation_type::terminal);
+    }
+  }
+};
+} // namespace
+
+TEST_CASE("lifetime: a cancellation that comes after the answer does not undo the call: its result and tickets are "
+          "the caller's") {
+  bool const coalesce = GENERATE(true, false);
+  auto const call = GENERATE(as<std::string>{}, "issue_tickets", "start_episode", "get_config");
+  // The answer at once: the call's operation, started on the caller's executor, reads it before the caller waits
+  // (the cancellation then reaches a caller not yet waiting, whose next co_await Asio would make throw); or later:
+  // the caller waits, and its cancellation reaches the wait.
+  auto const latency = GENERATE(0ms, 10ms);
+  INFO("coalesce = " << coalesce << ", " << call << ", latency " << latency.count() << " ms");
+  auto observer = std::make_shared<cancel_at_answer>();
+  wandura::client_options options;
+  options.coalesce = coalesce;
+  options.retry.observer = observer;
+  harness h(options);
+  auto answer = fake_step::respond(200, call == "get_config" ? R"({"org_id":"org_demo","limits":{"playback":6000}})"
+                                                             : batch_body({granted_item(film, 4, "play", "t4")}));
+  answer.latency = latency;
+  h.fake->set_default(answer);
+  asio::cancellation_signal signal;
+  observer->signal = &signal;
+  call_end end;
+  wandura::viewer const who{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "dev-1", "kek"};
+  if (call == "issue_tickets") {
+    spawn_call(h, play_batch(4), {}, end, signal.slot());
+  } else if (call == "start_episode") {
+    spawn_any(h, h.api->start_episode(who, film, 4, 4), end, signal.slot());
+  } else {
+    spawn_any(h, h.api->get_config(), end, signal.slot());
+  }
+  drain(h);
+  REQUIRE(observer->signal == nullptr); // emitted
+  REQUIRE(end.done);
+  INFO(end.what);
+  CHECK_FALSE(end.other_exception);
+  CHECK_FALSE(end.error); // it was: "cancelled after 1 attempt", HTTP 200, the tickets issued for nobody
+  if (end.result) {
+    REQUIRE(end.result->items.size() == 1);
+    CHECK(end.result->items[0].outcome == wandura::item_outcome::granted);
+  }
+  CHECK(h.fake->attempt_count() == 1);
+  if (call == "start_episode") { // stored as the call's fresh ticket: the next start reuses it, nothing sent
+    auto again = h.run(h.api->start_episode(who, film, 4, 4));
+    CHECK(again.play.outcome == wandura::item_outcome::granted);
+    CHECK(again.play.reused);
+    CHECK(h.fake->attempt_count() == 1);
+  }
 }
 
 TEST_CASE("lifetime: a call cancelled with its first attempt in flight counts that attempt, with no status") {
@@ -267,7 +337,7 @@ TEST_CASE("lifetime: a call cancelled with its first attempt in flight counts th
   CHECK(*end.error == asio::error::operation_aborted);
   CHECK(end.attempts == 1);
   CHECK(end.http_status == 0);
-  CHECK(end.what == "issue_tickets: cancelled after 1 attempt");
+  CHECK(end.what == "issue_tickets: cancelled after 1 attempt (POST /v1/playback/tickets on 127.0.0.1:1)");
   drain(h);
 }
 
@@ -973,7 +1043,7 @@ TEST_CASE("lifetime: destroying or shutting down the client while a call sleeps 
   REQUIRE(end.error);
   CHECK(*end.error == asio::error::operation_aborted);
   CHECK(end.attempts == 1);
-  CHECK(end.what == call + ": cancelled after 1 attempt");
+  CHECK(end.what == call + ": cancelled after 1 attempt"); // how far it got, as the client's end found it
   CHECK(shut_down == (how == "shut down"));
   CHECK(h.clock->elapsed() == 0ms); // neither the 5 s backoff nor the 5 s hold-off was waited
   CHECK(h.clock->pending_sleeps() == 0);
