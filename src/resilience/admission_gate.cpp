@@ -64,7 +64,7 @@ std::optional<std::uint64_t> read_uint(std::optional<std::string_view> text) noe
 /// The path of `admit` for a counter that is congested or due to read the fleet's view: decided at once under the
 /// counter's lock when it can be, else queued until the counter releases it, its deadline passes or it is cancelled.
 asio::awaitable<admission> wait_congested(detail::gate_counter& counter, request_class cls, std::uint32_t cost,
-                                          clock::time_point deadline) {
+                                          clock::time_point deadline, std::optional<clock::time_point> first_asked) {
   if (counter.take_refresh()) { // with a shared pace: the fleet's view is read in the background, not waited for
     counter.start_refresh(co_await asio::this_coro::executor);
   }
@@ -79,6 +79,7 @@ asio::awaitable<admission> wait_congested(detail::gate_counter& counter, request
   waiter->cls = cls;
   waiter->cost = cost;
   waiter->deadline = deadline;
+  waiter->first_asked = first_asked;
   auto const executor = co_await asio::this_coro::executor;
   auto initiation = [state, waiter, executor](auto handler) {
     auto slot = asio::get_associated_cancellation_slot(handler);
@@ -262,12 +263,13 @@ std::optional<admission> admission_gate::try_admit_at(std::string_view counter, 
 }
 
 asio::awaitable<admission> admission_gate::admit(std::string_view counter, request_class cls, std::uint32_t cost,
-                                                 clock::time_point deadline) {
+                                                 clock::time_point deadline,
+                                                 std::optional<clock::time_point> first_asked) {
   auto* found = find(counter);
   if (found == nullptr || found->quiet()) {
     co_return admission{}; // the uncongested path: one atomic load, and a frame no bigger than the arguments
   }
-  auto wait = wait_congested(*found, cls, std::max<std::uint32_t>(cost, 1), deadline);
+  auto wait = wait_congested(*found, cls, std::max<std::uint32_t>(cost, 1), deadline, first_asked);
   co_return co_await std::move(wait);
 }
 

@@ -78,6 +78,7 @@ void gate_counter::enter_congestion(clock::time_point now, bool refused) {
   double const refill = refill_per_s();
   rate_ = refill > 0 ? refill : options_->unknown_limit_rate;
   rate_guessed_ = refill <= 0;
+  slow_start_ = rate_guessed_;
   // After a 429 the server has no room: it returns at the refill rate. After a shed the server still grants plays,
   // so a burst of plays may go at once.
   room_ = refused ? 0.0 : burst_cap();
@@ -88,8 +89,15 @@ void gate_counter::enter_congestion(clock::time_point now, bool refused) {
 
 void gate_counter::on_refused(clock::time_point now, counter_feedback const& feedback) {
   bool const was_pacing = congested();
+  bool const starts_pacing = !refused_;
   enter_congestion(now, true);
   refused_ = true;
+  if (starts_pacing && rate_guessed_) {
+    // Pacing starts from the guess, whatever sheds did to the rate before: nothing to cut yet (`slow_start_`).
+    rate_ = options_->unknown_limit_rate;
+    slow_start_ = true;
+    last_decrease_ = now;
+  }
   bring_room_up_to(now);
   room_ = std::min(room_, 0.0); // no room now; a debt from an oversized request stays
   // Without a Retry-After there is no hold-off: room returns at the refill rate, which the pacing follows.
@@ -107,6 +115,10 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
     double const refill = refill_per_s();
     double const floor = (refill > 0 ? refill : options_->unknown_limit_rate) * options_->min_rate_fraction;
     rate_ = std::max(rate_ * options_->decrease, floor);
+    if (refill > 0) {
+      rate_ = std::min(rate_, refill); // a probe past the refill (`on_granted`) has found its end
+    }
+    slow_start_ = false;
     last_decrease_ = now;
     ++decreases_;
   }
@@ -126,13 +138,32 @@ void gate_counter::on_shed(clock::time_point now, counter_feedback const& feedba
   last_pressure_ = now;
 }
 
-void gate_counter::on_granted(std::uint32_t units) {
-  // Additive increase: a second of grants at the current rate adds `increase` of the refill (of the rate itself
-  // while the limit is unknown), up to the refill.
+bool gate_counter::probing(clock::time_point now) const noexcept {
+  return refill_per_s() > 0 && paces() && now - last_pressure_ >= options_->calm_period &&
+         (!plays_.empty() || !prefetches_.empty());
+}
+
+void gate_counter::on_granted(std::uint32_t units, clock::time_point now) {
+  if (!paces()) {
+    return; // only shed so far: plays are not paced, and the rate is the refill (or the guess) until they are
+  }
+  // Growth per second of grants at the current rate:
+  // - additive, `increase` of the refill, up to the refill: the AIMD that lets several senders settle on shares;
+  // - while the limit is unknown, `increase` of the rate itself; and in slow start (paced at the guess, nothing
+  //   refused since) the whole rate, doubling it: a 429 without the rate-limit headers (a proxy that drops them)
+  //   must not leave a counter paced at the 1/s guess when the server has room for far more;
+  // - probing (`probing`): `increase` of the rate, past the refill. Paced at the learnt refill for `calm_period`
+  //   without a refusal or a shed, with requests still queued, the counter may have more room than it learnt (its
+  //   limit raised: only a 429 or `GET /v1/config` would say so, and pacing under it draws no 429): the rate grows
+  //   until a 429 cuts it back to the refill, or its limit (from the 429's headers) replaces it.
   double const refill = refill_per_s();
-  double const step = options_->increase * (refill > 0 ? refill : rate_);
+  bool const past_refill = probing(now);
+  double step = options_->increase * (refill > 0 && !past_refill ? refill : rate_);
+  if (slow_start_ && options_->increase > 0) {
+    step = rate_;
+  }
   rate_ += step * static_cast<double>(units) / std::max(rate_, 1e-3);
-  if (refill > 0) {
+  if (refill > 0 && !past_refill) {
     rate_ = std::min(rate_, refill);
   }
 }
@@ -155,14 +186,16 @@ void gate_counter::bring_room_up_to(clock::time_point now) {
   room_at_ = now;
 }
 
-void gate_counter::limit_learnt() noexcept {
+void gate_counter::limit_learnt(bool changed) noexcept {
   double const refill = refill_per_s();
   if (refill <= 0) {
     return;
   }
   // A congestion that began before the limit was known (a shed without rate-limit headers) paces at a guess; the
-  // limit replaces it, or the guess (1/s by default) would starve plays long after the limit is known.
-  if (std::exchange(rate_guessed_, false) || rate_ > refill) {
+  // limit replaces it, or the guess (1/s by default) would starve plays long after the limit is known. A new limit
+  // under the rate caps it; the same limit told again leaves a probe past it (`on_granted`) to the next 429.
+  slow_start_ = false;
+  if (std::exchange(rate_guessed_, false) || (changed && rate_ > refill)) {
     rate_ = refill;
   }
 }
@@ -278,7 +311,14 @@ void gate_counter::enqueue(std::shared_ptr<gate_waiter> const& waiter, asio::any
         ++counted->second;
       }
       auto& queue = waiter->cls == request_class::play ? plays_ : prefetches_;
-      waiter->in_queue = queue.insert(queue.end(), waiter);
+      // First come first served by when each call first asked: a retry goes before the requests that came after
+      // its call's first. Found from the back: a first attempt (the most) goes there at once.
+      waiter->place = waiter->first_asked ? std::min(*waiter->first_asked, now) : now;
+      auto at = queue.end();
+      while (at != queue.begin() && (*std::prev(at))->place > waiter->place) {
+        --at;
+      }
+      waiter->in_queue = queue.insert(at, waiter);
       waiter->in_deadlines = deadlines_.emplace(waiter->deadline, waiter.get());
       waiter->executor = executor;
       executor_ = executor;
@@ -360,6 +400,7 @@ void gate_counter::observe(counter_feedback const& feedback, std::optional<clock
     lock_type lock(mutex_);
     auto const now = given ? *given : clock_->now();
     bring_room_up_to(now);
+    auto const refill_before = refill_per_s();
     if (feedback.limit && *feedback.limit > 0) {
       limit_ = *feedback.limit;
     }
@@ -375,9 +416,9 @@ void gate_counter::observe(counter_feedback const& feedback, std::optional<clock
       on_shed(now, feedback);
     }
     if (feedback.granted > 0 && congested()) {
-      on_granted(feedback.granted);
+      on_granted(feedback.granted, now);
     }
-    limit_learnt();
+    limit_learnt(refill_per_s() != refill_before);
     pump(now, out);
   }
   run(out);
@@ -390,10 +431,11 @@ void gate_counter::set_limit(rate_limit limit) {
   after_unlock out;
   {
     lock_type lock(mutex_);
+    auto const refill_before = refill_per_s();
     limit_ = limit.limit;
     window_ = limit.window;
     refill_ = limit.refill;
-    limit_learnt();
+    limit_learnt(refill_per_s() != refill_before);
     publish_limit(out);
     if (congested()) {
       pump(clock_->now(), out);

@@ -32,6 +32,10 @@ struct gate_waiter {
   std::uint32_t cost = 1;
   clock::time_point enqueued;
   clock::time_point deadline;
+  /// When its call first asked (`admission_gate::admit`); nullopt: as it is queued.
+  std::optional<clock::time_point> first_asked;
+  /// Its place in its class's queue: `first_asked`, at most when it was queued.
+  clock::time_point place;
   std::function<void(admission)> complete;
   /// The execution context `complete` posts to (its handler's executor's).
   asio::execution_context* context = nullptr;
@@ -136,14 +140,17 @@ private:
   void enter_congestion(clock::time_point now, bool refused);
   void on_refused(clock::time_point now, counter_feedback const& feedback);
   void on_shed(clock::time_point now, counter_feedback const& feedback);
-  void on_granted(std::uint32_t units);
+  void on_granted(std::uint32_t units, clock::time_point now);
+  /// Paced at a known limit, with requests queued, and no refusal or shed for `calm_period`: the rate may grow past
+  /// the refill (`on_granted`).
+  [[nodiscard]] bool probing(clock::time_point now) const noexcept;
   void bring_room_up_to(clock::time_point now);
   /// Whether releases are paced: the limit is known, or a 429 refused a request since the counter congested. A
   /// counter that has only shed prefetches, limit unknown, drops prefetches but lets plays through.
   [[nodiscard]] bool paces() const noexcept;
-  /// After `limit_` or `window_` changed: a rate guessed while the limit was unknown becomes the refill; a rate above
-  /// the refill comes down to it.
-  void limit_learnt() noexcept;
+  /// After the limit was told (`changed`: to another refill): a rate guessed while the limit was unknown becomes the
+  /// refill; a rate above a changed refill comes down to it; slow start ends.
+  void limit_learnt(bool changed) noexcept;
   [[nodiscard]] bool has_room(std::uint32_t cost) const noexcept;
   void take(std::uint32_t cost, clock::time_point now);
   [[nodiscard]] clock::time_point release_time(std::uint32_t cost, clock::time_point now) const;
@@ -217,6 +224,7 @@ private:
   bool refused_ = false;           ///< A 429 refused a request since the counter congested.
   double rate_ = 0;                ///< Units per second released while congested.
   bool rate_guessed_ = false;      ///< `rate_` is `unknown_limit_rate`, set while the limit was unknown.
+  bool slow_start_ = false;        ///< Paced at a guess, nothing cut since: grants double the rate (`on_granted`).
   double room_ = 0;                ///< Units that may be released now; negative after a request larger than it.
   clock::time_point room_at_{};    ///< When `room_` was last brought up to date.
   clock::time_point hold_until_{}; ///< No release before (a 429's Retry-After).

@@ -189,7 +189,7 @@ void gate_counter::apply_view(shared_pace_view const& view, after_unlock& out) {
     limit_ = *view.limit;
     window_ = view.window.count() > 0 ? view.window : window_;
     published_limit_ = {limit_, window_, refill_};
-    limit_learnt();
+    limit_learnt(true);
   }
   bool const held = view.held_until > wall;
   auto const age = std::chrono::duration_cast<clock::duration>(

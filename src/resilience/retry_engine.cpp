@@ -239,8 +239,9 @@ clock::duration retry_engine::counter_wait_from(std::string_view counter, clock:
 }
 
 asio::awaitable<admission> retry_engine::wait_for_counter(std::string_view counter, request_class cls,
-                                                          std::uint32_t cost, clock::time_point deadline) {
-  admission const admitted = co_await gate_.admit(counter, cls, cost, deadline);
+                                                          std::uint32_t cost, clock::time_point deadline,
+                                                          clock::time_point first_asked) {
+  admission const admitted = co_await gate_.admit(counter, cls, cost, deadline, first_asked);
   co_return admitted;
 }
 
@@ -529,7 +530,7 @@ bool retry_engine::admit_now(call_state& s, asio::any_io_executor const& executo
 
 asio::awaitable<admission> retry_engine::admit_later(call_state& s) {
   s.clock_read.reset(); // the attempt starts after a wait: it reads the clock again
-  return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start);
+  return wait_for_counter(s.traits.counter, class_of(s.reader), cost_of(s.reader), s.last_start, s.started);
 }
 
 std::optional<stop_reason> retry_engine::start_attempt(call_state& s, int attempt) {

@@ -5,14 +5,20 @@
 // - Uncongested (no 429 and no shed prefetch seen for `calm_period`), `admit` is one atomic load: no lock, no
 //   allocation, no timer.
 // - Congested by a refusal for rate (a 429, or an item refused), requests queue, plays before prefetches and first
-//   come first served within a class, and leave the queue at the rate room returns on the server: the counter's refill
-//   (limit/window per second for continuous counters such as `playback`; the whole window's allowance at each window
-//   start for fixed-window counters such as `config`), learnt from `X-RateLimit-Limit`/`X-RateLimit-Window` or from
-//   `GET /v1/config`. A 429's `Retry-After` holds the counter, and when it ends the queue drains at the refill
-//   rate, never all at once.
+//   come first served within a class (a retry keeps its call's place), and leave the queue at the rate room returns on
+//   the server: the counter's refill (limit/window per second for continuous counters such as `playback`; the whole
+//   window's allowance at each window start for fixed-window counters such as `config`), learnt from
+//   `X-RateLimit-Limit`/`X-RateLimit-Window` or from `GET /v1/config`. A 429's `Retry-After` holds the counter, and
+//   when it ends the queue drains at the refill rate, never all at once.
 // - It keeps learning, additive increase / multiplicative decrease: a 429 while pacing cuts the pacing rate (at most
 //   once per hold-off), grants grow it back up to the counter's refill. Several gates in front of one server
 //   counter (several clients or processes) each see their own 429s and settle on a share of the refill.
+// - It probes: paced at the refill for `calm_period` without a refusal or a shed while requests are still queued,
+//   the counter may have more room than it learnt (its limit raised, which pacing under it never draws a 429 to
+//   tell), so grants grow the rate past the refill, by `increase` of the rate per second of grants, until a 429
+//   cuts it back to the refill (or tells a new limit). A counter refused while its limit is unknown (a 429 without
+//   the rate-limit headers, as a proxy may leave it) paces at `unknown_limit_rate` in slow start: each second of
+//   grants doubles the rate, until a 429 cuts it or the limit is learnt.
 // - Given a `shared_pace` (shared_pace.hpp), the processes of a fleet pace as one: each publishes its hold-offs and
 //   learnt limits, takes a fleet-wide grant for every request it releases while congested, and learns within
 //   `shared_pace_refresh` of a hold or a 429 another process saw. Slow or failing, the shared pace is left aside and
@@ -130,7 +136,9 @@ struct admission_gate_options {
   /// Pacing rate cut on a 429 while pacing: rate *= decrease. 0 < decrease < 1.
   double decrease = 0.7;
   /// Growth of the pacing rate with grants: one second of grants at the current rate adds this fraction of the
-  /// counter's refill (additive increase). Finite, >= 0 (0: the rate grows back only when the counter is calm).
+  /// counter's refill (additive increase), up to the refill; of the rate itself while probing past the refill and
+  /// while the limit is unknown (after slow start; see the file comment). Finite, >= 0 (0: the rate grows back only
+  /// when the counter is calm, and never past the refill).
   double increase = 0.05;
   /// The pacing rate never drops below this fraction of the refill (of `unknown_limit_rate` while the counter's
   /// limit is unknown). 0 <= min_rate_fraction <= 1.
@@ -237,13 +245,18 @@ public:
   /// @param cost units the counter will count if all is granted: items for `playback`, 1 for reads. >= 1.
   /// @param deadline the time by which the request must have been sent: at `deadline` it is too late. Only queued
   ///        requests are judged on it.
+  /// @param first_asked when the request's call first asked (its first attempt's; a retry passes it again): a
+  ///        queued request goes behind those of its class that asked at that time or before, and before those that
+  ///        asked after, so that a retry (after a 429, of the items a response refused) keeps its call's place
+  ///        instead of going behind every request that came meanwhile. nullopt (and a time after now): now.
   /// @par Cancellation
   /// Any cancellation that reaches the wait (terminal, from the awaiting coroutine's slot) removes the request
   /// from the queue at once and completes with `cancelled`. It must be emitted on the awaiting coroutine's thread.
   /// @par Retries and idempotency
   /// Waiting here is not a retry and is not counted by the retry budget.
   [[nodiscard]] asio::awaitable<admission> admit(std::string_view counter, request_class cls, std::uint32_t cost,
-                                                 clock::time_point deadline);
+                                                 clock::time_point deadline,
+                                                 std::optional<clock::time_point> first_asked = std::nullopt);
   /// `admit` without suspending: the verdict when it can be given at once (the counter is uncongested; or it is
   /// congested and the request is admitted with room and nobody ahead, shed, or past its deadline), nullopt when
   /// the request would have to queue (then `co_await admit(...)`). Costs no coroutine frame: callers on a hot path

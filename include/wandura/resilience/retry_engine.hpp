@@ -269,9 +269,11 @@ private:
   [[nodiscard]] std::optional<stop_reason> start_follow_up(call_state& state);
   [[nodiscard]] double draw() const;
   /// Before an attempt the gate could not admit at once (`admission_gate::try_admit`): waits at the gate until
-  /// `counter` admits a request of class `cls` and `cost` units, within the deadline.
+  /// `counter` admits a request of class `cls` and `cost` units, within the deadline, in the order of the calls'
+  /// starts (`first_asked`: a retry keeps its call's place).
   [[nodiscard]] asio::awaitable<admission> wait_for_counter(std::string_view counter, request_class cls,
-                                                            std::uint32_t cost, clock::time_point deadline);
+                                                            std::uint32_t cost, clock::time_point deadline,
+                                                            clock::time_point first_asked);
   /// After each response: tells the admission gate what it means for its counter (a 429, a shed, grants), at `now`
   /// when the caller has read the clock already.
   void note_response(std::string_view counter, call_result const& response,

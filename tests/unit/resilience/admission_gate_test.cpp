@@ -65,12 +65,13 @@ struct gate_harness {
   wandura::clock::time_point now() const { return clock->now(); }
 
   void spawn(int id, request_class cls, std::uint32_t cost, wandura::clock::time_point deadline,
-             asio::cancellation_signal* cancel = nullptr) {
+             asio::cancellation_signal* cancel = nullptr,
+             std::optional<wandura::clock::time_point> first_asked = std::nullopt) {
     auto record = [this, id](std::exception_ptr e, admission a) {
       REQUIRE_FALSE(e);
       completed.push_back({id, a, clock->now()});
     };
-    auto op = gate.admit("playback", cls, cost, deadline);
+    auto op = gate.admit("playback", cls, cost, deadline, first_asked);
     if (cancel != nullptr) {
       asio::co_spawn(io, std::move(op), asio::bind_cancellation_slot(cancel->slot(), record));
     } else {
@@ -91,6 +92,16 @@ struct gate_harness {
   void run_for(wandura::clock::duration total, wandura::clock::duration step = 10ms) {
     for (auto t = wandura::clock::duration::zero(); t < total; t += step) {
       advance(step);
+    }
+  }
+  /// As `run_for`, reporting each request released as granted (one unit), as a client's responses would.
+  void run_granting_for(wandura::clock::duration total, wandura::clock::duration step = 10ms) {
+    for (auto t = wandura::clock::duration::zero(); t < total; t += step) {
+      auto const before = completed.size();
+      advance(step);
+      for (auto i = before; i < completed.size(); ++i) {
+        gate.observe("playback", granted(1));
+      }
     }
   }
   std::vector<int> order() const {
@@ -977,4 +988,92 @@ TEST_CASE("admission gate: with the limit unknown, a run of 429s cuts the pacing
   }
   CHECK(h.playback().decreases == 40);
   CHECK(h.playback().pacing_rate == Approx(0.2)); // 10 % of the 2/s assumed for the unknown limit
+}
+
+TEST_CASE("admission gate: a retry keeps its call's place: it goes before the requests that first asked after it") {
+  gate_harness h;
+  auto const first_call = h.now();
+  h.gate.observe("playback", refused(60, 1s)); // 1 ticket per second, held for 1 s
+  h.advance(100ms);
+  auto const between = h.now();
+  h.advance(100ms);
+  h.spawn(1);
+  h.spawn(2);
+  h.advance(100ms);
+  h.spawn(3);
+  auto const later = h.now() + 1h; // a time after now counts as now: it never jumps the queue
+  h.spawn(4, request_class::play, 1, h.now() + 60s, nullptr, later);
+  // Retries of calls that first asked before 1, 2 and 3 queued: the one that asked first goes first; a prefetch
+  // that asked earliest still goes after every play.
+  h.spawn(5, request_class::prefetch, 1, h.now() + 60s, nullptr, first_call - 1s);
+  h.spawn(6, request_class::play, 1, h.now() + 60s, nullptr, between);
+  h.spawn(7, request_class::play, 1, h.now() + 60s, nullptr, first_call);
+  h.run_for(10s);
+  CHECK(h.order() == std::vector<int>{7, 6, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("admission gate: paced at its refill for a calm period without a refusal, a counter with requests queued "
+          "probes past the refill until a 429 ends it") {
+  gate_harness h;
+  h.gate.observe("playback", refused(600, 1s)); // 10/s learnt
+  for (int i = 0; i < 2000; ++i) {
+    h.spawn(i);
+  }
+  h.run_granting_for(9s);
+  CHECK(h.playback().pacing_rate == Approx(10.0)); // within the calm period: never past the refill
+  auto const released_at_9s = h.completed.size();
+
+  SECTION("no refusal: the rate grows past the refill (a limit raised where only a 429 would say so)") {
+    h.run_granting_for(15s);
+    CHECK(h.playback().pacing_rate > 15.0); // 5 % of the rate per second of grants: 10 * 1.05^14 is 19.8
+    CHECK(h.playback().pacing_rate < 25.0);
+    CHECK(h.completed.size() - released_at_9s > 15 * 10 + 40); // more than the old refill let through
+
+    // A 429 ends the probe: the rate comes back to the refill, cut, and grows back only up to it.
+    h.gate.observe("playback", refused(600, 0s));
+    CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+    h.run_granting_for(5s);
+    CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+  }
+  SECTION("sheds say the counter is under its reserve: no probe") {
+    for (int s = 0; s < 8; ++s) {
+      counter_feedback shed;
+      shed.status = 200;
+      shed.granted = 1;
+      shed.shed = 1;
+      shed.retry_after = 1s;
+      h.gate.observe("playback", shed);
+      h.run_granting_for(2s);
+    }
+    CHECK(h.playback().pacing_rate == Approx(10.0));
+  }
+  SECTION("a lower limit from GET /v1/config caps a probe at once") {
+    h.run_granting_for(10s);
+    REQUIRE(h.playback().pacing_rate > 12.0);
+    h.gate.set_limit("playback", {360, 60s}); // 6/s
+    CHECK(h.playback().pacing_rate == Approx(6.0));
+  }
+}
+
+TEST_CASE("admission gate: a 429 without rate-limit headers paces at the guess in slow start, doubling with grants, "
+          "until a 429 cuts it") {
+  gate_harness h;        // unknown_limit_rate 1/s
+  counter_feedback bare; // a 429 through a proxy that drops the rate-limit headers
+  bare.status = 429;
+  bare.refused = 1;
+  h.gate.observe("playback", bare);
+  CHECK(h.playback().pacing_rate == Approx(1.0));
+  for (int i = 0; i < 400; ++i) {
+    h.spawn(i);
+  }
+  h.run_granting_for(5s);
+  // Each granted unit adds one per second: 1, 2, 4, 8, 16 over the first seconds (about 2^5 after five).
+  CHECK(h.playback().pacing_rate >= 16.0);
+  CHECK(h.completed.size() >= 25);
+  auto const at_cut = h.playback().pacing_rate;
+  h.gate.observe("playback", bare); // the server's room is found: cut, and slow start ends
+  CHECK(h.playback().pacing_rate == Approx(at_cut * 0.7));
+  h.run_granting_for(1s);
+  // Then 5 % of the rate per second of grants, no longer doubling.
+  CHECK(h.playback().pacing_rate <= at_cut * 0.7 * 1.06);
 }
