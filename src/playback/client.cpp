@@ -1,5 +1,6 @@
 #include "wandura/playback/client.hpp"
 
+#include <exception>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -237,12 +238,20 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
         co_await asio::this_coro::throw_if_cancelled(false);
       }
       std::error_code waited;
-      auto op = sent.op; // named: GCC 12 and class temporaries in co_await expressions
-      co_await self->calls.async_wait(std::move(op), self->time, call.settings.deadline,
-                                      detail::call_registry::on_cancel::end_with_operation, cancelled_already,
-                                      asio::redirect_error(asio::use_awaitable, waited));
+      std::exception_ptr wait_failed; // the setting is the whole coroutine thread's: restored on every path
+      try {
+        auto op = sent.op; // named: GCC 12 and class temporaries in co_await expressions
+        co_await self->calls.async_wait(std::move(op), self->time, call.settings.deadline,
+                                        detail::call_registry::on_cancel::end_with_operation, cancelled_already,
+                                        asio::redirect_error(asio::use_awaitable, waited));
+      } catch (...) { // out of memory starting the wait
+        wait_failed = std::current_exception();
+      }
       if (throws) {
         co_await asio::this_coro::throw_if_cancelled(true);
+      }
+      if (wait_failed) {
+        std::rethrow_exception(wait_failed);
       }
       detail::merge(call, sent, waited);
       if (detail::has_fresh_to_store(call, sent)) {
@@ -463,12 +472,20 @@ asio::awaitable<T> get_typed(std::shared_ptr<client::impl> self, read_target tar
       co_await asio::this_coro::throw_if_cancelled(false);
     }
     std::error_code waited;
-    auto op = started.op;
-    co_await self->calls.async_wait(std::move(op), self->time, started.deadline,
-                                    detail::call_registry::on_cancel::end_with_operation, cancelled_already,
-                                    asio::redirect_error(asio::use_awaitable, waited));
+    std::exception_ptr wait_failed; // as for a ticket call: the setting is restored on every path
+    try {
+      auto op = started.op;
+      co_await self->calls.async_wait(std::move(op), self->time, started.deadline,
+                                      detail::call_registry::on_cancel::end_with_operation, cancelled_already,
+                                      asio::redirect_error(asio::use_awaitable, waited));
+    } catch (...) {
+      wait_failed = std::current_exception();
+    }
     if (throws) {
       co_await asio::this_coro::throw_if_cancelled(true);
+    }
+    if (wait_failed) {
+      std::rethrow_exception(wait_failed);
     }
     if (waited) { // the caller's own wait ended first: what the call had done by then
       throw started.reader->progress.left_early(

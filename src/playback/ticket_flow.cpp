@@ -354,12 +354,14 @@ private:
     if (sent.ok()) {
       return true;
     }
-    if (sent.stopped == stop_reason::cancelled) {
-      return false; // the items a response before the cancellation carried are not the call's result: it has none
+    bool const cancelled = sent.stopped == stop_reason::cancelled;
+    if (cancelled && !(narrowed_ && granted_before_retry())) {
+      return false; // no ticket issued before the cancellation: the call's end is the cancellation
     }
     // Per-item outcomes are read from any final response that carries them, a final 429 or 503 included; one
-    // without them (401, 400, a proxy's HTML) or no response at all fails the whole call.
-    if (sent.has_response() && sent.response.status != 401) {
+    // without them (401, 400, a proxy's HTML) or no response at all fails the whole call. Not after a cancellation:
+    // the last response's refusals were to be retried, and the cancellation ended them (below).
+    if (!cancelled && sent.has_response() && sent.response.status != 401) {
       ticket_batch_result& parsed = thread_parsed_batch();
       parsed.items.clear();
       if (!thread_parser().parse_ticket_batch(sent.response.body, parsed) && !parsed.items.empty()) {
@@ -372,8 +374,9 @@ private:
       return true;
     }
     if (narrowed_) {
-      // A retry of some items ended without an answer for them: what earlier answers said of the others stands
-      // (one item's failure never takes another's result), and those still pending take what ended the retry.
+      // A retry of some items ended without an answer for them (cancelled included: a 2xx read before the
+      // cancellation stands, its tickets issued): what earlier answers said of the others stands (one item's
+      // failure never takes another's result), and those still pending take what ended the retry.
       auto const failure = to_error(sent, operation_);
       if (sent.has_response()) {
         out_.http_status = sent.response.status;
@@ -382,6 +385,16 @@ private:
         take_request_failure(out_.items[i], failure, episode(i).intent);
       }
       return true;
+    }
+    return false;
+  }
+
+  /// An item a response granted before the retry of the others (`narrowed_`) began: its ticket is issued.
+  [[nodiscard]] bool granted_before_retry() const noexcept {
+    for (std::size_t i = 0; i < out_.items.size(); ++i) {
+      if (!pending_.contains(i) && out_.items[i].outcome == item_outcome::granted) {
+        return true;
+      }
     }
     return false;
   }

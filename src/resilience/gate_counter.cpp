@@ -115,13 +115,11 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
     double const refill = refill_per_s();
     double const floor = (refill > 0 ? refill : options_->unknown_limit_rate) * options_->min_rate_fraction;
     rate_ = std::max(rate_ * options_->decrease, floor);
-    if (refill > 0) {
-      rate_ = std::min(rate_, refill); // a probe past the refill (`on_granted`) has found its end
-    }
     slow_start_ = false;
     last_decrease_ = now;
     ++decreases_;
   }
+  cap_at_refill(); // a probe past the refill (`on_granted`) has found its end, cut or not
   last_pressure_ = now;
 }
 
@@ -135,12 +133,24 @@ void gate_counter::on_shed(clock::time_point now, counter_feedback const& feedba
   if (ticks > reserve_until_.load(std::memory_order_relaxed)) {
     reserve_until_.store(ticks, std::memory_order_release);
   }
+  cap_at_refill(); // under its reserve: no room for a probe to find
   last_pressure_ = now;
 }
 
 bool gate_counter::probing(clock::time_point now) const noexcept {
-  return refill_per_s() > 0 && paces() && now - last_pressure_ >= options_->calm_period &&
+  // Not for a fixed window (its allowance is the rate times the window: a probe there would release a multiple of
+  // it at each window's start), nor while the fleet's grants pace the counter (they keep to the published limit: a
+  // probe would only grow a rate nothing uses, which floods once the fleet is set aside).
+  double const refill = refill_per_s();
+  return refill > 0 && paces() && refill_ == refill_kind::continuous && !uses_fleet(now) &&
+         rate_ >= refill * (1 - 1e-9) && now - last_pressure_ >= options_->calm_period &&
          (!plays_.empty() || !prefetches_.empty());
+}
+
+void gate_counter::cap_at_refill() noexcept {
+  if (double const refill = refill_per_s(); refill > 0 && rate_ > refill) {
+    rate_ = refill;
+  }
 }
 
 void gate_counter::on_granted(std::uint32_t units, clock::time_point now) {
@@ -163,8 +173,8 @@ void gate_counter::on_granted(std::uint32_t units, clock::time_point now) {
     step = rate_;
   }
   rate_ += step * static_cast<double>(units) / std::max(rate_, 1e-3);
-  if (refill > 0 && !past_refill) {
-    rate_ = std::min(rate_, refill);
+  if (!past_refill) {
+    cap_at_refill();
   }
 }
 

@@ -141,9 +141,11 @@ private:
   void on_refused(clock::time_point now, counter_feedback const& feedback);
   void on_shed(clock::time_point now, counter_feedback const& feedback);
   void on_granted(std::uint32_t units, clock::time_point now);
-  /// Paced at a known limit, with requests queued, and no refusal or shed for `calm_period`: the rate may grow past
-  /// the refill (`on_granted`).
+  /// Paced at the refill of a continuous counter's known limit (not by a fleet's grants), with requests queued, and
+  /// no refusal or shed for `calm_period`: the rate may grow past the refill (`on_granted`).
   [[nodiscard]] bool probing(clock::time_point now) const noexcept;
+  /// A rate past the refill (a probe) comes down to it.
+  void cap_at_refill() noexcept;
   void bring_room_up_to(clock::time_point now);
   /// Whether releases are paced: the limit is known, or a 429 refused a request since the counter congested. A
   /// counter that has only shed prefetches, limit unknown, drops prefetches but lets plays through.

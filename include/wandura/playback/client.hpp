@@ -149,15 +149,19 @@ struct client_stats {
 /// only when the client's context is not running on another thread (stopped, or run by this thread).
 /// @par Cancellation
 /// Every operation supports terminal cancellation through the awaiting coroutine's cancellation slot (or the
-/// completion token's, for the `async_` forms): it ends at once with `asio::error::operation_aborted`, thrown as a
+/// completion token's, for the `async_` forms): it ends promptly with `asio::error::operation_aborted`, thrown as a
 /// `wandura::error`, whether it is sending, waiting to retry, waiting for a 429 hold-off or waiting for an identical
-/// request in flight. Partial and total cancellation, when the awaiting coroutine lets them through
+/// request in flight: at once, or, for a request's only caller, as soon as the request it cancels has ended (a few
+/// handlers of the client's context: nothing more is awaited but what the client plugs in honours cancellation).
+/// Partial and total cancellation, when the awaiting coroutine lets them through
 /// (`asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation())`), end it the same way: a call
 /// cannot promise that nothing observable happened. A request that no caller waits for any more is cancelled too:
 /// it sends nothing more (an attempt already on the wire is aborted). A cancellation that comes after the answer
 /// (a 2xx read whole before the cancellation reaches the request: on a fast loopback right after the call starts,
 /// or from an `attempt_observer` hook as the attempt ends) does not undo it: the call completes with its result, and
-/// its fresh tickets are stored as far as the ticket store takes them at once (`try_insert_many`). For that, a
+/// its fresh tickets are stored as far as the ticket store takes them at once (`try_insert_many`). Nor does one that
+/// comes while a ticket batch waits to retry some of its items: when a 2xx granted others before, the call completes
+/// with those, the items still waiting failed with `operation_aborted`. For that, a
 /// cancelled call that is its request's only caller ends with the request (which ends within a few handlers of the
 /// client's context once cancelled, nothing more awaited); a caller on another `io_context` than the request runs on,
 /// or one of several callers sharing a request, leaves at once (the others take the result).

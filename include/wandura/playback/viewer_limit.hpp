@@ -27,7 +27,9 @@ namespace wandura {
 /// @par Errors
 /// A limit whose backing service is away decides from local state rather than fail (degrade, never block).
 /// `acquire` throws only `wandura::error` with `asio::error::operation_aborted` when the awaiting coroutine is
-/// cancelled (the client's call then fails the same way, having sent nothing). Anything else it throws fails the
+/// cancelled (the client's call then fails the same way, having sent nothing), and should do so promptly: a
+/// cancelled call that is its request's only caller ends with its request (client.hpp, Cancellation), the limit's
+/// decision included. Anything else it throws fails the
 /// client's call as thrown, nothing sent: a limit that cannot decide is not taken as allowing (it would spend the
 /// organisation's limit without bound) nor as refusing (every viewer would be told to wait).
 /// @par Thread safety

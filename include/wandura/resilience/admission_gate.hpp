@@ -16,9 +16,11 @@
 // - It probes: paced at the refill for `calm_period` without a refusal or a shed while requests are still queued,
 //   the counter may have more room than it learnt (its limit raised, which pacing under it never draws a 429 to
 //   tell), so grants grow the rate past the refill, by `increase` of the rate per second of grants, until a 429
-//   cuts it back to the refill (or tells a new limit). A counter refused while its limit is unknown (a 429 without
-//   the rate-limit headers, as a proxy may leave it) paces at `unknown_limit_rate` in slow start: each second of
-//   grants doubles the rate, until a 429 cuts it or the limit is learnt.
+//   cuts it back to the refill (or tells a new limit), or a shed caps it there. Not for fixed-window counters (a
+//   window's allowance is known to the unit), nor while a `shared_pace`'s grants pace the counter (the fleet keeps
+//   to the published limit; a raised one is found through `GET /v1/config`). A counter refused while its limit is
+//   unknown (a 429 without the rate-limit headers, as a proxy may leave it) paces at `unknown_limit_rate` in slow
+//   start: each second of grants doubles the rate, until a 429 cuts it or the limit is learnt.
 // - Given a `shared_pace` (shared_pace.hpp), the processes of a fleet pace as one: each publishes its hold-offs and
 //   learnt limits, takes a fleet-wide grant for every request it releases while congested, and learns within
 //   `shared_pace_refresh` of a hold or a 429 another process saw. Slow or failing, the shared pace is left aside and

@@ -321,6 +321,32 @@ TEST_CASE("lifetime: a cancellation that comes after the answer does not undo th
   }
 }
 
+TEST_CASE("lifetime: a call cancelled while it waits to retry some items keeps what an earlier 2xx granted the "
+          "others") {
+  harness h;
+  h.fake->push(fake_step::respond(200, batch_body({refused_item(film, 4, "play", 503, "service_unavailable", {}, 1),
+                                                   granted_item(film, 5, "prefetch", "t5")})));
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
+  auto batch = play_batch(4);
+  batch.episodes.push_back({film, 5, wandura::intent::prefetch});
+  asio::cancellation_signal signal;
+  call_end end;
+  spawn_call(h, batch, {}, end, signal.slot());
+  poll(h);
+  REQUIRE(h.fake->attempt_count() == 1);
+  REQUIRE(h.clock->pending_sleeps() >= 1); // the retry of play 4
+  signal.emit(asio::cancellation_type::terminal);
+  drain(h);
+  REQUIRE(end.done);
+  INFO(end.what);
+  REQUIRE(end.result); // it was: "cancelled after 1 attempt", t5 issued for nobody
+  CHECK(end.result->items[1].outcome == item_outcome::granted);
+  CHECK(end.result->items[1].ticket);
+  CHECK(end.result->items[0].outcome == item_outcome::failed);
+  CHECK(end.result->items[0].error == asio::error::operation_aborted);
+  CHECK(h.fake->attempt_count() == 1); // the retry was not sent
+}
+
 TEST_CASE("lifetime: a call cancelled with its first attempt in flight counts that attempt, with no status") {
   harness h;
   auto slow = fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")}));

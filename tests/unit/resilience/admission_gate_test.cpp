@@ -1077,3 +1077,75 @@ TEST_CASE("admission gate: a 429 without rate-limit headers paces at the guess i
   // Then 5 % of the rate per second of grants, no longer doubling.
   CHECK(h.playback().pacing_rate <= at_cut * 0.7 * 1.06);
 }
+
+TEST_CASE("admission gate: a fixed-window counter never probes past its window's allowance") {
+  gate_harness h;
+  h.gate.set_limit("playback", {60, 60s, wandura::refill_kind::fixed_window}); // 60 per 60 s window
+  h.gate.observe("playback", refused(60, 30s));                                // the rest of the window: 30 s
+  for (int i = 0; i < 1000; ++i) {
+    h.spawn(i, request_class::play, 1, h.now() + 10h);
+  }
+  auto const first_window = h.now() + 30s;
+  std::map<long, int> released;              // per window, from the first whole one
+  for (int step = 0; step < 30000; ++step) { // 300 s: five windows, each past the calm period
+    auto const before = h.completed.size();
+    h.advance(10ms);
+    for (auto i = before; i < h.completed.size(); ++i) {
+      REQUIRE(h.completed[i].result.admitted());
+      auto const since = h.now() - first_window;
+      long const w =
+          since < 0s ? -1 : static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(since).count() / 60);
+      h.gate.observe("playback", granted(1)); // a server that grants each window's 60 (the gate sends no more)
+      ++released[w];
+    }
+  }
+  REQUIRE(released.size() >= 5);
+  for (auto const& [w, n] : released) {
+    INFO("window " << w);
+    CHECK(n <= 60); // it was 240 every other window: the allowance is the rate times the window
+  }
+}
+
+TEST_CASE("admission gate: a rate cut below the refill grows back additively, not as a probe, after a calm period") {
+  wandura::admission_gate_options o;
+  o.min_rate_fraction = 0.1;
+  gate_harness h(o);
+  h.gate.observe("playback", refused(600, 0s)); // 10/s
+  for (int i = 0; i < 2000; ++i) {
+    h.spawn(i);
+  }
+  h.run_granting_for(2s);
+  for (int k = 0; k < 8; ++k) {
+    h.gate.observe("playback", refused(600, 0s));
+    h.run_granting_for(1100ms);
+  }
+  auto const cut = h.playback().pacing_rate;
+  REQUIRE(cut < 5.0);
+  h.run_granting_for(11s); // past the calm period, still under the refill
+  auto const r1 = h.playback().pacing_rate;
+  REQUIRE(r1 > cut + 4.0);
+  REQUIRE(r1 < 8.0);
+  h.run_granting_for(2s);
+  // Additive: 5 % of the refill (0.5/s) per second of grants, about 1.0 in 2 s; as a probe (5 % of the rate) it
+  // would be about 0.1 * r1, under 0.8.
+  CHECK(h.playback().pacing_rate - r1 > 0.9);
+  CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+}
+
+TEST_CASE("admission gate: a 429 that may not cut the rate still ends a probe at the refill") {
+  gate_harness h;
+  h.gate.observe("playback", refused(600, 1s)); // 10/s
+  for (int i = 0; i < 3000; ++i) {
+    h.spawn(i);
+  }
+  h.run_granting_for(25s);
+  REQUIRE(h.playback().pacing_rate > 12.0);     // probing
+  h.gate.observe("playback", refused(600, 0s)); // cut, and back to the refill
+  REQUIRE(h.playback().pacing_rate <= 10.0 + 1e-9);
+  auto const decreases = h.playback().decreases;
+  h.run_granting_for(12s); // probing again
+  REQUIRE(h.playback().pacing_rate > 10.0);
+  h.gate.observe("playback", refused(600, 30s)); // a hold longer than the time since the last cut: no cut
+  CHECK(h.playback().decreases == decreases);
+  CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+}

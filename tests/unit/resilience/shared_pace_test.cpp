@@ -258,3 +258,29 @@ TEST_CASE("shared pace: sheds alone never hold plays for the fleet, even with th
   CHECK(h.pace->acquires == 0);
   CHECK(h.playback(0).fleet_grants == 0);
 }
+
+TEST_CASE("shared pace: a gate paced by the fleet's grants does not probe past its refill, and paces alone at it "
+          "when the fleet fails") {
+  fleet_harness h(1, true);
+  h.gates[0]->observe("playback", refused(600, 1s)); // 10/s, the fleet's GCRA at 10/s too
+  for (int i = 0; i < 3000; ++i) {
+    h.spawn(0, 600s);
+  }
+  h.settle();
+  for (int step = 0; step < 6000; ++step) { // 60 s, each release granted: well past the calm period
+    auto const before = h.completed.size();
+    h.clock->advance(10ms);
+    h.settle();
+    for (auto i = before; i < h.completed.size(); ++i) {
+      wandura::counter_feedback g;
+      g.status = 200;
+      g.granted = 1;
+      h.gates[0]->observe("playback", g);
+    }
+  }
+  CHECK(h.playback(0).pacing_rate <= 10.0 + 1e-9); // the fleet keeps to the limit: a probe would find nothing
+  h.pace->failing = true;
+  auto const before = h.completed.size();
+  h.run_for(1s);
+  CHECK(h.completed.size() - before <= 16); // its own refill and burst, not a rate grown unseen (96 in review)
+}
