@@ -359,8 +359,11 @@ struct read_target {
 // reported to the engine, which retries it as it would a connection reset (a GET is safe to resend).
 template <class T, class Parse> class typed_reader final : public response_reader {
 public:
+  /// @param read_url what the read GETs, kept for its error's target when its caller leaves early (`progress`).
   /// @param asked_ref the film or video asked for by a read of one (`get_film`, `get_video`); empty for the others.
-  typed_reader(Parse parse, std::string asked_ref) : parse_(parse), asked_ref_(std::move(asked_ref)) {}
+  typed_reader(Parse parse, std::string read_url, std::string asked_ref)
+      : url(std::move(read_url)), progress(http_method::get, this->url), parse_(parse),
+        asked_ref_(std::move(asked_ref)) {}
 
   void on_progress(int attempts, int http_status) noexcept override { progress.note(attempts, http_status); }
 
@@ -379,6 +382,7 @@ public:
   }
 
   T value{};
+  std::string const url;
   detail::call_progress progress; ///< For the caller's error when it leaves before the call ends.
 
 private:
@@ -437,10 +441,10 @@ typed_start<T, Parse> start_typed(std::shared_ptr<client::impl> const& self, rea
   out.deadline = settings.deadline;
   out.total = settings.total_timeout;
   // The reader lives as long as the operation's finish, which outlives the engine's call.
-  out.reader = std::make_shared<typed_reader<T, Parse>>(parse, segment);
+  out.reader = std::make_shared<typed_reader<T, Parse>>(parse, std::move(url), segment);
   auto* const reader = out.reader.get();
   auto make = [&] {
-    http_request request = self->make_request(http_method::get, std::move(url), {});
+    http_request request = self->make_request(http_method::get, reader->url, {});
     request_traits traits{std::string(target.counter), false, std::chrono::milliseconds{0}, target.operation};
     return self->engine.call(std::move(request), std::move(traits), std::move(settings), reader);
   };

@@ -135,7 +135,7 @@ public:
   batch_reader(std::shared_ptr<client::impl> self, std::shared_ptr<ticket_batch const> batch, item_indexes const& sent,
                retry_classifier classifier, std::string_view operation)
       : self_(std::move(self)), batch_ptr_(std::move(batch)), batch_(*batch_ptr_), sent_(sent), classifier_(classifier),
-        operation_(operation) {
+        operation_(operation), progress_(http_method::post, self_->tickets_url) {
     out_.items.resize(sent_.size());
     for (std::size_t i = 0; i < sent_.size(); ++i) {
       out_.items[i].outcome = item_outcome::deferred;

@@ -30,8 +30,12 @@ url_parts split_url(std::string_view url) noexcept {
 }
 
 std::string describe_target(http_request const& request) {
-  auto const parts = split_url(request.url);
-  auto const method = method_name(request.method);
+  return describe_target(request.method, request.url);
+}
+
+std::string describe_target(http_method method_code, std::string_view url) {
+  auto const parts = split_url(url);
+  auto const method = method_name(method_code);
   bool const with_host = !parts.authority.empty() && parts.authority.find('@') == std::string_view::npos;
   // A path built from a caller's value (a film ref) can be any length: a message shows its start.
   bool const cut = parts.path.size() > max_path_shown;

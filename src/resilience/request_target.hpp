@@ -30,5 +30,7 @@ inline constexpr std::size_t max_path_shown = 200;
 /// "METHOD /path on host[:port]": the port as the URL writes it, the path without query or fragment (its first
 /// `max_path_shown` bytes and "..." when longer). Allocates the returned string only.
 [[nodiscard]] std::string describe_target(http_request const& request);
+/// The same for a request not built yet, or no longer at hand: `method` and `url`.
+[[nodiscard]] std::string describe_target(http_method method, std::string_view url);
 
 } // namespace wandura::detail

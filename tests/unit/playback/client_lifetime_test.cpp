@@ -1069,7 +1069,10 @@ TEST_CASE("lifetime: destroying or shutting down the client while a call sleeps 
   REQUIRE(end.error);
   CHECK(*end.error == asio::error::operation_aborted);
   CHECK(end.attempts == 1);
-  CHECK(end.what == call + ": cancelled after 1 attempt"); // how far it got, as the client's end found it
+  // How far it got, as the client's end found it, and which request it was, as the request's own end says.
+  auto const target = call == "get_config" ? std::string(" (GET /v1/config on 127.0.0.1:1)")
+                                           : std::string(" (POST /v1/playback/tickets on 127.0.0.1:1)");
+  CHECK(end.what == call + ": cancelled after 1 attempt" + target);
   CHECK(shut_down == (how == "shut down"));
   CHECK(h.clock->elapsed() == 0ms); // neither the 5 s backoff nor the 5 s hold-off was waited
   CHECK(h.clock->pending_sleeps() == 0);
