@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
     wandura::emulator::config cfg;
     cfg.threads = 1; // one core
     cfg.seed = 1;
-    cfg.orgs[0].limits.playback = 4000000000u; // never the limit under test
+    cfg.orgs[0].limits.playback = 100000000; // the most a configuration takes: never the limit under test
     auto emu = wandura::emulator::server::start(cfg);
     auto body = sample_body(emu->port());
     auto port = free_port();
