@@ -254,13 +254,13 @@ asio::awaitable<ticket_batch_result> client::issue_tickets_impl(std::shared_ptr<
         std::rethrow_exception(wait_failed);
       }
       detail::merge(call, sent, waited);
-      if (detail::has_fresh_to_store(call, sent)) {
+      if (detail::has_granted_to_store(call, sent)) {
         // A caller cancelled after its wait ended has its result: it stores what the store takes at once and
         // returns it, awaiting nothing (Asio would throw from a co_await in a cancelled frame, losing the tickets).
         if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) {
-          detail::store_fresh_at_once(*self, call);
+          detail::store_granted_at_once(*self, call);
         } else {
-          co_await detail::store_fresh(*self, call);
+          co_await detail::store_granted(*self, call);
         }
       }
     } else {

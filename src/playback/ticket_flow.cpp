@@ -44,6 +44,13 @@ bool is_fresh_grant(ticket_item_result const& item) noexcept {
   return item.outcome == item_outcome::granted && !item.reused;
 }
 
+/// A ticket the server answered the item with, fresh or reused: the store keeps either. A reused one is one the
+/// store lacked (else the call would not have asked): not storing it would send every later call for it to the API
+/// until it expires.
+bool is_granted_ticket(ticket_item_result const& item) noexcept {
+  return item.outcome == item_outcome::granted && item.ticket.has_value();
+}
+
 ticket_key key_for(ticket_batch const& batch, episode_request const& e) {
   return ticket_key{batch.viewer_ref.value_or(std::string{}), batch.union_info, e.film_ref, e.episode_no, e.intent};
 }
@@ -836,25 +843,25 @@ void merge(ticket_call& call, sending& sent, std::error_code waited) {
   }
 }
 
-bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept {
+bool has_granted_to_store(ticket_call const& call, sending const& sent) noexcept {
   return call.reuses && sent.owner && std::any_of(call.pending.begin(), call.pending.end(), [&](std::size_t i) {
-           auto const& item = call.result.items[i];
-           return is_fresh_grant(item) && item.ticket.has_value();
+           return is_granted_ticket(call.result.items[i]);
          });
 }
 
 namespace {
 
-/// The call's fresh tickets with their keys, for one store operation (one round trip out of process).
-std::vector<std::pair<ticket_key, ticket>> fresh_tickets(ticket_call const& call) {
-  std::vector<std::pair<ticket_key, ticket>> fresh;
+/// The tickets the server granted the call, with their keys, for one store operation (one round trip out of
+/// process).
+std::vector<std::pair<ticket_key, ticket>> granted_tickets(ticket_call const& call) {
+  std::vector<std::pair<ticket_key, ticket>> granted;
   for (std::size_t const i : call.pending) {
     auto const& item = call.result.items[i];
-    if (is_fresh_grant(item) && item.ticket) {
-      fresh.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
+    if (is_granted_ticket(item)) {
+      granted.emplace_back(key_for(call.batch, call.batch.episodes[i]), *item.ticket);
     }
   }
-  return fresh;
+  return granted;
 }
 
 } // namespace
@@ -874,19 +881,19 @@ bool try_store_at_once(client::impl& self, std::vector<std::pair<ticket_key, tic
 
 } // namespace
 
-void store_fresh_at_once(client::impl& self, ticket_call& call) {
-  auto fresh = fresh_tickets(call);
-  (void)try_store_at_once(self, fresh);
+void store_granted_at_once(client::impl& self, ticket_call& call) {
+  auto granted = granted_tickets(call);
+  (void)try_store_at_once(self, granted);
 }
 
-asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call) {
-  auto fresh = fresh_tickets(call);
-  if (try_store_at_once(self, fresh)) {
+asio::awaitable<void> store_granted(client::impl& self, ticket_call& call) {
+  auto granted = granted_tickets(call);
+  if (try_store_at_once(self, granted)) {
     co_return;
   }
   auto insert = await_store<void>(
       self, "insert_many",
-      [fresh = std::move(fresh)](ticket_store& store) mutable { return store.insert_many(std::move(fresh)); },
+      [granted = std::move(granted)](ticket_store& store) mutable { return store.insert_many(std::move(granted)); },
       call.settings.deadline);
   try {
     (void)co_await std::move(insert); // named: GCC 12 and temporaries in co_await expressions; nullopt: failed

@@ -11,8 +11,8 @@
 //   engine; the operation shares the caller's batch, and its `batch_reader` takes the viewer's allowance first
 //   (with a viewer limit), reads every response's items and narrows the request to the items still needed, which
 //   the engine then retries like any retry;
-// - `merge` puts what came back into the caller's result, and `store_fresh` (awaited only when the call reuses
-//   tickets) stores its fresh tickets.
+// - `merge` puts what came back into the caller's result, and `store_granted` (awaited only when the call reuses
+//   tickets) stores the tickets the server granted it.
 // The allowance belongs to the request, not to the calls waiting for it: it is taken once, by the operation, so a
 // call that joins an identical request in flight takes none (and shares the request's refusals), and the operation
 // gives back what was not freshly granted when it ends, however it ends. A `ticket_settlement` in the caller's frame
@@ -157,19 +157,20 @@ struct sending {
 ///         `deadline_exceeded` when its own deadline passed first.
 void merge(ticket_call& call, sending& sent, std::error_code waited);
 
-/// Whether `store_fresh` has anything to store: the call reuses tickets and owns the request's result
-/// (`sending::owner`), which granted at least one fresh ticket.
-[[nodiscard]] bool has_fresh_to_store(ticket_call const& call, sending const& sent) noexcept;
+/// Whether `store_granted` has anything to store: the call reuses tickets and owns the request's result
+/// (`sending::owner`), in which the server granted at least one ticket.
+[[nodiscard]] bool has_granted_to_store(ticket_call const& call, sending const& sent) noexcept;
 
-/// Stores every fresh ticket of `call.result` in the ticket store, for reuse by later calls (of any process sharing
-/// the store). A store still at work when the call's deadline passes is cancelled and the tickets go unstored: the
-/// call keeps them, as it does when the store throws (counted in `store_errors`, logged). @throws `operation_aborted`
-/// when the call is cancelled or the client ends while the store works.
-[[nodiscard]] asio::awaitable<void> store_fresh(client::impl& self, ticket_call& call);
+/// Stores every ticket the server granted in `call.result`, fresh or reused by the server (which the store lacked: a
+/// process restarted, a shared store that lost its keys), in the ticket store, for reuse by later calls (of any
+/// process sharing the store). A store still at work when the call's deadline passes is cancelled and the tickets go
+/// unstored: the call keeps them, as it does when the store throws (counted in `store_errors`, logged). @throws
+/// `operation_aborted` when the call is cancelled or the client ends while the store works.
+[[nodiscard]] asio::awaitable<void> store_granted(client::impl& self, ticket_call& call);
 
-/// `store_fresh` without waiting: the tickets the store takes at once (`try_insert_many`), else none. For a call
+/// `store_granted` without waiting: the tickets the store takes at once (`try_insert_many`), else none. For a call
 /// cancelled after its result came, which may await nothing more.
-void store_fresh_at_once(client::impl& self, ticket_call& call);
+void store_granted_at_once(client::impl& self, ticket_call& call);
 
 /// Names every item that no response filled with the episode asked for, and counts the outcomes.
 void finish_items(client::impl& self, ticket_call& call);

@@ -57,8 +57,9 @@ struct client_options {
   retry_options retry{};
   /// Where reusable tickets are kept; null means an in-memory LRU (`memory_ticket_store`, 10,000 entries or 64 MiB). A
   /// fleet of processes shares one through Redis (`wandura::fleet::configure`). Looked up once per call (every
-  /// episode of the batch at once) and written once per fresh ticket, only when `reuse_tickets` is on and the
-  /// batch has a `viewer_ref`.
+  /// episode of the batch at once) and written once per ticket the server granted (fresh, or reused by the server
+  /// because the store lacked it: a restarted process, a shared store that lost its keys), only when
+  /// `reuse_tickets` is on and the batch has a `viewer_ref`.
   std::shared_ptr<ticket_store> tickets{};
   /// Whether tickets are reused from `tickets` at all (docs/protocol.md §3). Needs `viewer_ref`. Off, a call never
   /// touches the store.
@@ -159,7 +160,7 @@ struct client_stats {
 /// it sends nothing more (an attempt already on the wire is aborted). A cancellation that comes after the answer
 /// (a 2xx read whole before the cancellation reaches the request: on a fast loopback right after the call starts,
 /// or from an `attempt_observer` hook as the attempt ends) does not undo it: the call completes with its result, and
-/// its fresh tickets are stored as far as the ticket store takes them at once (`try_insert_many`). Nor does one that
+/// its tickets are stored as far as the ticket store takes them at once (`try_insert_many`). Nor does one that
 /// comes while a ticket batch waits to retry some of its items: when a 2xx granted others before, the call completes
 /// with those, the items still waiting failed with `operation_aborted`. For that, a
 /// cancelled call that is its request's only caller ends with the request (which ends within a few handlers of the
@@ -202,10 +203,10 @@ public:
   /// request with a new idempotency key, after their own `retry_after` plus jitter, within the same deadline and
   /// budget: the retry engine makes that request as one of its retries (never with `auto_idempotency_keys` off, a
   /// caller key or not: the items stay as answered). Whole-request and per-item retries
-  /// share the policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Fresh tickets are
-  /// stored for reuse. The deadline counts from the call's start, the ticket store's work included: a lookup still
-  /// running at it ends the call with `errc::deadline_exceeded`, and tickets the store is still writing then are
-  /// left unstored (the call returns them).
+  /// share the policy's `max_retries`: a call makes at most `max_retries + 1` attempts in all. Granted tickets are
+  /// stored for reuse (those the server reused too: the store lacked them). The deadline counts from the call's start,
+  /// the ticket store's work included: a lookup still running at it ends the call with `errc::deadline_exceeded`, and
+  /// tickets the store is still writing then are left unstored (the call returns them).
   ///
   /// When every play of the batch was answered before sending (from the ticket store), what is left is prefetches,
   /// and their request's failure is theirs alone: it is not sent while the playback counter is congested (the

@@ -86,8 +86,9 @@ public:
   /// declined ticket still replaces the earlier one, by none.
   /// @param key what `t` is for; owned by the operation. @param t the ticket; owned by the operation.
   [[nodiscard]] virtual asio::awaitable<void> insert(ticket_key key, ticket t) = 0;
-  /// Stores each of `tickets` as `insert` does. The client stores a call's fresh tickets with one call to this, so
-  /// that a store out of process may write them in one round trip; the default inserts them one at a time.
+  /// Stores each of `tickets` as `insert` does. The client stores the tickets the server granted a call (fresh or
+  /// reused) with one call to this, so that a store out of process may write them in one round trip; the default
+  /// inserts them one at a time.
   /// @param tickets what each ticket is for, and the ticket; owned by the operation.
   [[nodiscard]] virtual asio::awaitable<void> insert_many(std::vector<std::pair<ticket_key, ticket>> tickets);
   /// Forgets the ticket of `key`, if any (for example after the player reported it rejected).

@@ -967,6 +967,53 @@ TEST_CASE("fleet client: Redis paused mid-run, calls answer from local state wit
   CHECK(a.lines_starting("WARN fleet ticket_cache") == 1);
 }
 
+TEST_CASE("fleet client: after Redis restarted empty, one request per ticket refills it and both processes reuse it "
+          "again") {
+  // A trial: Redis killed and restarted without persistence; each process, its replica read again and complete,
+  // answered every key absent, the server reused the tickets, and nothing stored them: every later call went to the
+  // API (124 a second against 0 before) until the tickets expired.
+  auto redis = test_support::start_redis_or_skip();
+  if (!redis) {
+    return;
+  }
+  auto emu = start_emulator();
+  process a(redis->url(), emu->base_url(), "process-a", {}, 100ms);
+  process b(redis->url(), emu->base_url(), "process-b", {}, 100ms);
+  auto const b_known = b.known_keys();
+  auto const first = a.play(viewer_a, "phone-1", 4);
+  REQUIRE(first.ticket);
+  a.flush();
+  b.heard(b_known, 1);
+  REQUIRE(b.play(viewer_a, "phone-1", 4).reused);
+  REQUIRE(playback_requests(*emu) == 1);
+
+  redis->kill();
+  redis->start();            // empty: no persistence
+  for (auto* p : {&a, &b}) { // both read the (empty) keys again: a lookup is answered absent without asking
+    REQUIRE(test_support::wait_until([&] {
+      auto const t = p->shared->stats().tickets;
+      return t.known_keys_complete && t.known_keys == 0 && !p->shared->stats().degraded;
+    }));
+  }
+
+  auto const again = a.play(viewer_a, "phone-1", 4);
+  REQUIRE(again.ticket);
+  CHECK(again.reused);
+  CHECK(again.ticket->ticket_id == first.ticket->ticket_id);
+  auto const requests = playback_requests(*emu);
+  CHECK(requests <= 2); // the server reused it (counting 0), or the process answered from its own copy
+  a.flush();
+  b.heard(0, 1); // stored again, announced to the fleet
+  for (int i = 0; i < 3; ++i) {
+    auto const item = (i % 2 == 0 ? b : a).play(viewer_a, "phone-1", 4);
+    REQUIRE(item.ticket);
+    CHECK(item.reused);
+    CHECK(item.ticket->ticket_id == first.ticket->ticket_id);
+  }
+  CHECK(playback_requests(*emu) == requests); // answered by the store again
+  CHECK(emu->stats().tickets_counted == 1);
+}
+
 TEST_CASE("fleet client: Redis down from the start, every call succeeds and a process reuses its own tickets") {
   auto emu = start_emulator();
   std::string const nowhere = "redis://127.0.0.1:" + std::to_string(test_support::free_loopback_port());

@@ -163,6 +163,29 @@ TEST_CASE("client: a granted ticket is reused for the same viewer and device, ne
   CHECK(h.api->stats().metrics.cache_hits == 1);
 }
 
+TEST_CASE("client: a ticket the server reused is stored too, so the next call for it sends nothing") {
+  // A process restarted (or a shared store that lost its keys) asks for a ticket the server issued before: the
+  // server answers it reused. Not storing it sent every later call for it to the API until it expired.
+  bool const reuse = GENERATE(true, false);
+  INFO("reuse_tickets = " << reuse);
+  wandura::client_options options;
+  options.reuse_tickets = reuse;
+  harness h(options);
+  h.fake->set_default(
+      fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4", /*reused=*/true)})));
+  auto first = h.start(4, 0);
+  CHECK(first.play.outcome == item_outcome::granted);
+  CHECK(first.play.reused);
+  CHECK(first.attempts == 1);
+  auto again = h.start(4, 0);
+  CHECK(again.play.reused);
+  REQUIRE(again.play.ticket);
+  CHECK(again.play.ticket->ticket_id == "t4");
+  CHECK(h.fake->attempt_count() == (reuse ? 1U : 2U)); // from the store when reuse is on; asked again when off
+  CHECK(again.attempts == (reuse ? 0 : 1));
+  CHECK(h.api->stats().metrics.cache_hits == (reuse ? 1U : 0U));
+}
+
 TEST_CASE("client: a ticket whose expires_at has passed by the local clock is granted, and not kept for reuse") {
   // ticket.hpp: the server's clock decides; a local clock ahead of it must not turn grants into errors.
   harness h;
