@@ -118,12 +118,14 @@ struct client_stats {
 ///
 /// @par Thread safety
 /// Every member function may be called from any thread and from many coroutines at once. Each call's own work (its
-/// requests, waits and hooks, a shared request's included) runs serialised: on the caller's executor when that
+/// requests, waits and the hooks they run: `on_attempt_begin`, `on_attempt_end`, `on_retry`, the log; a shared
+/// request's included) runs serialised: on the caller's executor when that
 /// runs one handler at a time already (a strand, or an `io_context` made with concurrency hint 1,
 /// `asio::io_context(1)`, which must then be run by one thread only), on a strand of it made for the call otherwise
 /// (two allocations per call); for a caller on another `io_context` than the client's, the same on the client's
-/// executor (only the completion runs on the caller's), so that the client's own cancellations (a last waiter leaving a
-/// shared request,
+/// executor (only the call's own coroutine runs on the caller's: checking its arguments, the ticket store's answers
+/// given at once, `attempt_observer::on_call_end`, and the completion), so that the client's own cancellations (a last
+/// waiter leaving a shared request,
 /// `~client()`) never run at once with the work they cancel. A service that runs its `io_context` on one thread
 /// saves that strand by making the context with concurrency hint 1.
 /// @par Lifetime

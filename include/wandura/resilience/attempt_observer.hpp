@@ -87,8 +87,12 @@ public:
   virtual void* on_attempt_begin(attempt_begin const& attempt) noexcept = 0;
   /// The attempt `attempt`, for which `on_attempt_begin` returned `context`, has ended with `end`.
   virtual void on_attempt_end(void* context, attempt_begin const& attempt, attempt_end const& end) noexcept = 0;
-  /// A logical call has ended, after the end of its last attempt. Called once per call, on the thread that ran
-  /// it. Does nothing unless overridden.
+  /// A logical call has ended, after the end of its last attempt. Called once per call, from the call itself,
+  /// just before it completes: for `wandura::client`, a coroutine awaiting the call hears it on its own executor
+  /// (a caller on another `io_context` than the client's: there, while the call's attempts are reported on the
+  /// client's), an `async_` call, which starts on the client's executor, there. The observer is called from several
+  /// threads when those contexts run on several (as a client's context run by several threads does anyway). Does
+  /// nothing unless overridden.
   ///
   /// A client call that stops waiting early (cancelled, or its deadline passed while its request was in flight)
   /// ends at once: the attempt it waited for ends after it, as it is aborted, or when it completes for the other

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
@@ -380,6 +381,74 @@ TEST_CASE("client options: hooks that throw during a per-item retry never end or
   CHECK(log_calls == 1);
   CHECK(s.clock.now() - start < std::chrono::milliseconds(2001)); // the item's 1 s plus jitter, not delayed
   CHECK(api.stats().engine.hook_errors == 2);
+}
+
+namespace {
+/// An observer recording, for each hook, which of two contexts ran it: "begin client", "call caller", ...
+struct where_observer final : wandura::attempt_observer {
+  void* on_attempt_begin(wandura::attempt_begin const&) noexcept override {
+    events.push_back("begin " + where());
+    return nullptr;
+  }
+  void on_attempt_end(void*, wandura::attempt_begin const&, wandura::attempt_end const&) noexcept override {
+    events.push_back("end " + where());
+  }
+  void on_call_end(wandura::call_end const&) noexcept override { events.push_back("call " + where()); }
+  [[nodiscard]] std::string where() const {
+    return client->get_executor().running_in_this_thread()   ? "client"
+           : caller->get_executor().running_in_this_thread() ? "caller"
+                                                             : "neither";
+  }
+  asio::io_context* client = nullptr;
+  asio::io_context* caller = nullptr;
+  std::vector<std::string> events;
+};
+} // namespace
+
+TEST_CASE("client options: for a caller on another io_context, attempts are reported on the client's context and "
+          "the call's end where the call runs") {
+  // attempt_observer.hpp, on_call_end: a coroutine awaiting the call on another io_context hears it there; an
+  // `async_` call, which starts on the client's executor, on the client's. client.hpp: the attempts on the client's.
+  bool const awaitable_form = GENERATE(true, false);
+  CAPTURE(awaitable_form);
+  asio::io_context caller;
+  auto observer = std::make_shared<where_observer>();
+  wandura::client_options options;
+  options.retry.observer = observer;
+  client_harness::harness h(options);
+  observer->client = &h.io;
+  observer->caller = &caller;
+  h.fake->push(fake_step::respond(503, R"({"error_code":"service_unavailable"})"));
+  h.fake->push(fake_step::respond(200, R"({"org_id":"org_demo","limits":{"playback":6000}})"));
+  bool done = false;
+  std::string completed_on;
+  if (awaitable_form) {
+    asio::co_spawn(caller, h.api->get_config(), [&](std::exception_ptr e, wandura::org_config) {
+      CHECK_FALSE(e);
+      completed_on = observer->where();
+      done = true;
+    });
+  } else {
+    h.api->async_get_config(asio::bind_executor(caller, [&](std::error_code ec, wandura::org_config) {
+      CHECK_FALSE(ec);
+      completed_on = observer->where();
+      done = true;
+    }));
+  }
+  for (int i = 0; i < 1000 && !done; ++i) { // both contexts on this thread, in turn; bounded
+    caller.restart();
+    caller.poll();
+    h.io.restart();
+    h.io.poll();
+    if (!done) {
+      h.clock->advance_to_next_wakeup();
+    }
+  }
+  REQUIRE(done);
+  CHECK(completed_on == "caller");
+  std::string const call_end = awaitable_form ? "call caller" : "call client";
+  CHECK(observer->events ==
+        std::vector<std::string>{"begin client", "end client", "begin client", "end client", call_end});
 }
 
 namespace {
