@@ -177,10 +177,29 @@ void drop(redis_command_op& op) noexcept {
   }
 }
 
+/// `options`, refused when a bound would switch the shared state off while looking like an outage: every command
+/// timed out at once, or every reply too large (the WARN line would blame a healthy Redis).
+redis_options checked(redis_options options) {
+  auto refuse = [](char const* why) { throw error(errc::invalid_argument, std::string("redis options: ") + why); };
+  if (options.command_timeout.count() <= 0) {
+    refuse("command_timeout must be > 0");
+  }
+  if (options.connect_timeout.count() <= 0) {
+    refuse("connect_timeout must be > 0");
+  }
+  if (options.max_pending == 0) {
+    refuse("max_pending must be > 0");
+  }
+  if (options.max_reply_bytes == 0 || options.max_reply_elements == 0) {
+    refuse("max_reply_bytes and max_reply_elements must be > 0");
+  }
+  return options;
+}
+
 } // namespace
 
 redis_connection::redis_connection(asio::any_io_executor ex, redis_options options)
-    : executor_(std::move(ex)), options_(std::move(options)), url_(redis_url::parse(options_.url)),
+    : executor_(std::move(ex)), options_(checked(std::move(options))), url_(redis_url::parse(options_.url)),
       connect_timer_(executor_), deadline_timer_(executor_), backoff_(options_),
       declared_elements_(options_.max_reply_bytes, options_.max_reply_elements) {}
 

@@ -104,7 +104,8 @@ public:
   /// @param executor where Redis commands run: the fleet uses a strand of it, so a multi-threaded io_context is
   ///        fine. It must outlive the fleet and every client it configured.
   /// @param options the Redis server and timeouts, the organisation, this process's id and the fallback; copied.
-  /// @throws wandura::error `errc::invalid_argument` for a bad `org`, Redis URL or `viewer_local_share`. Never for
+  /// @throws wandura::error `errc::invalid_argument` for a bad `org`, Redis URL or `viewer_local_share`, or Redis
+  ///         options `redis_client` refuses (a timeout of 0 or less, a bound of 0). Never for
   ///         Redis being down: the first commands then fall back to local state.
   fleet(asio::any_io_executor executor, fleet_options options);
   fleet(fleet const&) = delete;

@@ -138,7 +138,9 @@ public:
   /// @param ex where hiredis is driven and timers run. No connection is made before the first command.
   /// @param options the server URL and the command and connect timeouts; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `options.url` (the message never contains the
-  ///         password).
+  ///         password), a `command_timeout` or `connect_timeout` of 0 or less, or a `max_pending`,
+  ///         `max_reply_bytes` or `max_reply_elements` of 0 (each would switch Redis off while looking like an
+  ///         outage).
   redis_client(asio::any_io_executor ex, redis_options options);
   ~redis_client();
   redis_client(redis_client const&) = delete;

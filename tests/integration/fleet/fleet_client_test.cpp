@@ -29,6 +29,7 @@
 #include "wandura/emulator/emulator.hpp"
 #include "wandura/error.hpp"
 #include "wandura/fleet/key_layout.hpp"
+#include "wandura/fleet/redis_client.hpp"
 #include "wandura/playback/client.hpp"
 #include "wandura/playback/ticket_store.hpp"
 
@@ -1196,6 +1197,50 @@ TEST_CASE("fleet: a bad org or Redis URL is refused with invalid_argument, never
     CHECK(e->code() == wandura::errc::invalid_argument);
     CHECK(std::string_view(e->what()).find("s3cret") == std::string_view::npos);
   }
+}
+
+TEST_CASE("fleet: Redis options that would switch Redis off are refused with invalid_argument, as redis_client "
+          "refuses them") {
+  // A trial: a command timeout of 0 or -5 ms was taken, Redis was never really used, and the only sign was a WARN
+  // line blaming a healthy server.
+  using wandura::redis_options;
+  std::vector<std::pair<std::string, redis_options>> cases{
+      {"command_timeout must be > 0", redis_options{.command_timeout = 0ms}},
+      {"command_timeout must be > 0", redis_options{.command_timeout = -5ms}},
+      {"connect_timeout must be > 0", redis_options{.connect_timeout = 0ms}},
+      {"max_pending must be > 0", redis_options{.max_pending = 0}},
+      {"max_reply_bytes and max_reply_elements must be > 0", redis_options{.max_reply_bytes = 0}},
+      {"max_reply_bytes and max_reply_elements must be > 0", redis_options{.max_reply_elements = 0}},
+  };
+  asio::io_context io;
+  for (auto const& [why, redis] : cases) {
+    CAPTURE(why);
+    wandura::fleet_options fo;
+    fo.org = "acme";
+    fo.redis = redis;
+    try {
+      wandura::fleet shared(io.get_executor(), fo);
+      FAIL("accepted");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+      CHECK(std::string(e.what()) == "redis options: " + why);
+    }
+    try {
+      wandura::redis_client client(io.get_executor(), redis);
+      FAIL("accepted by redis_client");
+    } catch (wandura::error const& e) {
+      CHECK(e.code() == wandura::errc::invalid_argument);
+    }
+  }
+  // The bounds' smallest and largest values are taken: 1 ms, 1, and `milliseconds::max()` for no limit.
+  CHECK_NOTHROW(wandura::redis_client(io.get_executor(), redis_options{.command_timeout = 1ms,
+                                                                       .connect_timeout = 1ms,
+                                                                       .max_pending = 1,
+                                                                       .max_reply_bytes = 1,
+                                                                       .max_reply_elements = 1}));
+  CHECK_NOTHROW(
+      wandura::redis_client(io.get_executor(), redis_options{.command_timeout = std::chrono::milliseconds::max(),
+                                                             .connect_timeout = std::chrono::milliseconds::max()}));
 }
 
 TEST_CASE("fleet: the lines it logs when Redis refuses its password or is down never contain the password") {
