@@ -320,6 +320,11 @@ shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view o
   if (!(options.local_share > 0) || options.local_share > 1) {
     throw error(errc::invalid_argument, "viewer limit: local_share must be in (0, 1]");
   }
+  // The local bucket's rate per millisecond must be a number the arithmetic can divide by: a share of a tiny rate
+  // that underflows to 0 (or to a subnormal) would make every wait infinite or NaN.
+  if (!std::isnormal(options.tickets_per_minute / 60000.0 * options.local_share)) {
+    throw error(errc::invalid_argument, "viewer limit: tickets_per_minute times local_share is too small to count");
+  }
   impl_ = std::make_shared<impl>(redis, std::string(org), std::move(options));
 }
 
@@ -390,8 +395,10 @@ asio::awaitable<viewer_limit_decision> shared_viewer_limit::try_acquire(std::str
     // Granted here after a take Redis may have run, the tickets are not owed: Redis may have counted them (if its
     // late reply comes, the compensation gives them back there, and they count nowhere: erring towards the viewer).
     auto const local = self->take_locally(viewer_ref, now_ms, tickets, not_run);
-    // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion.
-    decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(std::min(local.wait_ms, 1e12))),
+    // At most 10^12 ms (~31 years), as the script's: a tiny rate or share cannot overflow the conversion (nor a
+    // NaN reach it: `!(x < cap)` takes the cap).
+    double const wait_ms = local.wait_ms < 1e12 ? std::max(local.wait_ms, 0.0) : 1e12;
+    decision = {local.granted, std::chrono::milliseconds(static_cast<std::int64_t>(wait_ms)),
                 viewer_limit::account::fallback};
   }
   ++(decision.granted ? self->stats.granted : self->stats.refused);

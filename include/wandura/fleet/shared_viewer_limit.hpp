@@ -121,7 +121,8 @@ public:
   /// @param redis must outlive the limiter. @param org the organisation (hash tag).
   /// @param options the per-viewer rate and burst, and the fallback; copied.
   /// @throws wandura::error with `errc::invalid_argument` for a bad `org`, a rate that is not finite and > 0, a
-  ///         burst that is not finite and >= 0, or a `local_share` outside (0, 1].
+  ///         burst that is not finite and >= 0, a `local_share` outside (0, 1], or a rate whose share is too small to
+  ///         count (`tickets_per_minute * local_share / 60000` not a normal double, e.g. 1e-300 and 1e-300).
   shared_viewer_limit(redis_client& redis, std::string_view org, viewer_limit_options options = {});
   ~shared_viewer_limit();
   shared_viewer_limit(shared_viewer_limit const&) = delete;

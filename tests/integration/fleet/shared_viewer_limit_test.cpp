@@ -309,7 +309,8 @@ TEST_CASE("shared viewer limit: a wait past 31 years from a tiny rate or share i
   CHECK(local.retry_after == std::chrono::milliseconds(1'000'000'000'000));
 }
 
-TEST_CASE("shared viewer limit: a local_share outside 0 to 1 is refused with invalid_argument") {
+TEST_CASE("shared viewer limit: a local_share outside 0 to 1, or too small a share of the rate, is refused with "
+          "invalid_argument") {
   asio::io_context io;
   wandura::redis_client client(io.get_executor(), {.url = "redis://127.0.0.1:1"});
   for (double const bad : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
@@ -319,6 +320,15 @@ TEST_CASE("shared viewer limit: a local_share outside 0 to 1 is refused with inv
   }
   wandura::shared_viewer_limit fine(client, "org_demo", {.local_share = 0.25});
   CHECK(fine.stats().granted == 0);
+  // A share of a rate that underflows (a trial: 1e-300 of 1e-300 a minute answered every local take with a wait of
+  // INT64_MIN ms, a NaN converted) is refused too; the smallest that counts is taken.
+  for (double const rate : {1e-300, 1e-5}) {
+    CAPTURE(rate);
+    CHECK(test_support::refused_as_invalid([&] {
+      wandura::shared_viewer_limit limit(client, "org_demo", {.tickets_per_minute = rate, .local_share = 1e-300});
+    }));
+  }
+  CHECK_NOTHROW(wandura::shared_viewer_limit(client, "org_demo", {.tickets_per_minute = 3, .local_share = 1e-300}));
 }
 
 TEST_CASE("shared viewer limit: takes and give-backs while Redis stalls and recovers over and over leave its bucket "
