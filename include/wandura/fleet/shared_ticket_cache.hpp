@@ -60,17 +60,23 @@ struct ticket_cache_options {
 /// Counters of one cache. A snapshot. Each ticket a lookup asks for is counted once, in `hits` or `misses`, when
 /// the lookup returns; a lookup cancelled (it throws `operation_aborted`) counts none of its tickets.
 struct ticket_cache_stats {
-  std::uint64_t hits = 0;           ///< lookups that returned a ticket (from Redis, the near cache or the fallback)
-  std::uint64_t near_hits = 0;      ///< of `hits`: answered from the local copy with Redis up, without a round trip
+  std::uint64_t hits = 0; ///< lookups that returned a ticket (from Redis, the near cache or the fallback)
+  /// Of `hits`: answered from the local copy without a round trip, while the Redis client is open: a copy kept while
+  /// the erase subscription was live, or one this process stored and has not written to Redis yet (while Redis is down,
+  /// every ticket stored since: served as near, since no other process knows it to erase it, and not a fallback).
+  std::uint64_t near_hits = 0;
   std::uint64_t erasures_heard = 0; ///< erase notifications received (this process's own erases included)
   std::uint64_t misses = 0;         ///< lookups that returned nothing
   std::uint64_t rejected = 0;       ///< stored values refused: another identity under the key, corrupt, or expiring
-  std::uint64_t fallbacks = 0;      ///< operations answered from local state because Redis was slow, down or failing
-  bool degraded = false;            ///< answering locally right now
-  bool near_cache_live = false;     ///< the erase subscription is confirmed: the near cache answers
-  std::uint64_t known_absent = 0;   ///< of `misses`: answered absent by the replica of keys, without a round trip
-  std::size_t known_keys = 0;       ///< ticket keys the replica holds now
-  bool known_keys_complete = false; ///< the replica is complete: a key it lacks is answered absent
+  /// Operations that needed Redis and were answered from local state because Redis was slow, down or failing, or
+  /// the Redis client was closed (`redis_client::close`, as `fleet::shutdown` does: then every lookup the local copy
+  /// answers).
+  std::uint64_t fallbacks = 0;
+  bool degraded = false;                  ///< answering locally right now
+  bool near_cache_live = false;           ///< the erase subscription is confirmed: the near cache answers
+  std::uint64_t known_absent = 0;         ///< of `misses`: answered absent by the replica of keys, without a round trip
+  std::size_t known_keys = 0;             ///< ticket keys the replica holds now
+  bool known_keys_complete = false;       ///< the replica is complete: a key it lacks is answered absent
   std::uint64_t known_keys_resyncs = 0;   ///< times the replica was read whole from Redis and became complete
   std::uint64_t known_keys_overflows = 0; ///< times it outgrew `known_keys_capacity` (and emptied)
 };

@@ -1030,6 +1030,9 @@ TEST_CASE("fleet client: Redis down from the start, every call succeeds and a pr
   CHECK(emu->stats().tickets_counted == 1);
   auto const stats = a.shared->stats();
   CHECK(stats.fallbacks >= 3); // lookup, limit and store of the first call at least
+  // The reuse was of the process's own ticket, never written: a near hit (shared_ticket_cache.hpp), not a fallback.
+  CHECK(stats.tickets.hits == 1);
+  CHECK(stats.tickets.near_hits == 1);
   CHECK(stats.degraded);
   CHECK(stats.redis.connect_failures >= 1);
   CHECK(a.lines_starting("WARN fleet ticket_cache") == 1);
