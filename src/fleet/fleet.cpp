@@ -1,6 +1,7 @@
 #include "wandura/fleet/fleet.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <type_traits>
 #include <utility>
@@ -48,6 +49,11 @@ fleet_options checked_with_defaults(fleet_options options) {
   if (!(options.viewer_local_share > 0) || options.viewer_local_share > 1) {
     throw error(errc::invalid_argument, "fleet: viewer_local_share must be in (0, 1]");
   }
+  // The share of the smallest viewer rate a client may ask for (1 a minute) must count, as shared_viewer_limit
+  // requires of the rate it is given: then no `configure` refuses it later.
+  if (!std::isnormal(1.0 / 60000.0 * options.viewer_local_share)) {
+    throw error(errc::invalid_argument, "fleet: viewer_local_share is too small to count");
+  }
   if (options.process_id.empty()) {
     options.process_id = default_process_id();
   }
@@ -82,15 +88,17 @@ fleet_state::~fleet_state() = default;
 
 shared_viewer_limit& fleet_state::viewer_limit_for(std::uint32_t per_minute) {
   std::lock_guard lock(mutex_);
-  auto& limit = limits_[per_minute];
-  if (!limit) {
+  auto found = limits_.find(per_minute);
+  if (found == limits_.end()) {
     viewer_limit_options lo;
     lo.tickets_per_minute = static_cast<double>(per_minute);
     lo.fallback = options.fallback;
     lo.local_share = options.viewer_local_share;
-    limit = std::make_unique<shared_viewer_limit>(redis, options.org, std::move(lo));
+    // Made before it is added: a limit that throws leaves no empty entry behind for `publish` to read.
+    auto made = std::make_unique<shared_viewer_limit>(redis, options.org, std::move(lo));
+    found = limits_.emplace(per_minute, std::move(made)).first;
   }
-  return *limit;
+  return *found->second;
 }
 
 void fleet_state::add_cross_process_reuse(std::uint64_t n) noexcept {
@@ -390,10 +398,16 @@ void fleet::configure(client_options& options) const {
   if (options.viewer_tickets_per_minute == 0U) {
     throw error(errc::invalid_argument, "fleet: viewer_tickets_per_minute must be > 0");
   }
-  options.tickets = std::make_shared<detail::redis_ticket_store>(impl_);
+  // Everything made first, then `options` changed: a throw leaves the caller's options as they were.
+  auto tickets = std::make_shared<detail::redis_ticket_store>(impl_);
+  std::shared_ptr<viewer_limit> limit;
   if (options.viewer_tickets_per_minute) {
-    auto& limit = impl_->viewer_limit_for(*options.viewer_tickets_per_minute);
-    options.viewer_limit = std::make_shared<detail::redis_viewer_limit>(impl_, limit);
+    limit = std::make_shared<detail::redis_viewer_limit>(impl_,
+                                                         impl_->viewer_limit_for(*options.viewer_tickets_per_minute));
+  }
+  options.tickets = std::move(tickets);
+  if (limit) {
+    options.viewer_limit = std::move(limit);
   }
   options.retry.admission.shared_pace = pace_;
 }

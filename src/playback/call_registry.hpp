@@ -513,7 +513,7 @@ public:
   }
 
   /// True for the first waiter that asks, once the operation is done, false for every other: the one that takes
-  /// charge of what should happen once per operation (for a ticket batch, reporting and storing its fresh tickets),
+  /// charge of what should happen once per operation (for a ticket batch, reporting and storing its granted tickets),
   /// whichever of the callers are still there. Any thread.
   [[nodiscard]] bool claim() noexcept { return !claimed.exchange(true, std::memory_order_acq_rel); }
 

@@ -104,7 +104,8 @@ public:
   /// @param executor where Redis commands run: the fleet uses a strand of it, so a multi-threaded io_context is
   ///        fine. It must outlive the fleet and every client it configured.
   /// @param options the Redis server and timeouts, the organisation, this process's id and the fallback; copied.
-  /// @throws wandura::error `errc::invalid_argument` for a bad `org`, Redis URL or `viewer_local_share`, or Redis
+  /// @throws wandura::error `errc::invalid_argument` for a bad `org`, Redis URL or `viewer_local_share` (outside
+  ///         (0, 1], or too small a share of 1 ticket a minute to count: under about 1.3e-303), or Redis
   ///         options `redis_client` refuses (a timeout of 0 or less, a bound of 0). Never for
   ///         Redis being down: the first commands then fall back to local state.
   fleet(asio::any_io_executor executor, fleet_options options);
@@ -116,7 +117,8 @@ public:
   /// `options.viewer_tickets_per_minute` (set only when that is; one shared limit per rate) and
   /// `options.retry.admission`'s shared pace. Every client configured by one fleet shares its Redis connection.
   /// @param options the client's options, changed in place; give them to the client's constructor afterwards.
-  /// @throws wandura::error `errc::invalid_argument` when `viewer_tickets_per_minute` is 0.
+  /// @throws wandura::error `errc::invalid_argument` when `viewer_tickets_per_minute` is 0; `options` is then
+  ///         unchanged.
   void configure(client_options& options) const;
 
   /// The counters of every shared part, as of each part's latest completed operation, and as of now
@@ -128,7 +130,7 @@ public:
   /// Redis, or has fallen back (Redis slow, down or failing: the ticket stays in this process's local copy only),
   /// or was dropped after `shutdown`.
   ///
-  /// A client's call does not wait for its fresh tickets to reach Redis: they are kept in this process's local copy
+  /// A client's call does not wait for its tickets to reach Redis: they are kept in this process's local copy
   /// at once (its next calls reuse them) and written behind the call, with those of other calls of the moment in
   /// one script (at most 128 tickets a script, one script at a time), usually within a round trip. Until then
   /// another process does not find them, and after it once that process has heard of the store (one network

@@ -140,7 +140,8 @@ public:
   /// @throws wandura::error with `errc::invalid_argument` for a bad `options.url` (the message never contains the
   ///         password), a `command_timeout` or `connect_timeout` of 0 or less, or a `max_pending`,
   ///         `max_reply_bytes` or `max_reply_elements` of 0 (each would switch Redis off while looking like an
-  ///         outage).
+  ///         outage). Bounds above 0 are taken as given: one below what the fleet's replies need (above) fails
+  ///         those replies as `errc::protocol_error`, named in the fleet's WARN line.
   redis_client(asio::any_io_executor ex, redis_options options);
   ~redis_client();
   redis_client(redis_client const&) = delete;

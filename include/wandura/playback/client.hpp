@@ -124,7 +124,8 @@ struct client_stats {
 /// `asio::io_context(1)`, which must then be run by one thread only), on a strand of it made for the call otherwise
 /// (two allocations per call); for a caller on another `io_context` than the client's, the same on the client's
 /// executor (only the call's own coroutine runs on the caller's: checking its arguments, the ticket store's answers
-/// given at once, `attempt_observer::on_call_end`, and the completion), so that the client's own cancellations (a last
+/// given at once and the WARN line of a store that threw, `attempt_observer::on_call_end`, and the completion), so
+/// that the client's own cancellations (a last
 /// waiter leaving a shared request,
 /// `~client()`) never run at once with the work they cancel. A service that runs its `io_context` on one thread
 /// saves that strand by making the context with concurrency hint 1.

@@ -45,11 +45,12 @@ struct ticket_key_hash {
 ///
 /// The operations are awaitable so that a store may live out of process (the fleet's Redis store answers a
 /// batch's lookups in one round trip). The client uses the store only when it reuses tickets (`reuse_tickets` and
-/// a `viewer_ref`): once per call to look up every episode of the batch, and once per call to store its fresh
-/// tickets. Each time it first offers the work to be done at once (`try_find`, `try_insert_many`), which costs
-/// the call nothing more than the work; only when the store declines does it await the operation (`find`,
-/// `insert_many`), as it awaits a request (see Cancellation). A store that can often answer without suspending
-/// (from memory, from a local copy) overrides the two `try_` functions; the defaults decline.
+/// a `viewer_ref`): once per call to look up every episode of the batch, and once per call to store the tickets the
+/// server granted it (fresh, or reused by the server because the store lacked them). Each time it first offers the work
+/// to be done at once (`try_find`, `try_insert_many`), which costs the call nothing more than the work; only when the
+/// store declines does it await the operation (`find`, `insert_many`), as it awaits a request (see Cancellation). A
+/// store that can often answer without suspending (from memory, from a local copy) overrides the two `try_` functions;
+/// the defaults decline.
 ///
 /// Implementations must never return a ticket for a key other than the one asked for, nor one that is no longer
 /// reusable (see `memory_ticket_store` for the rule).
