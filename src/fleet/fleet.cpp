@@ -1,7 +1,6 @@
 #include "wandura/fleet/fleet.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 #include <type_traits>
 #include <utility>
@@ -25,6 +24,7 @@
 
 #include "fleet_state.hpp"
 #include "held_executor.hpp"
+#include "rate_math.hpp"
 #include "redis_ticket_store.hpp"
 #include "redis_viewer_limit.hpp"
 #include "ticket_cache_access.hpp"
@@ -51,7 +51,7 @@ fleet_options checked_with_defaults(fleet_options options) {
   }
   // The share of the smallest viewer rate a client may ask for (1 a minute) must count, as shared_viewer_limit
   // requires of the rate it is given: then no `configure` refuses it later.
-  if (!std::isnormal(1.0 / 60000.0 * options.viewer_local_share)) {
+  if (!detail::share_counts(1.0, options.viewer_local_share)) {
     throw error(errc::invalid_argument, "fleet: viewer_local_share is too small to count");
   }
   if (options.process_id.empty()) {

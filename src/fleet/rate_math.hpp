@@ -9,6 +9,17 @@
 
 namespace wandura::detail {
 
+/// A rate given per minute, per millisecond.
+constexpr double per_ms(double per_minute) noexcept {
+  return per_minute / 60000.0;
+}
+
+/// Whether `share` of a rate of `per_minute` is a rate per millisecond the bucket arithmetic can divide by: a share
+/// that underflows to 0 or to a subnormal would make every wait computed from it infinite or not a number.
+inline bool share_counts(double per_minute, double share) noexcept {
+  return std::isnormal(per_ms(per_minute) * share);
+}
+
 /// A token bucket of `capacity` tokens refilled continuously at `rate_per_ms`. A missing bucket is full.
 struct token_bucket {
   double tokens = 0;

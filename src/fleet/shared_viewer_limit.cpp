@@ -68,7 +68,7 @@ struct bucket_command {
 
 struct shared_viewer_limit::impl {
   impl(redis_client& r, std::string o, viewer_limit_options opts)
-      : redis(r), org(std::move(o)), rate_per_ms(opts.tickets_per_minute / 60000.0),
+      : redis(r), org(std::move(o)), rate_per_ms(detail::per_ms(opts.tickets_per_minute)),
         capacity(opts.burst > 0 ? opts.burst : opts.tickets_per_minute), key_rate{opts.tickets_per_minute, capacity},
         local_rate_per_ms(rate_per_ms * opts.local_share), local_burst(capacity * opts.local_share),
         local_share(opts.local_share), local_capacity(opts.local_capacity),
@@ -320,9 +320,8 @@ shared_viewer_limit::shared_viewer_limit(redis_client& redis, std::string_view o
   if (!(options.local_share > 0) || options.local_share > 1) {
     throw error(errc::invalid_argument, "viewer limit: local_share must be in (0, 1]");
   }
-  // The local bucket's rate per millisecond must be a number the arithmetic can divide by: a share of a tiny rate
-  // that underflows to 0 (or to a subnormal) would make every wait infinite or NaN.
-  if (!std::isnormal(options.tickets_per_minute / 60000.0 * options.local_share)) {
+  // The local bucket's rate must be one the arithmetic can divide by.
+  if (!detail::share_counts(options.tickets_per_minute, options.local_share)) {
     throw error(errc::invalid_argument, "viewer limit: tickets_per_minute times local_share is too small to count");
   }
   impl_ = std::make_shared<impl>(redis, std::string(org), std::move(options));
