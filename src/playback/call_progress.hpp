@@ -7,7 +7,7 @@
 #include <new>
 #include <string_view>
 
-#include "resilience/request_target.hpp"
+#include "request_target.hpp"
 #include "wandura/error.hpp"
 #include "wandura/resilience/call_result.hpp"
 #include "wandura/transport/http_request.hpp"

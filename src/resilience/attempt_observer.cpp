@@ -6,7 +6,7 @@
 
 #include <asio/error.hpp>
 
-#include "resilience/request_target.hpp"
+#include "request_target.hpp"
 #include "wandura/error.hpp"
 #include "wandura/transport/http_response.hpp"
 
@@ -94,10 +94,6 @@ url_target const& target_of(std::string_view url) noexcept {
 }
 
 } // namespace
-
-std::string_view method_name(http_method method) noexcept {
-  return method == http_method::post ? "POST" : "GET";
-}
 
 attempt_begin make_attempt_begin(std::string_view operation, http_request const& request, int resend_count) noexcept {
   attempt_begin a;

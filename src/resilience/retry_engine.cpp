@@ -17,10 +17,10 @@
 #include "wandura/resilience/idempotency.hpp"
 #include "wandura/resilience/retry_after.hpp"
 
+#include "request_target.hpp"
 #include "resilience/checked_options.hpp"
 #include "resilience/error_body.hpp"
 #include "resilience/observed_attempt.hpp"
-#include "resilience/request_target.hpp"
 
 namespace wandura {
 namespace {

@@ -6,6 +6,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "context_shutdown.hpp"
+#include "request_target.hpp"
 #include "transport/test_hooks.hpp"
 #include "transport/transport_impl.hpp"
 #include "wandura/error.hpp"
@@ -72,10 +73,10 @@ asio::awaitable<http_response> transport::do_send(std::shared_ptr<detail::transp
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   auto [response, detail] = co_await async_send_with_detail(std::move(impl), request, options, token);
   if (ec) {
-    // The URL without its query or fragment, which may carry credentials (as call_result::target does).
-    std::string_view const url = std::string_view(request.url).substr(0, request.url.find_first_of("?#"));
-    std::string message = std::string("transport: ") + (request.method == http_method::post ? "POST " : "GET ");
-    message.append(url).append(": ").append(ec.message());
+    // Named as call_result::target names a request: never its query, fragment or user information, which may
+    // carry credentials.
+    std::string message = "transport: " + detail::describe_target(request);
+    message.append(": ").append(ec.message());
     if (!detail.empty()) {
       message.append(": ").append(detail);
     }

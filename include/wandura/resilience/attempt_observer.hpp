@@ -113,7 +113,4 @@ public:
 /// has an error). Static storage; no allocation.
 [[nodiscard]] std::string_view attempt_error_type(int status, std::error_code error) noexcept;
 
-/// `attempt_begin::method` for a method.
-[[nodiscard]] std::string_view method_name(http_method method) noexcept;
-
 } // namespace wandura

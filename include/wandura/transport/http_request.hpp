@@ -5,11 +5,15 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace wandura {
 
 enum class http_method { get, post };
+
+/// The method as sent, "GET" or "POST" (`attempt_begin::method`). Static storage.
+[[nodiscard]] std::string_view method_name(http_method method) noexcept;
 
 /// A request header. Names are sent as given; HTTP treats them case-insensitively. A value of spaces and tabs only
 /// is sent as an empty value (HTTP does not count whitespace around a value as part of it).

@@ -177,8 +177,9 @@ public:
   }
 
   /// `async_send` as a coroutine that throws: the response (any HTTP status), or `wandura::error` carrying the
-  /// transport error code (`operation_aborted` when cancelled) and a message that names the request (method and
-  /// URL without its query or fragment, which may hold credentials), what happened and libcurl's own error text,
+  /// transport error code (`operation_aborted` when cancelled) and a message that names the request (method, path
+  /// and host, as `call_result::target` does: never the query, fragment or user information, which may hold
+  /// credentials), what happened and libcurl's own error text,
   /// escaped as in `attempt_result::detail`. Same lifetime rules; `options` is copied at the call, so a temporary is
   /// fine even when the awaitable is co_spawn'ed later. Cancellation as `async_send`'s, for what reaches it: like any
   /// Asio coroutine, it is cancelled through the awaiting coroutine's cancellation state, which lets only terminal

@@ -1,4 +1,4 @@
-#include "resilience/request_target.hpp"
+#include "request_target.hpp"
 
 #include <string>
 
@@ -17,13 +17,16 @@ wandura::http_request post(std::string url) {
 }
 } // namespace
 
-TEST_CASE("request target: method, path and host, never the query or the key") {
+TEST_CASE("request target: method, path and host, never the query, user information or the key") {
   CHECK(wandura::detail::describe_target(post("https://api.wandura.example/v1/playback/tickets?x=1")) ==
         "POST /v1/playback/tickets on api.wandura.example");
   wandura::http_request get;
   get.url = "http://127.0.0.1:8787/v1/catalog/films/a%20b#frag";
   CHECK(wandura::detail::describe_target(get) == "GET /v1/catalog/films/a%20b on 127.0.0.1:8787");
-  CHECK(wandura::detail::describe_target(post("http://u:p@h/v1/x")) == "POST /v1/x");
+  // User information (which may hold a password) is left out, up to the authority's last '@'.
+  CHECK(wandura::detail::describe_target(post("http://u:p@h/v1/x")) == "POST /v1/x on h");
+  CHECK(wandura::detail::describe_target(post("http://u:p@ss@h:81")) == "POST / on h:81");
+  CHECK(wandura::detail::describe_target(post("http://u@/v1/x")) == "POST /v1/x");
 }
 
 TEST_CASE("request target: a path built from a long value shows its first 200 bytes") {

@@ -1,8 +1,8 @@
 // What a WARN line or an error message says about the request it is about: method, path and host, e.g.
 // "POST /v1/playback/tickets on api.wandura.example" or "GET /v1/config on 127.0.0.1:8787". Not public API.
 //
-// Never the API key (it travels in a header, never in the URL), the query, or user information (a URL with an
-// `@` in its authority is refused by `base_url` and named here by method and path only).
+// Never the API key (it travels in a header, never in the URL), the query, or user information (`base_url` refuses
+// a URL with an `@` in its authority; a request sent through the transport directly may still have one).
 #pragma once
 
 #include <cstddef>
@@ -27,7 +27,8 @@ struct url_parts {
 /// The most of a path `describe_target` shows; a longer one is cut there and ends in "...".
 inline constexpr std::size_t max_path_shown = 200;
 
-/// "METHOD /path on host[:port]": the port as the URL writes it, the path without query or fragment (its first
+/// "METHOD /path on host[:port]": the port as the URL writes it, without user information, the path without query
+/// or fragment (its first
 /// `max_path_shown` bytes and "..." when longer). Allocates the returned string only.
 [[nodiscard]] std::string describe_target(http_request const& request);
 /// The same for a request not built yet, or no longer at hand: `method` and `url`.

@@ -1,8 +1,14 @@
-#include "resilience/request_target.hpp"
+#include "request_target.hpp"
 
 #include <string_view>
 
-#include "wandura/resilience/attempt_observer.hpp"
+namespace wandura {
+
+std::string_view method_name(http_method method) noexcept {
+  return method == http_method::post ? "POST" : "GET";
+}
+
+} // namespace wandura
 
 namespace wandura::detail {
 
@@ -36,18 +42,21 @@ std::string describe_target(http_request const& request) {
 std::string describe_target(http_method method_code, std::string_view url) {
   auto const parts = split_url(url);
   auto const method = method_name(method_code);
-  bool const with_host = !parts.authority.empty() && parts.authority.find('@') == std::string_view::npos;
+  // The host as the URL writes it, without user information (up to the last '@'), which may hold a password.
+  auto const at = parts.authority.rfind('@');
+  auto const host = at == std::string_view::npos ? parts.authority : parts.authority.substr(at + 1);
+  bool const with_host = !host.empty();
   // A path built from a caller's value (a film ref) can be any length: a message shows its start.
   bool const cut = parts.path.size() > max_path_shown;
   auto const path = cut ? parts.path.substr(0, max_path_shown) : parts.path;
   std::string out;
-  out.reserve(method.size() + 1 + path.size() + 3 + (with_host ? 4 + parts.authority.size() : 0));
+  out.reserve(method.size() + 1 + path.size() + 3 + (with_host ? 4 + host.size() : 0));
   out.append(method).append(" ").append(path);
   if (cut) {
     out.append("...");
   }
   if (with_host) {
-    out.append(" on ").append(parts.authority);
+    out.append(" on ").append(host);
   }
   return out;
 }
