@@ -116,15 +116,16 @@ backoff_delay compute_backoff(retry_policy const& policy, int retry,
     if (ra_ms && *ra_ms > 0.0) {
       return {fms(*ra_ms + u * 1000.0), delay_source::retry_after};
     }
-    // 2^(n-1) in double: saturates to inf for huge n, and min() with the cap keeps it finite.
-    double const step = std::min(cap, initial * std::exp2(static_cast<double>(n - 1)));
+    // 2^(n-1) in double: saturates to inf for huge n, and min() with the cap keeps it finite. An initial delay of 0
+    // stays 0 however far it grows (0 times inf would be NaN, and min() would answer the cap).
+    double const step = initial > 0.0 ? std::min(cap, initial * std::exp2(static_cast<double>(n - 1))) : 0.0;
     return {fms(u * step), delay_source::backoff};
   }
 
   // docs/protocol.md §3: min(maxDelay, initial * multiplier^(n-1)) * (1 + U(-jitter, +jitter)).
   double const multiplier = policy.multiplier > 0.0 ? policy.multiplier : 1.0;
   double const jitter = policy.jitter > 0.0 ? std::min(policy.jitter, 1.0) : 0.0; // NaN reads as none
-  double const grown = initial * std::pow(multiplier, static_cast<double>(n - 1));
+  double const grown = initial > 0.0 ? initial * std::pow(multiplier, static_cast<double>(n - 1)) : 0.0;
   double const base = std::isfinite(grown) ? std::min(cap, grown) : cap;
   double const delay = base * (1.0 + (-jitter + 2.0 * jitter * u));
   if (ra_ms && *ra_ms > delay) {

@@ -99,6 +99,19 @@ TEST_CASE("backoff: absurd inputs stay finite and bounded") {
   CHECK(compute_backoff(f, 1, std::chrono::hours(24 * 365), 0.0).delay.count() == Approx(24.0 * 3600 * 1000));
 }
 
+TEST_CASE("backoff: an initial delay of 0 waits 0 at every retry, however many, under both kinds") {
+  for (auto kind : {backoff_kind::full_jitter, backoff_kind::exponential}) {
+    auto p = kind == backoff_kind::full_jitter ? retry_policy::interactive() : retry_policy::standard();
+    p.initial_delay = 0ms;
+    for (int retry : {1, 2, 1024, 1025, 5000, 1'000'000}) {
+      INFO(static_cast<int>(kind) << " retry " << retry);
+      auto const d = compute_backoff(p, retry, std::nullopt, 0.999);
+      CHECK(d.delay.count() == 0.0); // 0 * 2^1024 (inf) once read as NaN, which min() turned into max_delay
+      CHECK(d.source == delay_source::backoff);
+    }
+  }
+}
+
 TEST_CASE("backoff: a jitter of NaN reads as none, as a negative one does") {
   auto p = retry_policy::standard();
   p.jitter = std::nan("");
