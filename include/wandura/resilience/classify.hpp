@@ -8,19 +8,22 @@
 // | other network errors (timeouts, resets), read/keyed write| retry        | retry    |
 // | network error after sending, write WITHOUT a key         | final        | final    |
 // | any HTTP status, write WITHOUT a key                     | final        | final    |
-// | 429, 500, 502                                            | retry        | retry    |
+// | 429, 500, 502 (body code `not_ready` too)                | retry        | retry    |
 // | 503 (except body code `not_ready`)                       | retry        | retry    |
-// | 408, 425, 504                                            | final        | retry    |
+// | 408, 425, 504 (body code `not_ready` too)                | final        | retry    |
 // | body code 42900, 42901, 50000, 50200 (any non-2xx)       | final (*)    | retry    |
 // | 409 `idempotency_in_progress` / 40901                    | retry        | retry    |
-// | 409 `idempotency_conflict` / 40903, `not_ready` anywhere | final        | final    |
+// | `idempotency_conflict` / 40903 anywhere; 503 `not_ready` | final        | final    |
 // | anything else (400, 401, 403, 404, ...; TLS, too large)  | final        | final    |
 // | `operation_aborted`                                      | cancelled    | cancelled|
 //
-// (*) unless the status itself is retryable. Sources: docs/protocol.md §3 `isRetryable`; docs/protocol.md §1 "only
+// (*) unless the status itself is retryable. A body code `not_ready` makes a 503 final; on any other status the
+// status decides (tests/vectors). Sources: docs/protocol.md §3 `isRetryable`; docs/protocol.md §1 "only
 // retry retryable errors"; docs/protocol.md §1 idempotency. Network errors are the codes equal to
-// `wandura::condition::retryable` (connect_failed, attempt_timeout, response_timeout, connection_reset); TLS failures,
-// oversized bodies, protocol errors and other transport failures would fail again and are final.
+// `wandura::condition::retryable`: the transport's connect_failed, attempt_timeout, response_timeout and
+// connection_reset (and rate_limited or unavailable, should an `http_sender` of the caller's report one as an
+// error); TLS failures, oversized bodies, protocol errors and other transport failures would fail again and are
+// final.
 //
 // Thread safety: pure functions.
 #pragma once

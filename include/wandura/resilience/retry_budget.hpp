@@ -24,7 +24,8 @@ struct retry_budget_config {
 ///
 /// The rule, exactly as the seed's reference code: a window starts when the budget is created; on every operation,
 /// when MORE than `window` has passed since the window started, both counts reset and the window restarts at that
-/// moment. A retry is allowed while `retries < max(min_retries, percent % of requests)` and then counted. Requests
+/// moment. A retry is allowed while `retries < max(min_retries, percent % of requests)` and then counted; the
+/// percentage is exact, not rounded (10 % of 15 requests is 1.5: a second retry goes, as 1 < 1.5). Requests
 /// are counted once per logical call (not per attempt) through `note_request`.
 ///
 /// Time is passed in explicitly (`wandura::clock::now()` of the client), so the budget is deterministic under a

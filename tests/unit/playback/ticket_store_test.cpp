@@ -319,6 +319,19 @@ TEST_CASE("ticket store: max_entries is rounded up to a multiple of the shard co
   }
 }
 
+TEST_CASE("ticket store: each shard evicts on its own, so many shards may keep fewer than max_entries, and one keeps "
+          "all") {
+  fake_wall_clock clock;
+  memory_ticket_store sharded({.max_entries = 1000, .shards = 16, .time_source = clock.source});
+  fill(sharded, clock, 1000); // 1,000 distinct keys: as many as the store's bound
+  INFO(sharded.size());
+  CHECK(sharded.size() < 1000); // a full shard dropped its own least recently used
+  CHECK(sharded.size() > 900);  // by a few per cent, as documented
+  memory_ticket_store one({.max_entries = 1000, .shards = 1, .time_source = clock.source});
+  fill(one, clock, 1000);
+  CHECK(one.size() == 1000);
+}
+
 TEST_CASE("ticket store: the shard count is clamped to [1, max_entries]") {
   fake_wall_clock clock;
   SECTION("0 shards is one shard: one LRU over every key") {

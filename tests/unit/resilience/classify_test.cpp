@@ -61,6 +61,32 @@ TEST_CASE("decision table: the standard classifier adds 408, 425, 504 and the re
   CHECK(http(503, "not_ready", std_c) == attempt_verdict::final);
 }
 
+TEST_CASE("decision table: a body code not_ready makes a 503 final, and on any other status the status decides") {
+  for (auto c : {retry_classifier::seed_default, retry_classifier::standard}) {
+    INFO(static_cast<int>(c));
+    CHECK(http(503, "not_ready", c) == attempt_verdict::final);
+    for (int status : {429, 500, 502}) {
+      INFO(status);
+      CHECK(http(status, "not_ready", c) == attempt_verdict::retry);
+    }
+    for (int status : {400, 404, 501}) {
+      INFO(status);
+      CHECK(http(status, "not_ready", c) == attempt_verdict::final);
+    }
+  }
+  for (int status : {408, 425, 504}) {
+    INFO(status);
+    CHECK(http(status, "not_ready") == attempt_verdict::final);
+    CHECK(http(status, "not_ready", retry_classifier::standard) == attempt_verdict::retry);
+  }
+  // idempotency_conflict, by contrast, is final whatever the status.
+  for (int status : {429, 500, 502, 503}) {
+    INFO(status);
+    CHECK(http(status, "idempotency_conflict", retry_classifier::standard) == attempt_verdict::final);
+    CHECK(http(status, "40903", retry_classifier::standard) == attempt_verdict::final);
+  }
+}
+
 TEST_CASE("decision table: 409 is classified by its body code under both classifiers") {
   for (auto c : {retry_classifier::seed_default, retry_classifier::standard}) {
     CHECK(http(409, "idempotency_conflict", c) == attempt_verdict::final);
@@ -93,6 +119,9 @@ TEST_CASE("decision table: network errors by request safety") {
   }
   CHECK(net(asio::error::operation_aborted) == attempt_verdict::cancelled);
   CHECK(net(asio::error::connection_reset) == attempt_verdict::retry); // Asio's own codes map via the condition
+  // A sender of the caller's reporting a rate limit or an outage as an error: retryable, as the condition says.
+  CHECK(net(errc::rate_limited) == attempt_verdict::retry);
+  CHECK(net(errc::unavailable) == attempt_verdict::retry);
 }
 
 TEST_CASE("decision table: a write without a key is never retried after any HTTP answer") {

@@ -25,6 +25,17 @@ TEST_CASE("retry budget: at least 10 retries a minute even without requests") {
   CHECK(s.left == 0);
 }
 
+TEST_CASE("retry budget: the percentage is exact, not rounded: 10 % of 15 requests lets a second retry go") {
+  retry_budget b(t0, {.min_retries = 0, .percent = 10, .window = 60s});
+  for (int i = 0; i < 15; ++i) {
+    b.note_request(t0 + 1s);
+  }
+  CHECK(b.try_retry(t0 + 2s));       // 0 < 1.5
+  CHECK(b.try_retry(t0 + 2s));       // 1 < 1.5
+  CHECK_FALSE(b.try_retry(t0 + 2s)); // 2 >= 1.5
+  CHECK(b.snapshot(t0 + 2s).retries == 2);
+}
+
 TEST_CASE("retry budget: 10 percent of the window's requests once that is above 10") {
   retry_budget b(t0);
   for (int i = 0; i < 250; ++i) {
