@@ -124,6 +124,40 @@ void check_config(config const& cfg) {
       throw config_error(where + ".episodes: a film has 1-100000 episodes");
     }
   }
+  // Each film, organisation and key once: the server finds films and keys by name, and keeps each organisation's
+  // idempotency keys and reusable tickets under its id, so two organisations of one id (two without one are both
+  // `org_demo`) would answer each other's keys with each other's tickets.
+  if (cfg.orgs.empty()) {
+    throw config_error("orgs: at least one organisation is needed");
+  }
+  if (cfg.faults.size() > max_fault_rules) {
+    throw config_error("faults: at most " + std::to_string(max_fault_rules) + " fault rules may be installed, not " +
+                       std::to_string(cfg.faults.size()));
+  }
+  string_map<std::size_t> seen;
+  for (std::size_t i = 0; i < cfg.films.size(); ++i) {
+    if (auto const [at, fresh] = seen.emplace(cfg.films[i].film_ref, i); !fresh) {
+      throw config_error("films[" + std::to_string(i) + "].film_ref: \"" + cfg.films[i].film_ref + "\" is films[" +
+                         std::to_string(at->second) + "]'s too");
+    }
+  }
+  seen.clear();
+  for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
+    if (auto const [at, fresh] = seen.emplace(cfg.orgs[i].id, i); !fresh) {
+      throw config_error("orgs[" + std::to_string(i) + "].id: \"" + cfg.orgs[i].id + "\" is orgs[" +
+                         std::to_string(at->second) + "]'s too (\"" + organisation{}.id +
+                         "\" when left out): each organisation needs an id of its own");
+    }
+  }
+  seen.clear();
+  for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
+    for (auto const& key : cfg.orgs[i].keys) {
+      if (auto const [at, fresh] = seen.emplace(key, i); !fresh && at->second != i) {
+        throw config_error("orgs[" + std::to_string(i) + "].keys: key \"" + key + "\" is orgs[" +
+                           std::to_string(at->second) + "]'s too: a key names one organisation");
+      }
+    }
+  }
   for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
     if (cfg.orgs[i].keys.empty()) {
       throw config_error("orgs[" + std::to_string(i) +

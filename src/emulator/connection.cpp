@@ -180,7 +180,9 @@ asio::awaitable<void> connection::run(std::shared_ptr<connection> /*self*/) {
 asio::awaitable<connection::outcome> connection::send_refusal(int status, std::string_view why) {
   head_only_ = false; // no request was read: whatever the bytes said, the refusal has a body
   http_reply r = svc_.error_reply(status, "invalid_request", "Malformed HTTP request: " + std::string(why) + ".");
-  svc_.note_response(status);
+  if (!reader_.admin_call()) {
+    svc_.note_response(status);
+  }
   co_return co_await send(r, false);
 }
 
@@ -288,7 +290,7 @@ http_reply connection::handle_clock() {
 asio::awaitable<connection::outcome> connection::handle_request() {
   bool keep_alive = reader_.request().keep_alive;
   head_only_ = reader_.request().method == "HEAD";
-  if (reader_.request().path().starts_with("/_emulator/")) {
+  if (reader_.admin_call()) {
     // Named: temporaries inside co_await expressions are where GCC 12's coroutine bugs live.
     auto reply = handle_admin();
     co_return co_await send(reply, keep_alive);

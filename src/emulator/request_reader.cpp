@@ -127,6 +127,12 @@ int request_reader::on_message_begin(http_parser* p) {
   return 0;
 }
 
+bool request_reader::admin_call() const {
+  constexpr std::string_view admin = "/_emulator/";
+  // A complete request's target is in origin form already; a refused one's may still be in absolute form.
+  return req_.target.starts_with('/') ? req_.target.starts_with(admin) : origin_form(req_.target).starts_with(admin);
+}
+
 int request_reader::on_url(http_parser* p, char const* at, std::size_t n) {
   auto& r = self(p);
   if (r.req_.target.size() + n > max_target_bytes) {

@@ -44,6 +44,10 @@ public:
 
   /// The complete request after `event::request`; valid until the next `feed`.
   [[nodiscard]] http_request& request() noexcept { return req_; }
+  /// Whether the request read so far is one to the admin API (under `/_emulator/`): the complete request's, or as
+  /// much of a refused one's target as was read (docs/protocol.md §4: admin calls are not counted, malformed ones
+  /// included).
+  [[nodiscard]] bool admin_call() const;
   /// Why the bytes were refused, after `event::refused` (for the error body).
   [[nodiscard]] std::string const& refusal() const noexcept { return refusal_; }
   /// The status that refusal is answered with, after `event::refused`: 413 (body too large), 414 (target too

@@ -37,9 +37,10 @@ namespace wandura::emulator::detail {
 /// least 1, a `count` at least 1, a `probability` in [0,1], ...). `where` names it in the message (`faults[2]`).
 /// @throws config_error naming the first field out of range.
 void check_fault_rule(fault_rule const& r, std::string const& where);
-/// The ranges of a typed configuration, as its JSON form reads them: `threads` at least 1, each organisation's
-/// limits 1-100,000,000, `overshoot` in [0,1], `hold_window` 0-60 s, `idle_timeout` 1 ms to a day, `ticket_ttl_s`
-/// at most a week, each film a `film_ref` and 1-100,000 episodes, and every fault rule's (`check_fault_rule`).
+/// The ranges of a typed configuration, as its JSON form reads them: `threads` at least 1, at least one
+/// organisation, each with an id and keys of its own and limits 1-100,000,000, `overshoot` in [0,1], `hold_window`
+/// 0-60 s, `idle_timeout` 1 ms to a day, `ticket_ttl_s` at most a week, each film a `film_ref` of its own and
+/// 1-100,000 episodes, at most `max_fault_rules` fault rules and every rule's ranges (`check_fault_rule`).
 /// server::start and parse_config call it, so the two forms accept the same. @throws config_error.
 void check_config(config const& cfg);
 
@@ -52,6 +53,11 @@ inline constexpr auto idempotency_memory = std::chrono::hours(24);
 /// Bounds on the in-memory stores (when full, the entry of no use soonest goes first).
 inline constexpr std::size_t max_idempotency_entries = 100000;
 inline constexpr std::size_t max_reuse_entries = 200000;
+/// The reusable tickets are bounded in bytes too (their keys and fields), since a key holds the client's viewer_ref
+/// and union_info (up to 64 KiB together): 200,000 of those would be 13 GiB. An ordinary ticket with its key counts
+/// 400-600 bytes, so this bound binds only for tickets of long refs; past either bound the ticket of no use soonest
+/// is forgotten first, and its identity's next ask gets a fresh ticket (docs/protocol.md §4).
+inline constexpr std::size_t max_reuse_bytes = std::size_t{128} * 1024 * 1024;
 inline constexpr std::size_t max_last_good_entries = 100000;
 /// The idempotency store is bounded in bytes too (keys and stored answers), since an answer quotes the film refs of
 /// its request: 100,000 answers of up to 64 KiB each would be 6 GiB. With ordinary answers (1-2 KB) this bound keeps
@@ -102,9 +108,7 @@ std::string_view reason_phrase(int status) noexcept;
 
 class service {
 public:
-  /// `cfg` within check_config's ranges (server::start and parse_config check them). @throws config_error for
-  /// what only the whole configuration shows: no organisation, a key two organisations share, a film listed twice,
-  /// more than `max_fault_rules` rules.
+  /// `cfg` as check_config accepts it (server::start checks it first).
   service(config cfg, emulator_clock& clock);
 
   [[nodiscard]] config const& cfg() const noexcept { return cfg_; }
@@ -153,6 +157,13 @@ private:
     std::string drm_payload;
     time_point expires_at;
     std::string expires_at_text; // RFC 3339
+  };
+  /// What an issued ticket holds outside itself, counted against `max_reuse_bytes`.
+  struct ticket_bytes {
+    std::size_t operator()(issued_ticket const& t) const noexcept {
+      return t.ticket_id.size() + t.manifest_url.size() + t.license_url.size() + t.drm_payload.size() +
+             t.expires_at_text.size();
+    }
   };
 
   struct idempotency_entry {
@@ -220,7 +231,7 @@ private:
   /// When each film of the catalogue was last answered by the "database": the stale_db mode's cache.
   expiring_map<time_point, time_point> last_good_{max_last_good_entries};
   /// Tickets by org, viewer_ref, union_info, film, episode and intent (docs/protocol.md §2 reuse).
-  expiring_map<issued_ticket, time_point> reuse_{max_reuse_entries};
+  expiring_map<issued_ticket, time_point, ticket_bytes> reuse_{max_reuse_entries, max_reuse_bytes};
   /// Idempotency records by org and key; `idempotency_order_` evicts them oldest first (24 h, bounded).
   string_map<idempotency_entry> idempotency_;
   std::deque<std::pair<std::uint64_t, std::string>> idempotency_order_;

@@ -18,6 +18,14 @@ namespace {
 /// roughly: counted so that many entries with tiny keys and answers are bounded in bytes too.
 constexpr std::size_t idempotency_entry_overhead = 256;
 
+/// Appends `field` to a key of several fields as its length, ':' and its bytes: no two lists of fields give one key,
+/// whatever bytes they hold (a separator byte could be inside a client's field: with NUL as the separator, viewer
+/// "v\0devC" on device "x" read as viewer "v" on device "devC\0x").
+void append_field(std::string& key, std::string_view field) {
+  key.append(std::to_string(field.size())).push_back(':');
+  key.append(field);
+}
+
 } // namespace
 
 struct service::batch_item {
@@ -40,16 +48,17 @@ struct service::batch_request {
   std::string_view union_info;
   std::string_view drm_kek;
   std::string_view viewer_ref;
-  /// org, viewer_ref and union_info, NUL-separated; empty without a viewer_ref (then nothing is reused).
+  /// org, viewer_ref and union_info, each as `append_field` writes it; empty without a viewer_ref (then nothing is
+  /// reused).
   std::string reuse_prefix;
   std::array<batch_item, max_items> items;
   std::size_t n = 0;
 
   [[nodiscard]] std::string reuse_key(batch_item const& it) const {
     auto key = reuse_prefix;
-    key.append(it.film_ref).push_back('\0');
-    key.append(std::to_string(it.episode_no)).push_back('\0');
-    key.append(it.intent);
+    append_field(key, it.film_ref);
+    append_field(key, std::to_string(it.episode_no));
+    append_field(key, it.intent);
     return key;
   }
 };
@@ -74,9 +83,9 @@ asio::awaitable<http_reply> service::handle_tickets(http_request const& req, org
     canonical = req.body;
   }
   auto const body_digest = sha256(canonical);
-  auto store_key = org.org.id;
-  store_key.push_back('\0');
-  store_key.append(key);
+  std::string store_key;
+  append_field(store_key, org.org.id);
+  append_field(store_key, key);
 
   std::uint64_t generation = 0;
   if (auto answered = begin_idempotent(store_key, body_digest, generation)) {
@@ -287,9 +296,9 @@ std::optional<http_reply> service::read_batch(http_request const& req, org_state
     it.play = it.intent == "play";
   }
   if (!out.viewer_ref.empty()) {
-    out.reuse_prefix.append(org.org.id).push_back('\0');
-    out.reuse_prefix.append(out.viewer_ref).push_back('\0');
-    out.reuse_prefix.append(out.union_info).push_back('\0');
+    append_field(out.reuse_prefix, org.org.id);
+    append_field(out.reuse_prefix, out.viewer_ref);
+    append_field(out.reuse_prefix, out.union_info);
   }
   return std::nullopt;
 }

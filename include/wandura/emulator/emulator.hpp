@@ -56,7 +56,9 @@ struct limits {
   [[nodiscard]] std::uint32_t of(counter c) const noexcept;
 };
 
-/// An organisation: its API keys share its limits (adding keys never raises them, docs/protocol.md §2).
+/// An organisation: its API keys share its limits (adding keys never raises them, docs/protocol.md §2). Its
+/// idempotency keys and reusable tickets are its own: the organisations of one configuration each need an id and
+/// keys of their own (`server::start` refuses two of one id, two without one, or a key two list).
 struct organisation {
   std::string id = "org_demo";
   std::vector<std::string> keys = {"test-key"};

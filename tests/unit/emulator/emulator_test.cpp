@@ -193,6 +193,29 @@ TEST_CASE("emulator server: an inconsistent configuration is refused at start") 
   CHECK_THROWS_AS(server::start(bad_host), config_error);
 }
 
+TEST_CASE("emulator config: organisations of one id, a shared key or a film listed twice are refused by parse_config "
+          "too, naming both places") {
+  // Two organisations without an id are both org_demo: they shared idempotency keys and reusable tickets.
+  CHECK_THROWS_WITH(parse_config(R"({"orgs":[{"keys":["k-one"]},{"keys":["k-two"]}]})"),
+                    Catch::StartsWith("orgs[1].id: \"org_demo\" is orgs[0]'s too"));
+  CHECK_THROWS_WITH(
+      parse_config(R"({"orgs":[{"id":"x","keys":["a"]},{"id":"y","keys":["b"]},{"id":"x","keys":["c"]}]})"),
+      Catch::StartsWith("orgs[2].id: \"x\" is orgs[0]'s too"));
+  CHECK_THROWS_WITH(parse_config(R"({"orgs":[{"id":"x","keys":["a"]},{"id":"y","keys":["b","a"]}]})"),
+                    Catch::StartsWith("orgs[1].keys: key \"a\" is orgs[0]'s too"));
+  CHECK_THROWS_WITH(parse_config(R"({"films":[{"film_ref":"f"},{"film_ref":"g"},{"film_ref":"f"}]})"),
+                    Catch::StartsWith("films[2].film_ref: \"f\" is films[0]'s too"));
+  // One organisation may list a key twice, and distinct ids with their own keys start.
+  CHECK_NOTHROW(parse_config(R"({"orgs":[{"id":"x","keys":["a","a"]},{"id":"y","keys":["b"]}]})"));
+  config two_ids;
+  two_ids.orgs.push_back(organisation{"org_b", {"key-b"}, {}});
+  CHECK(server::start(two_ids) != nullptr);
+  config one_id;
+  one_id.orgs.push_back(organisation{});
+  one_id.orgs.back().keys = {"key-b"};
+  CHECK_THROWS_AS(server::start(one_id), config_error);
+}
+
 TEST_CASE("emulator config: an idle_timeout of 0 is refused, from a file and in-process, naming the field") {
   // Nothing documents 0 as "no timeout"; accepted, it closed every connection before its first reply.
   CHECK_THROWS_WITH(parse_config(R"({"idle_timeout_ms":0})"),
@@ -403,6 +426,18 @@ TEST_CASE("emulator admin: stats over HTTP match the in-process snapshot and exc
   CHECK(j["faults_injected"] == 0);
   CHECK(nlohmann::json::parse(emu->stats_json()) == j);
   CHECK(emu->stats().responses.size() == 1); // the admin GET was not counted
+  // A malformed admin call is refused and not counted either, its target in origin or absolute form; a malformed
+  // API call is counted.
+  for (std::string_view target : {"/_emulator/stats", "http://127.0.0.1/_emulator/stats"}) {
+    INFO(target);
+    http_test_client raw(emu->port());
+    auto refused = raw.send_raw("GET " + std::string(target) + " HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n");
+    CHECK(refused.status == 400);
+  }
+  CHECK(emu->stats().responses.size() == 1);
+  http_test_client raw(emu->port());
+  CHECK(raw.send_raw("GET /v1/config HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n").status == 400);
+  CHECK(emu->stats().responses[400] == 1);
 }
 
 TEST_CASE("emulator server: a port already taken is refused naming the address and port") {

@@ -321,6 +321,21 @@ TEST_CASE("reuse: the same viewer, device, film, episode and intent get the issu
   CHECK(emu->stats().tickets_counted == 7);
 }
 
+TEST_CASE("reuse: identities whose fields join to the same bytes are still two (a NUL inside a client's field)") {
+  auto emu = start_manual();
+  http_test_client c(emu->port());
+  using namespace std::string_literals;
+  auto first = c.tickets(play(4, "devC\0x"s, "v"));
+  REQUIRE(first.status == 200);
+  // Viewer "v\0devC" on device "x": joined with NUL separators, the same key as viewer "v" on device "devC\0x".
+  auto other = c.tickets(play(4, "x", "v\0devC"s));
+  REQUIRE(other.status == 200);
+  CHECK(other.json()["items"][0]["reused"] == false);
+  CHECK(other.json()["items"][0]["ticket"]["ticket_id"] != first.json()["items"][0]["ticket"]["ticket_id"]);
+  CHECK(emu->stats().tickets_counted == 2);
+  CHECK(c.tickets(play(4, "devC\0x"s, "v")).json()["items"][0]["reused"] == true); // each is still its own
+}
+
 TEST_CASE("reuse: a ticket is reused while at least 5 minutes remain, then a new one is issued") {
   auto emu = start_manual(); // ticket_ttl_s 1800
   http_test_client c(emu->port());

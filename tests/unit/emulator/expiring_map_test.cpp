@@ -50,3 +50,43 @@ TEST_CASE("expiring map: a full map of 200,000 entries stores in bounded time, n
   REQUIRE(map.find("50000") != nullptr);
   CHECK(*map.find("50000") == 50'000);
 }
+
+namespace {
+/// A value weighing its length, as a ticket weighs its fields.
+struct string_bytes {
+  std::size_t operator()(std::string const& s) const noexcept { return s.size(); }
+};
+} // namespace
+
+TEST_CASE("expiring map: bounded in bytes of keys and values too, the entries of no use soonest making room") {
+  expiring_map<std::string, int, string_bytes> map(100, 20);
+  map.put("a", std::string(4, 'x'), 10); // 5 bytes
+  map.put("b", std::string(4, 'x'), 5);  // 10
+  map.put("c", std::string(4, 'x'), 20); // 15
+  CHECK(map.bytes() == 15);
+  map.put("d", std::string(9, 'x'), 15); // 25 > 20: b (of no use at 5) goes
+  CHECK(map.find("b") == nullptr);
+  CHECK(map.find("a") != nullptr);
+  CHECK(map.find("c") != nullptr);
+  CHECK(map.find("d") != nullptr);
+  CHECK(map.bytes() == 20);
+  // One entry heavier than the whole bound is not kept, and neither is its key's earlier entry.
+  map.put("c", std::string(30, 'x'), 30);
+  CHECK(map.find("c") == nullptr);
+  CHECK(map.bytes() == 15);
+  // A replacement no heavier is made in place; a heavier one makes room as a new entry does.
+  map.put("d", std::string(2, 'x'), 50);
+  CHECK(map.bytes() == 8);
+  map.put("e", std::string(9, 'x'), 60);
+  CHECK(map.bytes() == 18);
+  map.put("d", std::string(9, 'x'), 70); // 3 -> 10 bytes: 25 > 20, a (10) goes
+  CHECK(map.find("a") == nullptr);
+  CHECK(map.find("e") != nullptr);
+  CHECK(map.bytes() == 20);
+  map.put("d", std::string(10, 'x'), 80); // 11 bytes: e (60) goes for it
+  CHECK(map.find("e") == nullptr);
+  REQUIRE(map.find("d") != nullptr);
+  CHECK(map.find("d")->size() == 10);
+  CHECK(map.size() == 1);
+  CHECK(map.bytes() == 11);
+}
