@@ -88,7 +88,8 @@ void gate_counter::enter_congestion(clock::time_point now, bool refused) {
 }
 
 void gate_counter::on_refused(clock::time_point now, counter_feedback const& feedback) {
-  bool const was_pacing = congested();
+  // Pacing is what a 429 starts (paces()): a counter congested by sheds alone was not pacing plays, and its first
+  // 429 has nothing to cut.
   bool const starts_pacing = !refused_;
   enter_congestion(now, true);
   refused_ = true;
@@ -108,8 +109,12 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
     next_window_ = now + hold; // a fixed window's Retry-After is the rest of the window
     room_ = 0;
   }
-  // One cut per hold-off: the 429s of requests released together tell the same thing once.
-  if (was_pacing && now - last_decrease_ >= std::max<clock::duration>(hold, std::chrono::seconds(1))) {
+  // One cut per hold-off: the 429s that arrive before the last cut's hold-off ends are of requests in flight as it
+  // was made, and tell the same thing once; one after it is of a request released at the cut rate, which the server
+  // still refused. Measured against that hold-off, not this 429's own: a longer Retry-After from a server refusing
+  // again must still cut.
+  bool const cut = !starts_pacing && now >= cut_hold_end_ && now - last_decrease_ >= std::chrono::seconds(1);
+  if (cut) {
     // Of the refill, or while the limit is unknown of the rate assumed for it: a fixed floor either way (one
     // relative to the current rate would let a run of 429s cut the rate towards zero).
     double const refill = refill_per_s();
@@ -118,6 +123,9 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
     slow_start_ = false;
     last_decrease_ = now;
     ++decreases_;
+  }
+  if (starts_pacing || cut) {
+    cut_hold_end_ = hold_until_;
   }
   cap_at_refill(); // a probe past the refill (`on_granted`) has found its end, cut or not
   last_pressure_ = now;

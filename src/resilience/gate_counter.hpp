@@ -233,6 +233,8 @@ private:
   std::optional<clock::time_point> next_window_; ///< Start of the next fixed window, once a 429 told it.
   clock::time_point last_pressure_{};            ///< Last 429 or shed.
   clock::time_point last_decrease_{};
+  /// When the hold-off of the last cut (or of the 429 that started pacing) ends: a 429 before it does not cut.
+  clock::time_point cut_hold_end_{};
   std::list<std::shared_ptr<gate_waiter>> plays_;
   std::list<std::shared_ptr<gate_waiter>> prefetches_;
   std::multimap<clock::time_point, gate_waiter*> deadlines_;

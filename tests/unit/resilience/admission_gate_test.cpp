@@ -28,7 +28,7 @@ using wandura::request_class;
 namespace {
 
 /// A 429 that refused `units` for rate, with the rate-limit headers of SPEC §1.
-counter_feedback refused(std::uint32_t limit_per_min, std::chrono::seconds retry_after, std::uint32_t units = 1) {
+counter_feedback refused(std::uint32_t limit_per_min, std::chrono::milliseconds retry_after, std::uint32_t units = 1) {
   counter_feedback f;
   f.status = 429;
   f.refused = units;
@@ -971,6 +971,41 @@ TEST_CASE("admission gate: only counter names are tracked, 1-64 characters of [A
   CHECK(admitted);
 }
 
+TEST_CASE("admission gate: a 429 after the last cut's hold-off cuts again, whatever its own Retry-After") {
+  gate_harness h;
+  h.gate.observe("playback", refused(600, 200ms)); // 10/s, pacing from here
+  h.advance(1500ms);
+  h.gate.observe("playback", refused(600, 5s)); // past the 200 ms hold-off: a cut, though 5 s > 1.5 s since
+  CHECK(h.playback().decreases == 1);
+  CHECK(h.playback().pacing_rate == Approx(7.0));
+  h.advance(3s); // within that cut's 5 s hold-off: the same round
+  h.gate.observe("playback", refused(600, 5s));
+  CHECK(h.playback().decreases == 1);
+  h.advance(2500ms); // 5.5 s after the cut, past its hold-off: refused again at the cut rate
+  h.gate.observe("playback", refused(600, 5s));
+  CHECK(h.playback().decreases == 2);
+  CHECK(h.playback().pacing_rate == Approx(4.9));
+}
+
+TEST_CASE("admission gate: sheds do not pace plays, so the first 429 after them starts pacing and cuts nothing") {
+  gate_harness h;
+  counter_feedback shed_item;
+  shed_item.status = 200;
+  shed_item.shed = 1;
+  shed_item.retry_after = 1s;
+  shed_item.limit = 600;
+  shed_item.window = 60s;
+  h.gate.observe("playback", shed_item);
+  h.advance(1500ms);
+  h.gate.observe("playback", refused(600, 1s));
+  CHECK(h.playback().decreases == 0);
+  CHECK(h.playback().pacing_rate == Approx(10.0));
+  h.advance(1500ms); // now pacing, past the first 429's hold-off
+  h.gate.observe("playback", refused(600, 1s));
+  CHECK(h.playback().decreases == 1);
+  CHECK(h.playback().pacing_rate == Approx(7.0));
+}
+
 TEST_CASE("admission gate: with the limit unknown, a run of 429s cuts the pacing rate no lower than its floor") {
   wandura::admission_gate_options options;
   options.unknown_limit_rate = 2.0;
@@ -1145,7 +1180,12 @@ TEST_CASE("admission gate: a 429 that may not cut the rate still ends a probe at
   auto const decreases = h.playback().decreases;
   h.run_granting_for(12s); // probing again
   REQUIRE(h.playback().pacing_rate > 10.0);
-  h.gate.observe("playback", refused(600, 30s)); // a hold longer than the time since the last cut: no cut
-  CHECK(h.playback().decreases == decreases);
-  CHECK(h.playback().pacing_rate <= 10.0 + 1e-9);
+  h.gate.observe("playback", refused(600, 30s)); // a cut, to 0.7 of the probe's rate, at most the refill
+  REQUIRE(h.playback().decreases == decreases + 1);
+  auto const cut_to = h.playback().pacing_rate;
+  CHECK(cut_to <= 10.0 + 1e-9);
+  h.advance(20s); // within that cut's 30 s hold-off: the same round, no cut
+  h.gate.observe("playback", refused(600, 30s));
+  CHECK(h.playback().decreases == decreases + 1);
+  CHECK(h.playback().pacing_rate == Approx(cut_to));
 }
