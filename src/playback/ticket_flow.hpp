@@ -79,10 +79,13 @@ struct ticket_call {
   /// The caller's name for the call, in messages: `issue_tickets`, or `start_episode`.
   std::string_view operation = "issue_tickets";
 
-  /// Who the viewer limit counts: the viewer_ref, or the device without one.
-  [[nodiscard]] std::string_view who() const noexcept {
-    return has_viewer ? std::string_view(*batch.viewer_ref) : std::string_view(batch.union_info);
+  /// Who the viewer limit counts (client_options::viewer_tickets_per_minute): the viewer_ref, or without one the
+  /// device as `device:<union_info>`, so that a device whose id is some viewer's viewer_ref (a player sends its own)
+  /// spends its own allowance, not that viewer's.
+  [[nodiscard]] std::string who() const {
+    return has_viewer ? *batch.viewer_ref : std::string(device_prefix) + batch.union_info;
   }
+  static constexpr std::string_view device_prefix = "device:";
 };
 
 /// What the operation sending a batch produced: one item per episode pending when it started (those the viewer limit

@@ -5,7 +5,8 @@
 //
 // - `wandura:{org}:ticket:<32 hex>`, a string: one reusable ticket, PX = until 5 min before `expires_at`.
 // - `wandura:{org}:viewer:<N>pm-b<B>:<viewer_ref>`, a hash: a viewer's token bucket for the limit of N tickets a
-//   minute and burst B, `t` tokens and `ts` ms since the epoch.
+//   minute and burst B, `t` tokens and `ts` ms since the epoch (`device:<union_info>` in place of the viewer_ref
+//   for a batch without one, as the client names it).
 // - `wandura:{org}:pace:<counter>`, a hash: a counter's GCRA, `tat` and `hold` (ms since the epoch), `em` (ms per
 //   unit) and `burst` (units).
 //

@@ -68,7 +68,9 @@ struct client_options {
   bool coalesce = true;
   /// Per-viewer limit in tickets per minute, enforced before anything is sent (docs/protocol.md §2, trust boundary:
   /// whoever controls your ticket endpoint can spend your organisation's limit). nullopt: no limit. 0 is refused
-  /// by the constructor (`errc::invalid_argument`). Counted per `viewer_ref`, or per `union_info` without one.
+  /// by the constructor (`errc::invalid_argument`). Counted per `viewer_ref`, or without one per device, as
+  /// `device:<union_info>` (the name a `viewer_limit` is given: a device id equal to a viewer's `viewer_ref` spends
+  /// its own allowance, not the viewer's).
   std::optional<std::uint32_t> viewer_tickets_per_minute{};
   /// The per-viewer limit itself. Null (the default): when `viewer_tickets_per_minute` is set, the client builds a
   /// process-local token bucket per viewer at that rate (refilled continuously, a minute's allowance at once from
@@ -290,9 +292,11 @@ public:
   /// Each awaitable call has an `async_` twin that takes any Asio completion token and completes the way Asio's own
   /// operations do: `void(std::error_code, T)`, where `T` is the awaitable form's result (default-constructed on
   /// failure). The codes are those the awaitable form throws (`errc`, `asio::error::operation_aborted`, transport
-  /// codes), so `asio::redirect_error`, `asio::experimental::as_tuple`, `asio::use_future` and plain callbacks all
-  /// work without exceptions. Wrap the token in `wandura::with_error_info(token, details)` to also receive the HTTP
-  /// status, server code, request id and attempts of a failure (docs/adr/0009-completion-signatures.md).
+  /// codes; an exception that carries none, which only a `viewer_limit` of the caller's can throw, is
+  /// `std::errc::io_error`, and `std::bad_alloc` is `std::errc::not_enough_memory`), so `asio::redirect_error`,
+  /// `asio::experimental::as_tuple`, `asio::use_future` and plain callbacks all work without exceptions. Wrap the token
+  /// in `wandura::with_error_info(token, details)` to also receive the HTTP status, server code, request id and
+  /// attempts of a failure (docs/adr/0009-completion-signatures.md).
   ///
   /// The call runs on `get_executor()` (on a strand of it made for the call, unless it is a strand or made with
   /// concurrency hint 1); the handler runs on its own associated executor (by default the call's).

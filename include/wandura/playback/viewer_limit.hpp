@@ -30,8 +30,9 @@ namespace wandura {
 /// cancelled (the client's call then fails the same way, having sent nothing), and should do so promptly: a
 /// cancelled call that is its request's only caller ends with its request (client.hpp, Cancellation), the limit's
 /// decision included. Anything else it throws fails the
-/// client's call as thrown, nothing sent: a limit that cannot decide is not taken as allowing (it would spend the
-/// organisation's limit without bound) nor as refusing (every viewer would be told to wait).
+/// client's call as thrown (an `async_` form of the client completes with the exception's code, `std::errc::io_error`
+/// for one that is not a `std::system_error`), nothing sent: a limit that cannot decide is not taken as allowing (it
+/// would spend the organisation's limit without bound) nor as refusing (every viewer would be told to wait).
 /// @par Thread safety
 /// Implementations must be safe to call from many threads at once, and from coroutines on any executor.
 class viewer_limit {

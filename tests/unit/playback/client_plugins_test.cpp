@@ -194,7 +194,7 @@ TEST_CASE("client viewer_limit: each unused ticket goes back to the account it w
   }
 }
 
-TEST_CASE("client viewer_limit: a batch is counted under its viewer_ref, or its union_info when it has none") {
+TEST_CASE("client viewer_limit: a batch is counted under its viewer_ref, or as device:<union_info> when it has none") {
   auto limit = std::make_shared<recording_limit>(10);
   wandura::client_options options;
   options.viewer_limit = limit;
@@ -214,7 +214,30 @@ TEST_CASE("client viewer_limit: a batch is counted under its viewer_ref, or its 
   (void)h.run(h.api->issue_tickets(batch_for("k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a")));
   (void)h.run(h.api->issue_tickets(batch_for(std::nullopt)));
   CHECK(limit->counted == std::vector<std::string>{"k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a",
-                                                   "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "device-7", "device-7"});
+                                                   "k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a", "device:device-7",
+                                                   "device:device-7"});
+}
+
+TEST_CASE(
+    "client viewer_limit: a device whose id is a viewer's viewer_ref spends its own allowance, not the viewer's") {
+  wandura::client_options options;
+  options.viewer_tickets_per_minute = 1; // the client's own limit: one ticket a minute each
+  harness h(options);
+  h.fake->set_default(fake_step::respond(200, batch_body({granted_item("the-heiress-returns", 4, "play", "t4")})));
+  auto batch_for = [](std::string union_info, std::optional<std::string> viewer_ref) {
+    wandura::ticket_batch batch;
+    batch.union_info = std::move(union_info);
+    batch.drm_kek = "kek";
+    batch.viewer_ref = std::move(viewer_ref);
+    batch.episodes.push_back({"the-heiress-returns", 4, wandura::intent::play});
+    return batch;
+  };
+  auto const victim = std::string("k3Jd9sQm2vXa7LpT0bWc1e:Zr8uYq2nM4a");
+  auto const device = h.run(h.api->issue_tickets(batch_for(victim, std::nullopt)));
+  CHECK(device.items.at(0).outcome == item_outcome::granted);
+  auto const viewer = h.run(h.api->issue_tickets(batch_for("device-1", victim)));
+  CHECK(viewer.items.at(0).outcome == item_outcome::granted); // refused viewer_limited when the two shared a name
+  CHECK(h.fake->attempt_count() == 2);
 }
 
 TEST_CASE("client viewer_limit: a zero rate is refused even when a limit is given") {
@@ -482,6 +505,18 @@ TEST_CASE("client viewer_limit: a limit that throws fails the call as thrown, no
   CHECK(limit->releases == 0); // nothing was taken
   CHECK(h.fake->attempt_count() == 0);
   CHECK(h.api->stats().metrics.call_failures == 1);
+  // An async_ form completes with the exception's code: std::errc::io_error for one that carries none (client.hpp).
+  std::optional<std::error_code> code;
+  h.api->async_start_episode(harness::viewer_on(), "the-heiress-returns", 4, 6,
+                             [&](std::error_code ec, wandura::episode_start) { code = ec; });
+  for (int i = 0; i < 100 && !code; ++i) {
+    h.io.restart();
+    h.io.poll();
+  }
+  REQUIRE(code);
+  CHECK(*code == std::errc::io_error);
+  CHECK(limit->acquires == 2);
+  CHECK(h.fake->attempt_count() == 0);
 }
 
 TEST_CASE("client viewer_limit: tickets the server answered as reused or refused go back, fresh ones stay taken") {
