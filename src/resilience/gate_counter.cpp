@@ -124,8 +124,9 @@ void gate_counter::on_refused(clock::time_point now, counter_feedback const& fee
     last_decrease_ = now;
     ++decreases_;
   }
-  if (starts_pacing || cut) {
+  if (starts_pacing || cut) { // the next cut is at least a second later, and after this hold-off
     cut_hold_end_ = hold_until_;
+    last_decrease_ = now;
   }
   cap_at_refill(); // a probe past the refill (`on_granted`) has found its end, cut or not
   last_pressure_ = now;
