@@ -42,6 +42,11 @@ std::string describe_target(http_request const& request) {
 std::string describe_target(http_method method_code, std::string_view url) {
   auto const parts = split_url(url);
   auto const method = method_name(method_code);
+  if (parts.path.find('@') != std::string_view::npos) {
+    // User information where no authority was read (a URL without "://", or a '/' inside a password): the URL
+    // may hold credentials anywhere, and is not shown.
+    return std::string(method) + " (a URL with '@' outside its host, not shown)";
+  }
   // The host as the URL writes it, without user information (up to the last '@'), which may hold a password.
   auto const at = parts.authority.rfind('@');
   auto const host = at == std::string_view::npos ? parts.authority : parts.authority.substr(at + 1);

@@ -27,9 +27,10 @@ struct url_parts {
 /// The most of a path `describe_target` shows; a longer one is cut there and ends in "...".
 inline constexpr std::size_t max_path_shown = 200;
 
-/// "METHOD /path on host[:port]": the port as the URL writes it, without user information, the path without query
-/// or fragment (its first
-/// `max_path_shown` bytes and "..." when longer). Allocates the returned string only.
+/// "METHOD /path on host[:port]": the port as the URL writes it, without user information; the path without query
+/// or fragment, its first `max_path_shown` bytes and "..." when longer. "METHOD (a URL with '@' outside its host,
+/// not shown)" for a path holding an '@' (in a URL without "://" user information reads as path). Allocates the
+/// returned string only.
 [[nodiscard]] std::string describe_target(http_request const& request);
 /// The same for a request not built yet, or no longer at hand: `method` and `url`.
 [[nodiscard]] std::string describe_target(http_method method, std::string_view url);

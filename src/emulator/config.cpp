@@ -149,15 +149,6 @@ void check_config(config const& cfg) {
                          "\" when left out): each organisation needs an id of its own");
     }
   }
-  seen.clear();
-  for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
-    for (auto const& key : cfg.orgs[i].keys) {
-      if (auto const [at, fresh] = seen.emplace(key, i); !fresh && at->second != i) {
-        throw config_error("orgs[" + std::to_string(i) + "].keys: key \"" + key + "\" is orgs[" +
-                           std::to_string(at->second) + "]'s too: a key names one organisation");
-      }
-    }
-  }
   for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
     if (cfg.orgs[i].keys.empty()) {
       throw config_error("orgs[" + std::to_string(i) +
@@ -178,6 +169,15 @@ void check_config(config const& cfg) {
       if (auto const limit = cfg.orgs[i].limits.of(c); limit == 0 || limit > 100000000) {
         throw config_error("orgs[" + std::to_string(i) + "].limits." + std::string(to_string(c)) +
                            (limit == 0 ? ": must be at least 1" : ": must be at most 100000000"));
+      }
+    }
+  }
+  seen.clear(); // each key well-formed (above): now each of one organisation
+  for (std::size_t i = 0; i < cfg.orgs.size(); ++i) {
+    for (auto const& key : cfg.orgs[i].keys) {
+      if (auto const [at, fresh] = seen.emplace(key, i); !fresh && at->second != i) {
+        throw config_error("orgs[" + std::to_string(i) + "].keys: key \"" + key + "\" is orgs[" +
+                           std::to_string(at->second) + "]'s too: a key names one organisation");
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace wandura::emulator::detail {
 namespace {
@@ -54,6 +55,9 @@ request_reader::request_reader() {
 }
 
 request_reader::result request_reader::feed(std::string_view bytes) {
+  if (std::exchange(handed_out_, false)) {
+    req_.target.clear();
+  }
   std::size_t const consumed = http_parser_execute(&parser_, &settings(), bytes.data(), bytes.size());
   auto const err = HTTP_PARSER_ERRNO(&parser_);
   if (complete_) {
@@ -64,6 +68,7 @@ request_reader::result request_reader::feed(std::string_view bytes) {
       refusal_status_ = 400;
       return {event::refused, consumed};
     }
+    handed_out_ = true;
     return {event::request, consumed};
   }
   if (err != HPE_OK) {

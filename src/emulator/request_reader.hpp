@@ -78,6 +78,9 @@ private:
   std::string value_;
   bool in_value_ = false;
   bool complete_ = false;
+  /// A complete request was handed out: the next `feed` forgets its target (a malformed next request may never
+  /// begin a message, and must not be taken for the last one: `admin_call`).
+  bool handed_out_ = false;
   bool expect_continue_ = false;
   bool sent_continue_ = false;
   bool has_host_ = false;

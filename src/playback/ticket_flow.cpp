@@ -756,18 +756,13 @@ sending send(std::shared_ptr<client::impl> const& self, std::shared_ptr<ticket_c
     request_traits traits{std::string(playback_counter), true, ticket_attempt_floor, call.operation,
                           ticket_min_time_left};
     if (call.limited) {
-      return send_within_allowance(self, reader, call.who(), std::move(body), std::move(traits),
-                                   std::move(settings));
+      return send_within_allowance(self, reader, call.who(), std::move(body), std::move(traits), std::move(settings));
     }
     http_request request = self->make_request(http_method::post, self->tickets_url, std::move(body));
     return self->engine.call(std::move(request), std::move(traits), std::move(settings), &reader);
   };
   auto finish = [](batch_reader& reader, call_result&& sent) { return reader.finish(std::move(sent)); };
-  // The operation's deadline is kept by its work: the engine ends at it, waits at the gate included. A viewer
-  // limit's `acquire` knows no deadline, and may wait on Redis or on anything a caller's limit does: under a limit
-  // the operation is given none, so that every waiter, its first caller too, has a deadline timer of its own and
-  // leaves at its deadline (the operation, left by all, is cancelled).
-  auto const deadline = call.limited ? clock::time_point::max() : settings.deadline;
+  auto const deadline = settings.deadline;
   auto [op, joined] =
       self->calls.join_or_start_with<sent_batch>(std::move(key), executor, deadline, make_reader, make, finish);
   return sending{std::move(op), joined};

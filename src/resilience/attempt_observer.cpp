@@ -42,13 +42,15 @@ struct url_target {
 url_target read_target(std::string_view url) noexcept {
   url_target t;
   auto const parts = detail::split_url(url);
-  t.url_full_size = parts.without_query.size();
+  // User information is never reported, and cannot be cut out of a view: not in the authority, nor where no
+  // authority was read (a URL without "://", or a '/' inside a password), where it reads as path.
+  t.url_full_size = parts.path.find('@') == std::string_view::npos ? parts.without_query.size() : 0;
   if (parts.scheme.empty()) {
     return t;
   }
   auto authority = parts.authority;
   if (auto const at = authority.rfind('@'); at != std::string_view::npos) {
-    t.url_full_size = 0; // user information is never reported, and cannot be cut out of a view
+    t.url_full_size = 0;
     authority = authority.substr(at + 1);
   }
   std::string_view address;

@@ -204,9 +204,13 @@ void gate_counter::apply_view(shared_pace_view const& view, after_unlock& out) {
     ++fleet_congestions_;
   }
   enter_congestion(now, true);
-  refused_ = true;
+  bool const starts_pacing = !std::exchange(refused_, true);
   if (held) {
     hold_until_ = std::max(hold_until_, to_steady(view.held_until, now));
+  }
+  if (starts_pacing) { // as a 429 of this process's own would start it (on_refused): its first cut after this hold
+    cut_hold_end_ = hold_until_;
+    last_decrease_ = now;
   }
   if (pressed) {
     last_pressure_ = std::max(last_pressure_, now - age);

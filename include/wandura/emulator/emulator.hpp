@@ -176,8 +176,9 @@ public:
 /// Read strictly, unlike the API's bodies: a key no reader knows, at any level, is refused (a misspelt `fualts` or
 /// `stauts` would otherwise leave a fault out without a word), and so is a key given twice in one object.
 /// @throws config_error when the text is not JSON, a field has the wrong type or range, a key is unknown (the
-///         message names it and the keys known there) or given twice, `films` is empty, or an organisation has no
-///         key.
+///         message names it and the keys known there) or given twice, `films` is empty, or the configuration is
+///         inconsistent as `server::start` refuses it (two organisations of one id, a key two list, a film listed
+///         twice, ...).
 [[nodiscard]] config parse_config(std::string_view json);
 
 /// The most bytes `load_config_file` reads: 16 MiB.
@@ -229,8 +230,9 @@ struct stats_snapshot {
 class server {
 public:
   /// Binds `cfg.host:cfg.port`, starts `cfg.threads` threads serving it and returns once it accepts connections.
-  /// @throws config_error when `cfg` is inconsistent (no organisation, a key used twice or one no header can carry:
-  ///         empty, a control byte, a space at an end; a film listed twice, more than 1000 fault rules) or a field is
+  /// @throws config_error when `cfg` is inconsistent (no organisation, two of one id, a key two organisations list
+  ///         or one no header can carry: empty, a control byte, a space at an end; a film listed twice, more than
+  ///         1000 fault rules) or a field is
   ///         out of the range its JSON form allows (no thread, a limit of 0, an `overshoot` outside [0,1], an
   ///         `idle_timeout` outside 1 ms to a day, a `ticket_ttl_s` over a week, a film without a `film_ref` or
   ///         without episodes, a fault rule of no known kind or with a status outside 200-599, ...).

@@ -292,7 +292,7 @@ public:
   /// Each awaitable call has an `async_` twin that takes any Asio completion token and completes the way Asio's own
   /// operations do: `void(std::error_code, T)`, where `T` is the awaitable form's result (default-constructed on
   /// failure). The codes are those the awaitable form throws (`errc`, `asio::error::operation_aborted`, transport
-  /// codes; an exception that carries none, which only a `viewer_limit` of the caller's can throw, is
+  /// codes; an exception that carries none, which only a `viewer_limit` or `http_sender` of the caller's can throw, is
   /// `std::errc::io_error`, and `std::bad_alloc` is `std::errc::not_enough_memory`), so `asio::redirect_error`,
   /// `asio::experimental::as_tuple`, `asio::use_future` and plain callbacks all work without exceptions. Wrap the token
   /// in `wandura::with_error_info(token, details)` to also receive the HTTP status, server code, request id and

@@ -63,8 +63,12 @@ public:
 
   /// Takes `tickets` from the allowance of `viewer_ref`, all or nothing (a batch's episodes are either all taken
   /// or none). 0 tickets are always allowed.
-  /// @param viewer_ref who is counted: the batch's viewer_ref, or its union_info when it has none; owned by the
-  ///        operation. @param tickets how many tickets (episodes) to take.
+  /// The client's call waits for the decision, its deadline included: a call whose deadline passes meanwhile ends
+  /// with `errc::deadline_exceeded` once `acquire` returns, so a limit should decide within a bound of its own (the
+  /// fleet's decides from local state once its Redis timeout passes; the client's own decides at once).
+  /// @param viewer_ref who is counted: the batch's viewer_ref, or `device:<union_info>` when it has none (a
+  ///        viewer_ref of `make_viewer_ref`'s form never starts so); owned by the operation.
+  /// @param tickets how many tickets (episodes) to take.
   [[nodiscard]] virtual asio::awaitable<decision> acquire(std::string viewer_ref, std::uint32_t tickets) = 0;
 
   /// Gives back `tickets` taken by `acquire` and not used, to the account they were taken from; the allowance never

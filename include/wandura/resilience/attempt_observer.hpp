@@ -46,7 +46,8 @@ struct attempt_begin {
                                    ///< client's coalescing), the operation of the call that started it.
   std::string_view method;         ///< "GET" or "POST" (`http.request.method`).
   std::string_view url_full;       ///< The URL without its query and fragment (`url.full`); never holds the key;
-                                   ///< empty when the URL holds user information.
+                                   ///< empty when the URL holds user information (an '@' in its host or,
+                                   ///< where no host was read, anywhere before its query).
   std::string_view server_address; ///< The host, without brackets for IPv6 (`server.address`).
   int server_port = 0;             ///< The port, explicit or the scheme's default (`server.port`).
   int resend_count = 0;            ///< 0 for the first attempt of a call, n for its n-th retry

@@ -39,8 +39,9 @@ struct call_options {
   std::optional<retry_policy> policy{};
   /// Turns retries off for this call (`max_retries = 0`) while keeping the effective time limits.
   bool disable_retries = false;
-  /// Total deadline of this call, waits and retries included, measured from the start of the call. 0 or less:
-  /// the call ends with `errc::deadline_exceeded` before any attempt.
+  /// Total deadline of this call, waits and retries included, measured from the start of the call (a viewer
+  /// limit's decision, which the call awaits however long it takes, excepted: viewer_limit.hpp). 0 or less: the call
+  /// ends with `errc::deadline_exceeded` before any attempt.
   std::optional<std::chrono::milliseconds> total_timeout{};
   /// Limit of each attempt of this call. 0 or less: none of its own, each attempt is bounded by what is left of the
   /// deadline. `issue_tickets` raises a limit under 5 s to 5 s (client.hpp).

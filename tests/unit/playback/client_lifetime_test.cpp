@@ -1234,35 +1234,6 @@ TEST_CASE("lifetime: a call waiting on its viewer limit ends at once when cancel
   }
 }
 
-TEST_CASE("lifetime: a call waiting on its viewer limit ends at its deadline, having sent nothing, and the limit's "
-          "wait is cancelled") {
-  // call_options.hpp: the total deadline counts every wait of the call. A limit's `acquire` knows no deadline; the
-  // call waited for it to end (3 s in a trial's, against a 300 ms deadline) and only then failed.
-  bool const coalesce = GENERATE(true, false);
-  CAPTURE(coalesce);
-  auto limit = std::make_shared<slow_limit>(10s);
-  wandura::client_options options;
-  options.viewer_limit = limit;
-  options.coalesce = coalesce;
-  harness h(options);
-  h.fake->push(fake_step::respond(200, batch_body({granted_item(film, 4, "play", "t4")})));
-  wandura::call_options short_call;
-  short_call.total_timeout = 300ms;
-  call_end end;
-  spawn_call(h, play_batch(4), short_call, end);
-  REQUIRE_FALSE(run_real_until(
-      h, [&] { return end.done; }, 50ms)); // waiting on the limit
-  h.clock->advance(300ms);                 // the call's deadline, on the client's clock; the limit's wait is 10 s
-  REQUIRE(run_real_until(
-      h, [&] { return end.done && limit->waits_ended == 1; }, 1000ms));
-  CHECK_FALSE(end.other_exception);
-  REQUIRE(end.error);
-  CHECK(*end.error == wandura::errc::deadline_exceeded);
-  CHECK(limit->waits_cancelled == 1); // the operation, left by its only caller, was cancelled
-  CHECK(limit->taken == limit->given_back);
-  CHECK(h.fake->attempt_count() == 0);
-}
-
 TEST_CASE("lifetime: shutdown awaited twice at once and once more later completes each time, and every kind of call "
           "made after it is refused") {
   // client.hpp, shutdown(): "Never fails. May be awaited from any coroutine"; it "refuses new ones (they fail with

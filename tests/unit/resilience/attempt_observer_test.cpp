@@ -29,6 +29,12 @@ TEST_CASE("attempt observer: attributes name method, URL without query, host and
   CHECK(c.url_full.empty());
   CHECK(c.server_address == "127.0.0.1");
   CHECK(c.server_port == 80);
+  // Where no host was read, an '@' anywhere before the query may be user information: not reported either.
+  for (char const* url : {"user:secret@127.0.0.1/v1/videos", "http://u:se/cret@127.0.0.1/v1/videos"}) {
+    INFO(url);
+    request.url = url;
+    CHECK(wandura::make_attempt_begin("list_videos", request, 0).url_full.empty());
+  }
 }
 
 TEST_CASE("attempt observer: the scheme's default port does not depend on the scheme's case") {

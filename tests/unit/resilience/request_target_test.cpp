@@ -27,6 +27,12 @@ TEST_CASE("request target: method, path and host, never the query, user informat
   CHECK(wandura::detail::describe_target(post("http://u:p@h/v1/x")) == "POST /v1/x on h");
   CHECK(wandura::detail::describe_target(post("http://u:p@ss@h:81")) == "POST / on h:81");
   CHECK(wandura::detail::describe_target(post("http://u@/v1/x")) == "POST /v1/x");
+  // An '@' where no authority was read: the URL is not shown at all.
+  for (std::string_view const url : {"user:SECRET@host/v1/x", "//user:SECRET@host/x", "http://u:SE/CRET@h/"}) {
+    INFO(url);
+    CHECK(wandura::detail::describe_target(post(std::string(url))) ==
+          "POST (a URL with '@' outside its host, not shown)");
+  }
 }
 
 TEST_CASE("request target: a path built from a long value shows its first 200 bytes") {

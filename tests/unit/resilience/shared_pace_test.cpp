@@ -169,6 +169,26 @@ TEST_CASE("shared pace: a hold published by one gate delays the requests of anot
   CHECK(h.admitted(1, start + 3010ms) >= 2);
 }
 
+TEST_CASE(
+    "shared pace: a gate paced by another's hold takes its own 429 within that hold as the same round, not a cut") {
+  fleet_harness h(2);
+  auto const start = h.now();
+  h.spawn(1);
+  h.settle();
+  h.gates[0]->observe("playback", refused(600, 3s)); // gate A: a 429, held 3 s
+  h.run_for(150ms);
+  h.spawn(1); // B reads the fleet's view: paced by A's hold, without a cut
+  h.settle();
+  REQUIRE(h.gates[1]->congested("playback"));
+  h.run_for(1500ms);
+  h.gates[1]->observe("playback", refused(600, 0ms)); // B's own 429 inside that hold: requests in flight before it
+  CHECK(h.playback(1).decreases == 0);
+  h.run_for(2s); // past the hold
+  REQUIRE(h.now() > start + 3s);
+  h.gates[1]->observe("playback", refused(600, 0ms));
+  CHECK(h.playback(1).decreases == 1);
+}
+
 TEST_CASE("shared pace: a gate learns of a 429 another gate saw within a few hundred ms, while in use") {
   fleet_harness h(2);
   h.spawn(1);
